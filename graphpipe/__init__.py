@@ -1,0 +1,31 @@
+"""graphpipe: fast, composable datapipes for sampling-based GNN training.
+
+    import graphpipe as gp
+    pipe = (gp.ItemSampler(train_set, batch_size=1024, shuffle=True)
+            .sample_neighbor(graph, fanouts=[15, 10, 5])
+            .fetch_feature(features, node_feature_keys=["feat"]))
+    for minibatch in gp.DataLoader(pipe):
+        ...
+"""
+
+from . import ops
+from .csc_graph import CSCGraph
+from .item_set import ItemSet
+from .loader import DataLoader
+from .minibatch import CSCFormat, MiniBatch, SampledSubgraph
+from .pipes import ItemSampler, Pipe, SubgraphSampler
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ops",
+    "CSCGraph",
+    "CSCFormat",
+    "DataLoader",
+    "ItemSampler",
+    "ItemSet",
+    "MiniBatch",
+    "Pipe",
+    "SampledSubgraph",
+    "SubgraphSampler",
+]

@@ -1,0 +1,24 @@
+"""LayerSample: what a one-layer sampling op returns, before compaction."""
+
+from typing import NamedTuple, Optional
+
+import torch
+
+__all__ = ["LayerSample"]
+
+
+class LayerSample(NamedTuple):
+    """The edges sampled for one layer, in global ids, grouped by destination.
+
+    Attributes:
+        indptr: ``[num_dst + 1]`` int64; the sampled in-edges of destination ``j`` are
+            positions ``indptr[j]:indptr[j + 1]``.
+        indices: ``[num_sampled_edges]`` int64 global source node ids.
+        edge_ids: ``[num_sampled_edges]`` int64 edge ids in the graph.
+        edge_weights: ``[num_sampled_edges]`` float32 estimator weights, or None.
+    """
+
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    edge_ids: torch.Tensor
+    edge_weights: Optional[torch.Tensor] = None

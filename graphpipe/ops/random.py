@@ -1,0 +1,67 @@
+"""Counter-based random numbers: a uniform variate is a pure function of (key, counter).
+
+Samplers never carry RNG state. A batch gets a 64-bit ``key`` (from the sampler seed,
+the batch index and the layer), and every random number is ``uniform(key, counter)``
+for a counter such as a vertex id or an edge position. Results therefore do not depend
+on the number of threads, the worker that runs a batch, or the order of loops; and two
+seeds that share a neighbour ``t`` can see the same variate (what LABOR needs).
+
+The mixer is SplitMix64's finaliser (Steele et al., 2014), which passes BigCrush when
+fed a counter. ``mix64``/``uniform`` are numba functions usable inside kernels;
+:func:`derive_key` is the Python-side helper that builds keys from integers.
+"""
+
+import numba
+import numpy as np
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_MASK64 = (1 << 64) - 1
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def mix64(x):
+    """SplitMix64 finaliser: a bijective avalanche of a uint64."""
+    x = np.uint64(x)
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def hash2(key, counter):
+    """A uint64 hash of (key, counter)."""
+    return mix64(np.uint64(key) ^ mix64(np.uint64(counter) * _GOLDEN + _GOLDEN))
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def uniform(key, counter):
+    """A float64 uniform on [0, 1) from (key, counter), 53 random bits."""
+    return np.float64(hash2(key, counter) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def uniform_open(key, counter):
+    """A float64 uniform on (0, 1): safe for log() and division."""
+    return (np.float64(hash2(key, counter) >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+def _mix64_py(x: int) -> int:
+    x &= _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def derive_key(*parts: int) -> int:
+    """Fold integers into one 64-bit key (e.g. ``derive_key(seed, batch_index, layer)``).
+
+    Uses the same SplitMix64 mixer as the kernels, in pure Python, so keys are stable
+    across runs and platforms. Returns a Python int in [0, 2**64).
+    """
+    key = 0x6A09E667F3BCC909
+    golden = 0x9E3779B97F4A7C15
+    for part in parts:
+        key = _mix64_py(key ^ _mix64_py((int(part) * golden + golden) & _MASK64))
+    return key

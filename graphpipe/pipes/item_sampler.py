@@ -1,0 +1,91 @@
+"""ItemSampler: the source stage, cutting an ItemSet into MiniBatches."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+
+from ..item_set import ItemSet
+from ..minibatch import MiniBatch
+from ..ops.random import derive_key
+from .base import Pipe
+
+__all__ = ["ItemSampler"]
+
+_MINIBATCH_FIELDS = ("seeds", "labels")
+
+
+class ItemSampler(Pipe):
+    """Yield MiniBatches of ``batch_size`` items, reshuffled every epoch.
+
+    Each pass over the sampler is one epoch. With ``shuffle=True`` epoch ``e`` uses the
+    permutation drawn from ``(seed, e)``, so a run is reproducible under ``seed`` while
+    every epoch sees a new order. ``seed=None`` draws the seed once from torch's global
+    generator (so ``torch.manual_seed`` makes runs reproducible too).
+
+    Every MiniBatch gets ``batch_index = epoch * len(self) + i``, which later stages use
+    to key their random numbers.
+
+    Args:
+        item_set: an :class:`ItemSet` (or a tensor of seed ids) with a ``seeds`` field
+            and optionally ``labels``.
+        batch_size: items per batch, ``>= 1``.
+        shuffle: permute the items each epoch.
+        drop_last: drop the last batch when it is smaller than ``batch_size``.
+        seed: seed of the permutations.
+    """
+
+    def __init__(
+        self,
+        item_set: Union[ItemSet, torch.Tensor, int],
+        batch_size: int,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        seed: Optional[int] = None,
+    ):
+        super().__init__()
+        if not isinstance(item_set, ItemSet):
+            item_set = ItemSet(item_set, names="seeds")
+        if item_set.names is None or "seeds" not in item_set.names:
+            raise ValueError(
+                f"ItemSampler: `item_set` needs a field named 'seeds', got names={item_set.names}; "
+                f"build it as ItemSet((seeds, labels), names=('seeds', 'labels'))"
+            )
+        unknown = [n for n in item_set.names if n not in _MINIBATCH_FIELDS]
+        if unknown:
+            raise ValueError(
+                f"ItemSampler: `item_set` field(s) {unknown} are not supported; known fields: "
+                f"{list(_MINIBATCH_FIELDS)}"
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"ItemSampler: `batch_size` must be an int >= 1, got {batch_size!r}")
+        self.item_set = item_set
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else int(seed)
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        n = len(self.item_set)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def epoch_order(self, epoch: int) -> torch.Tensor:
+        """``[len(item_set)]`` int64 order in which epoch ``epoch`` visits the items."""
+        n = len(self.item_set)
+        if not self.shuffle:
+            return torch.arange(n)
+        generator = torch.Generator().manual_seed(derive_key(self.seed, epoch) >> 1)
+        return torch.randperm(n, generator=generator)
+
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch += 1
+        order = self.epoch_order(epoch)
+        names = self.item_set.names
+        first_index = epoch * len(self)
+        for i in range(len(self)):
+            rows = order[i * self.batch_size : (i + 1) * self.batch_size]
+            values = dict(zip(names, self.item_set[rows]))
+            yield MiniBatch(**values, batch_index=first_index + i)

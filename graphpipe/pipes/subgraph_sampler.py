@@ -1,0 +1,65 @@
+"""SubgraphSampler: the layer loop shared by every sampling stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import List, Sequence
+
+import torch
+
+from ..csc_graph import CSCGraph
+from ..minibatch import CSCFormat, MiniBatch, SampledSubgraph
+from ..ops import LayerSample, unique_and_compact
+from ..validation import check_fanouts, check_node_ids
+from .base import Pipe
+
+__all__ = ["SubgraphSampler"]
+
+
+class SubgraphSampler(Pipe):
+    """Base of sampling stages: samples layers from the seeds outwards and compacts them.
+
+    Layer ``L-1`` (``fanouts[-1]``) samples in-neighbours of the seeds, layer ``L-2``
+    samples in-neighbours of all nodes of layer ``L-1``, and so on; each layer is
+    relabelled with :func:`~graphpipe.ops.unique_and_compact` so that its destinations
+    are a prefix of its sources. Subclasses implement :meth:`sample_layer`.
+    """
+
+    def __init__(self, source: Pipe, graph: CSCGraph, fanouts: Sequence[int]):
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(graph, CSCGraph):
+            raise TypeError(f"{name}: `graph` must be a graphpipe.CSCGraph, got {type(graph).__name__}")
+        self.source = source
+        self.graph = graph
+        self.fanouts: List[int] = check_fanouts(fanouts, name)
+
+    def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
+        """Sample in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN layer ``layer``."""
+        raise NotImplementedError
+
+    def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
+        """Fill ``sampled_subgraphs`` and ``input_nodes`` of ``minibatch``."""
+        if minibatch.seeds is None:
+            raise ValueError(f"{type(self).__name__}: the MiniBatch has no `seeds` to sample from")
+        nodes = check_node_ids(minibatch.seeds, self.graph.num_nodes, "seeds", type(self).__name__)
+        subgraphs: List[SampledSubgraph] = []
+        for layer in reversed(range(len(self.fanouts))):
+            sample = self.sample_layer(nodes, layer, minibatch)
+            src_nodes, local_indices = unique_and_compact(nodes, sample.indices)
+            subgraphs.append(
+                SampledSubgraph(
+                    sampled_csc=CSCFormat(sample.indptr, local_indices),
+                    original_row_node_ids=src_nodes,
+                    original_column_node_ids=nodes,
+                    original_edge_ids=sample.edge_ids,
+                    edge_weights=sample.edge_weights,
+                )
+            )
+            nodes = src_nodes
+        subgraphs.reverse()
+        return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes)
+
+    def __iter__(self):
+        for minibatch in self.source:
+            yield self.sample_subgraphs(minibatch)
