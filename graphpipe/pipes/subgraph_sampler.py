@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 
 from ..csc_graph import CSCGraph
 from ..minibatch import CSCFormat, MiniBatch, SampledSubgraph
-from ..ops import LayerSample, unique_and_compact
+from ..ops import LayerSample, derive_key, unique_and_compact
 from ..validation import check_fanouts, check_node_ids
 from .base import Pipe
 
@@ -23,9 +23,24 @@ class SubgraphSampler(Pipe):
     samples in-neighbours of all nodes of layer ``L-1``, and so on; each layer is
     relabelled with :func:`~graphpipe.ops.unique_and_compact` so that its destinations
     are a prefix of its sources. Subclasses implement :meth:`sample_layer`.
+
+    Randomness: layer ``layer`` of the batch with ``batch_index`` b draws every variate
+    from the key ``layer_key(b, layer) = derive_key(seed, b, layer)``, and kernels key
+    each variate by global vertex ids, never by thread or position. ``seed=None`` draws
+    the seed once from torch's global generator.
+
+    ``cooperative=True`` makes the ranks of a ``torch.distributed`` group sample one
+    shared batch together (see :mod:`graphpipe.distributed`).
     """
 
-    def __init__(self, source: Pipe, graph: CSCGraph, fanouts: Sequence[int]):
+    def __init__(
+        self,
+        source: Pipe,
+        graph: CSCGraph,
+        fanouts: Sequence[int],
+        seed: Optional[int] = None,
+        cooperative: bool = False,
+    ):
         super().__init__()
         name = type(self).__name__
         if not isinstance(graph, CSCGraph):
@@ -33,6 +48,12 @@ class SubgraphSampler(Pipe):
         self.source = source
         self.graph = graph
         self.fanouts: List[int] = check_fanouts(fanouts, name)
+        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else int(seed)
+        self.cooperative = bool(cooperative)
+
+    def layer_key(self, batch_index: int, layer: int) -> int:
+        """The 64-bit key of every random variate of one layer of one batch."""
+        return derive_key(self.seed, batch_index, layer)
 
     def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
         """Sample in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN layer ``layer``."""
@@ -61,5 +82,9 @@ class SubgraphSampler(Pipe):
         return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes)
 
     def __iter__(self):
+        if self.cooperative:
+            from ..distributed.cooperative import sample_subgraphs_cooperatively as sample
+        else:
+            sample = type(self).sample_subgraphs
         for minibatch in self.source:
-            yield self.sample_subgraphs(minibatch)
+            yield sample(self, minibatch)
