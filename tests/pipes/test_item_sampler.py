@@ -1,0 +1,66 @@
+import pytest
+import torch
+
+from graphpipe import ItemSampler, ItemSet
+
+
+def _epoch(sampler):
+    return [mb for mb in sampler]
+
+
+def test_batches_cover_items_once_and_carry_labels():
+    seeds = torch.arange(100, 110)
+    labels = seeds * 2
+    sampler = ItemSampler(ItemSet((seeds, labels), names=("seeds", "labels")), batch_size=4, shuffle=True, seed=3)
+    batches = _epoch(sampler)
+    assert len(sampler) == 3 and len(batches) == 3
+    assert [mb.seeds.numel() for mb in batches] == [4, 4, 2]
+    got = torch.cat([mb.seeds for mb in batches])
+    assert sorted(got.tolist()) == seeds.tolist()
+    for mb in batches:
+        assert torch.equal(mb.labels, mb.seeds * 2)
+    assert [mb.batch_index for mb in batches] == [0, 1, 2]
+
+
+def test_new_permutation_each_epoch_reproducible_under_seed():
+    a = ItemSampler(ItemSet(1000), batch_size=1000, shuffle=True, seed=7)
+    b = ItemSampler(ItemSet(1000), batch_size=1000, shuffle=True, seed=7)
+    a0, a1 = _epoch(a)[0].seeds, _epoch(a)[0].seeds
+    b0, b1 = _epoch(b)[0].seeds, _epoch(b)[0].seeds
+    assert torch.equal(a0, b0) and torch.equal(a1, b1)
+    assert not torch.equal(a0, a1)
+    c0 = _epoch(ItemSampler(ItemSet(1000), batch_size=1000, shuffle=True, seed=8))[0].seeds
+    assert not torch.equal(a0, c0)
+
+
+def test_batch_index_counts_across_epochs():
+    sampler = ItemSampler(ItemSet(10), batch_size=3, drop_last=True)
+    assert len(sampler) == 3
+    assert [mb.batch_index for mb in _epoch(sampler)] == [0, 1, 2]
+    assert [mb.batch_index for mb in _epoch(sampler)] == [3, 4, 5]
+
+
+def test_no_shuffle_keeps_order_and_drop_last():
+    sampler = ItemSampler(torch.tensor([5, 6, 7, 8, 9]), batch_size=2, drop_last=True)
+    assert [mb.seeds.tolist() for mb in _epoch(sampler)] == [[5, 6], [7, 8]]
+
+
+def test_seed_none_follows_torch_manual_seed():
+    torch.manual_seed(0)
+    a = _epoch(ItemSampler(ItemSet(50), batch_size=50, shuffle=True))[0].seeds
+    torch.manual_seed(0)
+    b = _epoch(ItemSampler(ItemSet(50), batch_size=50, shuffle=True))[0].seeds
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5, True])
+def test_bad_batch_size(batch_size):
+    with pytest.raises(ValueError, match="`batch_size` must be an int >= 1"):
+        ItemSampler(ItemSet(4), batch_size=batch_size)
+
+
+def test_item_set_field_errors():
+    with pytest.raises(ValueError, match="needs a field named 'seeds'"):
+        ItemSampler(ItemSet((torch.arange(3), torch.arange(3)), names=("a", "labels")), 2)
+    with pytest.raises(ValueError, match=r"\['weights'\] are not supported"):
+        ItemSampler(ItemSet((torch.arange(3), torch.arange(3)), names=("seeds", "weights")), 2)

@@ -1,0 +1,35 @@
+import pytest
+import torch
+
+from graphpipe import ItemSet
+
+
+def test_int_is_arange():
+    s = ItemSet(5)
+    assert len(s) == 5 and s.names == ("seeds",)
+    assert s.items[0].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_tuple_fields_and_indexing():
+    seeds, labels = torch.tensor([4, 2, 9]), torch.tensor([1, 0, 1])
+    s = ItemSet((seeds, labels), names=("seeds", "labels"))
+    assert len(s) == 3
+    got_seeds, got_labels = s[torch.tensor([2, 0])]
+    assert got_seeds.tolist() == [9, 4] and got_labels.tolist() == [1, 1]
+    assert torch.equal(s.field("labels"), labels) and s.field("other") is None
+
+
+@pytest.mark.parametrize(
+    "items, names, error, match",
+    [
+        (0, None, ValueError, "empty item set"),
+        (torch.tensor([], dtype=torch.int64), None, ValueError, "empty"),
+        ((torch.arange(3), torch.arange(4)), ("seeds", "labels"), ValueError, "same length"),
+        ((torch.arange(3), torch.arange(3)), ("seeds",), ValueError, "one name per tensor"),
+        ("abc", None, TypeError, "must be an int, a tensor or a tuple"),
+        ((), None, ValueError, "empty tuple"),
+    ],
+)
+def test_bad_input(items, names, error, match):
+    with pytest.raises(error, match=match):
+        ItemSet(items, names=names)
