@@ -121,6 +121,39 @@ class MiniBatch:
             return self
         return _apply(self, lambda t: t.pin_memory() if t.device.type == "cpu" else t)
 
+    # ------------------------------------------------------------------ DGL
+    @property
+    def blocks(self):
+        """The sampled layers as DGL message-flow graphs (``dgl.create_block``), input first.
+
+        Same as GraphBolt's ``MiniBatch.blocks``: block ``i`` feeds GNN layer ``i``, its
+        ``srcdata[dgl.NID]``/``dstdata[dgl.NID]`` hold global node ids,
+        ``edata[dgl.EID]`` the graph's edge ids and, when the sampler set them,
+        ``edata["edge_weights"]`` the estimator weights. Needs ``dgl`` (imported lazily).
+        """
+        try:
+            import dgl
+        except ImportError as err:
+            raise ImportError("MiniBatch.blocks needs DGL: pip install dgl") from err
+        if not self.sampled_subgraphs:
+            raise ValueError("MiniBatch.blocks: the batch has no sampled_subgraphs; add a sampler stage")
+        blocks = []
+        for sg in self.sampled_subgraphs:
+            csc = sg.sampled_csc
+            edge_order = torch.arange(sg.num_edges, device=csc.indices.device)
+            block = dgl.create_block(
+                ("csc", (csc.indptr, csc.indices, edge_order)),
+                num_src_nodes=sg.num_src_nodes,
+                num_dst_nodes=sg.num_dst_nodes,
+            )
+            block.srcdata[dgl.NID] = sg.original_row_node_ids
+            block.dstdata[dgl.NID] = sg.original_column_node_ids
+            block.edata[dgl.EID] = sg.original_edge_ids
+            if sg.edge_weights is not None:
+                block.edata["edge_weights"] = sg.edge_weights
+            blocks.append(block)
+        return blocks
+
     # ------------------------------------------------------------------ PyG
     def to_pyg(self, node_feature_key: Optional[str] = None):
         """A ``torch_geometric.data.Data`` laid out as PyG's ``NeighborLoader`` returns.
