@@ -1,7 +1,8 @@
 """Pure tensor functions and fused kernels: no datapipe knowledge, no global state."""
 
+from .gather import gather_rows
 from .layer_sample import LayerSample
 from .random import derive_key
 from .unique_and_compact import unique_and_compact
 
-__all__ = ["LayerSample", "derive_key", "unique_and_compact"]
+__all__ = ["gather_rows", "LayerSample", "derive_key", "unique_and_compact"]

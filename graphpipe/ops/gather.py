@@ -1,0 +1,123 @@
+"""Row gather: ``table[ids]`` into one preallocated output, one fused parallel pass.
+
+The CPU kernel copies whole rows as machine words: any dtype (bfloat16 included) is
+gathered through a byte view of the table, so one compiled kernel per word size serves
+every feature. ``table`` may be a torch tensor, a numpy array or a read-only
+``numpy.memmap`` (rows are then read straight from the page cache, in parallel).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import numba
+import numpy as np
+import torch
+
+from ..validation import check_node_ids
+
+__all__ = ["gather_rows"]
+
+Table = Union[torch.Tensor, np.ndarray]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _gather_words(table, ids, out):
+    """``out[i, :] = table[ids[i], :]`` for 2-D word arrays, rows in parallel."""
+    width = table.shape[1]
+    for i in numba.prange(ids.shape[0]):
+        row = ids[i]
+        for j in range(width):
+            out[i, j] = table[row, j]
+
+
+def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Rows ``ids`` of ``table``: ``[num_ids, *table.shape[1:]]``, same dtype as ``table``.
+
+    Args:
+        table: ``[num_rows, ...]`` tensor or numpy array (any dtype) with C-contiguous rows.
+        ids: ``[num_ids]`` int32/int64 row ids in ``[0, num_rows)``; repeats allowed.
+        out: optional contiguous output of the result's shape and dtype, on the result's
+            device, written in place and returned (lets a caller reuse a buffer).
+
+    CPU tables with CPU ids use the parallel numba kernel. Any CUDA tensor among
+    ``table`` and ``ids`` goes to the CUDA path (:func:`_gather_cuda`); the result is on
+    ``ids``' device.
+    """
+    if not isinstance(table, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"gather_rows: `table` must be a torch.Tensor or numpy array, got {type(table).__name__}")
+    if table.ndim < 1:
+        raise ValueError("gather_rows: `table` must have at least 1 dimension (rows), got a scalar")
+    ids = check_node_ids(ids, table.shape[0], "ids", "gather_rows")
+    if ids.is_cuda or (isinstance(table, torch.Tensor) and table.is_cuda):
+        return _gather_cuda(table, ids, out)
+    return _gather_cpu(table, ids, out)
+
+
+def _gather_cuda(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    """The CUDA dispatch point: ``index_select`` on the table's device, result on ``ids``' device."""
+    table = torch.as_tensor(table)
+    rows = torch.index_select(table, 0, ids.to(table.device)).to(ids.device)
+    if out is None:
+        return rows
+    _check_out(out, rows.shape, rows.dtype, rows.device)
+    return out.copy_(rows)
+
+
+def _gather_cpu(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    row_shape = tuple(table.shape[1:])
+    dtype = table.dtype if isinstance(table, torch.Tensor) else _torch_dtype(table.dtype)
+    shape = (ids.numel(),) + row_shape
+    if out is None:
+        out = torch.empty(shape, dtype=dtype)
+    else:
+        _check_out(out, shape, dtype, torch.device("cpu"))
+    if out.numel() == 0:
+        return out
+    _gather_words(_word_view(_row_bytes(table)), ids.numpy(), _word_view(_row_bytes(out)))
+    return out
+
+
+def _row_bytes(array: Table) -> np.ndarray:
+    """``[num_rows, row_nbytes]`` uint8 view of a table with C-contiguous rows (no copy)."""
+    if isinstance(array, torch.Tensor):
+        if not array.is_contiguous():
+            raise ValueError(
+                "gather_rows: `table` must be contiguous (rows stored one after another); "
+                "call .contiguous() once when building the table"
+            )
+        array = array.detach().reshape(array.shape[0], -1).view(torch.uint8).numpy()
+    else:
+        if not array.flags.c_contiguous:
+            raise ValueError(
+                "gather_rows: `table` must be C-contiguous (rows stored one after another); "
+                "use numpy.ascontiguousarray once when building the table"
+            )
+        array = np.asarray(array).reshape(array.shape[0], -1).view(np.uint8)
+    return array
+
+
+def _word_view(rows: np.ndarray) -> np.ndarray:
+    """View ``[n, row_nbytes]`` bytes as the widest words that tile a row."""
+    for word in (np.uint64, np.uint32, np.uint16):
+        if rows.shape[1] % word().itemsize == 0:
+            return rows.view(word)
+    return rows
+
+
+def _check_out(out: torch.Tensor, shape, dtype: torch.dtype, device: torch.device) -> None:
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"gather_rows: `out` must be a torch.Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape) or out.dtype != dtype or out.device != device or not out.is_contiguous():
+        raise ValueError(
+            f"gather_rows: `out` must be a contiguous {dtype} tensor of shape {tuple(shape)} on "
+            f"{device}, got {out.dtype} shape {tuple(out.shape)} on {out.device}"
+            f"{'' if out.is_contiguous() else ' (not contiguous)'}"
+        )
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    try:
+        return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    except TypeError as err:
+        raise TypeError(f"gather_rows: numpy dtype {dtype} of `table` has no torch equivalent") from err
