@@ -66,7 +66,7 @@ def _gather_cuda(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -
 
 def _gather_cpu(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     row_shape = tuple(table.shape[1:])
-    dtype = table.dtype if isinstance(table, torch.Tensor) else _torch_dtype(table.dtype)
+    dtype = table.dtype if isinstance(table, torch.Tensor) else numpy_to_torch_dtype(table.dtype)
     shape = (ids.numel(),) + row_shape
     if out is None:
         out = torch.empty(shape, dtype=dtype)
@@ -116,8 +116,9 @@ def _check_out(out: torch.Tensor, shape, dtype: torch.dtype, device: torch.devic
         )
 
 
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+def numpy_to_torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype of numpy ``dtype``; TypeError if torch has none."""
     try:
         return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
     except TypeError as err:
-        raise TypeError(f"gather_rows: numpy dtype {dtype} of `table` has no torch equivalent") from err
+        raise TypeError(f"numpy dtype {dtype} has no torch equivalent") from err
