@@ -10,14 +10,21 @@
 
 from . import ops
 from .csc_graph import CSCGraph
+from .feature_store import Feature, FeatureStore
 from .item_set import ItemSet
 from .loader import DataLoader
 from .minibatch import CSCFormat, MiniBatch, SampledSubgraph
 from .pipes import ItemSampler, Pipe, SubgraphSampler
+from .pipes import CopyTo, FeatureFetcher, Transform
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CopyTo",
+    "Feature",
+    "FeatureFetcher",
+    "FeatureStore",
+    "Transform",
     "ops",
     "CSCGraph",
     "CSCFormat",

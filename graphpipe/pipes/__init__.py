@@ -1,7 +1,10 @@
 """Datapipe stages. Importing this package registers every functional name."""
 
 from .base import Pipe, functional_pipe, traverse
+from .copy_to import CopyTo
+from .feature_fetcher import FeatureFetcher
 from .item_sampler import ItemSampler
 from .subgraph_sampler import SubgraphSampler
+from .transform import Transform
 
-__all__ = ["Pipe", "functional_pipe", "traverse", "ItemSampler", "SubgraphSampler"]
+__all__ = ["CopyTo", "FeatureFetcher", "Transform", "Pipe", "functional_pipe", "traverse", "ItemSampler", "SubgraphSampler"]

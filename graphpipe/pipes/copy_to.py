@@ -1,0 +1,39 @@
+"""CopyTo: move every MiniBatch to a device."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Pipe, functional_pipe
+
+__all__ = ["CopyTo"]
+
+
+@functional_pipe("copy_to")
+class CopyTo(Pipe):
+    """Yield ``item.to(device, non_blocking=non_blocking)`` for every item of ``source``.
+
+    Items are MiniBatches or anything with a ``.to(device, non_blocking=...)`` method.
+    ``non_blocking=True`` only overlaps copies with compute when the item's CPU tensors
+    are pinned (see :meth:`MiniBatch.pin_memory`).
+    """
+
+    def __init__(self, source: Pipe, device, non_blocking: bool = False):
+        super().__init__()
+        self.source = source
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"CopyTo: `device` must be a torch device or a name like 'cuda:0', got {device!r}") from err
+        self.non_blocking = bool(non_blocking)
+
+    def copy(self, item):
+        """``item`` on ``self.device``."""
+        return item.to(self.device, non_blocking=self.non_blocking)
+
+    def __iter__(self):
+        for item in self.source:
+            yield self.copy(item)
+
+    def __len__(self) -> int:
+        return len(self.source)

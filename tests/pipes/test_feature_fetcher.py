@@ -1,0 +1,102 @@
+import numpy as np
+import pytest
+import torch
+
+from graphpipe import CSCFormat, FeatureStore, ItemSampler, ItemSet, MiniBatch, SampledSubgraph
+from graphpipe.pipes import FeatureFetcher
+
+NUM_NODES, NUM_EDGES = 30, 60
+
+
+def _store():
+    g = torch.Generator().manual_seed(0)
+    return FeatureStore(
+        {"feat": torch.randn(NUM_NODES, 4, generator=g), "deg": np.arange(NUM_NODES, dtype=np.int64)},
+        {"w": torch.rand(NUM_EDGES, generator=g), "type": torch.randint(0, 3, (NUM_EDGES, 2), generator=g)},
+    )
+
+
+def _layer(src, dst_count, edge_ids, indptr):
+    src = torch.tensor(src)
+    return SampledSubgraph(
+        sampled_csc=CSCFormat(torch.tensor(indptr), torch.zeros(len(edge_ids), dtype=torch.int64)),
+        original_row_node_ids=src,
+        original_column_node_ids=src[:dst_count],
+        original_edge_ids=torch.tensor(edge_ids),
+    )
+
+
+def _two_layer_batch():
+    # seeds [7, 3] <- layer 1 sources [7, 3, 12, 0] <- layer 0 sources [7, 3, 12, 0, 29]
+    top = _layer([7, 3, 12, 0], 2, [5, 40, 41], [0, 1, 3])
+    bottom = _layer([7, 3, 12, 0, 29], 4, [5, 6, 40, 59, 1], [0, 2, 3, 4, 5])
+    return MiniBatch(
+        seeds=torch.tensor([7, 3]),
+        sampled_subgraphs=[bottom, top],
+        input_nodes=bottom.original_row_node_ids,
+        node_features={"kept": torch.ones(5)},
+        batch_index=4,
+    )
+
+
+def test_node_features_of_input_nodes_and_edge_features_per_layer():
+    store = _store()
+    fetcher = FeatureFetcher([], store, node_feature_keys=["feat", "deg"], edge_feature_keys=["w", "type"])
+    mb = _two_layer_batch()
+    out = fetcher.fetch(mb)
+    table = store["feat"].data
+    assert torch.equal(out.node_features["feat"], table[[7, 3, 12, 0, 29]])
+    assert out.node_features["deg"].tolist() == [7, 3, 12, 0, 29]
+    assert torch.equal(out.node_features["kept"], torch.ones(5))
+    assert len(out.edge_features) == 2
+    for layer, subgraph in zip(out.edge_features, out.sampled_subgraphs):
+        eids = subgraph.original_edge_ids
+        assert torch.equal(layer["w"], store["edge", "w"].data[eids])
+        assert torch.equal(layer["type"], store["edge", "type"].data[eids])
+    assert out.edge_features[1]["type"].shape == (3, 2)
+    # The input batch is left as it was, and the rest of the batch is carried over.
+    assert list(mb.node_features) == ["kept"] and mb.edge_features == []
+    assert out.batch_index == 4 and out.sampled_subgraphs is mb.sampled_subgraphs
+
+
+def test_seeds_only_batches_get_seed_features_through_the_pipe():
+    store = _store()
+    labels = torch.arange(NUM_NODES) % 3
+    items = ItemSet((torch.arange(NUM_NODES), labels), names=("seeds", "labels"))
+    pipe = ItemSampler(items, batch_size=8, shuffle=True, seed=1).fetch_feature(store, node_feature_keys=["feat"])
+    assert isinstance(pipe, FeatureFetcher) and len(pipe) == 4
+    seen = []
+    for mb in pipe:
+        assert torch.equal(mb.node_features["feat"], store["feat"].data[mb.seeds])
+        assert torch.equal(mb.labels, labels[mb.seeds])
+        seen += mb.seeds.tolist()
+    assert sorted(seen) == list(range(NUM_NODES))
+
+
+def test_memmap_features(tmp_path):
+    table = np.random.default_rng(1).standard_normal((NUM_NODES, 3)).astype(np.float16)
+    np.save(tmp_path / "x.npy", table)
+    fetcher = FeatureFetcher([], FeatureStore({"x": str(tmp_path / "x.npy")}), ["x"])
+    out = fetcher.fetch(_two_layer_batch())
+    assert out.node_features["x"].dtype == torch.float16
+    assert np.array_equal(out.node_features["x"].numpy(), table[[7, 3, 12, 0, 29]])
+
+
+def test_unknown_keys_fail_at_construction():
+    store = _store()
+    with pytest.raises(KeyError, match=r"unknown node feature\(s\) \['fet'\]; known node features: \['feat', 'deg'\]"):
+        FeatureFetcher([], store, node_feature_keys=["feat", "fet"])
+    with pytest.raises(KeyError, match=r"unknown edge feature\(s\) \['feat'\]; known edge features: \['w', 'type'\]"):
+        FeatureFetcher([], store, edge_feature_keys=["feat"])
+    with pytest.raises(TypeError, match=r"`node_feature_keys` must be a list of names, got the string 'feat'"):
+        FeatureFetcher([], store, node_feature_keys="feat")
+    with pytest.raises(TypeError, match=r"`features` must be a graphpipe.FeatureStore, got dict"):
+        FeatureFetcher([], {"feat": torch.zeros(3)}, node_feature_keys=["feat"])
+
+
+def test_batches_missing_what_is_asked_for():
+    store = _store()
+    with pytest.raises(ValueError, match=r"edge features need `sampled_subgraphs`"):
+        FeatureFetcher([], store, edge_feature_keys=["w"]).fetch(MiniBatch(seeds=torch.tensor([1])))
+    with pytest.raises(ValueError, match=r"neither `input_nodes` nor `seeds`"):
+        FeatureFetcher([], store, node_feature_keys=["feat"]).fetch(MiniBatch())
