@@ -1,0 +1,180 @@
+import sys
+
+import pytest
+import torch
+
+from graphpipe import CSCGraph, FeatureStore, ItemSampler, ItemSet, MiniBatch, SubgraphSampler
+from graphpipe.ops import LayerSample
+
+NUM_NODES = 300
+FANOUTS = [4, 3, 2]
+BATCH_SIZE = 16
+
+
+class _RandomNeighbors(SubgraphSampler):
+    """Test sampler: up to ``fanout`` in-edges per node, chosen with torch's RNG keyed by
+    the layer key (plus LABOR-like weights ``1 / kept`` when ``weighted``)."""
+
+    def __init__(self, source, graph, fanouts, seed, weighted=False):
+        super().__init__(source, graph, fanouts, seed)
+        self.weighted = weighted
+
+    def sample_layer(self, nodes, layer, minibatch):
+        g = torch.Generator().manual_seed(self.layer_key(minibatch.batch_index, layer) >> 1)
+        indptr = self.graph.indptr.to(torch.int64)
+        edge_ids = []
+        for v in nodes.tolist():
+            start, end = int(indptr[v]), int(indptr[v + 1])
+            keep = torch.randperm(end - start, generator=g)[: self.fanouts[layer]]
+            edge_ids.append(start + keep.sort().values)
+        counts = torch.tensor([e.numel() for e in edge_ids])
+        edge_ids = torch.cat(edge_ids)
+        weights = (1.0 / counts.float()).repeat_interleave(counts) if self.weighted else None
+        return LayerSample(
+            torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]),
+            self.graph.indices[edge_ids].to(torch.int64),
+            edge_ids,
+            weights,
+        )
+
+
+def _graph():
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(0, NUM_NODES, (NUM_NODES * 5,), generator=g)
+    dst = torch.randint(0, NUM_NODES, (NUM_NODES * 5,), generator=g)
+    return CSCGraph.from_coo(src, dst, num_nodes=NUM_NODES)
+
+
+def _batch(weighted=False, node_features=("feat",)):
+    graph = _graph()
+    g = torch.Generator().manual_seed(1)
+    store = FeatureStore(
+        {"feat": torch.randn(NUM_NODES, 8, generator=g), "other": torch.randn(NUM_NODES, 2, generator=g)},
+        {"w": torch.rand(graph.num_edges, generator=g)},
+    )
+    labels = torch.arange(NUM_NODES) % 5
+    items = ItemSet((torch.arange(NUM_NODES), labels), names=("seeds", "labels"))
+    pipe = _RandomNeighbors(ItemSampler(items, BATCH_SIZE, shuffle=True, seed=2), graph, FANOUTS, 3, weighted)
+    pipe = pipe.fetch_feature(store, node_feature_keys=list(node_features), edge_feature_keys=["w"])
+    return graph, store, next(iter(pipe))
+
+
+def _tensors(obj, path="mb"):
+    """(path, tensor) of every tensor inside a MiniBatch, recursively."""
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _tensors(v, f"{path}[{k!r}]")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _tensors(v, f"{path}[{i}]")
+    elif hasattr(obj, "__dataclass_fields__"):
+        for name in obj.__dataclass_fields__:
+            yield from _tensors(getattr(obj, name), f"{path}.{name}")
+
+
+def test_to_moves_every_tensor():
+    _, _, mb = _batch(weighted=True)
+    tensors = dict(_tensors(mb))
+    # seeds, labels, input_nodes, 1 node feature, 3 layers x (indptr, indices, rows, cols, eids, weights, "w")
+    assert len(tensors) == 4 + 3 * 7
+    moved = mb.to("meta")
+    moved_tensors = dict(_tensors(moved))
+    assert moved_tensors.keys() == tensors.keys()
+    for path, t in moved_tensors.items():
+        assert t.device.type == "meta", path
+        assert t.shape == tensors[path].shape and t.dtype == tensors[path].dtype, path
+    assert moved.batch_index == mb.batch_index
+    assert all(t.device.type == "cpu" for t in tensors.values())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA behaviour")
+def test_pin_memory_without_cuda_is_a_no_op():
+    _, _, mb = _batch()
+    assert mb.pin_memory() is mb
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pin_memory_pins_every_tensor():
+    _, _, mb = _batch(weighted=True)
+    pinned = mb.pin_memory()
+    for path, t in _tensors(pinned):
+        assert t.is_pinned(), path
+    for path, t in _tensors(pinned.to("cuda", non_blocking=True)):
+        assert t.is_cuda, path
+
+
+def _cumsum(values):
+    out = [0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out
+
+
+def test_to_pyg_layout_follows_hop_order():
+    graph, store, mb = _batch(weighted=True)
+    data = mb.to_pyg()
+    n_id, edge_index = data.n_id, data.edge_index
+    assert data.batch_size == BATCH_SIZE and torch.equal(n_id[:BATCH_SIZE], mb.seeds)
+    assert torch.equal(n_id, mb.input_nodes) and data.num_nodes == n_id.numel()
+    assert torch.equal(data.x, store["feat"].data[n_id]) and torch.equal(data.y, mb.labels)
+    assert edge_index.dtype == torch.int64 and edge_index.min() >= 0 and edge_index.max() < data.num_nodes
+    # Edge ids are graph edges from n_id[source] to n_id[target].
+    graph_src, graph_dst = graph.edge_index()
+    assert torch.equal(graph_src[data.e_id], n_id[edge_index[0]])
+    assert torch.equal(graph_dst[data.e_id], n_id[edge_index[1]])
+    # Hop k: targets first reached at hop k-1, sources known by hop k, edges of layer L-k.
+    assert len(data.num_sampled_nodes) == len(FANOUTS) + 1 and len(data.num_sampled_edges) == len(FANOUTS)
+    assert data.num_sampled_nodes[0] == BATCH_SIZE and all(n > 0 for n in data.num_sampled_nodes[1:])
+    nodes_by_hop, edges_by_hop = _cumsum(data.num_sampled_nodes), _cumsum(data.num_sampled_edges)
+    assert nodes_by_hop[-1] == data.num_nodes and edges_by_hop[-1] == edge_index.size(1)
+    for hop in range(1, len(FANOUTS) + 1):
+        lo, hi = edges_by_hop[hop - 1], edges_by_hop[hop]
+        src, dst = edge_index[:, lo:hi]
+        # nodes_by_hop[j + 1] nodes are known after hop j.
+        new_dst = torch.arange(nodes_by_hop[hop - 1], nodes_by_hop[hop])
+        assert torch.isin(dst, new_dst).all() and src.max() < nodes_by_hop[hop + 1]
+        layer = mb.sampled_subgraphs[len(FANOUTS) - hop]
+        assert hi - lo == int(torch.isin(layer.edge_index()[1], new_dst).sum())
+        assert torch.isin(data.e_id[lo:hi], layer.original_edge_ids).all()
+        # Each target keeps all the neighbours sampled for it, at most the layer's fanout.
+        per_target = torch.bincount(dst - dst.min())
+        assert per_target.max() <= FANOUTS[len(FANOUTS) - hop]
+        assert torch.allclose(data.edge_weight[lo:hi], 1.0 / per_target[dst - dst.min()].float())
+
+
+def test_to_pyg_trimmed_graphsage_matches_full():
+    torch_geometric = pytest.importorskip("torch_geometric")
+    _, _, mb = _batch()
+    data = mb.to_pyg()
+    torch.manual_seed(0)
+    model = torch_geometric.nn.GraphSAGE(8, 16, num_layers=len(FANOUTS))
+    model.eval()
+    full = model(data.x, data.edge_index)[: data.batch_size]
+    trimmed = model(
+        data.x,
+        data.edge_index,
+        num_sampled_nodes_per_hop=data.num_sampled_nodes,
+        num_sampled_edges_per_hop=data.num_sampled_edges,
+    )[: data.batch_size]
+    assert full.shape == (BATCH_SIZE, 16)
+    assert torch.allclose(full, trimmed, atol=1e-5)
+    # The check has teeth: dropping the last hop's edges changes the seeds' outputs.
+    cut = sum(data.num_sampled_edges[:-1])
+    assert not torch.allclose(full, model(data.x, data.edge_index[:, :cut])[: data.batch_size], atol=1e-5)
+
+
+def test_to_pyg_feature_choice_and_errors(monkeypatch):
+    _, store, mb = _batch(node_features=("feat", "other"))
+    with pytest.raises(ValueError, match=r"several node features \['feat', 'other'\]; pass node_feature_key="):
+        mb.to_pyg()
+    assert torch.equal(mb.to_pyg("other").x, store["other"].data[mb.input_nodes])
+    with pytest.raises(KeyError, match=r"unknown node_feature_key 'x'"):
+        mb.to_pyg("x")
+    with pytest.raises(ValueError, match=r"has no sampled_subgraphs"):
+        MiniBatch(seeds=torch.arange(3)).to_pyg()
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)
+    monkeypatch.setitem(sys.modules, "torch_geometric.data", None)
+    with pytest.raises(ImportError, match=r"needs PyTorch Geometric"):
+        mb.to_pyg("feat")
