@@ -8,6 +8,7 @@ every feature. ``table`` may be a torch tensor, a numpy array or a read-only
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Union
 
 import numba
@@ -69,13 +70,27 @@ def _gather_cpu(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) ->
     dtype = table.dtype if isinstance(table, torch.Tensor) else numpy_to_torch_dtype(table.dtype)
     shape = (ids.numel(),) + row_shape
     if out is None:
-        out = torch.empty(shape, dtype=dtype)
+        out = _empty_rows(shape, dtype)
     else:
         _check_out(out, shape, dtype, torch.device("cpu"))
     if out.numel() == 0:
         return out
     _gather_words(_word_view(_row_bytes(table)), ids.numpy(), _word_view(_row_bytes(out)))
     return out
+
+
+def _empty_rows(shape, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised CPU tensor backed by numpy's allocator.
+
+    numpy advises the kernel to back large arrays with transparent huge pages, so the
+    first write to a fresh output takes ~500x fewer page faults than with
+    ``torch.empty``: for a 80 MB output that is most of the gather's time.
+    """
+    numel = math.prod(shape)
+    if numel == 0:  # numpy gives empty arrays stride 0, which torch cannot view as `dtype`
+        return torch.empty(shape, dtype=dtype)
+    buffer = torch.from_numpy(np.empty(dtype.itemsize * numel, dtype=np.uint8))
+    return buffer.view(dtype).reshape(shape)
 
 
 def _row_bytes(array: Table) -> np.ndarray:
