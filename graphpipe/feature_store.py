@@ -31,6 +31,9 @@ _warned_pin_without_cuda = False
 class Feature:
     """One feature table, ``[num_rows, *row_shape]``, read by row id.
 
+    The protocol stages rely on is ``read``, ``num_rows``, ``row_shape``, ``dtype``,
+    ``nbytes`` and ``pin_memory_``; other storages (a GPU cache) subclass and override it.
+
     Args:
         data: a tensor (CPU or CUDA), a numpy array / ``numpy.memmap``, or the path of a
             ``.npy`` file, opened with ``numpy.load(mmap_mode="r")`` on first use. Rows
@@ -82,7 +85,8 @@ class Feature:
         return data.numel() * data.element_size() if isinstance(data, torch.Tensor) else data.nbytes
 
     def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` int32/int64): ``[n, *row_shape]`` on ``ids``' device.
+        """Rows ``ids`` (``[n]`` int32/int64): ``[n, *row_shape]``, on the GPU if the table
+        or ``ids`` is on one.
 
         ``out`` is an optional preallocated result, written in place and returned.
         """

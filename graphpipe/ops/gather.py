@@ -41,9 +41,8 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
         out: optional contiguous output of the result's shape and dtype, on the result's
             device, written in place and returned (lets a caller reuse a buffer).
 
-    CPU tables with CPU ids use the parallel numba kernel. Any CUDA tensor among
-    ``table`` and ``ids`` goes to the CUDA path (:func:`_gather_cuda`); the result is on
-    ``ids``' device.
+    CPU tables with CPU ids use the parallel numba kernel; when ``table`` or ``ids`` is
+    on a GPU the result is on that GPU (see :func:`_gather_cuda`).
     """
     if not isinstance(table, (torch.Tensor, np.ndarray)):
         raise TypeError(f"gather_rows: `table` must be a torch.Tensor or numpy array, got {type(table).__name__}")
@@ -56,9 +55,14 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
 
 
 def _gather_cuda(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-    """The CUDA dispatch point: ``index_select`` on the table's device, result on ``ids``' device."""
-    table = torch.as_tensor(table)
-    rows = torch.index_select(table, 0, ids.to(table.device)).to(ids.device)
+    """The CUDA dispatch point: ``table`` or ``ids`` is on a GPU, and so is the result
+    (``ids``' GPU if both are). A CUDA table uses ``index_select`` on its device; a host
+    table is gathered on the CPU and copied over."""
+    device = ids.device if ids.is_cuda else table.device
+    if isinstance(table, torch.Tensor) and table.is_cuda:
+        rows = torch.index_select(table, 0, ids.to(table.device)).to(device)
+    else:
+        rows = _gather_cpu(table, ids.cpu(), None).to(device)
     if out is None:
         return rows
     _check_out(out, rows.shape, rows.dtype, rows.device)
