@@ -86,11 +86,12 @@ def is_pinned(table: Table) -> bool:
 
 
 def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = None) -> torch.Tensor:
-    """A CUDA ``[num_rows, row_nbytes]`` uint8 tensor aliasing the pinned CPU ``table``.
+    """A CUDA tensor of ``table``'s shape and dtype aliasing the pinned CPU ``table``.
 
-    No copy: reads of the view travel to host memory. ``table`` (a contiguous tensor or
-    numpy array) must be page-locked (see :func:`is_pinned`) and stays alive as long as
-    the view does.
+    No copy: reads of the view travel to host memory, so torch ops (indexing a pinned
+    graph's ``indptr``, say) and kernels can use it directly. ``table`` (a contiguous
+    tensor or numpy array) must be page-locked (see :func:`is_pinned`) and stays alive
+    as long as the view does.
     """
     if not is_pinned(table):
         raise ValueError(
@@ -99,7 +100,9 @@ def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = N
         )
     ptr, num_rows, row_nbytes = _host_bytes(table)
     device = torch.device("cuda" if device is None else device)
-    return torch.as_tensor(_CudaArrayInterface(ptr, (num_rows, row_nbytes), table), device=device)
+    dtype, row_shape = _table_dtype_and_row_shape(table)
+    rows = torch.as_tensor(_CudaArrayInterface(ptr, (num_rows, row_nbytes), table), device=device)
+    return rows.view(dtype).reshape((num_rows,) + row_shape)
 
 
 def _word_dtype(row_nbytes: int, ptr: int) -> torch.dtype:
@@ -182,10 +185,9 @@ def uva_gather(
         )
     if n == 0 or out.numel() == 0:
         return out
-    if isinstance(table, torch.Tensor) and table.device == ids.device:
-        rows = table.reshape(table.shape[0], -1).view(torch.uint8)
-    else:
-        rows = zero_copy_view(table, ids.device)
+    if not (isinstance(table, torch.Tensor) and table.device == ids.device):
+        table = zero_copy_view(table, ids.device)
+    rows = table.reshape(table.shape[0], -1).view(torch.uint8)
     word = _word_dtype(rows.shape[1], rows.data_ptr())
     words = rows.view(word)
     row_words = words.shape[1]

@@ -1,0 +1,220 @@
+"""One-layer sampling and unique-and-compact as torch ops, for graphs and seeds on a GPU.
+
+These are the CUDA branches of :func:`~graphpipe.ops.sample_neighbors`,
+:func:`~graphpipe.ops.sample_labor` and :func:`~graphpipe.ops.unique_and_compact`.
+They are written with device-agnostic torch ops, so the same code runs (slowly) on CPU
+tensors, where the tests compare it with the numba kernels.
+
+Same contract as the CPU ops: a :class:`LayerSample` in global ids, int64, each
+destination's edges in ascending edge id, and the same vertex-keyed counter-based
+variates (:mod:`graphpipe.ops.torch_random` is bit-identical to the numba hash), so a
+vertex's sample does not depend on the device, batch or rank that draws it.
+
+The graph may live in device memory or in pinned host memory (``CSCGraph.pin_memory_()``):
+pinned arrays are read through a zero-copy view. Host synchronisation happens only where
+an output size is needed: the number of candidate edges and of sampled edges of a layer
+(two reads of a scalar), and ``torch.unique``'s output size in unique-and-compact.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from . import torch_random
+from .layer_sample import LayerSample
+from .uva_gather import is_pinned, zero_copy_view
+
+__all__ = [
+    "device_array",
+    "sample_labor_torch",
+    "sample_neighbors_torch",
+    "unique_and_compact_torch",
+]
+
+
+def device_array(array: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``array`` readable by torch ops on ``device``: itself, a zero-copy view of pinned
+    host memory, or (unpinned host memory on a CUDA device) a device copy."""
+    if array.device == device:
+        return array
+    if device.type == "cuda" and is_pinned(array):
+        return zero_copy_view(array, device)
+    return array.to(device)
+
+
+def _neighbourhoods(indptr: torch.Tensor, nodes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(first edge id, in-degree)`` of every node, int64."""
+    start = indptr[nodes].to(torch.int64)
+    return start, indptr[nodes + 1].to(torch.int64) - start
+
+
+def _ragged(counts: torch.Tensor, total: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Flatten ragged rows of ``counts`` items: ``(row of item, position in row, row offsets)``."""
+    offsets = torch.cumsum(counts, 0) - counts
+    row = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts, output_size=total)
+    return row, torch.arange(total, device=counts.device) - offsets[row], offsets
+
+
+def _indptr(counts: torch.Tensor) -> torch.Tensor:
+    indptr = torch.zeros(counts.numel() + 1, dtype=torch.int64, device=counts.device)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    return indptr
+
+
+def _smallest_per_row(score: torch.Tensor, row: torch.Tensor, offsets: torch.Tensor, take: torch.Tensor, total_out: int):
+    """Flat positions of the ``take[r]`` smallest scores of each row, ascending position.
+
+    Items are laid out row-major (as :func:`_ragged` makes them); ties keep the lower
+    position. Two stable sorts give the order by (row, score).
+    """
+    order = torch.sort(score, stable=True).indices
+    order = order[torch.sort(row[order], stable=True).indices]
+    rank = torch.arange(order.numel(), device=order.device) - offsets[row[order]]
+    keep = torch.zeros(score.numel(), dtype=torch.bool, device=score.device)
+    keep[order] = rank < take[row[order]]
+    return torch.nonzero_static(keep, size=total_out).view(-1)
+
+
+def _layer(indptr, indices, nodes, counts, edge_ids, edge_weights=None) -> LayerSample:
+    return LayerSample(_indptr(counts), indices[edge_ids].to(torch.int64), edge_ids, edge_weights)
+
+
+def _vertex_keys(key: int, nodes: torch.Tensor) -> torch.Tensor:
+    """A per-destination sub-key: the variates of vertex ``v`` depend on ``(key, v)`` only."""
+    return torch_random.hash2(key, nodes)
+
+
+def sample_neighbors_torch(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    nodes: torch.Tensor,
+    fanout: int,
+    *,
+    key: int,
+    replace: bool = False,
+    probs: Optional[torch.Tensor] = None,
+) -> LayerSample:
+    """Neighbor sampling of one layer with torch ops (see ``sample_neighbors``).
+
+    Args:
+        indptr, indices: the CSC arrays (int32/int64) on ``nodes``' device or pinned.
+        nodes: ``[num_dst]`` int64 distinct destination ids.
+        fanout: edges per destination, or -1 for all.
+        key: the layer's uint64 key.
+        replace: draw with replacement (exactly ``fanout`` edges when the degree is > 0).
+        probs: optional ``[num_edges]`` non-negative float edge weights.
+
+    Selection rules, all keyed by the destination's id ``v`` and the edge's position
+    ``i`` in ``v``'s neighbourhood (``u = uniform(hash2(key, v), i)``):
+
+    * uniform, no replacement: the ``min(d, fanout)`` positions with the smallest ``u``
+      (a uniformly random subset);
+    * weighted, no replacement: the smallest ``-log(u) / w`` (Efraimidis-Spirakis,
+      successive sampling by weight); zero-weight edges are never taken;
+    * with replacement: draw ``j`` picks position ``floor(u_j * d)`` (uniform) or the
+      position where ``u_j * sum(w)`` falls in the weight prefix sums (weighted).
+    """
+    device = nodes.device
+    indptr, indices = device_array(indptr, device), device_array(indices, device)
+    nodes = nodes.to(torch.int64)
+    start, deg = _neighbourhoods(indptr, nodes)
+    weights = None if probs is None else device_array(probs, device)
+    vkeys = _vertex_keys(key, nodes)
+    if replace and fanout != -1:
+        return _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights)
+    if weights is None:
+        counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
+        total_in, total_out = torch.stack([deg.sum(), counts.sum()]).tolist()
+        row, pos, offsets = _ragged(deg, total_in)
+        if total_in == total_out:
+            return _layer(indptr, indices, nodes, counts, start[row] + pos)
+        score = torch_random.uniform(vkeys[row], pos)
+    else:
+        row, pos, offsets = _ragged(deg, int(deg.sum()))
+        w = weights[start[row] + pos].to(torch.float64)
+        positive = w > 0
+        num_positive = torch.zeros_like(deg).index_add_(0, row, positive.to(torch.int64))
+        counts = num_positive if fanout == -1 else torch.clamp(num_positive, max=fanout)
+        total_out = int(counts.sum())
+        score = torch.where(positive, -torch.log(torch_random.uniform_open(vkeys[row], pos)) / w, torch.inf)
+    chosen = _smallest_per_row(score, row, offsets, counts, total_out)
+    return _layer(indptr, indices, nodes, counts, start[row[chosen]] + pos[chosen])
+
+
+def _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights) -> LayerSample:
+    draws = torch.arange(fanout, device=nodes.device)
+    u = torch_random.uniform(vkeys[:, None], draws[None, :])
+    if weights is None:
+        pos = torch.floor(u * deg[:, None]).to(torch.int64)
+        has_edges = deg > 0
+    else:
+        row_all, pos_all, offsets = _ragged(deg, int(deg.sum()))
+        w = weights[start[row_all] + pos_all].to(torch.float64)
+        cum = torch.cumsum(w, 0)
+        before = torch.where(offsets > 0, cum[(offsets - 1).clamp(min=0)], 0.0) if cum.numel() else offsets.double()
+        seg_total = torch.zeros(deg.numel(), dtype=torch.float64, device=deg.device).index_add_(0, row_all, w)
+        has_edges = seg_total > 0
+        target = before[:, None] + u * seg_total[:, None]
+        flat = torch.searchsorted(cum, target, right=True) if cum.numel() else torch.zeros_like(target, dtype=torch.int64)
+        pos = torch.minimum(flat - offsets[:, None], (deg - 1).clamp(min=0)[:, None])
+    pos = torch.sort(pos, dim=1).values
+    counts = torch.where(has_edges, fanout, 0)
+    edge_ids = (start[:, None] + pos)[has_edges].view(-1)
+    return _layer(indptr, indices, nodes, counts, edge_ids)
+
+
+def sample_labor_torch(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    nodes: torch.Tensor,
+    fanout: int,
+    *,
+    variates,
+) -> LayerSample:
+    """LABOR-0 of one layer with torch ops (unweighted; see ``sample_labor``).
+
+    ``variates(t)`` maps ``[k]`` int64 global vertex ids to their float64 uniforms
+    ``r_t`` (the same for every destination that has ``t`` as a neighbour). With
+    ``π = min(1, fanout / d_s)`` destination ``s`` keeps its ``min(fanout, d_s)``
+    neighbours with the smallest ``r_t / π`` (sequential Poisson sampling; ties to the
+    lower edge id) and every kept edge gets the Horvitz-Thompson weight
+    ``1 / (d_s π) = 1 / min(fanout, d_s)`` (float32), so ``Σ w h_t`` estimates the
+    neighbourhood mean. ``fanout=-1`` keeps all, weight ``1 / d_s``.
+    """
+    device = nodes.device
+    indptr, indices = device_array(indptr, device), device_array(indices, device)
+    nodes = nodes.to(torch.int64)
+    start, deg = _neighbourhoods(indptr, nodes)
+    counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
+    total_in, total_out = torch.stack([deg.sum(), counts.sum()]).tolist()
+    row, pos, offsets = _ragged(deg, total_in)
+    eids = start[row] + pos
+    if total_in != total_out:
+        chosen = _smallest_per_row(variates(indices[eids].to(torch.int64)), row, offsets, counts, total_out)
+        eids = eids[chosen]
+    weights = torch.repeat_interleave(
+        1.0 / counts.clamp(min=1).to(torch.float32), counts, output_size=total_out
+    )
+    return _layer(indptr, indices, nodes, counts, eids, weights)
+
+
+def unique_and_compact_torch(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``unique_and_compact`` with torch ops (any device), same contract.
+
+    Returns ``(unique_nodes, local_src)``: ``dst_nodes`` first in their order, then the
+    other source ids once each, ascending; ``unique_nodes[local_src] == src_nodes``.
+    One host synchronisation (``torch.unique``'s output size).
+    """
+    dst_nodes, src_nodes = dst_nodes.to(torch.int64), src_nodes.to(torch.int64)
+    num_dst = dst_nodes.numel()
+    uniq, inverse = torch.unique(torch.cat([dst_nodes, src_nodes]), sorted=True, return_inverse=True)
+    device = uniq.device
+    is_dst = torch.zeros(uniq.numel(), dtype=torch.bool, device=device)
+    is_dst[inverse[:num_dst]] = True
+    new_rank = torch.cumsum((~is_dst).to(torch.int64), 0) - 1
+    local_of_uniq = num_dst + new_rank
+    local_of_uniq[inverse[:num_dst]] = torch.arange(num_dst, device=device)
+    unique_nodes = torch.empty_like(uniq).scatter_(0, local_of_uniq, uniq)
+    return unique_nodes, local_of_uniq[inverse[num_dst:]]
