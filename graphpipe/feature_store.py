@@ -40,10 +40,12 @@ class Feature:
             must be C-contiguous.
     """
 
+    # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
+    path: Optional[str] = None  # the .npy file of a path-backed feature
+    _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
+    _registered_ptr: Optional[int] = None  # host pointer this feature registered with CUDA
+
     def __init__(self, data: FeatureData):
-        self.path: Optional[str] = None
-        self._data: Union[torch.Tensor, np.ndarray, None] = None
-        self._registered_ptr: Optional[int] = None
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
             if not path.endswith(".npy"):

@@ -24,7 +24,9 @@ class CopyTo(Pipe):
         try:
             self.device = torch.device(device)
         except (RuntimeError, TypeError) as err:
-            raise ValueError(f"CopyTo: `device` must be a torch device or a name like 'cuda:0', got {device!r}") from err
+            raise ValueError(
+                f"CopyTo: `device` must be a torch device or a name like 'cuda:0', got {device!r}"
+            ) from err
         self.non_blocking = bool(non_blocking)
 
     def copy(self, item):

@@ -36,7 +36,9 @@ class FeatureFetcher(Pipe):
     ):
         super().__init__()
         if not isinstance(features, FeatureStore):
-            raise TypeError(f"FeatureFetcher: `features` must be a graphpipe.FeatureStore, got {type(features).__name__}")
+            raise TypeError(
+                f"FeatureFetcher: `features` must be a graphpipe.FeatureStore, got {type(features).__name__}"
+            )
         self.source = source
         self.features = features
         self.node_feature_keys: List[str] = _checked_keys(features, "node", node_feature_keys)
@@ -48,13 +50,17 @@ class FeatureFetcher(Pipe):
         if self.node_feature_keys:
             ids = minibatch.input_nodes if minibatch.sampled_subgraphs else minibatch.seeds
             if ids is None:
-                raise ValueError("FeatureFetcher: the MiniBatch has neither `input_nodes` nor `seeds` to read node features for")
+                raise ValueError(
+                    "FeatureFetcher: the MiniBatch has neither `input_nodes` nor `seeds` to read node features for"
+                )
             for key in self.node_feature_keys:
                 node_features[key] = self.features["node", key].read(ids)
         edge_features = [dict(layer) for layer in minibatch.edge_features]
         if self.edge_feature_keys:
             if not minibatch.sampled_subgraphs:
-                raise ValueError("FeatureFetcher: edge features need `sampled_subgraphs`; put a sampler stage before fetch_feature")
+                raise ValueError(
+                    "FeatureFetcher: edge features need `sampled_subgraphs`; put a sampler stage before fetch_feature"
+                )
             edge_features += [{} for _ in range(minibatch.num_layers - len(edge_features))]
             for layer, subgraph in zip(edge_features, minibatch.sampled_subgraphs):
                 for key in self.edge_feature_keys:
