@@ -106,15 +106,19 @@ def sample_neighbors_torch(
         replace: draw with replacement (exactly ``fanout`` edges when the degree is > 0).
         probs: optional ``[num_edges]`` non-negative float edge weights.
 
-    Selection rules, all keyed by the destination's id ``v`` and the edge's position
-    ``i`` in ``v``'s neighbourhood (``u = uniform(hash2(key, v), i)``):
+    The selection rules are those of the numba kernels, draw for draw: destination ``v``
+    draws from the sub-key ``hash2(key, v)`` and a draw number or edge position ``i``
+    (``d``: its degree, ``k``: the fanout):
 
-    * uniform, no replacement: the ``min(d, fanout)`` positions with the smallest ``u``
-      (a uniformly random subset);
-    * weighted, no replacement: the smallest ``-log(u) / w`` (Efraimidis-Spirakis,
-      successive sampling by weight); zero-weight edges are never taken;
-    * with replacement: draw ``j`` picks position ``floor(u_j * d)`` (uniform) or the
-      position where ``u_j * sum(w)`` falls in the weight prefix sums (weighted).
+    * ``k == -1`` or ``d <= k`` (no replacement): all in-edges;
+    * uniform, no replacement: Floyd's algorithm, run for all destinations at once, one
+      vectorised step per draw (identical edges to the CPU op);
+    * uniform, with replacement: draw ``j`` takes ``floor(u_j * d)`` (identical);
+    * weighted, no replacement: the ``k`` positive-weight edges with the smallest
+      ``-log(u_i) / w_i`` (Efraimidis-Spirakis; identical up to ``log`` rounding ties);
+    * weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum
+      interval holds ``u_j * sum(w)`` (same distribution; prefix sums are rounded in a
+      different order, so an edge at an interval boundary may differ).
     """
     device = nodes.device
     indptr, indices = device_array(indptr, device), device_array(indices, device)
@@ -126,39 +130,64 @@ def sample_neighbors_torch(
         return _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights)
     if weights is None:
         counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
-        total_in, total_out = torch.stack([deg.sum(), counts.sum()]).tolist()
-        row, pos, offsets = _ragged(deg, total_in)
-        if total_in == total_out:
-            return _layer(indptr, indices, nodes, counts, start[row] + pos)
-        score = torch_random.uniform(vkeys[row], pos)
-    else:
-        row, pos, offsets = _ragged(deg, int(deg.sum()))
-        w = weights[start[row] + pos].to(torch.float64)
-        positive = w > 0
-        num_positive = torch.zeros_like(deg).index_add_(0, row, positive.to(torch.int64))
-        counts = num_positive if fanout == -1 else torch.clamp(num_positive, max=fanout)
         total_out = int(counts.sum())
-        score = torch.where(positive, -torch.log(torch_random.uniform_open(vkeys[row], pos)) / w, torch.inf)
+        row, pos, _ = _ragged(counts, total_out)
+        if fanout != -1:
+            floyd = _floyd(vkeys, deg, fanout)
+            pos = torch.where(deg[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
+        return _layer(indptr, indices, nodes, counts, start[row] + pos)
+    row, pos, offsets = _ragged(deg, int(deg.sum()))
+    w = weights[start[row] + pos].to(torch.float64)
+    positive = w > 0
+    num_positive = torch.zeros_like(deg).index_add_(0, row, positive.to(torch.int64))
+    counts = num_positive if fanout == -1 else torch.clamp(num_positive, max=fanout)
+    total_out = int(counts.sum())
+    score = torch.where(positive, -torch.log(torch_random.uniform_open(vkeys[row], pos)) / w, torch.inf)
     chosen = _smallest_per_row(score, row, offsets, counts, total_out)
     return _layer(indptr, indices, nodes, counts, start[row[chosen]] + pos[chosen])
+
+
+def _randint(vkeys: torch.Tensor, draw: int, n: torch.Tensor) -> torch.Tensor:
+    """Uniform integers in ``[0, n)`` from the variates ``(vkeys, draw)``, as the numba ``_randint``."""
+    t = (torch_random.uniform(vkeys, torch.full_like(vkeys, draw)) * n.to(torch.float64)).to(torch.int64)
+    return torch.minimum(t, n - 1)
+
+
+def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
+    """``[num_dst, k]`` ascending positions: Floyd's uniform ``k``-subset of ``[0, d)`` for
+    every row (meaningful where ``d > k``). Step ``s`` draws ``t`` in ``[0, j]``,
+    ``j = d - k + s``; ``t`` joins unless already chosen, then ``j`` does."""
+    chosen = torch.empty(deg.numel(), k, dtype=torch.int64, device=deg.device)
+    for s in range(k):
+        j = deg - k + s
+        t = _randint(vkeys, s, (j + 1).clamp(min=1))
+        taken = (chosen[:, :s] == t[:, None]).any(dim=1)
+        chosen[:, s] = torch.where(taken, j, t)
+    return torch.sort(chosen, dim=1).values
 
 
 def _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights) -> LayerSample:
     draws = torch.arange(fanout, device=nodes.device)
     u = torch_random.uniform(vkeys[:, None], draws[None, :])
     if weights is None:
-        pos = torch.floor(u * deg[:, None]).to(torch.int64)
+        pos = torch.minimum((u * deg[:, None].to(torch.float64)).to(torch.int64), (deg - 1).clamp(min=0)[:, None])
         has_edges = deg > 0
     else:
         row_all, pos_all, offsets = _ragged(deg, int(deg.sum()))
         w = weights[start[row_all] + pos_all].to(torch.float64)
+        w = torch.where(w > 0, w, 0.0)
         cum = torch.cumsum(w, 0)
-        before = torch.where(offsets > 0, cum[(offsets - 1).clamp(min=0)], 0.0) if cum.numel() else offsets.double()
+        before = cum[(offsets - 1).clamp(min=0)] if cum.numel() else offsets.to(torch.float64)
+        before = torch.where(offsets > 0, before, 0.0)
         seg_total = torch.zeros(deg.numel(), dtype=torch.float64, device=deg.device).index_add_(0, row_all, w)
         has_edges = seg_total > 0
         target = before[:, None] + u * seg_total[:, None]
-        flat = torch.searchsorted(cum, target, right=True) if cum.numel() else torch.zeros_like(target, dtype=torch.int64)
-        pos = torch.minimum(flat - offsets[:, None], (deg - 1).clamp(min=0)[:, None])
+        pos = torch.searchsorted(cum, target, right=True) - offsets[:, None]
+        # Rounding can put a target past the range: it belongs to the last positive edge.
+        last_positive = torch.full_like(deg, -1).scatter_reduce_(
+            0, row_all, torch.where(w > 0, pos_all, -1), reduce="amax"
+        )
+        pos = torch.where(pos >= deg[:, None], last_positive[:, None], pos)
     pos = torch.sort(pos, dim=1).values
     counts = torch.where(has_edges, fanout, 0)
     edge_ids = (start[:, None] + pos)[has_edges].view(-1)

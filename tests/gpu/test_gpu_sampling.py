@@ -248,3 +248,35 @@ def test_cuda_equals_cpu_bit_for_bit(pinned):
     u, local = gpu_sampling.unique_and_compact_torch(dst, src)
     wu, wl = unique_and_compact(dst.cpu(), src.cpu())
     assert torch.equal(u.cpu(), wu) and torch.equal(local.cpu(), wl)
+
+
+def test_same_edges_as_the_numba_neighbor_sampler():
+    ns = pytest.importorskip("graphpipe.ops.neighbor_sampling")
+    graph = random_graph(num_nodes=300, max_deg=90, seed=7, weighted=True)
+    w = graph.edge_attributes["w"]
+    nodes = torch.randperm(300, generator=torch.Generator().manual_seed(8))[:200]
+    cases = [
+        dict(fanout=f, replace=r, probs=p)
+        for f in (1, 5, 70, -1)
+        for r in (False, True)
+        for p in (None, w)
+        if not (r and p is not None)  # weighted with replacement: rounding may differ, tested statistically above
+    ]
+    for case in cases:
+        for seed in range(3):
+            key = derive_key(seed, 11)
+            want = ns.sample_neighbors(graph.indptr, graph.indices, nodes, key=key, **case)
+            got = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, key=key, **case)
+            for name, x, y in zip(("indptr", "indices", "edge_ids"), got[:3], want[:3]):
+                assert torch.equal(x, y), (case, name)
+
+
+def test_weighted_with_replacement_mostly_equals_numba():
+    ns = pytest.importorskip("graphpipe.ops.neighbor_sampling")
+    graph = random_graph(num_nodes=300, max_deg=40, seed=9, weighted=True)
+    w = graph.edge_attributes["w"]
+    nodes = torch.arange(300)
+    want = ns.sample_neighbors(graph.indptr, graph.indices, nodes, 6, key=5, replace=True, probs=w)
+    got = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, 6, key=5, replace=True, probs=w)
+    assert torch.equal(got.indptr, want.indptr)
+    assert float((got.edge_ids == want.edge_ids).double().mean()) > 0.99
