@@ -9,6 +9,7 @@ indexed by it.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -17,6 +18,7 @@ import torch
 __all__ = ["CSCGraph", "smallest_index_dtype"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
+_warned_pin_without_cuda = False
 
 
 def smallest_index_dtype(max_value: int) -> torch.dtype:
@@ -184,6 +186,38 @@ class CSCGraph:
                     f"CSCGraph: node attribute '{name}' must be a tensor with num_nodes="
                     f"{num_nodes} rows, got shape {tuple(getattr(t, 'shape', ()))}"
                 )
+
+    # ------------------------------------------------------------------ devices
+    def pin_memory_(self) -> "CSCGraph":
+        """Page-lock every CPU array in place (``cudaHostRegister``, no copy); return self.
+
+        GPU samplers then read the graph from host memory through zero-copy views. Without
+        CUDA this is a no-op that warns once per process.
+        """
+        global _warned_pin_without_cuda
+        if not torch.cuda.is_available():
+            if not _warned_pin_without_cuda:
+                _warned_pin_without_cuda = True
+                warnings.warn("CSCGraph.pin_memory_(): CUDA is not available; the graph stays unpinned")
+            return self
+        from .ops.uva_gather import pin_in_place
+
+        for t in (self.indptr, self.indices, *self.edge_attributes.values(), *self.node_attributes.values()):
+            pin_in_place(t)
+        return self
+
+    def to(self, device) -> "CSCGraph":
+        """A graph with every array on ``device`` (this one if they are all there already)."""
+        device = torch.device(device)
+        arrays = (self.indptr, self.indices, *self.edge_attributes.values(), *self.node_attributes.values())
+        if all(t.device == device for t in arrays):
+            return self
+        return CSCGraph(
+            self.indptr.to(device),
+            self.indices.to(device),
+            {k: v.to(device) for k, v in self.edge_attributes.items()},
+            {k: v.to(device) for k, v in self.node_attributes.items()},
+        )
 
     # ------------------------------------------------------------------ storage
     def save(self, path: str | os.PathLike) -> None:

@@ -27,12 +27,13 @@ check it without a GPU.
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Optional, Tuple, Union
 
 import numpy as np
 import torch
 
-__all__ = ["is_pinned", "uva_gather", "zero_copy_view"]
+__all__ = ["is_pinned", "pin_in_place", "uva_gather", "zero_copy_view"]
 
 Table = Union[torch.Tensor, np.ndarray]
 
@@ -40,6 +41,7 @@ _LINE_BYTES = 128
 _TILE_WORDS = 2048
 _PROGRAMS_PER_SM = 2
 _kernel = None
+_CUDA_ERROR_ALREADY_REGISTERED = 712
 
 
 class _CudaArrayInterface:
@@ -83,6 +85,28 @@ def is_pinned(table: Table) -> bool:
             warnings.simplefilter("ignore")  # read-only memmaps: torch warns, we only ask a question
             table = torch.from_numpy(table)
     return not table.is_cuda and table.is_pinned()
+
+
+def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
+    """Page-lock a contiguous CPU tensor's memory in place (``cudaHostRegister``, no copy).
+
+    Returns ``tensor``. The registration ends when ``tensor`` is garbage-collected (views
+    made by :func:`zero_copy_view` keep it alive). Needs CUDA; tensors that are empty,
+    already pinned or on a GPU are left as they are.
+    """
+    if tensor.is_cuda or tensor.numel() == 0 or tensor.is_pinned():
+        return tensor
+    if not tensor.is_contiguous():
+        raise ValueError("pin_in_place: `tensor` must be contiguous")
+    cudart = torch.cuda.cudart()
+    ptr = tensor.data_ptr()
+    err = int(cudart.cudaHostRegister(ptr, tensor.numel() * tensor.element_size(), 0))
+    if err == _CUDA_ERROR_ALREADY_REGISTERED:
+        return tensor
+    if err != 0:
+        raise RuntimeError(f"pin_in_place: cudaHostRegister failed with CUDA error {err}")
+    weakref.finalize(tensor, cudart.cudaHostUnregister, ptr)
+    return tensor
 
 
 def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = None) -> torch.Tensor:
