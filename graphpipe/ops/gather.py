@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..validation import check_node_ids
+from .uva_gather import is_pinned, uva_gather
 
 __all__ = ["gather_rows"]
 
@@ -56,9 +57,12 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
 
 def _gather_cuda(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     """The CUDA dispatch point: ``table`` or ``ids`` is on a GPU, and so is the result
-    (``ids``' GPU if both are). A CUDA table uses ``index_select`` on its device; a host
-    table is gathered on the CPU and copied over."""
+    (``ids``' GPU if both are). A CUDA table uses ``index_select`` on its device; a pinned
+    host table with CUDA ids is read in place by :func:`~graphpipe.ops.uva_gather.uva_gather`;
+    another host table is gathered on the CPU and copied over."""
     device = ids.device if ids.is_cuda else table.device
+    if ids.is_cuda and not (isinstance(table, torch.Tensor) and table.is_cuda) and is_pinned(table):
+        return uva_gather(table, ids, out)  # pinned host table: the GPU reads its rows in place
     if isinstance(table, torch.Tensor) and table.is_cuda:
         rows = torch.index_select(table, 0, ids.to(table.device)).to(device)
     else:
