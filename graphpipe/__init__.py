@@ -11,6 +11,7 @@
 from . import ops
 from .csc_graph import CSCGraph
 from .feature_store import Feature, FeatureStore
+from .gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
 from .item_set import ItemSet
 from .loader import DataLoader
 from .minibatch import CSCFormat, MiniBatch, SampledSubgraph
@@ -20,6 +21,7 @@ from .pipes import CopyTo, FeatureFetcher, Transform
 __version__ = "0.1.0"
 
 __all__ = [
+    "GPUCachedFeature", "gpu_cached_feature", "hotness_from_degree", "hotness_from_presampling",
     "CopyTo",
     "Feature",
     "FeatureFetcher",
