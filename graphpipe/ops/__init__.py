@@ -2,7 +2,8 @@
 
 from .gather import gather_rows
 from .layer_sample import LayerSample
+from .neighbor_sampling import sample_neighbors
 from .random import derive_key
 from .unique_and_compact import unique_and_compact
 
-__all__ = ["gather_rows", "LayerSample", "derive_key", "unique_and_compact"]
+__all__ = ["gather_rows", "LayerSample", "derive_key", "unique_and_compact", "sample_neighbors"]

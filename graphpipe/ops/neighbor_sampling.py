@@ -1,0 +1,341 @@
+"""Neighbor sampling of one layer: a fused numba kernel per layer on CPU tensors.
+
+Every destination ``v`` draws its variates from the sub-key ``hash2(key, v)`` and a
+draw number, never from a thread or a position in the batch, so the edges ``v`` gets
+depend only on ``(key, v, fanout)``: the same in every batch, on every rank, and for
+any numba thread count.
+
+Selection rules for a destination with ``d`` in-edges and fanout ``k`` (``d`` and the
+positions ``i`` below are relative to the destination's CSC range):
+
+* ``k == -1`` or ``k >= d`` (without replacement): all in-edges;
+* uniform, without replacement: Floyd's algorithm, ``k`` draws, every ``k``-subset
+  equally likely, ``O(k)`` expected work (``O(k log k)`` from ``k > 64`` on);
+* uniform, with replacement: draw ``j`` takes ``floor(u_j * d)``;
+* weighted, without replacement: the ``k`` positive-weight edges with the smallest
+  ``-log(u_i) / w_i`` (Efraimidis-Spirakis: successive sampling proportional to weight);
+* weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum interval
+  holds ``u_j * sum(w)``.
+
+Edges of zero (or negative, or NaN) weight are never drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numba
+import numpy as np
+import torch
+
+from ..validation import check_node_ids
+from .layer_sample import LayerSample
+from .random import hash2, uniform, uniform_open
+
+__all__ = ["sample_neighbors"]
+
+# Up to this fanout Floyd's algorithm keeps the chosen positions in a sorted array
+# (binary search and shift, O(k^2) moves of a few cache lines); above it a hash set and
+# a final sort keep the cost O(k log k) however large the fanout.
+_SORTED_INSERT_MAX = 64
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _randint(vkey, draw, n):
+    """A uniform integer in ``[0, n)`` from the variate ``(vkey, draw)``."""
+    t = np.int64(uniform(vkey, draw) * n)
+    return min(t, n - 1)
+
+
+@numba.njit(nogil=True, cache=True)
+def _floyd_sorted(vkey, d, k, out):
+    """Floyd's algorithm: ``out[:k]`` = a uniform random ``k``-subset of ``[0, d)``, ascending.
+
+    Step ``s`` draws ``t`` in ``[0, j]`` with ``j = d - k + s``; ``t`` joins the set unless
+    it is there already, in which case ``j`` (larger than every member) does.
+    """
+    n = 0
+    for s in range(k):
+        j = d - k + s
+        t = _randint(vkey, s, j + 1)
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if out[mid] < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < n and out[lo] == t:
+            out[n] = j
+        else:
+            for m in range(n, lo, -1):
+                out[m] = out[m - 1]
+            out[lo] = t
+        n += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _floyd_hashed(vkey, d, k, out):
+    """Floyd's algorithm as :func:`_floyd_sorted` (same subset), membership through an
+    open-addressing hash set; ``O(k log k)``."""
+    size = 1
+    while size < 2 * k:
+        size <<= 1
+    table = np.full(size, -1, np.int64)
+    mask = np.uint64(size - 1)
+    for s in range(k):
+        j = d - k + s
+        t = _randint(vkey, s, j + 1)
+        slot = np.int64(hash2(vkey, t) & mask)
+        while table[slot] != -1 and table[slot] != t:
+            slot = (slot + 1) & (size - 1)
+        if table[slot] == t:
+            t = j
+            slot = np.int64(hash2(vkey, t) & mask)
+            while table[slot] != -1:
+                slot = (slot + 1) & (size - 1)
+        table[slot] = t
+        out[s] = t
+    out[:k].sort()
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
+    """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 fills."""
+    num_dst = nodes.shape[0]
+    out_indptr = np.empty(num_dst + 1, np.int64)
+    out_indptr[0] = 0
+    for i in numba.prange(num_dst):
+        d = np.int64(indptr[nodes[i] + 1] - indptr[nodes[i]])
+        if fanout == -1:
+            out_indptr[i + 1] = d
+        elif replace:
+            out_indptr[i + 1] = fanout if d > 0 else 0
+        else:
+            out_indptr[i + 1] = min(d, fanout)
+    for i in range(num_dst):
+        out_indptr[i + 1] += out_indptr[i]
+    num_out = out_indptr[num_dst]
+    out_eids = np.empty(num_out, np.int64)
+    out_src = np.empty(num_out, np.int64)
+    for i in numba.prange(num_dst):
+        v = nodes[i]
+        start = np.int64(indptr[v])
+        d = np.int64(indptr[v + 1]) - start
+        lo = out_indptr[i]
+        k = out_indptr[i + 1] - lo
+        if k == 0:
+            continue
+        pos = out_eids[lo : lo + k]
+        vkey = hash2(key, v)
+        if fanout == -1 or (k == d and not replace):
+            for m in range(k):
+                pos[m] = m
+        elif replace:
+            for m in range(k):
+                pos[m] = _randint(vkey, m, d)
+            pos.sort()
+        elif k <= _SORTED_INSERT_MAX:
+            _floyd_sorted(vkey, d, k, pos)
+        else:
+            _floyd_hashed(vkey, d, k, pos)
+        for m in range(k):
+            e = start + pos[m]
+            pos[m] = e
+            out_src[lo + m] = indices[e]
+    return out_indptr, out_src, out_eids
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _sift_down(score, pos, n, m):
+    """Restore the max-heap on ``(score, pos)[:n]`` below slot ``m``."""
+    while True:
+        c = 2 * m + 1
+        if c >= n:
+            return
+        if c + 1 < n and score[c + 1] > score[c]:
+            c += 1
+        if score[c] <= score[m]:
+            return
+        score[m], score[c] = score[c], score[m]
+        pos[m], pos[c] = pos[c], pos[m]
+        m = c
+
+
+@numba.njit(nogil=True, cache=True)
+def _weighted_without_replacement(vkey, probs, start, d, k, pos):
+    """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
+    ascending. A max-heap of the best ``k`` so far; ties keep the lower position."""
+    score = np.empty(k, np.float64)
+    n = 0
+    for p in range(d):
+        w = np.float64(probs[start + p])
+        if not w > 0.0:
+            continue
+        s = -np.log(uniform_open(vkey, p)) / w
+        if n < k:
+            m = n
+            n += 1
+            score[m] = s
+            pos[m] = p
+            while m > 0:
+                parent = (m - 1) >> 1
+                if score[parent] >= score[m]:
+                    break
+                score[m], score[parent] = score[parent], score[m]
+                pos[m], pos[parent] = pos[parent], pos[m]
+                m = parent
+        elif s < score[0]:
+            score[0] = s
+            pos[0] = p
+            _sift_down(score, pos, n, 0)
+    pos[:k].sort()
+
+
+@numba.njit(nogil=True, cache=True)
+def _weighted_with_replacement(vkey, probs, start, d, k, total, pos):
+    """``pos[:k]`` = ``k`` independent draws proportional to weight, ascending.
+
+    The targets ``u_j * total`` are sorted, then one sweep over the weight prefix sums
+    gives each target the first position whose prefix sum exceeds it.
+    """
+    targets = np.empty(k, np.float64)
+    for j in range(k):
+        targets[j] = uniform(vkey, j) * total
+    targets.sort()
+    cum = 0.0
+    j = 0
+    last = 0
+    for p in range(d):
+        w = np.float64(probs[start + p])
+        if not w > 0.0:
+            continue
+        cum += w
+        last = p
+        while j < k and targets[j] < cum:
+            pos[j] = p
+            j += 1
+        if j == k:
+            return
+    # Rounding can leave a target at the very end of the range: it belongs to the last edge.
+    for m in range(j, k):
+        pos[m] = last
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace):
+    """Pass 1 counts positive-weight in-edges per destination, pass 2 fills."""
+    num_dst = nodes.shape[0]
+    out_indptr = np.empty(num_dst + 1, np.int64)
+    out_indptr[0] = 0
+    totals = np.empty(num_dst, np.float64)
+    for i in numba.prange(num_dst):
+        v = nodes[i]
+        positive = 0
+        total = 0.0
+        for e in range(indptr[v], indptr[v + 1]):
+            w = np.float64(probs[e])
+            if w > 0.0:
+                positive += 1
+                total += w
+        totals[i] = total
+        if fanout == -1:
+            out_indptr[i + 1] = positive
+        elif replace:
+            out_indptr[i + 1] = fanout if positive > 0 else 0
+        else:
+            out_indptr[i + 1] = min(positive, fanout)
+    for i in range(num_dst):
+        out_indptr[i + 1] += out_indptr[i]
+    num_out = out_indptr[num_dst]
+    out_eids = np.empty(num_out, np.int64)
+    out_src = np.empty(num_out, np.int64)
+    for i in numba.prange(num_dst):
+        v = nodes[i]
+        start = np.int64(indptr[v])
+        d = np.int64(indptr[v + 1]) - start
+        lo = out_indptr[i]
+        k = out_indptr[i + 1] - lo
+        if k == 0:
+            continue
+        pos = out_eids[lo : lo + k]
+        vkey = hash2(key, v)
+        if replace and fanout != -1:
+            _weighted_with_replacement(vkey, probs, start, d, k, totals[i], pos)
+        elif fanout == -1 or k < fanout:  # every positive-weight in-edge
+            m = 0
+            for p in range(d):
+                if probs[start + p] > 0.0:
+                    pos[m] = p
+                    m += 1
+        else:
+            _weighted_without_replacement(vkey, probs, start, d, k, pos)
+        for m in range(k):
+            e = start + pos[m]
+            pos[m] = e
+            out_src[lo + m] = indices[e]
+    return out_indptr, out_src, out_eids
+
+
+def sample_neighbors(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    nodes: torch.Tensor,
+    fanout: int,
+    *,
+    key: int,
+    replace: bool = False,
+    probs: Optional[torch.Tensor] = None,
+) -> LayerSample:
+    """Sample in-edges of ``nodes`` for one GNN layer (see the module doc for the rules).
+
+    Args:
+        indptr: ``[num_nodes + 1]`` int32/int64 CSC offsets of the graph.
+        indices: ``[num_edges]`` int32/int64 source ids of the graph.
+        nodes: ``[num_dst]`` int32/int64 destination ids in ``[0, num_nodes)``.
+        fanout: in-edges per destination, ``>= 1``, or -1 for all of them.
+        key: the layer's 64-bit key (an int in ``[0, 2**64)``), e.g. from
+            ``SubgraphSampler.layer_key``.
+        replace: draw with replacement (exactly ``fanout`` edges when the destination
+            has any drawable in-edge).
+        probs: optional ``[num_edges]`` float32/float64 edge weights; sampling is then
+            proportional to weight and non-positive weights are never drawn.
+
+    Returns:
+        A :class:`LayerSample` (``edge_weights=None``): ``indptr`` ``[num_dst + 1]``,
+        ``indices`` (global source ids) and ``edge_ids``, all int64, each destination's
+        edges in ascending edge id.
+    """
+    if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout == 0 or fanout < -1:
+        raise ValueError(f"sample_neighbors: `fanout` must be an int >= 1 or -1 (all neighbours), got {fanout!r}")
+    if not isinstance(key, int) or not 0 <= key < 2**64:
+        raise ValueError(f"sample_neighbors: `key` must be an int in [0, 2**64), got {key!r}")
+    num_nodes = indptr.numel() - 1
+    nodes = check_node_ids(nodes, num_nodes, "nodes", "sample_neighbors")
+    if probs is not None:
+        if not isinstance(probs, torch.Tensor) or probs.dtype not in (torch.float32, torch.float64):
+            raise TypeError(
+                f"sample_neighbors: `probs` must be a float32 or float64 tensor, got "
+                f"{getattr(probs, 'dtype', type(probs).__name__)}"
+            )
+        if probs.dim() != 1 or probs.numel() != indices.numel():
+            raise ValueError(
+                f"sample_neighbors: `probs` must have shape [num_edges]=[{indices.numel()}], "
+                f"got {tuple(probs.shape)}"
+            )
+    if nodes.device.type != "cpu":
+        raise NotImplementedError("sample_neighbors: only CPU tensors are supported so far")
+    return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs)
+
+
+def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs) -> LayerSample:
+    indptr_np = indptr.contiguous().numpy()
+    indices_np = indices.contiguous().numpy()
+    nodes_np = nodes.contiguous().numpy()
+    key = np.uint64(key)
+    if probs is None:
+        out = _sample_uniform(indptr_np, indices_np, nodes_np, fanout, key, bool(replace))
+    else:
+        out = _sample_weighted(indptr_np, indices_np, nodes_np, probs.contiguous().numpy(), fanout, key, bool(replace))
+    out_indptr, out_src, out_eids = out
+    return LayerSample(torch.from_numpy(out_indptr), torch.from_numpy(out_src), torch.from_numpy(out_eids))
