@@ -8,7 +8,9 @@
         ...
 """
 
+from . import datasets
 from . import ops
+from . import transforms
 from .csc_graph import CSCGraph
 from .feature_store import Feature, FeatureStore
 from .gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling

@@ -1,22 +1,193 @@
-"""DataLoader: iterates a pipe (later: after rewriting it with transforms)."""
+"""DataLoader: rewrites a plain pipe so its stages overlap, iterates it, and owns its edges."""
 
 from __future__ import annotations
 
+import time
+import weakref
+from typing import Callable, Dict, List, Optional, Sequence
+
 from .pipes.base import Pipe
+from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed
+from .pipes.worker import ProcessWorkers
+from .transforms.defaults import default_transforms
+from .transforms.explain import MAIN, describe, draw, placement, stage_label, to_graphviz
+from .transforms.graph import consumers, find, insert_after, stages
 
 __all__ = ["DataLoader"]
 
 
 class DataLoader:
-    """Iterate the MiniBatches of ``pipe``; each ``iter()`` is one epoch."""
+    """Iterate the MiniBatches of ``pipe`` after rewriting it; each ``iter()`` is one epoch.
 
-    def __init__(self, pipe: Pipe):
+    Args:
+        pipe: the chain as written, e.g.
+            ``ItemSampler(...).sample_neighbor(...).fetch_feature(...)``. It is never
+            modified: the loader runs a rewritten copy (:attr:`rewritten`). Only the
+            ItemSampler is shared, so the epoch counter it keeps advances.
+        transforms: functions ``pipe -> pipe`` applied in order (see
+            :mod:`graphpipe.transforms`). ``None``: :func:`default_transforms`, which
+            overlaps sampling, feature fetching, host-to-device copies and the training
+            step. ``[]``: run the chain as written.
+        num_workers: with the default transforms, run the chain before
+            ``fetch_feature`` in this many worker processes (for Python-heavy samplers).
+
+    The loader owns the edges: starting an epoch ends an unfinished one; leaving the
+    loop (``break``, an exception, KeyboardInterrupt), :meth:`close`, ``del`` and garbage
+    collection stop every background thread and process; an exception in a background
+    stage is re-raised in the loop with its original traceback. Batches come in the
+    same order with the same content as from the plain chain.
+    """
+
+    def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
+        self._epoch = None
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe (IterDataPipe), got {type(pipe).__name__}")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"DataLoader: `num_workers` must be an int >= 0, got {num_workers!r}")
+        if transforms is None:
+            transforms = default_transforms(num_workers)
+        elif num_workers:
+            raise ValueError(
+                "DataLoader: `num_workers` applies to the default transforms; with an explicit `transforms` "
+                "list, put graphpipe.transforms.process_workers(n) in it"
+            )
         self.pipe = pipe
+        self.transforms: List[Callable[[Pipe], Pipe]] = list(transforms)
+        rewritten = pipe
+        for transform in self.transforms:
+            if not callable(transform):
+                raise TypeError(f"DataLoader: every transform must be a function pipe -> pipe, got {transform!r}")
+            rewritten = transform(rewritten)
+            if not isinstance(rewritten, Pipe):
+                raise TypeError(f"DataLoader: transform {_name(transform)} returned {type(rewritten).__name__}, not a pipe")
+        self.rewritten: Pipe = rewritten
+        self._timed = _with_timers(rewritten)
+        self._consumer = {"batches": 0, "work_s": 0.0, "wait_s": 0.0}
 
     def __iter__(self):
-        return iter(self.pipe)
+        self.close()
+        epoch = self._run_epoch()
+        # A weak reference: when the loop drops its iterator (break, exception), the
+        # epoch is collected and its `finally` stops the background work right away.
+        self._epoch = weakref.ref(epoch)
+        return epoch
+
+    def _run_epoch(self):
+        for stage in stages(self._timed):
+            if isinstance(stage, Timed):
+                stage.reset()
+            elif isinstance(stage, ThreadPoolMap):
+                stage.work_seconds = 0.0
+        consumer = self._consumer = {"batches": 0, "work_s": 0.0, "wait_s": 0.0}
+        iterator = iter(self._timed)
+        try:
+            while True:
+                start = time.perf_counter()
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    consumer["wait_s"] += time.perf_counter() - start
+                    return
+                handed_over = time.perf_counter()
+                consumer["wait_s"] += handed_over - start
+                consumer["batches"] += 1
+                yield item
+                consumer["work_s"] += time.perf_counter() - handed_over
+        finally:
+            iterator.close()
+
+    def close(self) -> None:
+        """End the current epoch, if any: stop its threads and worker processes."""
+        epoch = self._epoch() if self._epoch is not None else None
+        self._epoch = None
+        if epoch is not None:
+            epoch.close()
+
+    def __del__(self):
+        self.close()
 
     def __len__(self) -> int:
         return len(self.pipe)
+
+    def explain(self) -> str:
+        """The pipe before and after rewriting, and where each stage runs."""
+        names = ", ".join(_name(transform) for transform in self.transforms) or "none"
+        return "\n".join(
+            [
+                "Pipe as written:",
+                describe(self.pipe),
+                f"Transforms: {names}",
+                "Pipe as run:",
+                describe(self.rewritten),
+                f"  -> your training loop runs in: {MAIN}",
+            ]
+        )
+
+    def to_graphviz(self) -> str:
+        """Graphviz DOT source of the rewritten pipe (render with ``graphviz.Source``)."""
+        return to_graphviz(self.rewritten)
+
+    def draw(self, ax=None):
+        """A matplotlib figure of the rewritten pipe, stages coloured by where they run."""
+        return draw(self.rewritten, ax)
+
+    def stats(self) -> Dict[str, Dict]:
+        """Per-stage time of the last (or current) epoch, upstream first, then ``"consumer"``.
+
+        Each row: ``where`` the stage runs, ``batches`` it passed on, ``work_s`` seconds
+        spent in its own per-batch work (upstream stages excluded; for a thread pool the
+        sum over its threads), ``wait_s`` seconds its consumer waited on it at a thread,
+        pool or process boundary (large = this side of the boundary is the bottleneck).
+        The ``"consumer"`` row is your loop: ``work_s`` is the training step outside the
+        loader, ``wait_s`` the time spent waiting for batches.
+        """
+        where = placement(self._timed)
+        timer_after = {id(stage.source): stage for stage in find(self._timed, Timed)}
+        rows: Dict[str, Dict] = {}
+        for stage in reversed(stages(self._timed)):
+            timer = timer_after.get(id(stage))
+            if timer is None:
+                continue
+            upstream = _upstream_timer(stage)
+            inclusive = timer.seconds - (upstream.seconds if upstream is not None else 0.0)
+            if isinstance(stage, (Prefetcher, ProcessWorkers)):
+                work, wait = 0.0, timer.seconds
+            elif isinstance(stage, ThreadPoolMap):
+                work, wait = stage.work_seconds, inclusive
+            else:
+                work, wait = inclusive, 0.0
+            label = stage_label(stage.source) + f" in {stage_label(stage)}" if isinstance(stage, ThreadPoolMap) else stage_label(stage)
+            key, n = label, 1
+            while key in rows:
+                n += 1
+                key = f"{label}#{n}"
+            rows[key] = {"where": where[id(stage)], "batches": timer.batches, "work_s": work, "wait_s": wait}
+        rows["consumer"] = {"where": MAIN, **self._consumer}
+        return rows
+
+
+def _name(transform) -> str:
+    return getattr(transform, "__name__", repr(transform))
+
+
+def _with_timers(pipe: Pipe) -> Pipe:
+    """``pipe`` with a :class:`Timed` after every stage (not between a ThreadPoolMap or
+    SideStream and the stage it wraps, which they do not iterate)."""
+    while True:
+        consumer = consumers(pipe)
+        todo = [
+            stage
+            for stage in stages(pipe)
+            if not isinstance(stage, Timed)
+            and not isinstance(consumer.get(id(stage)), (Timed, ThreadPoolMap, SideStream))
+        ]
+        if not todo:
+            return pipe
+        pipe = insert_after(pipe, todo[0], Timed)
+
+
+def _upstream_timer(stage: Pipe) -> Optional[Timed]:
+    source = getattr(stage, "source", None)
+    while isinstance(source, Pipe) and not isinstance(source, Timed):
+        source = getattr(source, "source", None)
+    return source if isinstance(source, Timed) else None

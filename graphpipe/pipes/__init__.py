@@ -6,5 +6,8 @@ from .feature_fetcher import FeatureFetcher
 from .item_sampler import ItemSampler
 from .subgraph_sampler import SubgraphSampler
 from .transform import Transform
+from .stages import Buffer, Prefetcher, SideStream, ThreadPoolMap, Timed, Waiter
+from .worker import ProcessWorkers, Shard
 
 __all__ = ["CopyTo", "FeatureFetcher", "Transform", "Pipe", "functional_pipe", "traverse", "ItemSampler", "SubgraphSampler"]
+__all__ += ["Buffer", "Prefetcher", "ProcessWorkers", "Shard", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]

@@ -1,0 +1,356 @@
+"""Stage primitives that decide where and when work runs: threads, delay lines, CUDA streams.
+
+The default transforms (:mod:`graphpipe.transforms`) put these into a user's chain;
+they are ordinary pipes, so users can also chain them by hand.
+
+* :class:`Prefetcher` (``prefetch``) runs its upstream in a background thread with a
+  bounded queue.
+* :class:`Buffer` (``buffer``) is a delay line: item ``i`` is passed on only after
+  item ``i + n`` was pulled, so asynchronous work of later items starts early.
+* :class:`Waiter` (``wait``) resolves the futures of an asynchronous stage.
+* :class:`ThreadPoolMap` runs one stage's per-batch work for several batches at
+  once on a thread pool, in order.
+* :class:`SideStream` runs one stage's per-batch work (host-to-device copies, UVA
+  gathers) on a dedicated high-priority CUDA stream.
+* :class:`Timed` adds up the time spent pulling from its upstream (for
+  :meth:`graphpipe.DataLoader.stats`).
+
+Every background thread has a bounded queue and a stop event; an exception in it is
+re-raised in the consumer (the original exception object, so its traceback still
+shows the frames of the background thread). Leaving a loop early (``break``,
+``close()``, garbage collection, KeyboardInterrupt) stops and joins the threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator
+
+import torch
+
+from ..minibatch import _apply
+from .base import Pipe, functional_pipe
+from .copy_to import CopyTo
+from .feature_fetcher import FeatureFetcher
+from .subgraph_sampler import SubgraphSampler
+from .transform import Transform
+
+__all__ = ["Buffer", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter", "per_batch_work"]
+
+_POLL_S = 0.05
+_thread_ids = itertools.count(1)
+
+
+def per_batch_work(stage: Pipe) -> Callable:
+    """The function ``item -> item`` that ``stage`` applies to every batch.
+
+    Known for samplers (``sample_subgraphs``; not for cooperative ones, whose batches
+    are collective calls that must run one at a time), ``fetch_feature`` (``fetch``),
+    ``copy_to`` (``copy``) and ``transform`` (``apply``).
+    """
+    if isinstance(stage, SubgraphSampler) and not stage.cooperative:
+        return stage.sample_subgraphs
+    if isinstance(stage, FeatureFetcher):
+        return stage.fetch
+    if isinstance(stage, CopyTo):
+        return stage.copy
+    if isinstance(stage, Transform):
+        return stage.apply
+    raise TypeError(
+        f"{type(stage).__name__} has no known per-batch function; thread-pool and CUDA-stream "
+        f"stages can run a (non-cooperative) sampler, fetch_feature, copy_to or transform"
+    )
+
+
+class _End:
+    """Marks the end of a background producer's stream."""
+
+
+class _Failure:
+    """An exception raised in a background producer, handed to the consumer."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _close(iterator) -> None:
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+
+
+class _BackgroundThread:
+    """Iterate ``make_iterator()`` in a daemon thread into a queue of ``maxsize`` items."""
+
+    def __init__(self, make_iterator: Callable[[], Iterator], maxsize: int, name: str):
+        self.queue: queue.Queue = queue.Queue(maxsize)
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(make_iterator,), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, make_iterator) -> None:
+        iterator = None
+        try:
+            iterator = make_iterator()
+            for item in iterator:
+                if not self._put(item):
+                    return
+            self._put(_End)
+        except BaseException as error:  # re-raised by the consumer
+            self._put(_Failure(error))
+        finally:
+            _close(iterator)
+
+    def _put(self, item) -> bool:
+        while not self.stop_event.is_set():
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def get(self):
+        """The next item, ``_End``, or a ``_Failure``."""
+        while True:
+            try:
+                return self.queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self.thread.is_alive() and self.queue.empty():
+                    return _Failure(RuntimeError(f"background thread {self.thread.name} ended without a result"))
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it (it finishes the item it is computing)."""
+        self.stop_event.set()
+        while True:
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                break
+        self.thread.join()
+
+
+def _drain(producer: _BackgroundThread) -> Iterator:
+    """Yield the producer's items in the consumer; re-raise its exception; always stop it."""
+    try:
+        while True:
+            item = producer.get()
+            if item is _End:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+    finally:
+        producer.stop()
+
+
+@functional_pipe("prefetch")
+class Prefetcher(Pipe):
+    """Run the upstream chain in a background thread, up to ``buffer_size`` items ahead.
+
+    Everything upstream of this stage (up to the next background stage) runs in the
+    thread, so it overlaps whatever runs downstream.
+    """
+
+    def __init__(self, source: Pipe, buffer_size: int = 2):
+        super().__init__()
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
+            raise ValueError(f"Prefetcher: `buffer_size` must be an int >= 1, got {buffer_size!r}")
+        self.source = source
+        self.buffer_size = buffer_size
+
+    def __iter__(self):
+        name = f"graphpipe-prefetch-{next(_thread_ids)}"
+        yield from _drain(_BackgroundThread(lambda: iter(self.source), self.buffer_size, name))
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+
+def _delayed(items: Iterable, delay: int) -> Iterator:
+    """Yield item ``i`` after item ``i + delay`` was pulled (all of them at the end)."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(item)
+        if len(pending) > delay:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()
+
+
+@functional_pipe("buffer")
+class Buffer(Pipe):
+    """A delay line of ``buffer_size`` items: pulls ``buffer_size`` items ahead of its consumer.
+
+    In one thread this starts the asynchronous work of later batches (futures, CUDA
+    copies) before earlier ones are consumed; see :class:`Waiter`.
+    """
+
+    def __init__(self, source: Pipe, buffer_size: int = 1):
+        super().__init__()
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
+            raise ValueError(f"Buffer: `buffer_size` must be an int >= 1, got {buffer_size!r}")
+        self.source = source
+        self.buffer_size = buffer_size
+
+    def __iter__(self):
+        yield from _delayed(self.source, self.buffer_size)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+
+@functional_pipe("wait")
+class Waiter(Pipe):
+    """Yield ``item.result()`` for every item: resolves ``concurrent.futures.Future`` s and
+    the pending batches of :class:`SideStream` in the consumer's thread."""
+
+    def __init__(self, source: Pipe):
+        super().__init__()
+        self.source = source
+
+    def __iter__(self):
+        for item in self.source:
+            yield item.result()
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+
+class ThreadPoolMap(Pipe):
+    """Run ``stage``'s per-batch work for up to ``num_threads`` batches at once, in order.
+
+    ``stage`` (a sampler, ``fetch_feature``, ``copy_to`` or ``transform``) is not
+    iterated itself: this pipe pulls ``stage.source`` in the consumer's thread and
+    submits :func:`per_batch_work` of ``stage`` to a pool of ``num_threads`` threads.
+    Batches come out in the order they went in. ``work_seconds`` adds up the time the
+    pool spent in the work (for :meth:`graphpipe.DataLoader.stats`).
+    """
+
+    def __init__(self, stage: Pipe, num_threads: int):
+        super().__init__()
+        per_batch_work(stage)
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+            raise ValueError(f"ThreadPoolMap: `num_threads` must be an int >= 1, got {num_threads!r}")
+        self.source = stage
+        self.num_threads = num_threads
+        self.work_seconds = 0.0
+
+    def __iter__(self):
+        work = per_batch_work(self.source)
+
+        def timed(item):
+            start = time.perf_counter()
+            return work(item), time.perf_counter() - start
+
+        pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix=f"graphpipe-pool-{next(_thread_ids)}")
+        try:
+            futures = (pool.submit(timed, item) for item in self.source.source)
+            for future in _delayed(futures, self.num_threads - 1):
+                result, seconds = future.result()
+                self.work_seconds += seconds
+                yield result
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+
+class _StreamResult:
+    """A batch produced on a side stream; ``result()`` makes the caller's stream wait for it."""
+
+    def __init__(self, value, event, device: torch.device):
+        self.value = value
+        self.event = event
+        self.device = device
+
+    def result(self):
+        stream = torch.cuda.current_stream(self.device)
+        stream.wait_event(self.event)
+
+        def keep_alive(tensor: torch.Tensor) -> torch.Tensor:
+            # The tensor was allocated on the side stream; without this the caching
+            # allocator could hand its memory out again while `stream` still reads it.
+            if tensor.is_cuda:
+                tensor.record_stream(stream)
+            return tensor
+
+        return _apply(self.value, keep_alive)
+
+
+class SideStream(Pipe):
+    """Run ``stage``'s per-batch work on a dedicated high-priority CUDA stream.
+
+    Made for ``copy_to("cuda", non_blocking=True)`` on pinned batches and UVA feature
+    gathers: the work is queued on the side stream, so it overlaps kernels on the
+    training stream. Yields pending batches; put a :class:`Waiter` downstream (in the
+    training thread), whose ``result()`` makes the current stream wait on the batch's
+    CUDA event and calls ``record_stream`` on its tensors so their memory is not reused
+    early. ``stage`` itself is not iterated: this pipe pulls ``stage.source``.
+    """
+
+    def __init__(self, stage: Pipe, device=None):
+        super().__init__()
+        per_batch_work(stage)
+        self.source = stage
+        self.device = torch.device(device) if device is not None else getattr(stage, "device", torch.device("cuda"))
+        if self.device.type != "cuda":
+            raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
+
+    def __iter__(self):
+        if not torch.cuda.is_available():
+            raise RuntimeError("SideStream: CUDA is not available")
+        work = per_batch_work(self.source)
+        # A priority beyond the device's range is clamped to its highest priority.
+        stream = torch.cuda.Stream(self.device, priority=-1000)
+        for item in self.source.source:
+            with torch.cuda.stream(stream):
+                value = work(item)
+                event = torch.cuda.Event()
+                event.record(stream)
+            yield _StreamResult(value, event, self.device)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+
+class Timed(Pipe):
+    """Pass items through, adding the seconds spent in ``next(source)`` to ``seconds``.
+
+    The time is inclusive: it contains the upstream stages that run in the same thread.
+    """
+
+    def __init__(self, source: Pipe):
+        super().__init__()
+        self.source = source
+        self.seconds = 0.0
+        self.batches = 0
+
+    def reset(self) -> None:
+        self.seconds = 0.0
+        self.batches = 0
+
+    def __iter__(self):
+        iterator = iter(self.source)
+        try:
+            while True:
+                start = time.perf_counter()
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    self.seconds += time.perf_counter() - start
+                    return
+                self.seconds += time.perf_counter() - start
+                self.batches += 1
+                yield item
+        finally:
+            _close(iterator)
+
+    def __len__(self) -> int:
+        return len(self.source)

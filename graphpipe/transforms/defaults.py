@@ -1,0 +1,139 @@
+"""The rewrites :class:`graphpipe.DataLoader` applies: each a function ``pipe -> pipe``.
+
+``DataLoader(pipe)`` applies :func:`default_transforms`; pass ``transforms=[...]`` to
+choose (``[]`` runs the chain as written). Each transform leaves the user's pipe
+unchanged and is idempotent (it skips stages it already rewrote).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Type
+
+import torch
+
+from ..minibatch import MiniBatch
+from ..pipes.base import Pipe
+from ..pipes.copy_to import CopyTo
+from ..pipes.feature_fetcher import FeatureFetcher
+from ..pipes.item_sampler import ItemSampler
+from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter
+from ..pipes.subgraph_sampler import SubgraphSampler
+from ..pipes.transform import Transform
+from ..pipes.worker import ProcessWorkers, Shard
+from .graph import consumer_of, find, insert_after, replace_stage, stages, with_source
+
+__all__ = ["default_transforms", "overlap_stages", "pinned_copy", "process_workers", "thread_pool"]
+
+PipeTransform = Callable[[Pipe], Pipe]
+
+
+def default_transforms(num_workers: int = 0) -> List[PipeTransform]:
+    """``[process_workers(num_workers)]`` (when ``num_workers > 0``), ``overlap_stages``,
+    ``pinned_copy``."""
+    front = [process_workers(num_workers)] if num_workers else []
+    return front + [overlap_stages, pinned_copy]
+
+
+def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
+    """Give every sampler and every feature fetcher its own thread (a ``prefetch`` after it).
+
+    Sampling of batch ``i + 1`` then overlaps fetching of batch ``i``, and both overlap
+    the consumer's training step on batch ``i - 1``: the numba kernels release the GIL.
+    Stages that already feed a background stage, or run inside worker processes, are
+    left alone. Batches keep their order, so results are unchanged.
+    """
+    while True:
+        target = next((stage for stage in _overlap_targets(pipe)), None)
+        if target is None:
+            return pipe
+        pipe = insert_after(pipe, target, lambda stage: Prefetcher(stage, buffer_size))
+
+
+def _overlap_targets(pipe: Pipe):
+    in_workers = {id(stage) for workers in find(pipe, ProcessWorkers) for stage in stages(workers.source)}
+    for stage in find(pipe, (SubgraphSampler, FeatureFetcher)):
+        if id(stage) in in_workers:
+            continue
+        consumer = consumer_of(pipe, stage)
+        if isinstance(consumer, (ThreadPoolMap, SideStream)):
+            stage, consumer = consumer, consumer_of(pipe, consumer)
+        if not isinstance(consumer, (Prefetcher, ProcessWorkers)):
+            yield stage
+
+
+def pinned_copy(pipe: Pipe, buffer_size: int = 2) -> Pipe:
+    """Turn every ``copy_to("cuda")`` into pinned staging + a non-blocking copy on a side stream.
+
+    ``... -> copy_to(cuda)`` becomes ``... -> transform(MiniBatch.pin_memory) ->
+    copy_to(cuda, non_blocking=True) [on a high-priority side stream] -> prefetch ->
+    wait``: a background thread pins batch ``i + 1`` and queues its copy while the
+    consumer trains on batch ``i``; ``wait`` makes the training stream wait on the copy's
+    event. Without CUDA (or for CPU targets) the pipe is returned unchanged.
+    """
+    if not torch.cuda.is_available():
+        return pipe
+    while True:
+        copies = [
+            copy
+            for copy in find(pipe, CopyTo)
+            if copy.device.type == "cuda" and not isinstance(consumer_of(pipe, copy), SideStream)
+        ]
+        if not copies:
+            return pipe
+        copy = copies[0]
+        staged = with_source(copy, Transform(copy.source, MiniBatch.pin_memory))
+        staged.non_blocking = True
+        pipe = replace_stage(pipe, copy, Waiter(Prefetcher(SideStream(staged), buffer_size)))
+
+
+def process_workers(num_workers: int, buffer_size: int = 2) -> PipeTransform:
+    """A transform running the chain before the first ``fetch_feature`` in worker processes.
+
+    For samplers whose per-batch work is Python-heavy (threads would serialise on the
+    GIL). The ItemSampler is sharded: worker ``w`` of ``num_workers`` takes batches
+    ``i ≡ w (mod num_workers)``, and batches come back in order (see
+    :class:`graphpipe.pipes.worker.ProcessWorkers`). Without a ``fetch_feature`` stage
+    the whole chain runs in the workers.
+    """
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"process_workers: `num_workers` must be an int >= 1, got {num_workers!r}")
+
+    def run_in_worker_processes(pipe: Pipe) -> Pipe:
+        if find(pipe, ProcessWorkers):
+            return pipe
+        samplers = find(pipe, ItemSampler)
+        if len(samplers) != 1:
+            raise ValueError(f"process_workers: the pipe must have exactly one ItemSampler to shard, found {len(samplers)}")
+        fetchers = find(pipe, FeatureFetcher)
+        cut = fetchers[-1].source if fetchers else pipe
+        front = replace_stage(cut, samplers[0], Shard(samplers[0]))
+        return replace_stage(pipe, cut, ProcessWorkers(front, num_workers, buffer_size))
+
+    run_in_worker_processes.__name__ = f"process_workers({num_workers})"
+    run_in_worker_processes.__qualname__ = run_in_worker_processes.__name__
+    return run_in_worker_processes
+
+
+def thread_pool(stage_type: Type[Pipe], num_threads: int) -> PipeTransform:
+    """A transform running the per-batch work of every ``stage_type`` stage on a pool of
+    ``num_threads`` threads, several batches at once, in order (:class:`ThreadPoolMap`).
+
+    Useful when one stage is the bottleneck and its kernels do not use all cores.
+    """
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"thread_pool: `num_threads` must be an int >= 1, got {num_threads!r}")
+
+    def run_in_thread_pool(pipe: Pipe) -> Pipe:
+        while True:
+            todo = [
+                stage
+                for stage in find(pipe, stage_type)
+                if not isinstance(consumer_of(pipe, stage), (ThreadPoolMap, SideStream))
+            ]
+            if not todo:
+                return pipe
+            pipe = insert_after(pipe, todo[0], lambda stage: ThreadPoolMap(stage, num_threads))
+
+    run_in_thread_pool.__name__ = f"thread_pool({stage_type.__name__}, {num_threads})"
+    run_in_thread_pool.__qualname__ = run_in_thread_pool.__name__
+    return run_in_thread_pool
