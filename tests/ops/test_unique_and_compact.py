@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+import torch
+
+from graphpipe.ops import unique_and_compact
+
+
+def _reference(dst, src):
+    """Brute force: destinations in order, then the other sources once each, ascending."""
+    dst, src = dst.tolist(), src.tolist()
+    unique = dst + sorted(set(src) - set(dst))
+    local = {x: i for i, x in enumerate(unique)}
+    return unique, [local[x] for x in src]
+
+
+# (num_dst, num_src, id range): dense ranges take the table kernel, huge ranges the hash one.
+CASES = [
+    (0, 0, 10),
+    (5, 0, 10),
+    (0, 7, 10),
+    (3, 40, 20),
+    (50, 2000, 300),
+    (100, 5000, 10**12),
+    (1000, 300_000, 200_000),
+]
+
+
+@pytest.mark.parametrize("num_dst, num_src, id_range", CASES)
+def test_matches_brute_force(num_dst, num_src, id_range, numba_threads):
+    rng = np.random.default_rng(num_dst + num_src)
+    dst = torch.from_numpy(rng.choice(id_range, size=num_dst, replace=False))
+    src = torch.from_numpy(rng.integers(0, id_range, size=num_src))
+    if num_dst and num_src:
+        src[::3] = dst[rng.integers(0, num_dst, size=src[::3].numel())]  # sources that are destinations
+    want_unique, want_local = _reference(dst, src)
+    results = []
+    for threads in (1, 2):
+        with numba_threads(threads):
+            results.append(unique_and_compact(dst, src))
+    for unique, local in results:
+        assert unique.dtype == local.dtype == torch.int64
+        assert unique.tolist() == want_unique
+        assert local.tolist() == want_local
+        assert torch.equal(unique[local], src)
+
+
+def test_int32_inputs_and_dst_order_kept():
+    dst = torch.tensor([9, 2, 7], dtype=torch.int32)
+    src = torch.tensor([7, 5, 9, 1, 5, 11], dtype=torch.int32)
+    unique, local = unique_and_compact(dst, src)
+    assert unique.tolist() == [9, 2, 7, 1, 5, 11]
+    assert local.tolist() == [2, 4, 0, 3, 4, 5]
+
+
+def test_negative_ids_rejected():
+    with pytest.raises(ValueError, match="node ids must be >= 0, got -3"):
+        unique_and_compact(torch.tensor([1, 2]), torch.tensor([0, -3]))
