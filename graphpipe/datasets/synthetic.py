@@ -1,0 +1,394 @@
+"""A synthetic power-law node-classification dataset, generated offline in seconds.
+
+The graph is R-MAT (Chakrabarti et al., 2004, with Graph500's parameters), so degrees are
+power-law like in real web and social graphs. Every node belongs to one of
+``num_classes`` planted communities (its label), and a fraction of the R-MAT edges is
+rewired to end inside the community of their source, at a node drawn in proportion to
+its R-MAT degree, so degrees stay power-law in expectation. Features are the class's
+mean vector plus heavy Gaussian noise: one node's features say little about its label,
+but averaging over a neighbourhood, where most nodes share the label, removes much of
+the noise. A GNN therefore beats an MLP by a wide margin on it.
+
+Randomness is counter-based (:mod:`graphpipe.ops.random`), so the dataset is a function
+of its arguments alone: the same on every run, platform and numba thread count.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import numba
+import numpy as np
+import torch
+
+from ..csc_graph import CSCGraph, smallest_index_dtype
+from ..feature_store import FeatureStore
+from ..item_set import ItemSet
+from ..ops.random import derive_key, hash2, uniform, uniform_open
+from .base import NodeClassificationDataset
+
+__all__ = ["rmat_edges", "synthetic_node_classification"]
+
+# Independent random streams of one seed, one per generation step.
+_RMAT, _RELABEL, _LABELS, _REWIRE, _SPLIT, _MEANS, _FEATURES = range(7)
+
+
+def rmat_edges(
+    num_nodes: int,
+    num_edges: int,
+    a: float = 0.57,
+    b: float = 0.19,
+    c: float = 0.19,
+    seed: int = 0,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Draw ``num_edges`` directed R-MAT edges on ``num_nodes`` nodes.
+
+    Each edge descends ``scale = ceil(log2(num_nodes))`` levels of the adjacency matrix,
+    picking the top-left, top-right, bottom-left or bottom-right quadrant with
+    probabilities ``a``, ``b``, ``c`` and ``d = 1 - a - b - c`` (defaults: Graph500's;
+    resolved to multiples of 2^-16). The ``2^scale`` cells of each side are scaled onto
+    ``[0, num_nodes)`` (``id * num_nodes >> scale``, so when ``num_nodes`` is not a power
+    of two some nodes get two cells) and the node ids are randomly permuted, as Graph500
+    does, so that hubs are not the smallest ids. Self loops and repeated edges are
+    kept: this is the raw edge stream.
+
+    Returns:
+        ``(src, dst)``, two ``[num_edges]`` int32 tensors (int64 when ``num_nodes``
+        exceeds the int32 range).
+    """
+    _check_count(num_nodes, "num_nodes", "rmat_edges", minimum=1)
+    _check_count(num_edges, "num_edges", "rmat_edges", minimum=0)
+    for name, p in (("a", a), ("b", b), ("c", c)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"rmat_edges: `{name}` must be a probability in [0, 1], got {p!r}")
+    if a + b + c > 1.0 + 1e-12:
+        raise ValueError(
+            f"rmat_edges: `a + b + c` must be <= 1 (d = 1 - a - b - c is the fourth quadrant), "
+            f"got {a + b + c!r}"
+        )
+    scale = max(int(num_nodes - 1).bit_length(), 1)
+    dtype = smallest_index_dtype(num_nodes - 1)
+    relabel = np.argsort(_uniforms(_key(seed, _RELABEL), num_nodes), kind="stable").astype(
+        _numpy_dtype(dtype)
+    )
+    src = np.empty(num_edges, dtype=relabel.dtype)
+    dst = np.empty(num_edges, dtype=relabel.dtype)
+    thresholds = [min(round(p * 2**16), 2**16) for p in (a, a + b, a + b + c)]
+    _rmat_kernel(_key(seed, _RMAT), scale, num_nodes, *thresholds, relabel, src, dst)
+    return torch.from_numpy(src), torch.from_numpy(dst)
+
+
+def synthetic_node_classification(
+    num_nodes: int = 200_000,
+    avg_degree: int = 30,
+    num_classes: int = 10,
+    feature_dim: int = 100,
+    rewire_fraction: float = 0.6,
+    feature_noise: float = 1.0,
+    split: Sequence[float] = (0.1, 0.05, 0.1),
+    seed: int = 0,
+) -> NodeClassificationDataset:
+    """A deterministic power-law graph with learnable, graph-correlated labels.
+
+    Steps: draw ``num_nodes * avg_degree // 2`` R-MAT edges (:func:`rmat_edges`); give
+    every node a uniformly random label in ``[0, num_classes)``; rewire the target of a
+    ``rewire_fraction`` of the edges to a node of the source's class, chosen with
+    probability proportional to its R-MAT degree; make the graph undirected (both
+    directions of every edge), dropping self loops and repeated edges; draw features
+    ``feat[v] = mean[label[v]] + feature_noise * N(0, I)`` with class means
+    ``N(0, I / feature_dim)`` (unit length on average); split the non-isolated nodes at
+    random into train / validation / test sets.
+
+    With the defaults (200,000 nodes, about 5.1M directed edges after removing
+    duplicates, ~12% isolated nodes) an MLP on the features reaches about 30% accuracy
+    and a 3-layer GraphSAGE about 80%. 2M nodes with ``avg_degree=30`` take a few seconds
+    on two cores.
+
+    Args:
+        num_nodes: number of nodes (ids ``0..num_nodes-1``).
+        avg_degree: R-MAT edges drawn per node, counting both directions; the final
+            mean degree is lower because R-MAT repeats many hub edges.
+        num_classes: number of labels (planted communities).
+        feature_dim: length of each node's feature vector.
+        rewire_fraction: fraction of edges moved inside the source's community; the
+            edge homophily is about ``rewire_fraction + (1 - rewire_fraction) / num_classes``.
+        feature_noise: standard deviation of the per-dimension feature noise (class means
+            are about 1.4 apart); larger values make the features alone less informative.
+        split: fractions ``(train, validation, test)`` of the non-isolated nodes, summing
+            to at most 1.
+        seed: the dataset is a deterministic function of all arguments, seed included.
+
+    Returns:
+        A :class:`NodeClassificationDataset` named ``"synthetic"``: ``graph`` with int32
+        ``indptr`` and ``indices`` (int64 once they exceed the int32 range), neighbours
+        of each node sorted; ``features["feat"]`` ``[num_nodes, feature_dim]`` float32;
+        ``labels`` ``[num_nodes]`` int64; item sets with sorted seed ids.
+    """
+    where = "synthetic_node_classification"
+    _check_count(num_nodes, "num_nodes", where, minimum=2)
+    _check_count(avg_degree, "avg_degree", where, minimum=1)
+    _check_count(num_classes, "num_classes", where, minimum=2)
+    _check_count(feature_dim, "feature_dim", where, minimum=1)
+    if not 0.0 <= rewire_fraction <= 1.0:
+        raise ValueError(f"{where}: `rewire_fraction` must be in [0, 1], got {rewire_fraction!r}")
+    if not feature_noise >= 0.0:
+        raise ValueError(f"{where}: `feature_noise` must be >= 0, got {feature_noise!r}")
+    split = tuple(float(f) for f in split)
+    if len(split) != 3 or min(split) <= 0.0 or sum(split) > 1.0 + 1e-9:
+        raise ValueError(
+            f"{where}: `split` must be three positive fractions (train, validation, test) "
+            f"summing to at most 1, got {split!r}"
+        )
+
+    src, dst = rmat_edges(num_nodes, num_nodes * avg_degree // 2, seed=seed)
+    src, dst = src.numpy(), dst.numpy()
+    labels = np.minimum(
+        (_uniforms(_key(seed, _LABELS), num_nodes) * num_classes).astype(np.int64), num_classes - 1
+    )
+
+    # Nodes grouped by class, with an alias table per class over their R-MAT degrees:
+    # a rewired edge draws its new target in O(1), in proportion to the target's degree.
+    degree = np.bincount(src, minlength=num_nodes) + np.bincount(dst, minlength=num_nodes)
+    by_class = np.argsort(labels, kind="stable").astype(src.dtype)
+    class_ptr = np.searchsorted(labels[by_class], np.arange(num_classes + 1))
+    prob = np.empty(num_nodes, dtype=np.float64)
+    alias = np.empty(num_nodes, dtype=np.int64)
+    _alias_tables(degree[by_class].astype(np.float64), class_ptr, prob, alias)
+    class_degree = np.bincount(labels, weights=degree, minlength=num_classes)
+    _rewire_kernel(
+        _key(seed, _REWIRE), rewire_fraction, src, dst, labels, by_class, class_ptr, class_degree, prob, alias
+    )
+
+    indptr, indices = _undirected_csc(src, dst, num_nodes)
+    del src, dst
+    graph = CSCGraph(
+        torch.from_numpy(indptr).to(smallest_index_dtype(int(indptr[-1]))),
+        torch.from_numpy(indices),
+    )
+
+    means = np.empty((num_classes, feature_dim), dtype=np.float32)
+    zero = np.zeros((1, feature_dim), dtype=np.float32)
+    _gaussian_rows(_key(seed, _MEANS), zero, np.zeros(num_classes, np.int64), feature_dim**-0.5, means)
+    feat = np.empty((num_nodes, feature_dim), dtype=np.float32)
+    _gaussian_rows(_key(seed, _FEATURES), means, labels, feature_noise, feat)
+    labels_t = torch.from_numpy(labels)
+
+    connected = np.flatnonzero(np.diff(indptr) > 0)
+    order = connected[np.argsort(_uniforms(_key(seed, _SPLIT), num_nodes)[connected], kind="stable")]
+    sizes = [int(f * connected.size) for f in split]
+    if min(sizes) < 1:
+        raise ValueError(
+            f"{where}: `split` {split!r} leaves an empty set among the {connected.size} "
+            "non-isolated nodes; use more nodes or larger fractions"
+        )
+    bounds = np.cumsum([0] + sizes)
+    item_sets = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        seeds = torch.from_numpy(np.sort(order[lo:hi]).astype(np.int64))
+        item_sets.append(ItemSet((seeds, labels_t[seeds]), names=("seeds", "labels")))
+
+    return NodeClassificationDataset(
+        name="synthetic",
+        graph=graph,
+        features=FeatureStore({"feat": torch.from_numpy(feat)}),
+        train_set=item_sets[0],
+        validation_set=item_sets[1],
+        test_set=item_sets[2],
+        num_classes=num_classes,
+        labels=labels_t,
+    )
+
+
+def _check_count(value, name: str, where: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{where}: `{name}` must be an int >= {minimum}, got {value!r}")
+
+
+def _numpy_dtype(dtype: torch.dtype):
+    return np.int32 if dtype == torch.int32 else np.int64
+
+
+def _key(seed: int, stream: int) -> np.uint64:
+    """The 64-bit key of one generation step, as numba takes it."""
+    return np.uint64(derive_key(seed, stream))
+
+
+def _uniforms(key: np.uint64, n: int) -> np.ndarray:
+    """``[n]`` float64: ``uniform(key, i)`` for ``i`` in ``0..n-1``."""
+    out = np.empty(n, dtype=np.float64)
+    _uniforms_kernel(key, out)
+    return out
+
+
+def _undirected_csc(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """CSC of the undirected simple graph of the edges ``src -> dst``.
+
+    Both directions of every edge are stored; self loops and repeats are dropped and
+    each node's neighbours are sorted. Returns ``indptr`` ``[num_nodes + 1]`` int64 and
+    ``indices`` of ``src``'s dtype.
+    """
+    indptr, indices = _scatter_both_directions(src, dst, num_nodes)
+    kept = np.empty(num_nodes, dtype=np.int64)
+    _sort_unique_segments(indptr, indices, kept)
+    new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(kept, out=new_indptr[1:])
+    out = np.empty(new_indptr[-1], dtype=indices.dtype)
+    _compact_segments(indptr, indices, new_indptr, out)
+    return new_indptr, out
+
+
+# ---------------------------------------------------------------------------- kernels
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _uniforms_kernel(key, out):
+    for i in numba.prange(out.size):
+        out[i] = uniform(key, i)
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _rmat_kernel(key, scale, num_nodes, ta, tab, tabc, relabel, src, dst):
+    # Each level consumes 16 bits of uniform(key, e * levels_per_edge + k)'s hash: the
+    # sample is a pure function of the edge, the same for any thread count. Quadrant
+    # choice is branch-free: with thresholds ta <= tab <= tabc on r in [0, 2^16),
+    # the row bit is r >= tab and the column bit the parity of the three comparisons.
+    hashes_per_edge = (scale + 3) // 4
+    for e in numba.prange(src.size):
+        u = 0
+        v = 0
+        bits = np.uint64(0)
+        for level in range(scale):
+            if level % 4 == 0:
+                bits = hash2(key, e * hashes_per_edge + level // 4)
+            r = np.int64(bits & np.uint64(0xFFFF))
+            bits >>= np.uint64(16)
+            u = (u << 1) | np.int64(r >= tab)
+            v = (v << 1) | (np.int64(r >= ta) ^ np.int64(r >= tab) ^ np.int64(r >= tabc))
+        src[e] = relabel[(u * num_nodes) >> scale]
+        dst[e] = relabel[(v * num_nodes) >> scale]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _alias_tables(weights, class_ptr, prob, alias):
+    """Walker/Vose alias tables, one per class segment ``[class_ptr[c], class_ptr[c+1])``.
+
+    Drawing ``j`` uniformly in a segment, then keeping ``j`` with probability ``prob[j]``
+    or else taking ``alias[j]``, picks ``j`` with probability proportional to
+    ``weights[j]`` (a segment whose weights are all 0 must not be drawn from).
+    """
+    for c in numba.prange(class_ptr.size - 1):
+        lo = class_ptr[c]
+        size = class_ptr[c + 1] - lo
+        total = weights[lo : lo + size].sum()
+        if total == 0.0:
+            continue
+        scaled = weights[lo : lo + size] * (size / total)
+        small = np.empty(size, dtype=np.int64)
+        large = np.empty(size, dtype=np.int64)
+        num_small = 0
+        num_large = 0
+        for i in range(size):
+            if scaled[i] < 1.0:
+                small[num_small] = i
+                num_small += 1
+            else:
+                large[num_large] = i
+                num_large += 1
+        while num_small > 0 and num_large > 0:
+            num_small -= 1
+            i = small[num_small]
+            j = large[num_large - 1]
+            prob[lo + i] = scaled[i]
+            alias[lo + i] = lo + j
+            scaled[j] -= 1.0 - scaled[i]
+            if scaled[j] < 1.0:
+                num_large -= 1
+                small[num_small] = j
+                num_small += 1
+        # Left-overs hold probability 1 up to rounding.
+        for k in range(num_large):
+            prob[lo + large[k]] = 1.0
+            alias[lo + large[k]] = lo + large[k]
+        for k in range(num_small):
+            prob[lo + small[k]] = 1.0
+            alias[lo + small[k]] = lo + small[k]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _rewire_kernel(key, fraction, src, dst, labels, by_class, class_ptr, class_degree, prob, alias):
+    # Edge e uses the variates uniform(key, 3e + k), k = 0, 1, 2.
+    for e in numba.prange(src.size):
+        if uniform(key, 3 * e) >= fraction:
+            continue
+        c = labels[src[e]]
+        if class_degree[c] == 0.0:
+            continue
+        lo = class_ptr[c]
+        size = class_ptr[c + 1] - lo
+        j = lo + min(np.int64(uniform(key, 3 * e + 1) * size), size - 1)
+        if uniform(key, 3 * e + 2) >= prob[j]:
+            j = alias[j]
+        dst[e] = by_class[j]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _gaussian_rows(key, base, rows, scale, out):
+    # out[v] = base[rows[v]] + scale * N(0, I). Box-Muller turns the pair of variates
+    # uniform(key, 2p), uniform(key, 2p + 1) into the normals of entries 2k, 2k + 1 of
+    # row v, p = v * ceil(dim / 2) + k.
+    dim = out.shape[1]
+    half = (dim + 1) // 2
+    for v in numba.prange(out.shape[0]):
+        row = rows[v]
+        for k in range(half):
+            p = v * half + k
+            radius = scale * np.sqrt(-2.0 * np.log(uniform_open(key, 2 * p)))
+            angle = 2.0 * np.pi * uniform(key, 2 * p + 1)
+            out[v, 2 * k] = base[row, 2 * k] + radius * np.cos(angle)
+            if 2 * k + 1 < dim:
+                out[v, 2 * k + 1] = base[row, 2 * k + 1] + radius * np.sin(angle)
+
+
+@numba.njit(nogil=True, cache=True)
+def _scatter_both_directions(src, dst, num_nodes):
+    # Serial: a counting sort by node, writing each non-loop edge in both directions.
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    for e in range(src.size):
+        if src[e] != dst[e]:
+            indptr[src[e] + 1] += 1
+            indptr[dst[e] + 1] += 1
+    for v in range(num_nodes):
+        indptr[v + 1] += indptr[v]
+    fill = indptr[:-1].copy()
+    indices = np.empty(indptr[-1], dtype=src.dtype)
+    for e in range(src.size):
+        u = src[e]
+        v = dst[e]
+        if u != v:
+            indices[fill[v]] = u
+            fill[v] += 1
+            indices[fill[u]] = v
+            fill[u] += 1
+    return indptr, indices
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _sort_unique_segments(indptr, indices, kept):
+    # Sort each node's neighbours in place and move the distinct ones to the front.
+    for v in numba.prange(kept.size):
+        segment = indices[indptr[v] : indptr[v + 1]]
+        segment.sort()
+        k = 0
+        for i in range(segment.size):
+            if k == 0 or segment[i] != segment[k - 1]:
+                segment[k] = segment[i]
+                k += 1
+        kept[v] = k
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _compact_segments(indptr, indices, new_indptr, out):
+    for v in numba.prange(new_indptr.size - 1):
+        start = indptr[v]
+        for i in range(new_indptr[v + 1] - new_indptr[v]):
+            out[new_indptr[v] + i] = indices[start + i]
