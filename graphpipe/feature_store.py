@@ -17,14 +17,12 @@ import numpy as np
 import torch
 
 from .ops.gather import gather_rows, numpy_to_torch_dtype
+from .ops.uva_gather import pin_in_place
 
 __all__ = ["Feature", "FeatureStore"]
 
 FeatureData = Union[torch.Tensor, np.ndarray, str, os.PathLike]
 
-# cudaHostRegister flags: read-only memory (a file mapped with mode "r") must say so.
-_HOST_REGISTER_DEFAULT = 0
-_HOST_REGISTER_READ_ONLY = 8
 _warned_pin_without_cuda = False
 
 
@@ -43,7 +41,6 @@ class Feature:
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
     path: Optional[str] = None  # the .npy file of a path-backed feature
     _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
-    _registered_ptr: Optional[int] = None  # host pointer this feature registered with CUDA
 
     def __init__(self, data: FeatureData):
         if isinstance(data, (str, os.PathLike)):
@@ -54,7 +51,7 @@ class Feature:
                 raise FileNotFoundError(f"Feature: no such .npy file: '{path}'")
             self.path = path
         elif isinstance(data, (torch.Tensor, np.ndarray)):
-            self._data = _checked_table(data.detach() if isinstance(data, torch.Tensor) else data, "`data`")
+            self._data = _checked_table(data, "`data`")
         else:
             raise TypeError(
                 "Feature: `data` must be a torch.Tensor, a numpy array/memmap or a path to a "
@@ -97,8 +94,11 @@ class Feature:
     def pin_memory_(self) -> "Feature":
         """Page-lock a CPU table in place (``cudaHostRegister``, no copy) and return self.
 
-        Pinned tables can be read by the GPU directly and copied asynchronously. Without
-        CUDA this is a no-op that warns once per process.
+        The GPU can then read rows in place (UVA) and copy them asynchronously; the
+        registration lasts as long as the table. A numpy table is wrapped as a tensor
+        (no copy). A read-only memory map (a ``.npy`` path) cannot be registered: pass
+        ``numpy.load(path, mmap_mode="r+")`` instead. Without CUDA this is a no-op that
+        warns once per process.
         """
         global _warned_pin_without_cuda
         if not torch.cuda.is_available():
@@ -107,28 +107,19 @@ class Feature:
                 warnings.warn("Feature.pin_memory_(): CUDA is not available; features stay unpinned")
             return self
         data = self.data
-        if self._registered_ptr is not None or self.nbytes == 0:
-            return self
-        if isinstance(data, torch.Tensor):
-            if data.is_cuda or data.is_pinned():
-                return self
-            ptr, flags = data.data_ptr(), _HOST_REGISTER_DEFAULT
-        else:
-            ptr = data.ctypes.data
-            flags = _HOST_REGISTER_DEFAULT if data.flags.writeable else _HOST_REGISTER_READ_ONLY
-        err = torch.cuda.cudart().cudaHostRegister(ptr, self.nbytes, flags)
-        if int(err) != 0:
-            raise RuntimeError(f"Feature.pin_memory_(): cudaHostRegister failed with CUDA error {int(err)}")
-        self._registered_ptr = ptr
+        if isinstance(data, np.ndarray):
+            if not data.flags.writeable:
+                raise ValueError(
+                    "Feature.pin_memory_(): the table is read-only (a .npy path is mapped with "
+                    "mmap_mode='r'); pass numpy.load(path, mmap_mode='r+') to pin a file in place"
+                )
+            data = self._data = torch.from_numpy(data)
+        pin_in_place(data)
         return self
 
-    def __del__(self):
-        if self._registered_ptr is not None:
-            torch.cuda.cudart().cudaHostUnregister(self._registered_ptr)
-
     def __getstate__(self):
-        # A pinned registration is per process, and a mapped file travels as its path.
-        state = dict(self.__dict__, _registered_ptr=None)
+        # A mapped file travels as its path.
+        state = dict(self.__dict__)
         if self.path is not None:
             state["_data"] = None
         return state

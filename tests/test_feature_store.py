@@ -108,11 +108,14 @@ def test_pin_without_cuda_warns_once_and_is_a_no_op(monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_pin_memory_registers_in_place():
+def test_pin_memory_registers_in_place(tmp_path):
     table = torch.randn(100, 8)
     ptr = table.data_ptr()
     feature = Feature(table).pin_memory_()
     assert feature.data.data_ptr() == ptr and table.is_pinned()
     assert torch.equal(feature.read(_ids(3, 5)), table[[3, 5]])
-    del feature
-    assert not table.is_pinned()
+    np.save(tmp_path / "x.npy", table.numpy())
+    writable = Feature(np.load(tmp_path / "x.npy", mmap_mode="r+")).pin_memory_()
+    assert writable.data.is_pinned() and torch.equal(writable.read(_ids(7).cuda()).cpu(), table[[7]])
+    with pytest.raises(ValueError, match=r"the table is read-only .*mmap_mode='r\+'"):
+        Feature(str(tmp_path / "x.npy")).pin_memory_()
