@@ -18,6 +18,7 @@ from .item_set import ItemSet
 from .loader import DataLoader
 from .minibatch import CSCFormat, MiniBatch, SampledSubgraph
 from .pipes import ItemSampler, Pipe, SubgraphSampler
+from .pipes import NeighborSampler
 from .pipes import CopyTo, FeatureFetcher, Transform
 
 __version__ = "0.1.0"
@@ -30,6 +31,7 @@ __all__ = [
     "FeatureStore",
     "Transform",
     "ops",
+    "NeighborSampler",
     "CSCGraph",
     "CSCFormat",
     "DataLoader",

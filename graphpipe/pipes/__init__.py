@@ -4,6 +4,7 @@ from .base import Pipe, functional_pipe, traverse
 from .copy_to import CopyTo
 from .feature_fetcher import FeatureFetcher
 from .item_sampler import ItemSampler
+from .neighbor_sampler import NeighborSampler
 from .subgraph_sampler import SubgraphSampler
 from .transform import Transform
 from .stages import Buffer, Prefetcher, SideStream, ThreadPoolMap, Timed, Waiter
@@ -11,3 +12,4 @@ from .worker import ProcessWorkers, Shard
 
 __all__ = ["CopyTo", "FeatureFetcher", "Transform", "Pipe", "functional_pipe", "traverse", "ItemSampler", "SubgraphSampler"]
 __all__ += ["Buffer", "Prefetcher", "ProcessWorkers", "Shard", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
+__all__ += ["NeighborSampler"]

@@ -1,0 +1,102 @@
+"""NeighborSampler: uniform or weighted neighbor sampling, GraphBolt's ``sample_neighbor``."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from ..csc_graph import CSCGraph
+from ..minibatch import MiniBatch
+from ..ops import LayerSample, sample_neighbors
+from .base import Pipe, functional_pipe
+from .subgraph_sampler import SubgraphSampler
+
+__all__ = ["NeighborSampler"]
+
+
+@functional_pipe("sample_neighbor")
+class NeighborSampler(SubgraphSampler):
+    """Sample a fixed number of in-neighbours per node, layer by layer from the seeds.
+
+    ``fanouts[i]`` is the fanout of GNN layer ``i``, so the LAST entry applies to the
+    seeds and ``sampled_subgraphs[0]`` is the layer nearest the input features. With
+    ``fanouts=[15, 10, 5]``::
+
+        input_nodes ──[subgraphs[0], fanout 15]──> h1 ──[subgraphs[1], 10]──> h2 ──[subgraphs[2], 5]──> seeds
+                           ^ sampled last                                              ^ sampled first
+
+    Every layer's destinations are a prefix of its sources, and layer ``l``'s
+    destinations are layer ``l + 1``'s sources.
+
+    A node with ``d`` in-edges gets ``min(d, fanout)`` distinct in-edges (every subset
+    equally likely), or exactly ``fanout`` independent draws with ``replace=True`` (none
+    when ``d == 0``); ``-1`` takes all in-edges. With ``weights`` the draws are
+    proportional to that edge attribute and zero-weight edges are never taken (without
+    replacement: successive sampling by weight). A node's sample depends only on the
+    seed, the batch index, the layer and the node, not on the rest of the batch.
+
+    Args:
+        source: a pipe of MiniBatches with ``seeds`` (e.g. an ``ItemSampler``).
+        graph: the :class:`~graphpipe.CSCGraph` to sample from.
+        fanouts: one int per GNN layer, ``>= 1`` or ``-1`` (all in-edges).
+        replace: sample with replacement.
+        weights: name of a 1-D non-negative float edge attribute of ``graph`` to sample
+            by, or None for uniform sampling.
+        seed: seed of the random keys (see :class:`SubgraphSampler`).
+        cooperative: sample one batch together across ranks (see :class:`SubgraphSampler`).
+
+    Example::
+
+        pipe = ItemSampler(train_set, 1024, shuffle=True).sample_neighbor(graph, [15, 10, 5])
+    """
+
+    def __init__(
+        self,
+        source: Pipe,
+        graph: CSCGraph,
+        fanouts: Sequence[int],
+        replace: bool = False,
+        weights: Optional[str] = None,
+        seed: Optional[int] = None,
+        cooperative: bool = False,
+    ):
+        super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative)
+        self.replace = bool(replace)
+        self.weights = weights
+        self.probs = None if weights is None else _edge_weights(graph, weights)
+
+    def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
+        """In-edges of ``nodes`` (``[num_dst]`` int64) sampled with ``fanouts[layer]``."""
+        return sample_neighbors(
+            self.graph.indptr,
+            self.graph.indices,
+            nodes,
+            self.fanouts[layer],
+            key=self.layer_key(minibatch.batch_index, layer),
+            replace=self.replace,
+            probs=self.probs,
+        )
+
+
+def _edge_weights(graph: CSCGraph, name: str) -> torch.Tensor:
+    """The edge attribute ``name`` checked once: 1-D, floating, no negative or NaN value."""
+    if name not in graph.edge_attributes:
+        raise KeyError(
+            f"NeighborSampler: `weights`={name!r} is not an edge attribute of the graph; known "
+            f"edge attributes: {sorted(graph.edge_attributes)}"
+        )
+    probs = graph.edge_attributes[name]
+    if probs.dim() != 1 or not probs.is_floating_point():
+        raise ValueError(
+            f"NeighborSampler: `weights` attribute {name!r} must be a 1-D float tensor "
+            f"[num_edges], got shape {tuple(probs.shape)} and dtype {probs.dtype}"
+        )
+    if probs.dtype not in (torch.float32, torch.float64):
+        probs = probs.to(torch.float32)
+    if probs.numel() and not bool((probs >= 0).all()):
+        raise ValueError(
+            f"NeighborSampler: `weights` attribute {name!r} must be non-negative (and not NaN), "
+            f"got minimum {float(probs.min())}"
+        )
+    return probs.contiguous()
