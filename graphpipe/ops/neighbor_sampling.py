@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ..validation import check_node_ids
+from .gpu_sampling import sample_neighbors_torch
 from .layer_sample import LayerSample
 from .random import hash2, uniform, uniform_open
 
@@ -323,8 +324,9 @@ def sample_neighbors(
                 f"sample_neighbors: `probs` must have shape [num_edges]=[{indices.numel()}], "
                 f"got {tuple(probs.shape)}"
             )
-    if nodes.device.type != "cpu":
-        raise NotImplementedError("sample_neighbors: only CPU tensors are supported so far")
+    if nodes.is_cuda or indptr.is_cuda:  # GPU path: the graph in device or pinned host memory
+        device = nodes.device if nodes.is_cuda else indptr.device
+        return sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs)
     return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs)
 
 

@@ -8,7 +8,8 @@ CPU tensors go through one fused numba kernel, chosen by how dense the ids are:
 * sparse (few ids from a large id space): an open-addressing hash table finds the new
   ids, which are then sorted. Serial, but only for small layers.
 
-Tensors on other devices use torch ops.
+Tensors on other devices (GPUs) use the torch ops of
+:func:`~graphpipe.ops.gpu_sampling.unique_and_compact_torch`.
 """
 
 from typing import Tuple
@@ -17,6 +18,7 @@ import numba
 import numpy as np
 import torch
 
+from .gpu_sampling import unique_and_compact_torch
 from .random import mix64
 
 __all__ = ["unique_and_compact"]
@@ -43,7 +45,7 @@ def unique_and_compact(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tupl
         ``unique_nodes[local_src] == src_nodes``.
     """
     if dst_nodes.device.type != "cpu" or src_nodes.device.type != "cpu":
-        return _unique_and_compact_torch(dst_nodes, src_nodes)
+        return unique_and_compact_torch(dst_nodes, src_nodes)
     dst = dst_nodes.to(torch.int64).contiguous()
     src = src_nodes.to(torch.int64).contiguous()
     if dst.numel() + src.numel() == 0:
@@ -141,18 +143,3 @@ def _unique_hashed(dst, src):
     for e in range(src.shape[0]):
         local_src[e] = values[src_slot[e]]
     return unique_nodes, local_src
-
-
-def _unique_and_compact_torch(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The torch-op path, for tensors on any device."""
-    num_dst = dst_nodes.numel()
-    all_nodes = torch.cat([dst_nodes.to(torch.int64), src_nodes.to(torch.int64)])
-    uniq, inverse = torch.unique(all_nodes, sorted=True, return_inverse=True)
-    local_of_uniq = torch.empty_like(uniq)
-    is_dst = torch.zeros(uniq.numel(), dtype=torch.bool, device=uniq.device)
-    is_dst[inverse[:num_dst]] = True
-    local_of_uniq[inverse[:num_dst]] = torch.arange(num_dst, device=uniq.device)
-    new = ~is_dst
-    local_of_uniq[new] = num_dst + torch.arange(int(new.sum()), device=uniq.device)
-    unique_nodes = torch.cat([dst_nodes.to(torch.int64), uniq[new]])
-    return unique_nodes, local_of_uniq[inverse[num_dst:]]

@@ -280,3 +280,23 @@ def test_weighted_with_replacement_mostly_equals_numba():
     got = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, 6, key=5, replace=True, probs=w)
     assert torch.equal(got.indptr, want.indptr)
     assert float((got.edge_ids == want.edge_ids).double().mean()) > 0.99
+
+
+@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+def test_sample_neighbors_dispatches_cuda_tensors_to_the_torch_op():
+    from graphpipe.ops.neighbor_sampling import sample_neighbors
+
+    graph = random_graph(num_nodes=300, max_deg=40, seed=1)
+    nodes = torch.arange(0, 300, 2)
+    want = sample_neighbors(graph.indptr, graph.indices, nodes, 7, key=3)
+    on_device = graph.to("cuda")
+    for indptr, indices, n in [
+        (on_device.indptr, on_device.indices, nodes.cuda()),  # graph and nodes on the GPU
+        (on_device.indptr, on_device.indices, nodes),  # CPU nodes, GPU graph
+    ]:
+        got = sample_neighbors(indptr, indices, n, 7, key=3)
+        assert got.indices.is_cuda and all(torch.equal(x.cpu(), y) for x, y in zip(got[:3], want[:3]))
+    dst, src = nodes.cuda(), want.indices.cuda()
+    u, local = unique_and_compact(dst, src)
+    wu, wl = unique_and_compact(nodes, want.indices)
+    assert u.is_cuda and torch.equal(u.cpu(), wu) and torch.equal(local.cpu(), wl)
