@@ -7,15 +7,51 @@ Every stage subclasses :class:`Pipe` and registers a functional name with
 
 and the transforms walk the chain with :func:`traverse`. If torch ever drops
 ``torch.utils.data.datapipes``, only this module changes.
+
+Functional names live in graphpipe's own registry, not in torch's global
+``IterDataPipe.functions``: GraphBolt and torchdata < 0.10 register the same names
+(``sample_neighbor``, ``fetch_feature``, ``prefetch``...), and torch refuses a second
+registration, so sharing the global table would make ``import dgl`` fail after
+``import graphpipe`` (and the reverse).
 """
 
-from torch.utils.data import IterDataPipe, functional_datapipe
+import functools
+from typing import Callable, Dict, Type
+
+from torch.utils.data import IterDataPipe
 from torch.utils.data.graph import traverse_dps
 
 __all__ = ["Pipe", "functional_pipe", "traverse"]
 
-Pipe = IterDataPipe
-functional_pipe = functional_datapipe
+
+class Pipe(IterDataPipe):
+    """Base of every graphpipe stage: an ``IterDataPipe`` with graphpipe's functional names."""
+
+    _functional_names: Dict[str, Type["Pipe"]] = {}
+
+    def __getattr__(self, name: str):
+        stage = Pipe._functional_names.get(name)
+        if stage is None:
+            return super().__getattr__(name)
+        return functools.partial(stage, self)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(Pipe._functional_names))
+
+
+def functional_pipe(name: str) -> Callable[[Type[Pipe]], Type[Pipe]]:
+    """Class decorator: ``pipe.<name>(*args)`` builds ``cls(pipe, *args)``."""
+
+    def register(cls: Type[Pipe]) -> Type[Pipe]:
+        if not (isinstance(cls, type) and issubclass(cls, Pipe)):
+            raise TypeError(f"functional_pipe('{name}'): {cls!r} must be a subclass of graphpipe Pipe")
+        taken = Pipe._functional_names.get(name)
+        if taken is not None and taken.__qualname__ != cls.__qualname__:
+            raise ValueError(f"functional_pipe: the name '{name}' is already taken by {taken.__qualname__}")
+        Pipe._functional_names[name] = cls
+        return cls
+
+    return register
 
 
 def traverse(pipe: Pipe) -> dict:
