@@ -105,6 +105,23 @@ def test_labels_follow_the_graph(dataset):
     assert abs(homophily - 0.2) < 0.03
 
 
+def test_neighbourhood_mean_denoises_features(dataset):
+    # What makes a GNN beat an MLP here: the nearest class mean classifies the mean of a
+    # node's neighbours' features far better than the node's own features.
+    x, y = dataset.features["feat"].data, dataset.labels
+    src, dst = dataset.graph.edge_index()
+    deg = dataset.graph.in_degrees()
+    neighbour_mean = torch.zeros_like(x).index_add_(0, dst, x[src]) / deg.clamp(min=1).unsqueeze(1)
+    connected = deg > 0
+
+    def nearest_mean_accuracy(f):
+        means = torch.stack([f[connected & (y == c)].mean(0) for c in range(dataset.num_classes)])
+        return (torch.cdist(f[connected], means).argmin(1) == y[connected]).float().mean().item()
+
+    own, neighbours = nearest_mean_accuracy(x), nearest_mean_accuracy(neighbour_mean)
+    assert own < 0.55 and neighbours > own + 0.15
+
+
 def test_features_are_class_mean_plus_noise():
     ds = synthetic_node_classification(num_nodes=4000, num_classes=4, feature_dim=32, feature_noise=0.5, seed=0)
     feat, labels = ds.features["feat"].data, ds.labels

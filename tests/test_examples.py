@@ -1,0 +1,33 @@
+"""The examples run end to end (tiny sizes) and report both accuracies."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_example(name: str) -> str:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), "--small", "--device", "cpu"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.parametrize("name", ["node_classification.py", "pyg_graphsage.py"])
+def test_example_runs_and_reports_accuracies(name):
+    if name == "pyg_graphsage.py":
+        pytest.importorskip("torch_geometric")
+    out = run_example(name)
+    assert "NodeClassificationDataset(name='synthetic', num_nodes=3000" in out
+    for model in ("MLP", "GraphSAGE"):
+        found = re.findall(rf"^{model} validation accuracy: (\d\.\d{{4}})$", out, flags=re.M)
+        assert len(found) == 1, out
+        assert 0.0 <= float(found[0]) <= 1.0
