@@ -10,8 +10,8 @@ positions ``i`` below are relative to the destination's CSC range):
 
 * ``k == -1`` or ``k >= d`` (without replacement): all in-edges;
 * uniform, without replacement: Floyd's algorithm, ``k`` draws, every ``k``-subset
-  equally likely, ``O(k)`` expected work (``O(k log k)`` from ``k > 64`` on);
-* uniform, with replacement: draw ``j`` takes ``floor(u_j * d)``;
+  equally likely, ``O(k)`` work for small ``k`` (``O(k log k)`` for large ``k``);
+* uniform, with replacement: draw ``j`` takes an independent uniform position;
 * weighted, without replacement: the ``k`` positive-weight edges with the smallest
   ``-log(u_i) / w_i`` (Efraimidis-Spirakis: successive sampling proportional to weight);
 * weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum interval
@@ -35,50 +35,69 @@ from .random import hash2, uniform, uniform_open
 
 __all__ = ["sample_neighbors"]
 
-# Up to this fanout Floyd's algorithm keeps the chosen positions in a sorted array
-# (binary search and shift, O(k^2) moves of a few cache lines); above it a hash set and
-# a final sort keep the cost O(k log k) however large the fanout.
+# Floyd's algorithm needs a set of the positions chosen so far. Up to 64 in-edges it is a
+# bit mask (no branches to mispredict, and reading the bits out sorts them); up to a
+# fanout of 64 it is a sorted array (a linear scan finds the slot, a short shift makes
+# room); above, a hash set and a final sort keep the cost O(k log k) for any fanout.
+_BITMASK_MAX_DEGREE = 64
 _SORTED_INSERT_MAX = 64
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _randint(vkey, draw, n):
-    """A uniform integer in ``[0, n)`` from the variate ``(vkey, draw)``."""
-    t = np.int64(uniform(vkey, draw) * n)
-    return min(t, n - 1)
+    """A uniform integer in ``[0, n)``, ``n < 2**32``, from the variate ``(vkey, draw)``:
+    the hash's high 32 bits scaled by ``n`` (multiply-shift; bias below ``n / 2**32``)."""
+    return np.int64(((hash2(vkey, draw) >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
 
 
-@numba.njit(nogil=True, cache=True)
-def _floyd_sorted(vkey, d, k, out):
-    """Floyd's algorithm: ``out[:k]`` = a uniform random ``k``-subset of ``[0, d)``, ascending.
+@numba.njit(inline="always", nogil=True, cache=True)
+def _floyd_bitmask(vkey, d, k, out, lo):
+    """Floyd's algorithm: ``out[lo:lo + k]`` = a uniform random ``k``-subset of ``[0, d)``,
+    ascending, for ``d <= 64``.
 
     Step ``s`` draws ``t`` in ``[0, j]`` with ``j = d - k + s``; ``t`` joins the set unless
     it is there already, in which case ``j`` (larger than every member) does.
     """
-    n = 0
+    members = np.uint64(0)
+    top = 0
     for s in range(k):
         j = d - k + s
         t = _randint(vkey, s, j + 1)
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if out[mid] < t:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < n and out[lo] == t:
-            out[n] = j
+        if (members >> np.uint64(t)) & np.uint64(1):
+            t = j
+        members |= np.uint64(1) << np.uint64(t)
+        top = max(top, t)
+    # Write every position, advance only past members: the last write is ``top``.
+    m = lo
+    for p in range(top + 1):
+        out[m] = p
+        m += np.int64((members >> np.uint64(p)) & np.uint64(1))
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _floyd_sorted(vkey, d, k, out, lo):
+    """:func:`_floyd_bitmask` (same draws, same subset) for any ``d``, the set kept
+    sorted in ``out[lo:lo + n]``; ``O(k^2)``, for small ``k``."""
+    for n in range(k):
+        j = d - k + n
+        t = _randint(vkey, n, j + 1)
+        below = 0
+        found = False
+        for m in range(lo, lo + n):
+            below += out[m] < t
+            found |= out[m] == t
+        if found:
+            out[lo + n] = j
         else:
-            for m in range(n, lo, -1):
+            for m in range(lo + n, lo + below, -1):
                 out[m] = out[m - 1]
-            out[lo] = t
-        n += 1
+            out[lo + below] = t
 
 
 @numba.njit(nogil=True, cache=True)
-def _floyd_hashed(vkey, d, k, out):
-    """Floyd's algorithm as :func:`_floyd_sorted` (same subset), membership through an
-    open-addressing hash set; ``O(k log k)``."""
+def _floyd_hashed(vkey, d, k, out, lo):
+    """:func:`_floyd_bitmask` (same draws, same subset) for any ``d`` and ``k``, the set
+    in an open-addressing hash table; ``O(k log k)``."""
     size = 1
     while size < 2 * k:
         size <<= 1
@@ -96,18 +115,23 @@ def _floyd_hashed(vkey, d, k, out):
             while table[slot] != -1:
                 slot = (slot + 1) & (size - 1)
         table[slot] = t
-        out[s] = t
-    out[:k].sort()
+        out[lo + s] = t
+    out[lo : lo + k].sort()
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
-    """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 fills."""
+    """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
+    ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
+    ``indices`` overlap instead of stalling the sampling arithmetic)."""
     num_dst = nodes.shape[0]
+    starts = np.empty(num_dst, np.int64)
     out_indptr = np.empty(num_dst + 1, np.int64)
     out_indptr[0] = 0
     for i in numba.prange(num_dst):
-        d = np.int64(indptr[nodes[i] + 1] - indptr[nodes[i]])
+        start = np.int64(indptr[nodes[i]])
+        d = np.int64(indptr[nodes[i] + 1]) - start
+        starts[i] = start
         if fanout == -1:
             out_indptr[i + 1] = d
         elif replace:
@@ -118,32 +142,33 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
         out_indptr[i + 1] += out_indptr[i]
     num_out = out_indptr[num_dst]
     out_eids = np.empty(num_out, np.int64)
-    out_src = np.empty(num_out, np.int64)
     for i in numba.prange(num_dst):
-        v = nodes[i]
-        start = np.int64(indptr[v])
-        d = np.int64(indptr[v + 1]) - start
         lo = out_indptr[i]
         k = out_indptr[i + 1] - lo
         if k == 0:
             continue
-        pos = out_eids[lo : lo + k]
+        v = nodes[i]
+        start = starts[i]
+        d = np.int64(indptr[v + 1]) - start
         vkey = hash2(key, v)
         if fanout == -1 or (k == d and not replace):
             for m in range(k):
-                pos[m] = m
+                out_eids[lo + m] = m
         elif replace:
             for m in range(k):
-                pos[m] = _randint(vkey, m, d)
-            pos.sort()
+                out_eids[lo + m] = _randint(vkey, m, d)
+            out_eids[lo : lo + k].sort()
+        elif d <= _BITMASK_MAX_DEGREE:
+            _floyd_bitmask(vkey, d, k, out_eids, lo)
         elif k <= _SORTED_INSERT_MAX:
-            _floyd_sorted(vkey, d, k, pos)
+            _floyd_sorted(vkey, d, k, out_eids, lo)
         else:
-            _floyd_hashed(vkey, d, k, pos)
-        for m in range(k):
-            e = start + pos[m]
-            pos[m] = e
-            out_src[lo + m] = indices[e]
+            _floyd_hashed(vkey, d, k, out_eids, lo)
+        for m in range(lo, lo + k):
+            out_eids[m] += start
+    out_src = np.empty(num_out, np.int64)
+    for e in numba.prange(num_out):
+        out_src[e] = indices[out_eids[e]]
     return out_indptr, out_src, out_eids
 
 

@@ -7,7 +7,7 @@ from scipy import stats
 
 from graphpipe import CSCGraph
 from graphpipe.ops import sample_neighbors
-from graphpipe.ops.neighbor_sampling import _floyd_hashed, _floyd_sorted
+from graphpipe.ops.neighbor_sampling import _floyd_bitmask, _floyd_hashed, _floyd_sorted
 from graphpipe.ops.random import derive_key
 
 KEY = derive_key(2024, 0, 1)
@@ -67,26 +67,31 @@ def test_edges_exist_and_counts(graph_builder, index_dtype, fanout, replace):
     assert bool((deg == 0).any()) and bool((deg > 10).any())  # the graph covers both cases
 
 
-def test_large_fanout_uses_floyd_with_hash_set(graph_builder):
+@pytest.mark.parametrize("fanout", [10, 100])
+def test_high_degree_nodes(graph_builder, fanout):
+    """Degrees above 64 take the sorted-array (small fanout) or hash-set (large) variant."""
     graph = graph_builder(400, 300, seed=2)
     nodes = torch.arange(400)
-    sample = sample_neighbors(graph.indptr, graph.indices, nodes, 100, key=KEY)
+    sample = sample_neighbors(graph.indptr, graph.indices, nodes, fanout, key=KEY)
     _check_valid(graph, nodes, sample)
     deg = graph.in_degrees()
     assert bool((deg > 100).any())
-    assert torch.equal(sample.indptr[1:] - sample.indptr[:-1], deg.clamp(max=100))
+    assert torch.equal(sample.indptr[1:] - sample.indptr[:-1], deg.clamp(max=fanout))
 
 
 def test_floyd_variants_pick_the_same_subset():
     rng = np.random.default_rng(0)
-    for _ in range(200):
-        d = int(rng.integers(2, 500))
+    for _ in range(300):
+        d = int(rng.integers(2, 500 if _ % 2 else 65))
         k = int(rng.integers(1, d))
         vkey = np.uint64(rng.integers(0, 2**63))
-        a, b = np.empty(k, np.int64), np.empty(k, np.int64)
-        _floyd_sorted(vkey, d, k, a)
-        _floyd_hashed(vkey, d, k, b)
-        assert np.array_equal(a, b)
+        outs = [np.full(k + 3, -1, np.int64) for _ in range(3)]
+        variants = [_floyd_sorted, _floyd_hashed] + ([_floyd_bitmask] if d <= 64 else [])
+        for variant, out in zip(variants, outs):
+            variant(vkey, d, k, out, 2)
+            assert np.array_equal(out, outs[0])
+        a = outs[0][2 : 2 + k]
+        assert outs[0][0] == outs[0][1] == outs[0][-1] == -1
         assert np.all(np.diff(a) > 0) and a[0] >= 0 and a[-1] < d
 
 
