@@ -94,6 +94,8 @@ def _put(out, item, stop) -> bool:
 
 def _worker_loop(pipe: Pipe, epoch: int, rank: int, num_workers: int, out, stop) -> None:
     """Body of worker process ``rank``: iterate its shard of ``pipe`` into ``out``."""
+    # Once the consumer is done, nothing left in the pipe matters: exit without flushing it.
+    out.cancel_join_thread()
     try:
         torch.set_num_threads(1)
         import numba
@@ -101,8 +103,9 @@ def _worker_loop(pipe: Pipe, epoch: int, rank: int, num_workers: int, out, stop)
         numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
         shard = _the_shard(pipe)
         shard.index, shard.count = rank, num_workers
-        if hasattr(shard.source, "epoch"):
-            shard.source.epoch = epoch
+        origin = _chain(shard)[-1]
+        if hasattr(origin, "epoch"):
+            origin.epoch = epoch
         for item in pipe:
             if not _put(out, item, stop):
                 return
@@ -110,6 +113,9 @@ def _worker_loop(pipe: Pipe, epoch: int, rank: int, num_workers: int, out, stop)
         _put(out, _WorkerDone([(stage.seconds, stage.batches) for stage in timed]), stop)
     except BaseException:
         _put(out, ExceptionWrapper(where=f"in graphpipe worker process {rank} (pid {os.getpid()})"), stop)
+    # Tensors travel as file descriptors that this process serves until the consumer has
+    # taken them: stay alive until the consumer is done with the epoch.
+    stop.wait()
 
 
 class ProcessWorkers(Pipe):
@@ -135,10 +141,11 @@ class ProcessWorkers(Pipe):
         return len(self.source)
 
     def __iter__(self):
-        shard_source = _the_shard(self.source).source
-        epoch = getattr(shard_source, "epoch", 0)
-        if hasattr(shard_source, "epoch"):
-            shard_source.epoch += 1
+        # The ItemSampler here keeps the epoch counter; the workers' copies are told it.
+        origin = _chain(_the_shard(self.source))[-1]
+        epoch = getattr(origin, "epoch", 0)
+        if hasattr(origin, "epoch"):
+            origin.epoch += 1
         context = mp.get_context("forkserver")
         context.set_forkserver_preload(["graphpipe"])
         stop = context.Event()
@@ -174,9 +181,8 @@ class ProcessWorkers(Pipe):
                     raise RuntimeError(f"ProcessWorkers: worker {rank} produced a batch after another worker ended")
                 yield item
         finally:
+            # Workers leave at `stop` without flushing their queues, so nothing needs draining.
             stop.set()
-            for out in queues:
-                _drain_queue(out)
             for worker in workers:
                 worker.join(_JOIN_TIMEOUT_S)
                 if worker.is_alive():
@@ -207,10 +213,3 @@ class ProcessWorkers(Pipe):
             stage.seconds += seconds
             stage.batches += batches
 
-
-def _drain_queue(out) -> None:
-    while True:
-        try:
-            out.get_nowait()
-        except (queue.Empty, OSError, ValueError):
-            return

@@ -22,7 +22,7 @@ def placement(pipe: Pipe) -> Dict[int, str]:
     ``SideStream`` move only the stage they wrap (to a thread pool / a CUDA stream).
     """
     where: Dict[int, str] = {}
-    threads = iter(range(1, 1_000_000))
+    thread_of: Dict[int, int] = {}
 
     def visit(stage: Pipe, location: str) -> None:
         if id(stage) in where:
@@ -32,7 +32,8 @@ def placement(pipe: Pipe) -> Dict[int, str]:
         if not isinstance(source, Pipe):
             return
         if isinstance(stage, Prefetcher):
-            visit(source, f"thread {next(threads)}" + ("" if location == MAIN else f" (in {location})"))
+            thread_of[id(stage)] = len(thread_of)
+            visit(source, f"thread #{thread_of[id(stage)]}")
         elif isinstance(stage, ProcessWorkers):
             visit(source, f"{stage.num_workers} worker processes")
         elif isinstance(stage, (ThreadPoolMap, SideStream)):
@@ -47,6 +48,11 @@ def placement(pipe: Pipe) -> Dict[int, str]:
             visit(source, location)
 
     visit(pipe, MAIN)
+    # Number the threads upstream first: "thread 1" is where the chain starts.
+    count = len(thread_of)
+    for temporary in reversed(range(count)):
+        for key, location in where.items():
+            where[key] = location.replace(f"thread #{temporary}", f"thread {count - temporary}")
     return where
 
 

@@ -1,0 +1,96 @@
+import pytest
+import torch
+
+import graphpipe as gp
+from graphpipe.pipes import FeatureFetcher, Prefetcher, SideStream, SubgraphSampler, ThreadPoolMap, Transform, Waiter
+from graphpipe.transforms import (
+    default_transforms,
+    find,
+    overlap_stages,
+    pinned_copy,
+    process_workers,
+    stages,
+    thread_pool,
+)
+
+from toy_pipes import WindowSampler, assert_same_batches, karate_chain, live_graphpipe_threads
+
+
+def _types(pipe):
+    return [type(stage).__name__ for stage in reversed(stages(pipe))]
+
+
+def test_overlap_stages_puts_a_thread_after_the_sampler_and_the_fetcher():
+    pipe = karate_chain()
+    new = overlap_stages(pipe)
+    assert _types(new) == ["ItemSampler", "WindowSampler", "Prefetcher", "FeatureFetcher", "Prefetcher"]
+    assert _types(pipe) == ["ItemSampler", "WindowSampler", "FeatureFetcher"]
+    assert _types(overlap_stages(new)) == _types(new)  # idempotent
+    assert_same_batches(list(karate_chain()), list(new))
+    assert live_graphpipe_threads() == []
+
+
+def test_overlap_stages_respects_existing_background_stages():
+    pipe = thread_pool(WindowSampler, 2)(karate_chain())
+    assert _types(overlap_stages(pipe)) == [
+        "ItemSampler", "WindowSampler", "ThreadPoolMap", "Prefetcher", "FeatureFetcher", "Prefetcher"
+    ]
+    workers = process_workers(2)(karate_chain())
+    assert _types(overlap_stages(workers)) == [
+        "ItemSampler", "Shard", "WindowSampler", "ProcessWorkers", "FeatureFetcher", "Prefetcher"
+    ]
+
+
+def test_thread_pool_wraps_every_stage_of_the_type():
+    new = thread_pool(FeatureFetcher, 3)(karate_chain())
+    (pool,) = find(new, ThreadPoolMap)
+    assert isinstance(pool.source, FeatureFetcher) and pool.num_threads == 3
+    assert thread_pool(FeatureFetcher, 3).__name__ == "thread_pool(FeatureFetcher, 3)"
+    assert_same_batches(list(karate_chain()), list(new))
+    with pytest.raises(ValueError, match=r"thread_pool: `num_threads` must be an int >= 1, got -1"):
+        thread_pool(FeatureFetcher, -1)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")
+def test_pinned_copy_leaves_the_pipe_unchanged_without_cuda():
+    pipe = karate_chain().copy_to("cuda")
+    assert pinned_copy(pipe) is pipe
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pinned_copy_stages_copies_on_a_side_stream():
+    pipe = karate_chain().copy_to("cuda")
+    new = pinned_copy(pipe)
+    assert _types(new) == [
+        "ItemSampler", "WindowSampler", "FeatureFetcher", "Transform", "CopyTo", "SideStream", "Prefetcher", "Waiter"
+    ]
+    (copy,) = find(new, gp.CopyTo)
+    assert copy.non_blocking and not pipe.non_blocking
+    assert find(new, Transform)[0].fn is gp.MiniBatch.pin_memory
+    expected = list(karate_chain())
+    out = list(new)
+    assert all(mb.node_features["feat"].is_cuda for mb in out)
+    assert_same_batches(expected, [mb.to("cpu") for mb in out])
+    cpu_copy = karate_chain().copy_to("cpu")
+    assert pinned_copy(cpu_copy) is cpu_copy
+
+
+def test_default_transforms_list():
+    assert default_transforms() == [overlap_stages, pinned_copy]
+    names = [t.__name__ for t in default_transforms(3)]
+    assert names == ["process_workers(3)", "overlap_stages", "pinned_copy"]
+
+
+def test_process_workers_cuts_before_feature_fetching_and_shards_the_item_sampler():
+    new = process_workers(2)(karate_chain())
+    assert _types(new) == ["ItemSampler", "Shard", "WindowSampler", "ProcessWorkers", "FeatureFetcher"]
+    (workers,) = find(new, gp.pipes.ProcessWorkers)
+    assert workers.num_workers == 2 and isinstance(workers.source, SubgraphSampler)
+    sampler_only = karate_chain().source
+    assert _types(process_workers(2)(sampler_only)) == ["ItemSampler", "Shard", "WindowSampler", "ProcessWorkers"]
+    with pytest.raises(ValueError, match=r"process_workers: `num_workers` must be an int >= 1, got 0"):
+        process_workers(0)
+    two_sources = Transform(gp.ItemSampler(gp.ItemSet(4), 2), lambda mb: mb)
+    two_sources.other = gp.ItemSampler(gp.ItemSet(4), 2)
+    with pytest.raises(ValueError, match=r"exactly one ItemSampler to shard, found 2"):
+        process_workers(2)(two_sources)

@@ -1,0 +1,89 @@
+"""Worker processes. Each epoch starts its processes (about 0.5 s each with numba kernels
+to load), so most tests use sampler-free chains and few epochs."""
+
+import gc
+import multiprocessing
+
+import pytest
+import torch
+
+import graphpipe as gp
+from graphpipe.transforms import overlap_stages, process_workers
+
+from toy_pipes import (
+    assert_same_batches,
+    die_on_batch_2,
+    fail_on_batch_3,
+    karate_chain,
+    live_graphpipe_threads,
+    python_chain,
+    same_minibatch,
+    with_fake_subgraphs,
+)
+
+
+def _nothing_left_running():
+    gc.collect()
+    return multiprocessing.active_children() == [] and live_graphpipe_threads() == []
+
+
+def test_workers_yield_the_plain_batches_in_order_for_two_epochs():
+    plain = python_chain(with_fake_subgraphs, batch_size=3, shuffle=True)
+    expected = list(plain) + list(plain)
+    loader = gp.DataLoader(python_chain(with_fake_subgraphs, batch_size=3, shuffle=True), num_workers=3)
+    got = list(loader) + list(loader)
+    assert [mb.batch_index for mb in got] == list(range(24))
+    for a, b in zip(expected, got):
+        assert torch.equal(a.seeds, b.seeds) and torch.equal(a.input_nodes, b.input_nodes)
+        assert torch.equal(a.node_features["feat"], b.node_features["feat"])
+    assert _nothing_left_running()
+
+
+def test_a_sampler_in_workers_gives_the_plain_batches():
+    expected = list(karate_chain(batch_size=3))
+    loader = gp.DataLoader(karate_chain(batch_size=3), num_workers=2)
+    assert "2 worker processes" in loader.explain()
+    assert_same_batches(expected, list(loader))
+    stats = loader.stats()
+    assert stats["WindowSampler"]["where"] == "2 worker processes" and stats["WindowSampler"]["batches"] == 12
+    assert stats["WindowSampler"]["work_s"] > 0 and stats["ProcessWorkers(2)"]["batches"] == 12
+    assert _nothing_left_running()
+
+
+def test_exception_in_a_worker_reaches_the_consumer_with_its_traceback():
+    loader = gp.DataLoader(python_chain(fail_on_batch_3), transforms=[process_workers(2), overlap_stages])
+    seen = []
+    with pytest.raises(ValueError, match=r"(?s)graphpipe worker process 1.*toy failure in batch 3") as info:
+        for minibatch in loader:
+            seen.append(minibatch.batch_index)
+    assert seen == [0, 1, 2]
+    assert "fail_on_batch_3" in str(info.value)  # the worker's traceback is in the message
+    assert _nothing_left_running()
+
+
+def test_a_dying_worker_is_reported():
+    loader = gp.DataLoader(python_chain(die_on_batch_2), num_workers=2)
+    with pytest.raises(RuntimeError, match=r"graphpipe-worker-0 \(pid \d+\) exited unexpectedly with exit code 3"):
+        list(loader)
+    assert _nothing_left_running()
+
+
+def test_early_break_and_del_leave_nothing_running():
+    loader = gp.DataLoader(python_chain(same_minibatch), num_workers=2)
+    for minibatch in loader:
+        if minibatch.batch_index == 1:
+            break
+    assert _nothing_left_running()
+    iterator = iter(loader)
+    assert next(iterator).batch_index == 9
+    assert len(multiprocessing.active_children()) == 2
+    del loader
+    del iterator
+    assert _nothing_left_running()
+
+
+def test_unpicklable_worker_chains_get_a_clear_error():
+    loader = gp.DataLoader(python_chain(lambda minibatch: minibatch), num_workers=2)
+    with pytest.raises(RuntimeError, match=r"must be picklable \(no lambdas or local functions\)"):
+        list(loader)
+    assert _nothing_left_running()
