@@ -1,41 +1,23 @@
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
 
-from graphpipe import CSCGraph, FeatureStore, ItemSampler, ItemSet, MiniBatch, SubgraphSampler
-from graphpipe.ops import LayerSample
+from graphpipe import CSCGraph, FeatureStore, ItemSampler, ItemSet, MiniBatch
 
 NUM_NODES = 300
 FANOUTS = [4, 3, 2]
 BATCH_SIZE = 16
 
 
-class _RandomNeighbors(SubgraphSampler):
-    """Test sampler: up to ``fanout`` in-edges per node, chosen with torch's RNG keyed by
-    the layer key (plus LABOR-like weights ``1 / kept`` when ``weighted``)."""
-
-    def __init__(self, source, graph, fanouts, seed, weighted=False):
-        super().__init__(source, graph, fanouts, seed)
-        self.weighted = weighted
-
-    def sample_layer(self, nodes, layer, minibatch):
-        g = torch.Generator().manual_seed(self.layer_key(minibatch.batch_index, layer) >> 1)
-        indptr = self.graph.indptr.to(torch.int64)
-        edge_ids = []
-        for v in nodes.tolist():
-            start, end = int(indptr[v]), int(indptr[v + 1])
-            keep = torch.randperm(end - start, generator=g)[: self.fanouts[layer]]
-            edge_ids.append(start + keep.sort().values)
-        counts = torch.tensor([e.numel() for e in edge_ids])
-        edge_ids = torch.cat(edge_ids)
-        weights = (1.0 / counts.float()).repeat_interleave(counts) if self.weighted else None
-        return LayerSample(
-            torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]),
-            self.graph.indices[edge_ids].to(torch.int64),
-            edge_ids,
-            weights,
-        )
+def _with_weights(mb):
+    """``mb`` with estimator-like edge weights ``1 / (sampled in-edges of the target)``."""
+    subgraphs = []
+    for sg in mb.sampled_subgraphs:
+        counts = (sg.sampled_csc.indptr[1:] - sg.sampled_csc.indptr[:-1]).float()
+        subgraphs.append(replace(sg, edge_weights=(1.0 / counts).repeat_interleave(counts.long())))
+    return replace(mb, sampled_subgraphs=subgraphs)
 
 
 def _graph():
@@ -54,9 +36,13 @@ def _batch(weighted=False, node_features=("feat",)):
     )
     labels = torch.arange(NUM_NODES) % 5
     items = ItemSet((torch.arange(NUM_NODES), labels), names=("seeds", "labels"))
-    pipe = _RandomNeighbors(ItemSampler(items, BATCH_SIZE, shuffle=True, seed=2), graph, FANOUTS, 3, weighted)
-    pipe = pipe.fetch_feature(store, node_feature_keys=list(node_features), edge_feature_keys=["w"])
-    return graph, store, next(iter(pipe))
+    pipe = (
+        ItemSampler(items, BATCH_SIZE, shuffle=True, seed=2)
+        .sample_neighbor(graph, FANOUTS, seed=3)
+        .fetch_feature(store, node_feature_keys=list(node_features), edge_feature_keys=["w"])
+    )
+    mb = next(iter(pipe))
+    return graph, store, _with_weights(mb) if weighted else mb
 
 
 def _tensors(obj, path="mb"):

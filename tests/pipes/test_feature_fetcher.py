@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe import CSCFormat, FeatureStore, ItemSampler, ItemSet, MiniBatch, SampledSubgraph
+from graphpipe import CSCFormat, CSCGraph, FeatureStore, ItemSampler, ItemSet, MiniBatch, SampledSubgraph
 from graphpipe.pipes import FeatureFetcher
 
 NUM_NODES, NUM_EDGES = 30, 60
@@ -57,6 +57,24 @@ def test_node_features_of_input_nodes_and_edge_features_per_layer():
     # The input batch is left as it was, and the rest of the batch is carried over.
     assert list(mb.node_features) == ["kept"] and mb.edge_features == []
     assert out.batch_index == 4 and out.sampled_subgraphs is mb.sampled_subgraphs
+
+
+def test_after_sample_neighbor_rows_belong_to_the_sampled_nodes_and_edges():
+    g = torch.Generator().manual_seed(2)
+    src, dst = torch.randint(0, 100, (2, 400), generator=g)
+    graph = CSCGraph.from_coo(src, dst, num_nodes=100)
+    # Each row holds its own id, so a fetched row says which node or edge it came from.
+    store = FeatureStore({"id": torch.arange(100).repeat(2, 1).t().contiguous()}, {"eid": np.arange(400)})
+    pipe = ItemSampler(ItemSet(100), batch_size=32, shuffle=True, seed=0).sample_neighbor(graph, [3, 2], seed=1)
+    pipe = pipe.fetch_feature(store, node_feature_keys=["id"], edge_feature_keys=["eid"])
+    for mb in pipe:
+        assert torch.equal(mb.node_features["id"], mb.input_nodes.repeat(2, 1).t())
+        assert len(mb.edge_features) == 2
+        for layer, subgraph in zip(mb.edge_features, mb.sampled_subgraphs):
+            eids = layer["eid"]
+            assert torch.equal(eids, subgraph.original_edge_ids)
+            src = subgraph.original_row_node_ids[subgraph.sampled_csc.indices]
+            assert torch.equal(graph.indices[eids].to(torch.int64), src)
 
 
 def test_seeds_only_batches_get_seed_features_through_the_pipe():
