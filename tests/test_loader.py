@@ -1,0 +1,143 @@
+import gc
+import threading
+import time
+import traceback
+
+import pytest
+import torch
+
+import graphpipe as gp
+from graphpipe.pipes import Prefetcher
+from graphpipe.transforms import find, overlap_stages
+
+
+def _chain(fn=None, n=40, batch_size=4):
+    """ItemSampler (karate labels cycled, shuffled, seed 3) -> [transform(fn)] -> fetch_feature -> transform."""
+    data = gp.datasets.karate_club()
+    items = gp.ItemSet((torch.arange(n) % 34, data.labels[torch.arange(n) % 34]), names=("seeds", "labels"))
+    pipe = gp.ItemSampler(items, batch_size, shuffle=True, seed=3)
+    if fn is not None:
+        pipe = pipe.transform(fn)
+    return pipe.fetch_feature(data.features, ["feat"]).transform(lambda mb: mb)
+
+
+def _threads():
+    gc.collect()
+    return [t for t in threading.enumerate() if t.name.startswith("graphpipe")]
+
+
+def _summary(batches):
+    return [(mb.batch_index, mb.seeds.tolist(), mb.labels.tolist(), mb.node_features["feat"].tolist()) for mb in batches]
+
+
+def test_default_and_no_transforms_give_the_plain_batches():
+    reference = _chain()
+    plain = _summary(list(reference) + list(reference))
+    # the same pipe object, run with the defaults, then with no rewriting: the epoch advances
+    for transforms in (None, []):
+        pipe = _chain()
+        loader = gp.DataLoader(pipe, transforms=transforms)
+        assert _summary(list(loader) + list(loader)) == plain
+        assert len(loader) == 10
+    pipe = _chain()
+    loader = gp.DataLoader(pipe)
+    assert len(find(loader.rewritten, Prefetcher)) == 1 and find(pipe, Prefetcher) == []
+    assert _threads() == []
+
+
+def test_explain_names_every_stage_and_where_it_runs():
+    loader = gp.DataLoader(_chain(lambda mb: mb), transforms=[overlap_stages])
+    text = loader.explain()
+    for name in ("ItemSampler", "Transform", "FeatureFetcher", "Prefetcher(2)", "Transforms: overlap_stages"):
+        assert name in text
+    run = text.split("Pipe as run:")[1]
+    assert "1. ItemSampler     runs in: thread 1" in run and "5. Transform       runs in: main thread" in run
+    assert "your training loop runs in: main thread" in run
+    dot = loader.to_graphviz()
+    assert dot.startswith("digraph") and dot.count("->") == 4 and "thread 1" in dot
+
+
+def test_draw_returns_a_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.text import Annotation
+
+    figure = gp.DataLoader(_chain()).draw()
+    texts = figure.axes[0].texts
+    boxes = [t.get_text().split("\n")[0] for t in texts if not isinstance(t, Annotation)]
+    assert boxes == ["ItemSampler", "FeatureFetcher", "Prefetcher(2)", "Transform"]
+    assert len(texts) - len(boxes) == 3  # arrows
+
+
+def test_stats_split_time_between_stages_and_the_consumer():
+    def slow_upstream(minibatch):
+        time.sleep(0.01)
+        return minibatch
+
+    loader = gp.DataLoader(_chain(slow_upstream), transforms=[overlap_stages])
+    # no sampler stage: overlap_stages only threads the fetcher, so slow_upstream runs in thread 1
+    for _ in loader:
+        time.sleep(0.005)
+    stats = loader.stats()
+    assert list(stats) == ["ItemSampler", "Transform", "FeatureFetcher", "Prefetcher(2)", "Transform#2", "consumer"]
+    assert all(row["batches"] == 10 for row in stats.values())
+    assert stats["Transform"]["work_s"] >= 0.09 and stats["Transform"]["where"] == "thread 1"
+    assert stats["consumer"]["work_s"] >= 0.045
+    assert stats["Prefetcher(2)"]["wait_s"] > 0 and stats["Prefetcher(2)"]["work_s"] == 0
+    assert stats["consumer"]["wait_s"] >= stats["Prefetcher(2)"]["wait_s"]
+
+
+def test_an_exception_in_a_background_stage_keeps_its_traceback():
+    def fail_on_batch_2(minibatch):
+        if minibatch.batch_index == 2:
+            raise IndexError("bad batch 2")
+        return minibatch
+
+    loader = gp.DataLoader(_chain(fail_on_batch_2), transforms=[overlap_stages])
+    seen = []
+    with pytest.raises(IndexError, match="bad batch 2") as info:
+        for minibatch in loader:
+            seen.append(minibatch.batch_index)
+    assert seen == [0, 1]
+    assert "fail_on_batch_2" in [frame.name for frame in traceback.extract_tb(info.value.__traceback__)]
+    assert _threads() == []
+
+
+def test_break_keyboard_interrupt_close_and_del_stop_every_thread():
+    loader = gp.DataLoader(_chain(lambda mb: mb), transforms=[overlap_stages, overlap_stages])
+    for minibatch in loader:
+        assert len(_threads()) == 1
+        break
+    assert _threads() == []
+    with pytest.raises(KeyboardInterrupt):
+        for minibatch in loader:
+            raise KeyboardInterrupt
+    assert _threads() == []
+    iterator = iter(loader)
+    next(iterator)
+    loader.close()
+    assert _threads() == []
+    with pytest.raises(StopIteration):
+        next(iterator)
+    first = iter(loader)
+    next(first)
+    second = iter(loader)  # a new epoch ends the unfinished one
+    assert _threads() == [] and next(second).batch_index == 40  # epoch 4
+    del loader  # the iterator `second` still holds the epoch (and the loader)
+    assert len(_threads()) == 1
+    del first, second
+    assert _threads() == []
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match=r"`pipe` must be a graphpipe pipe \(IterDataPipe\), got list"):
+        gp.DataLoader([1, 2])
+    with pytest.raises(ValueError, match=r"`num_workers` must be an int >= 0, got -1"):
+        gp.DataLoader(_chain(), num_workers=-1)
+    with pytest.raises(ValueError, match=r"put graphpipe.transforms.process_workers\(n\) in it"):
+        gp.DataLoader(_chain(), transforms=[], num_workers=2)
+    with pytest.raises(TypeError, match=r"transform <lambda> returned int, not a pipe"):
+        gp.DataLoader(_chain(), transforms=[lambda pipe: 3])
+    with pytest.raises(TypeError, match=r"every transform must be a function pipe -> pipe, got 'x'"):
+        gp.DataLoader(_chain(), transforms=["x"])
