@@ -113,7 +113,8 @@ def sample_neighbors_torch(
     * ``k == -1`` or ``d <= k`` (no replacement): all in-edges;
     * uniform, no replacement: Floyd's algorithm, run for all destinations at once, one
       vectorised step per draw (identical edges to the CPU op);
-    * uniform, with replacement: draw ``j`` takes ``floor(u_j * d)`` (identical);
+    * uniform, with replacement: draw ``j`` takes an integer in ``[0, d)`` made from the
+      hash by multiply-shift, as Floyd's draws are (identical);
     * weighted, no replacement: the ``k`` positive-weight edges with the smallest
       ``-log(u_i) / w_i`` (Efraimidis-Spirakis; identical up to ``log`` rounding ties);
     * weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum
@@ -147,10 +148,12 @@ def sample_neighbors_torch(
     return _layer(indptr, indices, nodes, counts, start[row[chosen]] + pos[chosen])
 
 
-def _randint(vkeys: torch.Tensor, draw: int, n: torch.Tensor) -> torch.Tensor:
-    """Uniform integers in ``[0, n)`` from the variates ``(vkeys, draw)``, as the numba ``_randint``."""
-    t = (torch_random.uniform(vkeys, torch.full_like(vkeys, draw)) * n.to(torch.float64)).to(torch.int64)
-    return torch.minimum(t, n - 1)
+def _randint(vkeys: torch.Tensor, draws, n: torch.Tensor) -> torch.Tensor:
+    """Uniform integers in ``[0, n)`` (``n < 2**32``) from the variates ``(vkeys, draws)``,
+    as the numba ``_randint``: the hash's high 32 bits times ``n``, shifted down 32
+    (the uint64 product fits, so its int64 bits wrap exactly)."""
+    high = torch_random.logical_shift_right(torch_random.hash2(vkeys, draws), 32)
+    return torch_random.logical_shift_right(high * n, 32)
 
 
 def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
@@ -160,7 +163,7 @@ def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
     chosen = torch.empty(deg.numel(), k, dtype=torch.int64, device=deg.device)
     for s in range(k):
         j = deg - k + s
-        t = _randint(vkeys, s, (j + 1).clamp(min=1))
+        t = _randint(vkeys, torch.full_like(vkeys, s), (j + 1).clamp(min=1))
         taken = (chosen[:, :s] == t[:, None]).any(dim=1)
         chosen[:, s] = torch.where(taken, j, t)
     return torch.sort(chosen, dim=1).values
@@ -168,11 +171,11 @@ def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
 
 def _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights) -> LayerSample:
     draws = torch.arange(fanout, device=nodes.device)
-    u = torch_random.uniform(vkeys[:, None], draws[None, :])
     if weights is None:
-        pos = torch.minimum((u * deg[:, None].to(torch.float64)).to(torch.int64), (deg - 1).clamp(min=0)[:, None])
+        pos = _randint(vkeys[:, None], draws[None, :], deg[:, None])
         has_edges = deg > 0
     else:
+        u = torch_random.uniform(vkeys[:, None], draws[None, :])
         row_all, pos_all, offsets = _ragged(deg, int(deg.sum()))
         w = weights[start[row_all] + pos_all].to(torch.float64)
         w = torch.where(w > 0, w, 0.0)

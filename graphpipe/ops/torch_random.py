@@ -10,7 +10,7 @@ sign-extended high bits masked off. Works on any device.
 
 import torch
 
-__all__ = ["as_int64_key", "hash2", "mix64", "uniform", "uniform_open"]
+__all__ = ["as_int64_key", "hash2", "logical_shift_right", "mix64", "uniform", "uniform_open"]
 
 
 def _signed(value: int) -> int:
@@ -30,16 +30,16 @@ def as_int64_key(key: int) -> int:
     return _signed(int(key))
 
 
-def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
-    """Logical right shift of int64 bits: arithmetic shift, sign extension masked off."""
+def logical_shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """The uint64 ``x >> bits`` on int64 bits: arithmetic shift, sign extension masked off."""
     return (x >> bits) & ((1 << (64 - bits)) - 1)
 
 
 def mix64(x: torch.Tensor) -> torch.Tensor:
     """SplitMix64 finaliser on int64 tensors holding uint64 bits."""
-    x = (x ^ _shr(x, 30)) * _M1
-    x = (x ^ _shr(x, 27)) * _M2
-    return x ^ _shr(x, 31)
+    x = (x ^ logical_shift_right(x, 30)) * _M1
+    x = (x ^ logical_shift_right(x, 27)) * _M2
+    return x ^ logical_shift_right(x, 31)
 
 
 def hash2(key, counter: torch.Tensor) -> torch.Tensor:
@@ -51,9 +51,9 @@ def hash2(key, counter: torch.Tensor) -> torch.Tensor:
 
 def uniform(key, counter: torch.Tensor) -> torch.Tensor:
     """float64 uniforms on [0, 1) from (key, counter): the numba ``uniform``, bit for bit."""
-    return _shr(hash2(key, counter), 11).to(torch.float64) * _INV_2_53
+    return logical_shift_right(hash2(key, counter), 11).to(torch.float64) * _INV_2_53
 
 
 def uniform_open(key, counter: torch.Tensor) -> torch.Tensor:
     """float64 uniforms on (0, 1): the numba ``uniform_open``, bit for bit."""
-    return (_shr(hash2(key, counter), 11).to(torch.float64) + 0.5) * _INV_2_53
+    return (logical_shift_right(hash2(key, counter), 11).to(torch.float64) + 0.5) * _INV_2_53
