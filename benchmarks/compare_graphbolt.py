@@ -1,0 +1,306 @@
+"""graphpipe vs DGL GraphBolt 2.1 on CPU, side by side on one generated graph, in one run.
+
+    python -m venv venv-dgl && venv-dgl/bin/pip install torch==2.2.1 torchdata==0.7.1 dgl==2.1.0 \\
+        "numpy<2" pandas pydantic pyyaml "setuptools<70"
+    .venv/bin/python benchmarks/compare_graphbolt.py --graphbolt-python venv-dgl/bin/python
+
+The script (in graphpipe's venv) generates one R-MAT power-law graph with
+``graphpipe.datasets.synthetic_node_classification`` (default 2M nodes, ~60M directed
+edges, int32 indptr/indices, 100-dim float32 features), saves it as .npy files in a
+temporary directory together with the seed ids in batch order (a random permutation of
+the non-isolated nodes), measures graphpipe in this process, then runs
+``benchmarks/graphbolt_side.py`` under the GraphBolt venv's python on the same files.
+Both sides read the same seeds in the same order, so batch ``i`` has the same seeds
+on both sides, and use the same number of threads (numba + torch here, torch there).
+
+Measurements (fanouts [15, 10, 5], batch 1024 by default):
+
+* sampling only (ItemSampler -> sampler, iterated directly): it/s, sampled edges/s,
+  input nodes per batch; neighbor sampling, LABOR-0, LABOR-* (graphpipe only: GraphBolt
+  2.1 has LABOR-0 only);
+* sample + fetch, the plain chain iterated directly;
+* end-to-end loaders: ``gp.DataLoader(pipe)`` (default transforms) and
+  ``gp.DataLoader(pipe, transforms=[])``; GraphBolt's ``gb.DataLoader`` at
+  ``num_workers`` 0, 1, 2, its best counted;
+* overlap efficiency: graphpipe's end-to-end it/s divided by the rate of its slowest
+  stage run alone (sampling alone, or fetching alone on already sampled batches);
+* LABOR batch dependency: for kappa in 1, 4, 32, 256, input nodes per batch and the
+  fraction of a batch's input nodes that were input nodes of the previous batch.
+
+Every rate: ``--warmup`` batches skipped, then ``--windows`` windows of ``--window``
+batches timed, median window rate reported (see ``common.measure_rate``). Prints a
+markdown table; ``--json PATH`` also writes every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import operator
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numba
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import graphpipe as gp  # noqa: E402
+from common import batch_shape, consecutive_overlap, measure_rate, ratio  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--graphbolt-python", required=True, help="python of the venv with dgl 2.1 (venv-dgl/bin/python)")
+    parser.add_argument("--num-nodes", type=int, default=2_000_000)
+    parser.add_argument("--avg-degree", type=int, default=34, help="R-MAT edges per node (both directions)")
+    parser.add_argument("--feature-dim", type=int, default=100)
+    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=2, help="numba and torch threads, both sides")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="GraphBolt num_workers to try")
+    parser.add_argument("--kappas", type=int, nargs="+", default=[1, 4, 32, 256])
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--window", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write all results to this file")
+    args = parser.parse_args()
+    numba.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
+
+    start = time.perf_counter()
+    dataset = gp.datasets.synthetic_node_classification(
+        num_nodes=args.num_nodes, avg_degree=args.avg_degree, feature_dim=args.feature_dim, seed=args.seed
+    )
+    graph, features = dataset.graph, dataset.features
+    batches = args.warmup + args.windows * args.window
+    seeds = _seed_order(graph, batches * args.batch_size, args.seed)
+    setup = {
+        "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges,
+        "index_dtype": str(graph.indices.dtype),
+        "feature_dim": args.feature_dim,
+        "generate_s": time.perf_counter() - start,
+    }
+    _log(f"graph: {setup['num_nodes']:,} nodes, {setup['num_edges']:,} edges ({setup['generate_s']:.0f} s)")
+
+    with tempfile.TemporaryDirectory(prefix="graphpipe-vs-graphbolt-") as data_dir:
+        np.save(os.path.join(data_dir, "indptr.npy"), graph.indptr.numpy())
+        np.save(os.path.join(data_dir, "indices.npy"), graph.indices.numpy())
+        np.save(os.path.join(data_dir, "feat.npy"), np.asarray(features["feat"].data))
+        np.save(os.path.join(data_dir, "seeds.npy"), seeds.numpy())
+        ours = measure_graphpipe(graph, features, seeds, args)
+        theirs = run_graphbolt(data_dir, args)
+
+    results = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "versions": {"graphpipe": gp.__version__, "torch": torch.__version__, "numba": numba.__version__,
+                     "graphbolt_torch": theirs.pop("torch")},
+        "args": vars(args),
+        "setup": setup,
+        "graphpipe": ours,
+        "graphbolt": theirs,
+        "total_s": time.perf_counter() - start,
+    }
+    print(format_tables(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def _seed_order(graph: gp.CSCGraph, count: int, seed: int) -> torch.Tensor:
+    """``[count]`` int64: a random permutation of the nodes with in-edges, cut to ``count``."""
+    degrees = graph.indptr[1:] - graph.indptr[:-1]
+    connected = torch.nonzero(degrees > 0).flatten()
+    if connected.numel() < count:
+        raise ValueError(f"the graph has {connected.numel()} non-isolated nodes, fewer than the {count} seeds needed")
+    order = torch.randperm(connected.numel(), generator=torch.Generator().manual_seed(seed))
+    return connected[order[:count]]
+
+
+def measure_graphpipe(graph: gp.CSCGraph, features: gp.FeatureStore, seeds: torch.Tensor, args) -> dict:
+    """Every graphpipe measurement; see the module docstring."""
+    window = dict(warmup=args.warmup, windows=args.windows, window=args.window)
+    item_set = gp.ItemSet(seeds, names="seeds")
+    samplers = {
+        "ns": lambda pipe: pipe.sample_neighbor(graph, args.fanouts, seed=args.seed),
+        "labor0": lambda pipe: pipe.sample_layer_neighbor(graph, args.fanouts, seed=args.seed),
+        "laborstar": lambda pipe: pipe.sample_layer_neighbor(graph, args.fanouts, importance_sampling=-1, seed=args.seed),
+    }
+
+    def chain(method, fetch):
+        pipe = samplers[method](gp.ItemSampler(item_set, args.batch_size, shuffle=False))
+        return pipe.fetch_feature(features, node_feature_keys=["feat"]) if fetch else pipe
+
+    results = {}
+    for method in samplers:
+        results[f"{method}_sampling"] = _summary(measure_rate(chain(method, fetch=False), inspect=batch_shape, **window))
+        _log(f"graphpipe {method} sampling: {results[f'{method}_sampling']['it_per_s']:.1f} it/s")
+    for method in ("ns", "labor0"):
+        results[f"{method}_fetch_only"] = _summary(measure_rate(_fetch_only(chain(method, fetch=True)), **window))
+        results[f"{method}_sample_fetch"] = _summary(measure_rate(chain(method, fetch=True), **window))
+        for name, transforms in (("loader", None), ("plain", [])):
+            loader = gp.DataLoader(chain(method, fetch=True), transforms=transforms)
+            results[f"{method}_{name}"] = _summary(measure_rate(loader, **window))
+            loader.close()
+        slowest = min(results[f"{method}_sampling"]["it_per_s"], results[f"{method}_fetch_only"]["it_per_s"])
+        results[f"{method}_overlap_efficiency"] = results[f"{method}_loader"]["it_per_s"] / slowest
+        _log(f"graphpipe {method} loader: {results[f'{method}_loader']['it_per_s']:.1f} it/s")
+
+    def input_nodes(minibatch):
+        return minibatch.input_nodes
+
+    for method, importance_sampling in (("labor0", 0), ("laborstar", -1)):
+        for kappa in args.kappas:
+            pipe = gp.ItemSampler(item_set, args.batch_size, shuffle=False).sample_layer_neighbor(
+                graph, args.fanouts, importance_sampling=importance_sampling, batch_dependency=kappa, seed=args.seed
+            )
+            measured = measure_rate(pipe, inspect=input_nodes, **window)
+            results[f"{method}_kappa{kappa}"] = {
+                "it_per_s": measured["it_per_s"],
+                "input_nodes": statistics.median(nodes.numel() for nodes in measured["stats"]),
+                "previous_batch_overlap": consecutive_overlap(measured["stats"]),
+            }
+        _log(f"graphpipe {method} kappa sweep done")
+    return results
+
+
+def _fetch_only(pipe: gp.FeatureFetcher, distinct: int = 8):
+    """Fetch features again and again for ``distinct`` batches sampled beforehand (their
+    features, ~8 x 100 MB, do not fit in a CPU cache), so fetching is timed alone."""
+    sampled = list(itertools.islice(pipe.source, distinct))
+    return (pipe.fetch(minibatch) for minibatch in itertools.cycle(sampled))
+
+
+def run_graphbolt(data_dir: str, args) -> dict:
+    """Run graphbolt_side.py in the GraphBolt venv on the saved graph; its JSON results."""
+    command = [
+        args.graphbolt_python, os.path.join(HERE, "graphbolt_side.py"), "--data", data_dir,
+        "--fanouts", *map(str, args.fanouts), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+        "--workers", *map(str, args.workers), "--warmup", str(args.warmup), "--windows", str(args.windows),
+        "--window", str(args.window),
+    ]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the GraphBolt side failed (exit status {done.returncode}): {' '.join(command)}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _summary(measured: dict) -> dict:
+    out = {"it_per_s": measured["it_per_s"], "window_it_per_s": measured["window_it_per_s"]}
+    if measured["stats"]:
+        for key in measured["stats"][0]:
+            out[key] = float(statistics.median(s[key] for s in measured["stats"]))
+        out["sampled_edges_per_s"] = out["sampled_edges"] * out["it_per_s"]
+    return out
+
+
+def format_tables(results: dict) -> str:
+    """Markdown tables of the results: side-by-side rates with ratios and targets, then the
+    kappa sweep."""
+    ours, theirs = results["graphpipe"], results["graphbolt"]
+    best = {
+        method: max((theirs[key]["it_per_s"], key) for key in theirs if key.startswith(f"{method}_loader_w"))
+        for method in ("ns", "labor0")
+    }
+    rows = [
+        ("NS sampling only, it/s", ours["ns_sampling"]["it_per_s"], theirs["ns_sampling"]["it_per_s"], (">=", 5.0)),
+        ("NS sampled edges/s", ours["ns_sampling"]["sampled_edges_per_s"],
+         theirs["ns_sampling"]["sampled_edges"] * theirs["ns_sampling"]["it_per_s"], None),
+        ("NS input nodes/batch", ours["ns_sampling"]["input_nodes"], theirs["ns_sampling"]["input_nodes"], None),
+        ("NS sample + fetch (plain chain), it/s", ours["ns_sample_fetch"]["it_per_s"],
+         theirs["ns_sample_fetch"]["it_per_s"], None),
+        ("LABOR-0 sampling only, it/s", ours["labor0_sampling"]["it_per_s"], theirs["labor0_sampling"]["it_per_s"], (">=", 2.0)),
+        ("LABOR-* sampling only, it/s (vs GB LABOR-0)", ours["laborstar_sampling"]["it_per_s"],
+         theirs["labor0_sampling"]["it_per_s"], (">=", 2.0)),
+        ("LABOR-0 input nodes/batch", ours["labor0_sampling"]["input_nodes"], theirs["labor0_sampling"]["input_nodes"],
+         ("<=", 1.0)),
+        ("LABOR-* input nodes/batch (vs GB LABOR-0)", ours["laborstar_sampling"]["input_nodes"],
+         theirs["labor0_sampling"]["input_nodes"], ("<", 1.0)),
+        (f"NS end-to-end loader, it/s (GB: {best['ns'][1].rsplit('_', 1)[1]})", ours["ns_loader"]["it_per_s"],
+         best["ns"][0], (">=", 4.0)),
+        ("NS plain chain in gp.DataLoader(transforms=[]), it/s", ours["ns_plain"]["it_per_s"], best["ns"][0], None),
+        (f"LABOR-0 end-to-end loader, it/s (GB: {best['labor0'][1].rsplit('_', 1)[1]})",
+         ours["labor0_loader"]["it_per_s"], best["labor0"][0], (">=", 2.0)),
+        ("LABOR-0 plain chain in gp.DataLoader(transforms=[]), it/s", ours["labor0_plain"]["it_per_s"],
+         best["labor0"][0], None),
+    ]
+    lines = [
+        f"{results['date']}, {results['machine']['cpu']}, {results['machine']['cores']} cores, "
+        f"{results['args']['threads']} threads per side; graph {results['setup']['num_nodes']:,} nodes, "
+        f"{results['setup']['num_edges']:,} edges ({results['setup']['index_dtype']}), "
+        f"{results['setup']['feature_dim']}-dim float32 features; fanouts {results['args']['fanouts']}, "
+        f"batch {results['args']['batch_size']}; {results['args']['warmup']} warm-up batches, median of "
+        f"{results['args']['windows']} windows x {results['args']['window']} batches; total {results['total_s']:.0f} s",
+        "",
+        "| measurement | graphpipe | GraphBolt 2.1 | ratio | target | met |",
+        "|---|---:|---:|---:|---:|:---:|",
+    ]
+    for label, mine, other, target in rows:
+        r = ratio(mine, other)
+        goal, met = "", ""
+        if target is not None:
+            op, bound = target
+            goal = f"{op} {bound:g}x"
+            met = "yes" if _COMPARE[op](r, bound) else "**no**"
+        lines.append(f"| {label} | {_fmt(mine)} | {_fmt(other)} | {r:.2f}x | {goal} | {met} |")
+    lines += ["", "GraphBolt gb.DataLoader it/s by num_workers:", ""]
+    lines += [
+        f"- {method}: " + ", ".join(
+            f"{key.rsplit('_w', 1)[1]} workers {theirs[key]['it_per_s']:.2f}"
+            for key in sorted(theirs) if key.startswith(f"{method}_loader_w")
+        )
+        for method in ("ns", "labor0")
+    ]
+    lines += ["", "| graphpipe overlap | loader it/s | sampling alone | fetch alone | efficiency | target | met |",
+              "|---|---:|---:|---:|---:|---:|:---:|"]
+    for method, label in (("ns", "NS"), ("labor0", "LABOR-0")):
+        eff = ours[f"{method}_overlap_efficiency"]
+        lines.append(
+            f"| {label} | {ours[f'{method}_loader']['it_per_s']:.1f} | {ours[f'{method}_sampling']['it_per_s']:.1f} | "
+            f"{ours[f'{method}_fetch_only']['it_per_s']:.1f} | {eff:.2f} | >= 0.9 | {'yes' if eff >= 0.9 else '**no**'} |"
+        )
+    reduction = 1 - ours["laborstar_sampling"]["input_nodes"] / ours["labor0_sampling"]["input_nodes"]
+    lines += ["", f"LABOR-* input nodes vs graphpipe LABOR-0: {100 * reduction:.1f}% fewer", ""]
+    lines += ["| kappa | LABOR-0 input nodes/batch | LABOR-0 overlap with previous batch | "
+              "LABOR-* input nodes/batch | LABOR-* overlap with previous batch | LABOR-0 it/s | LABOR-* it/s |",
+              "|---:|---:|---:|---:|---:|---:|---:|"]
+    for kappa in results["args"]["kappas"]:
+        a, b = ours[f"labor0_kappa{kappa}"], ours[f"laborstar_kappa{kappa}"]
+        lines.append(
+            f"| {kappa} | {a['input_nodes']:,.0f} | {a['previous_batch_overlap']:.3f} | {b['input_nodes']:,.0f} | "
+            f"{b['previous_batch_overlap']:.3f} | {a['it_per_s']:.1f} | {b['it_per_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.2f}"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The DGL GraphBolt 2.1 side of compare_graphbolt.py; runs in the GraphBolt venv.
+
+compare_graphbolt.py starts it as a subprocess of that venv's python; by hand::
+
+    venv-dgl/bin/python benchmarks/graphbolt_side.py --data DIR --fanouts 15 10 5
+
+``DIR`` holds ``indptr.npy``, ``indices.npy`` (the CSC graph), ``feat.npy`` (``[num_nodes,
+dim]`` float32) and ``seeds.npy`` (the seed ids in batch order). The graph becomes
+``gb.fused_csc_sampling_graph(indptr, indices)``, the features a ``gb.TorchBasedFeature``
+in RAM. Batches are cut from ``seeds.npy`` in order (``shuffle=False``), so batch ``i``
+has the same seeds as graphpipe's batch ``i``. Prints one JSON object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+import torch
+
+import dgl.graphbolt as gb
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import batch_shape, measure_rate  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="directory with indptr/indices/feat/seeds .npy files")
+    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (GraphBolt's kernels)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="gb.DataLoader num_workers to try")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--window", type=int, default=16)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(args.threads)
+
+    def load(name):
+        return torch.from_numpy(np.load(os.path.join(args.data, f"{name}.npy")))
+
+    graph = gb.fused_csc_sampling_graph(load("indptr"), load("indices"))
+    features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(load("feat"))})
+    seeds = load("seeds").to(graph.indices.dtype)  # GraphBolt wants seeds of the graph's index dtype
+    item_set = gb.ItemSet(seeds, names="seed_nodes")  # GraphBolt 2.1's name for seeds
+    window = dict(warmup=args.warmup, windows=args.windows, window=args.window)
+
+    def chain(method, fetch):
+        pipe = gb.ItemSampler(item_set, args.batch_size, shuffle=False)
+        pipe = getattr(pipe, method)(graph, args.fanouts)
+        return pipe.fetch_feature(features, node_feature_keys=["feat"]) if fetch else pipe
+
+    results = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    for name, method in (("ns", "sample_neighbor"), ("labor0", "sample_layer_neighbor")):
+        sampling = measure_rate(chain(method, fetch=False), inspect=batch_shape, **window)
+        results[f"{name}_sampling"] = _summary(sampling)
+        if name == "ns":
+            results["ns_sample_fetch"] = _summary(measure_rate(chain(method, fetch=True), **window))
+        for workers in args.workers:
+            loader = gb.DataLoader(chain(method, fetch=True), num_workers=workers)
+            results[f"{name}_loader_w{workers}"] = _summary(measure_rate(loader, **window))
+            del loader
+            gc.collect()
+        print(f"graphbolt: {name} done", file=sys.stderr, flush=True)
+    print(json.dumps(results))
+
+
+def _summary(measured):
+    """it/s and, when measured, median input nodes and sampled edges per batch."""
+    out = {"it_per_s": measured["it_per_s"], "window_it_per_s": measured["window_it_per_s"]}
+    if measured["stats"]:
+        for key in measured["stats"][0]:
+            out[key] = float(np.median([s[key] for s in measured["stats"]]))
+    return out
+
+
+if __name__ == "__main__":
+    main()
