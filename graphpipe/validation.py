@@ -37,8 +37,11 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str) -> 
     if ids.dim() != 1:
         raise ValueError(f"{where}: `{name}` must be 1-D, got shape {tuple(ids.shape)}")
     if ids.numel():
-        lo, hi = torch.aminmax(ids)
-        lo, hi = int(lo), int(hi)
+        if ids.device.type == "cpu":
+            # numpy's reductions: torch's threaded aminmax takes milliseconds on a busy machine
+            lo, hi = int(ids.numpy().min()), int(ids.numpy().max())
+        else:
+            lo, hi = (int(x) for x in torch.aminmax(ids))
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
             raise ValueError(

@@ -3,10 +3,10 @@
 CPU tensors go through one fused numba kernel, chosen by how dense the ids are:
 
 * dense (the largest id is at most a few times the number of ids, as in the input layer
-  of a large batch): a ``[max_id + 1]`` table marks the ids present; one ascending sweep
-  over it numbers the new ids, so no sort is needed. Parallel.
+  of a large batch): a ``[max_id + 1]`` byte array marks the ids present; one ascending,
+  branch-free sweep over it numbers the new ids, so no sort is needed. Parallel.
 * sparse (few ids from a large id space): an open-addressing hash table finds the new
-  ids, which are then sorted. Serial, but only for small layers.
+  ids, which a radix sort then orders. Serial, but only for small layers.
 
 Tensors on other devices (GPUs) use the torch ops of
 :func:`~graphpipe.ops.gpu_sampling.unique_and_compact_torch`.
@@ -50,9 +50,10 @@ def unique_and_compact(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tupl
     src = src_nodes.to(torch.int64).contiguous()
     if dst.numel() + src.numel() == 0:
         return dst.clone(), src.clone()
-    bounds = [t.aminmax() for t in (dst, src) if t.numel()]
-    lo = min(int(b.min) for b in bounds)
-    hi = max(int(b.max) for b in bounds)
+    # numpy's reductions: torch's threaded ones take milliseconds on a busy machine
+    arrays = [t.numpy() for t in (dst, src) if t.numel()]
+    lo = min(int(a.min()) for a in arrays)
+    hi = max(int(a.max()) for a in arrays)
     if lo < 0:
         raise ValueError(f"unique_and_compact: node ids must be >= 0, got {lo}")
     if hi + 1 <= _DENSE_FACTOR * (dst.numel() + src.numel()) + _DENSE_SLACK:
@@ -64,40 +65,45 @@ def unique_and_compact(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tupl
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _unique_dense(dst, src, max_id):
-    """Dense-id kernel: ``table[x]`` is ``local id + 1`` of ``x``, ``-1`` for a new
-    source not yet numbered, ``0`` for absent ids."""
+    """Dense-id kernel: ``marks[x]`` is 2 for a destination, |1 for a source, then a
+    sweep in ``_NUM_CHUNKS`` chunks numbers the ids marked exactly 1."""
     num_dst = dst.shape[0]
     num_ids = max_id + 1
-    table = np.zeros(num_ids, np.int32)
+    marks = np.zeros(num_ids, np.uint8)
     for i in numba.prange(num_dst):
-        table[dst[i]] = i + 1
-    # Racing threads may both see 0 and both write -1: the same value, so harmless.
+        marks[dst[i]] = 2
+    # Threads racing on one byte all turn 0 into 1 or 2 into 3: no update is lost.
     for e in numba.prange(src.shape[0]):
-        if table[src[e]] == 0:
-            table[src[e]] = -1
+        marks[src[e]] |= 1
     chunk = (num_ids + _NUM_CHUNKS - 1) // _NUM_CHUNKS
     offsets = np.zeros(_NUM_CHUNKS + 1, np.int64)
     for c in numba.prange(_NUM_CHUNKS):
         count = 0
         for x in range(c * chunk, min((c + 1) * chunk, num_ids)):
-            if table[x] == -1:
-                count += 1
+            count += marks[x] == 1
         offsets[c + 1] = count
     for c in range(_NUM_CHUNKS):
         offsets[c + 1] += offsets[c]
-    unique_nodes = np.empty(num_dst + offsets[_NUM_CHUNKS], np.int64)
-    unique_nodes[:num_dst] = dst
+    num_unique = num_dst + offsets[_NUM_CHUNKS]
+    # The sweep writes every id somewhere: new ids to their slot, the others to the spare
+    # last slot, so the loop has no branch to mispredict. ``local`` holds garbage for ids
+    # that are not new; the destinations' entries are written after the sweep.
+    unique_nodes = np.empty(num_unique + 1, np.int64)
+    local = np.empty(num_ids, np.int32)
     for c in numba.prange(_NUM_CHUNKS):
-        local = num_dst + offsets[c]
+        next_id = num_dst + offsets[c]
         for x in range(c * chunk, min((c + 1) * chunk, num_ids)):
-            if table[x] == -1:
-                unique_nodes[local] = x
-                local += 1
-                table[x] = local
+            is_new = marks[x] == 1
+            local[x] = next_id
+            unique_nodes[next_id if is_new else num_unique] = x
+            next_id += is_new
+    for i in numba.prange(num_dst):
+        local[dst[i]] = i
+        unique_nodes[i] = dst[i]
     local_src = np.empty(src.shape[0], np.int64)
     for e in numba.prange(src.shape[0]):
-        local_src[e] = table[src[e]] - 1
-    return unique_nodes, local_src
+        local_src[e] = local[src[e]]
+    return unique_nodes[:num_unique], local_src
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -107,6 +113,30 @@ def _find_slot(keys, x, mask):
     while keys[slot] != -1 and keys[slot] != x:
         slot = (slot + 1) & np.int64(mask)
     return slot
+
+
+@numba.njit(nogil=True, cache=True)
+def _radix_sort(values):
+    """``values`` (non-negative int64) sorted ascending: LSD radix sort, 11-bit digits,
+    as many passes as the largest value needs."""
+    top = values.max() if values.shape[0] else 0
+    out = values.copy()
+    spare = np.empty_like(values)
+    counts = np.empty(2049, np.int64)
+    shift = 0
+    while (top >> shift) > 0:
+        counts[:] = 0
+        for v in out:
+            counts[((v >> shift) & 2047) + 1] += 1
+        for b in range(2048):
+            counts[b + 1] += counts[b]
+        for v in out:
+            digit = (v >> shift) & 2047
+            spare[counts[digit]] = v
+            counts[digit] += 1
+        out, spare = spare, out
+        shift += 11
+    return out
 
 
 @numba.njit(nogil=True, cache=True)
@@ -133,7 +163,7 @@ def _unique_hashed(dst, src):
             new_ids[num_new] = src[e]
             num_new += 1
         src_slot[e] = slot
-    new_ids = np.sort(new_ids[:num_new])
+    new_ids = _radix_sort(new_ids[:num_new])
     for r in range(num_new):
         values[_find_slot(keys, new_ids[r], mask)] = num_dst + r
     unique_nodes = np.empty(num_dst + num_new, np.int64)
