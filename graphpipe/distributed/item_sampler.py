@@ -1,0 +1,158 @@
+"""DistributedItemSampler: every rank's share of the same global batches."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Union
+
+import torch
+import torch.distributed as dist
+
+from ..item_set import ItemSet
+from ..minibatch import MiniBatch
+from ..pipes.base import Pipe
+from ..pipes.item_sampler import ItemSampler
+from .partition import Partition
+
+__all__ = ["DistributedItemSampler", "find_distributed_item_sampler"]
+
+
+class DistributedItemSampler(ItemSampler):
+    """Split every global batch of ``batch_size * world_size`` items over the ranks.
+
+    All ranks draw the same permutation per epoch (``seed=None``: rank 0 draws the seed
+    and broadcasts it). Global batch ``i`` is the slice ``i * G : (i + 1) * G`` of the
+    epoch's order, ``G = batch_size * world_size`` (the batch an :class:`ItemSampler`
+    with batch size ``G`` and the same seed yields); rank ``r`` takes its ``r``-th run of
+    ``batch_size`` items, and the items of a last, smaller global batch are dealt evenly
+    (sizes differ by at most one). Every rank stamps the same ``batch_index``
+    (``epoch * num_global_batches + i``) on its share of global batch ``i``, so samplers
+    with the same seed draw the same variates on every rank.
+
+    Ranks get the same number of batches except when the last global batch has fewer
+    items than ranks: then ranks without items stop one batch early, unless
+    ``drop_uneven_inputs=True``, which drops that batch on every rank (no rank waits at
+    the epoch's end for a collective the others never call). With worker processes
+    (``DataLoader(num_workers=W)``) each rank's batches are further dealt over its
+    workers.
+
+    The sampler also carries the distributed setup the cooperative stages use
+    (``cooperative=True`` on samplers and ``fetch_feature``): the vertex ``partition``
+    (which rank owns each vertex; see :class:`~graphpipe.distributed.Partition`) and one
+    process group per kind of collective (sampling, feature fetching, the model's
+    :func:`~graphpipe.cooperative_exchange`): these stages run in different threads,
+    and collectives on one group must be issued in the same order on every rank.
+
+    Args:
+        item_set: as for :class:`~graphpipe.ItemSampler`.
+        batch_size: items per rank per batch, ``>= 1``.
+        shuffle: permute the items each epoch.
+        drop_last: drop a last global batch smaller than ``batch_size * world_size``.
+        drop_uneven_inputs: give every rank the same number of batches.
+        seed: seed of the permutations (the same on every rank).
+        partition: a ``[num_nodes]`` integer tensor of owning ranks, a
+            :class:`~graphpipe.distributed.Partition`, or None for the hash partition.
+        rank, world_size: default to ``torch.distributed``'s; give both to split without
+            an initialised process group (no cooperative stages then).
+    """
+
+    def __init__(
+        self,
+        item_set: Union[ItemSet, torch.Tensor, int],
+        batch_size: int,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        drop_uneven_inputs: bool = False,
+        seed: Optional[int] = None,
+        partition: Optional[Union[torch.Tensor, Partition]] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+    ):
+        initialised = dist.is_available() and dist.is_initialized()
+        if (rank is None) != (world_size is None):
+            raise ValueError("DistributedItemSampler: give both `rank` and `world_size`, or neither")
+        if rank is None:
+            if not initialised:
+                raise RuntimeError(
+                    "DistributedItemSampler: torch.distributed is not initialised; call "
+                    "torch.distributed.init_process_group(...) first (or pass rank= and world_size=)"
+                )
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+            raise ValueError(f"DistributedItemSampler: `world_size` must be an int >= 1, got {world_size!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise ValueError(f"DistributedItemSampler: `rank` must be an int in [0, {world_size}), got {rank!r}")
+        if seed is None and initialised and world_size > 1:
+            shared = torch.randint(0, 2**62, (1,))
+            dist.broadcast(shared, src=0)
+            seed = int(shared)
+        super().__init__(item_set, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed)
+        self.drop_uneven_inputs = bool(drop_uneven_inputs)
+        self.rank = rank
+        self.world_size = world_size
+        self.partition = partition if isinstance(partition, Partition) else Partition(world_size, partition)
+        if self.partition.num_parts != world_size:
+            raise ValueError(
+                f"DistributedItemSampler: the partition has {self.partition.num_parts} parts for "
+                f"world_size={world_size} ranks"
+            )
+        self.sampling_group = self.feature_group = self.exchange_group = None
+        if initialised:
+            # new_group is collective: every rank builds its samplers in the same order.
+            self.sampling_group = dist.new_group()
+            self.feature_group = dist.new_group()
+            self.exchange_group = dist.new_group()
+
+    @property
+    def num_global_batches(self) -> int:
+        """Global batches per epoch, counting a last batch that ``drop_uneven_inputs`` drops."""
+        n, size = len(self.item_set), self.batch_size * self.world_size
+        return n // size if self.drop_last else -(-n // size)
+
+    def shares(self, rank: int) -> List[int]:
+        """Items ``rank`` gets from each global batch of an epoch (0: it skips that batch)."""
+        full, rest = divmod(len(self.item_set), self.batch_size * self.world_size)
+        counts = [self.batch_size] * full
+        if rest and not self.drop_last and not (self.drop_uneven_inputs and rest < self.world_size):
+            counts.append(rest // self.world_size + int(rank < rest % self.world_size))
+        return counts
+
+    @property
+    def uneven(self) -> bool:
+        """Whether some ranks get fewer batches than others."""
+        return any(0 in self.shares(r) for r in range(self.world_size))
+
+    def __len__(self) -> int:
+        return sum(1 for count in self.shares(self.rank) if count)
+
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch += 1
+        order = self.epoch_order(epoch)
+        names = self.item_set.names
+        global_size = self.batch_size * self.world_size
+        first_index = epoch * self.num_global_batches
+        full, rest = divmod(len(self.item_set), global_size)
+        for i, count in enumerate(self.shares(self.rank)):
+            if not count:
+                continue
+            if i < full:
+                start = i * global_size + self.rank * count
+            else:
+                # The last, smaller global batch: ranks below `rest % world_size` take one more.
+                base, extra = divmod(rest, self.world_size)
+                start = i * global_size + self.rank * base + min(self.rank, extra)
+            values = dict(zip(names, self.item_set[order[start : start + count]]))
+            yield MiniBatch(**values, batch_index=first_index + i)
+
+
+def find_distributed_item_sampler(stage: Pipe, where: str) -> DistributedItemSampler:
+    """The DistributedItemSampler upstream of ``stage`` (following ``.source``)."""
+    pipe = getattr(stage, "source", None)
+    while isinstance(pipe, Pipe):
+        if isinstance(pipe, DistributedItemSampler):
+            return pipe
+        pipe = getattr(pipe, "source", None)
+    raise ValueError(
+        f"{where}: cooperative=True needs a graphpipe.DistributedItemSampler upstream (it defines the "
+        f"ranks, the vertex partition and the process groups); found none in the chain"
+    )
