@@ -25,6 +25,9 @@ class FeatureFetcher(Pipe):
         features: the :class:`~graphpipe.FeatureStore` to read from.
         node_feature_keys: names of node features to fetch.
         edge_feature_keys: names of edge features to fetch.
+        cooperative: read each node's features on the rank that owns it and send them to
+            the ranks that need them (after a sampler with ``cooperative=True``; see
+            :mod:`graphpipe.distributed.cooperative`).
     """
 
     def __init__(
@@ -33,6 +36,7 @@ class FeatureFetcher(Pipe):
         features: FeatureStore,
         node_feature_keys: Sequence[str] = (),
         edge_feature_keys: Sequence[str] = (),
+        cooperative: bool = False,
     ):
         super().__init__()
         if not isinstance(features, FeatureStore):
@@ -43,11 +47,16 @@ class FeatureFetcher(Pipe):
         self.features = features
         self.node_feature_keys: List[str] = _checked_keys(features, "node", node_feature_keys)
         self.edge_feature_keys: List[str] = _checked_keys(features, "edge", edge_feature_keys)
+        self.cooperative = bool(cooperative)
 
     def fetch(self, minibatch: MiniBatch) -> MiniBatch:
         """``minibatch`` with the requested features added (the input is not modified)."""
         node_features = dict(minibatch.node_features)
-        if self.node_feature_keys:
+        if self.node_feature_keys and self.cooperative:
+            from ..distributed.cooperative import fetch_node_features_cooperatively
+
+            node_features.update(fetch_node_features_cooperatively(self, minibatch))
+        elif self.node_feature_keys:
             ids = minibatch.input_nodes if minibatch.sampled_subgraphs else minibatch.seeds
             if ids is None:
                 raise ValueError(
