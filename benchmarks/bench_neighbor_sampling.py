@@ -41,13 +41,16 @@ def power_law_csc(num_nodes: int, num_edges: int, seed: int = 0) -> gp.CSCGraph:
     return gp.CSCGraph(torch.from_numpy(indptr.astype(np.int32)), torch.from_numpy(indices))
 
 
-def median_ms(fn, iters: int) -> float:
-    times = []
+def timings_ms(fn, iters: int) -> dict:
+    """Wall-clock median and minimum, and the median process CPU time, in ms. On a shared
+    machine the minimum and, with one thread, the CPU time are the steadier numbers."""
+    wall, cpu = [], []
     for _ in range(iters):
-        t0 = time.perf_counter()
+        w, c = time.perf_counter(), time.process_time()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+        wall.append((time.perf_counter() - w) * 1e3)
+        cpu.append((time.process_time() - c) * 1e3)
+    return {"median": round(statistics.median(wall), 2), "min": round(min(wall), 2), "cpu": round(statistics.median(cpu), 2)}
 
 
 def main() -> None:
@@ -58,6 +61,7 @@ def main() -> None:
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--threads", type=int, nargs="+", default=[numba.config.NUMBA_NUM_THREADS])
     parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--weighted", action="store_true", help="sample by a random float32 edge weight")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -65,7 +69,10 @@ def main() -> None:
     print(f"# graph {graph} built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     seeds = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(0))
     batches = [seeds[i * args.batch_size : (i + 1) * args.batch_size] for i in range(args.batches)]
-    sampler = gp.NeighborSampler([], graph, args.fanouts, seed=0)
+    if args.weighted:
+        graph.edge_attributes["weight"] = torch.rand(args.edges, generator=torch.Generator().manual_seed(1))
+    sampler = gp.NeighborSampler([], graph, args.fanouts, weights="weight" if args.weighted else None, seed=0)
+    probs = sampler.probs
 
     # A warm-up pass compiles the kernels; the layer-0 inputs are kept for the op timings.
     mb = sampler.sample_subgraphs(gp.MiniBatch(seeds=batches[0]))
@@ -75,30 +82,31 @@ def main() -> None:
     for threads in args.threads:
         numba.set_num_threads(threads)
         it = iter(range(10**9))
-        full = median_ms(lambda: sampler.sample_subgraphs(gp.MiniBatch(seeds=batches[next(it) % len(batches)])), args.batches)
-        sample0 = median_ms(
-            lambda: sample_neighbors(graph.indptr, graph.indices, dst0, args.fanouts[0], key=12345), args.batches
+        full = timings_ms(
+            lambda: sampler.sample_subgraphs(gp.MiniBatch(seeds=batches[next(it) % len(batches)], batch_index=next(it))),
+            args.batches,
         )
-        unique0 = median_ms(lambda: unique_and_compact(dst0, src0), args.batches)
-        print(
-            json.dumps(
-                {
-                    "bench": "neighbor_sampling_cpu",
-                    "nodes": args.nodes,
-                    "edges": args.edges,
-                    "batch_size": args.batch_size,
-                    "fanouts": args.fanouts,
-                    "threads": threads,
-                    "ms_per_batch": round(full, 2),
-                    "layer0_sample_ms": round(sample0, 2),
-                    "layer0_unique_and_compact_ms": round(unique0, 2),
-                    "layer0_dst": dst0.numel(),
-                    "layer0_edges": src0.numel(),
-                    "input_nodes": mb.input_nodes.numel(),
-                }
-            ),
-            flush=True,
+        sample0 = timings_ms(
+            lambda: sample_neighbors(graph.indptr, graph.indices, dst0, args.fanouts[0], key=12345, probs=probs),
+            args.batches,
         )
+        unique0 = timings_ms(lambda: unique_and_compact(dst0, src0), args.batches)
+        record = {
+            "bench": "neighbor_sampling_cpu",
+            "weighted": args.weighted,
+            "nodes": args.nodes,
+            "edges": args.edges,
+            "batch_size": args.batch_size,
+            "fanouts": args.fanouts,
+            "threads": threads,
+            "ms_per_batch": full,
+            "layer0_sample_ms": sample0,
+            "layer0_unique_and_compact_ms": unique0,
+            "layer0_dst": dst0.numel(),
+            "layer0_edges": src0.numel(),
+            "input_nodes": mb.input_nodes.numel(),
+        }
+        print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":
