@@ -1,0 +1,102 @@
+"""DistributedItemSampler splitting (explicit rank/world_size, no process group) and
+the errors of the distributed stages when used without a process group."""
+
+import pytest
+import torch
+
+import graphpipe as gp
+from graphpipe.distributed import Partition
+
+
+def rank_batches(num_items, batch_size, world_size, epochs=1, **kwargs):
+    """Per rank, the list of (batch_index, seeds) over ``epochs`` epochs."""
+    out = []
+    for rank in range(world_size):
+        sampler = gp.DistributedItemSampler(
+            num_items, batch_size, shuffle=True, seed=11, rank=rank, world_size=world_size, **kwargs
+        )
+        batches = [(mb.batch_index, mb.seeds) for _ in range(epochs) for mb in sampler]
+        assert len(batches) == epochs * len(sampler)
+        out.append(batches)
+    return out
+
+
+@pytest.mark.parametrize("num_items", [48, 49, 50, 7])
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("drop_uneven_inputs", [False, True])
+def test_global_batches_are_the_single_process_batches(num_items, world_size, drop_uneven_inputs):
+    batch_size = 4
+    per_rank = rank_batches(num_items, batch_size, world_size, epochs=2, drop_uneven_inputs=drop_uneven_inputs)
+    single = gp.ItemSampler(num_items, batch_size * world_size, shuffle=True, seed=11)
+    expected = {mb.batch_index: mb.seeds for _ in range(2) for mb in single}
+    got = {}
+    for batches in per_rank:
+        for index, seeds in batches:
+            assert 1 <= seeds.numel() <= batch_size
+            got.setdefault(index, []).append(seeds)
+    rest = num_items % (batch_size * world_size)
+    dropped = drop_uneven_inputs and 0 < rest < world_size
+    expected_indices = [i for i, seeds in expected.items() if not (dropped and seeds.numel() == rest)]
+    assert sorted(got) == sorted(expected_indices)
+    for index, shares in got.items():
+        union = torch.cat(shares)
+        assert sorted(union.tolist()) == sorted(expected[index].tolist())
+        sizes = [s.numel() for s in shares]
+        assert max(sizes) - min(sizes) <= 1
+    lengths = {len(batches) for batches in per_rank}
+    if drop_uneven_inputs:
+        assert len(lengths) == 1
+    else:
+        assert len(lengths) == (2 if 0 < rest < world_size else 1)
+
+
+def test_epochs_reshuffle_and_drop_last():
+    batches = rank_batches(40, 4, 2, epochs=2)[0]
+    assert [index for index, _ in batches] == list(range(10))
+    first, second = batches[:5], batches[5:]
+    assert not all(torch.equal(a, b) for (_, a), (_, b) in zip(first, second))
+    per_rank = rank_batches(42, 4, 2, drop_last=True)
+    assert [len(b) for b in per_rank] == [5, 5]
+    assert all(seeds.numel() == 4 for batches in per_rank for _, seeds in batches)
+
+
+def test_labels_follow_seeds():
+    seeds = torch.arange(30) * 3
+    item_set = gp.ItemSet((seeds, seeds + 1), names=("seeds", "labels"))
+    for mb in gp.DistributedItemSampler(item_set, 4, shuffle=True, seed=0, rank=1, world_size=2):
+        assert torch.equal(mb.labels, mb.seeds + 1)
+
+
+def test_errors():
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        gp.DistributedItemSampler(10, 2)
+    with pytest.raises(ValueError, match="both `rank` and `world_size`"):
+        gp.DistributedItemSampler(10, 2, rank=0)
+    with pytest.raises(ValueError, match=r"`rank` must be an int in \[0, 2\)"):
+        gp.DistributedItemSampler(10, 2, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="partition has 3 parts for world_size=2"):
+        gp.DistributedItemSampler(10, 2, rank=0, world_size=2, partition=Partition(3))
+    with pytest.raises(ValueError, match="must be an int >= 1"):
+        gp.DistributedItemSampler(10, 0, rank=0, world_size=2)
+
+
+def test_cooperative_stages_need_the_distributed_setup(small_graph):
+    with pytest.raises(ValueError, match="needs a graphpipe.DistributedItemSampler upstream"):
+        next(iter(gp.ItemSampler(10, 2).sample_neighbor(small_graph, [2], cooperative=True)))
+    source = gp.DistributedItemSampler(10, 2, rank=0, world_size=2)
+    with pytest.raises(RuntimeError, match="not initialised in this process"):
+        next(iter(source.sample_neighbor(small_graph, [2], cooperative=True)))
+    mb = next(iter(gp.ItemSampler(10, 2).sample_neighbor(small_graph, [2])))
+    with pytest.raises(ValueError, match="was not sampled cooperatively"):
+        gp.cooperative_exchange(mb, 0, torch.zeros(3, 2))
+    store = gp.FeatureStore({"feat": torch.zeros(small_graph.num_nodes, 2)})
+    pipe = source.sample_neighbor(small_graph, [2]).fetch_feature(store, ["feat"], cooperative=True)
+    with pytest.raises(ValueError, match="was not sampled cooperatively"):
+        next(iter(pipe))
+
+
+@pytest.fixture
+def small_graph():
+    src = torch.tensor([1, 2, 3, 0, 4, 5, 6, 7, 8, 9])
+    dst = torch.tensor([0, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+    return gp.CSCGraph.from_coo(src, dst, num_nodes=10)
