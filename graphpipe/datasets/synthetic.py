@@ -99,10 +99,12 @@ def synthetic_node_classification(
     ``N(0, I / feature_dim)`` (unit length on average); split the non-isolated nodes at
     random into train / validation / test sets.
 
-    With the defaults (200,000 nodes, about 5.1M directed edges after removing
-    duplicates, ~12% isolated nodes) an MLP on the features reaches about 30% accuracy
-    and a 3-layer GraphSAGE about 80%. 2M nodes with ``avg_degree=30`` take a few seconds
-    on two cores.
+    With the defaults: 200,000 nodes, 4.9M directed edges (mean degree 25, maximum
+    16,000; R-MAT leaves 38% of the nodes isolated), 12,470 / 6,235 / 12,470 train /
+    validation / test nodes, edge homophily 0.59. On it an MLP on the features reaches
+    about 32% validation accuracy and ``examples/node_classification.py``'s 3-layer
+    GraphSAGE about 75% after 5 epochs. Generation takes about 0.7 s for the defaults
+    and 10 s for 2M nodes (60M directed edges drawn) on two CPU cores.
 
     Args:
         num_nodes: number of nodes (ids ``0..num_nodes-1``).
