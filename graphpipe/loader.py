@@ -7,7 +7,7 @@ import weakref
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .pipes.base import Pipe
-from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed
+from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed, check_count
 from .pipes.worker import ProcessWorkers
 from .transforms.defaults import default_transforms
 from .transforms.explain import MAIN, describe, draw, placement, stage_label, to_graphviz
@@ -42,8 +42,7 @@ class DataLoader:
         self._epoch = None
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe (IterDataPipe), got {type(pipe).__name__}")
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-            raise ValueError(f"DataLoader: `num_workers` must be an int >= 0, got {num_workers!r}")
+        check_count(num_workers, "num_workers", "DataLoader", minimum=0)
         if transforms is None:
             transforms = default_transforms(num_workers)
         elif num_workers:
@@ -61,8 +60,9 @@ class DataLoader:
             if not isinstance(rewritten, Pipe):
                 raise TypeError(f"DataLoader: transform {_name(transform)} returned {type(rewritten).__name__}, not a pipe")
         self.rewritten: Pipe = rewritten
+        # The Timed after the sink measures the time the training loop waits for batches.
         self._timed = _with_timers(rewritten)
-        self._consumer = {"batches": 0, "work_s": 0.0, "wait_s": 0.0}
+        self._epoch_span = [0.0, 0.0]
 
     def __iter__(self):
         self.close()
@@ -78,23 +78,13 @@ class DataLoader:
                 stage.reset()
             elif isinstance(stage, ThreadPoolMap):
                 stage.work_seconds = 0.0
-        consumer = self._consumer = {"batches": 0, "work_s": 0.0, "wait_s": 0.0}
+        span = self._epoch_span = [time.perf_counter(), None]
         iterator = iter(self._timed)
         try:
-            while True:
-                start = time.perf_counter()
-                try:
-                    item = next(iterator)
-                except StopIteration:
-                    consumer["wait_s"] += time.perf_counter() - start
-                    return
-                handed_over = time.perf_counter()
-                consumer["wait_s"] += handed_over - start
-                consumer["batches"] += 1
-                yield item
-                consumer["work_s"] += time.perf_counter() - handed_over
+            yield from iterator
         finally:
             iterator.close()
+            span[1] = time.perf_counter()
 
     def close(self) -> None:
         """End the current epoch, if any: stop its threads and worker processes."""
@@ -162,7 +152,10 @@ class DataLoader:
                 n += 1
                 key = f"{label}#{n}"
             rows[key] = {"where": where[id(stage)], "batches": timer.batches, "work_s": work, "wait_s": wait}
-        rows["consumer"] = {"where": MAIN, **self._consumer}
+        start, end = self._epoch_span
+        waited = self._timed.seconds
+        elapsed = (end if end is not None else time.perf_counter()) - start
+        rows["consumer"] = {"where": MAIN, "batches": self._timed.batches, "work_s": elapsed - waited, "wait_s": waited}
         return rows
 
 

@@ -40,10 +40,17 @@ from .feature_fetcher import FeatureFetcher
 from .subgraph_sampler import SubgraphSampler
 from .transform import Transform
 
-__all__ = ["Buffer", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter", "per_batch_work"]
+__all__ = ["Buffer", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter", "check_count", "per_batch_work"]
 
 _POLL_S = 0.05
 _thread_ids = itertools.count(1)
+
+
+def check_count(value, name: str, where: str, minimum: int = 1) -> int:
+    """``value`` after checking it is an int ``>= minimum`` (a size, a number of threads)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{where}: `{name}` must be an int >= {minimum}, got {value!r}")
+    return value
 
 
 def per_batch_work(stage: Pipe) -> Callable:
@@ -159,10 +166,8 @@ class Prefetcher(Pipe):
 
     def __init__(self, source: Pipe, buffer_size: int = 2):
         super().__init__()
-        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
-            raise ValueError(f"Prefetcher: `buffer_size` must be an int >= 1, got {buffer_size!r}")
         self.source = source
-        self.buffer_size = buffer_size
+        self.buffer_size = check_count(buffer_size, "buffer_size", "Prefetcher")
 
     def __iter__(self):
         name = f"graphpipe-prefetch-{next(_thread_ids)}"
@@ -193,10 +198,8 @@ class Buffer(Pipe):
 
     def __init__(self, source: Pipe, buffer_size: int = 1):
         super().__init__()
-        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
-            raise ValueError(f"Buffer: `buffer_size` must be an int >= 1, got {buffer_size!r}")
         self.source = source
-        self.buffer_size = buffer_size
+        self.buffer_size = check_count(buffer_size, "buffer_size", "Buffer")
 
     def __iter__(self):
         yield from _delayed(self.source, self.buffer_size)
@@ -235,10 +238,8 @@ class ThreadPoolMap(Pipe):
     def __init__(self, stage: Pipe, num_threads: int):
         super().__init__()
         per_batch_work(stage)
-        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-            raise ValueError(f"ThreadPoolMap: `num_threads` must be an int >= 1, got {num_threads!r}")
         self.source = stage
-        self.num_threads = num_threads
+        self.num_threads = check_count(num_threads, "num_threads", "ThreadPoolMap")
         self.work_seconds = 0.0
 
     def __iter__(self):

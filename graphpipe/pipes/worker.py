@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
 from .base import Pipe
-from .stages import Timed
+from .stages import Timed, check_count
 
 __all__ = ["ProcessWorkers", "Shard"]
 
@@ -130,12 +130,10 @@ class ProcessWorkers(Pipe):
 
     def __init__(self, source: Pipe, num_workers: int, buffer_size: int = 2):
         super().__init__()
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-            raise ValueError(f"ProcessWorkers: `num_workers` must be an int >= 1, got {num_workers!r}")
         _the_shard(source)
         self.source = source
-        self.num_workers = num_workers
-        self.buffer_size = buffer_size
+        self.num_workers = check_count(num_workers, "num_workers", "ProcessWorkers")
+        self.buffer_size = check_count(buffer_size, "buffer_size", "ProcessWorkers")
 
     def __len__(self) -> int:
         return len(self.source)

@@ -16,7 +16,7 @@ from ..pipes.base import Pipe
 from ..pipes.copy_to import CopyTo
 from ..pipes.feature_fetcher import FeatureFetcher
 from ..pipes.item_sampler import ItemSampler
-from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter
+from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter, check_count
 from ..pipes.subgraph_sampler import SubgraphSampler
 from ..pipes.transform import Transform
 from ..pipes.worker import ProcessWorkers, Shard
@@ -95,8 +95,7 @@ def process_workers(num_workers: int, buffer_size: int = 2) -> PipeTransform:
     :class:`graphpipe.pipes.worker.ProcessWorkers`). Without a ``fetch_feature`` stage
     the whole chain runs in the workers.
     """
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"process_workers: `num_workers` must be an int >= 1, got {num_workers!r}")
+    check_count(num_workers, "num_workers", "process_workers")
 
     def run_in_worker_processes(pipe: Pipe) -> Pipe:
         if find(pipe, ProcessWorkers):
@@ -120,8 +119,7 @@ def thread_pool(stage_type: Type[Pipe], num_threads: int) -> PipeTransform:
 
     Useful when one stage is the bottleneck and its kernels do not use all cores.
     """
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"thread_pool: `num_threads` must be an int >= 1, got {num_threads!r}")
+    check_count(num_threads, "num_threads", "thread_pool")
 
     def run_in_thread_pool(pipe: Pipe) -> Pipe:
         while True:
