@@ -53,8 +53,7 @@ def rmat_edges(
     kept: this is the raw edge stream.
 
     Returns:
-        ``(src, dst)``, two ``[num_edges]`` int32 tensors (int64 when ``num_nodes``
-        exceeds the int32 range).
+        ``(src, dst)``, two ``[num_edges]`` int32 tensors (``num_nodes <= 2**31``).
     """
     _check_count(num_nodes, "num_nodes", "rmat_edges", minimum=1)
     _check_count(num_edges, "num_edges", "rmat_edges", minimum=0)
@@ -66,11 +65,10 @@ def rmat_edges(
             f"rmat_edges: `a + b + c` must be <= 1 (d = 1 - a - b - c is the fourth quadrant), "
             f"got {a + b + c!r}"
         )
+    if num_nodes > 2**31:
+        raise ValueError(f"rmat_edges: `num_nodes` must be <= 2**31 (int32 node ids), got {num_nodes}")
     scale = max(int(num_nodes - 1).bit_length(), 1)
-    dtype = smallest_index_dtype(num_nodes - 1)
-    relabel = np.argsort(_uniforms(_key(seed, _RELABEL), num_nodes), kind="stable").astype(
-        _numpy_dtype(dtype)
-    )
+    relabel = np.argsort(_uniforms(_key(seed, _RELABEL), num_nodes), kind="stable").astype(np.int32)
     src = np.empty(num_edges, dtype=relabel.dtype)
     dst = np.empty(num_edges, dtype=relabel.dtype)
     thresholds = [min(round(p * 2**16), 2**16) for p in (a, a + b, a + b + c)]
@@ -104,7 +102,8 @@ def synthetic_node_classification(
     validation / test nodes, edge homophily 0.59. On it an MLP on the features reaches
     about 32% validation accuracy and ``examples/node_classification.py``'s 3-layer
     GraphSAGE about 75% after 5 epochs. Generation takes about 0.7 s for the defaults
-    and 10 s for 2M nodes (60M directed edges drawn) on two CPU cores.
+    and 10 s for 2M nodes (60M directed edges drawn) on two CPU cores, once numba has
+    compiled the kernels (the first call in a fresh install, ~6 s, cached on disk).
 
     Args:
         num_nodes: number of nodes (ids ``0..num_nodes-1``).
@@ -122,8 +121,8 @@ def synthetic_node_classification(
 
     Returns:
         A :class:`NodeClassificationDataset` named ``"synthetic"``: ``graph`` with int32
-        ``indptr`` and ``indices`` (int64 once they exceed the int32 range), neighbours
-        of each node sorted; ``features["feat"]`` ``[num_nodes, feature_dim]`` float32;
+        ``indices`` (each node's neighbours sorted) and int32 ``indptr`` (int64 beyond
+        2**31 - 1 edges); ``features["feat"]`` ``[num_nodes, feature_dim]`` float32;
         ``labels`` ``[num_nodes]`` int64; item sets with sorted seed ids.
     """
     where = "synthetic_node_classification"
@@ -147,34 +146,18 @@ def synthetic_node_classification(
     labels = np.minimum(
         (_uniforms(_key(seed, _LABELS), num_nodes) * num_classes).astype(np.int64), num_classes - 1
     )
-
-    # Nodes grouped by class, with an alias table per class over their R-MAT degrees:
-    # a rewired edge draws its new target in O(1), in proportion to the target's degree.
-    degree = np.bincount(src, minlength=num_nodes) + np.bincount(dst, minlength=num_nodes)
-    by_class = np.argsort(labels, kind="stable").astype(src.dtype)
-    class_ptr = np.searchsorted(labels[by_class], np.arange(num_classes + 1))
-    prob = np.empty(num_nodes, dtype=np.float64)
-    alias = np.empty(num_nodes, dtype=np.int64)
-    _alias_tables(degree[by_class].astype(np.float64), class_ptr, prob, alias)
-    class_degree = np.bincount(labels, weights=degree, minlength=num_classes)
-    _rewire_kernel(
-        _key(seed, _REWIRE), rewire_fraction, src, dst, labels, by_class, class_ptr, class_degree, prob, alias
-    )
-
+    _rewire_into_communities(src, dst, labels, num_classes, rewire_fraction, _key(seed, _REWIRE))
     indptr, indices = _undirected_csc(src, dst, num_nodes)
     del src, dst
-    graph = CSCGraph(
-        torch.from_numpy(indptr).to(smallest_index_dtype(int(indptr[-1]))),
-        torch.from_numpy(indices),
-    )
+    graph = CSCGraph(torch.from_numpy(indptr).to(smallest_index_dtype(int(indptr[-1]))), torch.from_numpy(indices))
 
     means = np.empty((num_classes, feature_dim), dtype=np.float32)
     zero = np.zeros((1, feature_dim), dtype=np.float32)
     _gaussian_rows(_key(seed, _MEANS), zero, np.zeros(num_classes, np.int64), feature_dim**-0.5, means)
     feat = np.empty((num_nodes, feature_dim), dtype=np.float32)
     _gaussian_rows(_key(seed, _FEATURES), means, labels, feature_noise, feat)
-    labels_t = torch.from_numpy(labels)
 
+    labels = torch.from_numpy(labels)
     connected = np.flatnonzero(np.diff(indptr) > 0)
     order = connected[np.argsort(_uniforms(_key(seed, _SPLIT), num_nodes)[connected], kind="stable")]
     sizes = [int(f * connected.size) for f in split]
@@ -184,30 +167,46 @@ def synthetic_node_classification(
             "non-isolated nodes; use more nodes or larger fractions"
         )
     bounds = np.cumsum([0] + sizes)
-    item_sets = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        seeds = torch.from_numpy(np.sort(order[lo:hi]).astype(np.int64))
-        item_sets.append(ItemSet((seeds, labels_t[seeds]), names=("seeds", "labels")))
-
+    train_set, validation_set, test_set = (
+        _labelled_items(torch.from_numpy(np.sort(order[lo:hi]).astype(np.int64)), labels)
+        for lo, hi in zip(bounds[:-1], bounds[1:])
+    )
     return NodeClassificationDataset(
         name="synthetic",
         graph=graph,
         features=FeatureStore({"feat": torch.from_numpy(feat)}),
-        train_set=item_sets[0],
-        validation_set=item_sets[1],
-        test_set=item_sets[2],
+        train_set=train_set,
+        validation_set=validation_set,
+        test_set=test_set,
         num_classes=num_classes,
-        labels=labels_t,
+        labels=labels,
     )
+
+
+def _labelled_items(seeds: torch.Tensor, labels: torch.Tensor) -> ItemSet:
+    return ItemSet((seeds, labels[seeds]), names=("seeds", "labels"))
+
+
+def _rewire_into_communities(src, dst, labels, num_classes: int, fraction: float, key: np.uint64) -> None:
+    """Move ``dst[e]`` of a ``fraction`` of the edges into the class of ``src[e]``, in place.
+
+    The new target is drawn in proportion to its degree in ``(src, dst)`` through one
+    alias table per class (O(1) per edge), so degrees are preserved in expectation.
+    """
+    num_nodes = labels.size
+    degree = np.bincount(src, minlength=num_nodes) + np.bincount(dst, minlength=num_nodes)
+    by_class = np.argsort(labels, kind="stable").astype(src.dtype)
+    class_ptr = np.searchsorted(labels[by_class], np.arange(num_classes + 1))
+    prob = np.empty(num_nodes, dtype=np.float64)
+    alias = np.empty(num_nodes, dtype=np.int64)
+    _alias_tables(degree[by_class].astype(np.float64), class_ptr, prob, alias)
+    class_degree = np.bincount(labels, weights=degree, minlength=num_classes)
+    _rewire_kernel(key, fraction, src, dst, labels, by_class, class_ptr, class_degree, prob, alias)
 
 
 def _check_count(value, name: str, where: str, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{where}: `{name}` must be an int >= {minimum}, got {value!r}")
-
-
-def _numpy_dtype(dtype: torch.dtype):
-    return np.int32 if dtype == torch.int32 else np.int64
 
 
 def _key(seed: int, stream: int) -> np.uint64:

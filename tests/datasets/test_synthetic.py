@@ -1,5 +1,4 @@
 import numba
-import numpy as np
 import pytest
 import torch
 
@@ -179,6 +178,7 @@ def test_bad_arguments(kwargs, match):
     [
         (dict(num_nodes=0, num_edges=5), "`num_nodes` must be an int >= 1"),
         (dict(num_nodes=10, num_edges=-1), "`num_edges` must be an int >= 0"),
+        (dict(num_nodes=2**31 + 1, num_edges=5), "`num_nodes` must be <= 2\\*\\*31"),
         (dict(num_nodes=10, num_edges=5, a=1.2), "`a` must be a probability"),
         (dict(num_nodes=10, num_edges=5, a=0.5, b=0.4, c=0.3), "a \\+ b \\+ c` must be <= 1"),
     ],
