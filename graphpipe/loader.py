@@ -11,7 +11,7 @@ from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed, check_co
 from .pipes.worker import ProcessWorkers
 from .transforms.defaults import default_transforms
 from .transforms.explain import MAIN, describe, draw, placement, stage_label, to_graphviz
-from .transforms.graph import consumers, find, insert_after, stages
+from .transforms.graph import find, stages, with_source
 
 __all__ = ["DataLoader"]
 
@@ -139,19 +139,21 @@ class DataLoader:
             if timer is None:
                 continue
             upstream = _upstream_timer(stage)
-            inclusive = timer.seconds - (upstream.seconds if upstream is not None else 0.0)
+            # Timers are inclusive of same-thread upstream stages: subtract the upstream's.
+            own = timer.seconds - (upstream.seconds if upstream is not None else 0.0)
+            located, label = stage, stage_label(stage)
             if isinstance(stage, (Prefetcher, ProcessWorkers)):
                 work, wait = 0.0, timer.seconds
             elif isinstance(stage, ThreadPoolMap):
-                work, wait = stage.work_seconds, inclusive
+                work, wait = stage.work_seconds, own
+                located, label = stage.source, f"{stage_label(stage.source)} in {label}"
             else:
-                work, wait = inclusive, 0.0
-            label = stage_label(stage.source) + f" in {stage_label(stage)}" if isinstance(stage, ThreadPoolMap) else stage_label(stage)
+                work, wait = own, 0.0
             key, n = label, 1
             while key in rows:
                 n += 1
                 key = f"{label}#{n}"
-            rows[key] = {"where": where[id(stage)], "batches": timer.batches, "work_s": work, "wait_s": wait}
+            rows[key] = {"where": where[id(located)], "batches": timer.batches, "work_s": work, "wait_s": wait}
         start, end = self._epoch_span
         waited = self._timed.seconds
         elapsed = (end if end is not None else time.perf_counter()) - start
@@ -164,19 +166,21 @@ def _name(transform) -> str:
 
 
 def _with_timers(pipe: Pipe) -> Pipe:
-    """``pipe`` with a :class:`Timed` after every stage (not between a ThreadPoolMap or
-    SideStream and the stage it wraps, which they do not iterate)."""
-    while True:
-        consumer = consumers(pipe)
-        todo = [
-            stage
-            for stage in stages(pipe)
-            if not isinstance(stage, Timed)
-            and not isinstance(consumer.get(id(stage)), (Timed, ThreadPoolMap, SideStream))
-        ]
-        if not todo:
-            return pipe
-        pipe = insert_after(pipe, todo[0], Timed)
+    """A copy of ``pipe`` with a :class:`Timed` after every stage (not between a
+    ThreadPoolMap or SideStream and the stage it wraps, which they do not iterate).
+
+    One rebuild down the ``.source`` links; the source stage (the ItemSampler) is shared.
+    """
+    source = getattr(pipe, "source", None)
+    if isinstance(pipe, (ThreadPoolMap, SideStream)):
+        wrapped = pipe.source
+        inner = _with_timers(wrapped.source) if isinstance(wrapped.source, Pipe) else wrapped.source
+        rebuilt = with_source(pipe, with_source(wrapped, inner))
+    elif isinstance(source, Pipe):
+        rebuilt = with_source(pipe, _with_timers(source))
+    else:
+        rebuilt = pipe
+    return Timed(rebuilt)
 
 
 def _upstream_timer(stage: Pipe) -> Optional[Timed]:

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.pipes import Prefetcher
-from graphpipe.transforms import find, overlap_stages
+from graphpipe.pipes import Prefetcher, Transform
+from graphpipe.transforms import find, overlap_stages, thread_pool
 
 
 def _chain(fn=None, n=40, batch_size=4):
@@ -86,6 +86,20 @@ def test_stats_split_time_between_stages_and_the_consumer():
     assert stats["consumer"]["work_s"] >= 0.045
     assert stats["Prefetcher(2)"]["wait_s"] > 0 and stats["Prefetcher(2)"]["work_s"] == 0
     assert stats["consumer"]["wait_s"] >= stats["Prefetcher(2)"]["wait_s"]
+
+
+def test_stats_of_a_thread_pool_stage():
+    def slow_upstream(minibatch):
+        time.sleep(0.01)
+        return minibatch
+
+    loader = gp.DataLoader(_chain(slow_upstream), transforms=[thread_pool(Transform, 2)])
+    assert len(list(loader)) == 10
+    stats = loader.stats()
+    assert list(stats) == ["ItemSampler", "Transform in ThreadPoolMap(2)", "FeatureFetcher", "Transform in ThreadPoolMap(2)#2", "consumer"]
+    assert stats["Transform in ThreadPoolMap(2)"]["where"] == "pool of 2 threads"
+    assert stats["Transform in ThreadPoolMap(2)"]["work_s"] >= 0.09
+    assert stats["FeatureFetcher"]["where"] == "main thread"
 
 
 def test_an_exception_in_a_background_stage_keeps_its_traceback():
