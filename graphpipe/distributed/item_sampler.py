@@ -98,9 +98,10 @@ class DistributedItemSampler(ItemSampler):
         self.sampling_group = self.feature_group = self.exchange_group = None
         if initialised:
             # new_group is collective: every rank builds its samplers in the same order.
-            self.sampling_group = dist.new_group()
-            self.feature_group = dist.new_group()
-            self.exchange_group = dist.new_group()
+            backend = _backend_for_cpu_and_cuda()
+            self.sampling_group = dist.new_group(backend=backend)
+            self.feature_group = dist.new_group(backend=backend)
+            self.exchange_group = dist.new_group(backend=backend)
 
     @property
     def num_global_batches(self) -> int:
@@ -143,6 +144,15 @@ class DistributedItemSampler(ItemSampler):
                 start = i * global_size + self.rank * base + min(self.rank, extra)
             values = dict(zip(names, self.item_set[order[start : start + count]]))
             yield MiniBatch(**values, batch_index=first_index + i)
+
+
+def _backend_for_cpu_and_cuda() -> Optional[str]:
+    """The backend of the stage groups: ids sampled on the CPU travel through gloo even when
+    the default group is NCCL (for CUDA tensors); None keeps the default group's backend."""
+    default = str(dist.get_backend())
+    if "nccl" in default and "gloo" not in default and dist.is_gloo_available():
+        return "cpu:gloo,cuda:nccl"
+    return None
 
 
 def find_distributed_item_sampler(stage: Pipe, where: str) -> DistributedItemSampler:
