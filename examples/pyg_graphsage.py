@@ -86,6 +86,8 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--small", action="store_true", help="a tiny graph and run, for tests")
     args = parser.parse_args()
+    if args.epochs < 1:
+        parser.error("--epochs must be >= 1")
     if args.small:
         args.num_nodes, args.epochs, args.batch_size = 3000, 2, 128
 
