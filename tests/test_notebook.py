@@ -1,4 +1,4 @@
-"""Runs notebooks/explore.ipynb headless on a small graph (about 20 s)."""
+"""Runs notebooks/explore.ipynb headless on a small graph (10k nodes, 10-20 s)."""
 
 import os
 from pathlib import Path
@@ -12,7 +12,7 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "explore.ipynb
 
 
 def test_explore_notebook_runs(monkeypatch):
-    monkeypatch.setenv("GRAPHPIPE_NOTEBOOK_NODES", "20000")
+    monkeypatch.setenv("GRAPHPIPE_NOTEBOOK_NODES", "10000")
     root = str(NOTEBOOK.parent.parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     notebook = nbformat.read(NOTEBOOK, as_version=4)

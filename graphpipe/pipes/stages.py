@@ -285,6 +285,12 @@ class _StreamResult:
         return _apply(self.value, keep_alive)
 
 
+def _has_cuda_tensor(item) -> bool:
+    found = []
+    _apply(item, lambda tensor: found.append(tensor.is_cuda) or tensor)
+    return any(found)
+
+
 class SideStream(Pipe):
     """Run ``stage``'s per-batch work on a dedicated high-priority CUDA stream.
 
@@ -293,7 +299,9 @@ class SideStream(Pipe):
     training stream. Yields pending batches; put a :class:`Waiter` downstream (in the
     training thread), whose ``result()`` makes the current stream wait on the batch's
     CUDA event and calls ``record_stream`` on its tensors so their memory is not reused
-    early. ``stage`` itself is not iterated: this pipe pulls ``stage.source``.
+    early. Inputs with CUDA tensors make the side stream wait for the pulling thread's
+    stream first; CPU inputs (pinned batches to copy) do not wait, so copies overlap the
+    training kernels. ``stage`` itself is not iterated: this pipe pulls ``stage.source``.
     """
 
     def __init__(self, stage: Pipe, device=None):
@@ -311,6 +319,9 @@ class SideStream(Pipe):
         # A priority beyond the device's range is clamped to its highest priority.
         stream = torch.cuda.Stream(self.device, priority=-1000)
         for item in self.source.source:
+            if _has_cuda_tensor(item):
+                # Inputs made on this thread's stream (ids for a UVA gather) must be ready.
+                stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
                 value = work(item)
                 event = torch.cuda.Event()

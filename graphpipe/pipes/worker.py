@@ -8,11 +8,14 @@ so batches keep their order and content (samplers key their randomness by
 ``batch_index``).
 
 Start method: ``forkserver`` with graphpipe preloaded. ``fork`` is not safe here:
-numba's OpenMP/TBB thread pools of a parent that already ran a parallel kernel do not
-survive a fork, and torch's intra-op pool has the same problem. The fork server is a
-fresh interpreter started once per program (about a second for the imports); every
-epoch's workers fork from it in milliseconds, and the chain reaches them pickled with
-torch's reductions, which share tensors through shared memory instead of copying them.
+numba's threading layer on this stack is GNU OpenMP, which is not fork-safe once a
+parallel kernel has run in the parent (and the parent has usually sampled a batch
+already, e.g. to look at it). ``spawn`` would re-import torch and numba in every
+worker every epoch. The fork server is a fresh interpreter started once per program
+(1-2 s for the imports); each epoch's workers fork from it in about 10 ms, receive the
+chain pickled with torch's reductions (tensors are shared through shared memory, not
+copied), and then load numba's cached kernels on their first batch (0.3-1 s, more on
+a loaded machine). Workers live for one epoch, so that cost recurs every epoch.
 """
 
 from __future__ import annotations
