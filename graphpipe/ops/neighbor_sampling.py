@@ -198,7 +198,11 @@ def _weighted_without_replacement(vkey, probs, start, d, k, pos):
         w = np.float64(probs[start + p])
         if not w > 0.0:
             continue
-        s = -np.log(uniform_open(vkey, p)) / w
+        u = uniform_open(vkey, p)
+        # -log(u) >= 1 - u: an edge this bound already rules out needs no logarithm.
+        if n == k and 1.0 - u >= score[0] * w:
+            continue
+        s = -np.log(u) / w
         if n < k:
             m = n
             n += 1
