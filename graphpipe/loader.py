@@ -32,14 +32,16 @@ class DataLoader:
             ``fetch_feature`` in this many worker processes (for Python-heavy samplers).
 
     The loader owns the edges: starting an epoch ends an unfinished one; leaving the
-    loop (``break``, an exception, KeyboardInterrupt), :meth:`close`, ``del`` and garbage
-    collection stop every background thread and process; an exception in a background
+    loop (``break``, an exception, KeyboardInterrupt) stops the epoch's threads; worker
+    processes (``num_workers``) serve every epoch and stop at :meth:`close`, ``del`` or
+    garbage collection, which stop the threads too; an exception in a background
     stage is re-raised in the loop with its original traceback. Batches come in the
     same order with the same content as from the plain chain.
     """
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
         self._epoch = None
+        self._timed = None
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe (IterDataPipe), got {type(pipe).__name__}")
         check_count(num_workers, "num_workers", "DataLoader", minimum=0)
@@ -65,7 +67,7 @@ class DataLoader:
         self._epoch_span = [0.0, 0.0]
 
     def __iter__(self):
-        self.close()
+        self._end_epoch()
         epoch = self._run_epoch()
         # A weak reference: when the loop drops its iterator (break, exception), the
         # epoch is collected and its `finally` stops the background work right away.
@@ -86,12 +88,19 @@ class DataLoader:
             iterator.close()
             span[1] = time.perf_counter()
 
-    def close(self) -> None:
-        """End the current epoch, if any: stop its threads and worker processes."""
+    def _end_epoch(self) -> None:
+        """Stop the current epoch's threads (worker processes stay for the next epoch)."""
         epoch = self._epoch() if self._epoch is not None else None
         self._epoch = None
         if epoch is not None:
             epoch.close()
+
+    def close(self) -> None:
+        """End the current epoch, if any, and stop every thread and worker process."""
+        self._end_epoch()
+        if self._timed is not None:
+            for workers in find(self._timed, ProcessWorkers):
+                workers.close()
 
     def __del__(self):
         self.close()

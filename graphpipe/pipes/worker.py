@@ -10,12 +10,12 @@ so batches keep their order and content (samplers key their randomness by
 Start method: ``forkserver`` with graphpipe preloaded. ``fork`` is not safe here:
 numba's threading layer on this stack is GNU OpenMP, which is not fork-safe once a
 parallel kernel has run in the parent (and the parent has usually sampled a batch
-already, e.g. to look at it). ``spawn`` would re-import torch and numba in every
-worker every epoch. The fork server is a fresh interpreter started once per program
-(1-2 s for the imports); each epoch's workers fork from it in about 10 ms, receive the
+already, e.g. to look at it). ``spawn`` would import torch and numba again in every
+worker. The fork server is a fresh interpreter started once per program
+(1-2 s for the imports); the workers fork from it in about 10 ms, receive the
 chain pickled with torch's reductions (tensors are shared through shared memory, not
 copied), and then load numba's cached kernels on their first batch (0.3-1 s, more on
-a loaded machine). Workers live for one epoch, so that cost recurs every epoch.
+a loaded machine). Workers persist across epochs, so these costs are paid once per loader.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from __future__ import annotations
 import itertools
 import os
 import queue
-from typing import List
+import signal
+import weakref
+from typing import List, Optional
 
 import torch
 import torch.multiprocessing as mp
@@ -85,8 +87,9 @@ def _the_shard(pipe: Pipe) -> Shard:
     return shards[0]
 
 
-def _put(out, item, stop) -> bool:
-    while not stop.is_set():
+def _put(out, item, serving) -> bool:
+    """Put ``item`` unless ``serving()`` turns false while the queue is full."""
+    while serving():
         try:
             out.put(item, timeout=_POLL_S)
             return True
@@ -95,40 +98,119 @@ def _put(out, item, stop) -> bool:
     return False
 
 
-def _worker_loop(pipe: Pipe, epoch: int, rank: int, num_workers: int, out, stop) -> None:
-    """Body of worker process ``rank``: iterate its shard of ``pipe`` into ``out``."""
-    # Once the consumer is done, nothing left in the pipe matters: exit without flushing it.
-    out.cancel_join_thread()
-    try:
-        torch.set_num_threads(1)
-        import numba
+def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shutdown) -> None:
+    """Body of worker process ``rank``: serve epochs of its shard of ``pipe`` until told to stop.
 
-        numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
-        shard = _the_shard(pipe)
-        shard.index, shard.count = rank, num_workers
-        origin = _chain(shard)[-1]
+    A command ``(run, epoch)`` starts an epoch; every message is tagged with ``run``, so
+    the consumer can drop what an aborted run left in the queue. The run ends early when
+    ``current`` (the run the consumer wants) changes.
+    """
+    # The consumer handles Ctrl-C and stops the workers; at shutdown nothing left in the
+    # queue matters, so the process exits without flushing it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out.cancel_join_thread()
+    torch.set_num_threads(1)
+    import numba
+
+    numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
+    shard = _the_shard(pipe)
+    shard.index, shard.count = rank, num_workers
+    origin = _chain(shard)[-1]
+    timed = [stage for stage in _chain(pipe) if isinstance(stage, Timed)]
+    while not shutdown.is_set():
+        try:
+            command = commands.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+        if command is None:
+            return
+        run, epoch = command
+
+        def serving():
+            return current.value == run and not shutdown.is_set()
+
         if hasattr(origin, "epoch"):
             origin.epoch = epoch
-        for item in pipe:
-            if not _put(out, item, stop):
-                return
-        timed = [stage for stage in _chain(pipe) if isinstance(stage, Timed)]
-        _put(out, _WorkerDone([(stage.seconds, stage.batches) for stage in timed]), stop)
-    except BaseException:
-        _put(out, ExceptionWrapper(where=f"in graphpipe worker process {rank} (pid {os.getpid()})"), stop)
-    # Tensors travel as file descriptors that this process serves until the consumer has
-    # taken them: stay alive until the consumer is done with the epoch.
-    stop.wait()
+        for stage in timed:
+            stage.reset()
+        iterator = None
+        try:
+            iterator = iter(pipe)
+            for item in iterator:
+                if not _put(out, (run, item), serving):
+                    break
+            else:
+                _put(out, (run, _WorkerDone([(stage.seconds, stage.batches) for stage in timed])), serving)
+        except Exception:
+            where = f"in graphpipe worker process {rank} (pid {os.getpid()})"
+            _put(out, (run, ExceptionWrapper(where=where)), serving)
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+
+class _WorkerPool:
+    """``num_workers`` processes serving epochs of one chain; see :class:`ProcessWorkers`."""
+
+    def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int):
+        context = mp.get_context("forkserver")
+        context.set_forkserver_preload(["graphpipe"])
+        self.current = context.Value("q", 0)
+        self.shutdown = context.Event()
+        self.commands = [context.Queue() for _ in range(num_workers)]
+        self.results = [context.Queue(buffer_size) for _ in range(num_workers)]
+        self.processes = []
+        self.last_run = 0
+        self._finalizer = weakref.finalize(self, _stop_pool, self.processes, self.commands, self.results, self.shutdown)
+        for rank in range(num_workers):
+            process = context.Process(
+                target=_serve,
+                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.shutdown),
+                name=f"graphpipe-worker-{rank}",
+                daemon=True,
+            )
+            try:
+                process.start()
+            except Exception as error:
+                self.close()
+                raise RuntimeError(
+                    "ProcessWorkers: could not start a worker process; the part of the pipe that runs "
+                    "in workers (before fetch_feature) must be picklable (no lambdas or local functions)"
+                ) from error
+            self.processes.append(process)
+
+    def alive(self) -> bool:
+        return all(process.is_alive() for process in self.processes)
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _stop_pool(processes, commands, results, shutdown) -> None:
+    shutdown.set()
+    for command in commands:
+        command.put(None)
+    for process in processes:
+        process.join(_JOIN_TIMEOUT_S)
+        if process.is_alive():
+            process.terminate()
+            process.join()
+    for q in commands + results:
+        q.cancel_join_thread()
+        q.close()
 
 
 class ProcessWorkers(Pipe):
     """Run the upstream chain in ``num_workers`` processes and yield its batches in order.
 
-    ``source`` must contain one :class:`Shard` stage (after the ItemSampler). Each epoch
-    starts ``num_workers`` processes (from a fork server), each iterating a copy of the
-    chain on its shard, with up to ``buffer_size`` batches queued per worker. An
-    exception in a worker is re-raised in the consumer with the worker's traceback; a
-    worker that dies is reported; leaving the loop early stops and joins the workers.
+    ``source`` must contain one :class:`Shard` stage (after the ItemSampler). The first
+    epoch starts ``num_workers`` processes (from a fork server); they stay and serve
+    later epochs (each iterates a copy of the chain on its shard, with up to
+    ``buffer_size`` batches queued) until :meth:`close` (called by the DataLoader's
+    ``close()`` / ``del``) or garbage collection. An exception in a worker is re-raised
+    in the consumer with the worker's traceback; a worker that dies is reported and the
+    next epoch starts fresh workers; leaving an epoch early stops the workers' epoch.
     """
 
     def __init__(self, source: Pipe, num_workers: int, buffer_size: int = 2):
@@ -137,9 +219,16 @@ class ProcessWorkers(Pipe):
         self.source = source
         self.num_workers = check_count(num_workers, "num_workers", "ProcessWorkers")
         self.buffer_size = check_count(buffer_size, "buffer_size", "ProcessWorkers")
+        self._pool: Optional[_WorkerPool] = None
 
     def __len__(self) -> int:
         return len(self.source)
+
+    def close(self) -> None:
+        """Stop the worker processes (the next epoch starts new ones)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def __iter__(self):
         # The ItemSampler here keeps the epoch counter; the workers' copies are told it.
@@ -147,63 +236,48 @@ class ProcessWorkers(Pipe):
         epoch = getattr(origin, "epoch", 0)
         if hasattr(origin, "epoch"):
             origin.epoch += 1
-        context = mp.get_context("forkserver")
-        context.set_forkserver_preload(["graphpipe"])
-        stop = context.Event()
-        queues = [context.Queue(self.buffer_size) for _ in range(self.num_workers)]
-        workers = []
+        if self._pool is None or not self._pool.alive():
+            self.close()
+            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size)
+        pool = self._pool
+        pool.last_run += 1
+        run = pool.current.value = pool.last_run
+        for command in pool.commands:
+            command.put((run, epoch))
+        finished = False
         try:
-            for rank, out in enumerate(queues):
-                worker = context.Process(
-                    target=_worker_loop,
-                    args=(self.source, epoch, rank, self.num_workers, out, stop),
-                    name=f"graphpipe-worker-{rank}",
-                    daemon=True,
-                )
-                try:
-                    worker.start()
-                except Exception as error:
-                    raise RuntimeError(
-                        "ProcessWorkers: could not start a worker process; the part of the pipe that runs "
-                        "in workers (before fetch_feature) must be picklable (no lambdas or local functions)"
-                    ) from error
-                workers.append(worker)
             done = 0
             for i in itertools.count():
                 rank = i % self.num_workers
-                item = self._get(queues[rank], workers[rank])
+                item = self._get(pool, rank, run)
                 if isinstance(item, _WorkerDone):
                     self._add_timings(item)
                     done += 1
                     if done == self.num_workers:
+                        finished = True
                         return
                     continue
                 if done:
                     raise RuntimeError(f"ProcessWorkers: worker {rank} produced a batch after another worker ended")
                 yield item
         finally:
-            # Workers leave at `stop` without flushing their queues, so nothing needs draining.
-            stop.set()
-            for worker in workers:
-                worker.join(_JOIN_TIMEOUT_S)
-                if worker.is_alive():
-                    worker.terminate()
-                    worker.join()
-            for out in queues:
-                out.cancel_join_thread()
-                out.close()
+            if not finished:
+                pool.current.value = 0  # the workers abandon this run
 
-    def _get(self, out, worker):
+    def _get(self, pool: _WorkerPool, rank: int, run: int):
+        process = pool.processes[rank]
         while True:
             try:
-                item = out.get(timeout=_POLL_S)
+                message_run, item = pool.results[rank].get(timeout=_POLL_S)
             except queue.Empty:
-                if not worker.is_alive():
+                if not process.is_alive():
                     raise RuntimeError(
-                        f"ProcessWorkers: {worker.name} (pid {worker.pid}) exited unexpectedly "
-                        f"with exit code {worker.exitcode}"
+                        f"ProcessWorkers: {process.name} (pid {process.pid}) exited unexpectedly "
+                        f"with exit code {process.exitcode}"
                     ) from None
                 continue
+            if message_run != run:
+                continue  # left over from an epoch that ended early
             if isinstance(item, ExceptionWrapper):
                 item.reraise()
             return item
@@ -213,4 +287,3 @@ class ProcessWorkers(Pipe):
         for stage, (seconds, batches) in zip(timed, done.timings):
             stage.seconds += seconds
             stage.batches += batches
-

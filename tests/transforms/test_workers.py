@@ -1,5 +1,5 @@
-"""Worker processes. Each epoch starts its processes (about 0.5 s each with numba kernels
-to load), so most tests use sampler-free chains and few epochs."""
+"""Worker processes. Starting them costs about 0.5 s each with numba kernels to load, so
+most tests use sampler-free chains."""
 
 import gc
 import multiprocessing
@@ -31,7 +31,12 @@ def test_workers_yield_the_plain_batches_in_order_for_two_epochs():
     plain = python_chain(with_fake_subgraphs, batch_size=3, shuffle=True)
     expected = list(plain) + list(plain)
     loader = gp.DataLoader(python_chain(with_fake_subgraphs, batch_size=3, shuffle=True), num_workers=3)
-    got = list(loader) + list(loader)
+    got = list(loader)
+    workers = sorted(process.pid for process in multiprocessing.active_children())
+    got += list(loader)
+    assert sorted(process.pid for process in multiprocessing.active_children()) == workers  # they persist
+    assert len(workers) == 3
+    loader.close()
     assert [mb.batch_index for mb in got] == list(range(24))
     for a, b in zip(expected, got):
         assert torch.equal(a.seeds, b.seeds) and torch.equal(a.input_nodes, b.input_nodes)
@@ -47,10 +52,11 @@ def test_a_sampler_in_workers_gives_the_plain_batches():
     stats = loader.stats()
     assert stats["WindowSampler"]["where"] == "2 worker processes" and stats["WindowSampler"]["batches"] == 12
     assert stats["WindowSampler"]["work_s"] > 0 and stats["ProcessWorkers(2)"]["batches"] == 12
+    del loader
     assert _nothing_left_running()
 
 
-def test_exception_in_a_worker_reaches_the_consumer_with_its_traceback():
+def test_exception_in_a_worker_reaches_the_consumer_and_the_next_epoch_starts_clean():
     loader = gp.DataLoader(python_chain(fail_on_batch_3), transforms=[process_workers(2), overlap_stages])
     seen = []
     with pytest.raises(ValueError, match=r"(?s)graphpipe worker process 1.*toy failure in batch 3") as info:
@@ -58,6 +64,9 @@ def test_exception_in_a_worker_reaches_the_consumer_with_its_traceback():
             seen.append(minibatch.batch_index)
     assert seen == [0, 1, 2]
     assert "fail_on_batch_3" in str(info.value)  # the worker's traceback is in the message
+    # the same workers serve the next epoch; what the failed one left in the queues is dropped
+    assert [minibatch.batch_index for minibatch in loader] == list(range(9, 18))
+    loader.close()
     assert _nothing_left_running()
 
 
@@ -65,17 +74,22 @@ def test_a_dying_worker_is_reported():
     loader = gp.DataLoader(python_chain(die_on_batch_2), num_workers=2)
     with pytest.raises(RuntimeError, match=r"graphpipe-worker-0 \(pid \d+\) exited unexpectedly with exit code 3"):
         list(loader)
+    loader.close()
     assert _nothing_left_running()
 
 
-def test_early_break_and_del_leave_nothing_running():
+def test_early_break_ends_the_epoch_and_close_or_del_stop_the_workers():
     loader = gp.DataLoader(python_chain(same_minibatch), num_workers=2)
     for minibatch in loader:
         if minibatch.batch_index == 1:
             break
+    gc.collect()
+    assert live_graphpipe_threads() == [] and len(multiprocessing.active_children()) == 2
+    assert [minibatch.batch_index for minibatch in loader][:2] == [9, 10]  # no leftovers of the broken epoch
+    loader.close()
     assert _nothing_left_running()
     iterator = iter(loader)
-    assert next(iterator).batch_index == 9
+    assert next(iterator).batch_index == 18
     assert len(multiprocessing.active_children()) == 2
     del loader
     del iterator
