@@ -160,9 +160,10 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
     _agree_on_keys(sampler, minibatch, source.world_size, group)
 
     nodes, order, sent, received = _send_to_owners(seeds, partition, group)
-    labels = minibatch.labels
+    labels, labels_sent = minibatch.labels, None
     if labels is not None:
-        labels, _ = _all_to_all(labels[order], sent, received, group)
+        # In flight while the layers are sampled.
+        labels, labels_sent = _all_to_all(labels[order], sent, received, group, async_op=True)
     owned_seeds = nodes
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
@@ -181,6 +182,8 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
         )
         nodes = plan.local_node_ids
     subgraphs.reverse()
+    if labels_sent is not None:
+        labels_sent.wait()
     return replace(
         minibatch,
         seeds=owned_seeds,

@@ -103,6 +103,12 @@ class DistributedItemSampler(ItemSampler):
             self.feature_group = dist.new_group(backend=backend)
             self.exchange_group = dist.new_group(backend=backend)
 
+    def __getstate__(self):
+        # Process groups do not cross processes: copies in worker processes only split
+        # batches (cooperative stages there raise a clear error).
+        state = super().__getstate__()
+        return {**state, "sampling_group": None, "feature_group": None, "exchange_group": None}
+
     @property
     def num_global_batches(self) -> int:
         """Global batches per epoch, counting a last batch that ``drop_uneven_inputs`` drops."""

@@ -50,7 +50,7 @@ def run_ranks(fn, world_size, workdir, args=(), timeout=120):
     context = mp.get_context("spawn")
     workdir = str(workdir)
     processes = [
-        context.Process(target=_entry, args=(rank, world_size, workdir, fn, args), daemon=True)
+        context.Process(target=_entry, args=(rank, world_size, workdir, fn, args))
         for rank in range(world_size)
     ]
     for process in processes:

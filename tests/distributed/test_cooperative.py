@@ -133,8 +133,9 @@ def check_exchange(mb, rank, world_size):
     return max(errors)
 
 
-def cooperative_rank(rank, world_size, num_items, batch_size, use_partition):
-    """One rank: cooperative and independent epochs with both samplers, exchange checks."""
+def cooperative_rank(rank, world_size, num_items, batch_size, use_partition, check_workers=False):
+    """One rank: cooperative and independent epochs with both samplers, exchange checks;
+    with ``check_workers``, independent batches from 2 worker processes per rank."""
     graph = power_law_graph()
     store = gp.FeatureStore({"feat": features()})
     partition = (torch.arange(NUM_NODES) * world_size // NUM_NODES) if use_partition else None
@@ -155,6 +156,15 @@ def cooperative_rank(rank, world_size, num_items, batch_size, use_partition):
         pipe = make_sampler(kind, independent, graph, False).fetch_feature(store, ["feat"])
         out[kind, "independent"] = [summary(mb) for mb in gp.DataLoader(pipe)]
         out[kind, "independent_len"] = len(independent)
+        if check_workers and kind == "neighbor":
+            fresh = gp.DistributedItemSampler(items(num_items), batch_size, shuffle=True, seed=5)
+            pipe = make_sampler(kind, fresh, graph, False).fetch_feature(store, ["feat"])
+            in_workers = [summary(mb) for mb in gp.DataLoader(pipe, num_workers=2)]
+            out["workers_equal"] = len(in_workers) == len(out[kind, "independent"]) and all(
+                a["batch_index"] == b["batch_index"] and torch.equal(a["seeds"], b["seeds"])
+                and all(torch.equal(x, y) for x, y in zip(a["triples"], b["triples"]))
+                for a, b in zip(in_workers, out[kind, "independent"])
+            )
     return out
 
 
@@ -220,8 +230,9 @@ def check_against_reference(results, num_items, batch_size, use_partition):
 
 def test_cooperative_two_ranks_hash_partition(tmp_path):
     # 300 items, 2 ranks x 16: 9 full global batches and a last one of 12.
-    outcomes = run_ranks(cooperative_rank, 2, tmp_path, args=(NUM_NODES, 16, False))
-    check_against_reference(values(outcomes), NUM_NODES, 16, False)
+    results = values(run_ranks(cooperative_rank, 2, tmp_path, args=(NUM_NODES, 16, False, True)))
+    check_against_reference(results, NUM_NODES, 16, False)
+    assert all(r["workers_equal"] for r in results)
 
 
 def uneven_rank(rank, world_size):
