@@ -150,7 +150,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
         )
     if getattr(sampler, "importance_sampling", 0):
         raise NotImplementedError(
-            f"{where}: LABOR-* (importance_sampling > 0) computes vertex probabilities from the whole "
+            f"{where}: LABOR-k and LABOR-* (importance_sampling != 0) compute vertex probabilities from the whole "
             f"batch, which cooperative sampling does not exchange; use importance_sampling=0"
         )
     if minibatch.seeds is None:

@@ -242,6 +242,12 @@ def uneven_rank(rank, world_size):
     dropped = gp.DistributedItemSampler(items(74), 4, shuffle=True, seed=1, drop_uneven_inputs=True)
     pipe = dropped.sample_neighbor(power_law_graph(), FANOUTS, seed=3, cooperative=True)
     out["dropped_batches"] = [mb.batch_index for mb in gp.DataLoader(pipe)]
+    # All seeds owned by rank 0 (ids < 100 under the contiguous partition): the other
+    # ranks own no seeds but still sample the vertices they own further out.
+    partition = torch.arange(NUM_NODES) * world_size // NUM_NODES
+    lopsided = gp.DistributedItemSampler(items(6), 2, seed=1, partition=partition)
+    pipe = lopsided.sample_neighbor(power_law_graph(), FANOUTS, seed=3, cooperative=True)
+    out["lopsided"] = [summary(mb) for mb in gp.DataLoader(pipe)]
     uneven = gp.DistributedItemSampler(items(74), 4, shuffle=True, seed=1)
     pipe = uneven.sample_neighbor(power_law_graph(), FANOUTS, seed=3, cooperative=True)
     try:
@@ -258,6 +264,14 @@ def test_cooperative_three_ranks_user_partition_and_uneven_inputs(tmp_path):
     assert [r["dropped_batches"] for r in results] == [list(range(7))[:6]] * 3
     for r in results:
         assert "drop_uneven_inputs=True" in r["uneven_error"]
+    source = gp.ItemSampler(items(6), 6)
+    (expected,) = [summary(mb) for mb in source.sample_neighbor(power_law_graph(), FANOUTS, seed=3)]
+    got = [r["lopsided"][0] for r in results]
+    assert [g["seeds"].numel() for g in got] == [6, 0, 0]
+    for layer in range(len(FANOUTS)):
+        union = torch.cat([g["triples"][layer] for g in got])
+        assert as_set(union) == as_set(expected["triples"][layer]) and union.shape[0] == len(as_set(union))
+    assert any(g["triples"][0].shape[0] for g in got[1:])
 
 
 def failing_rank(rank, world_size):
