@@ -23,22 +23,15 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import graphpipe as gp
-from node_classification import SAGEConv
+from node_classification import GraphSAGE
 
 
-class GraphSAGE(nn.Module):
-    """GraphSAGE whose layers exchange rows between ranks when batches are cooperative."""
-
-    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int = 3, dropout: float = 0.5):
-        super().__init__()
-        dims = [in_dim] + [hidden_dim] * (num_layers - 1) + [out_dim]
-        self.layers = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
-        self.dropout = dropout
+class CooperativeGraphSAGE(GraphSAGE):
+    """The single-process GraphSAGE, exchanging rows between ranks when batches are cooperative."""
 
     def forward(self, minibatch: gp.MiniBatch, cooperative: bool) -> torch.Tensor:
         h = minibatch.node_features["feat"]
@@ -116,7 +109,7 @@ def main():
         print(f"{ds}\n{world_size} ranks, {mode} minibatches of {args.batch_size} seeds per rank")
     feature_dim = ds.features["feat"].row_shape[0]
     torch.manual_seed(0)
-    model = GraphSAGE(feature_dim, 256, ds.num_classes).to(args.device)
+    model = CooperativeGraphSAGE(feature_dim, 256, ds.num_classes).to(args.device)
     model = DistributedDataParallel(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=5e-4)
     train = make_loader(ds, ds.train_set, args, shuffle=True)
