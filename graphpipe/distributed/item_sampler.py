@@ -51,8 +51,8 @@ class DistributedItemSampler(ItemSampler):
         seed: seed of the permutations (the same on every rank).
         partition: a ``[num_nodes]`` integer tensor of owning ranks, a
             :class:`~graphpipe.distributed.Partition`, or None for the hash partition.
-        rank, world_size: default to ``torch.distributed``'s; give both to split without
-            an initialised process group (no cooperative stages then).
+        rank, world_size: default to ``torch.distributed``'s; giving both only splits the
+            items (no seed broadcast, no process groups, so no cooperative stages).
     """
 
     def __init__(
@@ -67,11 +67,12 @@ class DistributedItemSampler(ItemSampler):
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
     ):
-        initialised = dist.is_available() and dist.is_initialized()
         if (rank is None) != (world_size is None):
             raise ValueError("DistributedItemSampler: give both `rank` and `world_size`, or neither")
-        if rank is None:
-            if not initialised:
+        # Explicit rank and world_size: a split only, no collectives and no process groups.
+        use_process_group = rank is None
+        if use_process_group:
+            if not (dist.is_available() and dist.is_initialized()):
                 raise RuntimeError(
                     "DistributedItemSampler: torch.distributed is not initialised; call "
                     "torch.distributed.init_process_group(...) first (or pass rank= and world_size=)"
@@ -81,7 +82,7 @@ class DistributedItemSampler(ItemSampler):
             raise ValueError(f"DistributedItemSampler: `world_size` must be an int >= 1, got {world_size!r}")
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
             raise ValueError(f"DistributedItemSampler: `rank` must be an int in [0, {world_size}), got {rank!r}")
-        if seed is None and initialised and world_size > 1:
+        if seed is None and use_process_group and world_size > 1:
             shared = torch.randint(0, 2**62, (1,))
             dist.broadcast(shared, src=0)
             seed = int(shared)
@@ -96,7 +97,7 @@ class DistributedItemSampler(ItemSampler):
                 f"world_size={world_size} ranks"
             )
         self.sampling_group = self.feature_group = self.exchange_group = None
-        if initialised:
+        if use_process_group:
             # new_group is collective: every rank builds its samplers in the same order.
             backend = _backend_for_cpu_and_cuda()
             self.sampling_group = dist.new_group(backend=backend)
