@@ -287,4 +287,6 @@ def failing_rank(rank, world_size):
 def test_failure_in_one_rank_stops_the_others(tmp_path):
     outcomes = run_ranks(failing_rank, 2, tmp_path, timeout=90)
     assert outcomes[1][0] == "error" and "fails on purpose" in outcomes[1][1]
+    # Rank 0 fails in its next collective (gloo: the peer's connection closed) instead of hanging.
     assert outcomes[0][0] == "error", outcomes[0]
+    assert "RuntimeError" in outcomes[0][1] and "fails on purpose" not in outcomes[0][1]
