@@ -41,7 +41,7 @@ class DataLoader:
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
         self._epoch = None
-        self._timed = None
+        self._workers: List[ProcessWorkers] = []
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe (IterDataPipe), got {type(pipe).__name__}")
         check_count(num_workers, "num_workers", "DataLoader", minimum=0)
@@ -64,6 +64,7 @@ class DataLoader:
         self.rewritten: Pipe = rewritten
         # The Timed after the sink measures the time the training loop waits for batches.
         self._timed = _with_timers(rewritten)
+        self._workers = find(self._timed, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
 
     def __iter__(self):
@@ -98,9 +99,8 @@ class DataLoader:
     def close(self) -> None:
         """End the current epoch, if any, and stop every thread and worker process."""
         self._end_epoch()
-        if self._timed is not None:
-            for workers in find(self._timed, ProcessWorkers):
-                workers.close()
+        for workers in self._workers:
+            workers.close()
 
     def __del__(self):
         self.close()

@@ -175,8 +175,9 @@ class _WorkerPool:
             except Exception as error:
                 self.close()
                 raise RuntimeError(
-                    "ProcessWorkers: could not start a worker process; the part of the pipe that runs "
-                    "in workers (before fetch_feature) must be picklable (no lambdas or local functions)"
+                    f"ProcessWorkers: could not start a worker process ({type(error).__name__}: {error}); "
+                    "the part of the pipe that runs in workers (before fetch_feature) must be picklable "
+                    "(no lambdas or local functions)"
                 ) from error
             self.processes.append(process)
 
@@ -273,7 +274,8 @@ class ProcessWorkers(Pipe):
                 if not process.is_alive():
                     raise RuntimeError(
                         f"ProcessWorkers: {process.name} (pid {process.pid}) exited unexpectedly "
-                        f"with exit code {process.exitcode}"
+                        f"with exit code {process.exitcode} (its traceback, if any, is on stderr; a script "
+                        "using worker processes must start them under `if __name__ == '__main__':`)"
                     ) from None
                 continue
             if message_run != run:
