@@ -12,13 +12,17 @@ import graphpipe as gp
 from graphpipe.distributed import Partition
 from graphpipe.ops import LayerSample
 from graphpipe.ops.torch_random import uniform
-from graphpipe.pipes import SubgraphSampler
+from graphpipe.pipes import Pipe, SubgraphSampler
 
 from dist_harness import run_ranks, values
 
 NUM_NODES = 300
 FANOUTS = [3, 2]
 FEAT_DIM = 4
+
+# Samplers checked: the library's neighbor sampler, LABOR-0 once it is registered, and a
+# minimal sampler defined here.
+KINDS = ("neighbor", "half") + (("labor",) if "sample_layer_neighbor" in Pipe._functional_names else ())
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 
@@ -61,6 +65,8 @@ class HalfEdgeSampler(SubgraphSampler):
 def make_sampler(kind, source, graph, cooperative):
     if kind == "neighbor":
         return source.sample_neighbor(graph, FANOUTS, seed=7, cooperative=cooperative)
+    if kind == "labor":
+        return source.sample_layer_neighbor(graph, FANOUTS, seed=7, cooperative=cooperative)
     return HalfEdgeSampler(source, graph, FANOUTS, seed=7, cooperative=cooperative)
 
 
@@ -140,7 +146,7 @@ def cooperative_rank(rank, world_size, num_items, batch_size, use_partition, che
     store = gp.FeatureStore({"feat": features()})
     partition = (torch.arange(NUM_NODES) * world_size // NUM_NODES) if use_partition else None
     out = {}
-    for kind in ("neighbor", "half"):
+    for kind in KINDS:
         source = gp.DistributedItemSampler(
             items(num_items), batch_size, shuffle=True, seed=5, drop_uneven_inputs=True, partition=partition
         )
@@ -184,7 +190,7 @@ def check_against_reference(results, num_items, batch_size, use_partition):
     indptr, indices = graph.indptr.to(torch.int64), graph.indices.to(torch.int64)
     table = features()
     partition = Partition(world_size, (torch.arange(NUM_NODES) * world_size // NUM_NODES) if use_partition else None)
-    for kind in ("neighbor", "half"):
+    for kind in KINDS:
         ref = reference(kind, num_items, batch_size * world_size)
         ref_full = [b for b in ref if b["seeds"].numel() >= world_size]  # drop_uneven_inputs
         per_rank = [r[kind, "cooperative"] for r in results]
@@ -248,6 +254,14 @@ def uneven_rank(rank, world_size):
     lopsided = gp.DistributedItemSampler(items(6), 2, seed=1, partition=partition)
     pipe = lopsided.sample_neighbor(power_law_graph(), FANOUTS, seed=3, cooperative=True)
     out["lopsided"] = [summary(mb) for mb in gp.DataLoader(pipe)]
+    if "labor" in KINDS:
+        starred = gp.DistributedItemSampler(items(74), 4, seed=1, drop_uneven_inputs=True)
+        pipe = starred.sample_layer_neighbor(power_law_graph(), FANOUTS, importance_sampling=-1, cooperative=True)
+        try:
+            next(iter(pipe))
+            out["labor_star_error"] = None
+        except NotImplementedError as error:
+            out["labor_star_error"] = str(error)
     uneven = gp.DistributedItemSampler(items(74), 4, shuffle=True, seed=1)
     pipe = uneven.sample_neighbor(power_law_graph(), FANOUTS, seed=3, cooperative=True)
     try:
@@ -264,6 +278,8 @@ def test_cooperative_three_ranks_user_partition_and_uneven_inputs(tmp_path):
     assert [r["dropped_batches"] for r in results] == [list(range(7))[:6]] * 3
     for r in results:
         assert "drop_uneven_inputs=True" in r["uneven_error"]
+    if "labor" in KINDS:
+        assert all("importance_sampling=0" in r["labor_star_error"] for r in results)
     source = gp.ItemSampler(items(6), 6)
     (expected,) = [summary(mb) for mb in source.sample_neighbor(power_law_graph(), FANOUTS, seed=3)]
     got = [r["lopsided"][0] for r in results]
