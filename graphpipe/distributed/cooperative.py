@@ -201,7 +201,7 @@ def _plan_exchange(src_nodes, owned_dst, partition, group, exchange_group) -> Ex
     frontier, positions = unique_and_compact(owned_dst, received)
     recv_index = torch.empty_like(order)
     recv_index[order] = torch.arange(order.numel())
-    plan = ExchangePlan(
+    return ExchangePlan(
         local_node_ids=frontier,
         send_index=positions,
         send_counts=received_counts,
@@ -209,7 +209,6 @@ def _plan_exchange(src_nodes, owned_dst, partition, group, exchange_group) -> Ex
         recv_index=recv_index,
         group=exchange_group,
     )
-    return plan
 
 
 def _start_exchange(rows: torch.Tensor, plan: ExchangePlan, group):

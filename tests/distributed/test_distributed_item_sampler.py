@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.distributed import Partition
+from graphpipe.distributed import CooperativeSampledSubgraph, ExchangePlan, Partition
+from graphpipe.minibatch import CSCFormat
 
 
 def rank_batches(num_items, batch_size, world_size, epochs=1, **kwargs):
@@ -93,6 +94,17 @@ def test_cooperative_stages_need_the_distributed_setup(small_graph):
     pipe = source.sample_neighbor(small_graph, [2]).fetch_feature(store, ["feat"], cooperative=True)
     with pytest.raises(ValueError, match="was not sampled cooperatively"):
         next(iter(pipe))
+
+
+def test_cooperative_exchange_checks_its_arguments():
+    empty = torch.empty(0, dtype=torch.int64)
+    plan = ExchangePlan(torch.arange(3), empty, [0, 0], [0, 0], empty)
+    subgraph = CooperativeSampledSubgraph(CSCFormat(torch.zeros(1, dtype=torch.int64), empty), empty, empty, empty, exchange=plan)
+    mb = gp.MiniBatch(sampled_subgraphs=[subgraph])
+    with pytest.raises(ValueError, match=r"`layer` must be in \[0, 1\), got 1"):
+        gp.cooperative_exchange(mb, 1, torch.zeros(3, 2))
+    with pytest.raises(ValueError, match=r"`h` must be a tensor \[3, \.\.\.\].*got \(2, 4\)"):
+        gp.cooperative_exchange(mb, 0, torch.zeros(2, 4))
 
 
 @pytest.fixture
