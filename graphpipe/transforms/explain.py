@@ -79,7 +79,10 @@ def describe(pipe: Pipe) -> str:
     where = placement(pipe)
     rows = [(stage_label(stage), where.get(id(stage), "?")) for stage in _visible(pipe)]
     width = max(len(label) for label, _ in rows)
-    return "\n".join(f"  {i}. {label:<{width}}  runs in: {location}" for i, (label, location) in enumerate(rows, 1))
+    digits = len(str(len(rows)))
+    return "\n".join(
+        f"  {i:>{digits}}. {label:<{width}}  runs in: {location}" for i, (label, location) in enumerate(rows, 1)
+    )
 
 
 def _edges(pipe: Pipe) -> Tuple[List[Pipe], List[Tuple[int, int]]]:

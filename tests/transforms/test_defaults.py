@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import torch
 
@@ -55,6 +57,22 @@ def test_thread_pool_wraps_every_stage_of_the_type():
 def test_pinned_copy_leaves_the_pipe_unchanged_without_cuda():
     pipe = karate_chain().copy_to("cuda")
     assert pinned_copy(pipe) is pipe
+
+
+def test_pinned_copy_graph_with_cuda_reported(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    pipe = karate_chain().copy_to("cuda:0")
+    new = pinned_copy(pipe)
+    assert _types(new) == [
+        "ItemSampler", "WindowSampler", "FeatureFetcher", "Transform", "CopyTo", "SideStream", "Prefetcher", "Waiter"
+    ]
+    (side,) = find(new, SideStream)
+    assert side.device == torch.device("cuda:0") and side.source.non_blocking and not pipe.non_blocking
+    assert _types(pinned_copy(new)) == _types(new)  # idempotent
+    text = gp.transforms.describe(overlap_stages(new))
+    assert re.search(r"7\. CopyTo\(cuda:0\) +runs in: thread 3, CUDA side stream", text)
+    assert re.search(r" 5\. Prefetcher\(2\) +runs in: thread 3", text)  # thread 3 pins batches and queues their copies
+    assert re.search(r"10\. Waiter +runs in: main thread", text)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
