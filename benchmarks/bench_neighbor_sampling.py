@@ -7,6 +7,10 @@ unique-and-compact per layer); the sampling op and unique-and-compact are also t
 alone. Prints one JSON line per measurement.
 
     python benchmarks/bench_neighbor_sampling.py --threads 1 2
+
+``--save-graph DIR`` also writes the graph as ``DIR/indptr.npy`` and ``DIR/indices.npy``
+for ``graphbolt_neighbor_sampling.py``, which times DGL GraphBolt on the same graph and
+the same seed batches.
 """
 
 from __future__ import annotations
@@ -62,11 +66,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[numba.config.NUMBA_NUM_THREADS])
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--weighted", action="store_true", help="sample by a random float32 edge weight")
+    parser.add_argument("--save-graph", metavar="DIR", help="write indptr.npy and indices.npy to DIR")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
     graph = power_law_csc(args.nodes, args.edges)
     print(f"# graph {graph} built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if args.save_graph:
+        os.makedirs(args.save_graph, exist_ok=True)
+        np.save(os.path.join(args.save_graph, "indptr.npy"), graph.indptr.numpy())
+        np.save(os.path.join(args.save_graph, "indices.npy"), graph.indices.numpy())
     seeds = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(0))
     batches = [seeds[i * args.batch_size : (i + 1) * args.batch_size] for i in range(args.batches)]
     if args.weighted:
@@ -74,13 +83,14 @@ def main() -> None:
     sampler = gp.NeighborSampler([], graph, args.fanouts, weights="weight" if args.weighted else None, seed=0)
     probs = sampler.probs
 
-    # A warm-up pass compiles the kernels; the layer-0 inputs are kept for the op timings.
-    mb = sampler.sample_subgraphs(gp.MiniBatch(seeds=batches[0]))
-    layer0 = mb.sampled_subgraphs[0]
-    dst0 = layer0.original_column_node_ids
-    src0 = layer0.original_row_node_ids[layer0.sampled_csc.indices]
     for threads in args.threads:
         numba.set_num_threads(threads)
+        # A warm-up pass (it compiles the kernels the first time); its layer-0 inputs are
+        # kept for the op timings.
+        mb = sampler.sample_subgraphs(gp.MiniBatch(seeds=batches[0]))
+        layer0 = mb.sampled_subgraphs[0]
+        dst0 = layer0.original_column_node_ids
+        src0 = layer0.original_row_node_ids[layer0.sampled_csc.indices]
         it = iter(range(10**9))
         full = timings_ms(
             lambda: sampler.sample_subgraphs(gp.MiniBatch(seeds=batches[next(it) % len(batches)], batch_index=next(it))),
