@@ -18,6 +18,7 @@ an output size is needed: the number of candidate edges and of sampled edges of 
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Tuple
 
 import torch
@@ -33,14 +34,24 @@ __all__ = [
     "unique_and_compact_torch",
 ]
 
+_warned_unpinned = False
+
 
 def device_array(array: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``array`` readable by torch ops on ``device``: itself, a zero-copy view of pinned
-    host memory, or (unpinned host memory on a CUDA device) a device copy."""
+    host memory, or (unpinned host memory on a CUDA device) a device copy, with a
+    warning once per process, since such a copy is made again for every layer."""
+    global _warned_unpinned
     if array.device == device:
         return array
     if device.type == "cuda" and is_pinned(array):
         return zero_copy_view(array, device)
+    if not _warned_unpinned:
+        _warned_unpinned = True
+        warnings.warn(
+            "GPU sampling on a graph that is neither on the GPU nor pinned copies its arrays for "
+            "every layer; call graph.pin_memory_() or graph.to('cuda') once"
+        )
     return array.to(device)
 
 
