@@ -63,8 +63,7 @@ def _floyd_bitmask(vkey, d, k, out, lo):
     for s in range(k):
         j = d - k + s
         t = _randint(vkey, s, j + 1)
-        if (members >> np.uint64(t)) & np.uint64(1):
-            t = j
+        t = j if (members >> np.uint64(t)) & np.uint64(1) else t
         members |= np.uint64(1) << np.uint64(t)
         top = max(top, t)
     # Write every position, advance only past members: the last write is ``top``.
@@ -126,12 +125,14 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
     ``indices`` overlap instead of stalling the sampling arithmetic)."""
     num_dst = nodes.shape[0]
     starts = np.empty(num_dst, np.int64)
+    degrees = np.empty(num_dst, np.int64)
     out_indptr = np.empty(num_dst + 1, np.int64)
     out_indptr[0] = 0
     for i in numba.prange(num_dst):
         start = np.int64(indptr[nodes[i]])
         d = np.int64(indptr[nodes[i] + 1]) - start
         starts[i] = start
+        degrees[i] = d
         if fanout == -1:
             out_indptr[i + 1] = d
         elif replace:
@@ -147,10 +148,9 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
         k = out_indptr[i + 1] - lo
         if k == 0:
             continue
-        v = nodes[i]
         start = starts[i]
-        d = np.int64(indptr[v + 1]) - start
-        vkey = hash2(key, v)
+        d = degrees[i]
+        vkey = hash2(key, nodes[i])
         if fanout == -1 or (k == d and not replace):
             for m in range(k):
                 out_eids[lo + m] = m
