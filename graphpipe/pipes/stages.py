@@ -57,12 +57,12 @@ def per_batch_work(stage: Pipe) -> Callable:
     """The function ``item -> item`` that ``stage`` applies to every batch.
 
     Known for samplers (``sample_subgraphs``; not for cooperative ones, whose batches
-    are collective calls that must run one at a time), ``fetch_feature`` (``fetch``),
+    are collective calls that must run one at a time), ``fetch_feature`` (``fetch``; not cooperative),
     ``copy_to`` (``copy``) and ``transform`` (``apply``).
     """
     if isinstance(stage, SubgraphSampler) and not stage.cooperative:
         return stage.sample_subgraphs
-    if isinstance(stage, FeatureFetcher):
+    if isinstance(stage, FeatureFetcher) and not stage.cooperative:
         return stage.fetch
     if isinstance(stage, CopyTo):
         return stage.copy
