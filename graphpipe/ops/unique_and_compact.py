@@ -66,7 +66,8 @@ def unique_and_compact(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tupl
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _unique_dense(dst, src, max_id):
     """Dense-id kernel: ``marks[x]`` is 2 for a destination, |1 for a source, then a
-    sweep in ``_NUM_CHUNKS`` chunks numbers the ids marked exactly 1."""
+    sweep in ``_NUM_CHUNKS`` chunks numbers the ids marked exactly 1. Local ids are kept
+    as int32 (a layer has far fewer than 2**31 nodes)."""
     num_dst = dst.shape[0]
     num_ids = max_id + 1
     marks = np.zeros(num_ids, np.uint8)
