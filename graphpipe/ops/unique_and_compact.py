@@ -3,8 +3,8 @@
 CPU tensors go through one fused numba kernel, chosen by how dense the ids are:
 
 * dense (the largest id is at most a few times the number of ids, as in the input layer
-  of a large batch): a ``[max_id + 1]`` byte array marks the ids present; one ascending,
-  branch-free sweep over it numbers the new ids, so no sort is needed. Parallel.
+  of a large batch): a ``[max_id + 1]`` byte array marks the ids present; one ascending
+  sweep over it, eight ids a step, numbers the new ids, so no sort is needed. Parallel.
 * sparse (few ids from a large id space): an open-addressing hash table finds the new
   ids, which a radix sort then orders. Serial, but only for small layers.
 
@@ -17,6 +17,7 @@ from typing import Tuple
 import numba
 import numpy as np
 import torch
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .gpu_sampling import unique_and_compact_torch
 from .random import mix64
@@ -63,48 +64,62 @@ def unique_and_compact(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tupl
     return torch.from_numpy(unique_nodes), torch.from_numpy(local_src)
 
 
+_LOW_BITS = np.uint64(0x0101010101010101)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _new_id_bits(word):
+    """Bit 0 of each byte of ``word`` set where that byte of ``marks`` is exactly 1 (a
+    source that is not a destination); marks are 0..3, so that is bit 0 and not bit 1."""
+    return word & ~(word >> np.uint64(1)) & _LOW_BITS
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _unique_dense(dst, src, max_id):
-    """Dense-id kernel: ``marks[x]`` is 2 for a destination, |1 for a source, then a
-    sweep in ``_NUM_CHUNKS`` chunks numbers the ids marked exactly 1. Local ids are kept
-    as int32 (a layer has far fewer than 2**31 nodes)."""
+    """Dense-id kernel: ``marks[x]`` is 2 for a destination, |1 for a source; the ids
+    marked exactly 1 are numbered by a sweep over ``marks`` read as uint64 words (eight
+    ids a step, jumping from one new id to the next), in ``_NUM_CHUNKS`` chunks. Local
+    ids are kept as int32 (a layer has far fewer than 2**31 nodes)."""
     num_dst = dst.shape[0]
-    num_ids = max_id + 1
-    marks = np.zeros(num_ids, np.uint8)
+    num_words = (max_id + 8) // 8
+    marks = np.zeros(num_words * 8, np.uint8)
     for i in numba.prange(num_dst):
         marks[dst[i]] = 2
     # Threads racing on one byte all turn 0 into 1 or 2 into 3: no update is lost.
     for e in numba.prange(src.shape[0]):
         marks[src[e]] |= 1
-    chunk = (num_ids + _NUM_CHUNKS - 1) // _NUM_CHUNKS
+    # Byte j of word w is id 8 * w + j (little-endian, as on x86 and ARM).
+    words = marks.view(np.uint64)
+    chunk = (num_words + _NUM_CHUNKS - 1) // _NUM_CHUNKS
     offsets = np.zeros(_NUM_CHUNKS + 1, np.int64)
     for c in numba.prange(_NUM_CHUNKS):
         count = 0
-        for x in range(c * chunk, min((c + 1) * chunk, num_ids)):
-            count += marks[x] == 1
+        for w in range(c * chunk, min((c + 1) * chunk, num_words)):
+            # at most one bit per byte: the product sums the bytes into the top byte
+            count += np.int64((_new_id_bits(words[w]) * _LOW_BITS) >> np.uint64(56))
         offsets[c + 1] = count
     for c in range(_NUM_CHUNKS):
         offsets[c + 1] += offsets[c]
     num_unique = num_dst + offsets[_NUM_CHUNKS]
-    # The sweep writes every id somewhere: new ids to their slot, the others to the spare
-    # last slot, so the loop has no branch to mispredict. ``local`` holds garbage for ids
-    # that are not new; the destinations' entries are written after the sweep.
-    unique_nodes = np.empty(num_unique + 1, np.int64)
-    local = np.empty(num_ids, np.int32)
+    unique_nodes = np.empty(num_unique, np.int64)
+    local = np.empty(num_words * 8, np.int32)
     for c in numba.prange(_NUM_CHUNKS):
         next_id = num_dst + offsets[c]
-        for x in range(c * chunk, min((c + 1) * chunk, num_ids)):
-            is_new = marks[x] == 1
-            local[x] = next_id
-            unique_nodes[next_id if is_new else num_unique] = x
-            next_id += is_new
+        for w in range(c * chunk, min((c + 1) * chunk, num_words)):
+            bits = _new_id_bits(words[w])
+            while bits:
+                x = 8 * w + (np.int64(trailing_zeros(bits)) >> 3)
+                local[x] = next_id
+                unique_nodes[next_id] = x
+                next_id += 1
+                bits &= bits - np.uint64(1)
     for i in numba.prange(num_dst):
         local[dst[i]] = i
         unique_nodes[i] = dst[i]
     local_src = np.empty(src.shape[0], np.int64)
     for e in numba.prange(src.shape[0]):
         local_src[e] = local[src[e]]
-    return unique_nodes[:num_unique], local_src
+    return unique_nodes, local_src
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
