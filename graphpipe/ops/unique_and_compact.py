@@ -51,17 +51,29 @@ def unique_and_compact(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tupl
     src = src_nodes.to(torch.int64).contiguous()
     if dst.numel() + src.numel() == 0:
         return dst.clone(), src.clone()
-    # numpy's reductions: torch's threaded ones take milliseconds on a busy machine
-    arrays = [t.numpy() for t in (dst, src) if t.numel()]
-    lo = min(int(a.min()) for a in arrays)
-    hi = max(int(a.max()) for a in arrays)
+    dst_np, src_np = dst.numpy(), src.numpy()
+    lo, hi = _id_bounds(dst_np, src_np)
     if lo < 0:
         raise ValueError(f"unique_and_compact: node ids must be >= 0, got {lo}")
     if hi + 1 <= _DENSE_FACTOR * (dst.numel() + src.numel()) + _DENSE_SLACK:
-        unique_nodes, local_src = _unique_dense(dst.numpy(), src.numpy(), hi)
+        unique_nodes, local_src = _unique_dense(dst_np, src_np, hi)
     else:
-        unique_nodes, local_src = _unique_hashed(dst.numpy(), src.numpy())
+        unique_nodes, local_src = _unique_hashed(dst_np, src_np)
     return torch.from_numpy(unique_nodes), torch.from_numpy(local_src)
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _id_bounds(dst, src):
+    """``(min, max)`` over both arrays (not both empty), one parallel pass."""
+    lo = dst[0] if dst.shape[0] else src[0]
+    hi = lo
+    for i in numba.prange(dst.shape[0]):
+        lo = min(lo, dst[i])
+        hi = max(hi, dst[i])
+    for e in numba.prange(src.shape[0]):
+        lo = min(lo, src[e])
+        hi = max(hi, src[e])
+    return lo, hi
 
 
 _LOW_BITS = np.uint64(0x0101010101010101)
