@@ -51,9 +51,9 @@ def _randint(vkey, draw, n):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _floyd_bitmask(vkey, d, k, out, lo):
-    """Floyd's algorithm: ``out[lo:lo + k]`` = a uniform random ``k``-subset of ``[0, d)``,
-    ascending, for ``d <= 64``.
+def _floyd_bitmask(vkey, start, d, k, out, lo):
+    """Floyd's algorithm: ``out[lo:lo + k]`` = ``start +`` a uniform random ``k``-subset
+    of ``[0, d)``, ascending, for ``d <= 64``.
 
     Step ``s`` draws ``t`` in ``[0, j]`` with ``j = d - k + s``; ``t`` joins the set unless
     it is there already, in which case ``j`` (larger than every member) does.
@@ -69,17 +69,17 @@ def _floyd_bitmask(vkey, d, k, out, lo):
     # Write every position, advance only past members: the last write is ``top``.
     m = lo
     for p in range(top + 1):
-        out[m] = p
+        out[m] = start + p
         m += np.int64((members >> np.uint64(p)) & np.uint64(1))
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _floyd_sorted(vkey, d, k, out, lo):
+def _floyd_sorted(vkey, start, d, k, out, lo):
     """:func:`_floyd_bitmask` (same draws, same subset) for any ``d``, the set kept
     sorted in ``out[lo:lo + n]``; ``O(k^2)``, for small ``k``."""
     for n in range(k):
-        j = d - k + n
-        t = _randint(vkey, n, j + 1)
+        j = start + d - k + n
+        t = start + _randint(vkey, n, d - k + n + 1)
         below = 0
         found = False
         for m in range(lo, lo + n):
@@ -94,7 +94,7 @@ def _floyd_sorted(vkey, d, k, out, lo):
 
 
 @numba.njit(nogil=True, cache=True)
-def _floyd_hashed(vkey, d, k, out, lo):
+def _floyd_hashed(vkey, start, d, k, out, lo):
     """:func:`_floyd_bitmask` (same draws, same subset) for any ``d`` and ``k``, the set
     in an open-addressing hash table; ``O(k log k)``."""
     size = 1
@@ -103,8 +103,8 @@ def _floyd_hashed(vkey, d, k, out, lo):
     table = np.full(size, -1, np.int64)
     mask = np.uint64(size - 1)
     for s in range(k):
-        j = d - k + s
-        t = _randint(vkey, s, j + 1)
+        j = start + d - k + s
+        t = start + _randint(vkey, s, d - k + s + 1)
         slot = np.int64(hash2(vkey, t) & mask)
         while table[slot] != -1 and table[slot] != t:
             slot = (slot + 1) & (size - 1)
@@ -153,19 +153,17 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
         vkey = hash2(key, nodes[i])
         if fanout == -1 or (k == d and not replace):
             for m in range(k):
-                out_eids[lo + m] = m
+                out_eids[lo + m] = start + m
         elif replace:
             for m in range(k):
-                out_eids[lo + m] = _randint(vkey, m, d)
+                out_eids[lo + m] = start + _randint(vkey, m, d)
             out_eids[lo : lo + k].sort()
         elif d <= _BITMASK_MAX_DEGREE:
-            _floyd_bitmask(vkey, d, k, out_eids, lo)
+            _floyd_bitmask(vkey, start, d, k, out_eids, lo)
         elif k <= _SORTED_INSERT_MAX:
-            _floyd_sorted(vkey, d, k, out_eids, lo)
+            _floyd_sorted(vkey, start, d, k, out_eids, lo)
         else:
-            _floyd_hashed(vkey, d, k, out_eids, lo)
-        for m in range(lo, lo + k):
-            out_eids[m] += start
+            _floyd_hashed(vkey, start, d, k, out_eids, lo)
     out_src = np.empty(num_out, np.int64)
     for e in numba.prange(num_out):
         out_src[e] = indices[out_eids[e]]

@@ -85,14 +85,15 @@ def test_floyd_variants_pick_the_same_subset():
         d = int(rng.integers(2, 500 if _ % 2 else 65))
         k = int(rng.integers(1, d))
         vkey = np.uint64(rng.integers(0, 2**63))
+        start = int(rng.integers(0, 1000))
         outs = [np.full(k + 3, -1, np.int64) for _ in range(3)]
         variants = [_floyd_sorted, _floyd_hashed] + ([_floyd_bitmask] if d <= 64 else [])
         for variant, out in zip(variants, outs):
-            variant(vkey, d, k, out, 2)
+            variant(vkey, start, d, k, out, 2)
             assert np.array_equal(out, outs[0])
         a = outs[0][2 : 2 + k]
         assert outs[0][0] == outs[0][1] == outs[0][-1] == -1
-        assert np.all(np.diff(a) > 0) and a[0] >= 0 and a[-1] < d
+        assert np.all(np.diff(a) > 0) and a[0] >= start and a[-1] < start + d
 
 
 def test_uniform_without_replacement_every_subset_equally_likely():
