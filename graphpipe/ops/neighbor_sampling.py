@@ -334,10 +334,11 @@ def sample_neighbors(
         ``indices`` (global source ids) and ``edge_ids``, all int64, each destination's
         edges in ascending edge id.
     """
-    if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout == 0 or fanout < -1:
+    if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout == 0 or fanout < -1:
         raise ValueError(f"sample_neighbors: `fanout` must be an int >= 1 or -1 (all neighbours), got {fanout!r}")
-    if not isinstance(key, int) or not 0 <= key < 2**64:
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
         raise ValueError(f"sample_neighbors: `key` must be an int in [0, 2**64), got {key!r}")
+    fanout, key = int(fanout), int(key)
     num_nodes = indptr.numel() - 1
     nodes = check_node_ids(nodes, num_nodes, "nodes", "sample_neighbors")
     if probs is not None:

@@ -231,6 +231,14 @@ def test_bad_inputs_raise_clear_errors(graph_builder):
         sample_neighbors(graph.indptr, graph.indices, nodes, 2, key=KEY, probs=torch.ones(graph.num_edges + 1))
 
 
+def test_numpy_integer_fanout_and_key_accepted(graph_builder):
+    graph = graph_builder(50, 10, seed=7)
+    nodes = torch.arange(50)
+    a = sample_neighbors(graph.indptr, graph.indices, nodes, np.int64(3), key=np.uint64(KEY))
+    b = sample_neighbors(graph.indptr, graph.indices, nodes, 3, key=KEY)
+    assert all(torch.equal(x, y) for x, y in zip(a[:3], b[:3]))
+
+
 def test_empty_nodes():
     graph, _ = _star_graph(3, 2)
     sample = sample_neighbors(graph.indptr, graph.indices, torch.empty(0, dtype=torch.int64), 3, key=KEY)
