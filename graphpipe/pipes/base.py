@@ -25,9 +25,19 @@ __all__ = ["Pipe", "functional_pipe", "traverse"]
 
 
 class Pipe(IterDataPipe):
-    """Base of every graphpipe stage: an ``IterDataPipe`` with graphpipe's functional names."""
+    """Base of every graphpipe stage: an ``IterDataPipe`` with graphpipe's functional names.
+
+    A stage reads its upstream from ``self.source`` and yields one item per input item,
+    so its length is its source's; source stages (``ItemSampler``) define ``__len__``.
+    """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
+
+    def __len__(self) -> int:
+        source = self.__dict__.get("source")
+        if source is None:
+            raise TypeError(f"{type(self).__name__} has no source and no length")
+        return len(source)
 
     def __getattr__(self, name: str):
         stage = Pipe._functional_names.get(name)

@@ -36,6 +36,3 @@ class CopyTo(Pipe):
     def __iter__(self):
         for item in self.source:
             yield self.copy(item)
-
-    def __len__(self) -> int:
-        return len(self.source)

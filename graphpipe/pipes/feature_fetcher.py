@@ -80,9 +80,6 @@ class FeatureFetcher(Pipe):
         for minibatch in self.source:
             yield self.fetch(minibatch)
 
-    def __len__(self) -> int:
-        return len(self.source)
-
 
 def _checked_keys(features: FeatureStore, kind: str, keys: Sequence[str]) -> List[str]:
     if isinstance(keys, str):

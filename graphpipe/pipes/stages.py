@@ -173,9 +173,6 @@ class Prefetcher(Pipe):
         name = f"graphpipe-prefetch-{next(_thread_ids)}"
         yield from _drain(_BackgroundThread(lambda: iter(self.source), self.buffer_size, name))
 
-    def __len__(self) -> int:
-        return len(self.source)
-
 
 def _delayed(items: Iterable, delay: int) -> Iterator:
     """Yield item ``i`` after item ``i + delay`` was pulled (all of them at the end)."""
@@ -204,9 +201,6 @@ class Buffer(Pipe):
     def __iter__(self):
         yield from _delayed(self.source, self.buffer_size)
 
-    def __len__(self) -> int:
-        return len(self.source)
-
 
 @functional_pipe("wait")
 class Waiter(Pipe):
@@ -220,9 +214,6 @@ class Waiter(Pipe):
     def __iter__(self):
         for item in self.source:
             yield item.result()
-
-    def __len__(self) -> int:
-        return len(self.source)
 
 
 class ThreadPoolMap(Pipe):
@@ -258,9 +249,6 @@ class ThreadPoolMap(Pipe):
                 yield result
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-
-    def __len__(self) -> int:
-        return len(self.source)
 
 
 class _StreamResult:
@@ -328,9 +316,6 @@ class SideStream(Pipe):
                 event.record(stream)
             yield _StreamResult(value, event, self.device)
 
-    def __len__(self) -> int:
-        return len(self.source)
-
 
 class Timed(Pipe):
     """Pass items through, adding the seconds spent in ``next(source)`` to ``seconds``.
@@ -363,6 +348,3 @@ class Timed(Pipe):
                 yield item
         finally:
             _close(iterator)
-
-    def __len__(self) -> int:
-        return len(self.source)

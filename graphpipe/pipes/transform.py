@@ -31,6 +31,3 @@ class Transform(Pipe):
     def __iter__(self):
         for item in self.source:
             yield self.apply(item)
-
-    def __len__(self) -> int:
-        return len(self.source)

@@ -222,8 +222,6 @@ class ProcessWorkers(Pipe):
         self.buffer_size = check_count(buffer_size, "buffer_size", "ProcessWorkers")
         self._pool: Optional[_WorkerPool] = None
 
-    def __len__(self) -> int:
-        return len(self.source)
 
     def close(self) -> None:
         """Stop the worker processes (the next epoch starts new ones)."""

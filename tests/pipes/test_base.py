@@ -48,3 +48,23 @@ def test_taken_name_and_unknown_attribute():
 
     with pytest.raises(AttributeError):
         _Numbers(1).no_such_stage
+
+
+def test_stage_length_is_its_source_length():
+    class Sized(_Numbers):
+        def __len__(self):
+            return self.n
+
+    assert len(Sized(3)._test_double()) == 3
+    with pytest.raises(TypeError, match="_Numbers has no source and no length"):
+        len(_Numbers(3)._test_double())
+
+
+def test_sampler_chain_has_the_item_sampler_length():
+    import torch
+
+    import graphpipe as gp
+
+    graph = gp.CSCGraph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]))
+    pipe = gp.ItemSampler(gp.ItemSet(3), batch_size=2).sample_neighbor(graph, [2]).copy_to("cpu")
+    assert len(pipe) == 2 and len(gp.DataLoader(pipe)) == 2
