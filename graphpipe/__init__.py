@@ -18,7 +18,7 @@ from .item_set import ItemSet
 from .loader import DataLoader
 from .minibatch import CSCFormat, MiniBatch, SampledSubgraph
 from .pipes import ItemSampler, Pipe, SubgraphSampler
-from .pipes import NeighborSampler
+from .pipes import LayerNeighborSampler, NeighborSampler
 from .pipes import CopyTo, FeatureFetcher, Transform
 from .distributed import DistributedItemSampler, cooperative_exchange
 
@@ -34,6 +34,7 @@ __all__ = [
     "Transform",
     "ops",
     "NeighborSampler",
+    "LayerNeighborSampler",
     "CSCGraph",
     "CSCFormat",
     "DataLoader",

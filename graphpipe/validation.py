@@ -4,7 +4,7 @@ from typing import List, Sequence
 
 import torch
 
-__all__ = ["check_fanouts", "check_node_ids"]
+__all__ = ["check_edge_weights", "check_fanouts", "check_node_ids"]
 
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
@@ -49,3 +49,27 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str) -> 
                 f"0..{num_nodes - 1} (num_nodes={num_nodes})"
             )
     return ids.to(torch.int64)
+
+
+def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
+    """The edge attribute ``name`` of ``graph`` as sampling weights: 1-D, floating,
+    no negative or NaN value; float16/bfloat16 widened to float32."""
+    if name not in graph.edge_attributes:
+        raise KeyError(
+            f"{where}: `weights`={name!r} is not an edge attribute of the graph; known "
+            f"edge attributes: {sorted(graph.edge_attributes)}"
+        )
+    probs = graph.edge_attributes[name]
+    if probs.dim() != 1 or not probs.is_floating_point():
+        raise ValueError(
+            f"{where}: `weights` attribute {name!r} must be a 1-D float tensor "
+            f"[num_edges], got shape {tuple(probs.shape)} and dtype {probs.dtype}"
+        )
+    if probs.dtype not in (torch.float32, torch.float64):
+        probs = probs.to(torch.float32)
+    if probs.numel() and not bool((probs >= 0).all()):
+        raise ValueError(
+            f"{where}: `weights` attribute {name!r} must be non-negative (and not NaN), "
+            f"got minimum {float(probs.min())}"
+        )
+    return probs.contiguous()

@@ -3,7 +3,8 @@
 from .gather import gather_rows
 from .layer_sample import LayerSample
 from .neighbor_sampling import sample_neighbors
+from .labor import sample_labor
 from .random import derive_key
 from .unique_and_compact import unique_and_compact
 
-__all__ = ["gather_rows", "LayerSample", "derive_key", "unique_and_compact", "sample_neighbors"]
+__all__ = ["gather_rows", "LayerSample", "derive_key", "unique_and_compact", "sample_neighbors", "sample_labor"]

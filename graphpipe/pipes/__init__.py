@@ -5,6 +5,7 @@ from .copy_to import CopyTo
 from .feature_fetcher import FeatureFetcher
 from .item_sampler import ItemSampler
 from .neighbor_sampler import NeighborSampler
+from .layer_neighbor_sampler import LayerNeighborSampler
 from .subgraph_sampler import SubgraphSampler
 from .transform import Transform
 from .stages import Buffer, Prefetcher, SideStream, ThreadPoolMap, Timed, Waiter
@@ -12,4 +13,4 @@ from .worker import ProcessWorkers, Shard
 
 __all__ = ["CopyTo", "FeatureFetcher", "Transform", "Pipe", "functional_pipe", "traverse", "ItemSampler", "SubgraphSampler"]
 __all__ += ["Buffer", "Prefetcher", "ProcessWorkers", "Shard", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
-__all__ += ["NeighborSampler"]
+__all__ += ["NeighborSampler", "LayerNeighborSampler"]

@@ -9,6 +9,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, sample_neighbors
+from ..validation import check_edge_weights
 from .base import Pipe, functional_pipe
 from .subgraph_sampler import SubgraphSampler
 
@@ -64,7 +65,7 @@ class NeighborSampler(SubgraphSampler):
         super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative)
         self.replace = bool(replace)
         self.weights = weights
-        self.probs = None if weights is None else _edge_weights(graph, weights)
+        self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)
 
     def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
         """In-edges of ``nodes`` (``[num_dst]`` int64) sampled with ``fanouts[layer]``."""
@@ -78,25 +79,3 @@ class NeighborSampler(SubgraphSampler):
             probs=self.probs,
         )
 
-
-def _edge_weights(graph: CSCGraph, name: str) -> torch.Tensor:
-    """The edge attribute ``name`` checked once: 1-D, floating, no negative or NaN value."""
-    if name not in graph.edge_attributes:
-        raise KeyError(
-            f"NeighborSampler: `weights`={name!r} is not an edge attribute of the graph; known "
-            f"edge attributes: {sorted(graph.edge_attributes)}"
-        )
-    probs = graph.edge_attributes[name]
-    if probs.dim() != 1 or not probs.is_floating_point():
-        raise ValueError(
-            f"NeighborSampler: `weights` attribute {name!r} must be a 1-D float tensor "
-            f"[num_edges], got shape {tuple(probs.shape)} and dtype {probs.dtype}"
-        )
-    if probs.dtype not in (torch.float32, torch.float64):
-        probs = probs.to(torch.float32)
-    if probs.numel() and not bool((probs >= 0).all()):
-        raise ValueError(
-            f"NeighborSampler: `weights` attribute {name!r} must be non-negative (and not NaN), "
-            f"got minimum {float(probs.min())}"
-        )
-    return probs.contiguous()

@@ -1,0 +1,441 @@
+"""LABOR sampling of one layer (Balın & Çatalyürek, NeurIPS 2023): fused numba kernels.
+
+Every neighbour ``t`` has ONE uniform variate ``r_t`` for the whole layer, shared by all
+destinations that have ``t`` as an in-neighbour, so destinations that share neighbours
+tend to pick the same ones and far fewer distinct vertices are sampled than with
+neighbor sampling, at the same per-destination variance.
+
+Modes (``d_s`` = in-degree of destination ``s``, ``k`` = fanout, HT = Horvitz-Thompson):
+
+* **LABOR-0** (``importance_sampling=0``, unweighted): ``π_ts = min(1, k / d_s)``;
+  ``s`` keeps its ``min(k, d_s)`` in-edges with the smallest ``r_t / π_ts`` (sequential
+  Poisson sampling; ties to the lower edge id). Because ``π_ts`` is the same for every
+  ``t`` of ``s``, this keeps the ``k`` smallest ``r_t``: a uniform ``k``-subset, so the
+  inclusion probability is exactly ``k / d_s`` and the count exactly ``min(k, d_s)``.
+* **LABOR-k / LABOR-\\*** (``importance_sampling=k > 0`` / ``-1``, unweighted): vertex
+  probabilities ``π_t`` (start 1) and per-destination constants ``c_s`` solve the
+  paper's fixed point: ``c_s`` meets ``Σ_t 1 / min(1, c_s π_t) = d_s² / k`` (the
+  variance of LABOR-0 / neighbor sampling), then ``π_t ← max_s c_s π_t``; ``k``
+  iterations, or (``-1``) until ``Σ_t min(1, π_t)``, the expected number of sampled
+  vertices, changes by less than 1e-4 relative. ``s`` keeps ``t`` iff
+  ``r_t <= min(1, c_s π_t)`` (Poisson sampling): exact inclusion probabilities, random
+  counts with mean ``≈ k``.
+* **weighted LABOR-0** (``probs`` = edge weights ``A_ts``): ``π_ts = min(1, c_s A_ts)``
+  with ``c_s`` such that ``Σ_t π_ts = min(k, #positive-weight in-edges)``; ``s`` keeps
+  ``t`` iff ``r_t <= π_ts`` (Poisson sampling: exact inclusion probabilities ``π_ts``,
+  random counts with mean ``Σ π_ts``). Zero-weight edges are never kept.
+
+Edge weights (float32) are HT weights: ``w_ts = 1 / (d_s π_ts)`` (weighted:
+``w_ts = A_ts / (Σ_t A_ts · π_ts)``), so ``Σ_{kept t} w_ts h_t`` is an unbiased estimate
+of the neighbourhood mean ``(1/d_s) Σ_t h_t`` (weighted: ``Σ_t A_ts h_t / Σ_t A_ts``).
+``fanout=-1`` keeps every edge with weight ``1 / d_s`` (weighted: ``A_ts / Σ A``).
+
+Variates: :class:`Variates` says how ``r_t`` is made from 64-bit keys — independent
+(``uniform(key, t)``) or, for dependent minibatching, ``Φ(c0·N(k0, t) + c1·N(k1, t))``
+with ``c0² + c1² = 1``: uniform in every batch, drifting smoothly between batches.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numba
+import numpy as np
+import torch
+
+from ..validation import check_node_ids
+from . import torch_random
+from .gpu_sampling import sample_labor_torch
+from .layer_sample import LayerSample
+from .random import uniform, uniform_open
+from .unique_and_compact import unique_and_compact
+
+__all__ = ["Variates", "sample_labor", "labor_variates"]
+
+_MAX_FIXED_POINT_ITERATIONS = 100
+_CONVERGENCE = 1e-4
+
+
+class Variates(NamedTuple):
+    """How a layer's per-vertex uniforms ``r_t`` are made.
+
+    Independent (``dependent=False``): ``r_t = uniform(k0, t)``. Dependent:
+    ``r_t = Φ(c0·N(k0, t) + c1·N(k1, t))`` where ``N(k, t)`` is a standard normal from the
+    counter hash (Box-Muller) and ``c0² + c1² = 1``, so ``r_t`` is exactly uniform for any
+    ``(c0, c1)`` and moves continuously as ``(c0, c1)`` turns from ``(1, 0)`` to ``(0, 1)``.
+    """
+
+    k0: int
+    k1: int = 0
+    c0: float = 1.0
+    c1: float = 0.0
+    dependent: bool = False
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _normal(key, t):
+    """A standard normal from (key, t): Box-Muller on two counter-based uniforms."""
+    u1 = uniform_open(key, np.uint64(2) * np.uint64(t))
+    u2 = uniform(key, np.uint64(2) * np.uint64(t) + np.uint64(1))
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _variate(t, k0, k1, c0, c1, dependent):
+    if not dependent:
+        return uniform(k0, t)
+    z = c0 * _normal(k0, t) + c1 * _normal(k1, t)
+    return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def labor_variates(ids, k0, k1, c0, c1, dependent):
+    """``[n]`` float64 ``r_t`` of the vertices ``ids`` (see :class:`Variates`)."""
+    out = np.empty(ids.size, np.float64)
+    for i in numba.prange(ids.size):
+        out[i] = _variate(ids[i], k0, k1, c0, c1, dependent)
+    return out
+
+
+# ---------------------------------------------------------------- LABOR-0, unweighted
+@numba.njit(inline="always", nogil=True, cache=True)
+def _sift_down(score, pos, n, m):
+    """Restore the max-heap (by score, then position) of ``score/pos[:n]`` below ``m``."""
+    while True:
+        child = 2 * m + 1
+        if child >= n:
+            return
+        if child + 1 < n and (
+            score[child + 1] > score[child] or (score[child + 1] == score[child] and pos[child + 1] > pos[child])
+        ):
+            child += 1
+        if score[child] > score[m] or (score[child] == score[m] and pos[child] > pos[m]):
+            score[m], score[child] = score[child], score[m]
+            pos[m], pos[child] = pos[child], pos[m]
+            m = child
+        else:
+            return
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _labor0(indptr, indices, nodes, fanout, k0, k1, c0, c1, dependent):
+    n = nodes.size
+    out_indptr = np.zeros(n + 1, np.int64)
+    for i in numba.prange(n):
+        v = nodes[i]
+        d = np.int64(indptr[v + 1] - indptr[v])
+        out_indptr[i + 1] = d if fanout == -1 or fanout >= d else fanout
+    for i in range(n):
+        out_indptr[i + 1] += out_indptr[i]
+    total = out_indptr[n]
+    out_src = np.empty(total, np.int64)
+    out_eids = np.empty(total, np.int64)
+    out_w = np.empty(total, np.float32)
+    for i in numba.prange(n):
+        v = nodes[i]
+        start = np.int64(indptr[v])
+        d = np.int64(indptr[v + 1]) - start
+        lo = out_indptr[i]
+        k = out_indptr[i + 1] - lo
+        if k == 0:
+            continue
+        if k == d:
+            w = np.float32(1.0 / d)
+            for j in range(d):
+                out_eids[lo + j] = start + j
+                out_src[lo + j] = indices[start + j]
+                out_w[lo + j] = w
+            continue
+        # Max-heap of the k smallest (r_t, position): O(d + k log k log(d/k)) expected.
+        score = np.empty(k, np.float64)
+        pos = np.empty(k, np.int64)
+        for j in range(k):
+            score[j] = _variate(indices[start + j], k0, k1, c0, c1, dependent)
+            pos[j] = j
+        for m in range(k // 2 - 1, -1, -1):
+            _sift_down(score, pos, k, m)
+        for j in range(k, d):
+            r = _variate(indices[start + j], k0, k1, c0, c1, dependent)
+            if r < score[0]:
+                score[0] = r
+                pos[0] = j
+                _sift_down(score, pos, k, 0)
+        pos.sort()
+        w = np.float32(1.0 / k)
+        for j in range(k):
+            e = start + pos[j]
+            out_eids[lo + j] = e
+            out_src[lo + j] = indices[e]
+            out_w[lo + j] = w
+    return out_indptr, out_src, out_eids, out_w
+
+
+# ---------------------------------------------------------------- Poisson sampling
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, edge_weight_num, denom):
+    """Keep in-edge ``j`` of destination ``i`` iff ``r_t <= p`` with ``p = edge_prob[o + j]``
+    (``o = edge_offsets[i]``); weight ``edge_weight_num[o + j] / (denom[i] * p)``.
+    ``variates[local[o + j]]`` is ``r_t`` of the edge's source."""
+    n = nodes.size
+    out_indptr = np.zeros(n + 1, np.int64)
+    for i in numba.prange(n):
+        o = edge_offsets[i]
+        c = 0
+        for j in range(edge_offsets[i + 1] - o):
+            p = edge_prob[o + j]
+            if p > 0.0 and variates[local[o + j]] <= p:
+                c += 1
+        out_indptr[i + 1] = c
+    for i in range(n):
+        out_indptr[i + 1] += out_indptr[i]
+    total = out_indptr[n]
+    out_src = np.empty(total, np.int64)
+    out_eids = np.empty(total, np.int64)
+    out_w = np.empty(total, np.float32)
+    for i in numba.prange(n):
+        start = np.int64(indptr[nodes[i]])
+        o = edge_offsets[i]
+        m = out_indptr[i]
+        for j in range(edge_offsets[i + 1] - o):
+            p = edge_prob[o + j]
+            if p > 0.0 and variates[local[o + j]] <= p:
+                out_eids[m] = start + j
+                out_src[m] = indices[start + j]
+                out_w[m] = np.float32(edge_weight_num[o + j] / (denom[i] * p))
+                m += 1
+    return out_indptr, out_src, out_eids, out_w
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _gather_neighbourhoods(indptr, indices, nodes):
+    """Offsets ``[n + 1]`` and the concatenated in-neighbour ids ``[Σ d]`` of ``nodes``."""
+    n = nodes.size
+    offsets = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        v = nodes[i]
+        offsets[i + 1] = offsets[i] + (indptr[v + 1] - indptr[v])
+    ids = np.empty(offsets[n], np.int64)
+    for i in numba.prange(n):
+        start = np.int64(indptr[nodes[i]])
+        o = offsets[i]
+        for j in range(offsets[i + 1] - o):
+            ids[o + j] = indices[start + j]
+    return offsets, ids
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _weighted_probabilities(indptr, nodes, probs, offsets, fanout):
+    """Per edge ``π_ts = min(1, c_s A_ts)`` with ``Σ_t π_ts = min(k, #positive)``; per
+    destination the weight sum ``Σ_t A_ts`` (the HT denominator's scale)."""
+    n = nodes.size
+    edge_prob = np.zeros(offsets[n], np.float64)
+    weight = np.zeros(offsets[n], np.float64)
+    sums = np.zeros(n, np.float64)
+    for i in numba.prange(n):
+        start = np.int64(indptr[nodes[i]])
+        o = offsets[i]
+        d = offsets[i + 1] - o
+        positive = 0
+        total = 0.0
+        for j in range(d):
+            a = np.float64(probs[start + j])
+            a = a if a > 0.0 else 0.0
+            weight[o + j] = a
+            total += a
+            positive += a > 0.0
+        sums[i] = total
+        k = positive if fanout == -1 or fanout >= positive else fanout
+        if k == 0:
+            continue
+        if k == positive:
+            for j in range(d):
+                edge_prob[o + j] = 1.0 if weight[o + j] > 0.0 else 0.0
+            continue
+        # Water-filling: c = (k - #capped) / Σ_uncapped A, until the capped set is stable.
+        capped_sum = 0.0
+        capped = 0
+        while True:
+            c = (k - capped) / (total - capped_sum)
+            new_capped = 0
+            new_sum = 0.0
+            for j in range(d):
+                if weight[o + j] * c >= 1.0:
+                    new_capped += 1
+                    new_sum += weight[o + j]
+            if new_capped == capped:
+                break
+            capped, capped_sum = new_capped, new_sum
+        for j in range(d):
+            edge_prob[o + j] = min(1.0, c * weight[o + j])
+    return edge_prob, weight, sums
+
+
+# ---------------------------------------------------------------- LABOR-k / LABOR-*
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _solve_constants(offsets, local, pi, targets, c):
+    """Per destination ``c_s``: ``Σ_t 1 / min(1, c_s π_t) = targets[s]`` (``inf``: keep all)."""
+    n = offsets.size - 1
+    for i in numba.prange(n):
+        o = offsets[i]
+        d = offsets[i + 1] - o
+        target = targets[i]
+        if not target > d:  # fanout >= degree (or -1): every edge, c = inf
+            c[i] = np.inf
+            continue
+        # f(c) = #capped + (1/c) Σ_uncapped 1/π is decreasing in c; iterate the capped set.
+        capped = 0
+        inv_rest = 0.0
+        for j in range(d):
+            inv_rest += 1.0 / pi[local[o + j]]
+        if inv_rest == 0.0:  # every neighbour is taken anyway (π = inf): keep all
+            c[i] = np.inf
+            continue
+        cs = inv_rest / target
+        while True:
+            new_capped = 0
+            new_inv_rest = 0.0
+            for j in range(d):
+                p = pi[local[o + j]]
+                if cs * p >= 1.0:
+                    new_capped += 1
+                else:
+                    new_inv_rest += 1.0 / p
+            if new_capped == capped:
+                break
+            capped, inv_rest = new_capped, new_inv_rest
+            cs = inv_rest / (target - capped)
+        c[i] = cs
+
+
+@numba.njit(nogil=True, cache=True)
+def _update_vertex_probabilities(offsets, local, pi, c, num_vertices):
+    """``π_t ← max_s c_s π_t`` over the destinations ``s`` that have ``t``; returns the new
+    ``π`` and ``Σ_t min(1, π_t)``."""
+    new_pi = np.zeros(num_vertices, np.float64)
+    for i in range(offsets.size - 1):
+        cs = c[i]
+        for e in range(offsets[i], offsets[i + 1]):
+            t = local[e]
+            value = cs * pi[t]
+            if value > new_pi[t]:
+                new_pi[t] = value
+    expected = 0.0
+    for t in range(num_vertices):
+        expected += min(1.0, new_pi[t])
+    return new_pi, expected
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _importance_edge_probabilities(offsets, local, pi, c):
+    total = offsets[offsets.size - 1]
+    edge_prob = np.empty(total, np.float64)
+    for i in numba.prange(offsets.size - 1):
+        for e in range(offsets[i], offsets[i + 1]):
+            edge_prob[e] = min(1.0, c[i] * pi[local[e]])
+    return edge_prob
+
+
+def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iterations):
+    """Edge probabilities ``min(1, c_s π_t)`` of LABOR-k (``iterations = k``) / LABOR-*."""
+    targets = np.where(
+        (fanout == -1) | (degrees <= fanout), 0.0, degrees.astype(np.float64) ** 2 / max(fanout, 1)
+    )
+    pi = np.ones(num_vertices, np.float64)
+    c = np.empty(degrees.size, np.float64)
+    _solve_constants(offsets, local, pi, targets, c)
+    expected = np.inf
+    limit = _MAX_FIXED_POINT_ITERATIONS if iterations == -1 else iterations
+    for _ in range(limit):
+        # c_s = inf (destinations that keep every in-edge) makes π_t = inf: always sampled.
+        new_pi, new_expected = _update_vertex_probabilities(offsets, local, pi, c, num_vertices)
+        pi = new_pi
+        _solve_constants(offsets, local, pi, targets, c)
+        converged = abs(expected - new_expected) <= _CONVERGENCE * new_expected
+        expected = new_expected
+        if iterations == -1 and converged:
+            break
+    return _importance_edge_probabilities(offsets, local, pi, c)
+
+
+# ---------------------------------------------------------------- entry point
+def sample_labor(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    nodes: torch.Tensor,
+    fanout: int,
+    *,
+    variates: Variates,
+    importance_sampling: int = 0,
+    probs: Optional[torch.Tensor] = None,
+) -> LayerSample:
+    """LABOR-sample the in-edges of ``nodes`` for one layer (rules in the module doc).
+
+    Args:
+        indptr, indices: the graph's CSC arrays (int32/int64).
+        nodes: ``[num_dst]`` int64 destination ids.
+        fanout: ``>= 1`` or -1 (all in-edges).
+        variates: the keys of the layer's per-vertex uniforms.
+        importance_sampling: 0 (LABOR-0), ``k > 0`` (LABOR-k) or -1 (LABOR-*).
+        probs: optional ``[num_edges]`` float edge weights (weighted LABOR-0).
+
+    Returns:
+        :class:`LayerSample` with int64 ``indptr``, ``indices`` (global), ``edge_ids``
+        (ascending within a destination) and float32 HT ``edge_weights``.
+    """
+    if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout == 0 or fanout < -1:
+        raise ValueError(f"sample_labor: `fanout` must be an int >= 1 or -1 (all neighbours), got {fanout!r}")
+    if isinstance(importance_sampling, bool) or not isinstance(importance_sampling, int) or importance_sampling < -1:
+        raise ValueError(
+            f"sample_labor: `importance_sampling` must be an int >= -1 (0: LABOR-0, k: LABOR-k, "
+            f"-1: LABOR-*), got {importance_sampling!r}"
+        )
+    if probs is not None and importance_sampling != 0:
+        raise NotImplementedError("sample_labor: weighted LABOR supports importance_sampling=0 only")
+    fanout = int(fanout)
+    nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
+    k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
+    c0, c1, dependent = float(variates.c0), float(variates.c1), bool(variates.dependent)
+    if nodes.is_cuda or indptr.is_cuda:
+        if probs is not None or importance_sampling != 0:
+            raise NotImplementedError(
+                "sample_labor: on CUDA only unweighted LABOR-0 is implemented; move the ids to the CPU "
+                "for weighted LABOR or importance_sampling != 0"
+            )
+        device = nodes.device if nodes.is_cuda else indptr.device
+        return sample_labor_torch(
+            indptr, indices, nodes.to(device), fanout, variates=lambda t: _labor_variates_torch(t, variates)
+        )
+    indptr_np, indices_np, nodes_np = (t.contiguous().numpy() for t in (indptr, indices, nodes))
+    if probs is None and importance_sampling == 0:
+        out = _labor0(indptr_np, indices_np, nodes_np, fanout, k0, k1, c0, c1, dependent)
+        return LayerSample(*(torch.from_numpy(a) for a in out))
+    offsets, neighbour_ids = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
+    vertices, local = unique_and_compact(torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids))
+    vertices_np, local_np = vertices.numpy(), local.numpy()
+    r = labor_variates(vertices_np, k0, k1, c0, c1, dependent)
+    if probs is not None:
+        edge_prob, weight, sums = _weighted_probabilities(
+            indptr_np, nodes_np, probs.contiguous().numpy(), offsets, fanout
+        )
+        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, weight, sums)
+    else:
+        degrees = np.diff(offsets)
+        edge_prob = _importance_sampling(offsets, local_np, vertices_np.size, degrees, fanout, importance_sampling)
+        ones = np.ones(edge_prob.size, np.float64)
+        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, ones, degrees.astype(np.float64))
+    return LayerSample(*(torch.from_numpy(a) for a in out))
+
+
+def _labor_variates_torch(ids: torch.Tensor, variates: Variates) -> torch.Tensor:
+    """:func:`labor_variates` with torch ops (any device); bit-identical when independent."""
+    if not variates.dependent:
+        return torch_random.uniform(variates.k0, ids)
+
+    def normal(key):
+        u1 = torch_random.uniform_open(key, 2 * ids)
+        u2 = torch_random.uniform(key, 2 * ids + 1)
+        return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)
+
+    z = variates.c0 * normal(variates.k0) + variates.c1 * normal(variates.k1)
+    return 0.5 * torch.erfc(-z / math.sqrt(2.0))
