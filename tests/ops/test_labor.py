@@ -1,0 +1,192 @@
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from graphpipe import CSCGraph
+from graphpipe.ops import derive_key, sample_labor
+from graphpipe.ops.gpu_sampling import sample_labor_torch
+from graphpipe.ops.labor import Variates, _labor_variates_torch, labor_variates
+
+
+def _check_edges(graph, nodes, sample):
+    """Every sampled edge exists, belongs to its destination, no duplicates; eids ascend."""
+    indptr, indices = graph.indptr.long(), graph.indices.long()
+    counts = sample.indptr[1:] - sample.indptr[:-1]
+    dst = torch.repeat_interleave(nodes, counts)
+    assert torch.equal(indices[sample.edge_ids], sample.indices)
+    assert bool(((sample.edge_ids >= indptr[dst]) & (sample.edge_ids < indptr[dst + 1])).all())
+    for i in range(nodes.numel()):
+        eids = sample.edge_ids[sample.indptr[i] : sample.indptr[i + 1]]
+        assert bool((eids[1:] > eids[:-1]).all())
+    return counts
+
+
+def _star(degree=10, weights=None):
+    """One destination (node 0) with in-neighbours 1..degree."""
+    src = torch.arange(1, degree + 1)
+    attrs = {} if weights is None else {"w": weights}
+    return CSCGraph.from_coo(src, torch.zeros(degree, dtype=torch.int64), num_nodes=degree + 1, edge_attributes=attrs)
+
+
+@pytest.mark.parametrize("fanout", [1, 3, 7, 100, -1])
+def test_labor0_counts_edges_and_weights(graph_builder, fanout):
+    graph = graph_builder(num_nodes=300, max_degree=40, seed=1)
+    nodes = torch.randperm(300, generator=torch.Generator().manual_seed(0))[:120]
+    sample = sample_labor(graph.indptr, graph.indices, nodes, fanout, variates=Variates(derive_key(5)))
+    counts = _check_edges(graph, nodes, sample)
+    deg = graph.in_degrees()[nodes]
+    expected = deg if fanout == -1 else deg.clamp(max=fanout)
+    assert torch.equal(counts, expected)
+    # HT weights of LABOR-0: 1 / min(fanout, d), summing to 1 per destination with edges
+    w_expected = torch.repeat_interleave(1.0 / expected.clamp(min=1).float(), expected)
+    assert torch.allclose(sample.edge_weights, w_expected)
+
+
+def test_labor0_inclusion_probability_is_fanout_over_degree():
+    graph = _star(degree=10)
+    nodes = torch.tensor([0])
+    hits = torch.zeros(10)
+    trials = 3000
+    for k in range(trials):
+        s = sample_labor(graph.indptr, graph.indices, nodes, 3, variates=Variates(derive_key(11, k)))
+        hits[s.edge_ids] += 1
+    # each edge in with probability 3/10: chi-square over the 10 edges
+    assert stats.chisquare(hits.numpy(), np.full(10, trials * 0.3)).pvalue > 1e-3
+
+
+def _weighted_pi(weights, k):
+    """Reference water-filling: π = min(1, c·w), Σ π = min(k, #positive)."""
+    w = np.asarray(weights, dtype=np.float64)
+    k = min(k, int((w > 0).sum()))
+    capped = np.zeros(w.size, bool)
+    while True:
+        c = (k - capped.sum()) / w[~capped].sum()
+        new = c * w >= 1
+        if (new == capped).all():
+            return np.minimum(1.0, c * w)
+        capped = new
+
+
+def test_weighted_labor_inclusion_probabilities_are_exact():
+    weights = torch.tensor([8.0, 4.0, 2.0, 1.0, 1.0, 0.5, 0.0, 3.0])
+    graph = _star(degree=8, weights=weights)
+    pi = _weighted_pi(weights.numpy(), 3)
+    assert pi[0] == 1.0 and pi[6] == 0.0
+    trials = 4000
+    hits = np.zeros(8)
+    for k in range(trials):
+        s = sample_labor(
+            graph.indptr, graph.indices, torch.tensor([0]), 3, variates=Variates(derive_key(3, k)),
+            probs=graph.edge_attributes["w"],
+        )
+        hits[s.edge_ids.numpy()] += 1
+        # HT weights: A / (ΣA · π)
+        e = s.edge_ids.numpy()
+        assert np.allclose(s.edge_weights.numpy(), weights.numpy()[e] / (weights.sum().item() * pi[e]), rtol=1e-5)
+    assert hits[6] == 0 and hits[0] == trials
+    middle = (pi > 0) & (pi < 1)
+    z = (hits[middle] - trials * pi[middle]) / np.sqrt(trials * pi[middle] * (1 - pi[middle]))
+    assert np.abs(z).max() < 4.0
+
+
+@pytest.mark.parametrize("importance_sampling", [0, -1])
+def test_unbiased_mean_estimate(graph_builder, importance_sampling):
+    graph = graph_builder(num_nodes=200, max_degree=40, seed=3)
+    h = torch.randn(200, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    deg = graph.in_degrees()
+    nodes = torch.nonzero(deg > 8).flatten()[:40]
+    indptr, indices = graph.indptr.long(), graph.indices.long()
+    truth = torch.stack([h[indices[indptr[v] : indptr[v + 1]]].mean() for v in nodes])
+    trials = 600
+    estimates = torch.zeros(trials, nodes.numel(), dtype=torch.float64)
+    for k in range(trials):
+        s = sample_labor(
+            graph.indptr, graph.indices, nodes, 4, variates=Variates(derive_key(9, k)),
+            importance_sampling=importance_sampling,
+        )
+        dst = torch.repeat_interleave(torch.arange(nodes.numel()), s.indptr[1:] - s.indptr[:-1])
+        estimates[k].index_add_(0, dst, s.edge_weights.double() * h[s.indices])
+    mean, se = estimates.mean(0), estimates.std(0) / trials**0.5
+    z = (mean - truth) / se
+    assert z.abs().max() < 4.5, z
+    # and far from trivially biased: the estimates do vary
+    assert bool((se > 0).all())
+
+
+def _rmat_graph(num_nodes=4000, num_edges=60000):
+    from graphpipe.datasets import rmat_edges
+
+    src, dst = rmat_edges(num_nodes, num_edges, seed=0)
+    keep = src != dst
+    src, dst = torch.cat([src[keep], dst[keep]]), torch.cat([dst[keep], src[keep]])
+    pairs = torch.unique(torch.stack([src.long(), dst.long()]), dim=1)
+    return CSCGraph.from_coo(pairs[0], pairs[1], num_nodes=num_nodes)
+
+
+def test_vertex_efficiency_on_power_law_graph():
+    from graphpipe.ops import sample_neighbors
+
+    graph = _rmat_graph()
+    deg = graph.in_degrees()
+    nodes = torch.nonzero(deg > 0).flatten()
+    nodes = nodes[torch.randperm(nodes.numel(), generator=torch.Generator().manual_seed(0))[:600]]
+    counts = {"ns": [], "labor0": [], "labor*": []}
+    for k in range(5):
+        key = derive_key(21, k)
+        ns = sample_neighbors(graph.indptr, graph.indices, nodes, 10, key=key)
+        l0 = sample_labor(graph.indptr, graph.indices, nodes, 10, variates=Variates(key))
+        ls = sample_labor(graph.indptr, graph.indices, nodes, 10, variates=Variates(key), importance_sampling=-1)
+        counts["ns"].append(torch.unique(ns.indices).numel())
+        counts["labor0"].append(torch.unique(l0.indices).numel())
+        counts["labor*"].append(torch.unique(ls.indices).numel())
+    ns, l0, ls = (np.mean(counts[k]) for k in ("ns", "labor0", "labor*"))
+    assert l0 < 0.9 * ns, counts
+    assert ls < 0.9 * l0, counts
+
+
+def test_labor0_same_edges_as_torch_path():
+    graph = _rmat_graph(2000, 20000)
+    nodes = torch.arange(0, 2000, 3)
+    variates = Variates(derive_key(4, 2))
+    numba_sample = sample_labor(graph.indptr, graph.indices, nodes, 5, variates=variates)
+    torch_sample = sample_labor_torch(
+        graph.indptr, graph.indices, nodes, 5, variates=lambda t: _labor_variates_torch(t, variates)
+    )
+    for a, b in zip(numba_sample, torch_sample):
+        assert torch.equal(a, b)
+
+
+def test_variates_same_in_torch_and_numba_and_uniform():
+    ids = torch.arange(50_000)
+    for variates in (Variates(derive_key(1)), Variates(derive_key(1), derive_key(2), 0.6, 0.8, True)):
+        r = labor_variates(ids.numpy(), np.uint64(variates.k0), np.uint64(variates.k1), variates.c0, variates.c1, variates.dependent)
+        r_torch = _labor_variates_torch(ids, variates).numpy()
+        assert np.allclose(r, r_torch, atol=1e-12)
+        assert stats.kstest(r, "uniform").pvalue > 1e-3
+
+
+def test_determinism_across_thread_counts(numba_threads):
+    graph = _rmat_graph(3000, 40000)
+    nodes = torch.arange(0, 3000, 2)
+    results = []
+    for threads in (1, 2):
+        with numba_threads(threads):
+            for mode in (0, -1):
+                results.append(
+                    sample_labor(graph.indptr, graph.indices, nodes, 6, variates=Variates(derive_key(8)), importance_sampling=mode)
+                )
+    for a, b in zip(results[:2], results[2:]):
+        for x, y in zip(a, b):
+            assert torch.equal(x, y)
+
+
+def test_bad_arguments():
+    graph = _star(5)
+    nodes = torch.tensor([0])
+    with pytest.raises(ValueError, match="`importance_sampling` must be an int >= -1"):
+        sample_labor(graph.indptr, graph.indices, nodes, 2, variates=Variates(1), importance_sampling=-2)
+    with pytest.raises(ValueError, match="`fanout` must be an int >= 1 or -1"):
+        sample_labor(graph.indptr, graph.indices, nodes, 0, variates=Variates(1))
+    with pytest.raises(ValueError, match="node id 9, out of range"):
+        sample_labor(graph.indptr, graph.indices, torch.tensor([9]), 2, variates=Variates(1))

@@ -1,0 +1,133 @@
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+import graphpipe as gp
+from graphpipe.ops.labor import labor_variates
+
+
+def _graph():
+    from graphpipe.datasets import rmat_edges
+
+    src, dst = rmat_edges(5000, 80000, seed=1)
+    keep = src != dst
+    src, dst = torch.cat([src[keep], dst[keep]]), torch.cat([dst[keep], src[keep]])
+    pairs = torch.unique(torch.stack([src.long(), dst.long()]), dim=1)
+    w = torch.rand(pairs.size(1), generator=torch.Generator().manual_seed(0))
+    return gp.CSCGraph.from_coo(pairs[0], pairs[1], num_nodes=5000, edge_attributes={"w": w})
+
+
+GRAPH = _graph()
+SEEDS = torch.nonzero(GRAPH.in_degrees() > 0).flatten()
+
+
+def _r(sampler, batch_index, layer, ids):
+    v = sampler.variates(batch_index, layer)
+    return labor_variates(ids.numpy(), np.uint64(v.k0), np.uint64(v.k1), v.c0, v.c1, v.dependent)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"importance_sampling": -1}, {"weights": "w"}, {"batch_dependency": 8}])
+def test_layers_are_valid_compacted_blocks_with_weights(kwargs):
+    pipe = gp.ItemSampler(gp.ItemSet(SEEDS), 64, shuffle=True, seed=0).sample_layer_neighbor(
+        GRAPH, [5, 4, 3], seed=2, **kwargs
+    )
+    mb = next(iter(pipe))
+    indices = GRAPH.indices.long()
+    for i, sg in enumerate(mb.sampled_subgraphs):
+        n_dst = sg.num_dst_nodes
+        assert torch.equal(sg.original_row_node_ids[:n_dst], sg.original_column_node_ids)
+        src, dst = sg.edge_index()
+        assert torch.equal(indices[sg.original_edge_ids], sg.original_row_node_ids[src])
+        assert sg.edge_weights is not None and sg.edge_weights.dtype == torch.float32
+        assert bool((sg.edge_weights > 0).all())
+        if i + 1 < mb.num_layers:
+            assert torch.equal(sg.original_column_node_ids, mb.sampled_subgraphs[i + 1].original_row_node_ids)
+    assert torch.equal(mb.sampled_subgraphs[-1].original_column_node_ids, mb.seeds)
+    assert torch.equal(mb.input_nodes, mb.sampled_subgraphs[0].original_row_node_ids)
+    data = mb.to_pyg()
+    assert data.edge_weight.numel() == data.edge_index.size(1)
+
+
+def test_labor0_is_a_drop_in_for_neighbor_counts():
+    pipe = gp.ItemSampler(gp.ItemSet(SEEDS), 128, seed=0).sample_layer_neighbor(GRAPH, [7, 3], seed=1)
+    mb = next(iter(pipe))
+    for sg, fanout in zip(mb.sampled_subgraphs, [7, 3]):
+        deg = GRAPH.in_degrees()[sg.original_column_node_ids]
+        assert torch.equal(sg.sampled_csc.indptr[1:] - sg.sampled_csc.indptr[:-1], deg.clamp(max=fanout))
+
+
+def test_layer_dependency_shares_variates_across_layers():
+    ids = torch.arange(1000)
+    dependent = gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(GRAPH, [3, 3], layer_dependency=True, seed=1)
+    independent = gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(GRAPH, [3, 3], seed=1)
+    assert np.array_equal(_r(dependent, 4, 0, ids), _r(dependent, 4, 1, ids))
+    assert not np.array_equal(_r(independent, 4, 0, ids), _r(independent, 4, 1, ids))
+    assert not np.array_equal(_r(dependent, 4, 0, ids), _r(dependent, 5, 0, ids))
+
+
+def test_batch_dependency_variates_are_uniform_and_drift_smoothly():
+    ids = torch.arange(20_000)
+    sampler = gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(GRAPH, [3], batch_dependency=16, seed=1)
+    for j in (0, 5, 8, 15, 16, 37):
+        assert stats.kstest(_r(sampler, j, 0, ids), "uniform").pvalue > 1e-3
+    # consecutive batches correlate strongly, also across a period boundary (15 -> 16)
+    for j in (3, 15):
+        assert np.corrcoef(_r(sampler, j, 0, ids), _r(sampler, j + 1, 0, ids))[0, 1] > 0.9
+    # a whole period apart, the variates are nearly independent
+    assert abs(np.corrcoef(_r(sampler, 0, 0, ids), _r(sampler, 32, 0, ids))[0, 1]) < 0.05
+
+
+def _overlap_of_consecutive_batches(kappa):
+    pipe = gp.ItemSampler(gp.ItemSet(SEEDS), 128, shuffle=True, seed=0).sample_layer_neighbor(
+        GRAPH, [5, 5], batch_dependency=kappa, seed=3
+    )
+    overlaps, previous = [], None
+    for i, mb in enumerate(pipe):
+        nodes = set(mb.input_nodes.tolist())
+        if previous is not None:
+            overlaps.append(len(nodes & previous) / len(nodes))
+        previous = nodes
+        if i == 12:
+            break
+    return float(np.mean(overlaps))
+
+
+def test_batch_dependency_overlap_grows_with_kappa():
+    independent, dependent = _overlap_of_consecutive_batches(1), _overlap_of_consecutive_batches(64)
+    assert dependent > independent + 0.05, (independent, dependent)
+
+
+def test_deterministic_under_seed():
+    def run(seed):
+        pipe = gp.ItemSampler(gp.ItemSet(SEEDS), 64, shuffle=True, seed=0).sample_layer_neighbor(
+            GRAPH, [4, 4], importance_sampling=2, seed=seed
+        )
+        return next(iter(pipe)).sampled_subgraphs[0].original_edge_ids
+
+    assert torch.equal(run(7), run(7))
+    assert not torch.equal(run(7), run(8))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"importance_sampling": -2}, ValueError, "`importance_sampling` must be an int >= -1"),
+        ({"importance_sampling": 1.5}, ValueError, "`importance_sampling` must be an int >= -1"),
+        ({"batch_dependency": 0}, ValueError, r"`batch_dependency` must be an int >= 1"),
+        ({"weights": "nope"}, KeyError, r"'nope' is not an edge attribute.*\['w'\]"),
+        ({"weights": "w", "importance_sampling": -1}, ValueError, "importance_sampling=0 only"),
+        ({"cooperative": True, "importance_sampling": -1}, NotImplementedError, "LABOR-0"),
+        ({"fanouts": [3, 0]}, ValueError, r"`fanouts\[1\]` must be an int >= 1 or -1"),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    kwargs = {"fanouts": [3, 3], **kwargs}
+    with pytest.raises(error, match=match):
+        gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(GRAPH, **kwargs)
+
+
+def test_negative_weights_rejected():
+    graph = gp.CSCGraph(GRAPH.indptr, GRAPH.indices, {"w": -GRAPH.edge_attributes["w"]})
+    with pytest.raises(ValueError, match="must be non-negative"):
+        gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(graph, [3], weights="w")
