@@ -148,11 +148,6 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
             f"{source.batch_size}, {source.world_size} ranks); pass drop_uneven_inputs=True to the "
             f"DistributedItemSampler"
         )
-    if getattr(sampler, "importance_sampling", 0):
-        raise NotImplementedError(
-            f"{where}: LABOR-k and LABOR-* (importance_sampling != 0) compute vertex probabilities from the whole "
-            f"batch, which cooperative sampling does not exchange; use importance_sampling=0"
-        )
     if minibatch.seeds is None:
         raise ValueError(f"{where}: the MiniBatch has no `seeds` to sample from")
     group, partition = source.sampling_group, source.partition
