@@ -241,3 +241,24 @@ def test_cuda_cache_over_pinned_feature_matches_and_syncs_twice_per_read():
         finally:
             torch.cuda.set_sync_debug_mode("default")
     assert len([w for w in caught if "synchroniz" in str(w.message)]) <= 2
+
+
+def test_clock_hit_rate_rises_with_labor_batch_dependency():
+    import graphpipe as gp
+    from graphpipe.datasets import rmat_edges
+
+    src, dst = rmat_edges(20_000, 300_000, seed=0)
+    graph = CSCGraph.from_coo(src, dst, 20_000)
+    items = gp.ItemSet(torch.randperm(20_000, generator=torch.Generator().manual_seed(0))[:5000])
+    rates = {}
+    for kappa in (1, 16):
+        pipe = gp.ItemSampler(items, 128, shuffle=True, seed=0).sample_layer_neighbor(
+            graph, [10, 5], batch_dependency=kappa, seed=0
+        )
+        cache = GPUCachedFeature(Feature(torch.zeros(20_000, 1)), 2000 * 4, "clock", device=device)
+        for i, mb in zip(range(36), pipe):
+            if i == 16:
+                cache.reset_stats()
+            cache.read(mb.input_nodes.to(device))
+        rates[kappa] = cache.hit_rate
+    assert rates[16] > rates[1] + 0.05, rates
