@@ -22,16 +22,45 @@ from ..pipes.transform import Transform
 from ..pipes.worker import ProcessWorkers, Shard
 from .graph import consumer_of, find, insert_after, replace_stage, stages, with_source
 
-__all__ = ["default_transforms", "overlap_stages", "pinned_copy", "process_workers", "thread_pool"]
+__all__ = ["default_transforms", "gpu_side_streams", "overlap_stages", "pinned_copy", "process_workers", "thread_pool"]
 
 PipeTransform = Callable[[Pipe], Pipe]
 
 
 def default_transforms(num_workers: int = 0) -> List[PipeTransform]:
-    """``[process_workers(num_workers)]`` (when ``num_workers > 0``), ``overlap_stages``,
-    ``pinned_copy``."""
+    """``[process_workers(num_workers)]`` (when ``num_workers > 0``), ``gpu_side_streams``,
+    ``overlap_stages``, ``pinned_copy``."""
     front = [process_workers(num_workers)] if num_workers else []
-    return front + [overlap_stages, pinned_copy]
+    return front + [gpu_side_streams, overlap_stages, pinned_copy]
+
+
+def gpu_side_streams(pipe: Pipe, buffer_size: int = 2) -> Pipe:
+    """Run GPU sampling and UVA feature fetching on a high-priority side stream.
+
+    A sampler or ``fetch_feature`` downstream of a ``copy_to("cuda")`` works on CUDA ids:
+    each becomes ``SideStream(stage) -> prefetch -> wait``, so its kernels (sampling, the
+    UVA gather from pinned host memory) are queued from a background thread on a side
+    stream and overlap the training kernels of the previous batch; ``wait`` makes the
+    consuming thread's stream wait on the batch's event and ``record_stream``s its tensors.
+    Cooperative stages (collective calls) and pipes without CUDA are left unchanged.
+    """
+    if not torch.cuda.is_available():
+        return pipe
+    while True:
+        todo = [
+            stage
+            for stage in find(pipe, (SubgraphSampler, FeatureFetcher))
+            if not stage.cooperative
+            and _reads_cuda_batches(stage)
+            and not isinstance(consumer_of(pipe, stage), (SideStream, ThreadPoolMap))
+        ]
+        if not todo:
+            return pipe
+        pipe = insert_after(pipe, todo[0], lambda stage: Waiter(Prefetcher(SideStream(stage), buffer_size)))
+
+
+def _reads_cuda_batches(stage: Pipe) -> bool:
+    return any(isinstance(s, CopyTo) and s.device.type == "cuda" for s in stages(stage.source))
 
 
 def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:

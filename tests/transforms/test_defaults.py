@@ -7,6 +7,7 @@ import graphpipe as gp
 from graphpipe.pipes import FeatureFetcher, Prefetcher, SideStream, SubgraphSampler, ThreadPoolMap, Transform, Waiter
 from graphpipe.transforms import (
     default_transforms,
+    gpu_side_streams,
     find,
     overlap_stages,
     pinned_copy,
@@ -94,9 +95,34 @@ def test_pinned_copy_stages_copies_on_a_side_stream():
 
 
 def test_default_transforms_list():
-    assert default_transforms() == [overlap_stages, pinned_copy]
+    assert default_transforms() == [gpu_side_streams, overlap_stages, pinned_copy]
     names = [t.__name__ for t in default_transforms(3)]
-    assert names == ["process_workers(3)", "overlap_stages", "pinned_copy"]
+    assert names == ["process_workers(3)", "gpu_side_streams", "overlap_stages", "pinned_copy"]
+
+
+def test_gpu_side_streams_graph_with_cuda_reported(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    graph = gp.datasets.karate_club().graph
+    features = gp.datasets.karate_club().features
+    pipe = (
+        gp.ItemSampler(gp.ItemSet(34), 8).copy_to("cuda").sample_neighbor(graph, [3, 2]).fetch_feature(features, ["feat"])
+    )
+    new = gpu_side_streams(pipe)
+    assert _types(new) == [
+        "ItemSampler", "CopyTo", "NeighborSampler", "SideStream", "Prefetcher", "Waiter",
+        "FeatureFetcher", "SideStream", "Prefetcher", "Waiter",
+    ]
+    assert _types(gpu_side_streams(new)) == _types(new)  # idempotent
+    assert _types(overlap_stages(new)) == _types(new)  # already in background threads
+    # samplers and fetchers on CPU batches (before the copy) stay as they are
+    cpu_first = gp.ItemSampler(gp.ItemSet(34), 8).sample_neighbor(graph, [3]).copy_to("cuda")
+    assert gpu_side_streams(cpu_first) is cpu_first
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")
+def test_gpu_side_streams_leaves_the_pipe_unchanged_without_cuda():
+    pipe = karate_chain().copy_to("cuda")
+    assert gpu_side_streams(pipe) is pipe
 
 
 def test_process_workers_cuts_before_feature_fetching_and_shards_the_item_sampler():
