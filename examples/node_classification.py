@@ -10,7 +10,12 @@ on the same node features: the labels follow the graph, so the GNN wins clearly.
 """
 
 import argparse
+import os
 import time
+
+# Idle OpenMP threads (torch's and numba's share one runtime) spin by default and starve the
+# working ones on machines with few cores; read when torch is imported, so set it first.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 import torch.nn as nn
