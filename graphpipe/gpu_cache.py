@@ -79,9 +79,6 @@ class GPUCachedFeature(Feature):
         self.feature = feature
         self.policy = policy
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.path = None
-        self._data = None
-        self._registered_ptr = None
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
         self.capacity = min(num_rows, max_bytes // row_nbytes)
