@@ -9,7 +9,6 @@ indexed by it.
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -18,7 +17,6 @@ import torch
 __all__ = ["CSCGraph", "smallest_index_dtype"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
-_warned_pin_without_cuda = False
 
 
 def smallest_index_dtype(max_value: int) -> torch.dtype:
@@ -194,13 +192,10 @@ class CSCGraph:
         GPU samplers then read the graph from host memory through zero-copy views. Without
         CUDA this is a no-op that warns once per process.
         """
-        global _warned_pin_without_cuda
-        if not torch.cuda.is_available():
-            if not _warned_pin_without_cuda:
-                _warned_pin_without_cuda = True
-                warnings.warn("CSCGraph.pin_memory_(): CUDA is not available; the graph stays unpinned")
+        from .ops.uva_gather import cuda_or_warn_once, pin_in_place
+
+        if not cuda_or_warn_once("CSCGraph.pin_memory_(): CUDA is not available; the graph stays unpinned"):
             return self
-        from .ops.uva_gather import pin_in_place
 
         for t in (self.indptr, self.indices, *self.edge_attributes.values(), *self.node_attributes.values()):
             pin_in_place(t)

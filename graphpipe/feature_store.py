@@ -10,20 +10,18 @@ use (so a store is cheap to build and pickles as paths, e.g. into worker process
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Dict, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
 
 from .ops.gather import gather_rows, numpy_to_torch_dtype
-from .ops.uva_gather import pin_in_place
+from .ops.uva_gather import cuda_or_warn_once, pin_in_place
 
 __all__ = ["Feature", "FeatureStore"]
 
 FeatureData = Union[torch.Tensor, np.ndarray, str, os.PathLike]
 
-_warned_pin_without_cuda = False
 
 
 class Feature:
@@ -100,11 +98,7 @@ class Feature:
         ``numpy.load(path, mmap_mode="r+")`` instead. Without CUDA this is a no-op that
         warns once per process.
         """
-        global _warned_pin_without_cuda
-        if not torch.cuda.is_available():
-            if not _warned_pin_without_cuda:
-                _warned_pin_without_cuda = True
-                warnings.warn("Feature.pin_memory_(): CUDA is not available; features stay unpinned")
+        if not cuda_or_warn_once("Feature.pin_memory_(): CUDA is not available; features stay unpinned"):
             return self
         data = self.data
         if isinstance(data, np.ndarray):

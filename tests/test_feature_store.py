@@ -1,10 +1,11 @@
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
-import graphpipe.feature_store as feature_store
+from graphpipe.ops import uva_gather
 from graphpipe.feature_store import Feature, FeatureStore
 
 
@@ -98,12 +99,14 @@ def test_read_checks_ids():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA behaviour")
 def test_pin_without_cuda_warns_once_and_is_a_no_op(monkeypatch):
-    monkeypatch.setattr(feature_store, "_warned_pin_without_cuda", False)
+    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
     table = torch.randn(4, 2)
     store = FeatureStore({"a": table, "b": np.zeros(3)})
     with pytest.warns(UserWarning, match="CUDA is not available"):
         assert store.pin_memory_() is store
-    assert feature_store._warned_pin_without_cuda
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.pin_memory_() is store  # once per process
     assert torch.equal(store["a"].read(_ids(1)), table[1:2])
 
 

@@ -87,6 +87,20 @@ def is_pinned(table: Table) -> bool:
     return not table.is_cuda and table.is_pinned()
 
 
+_warned_without_cuda: set = set()
+
+
+def cuda_or_warn_once(message: str) -> bool:
+    """True when CUDA is available; otherwise warn ``message`` (once per process per
+    message) and return False: pinning without CUDA is a no-op, so CPU code keeps working."""
+    if torch.cuda.is_available():
+        return True
+    if message not in _warned_without_cuda:
+        _warned_without_cuda.add(message)
+        warnings.warn(message)
+    return False
+
+
 def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
     """Page-lock a contiguous CPU tensor's memory in place (``cudaHostRegister``, no copy).
 

@@ -5,7 +5,6 @@ import warnings
 import pytest
 import torch
 
-import graphpipe.csc_graph as csc_graph
 from graphpipe import CSCGraph
 from graphpipe.ops import uva_gather
 
@@ -21,7 +20,7 @@ def graph():
 
 @pytest.mark.skipif(has_cuda, reason="the CPU-only fallback")
 def test_pin_without_cuda_is_a_noop_that_warns_once(monkeypatch):
-    monkeypatch.setattr(csc_graph, "_warned_pin_without_cuda", False)
+    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
     g = graph()
     ptr = g.indices.data_ptr()
     with pytest.warns(UserWarning, match="CUDA is not available; the graph stays unpinned"):
