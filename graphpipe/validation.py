@@ -2,9 +2,10 @@
 
 from typing import List, Sequence
 
+import numpy as np
 import torch
 
-__all__ = ["check_edge_weights", "check_fanouts", "check_node_ids"]
+__all__ = ["check_edge_weights", "check_fanout", "check_fanouts", "check_importance_sampling", "check_node_ids"]
 
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
@@ -24,6 +25,23 @@ def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
             )
         out.append(int(f))
     return out
+
+
+def check_fanout(fanout, where: str) -> int:
+    """One layer's ``fanout`` (a Python or numpy int, ``>= 1`` or ``-1``) as an int."""
+    if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout == 0 or fanout < -1:
+        raise ValueError(f"{where}: `fanout` must be an int >= 1 or -1 (all neighbours), got {fanout!r}")
+    return int(fanout)
+
+
+def check_importance_sampling(importance_sampling, where: str) -> int:
+    """LABOR's ``importance_sampling``: 0 (LABOR-0), ``k > 0`` (LABOR-k) or -1 (LABOR-*)."""
+    if isinstance(importance_sampling, bool) or not isinstance(importance_sampling, int) or importance_sampling < -1:
+        raise ValueError(
+            f"{where}: `importance_sampling` must be an int >= -1 (0: LABOR-0, k > 0: LABOR-k, "
+            f"-1: LABOR-*), got {importance_sampling!r}"
+        )
+    return importance_sampling
 
 
 def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str) -> torch.Tensor:

@@ -44,7 +44,7 @@ import numba
 import numpy as np
 import torch
 
-from ..validation import check_node_ids
+from ..validation import check_fanout, check_importance_sampling, check_node_ids
 from . import torch_random
 from .gpu_sampling import sample_labor_torch
 from .layer_sample import LayerSample
@@ -383,16 +383,10 @@ def sample_labor(
         :class:`LayerSample` with int64 ``indptr``, ``indices`` (global), ``edge_ids``
         (ascending within a destination) and float32 HT ``edge_weights``.
     """
-    if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout == 0 or fanout < -1:
-        raise ValueError(f"sample_labor: `fanout` must be an int >= 1 or -1 (all neighbours), got {fanout!r}")
-    if isinstance(importance_sampling, bool) or not isinstance(importance_sampling, int) or importance_sampling < -1:
-        raise ValueError(
-            f"sample_labor: `importance_sampling` must be an int >= -1 (0: LABOR-0, k: LABOR-k, "
-            f"-1: LABOR-*), got {importance_sampling!r}"
-        )
+    fanout = check_fanout(fanout, "sample_labor")
+    check_importance_sampling(importance_sampling, "sample_labor")
     if probs is not None and importance_sampling != 0:
         raise NotImplementedError("sample_labor: weighted LABOR supports importance_sampling=0 only")
-    fanout = int(fanout)
     nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
     k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
     c0, c1, dependent = float(variates.c0), float(variates.c1), bool(variates.dependent)

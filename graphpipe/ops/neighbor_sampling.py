@@ -28,7 +28,7 @@ import numba
 import numpy as np
 import torch
 
-from ..validation import check_node_ids
+from ..validation import check_fanout, check_node_ids
 from .gpu_sampling import sample_neighbors_torch
 from .layer_sample import LayerSample
 from .random import hash2, uniform, uniform_open
@@ -334,11 +334,10 @@ def sample_neighbors(
         ``indices`` (global source ids) and ``edge_ids``, all int64, each destination's
         edges in ascending edge id.
     """
-    if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout == 0 or fanout < -1:
-        raise ValueError(f"sample_neighbors: `fanout` must be an int >= 1 or -1 (all neighbours), got {fanout!r}")
+    fanout = check_fanout(fanout, "sample_neighbors")
     if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
         raise ValueError(f"sample_neighbors: `key` must be an int in [0, 2**64), got {key!r}")
-    fanout, key = int(fanout), int(key)
+    key = int(key)
     num_nodes = indptr.numel() - 1
     nodes = check_node_ids(nodes, num_nodes, "nodes", "sample_neighbors")
     if probs is not None:

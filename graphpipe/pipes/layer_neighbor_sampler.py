@@ -11,7 +11,7 @@ from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, derive_key
 from ..ops.labor import Variates, sample_labor
-from ..validation import check_edge_weights
+from ..validation import check_edge_weights, check_importance_sampling
 from .base import Pipe, functional_pipe
 from .subgraph_sampler import SubgraphSampler
 
@@ -68,11 +68,7 @@ class LayerNeighborSampler(SubgraphSampler):
     ):
         super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative)
         name = type(self).__name__
-        if isinstance(importance_sampling, bool) or not isinstance(importance_sampling, int) or importance_sampling < -1:
-            raise ValueError(
-                f"{name}: `importance_sampling` must be an int >= -1 (0: LABOR-0, k > 0: LABOR-k, "
-                f"-1: LABOR-*), got {importance_sampling!r}"
-            )
+        check_importance_sampling(importance_sampling, name)
         if isinstance(batch_dependency, bool) or not isinstance(batch_dependency, int) or batch_dependency < 1:
             raise ValueError(f"{name}: `batch_dependency` must be an int >= 1 (κ), got {batch_dependency!r}")
         if weights is not None and importance_sampling != 0:
