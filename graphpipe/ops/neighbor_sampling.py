@@ -32,6 +32,7 @@ from ..validation import check_fanout, check_node_ids
 from .gpu_sampling import sample_neighbors_torch
 from .layer_sample import LayerSample
 from .random import hash2, uniform, uniform_open
+from .selection import sift_down
 
 __all__ = ["sample_neighbors"]
 
@@ -170,22 +171,6 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
     return out_indptr, out_src, out_eids
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
-def _sift_down(score, pos, n, m):
-    """Restore the max-heap on ``(score, pos)[:n]`` below slot ``m``."""
-    while True:
-        c = 2 * m + 1
-        if c >= n:
-            return
-        if c + 1 < n and score[c + 1] > score[c]:
-            c += 1
-        if score[c] <= score[m]:
-            return
-        score[m], score[c] = score[c], score[m]
-        pos[m], pos[c] = pos[c], pos[m]
-        m = c
-
-
 @numba.njit(nogil=True, cache=True)
 def _weighted_without_replacement(vkey, probs, start, d, k, pos):
     """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
@@ -216,7 +201,7 @@ def _weighted_without_replacement(vkey, probs, start, d, k, pos):
         elif s < score[0]:
             score[0] = s
             pos[0] = p
-            _sift_down(score, pos, n, 0)
+            sift_down(score, pos, n, 0)
     pos[:k].sort()
 
 

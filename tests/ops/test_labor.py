@@ -43,6 +43,29 @@ def test_labor0_counts_edges_and_weights(graph_builder, fanout):
     assert torch.allclose(sample.edge_weights, w_expected)
 
 
+@pytest.mark.parametrize("dependent", [False, True])
+def test_labor0_keeps_the_smallest_variates(dependent):
+    """Brute force: each destination keeps its k in-edges of smallest r_t (ties: lower
+    position). Degrees 20..3000 and 400 destinations x 24 keys cover the kernel's
+    candidate path and, several times, its fallback (fewer than k candidates: about one
+    destination in 1500)."""
+    generator = torch.Generator().manual_seed(3)
+    degrees = torch.randint(20, 3000, (400,), generator=generator)
+    dst = torch.repeat_interleave(torch.arange(400), degrees)
+    src = torch.cat([torch.randperm(5000, generator=generator)[:d] + 400 for d in degrees.tolist()])
+    graph = CSCGraph.from_coo(src, dst, num_nodes=5400)
+    nodes = torch.arange(400)
+    indptr, indices = graph.indptr.long(), graph.indices.long()
+    for key in range(24):
+        variates = Variates(derive_key(key), derive_key(key, 1), 0.6, 0.8, dependent)
+        sample = sample_labor(graph.indptr, graph.indices, nodes, 15, variates=variates)
+        r = labor_variates(indices.numpy(), np.uint64(variates.k0), np.uint64(variates.k1), 0.6, 0.8, dependent)
+        for i in range(400):
+            lo, hi = int(indptr[i]), int(indptr[i + 1])
+            smallest = np.sort(np.argsort(r[lo:hi], kind="stable")[:15]) + lo
+            assert np.array_equal(sample.edge_ids[sample.indptr[i] : sample.indptr[i + 1]].numpy(), smallest)
+
+
 def test_labor0_inclusion_probability_is_fanout_over_degree():
     graph = _star(degree=10)
     nodes = torch.tensor([0])

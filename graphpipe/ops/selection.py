@@ -1,0 +1,67 @@
+"""Small numba building blocks shared by the sampling kernels: a bounded max-heap that
+keeps the ``k`` smallest ``(score, position)`` pairs, and work chunks of equal edge
+counts for ``prange`` loops over destinations of power-law degrees."""
+
+import numba
+import numpy as np
+
+__all__ = ["CHUNKS_PER_THREAD", "sift_down", "keep_k_smallest", "edge_balanced_chunks"]
+
+# prange splits its range into one contiguous block per thread; this many chunks per
+# thread keeps the blocks even when single destinations are heavy.
+CHUNKS_PER_THREAD = 16
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def sift_down(score, pos, n, m):
+    """Restore the max-heap of ``(score, pos)[:n]`` (by score, then position) below ``m``."""
+    while True:
+        child = 2 * m + 1
+        if child >= n:
+            return
+        if child + 1 < n and (
+            score[child + 1] > score[child] or (score[child + 1] == score[child] and pos[child + 1] > pos[child])
+        ):
+            child += 1
+        if score[child] > score[m] or (score[child] == score[m] and pos[child] > pos[m]):
+            score[m], score[child] = score[child], score[m]
+            pos[m], pos[child] = pos[child], pos[m]
+            m = child
+        else:
+            return
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def keep_k_smallest(score, pos, n, k):
+    """Move the ``k`` smallest ``(score, pos)`` pairs of ``[:n]`` into ``[:k]`` (any order).
+
+    ``pos[:n]`` must be ascending, so a later pair only replaces the heap's largest when
+    its score is strictly smaller. ``O(n + k log k log(n / k))`` expected for random scores.
+    """
+    for m in range(k // 2 - 1, -1, -1):
+        sift_down(score, pos, k, m)
+    for j in range(k, n):
+        if score[j] < score[0]:
+            score[0] = score[j]
+            pos[0] = pos[j]
+            sift_down(score, pos, k, 0)
+
+
+@numba.njit(nogil=True, cache=True)
+def edge_balanced_chunks(indptr, nodes, chunks):
+    """``[c + 1]`` int64 bounds (``c <= chunks``) that cut ``nodes`` into contiguous chunks
+    of about equal ``Σ (in-degree + 16)``, so a ``prange`` over them gives threads equal
+    work. Pass ``chunks = CHUNKS_PER_THREAD * numba.get_num_threads()`` (read outside the
+    kernel: calling it inside would keep numba from caching the kernel)."""
+    n = nodes.size
+    cost = np.empty(n + 1, np.int64)
+    cost[0] = 0
+    for i in range(n):
+        v = nodes[i]
+        cost[i + 1] = cost[i] + (indptr[v + 1] - indptr[v]) + 16
+    chunks = min(n, chunks)
+    bounds = np.empty(chunks + 1, np.int64)
+    for c in range(chunks + 1):
+        bounds[c] = np.searchsorted(cost, cost[n] * c // max(chunks, 1))
+    bounds[chunks] = n
+    return bounds
