@@ -109,6 +109,7 @@ def labor_variates(ids, k0, k1, c0, c1, dependent):
 # vectorises, then a compaction of the candidates from that L1-resident buffer.
 _CANDIDATE_MARGIN = 3.0
 _SEGMENT = 1024
+_SPARSE = 8
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -131,15 +132,23 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, k0, k1, c0, c
     expected = k + _CANDIDATE_MARGIN * math.sqrt(k) + _CANDIDATE_MARGIN
     if expected < d and expected * 2.0 <= cap:
         threshold = expected / d
+        sparse = d > _SPARSE * expected
         n = 0
         for segment in range(0, d, _SEGMENT):
             count = min(_SEGMENT, d - segment)
             _fill_variates(indices, start + segment, count, variates, k0, k1, c0, c1, dependent)
-            for j in range(count):  # branch-free: every edge is written, candidates advance n
-                r = variates[j]
-                score[n] = r
-                pos[n] = segment + j
-                n += r < threshold
+            if sparse:  # a candidate every _SPARSE edges or rarer: the branch predicts well
+                for j in range(count):
+                    if variates[j] < threshold:
+                        score[n] = variates[j]
+                        pos[n] = segment + j
+                        n += 1
+            else:  # branch-free: every edge is written, candidates advance n
+                for j in range(count):
+                    r = variates[j]
+                    score[n] = r
+                    pos[n] = segment + j
+                    n += r < threshold
             if n > cap:
                 break
         if k <= n <= cap:
