@@ -115,12 +115,15 @@ _SPARSE = 8
 @numba.njit(inline="always", nogil=True, cache=True)
 def _fill_variates(indices, start, count, out, k0, k1, c0, c1, dependent):
     """``out[:count]`` = ``r_t`` of the sources ``indices[start:start + count]``."""
+    # Index a slice from 0: numba then knows the index is not negative and drops the
+    # wraparound check that keeps ``indices[start + j]`` from vectorising (2-4x slower).
+    sources = indices[start : start + count]
     if dependent:
         for j in range(count):
-            out[j] = _variate(indices[start + j], k0, k1, c0, c1, True)
+            out[j] = _variate(sources[j], k0, k1, c0, c1, True)
     else:  # the hot case, kept free of branches so that it vectorises
         for j in range(count):
-            out[j] = uniform(k0, indices[start + j])
+            out[j] = uniform(k0, sources[j])
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
