@@ -28,9 +28,9 @@ def _gather_words(table, ids, out):
     """``out[i, :] = table[ids[i], :]`` for 2-D word arrays, rows in parallel."""
     width = table.shape[1]
     for i in numba.prange(ids.shape[0]):
-        row = ids[i]
+        row = table[np.uint64(ids[i])]  # ids >= 0: unsigned skips numba's wraparound check
         for j in range(width):
-            out[i, j] = table[row, j]
+            out[i, j] = row[j]
 
 
 def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:

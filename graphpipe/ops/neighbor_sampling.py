@@ -52,9 +52,10 @@ def _randint(vkey, draw, n):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _floyd_bitmask(vkey, start, d, k, out, lo):
-    """Floyd's algorithm: ``out[lo:lo + k]`` = ``start +`` a uniform random ``k``-subset
-    of ``[0, d)``, ascending, for ``d <= 64``.
+def _floyd_bitmask(vkey, start, d, k, out):
+    """Floyd's algorithm: ``out[:k]`` = ``start +`` a uniform random ``k``-subset of
+    ``[0, d)``, ascending, for ``d <= 64``. (``out`` is a view of the destination's
+    output slots: indexing from 0 lets numba drop its negative-index wraparound checks.)
 
     Step ``s`` draws ``t`` in ``[0, j]`` with ``j = d - k + s``; ``t`` joins the set unless
     it is there already, in which case ``j`` (larger than every member) does.
@@ -68,34 +69,34 @@ def _floyd_bitmask(vkey, start, d, k, out, lo):
         members |= np.uint64(1) << np.uint64(t)
         top = max(top, t)
     # Write every position, advance only past members: the last write is ``top``.
-    m = lo
+    m = 0
     for p in range(top + 1):
         out[m] = start + p
         m += np.int64((members >> np.uint64(p)) & np.uint64(1))
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _floyd_sorted(vkey, start, d, k, out, lo):
+def _floyd_sorted(vkey, start, d, k, out):
     """:func:`_floyd_bitmask` (same draws, same subset) for any ``d``, the set kept
-    sorted in ``out[lo:lo + n]``; ``O(k^2)``, for small ``k``."""
+    sorted in ``out[:n]``; ``O(k^2)``, for small ``k``."""
     for n in range(k):
         j = start + d - k + n
         t = start + _randint(vkey, n, d - k + n + 1)
         below = 0
         found = False
-        for m in range(lo, lo + n):
+        for m in range(n):
             below += out[m] < t
             found |= out[m] == t
         if found:
-            out[lo + n] = j
+            out[n] = j
         else:
-            for m in range(lo + n, lo + below, -1):
+            for m in range(n, below, -1):
                 out[m] = out[m - 1]
-            out[lo + below] = t
+            out[below] = t
 
 
 @numba.njit(nogil=True, cache=True)
-def _floyd_hashed(vkey, start, d, k, out, lo):
+def _floyd_hashed(vkey, start, d, k, out):
     """:func:`_floyd_bitmask` (same draws, same subset) for any ``d`` and ``k``, the set
     in an open-addressing hash table; ``O(k log k)``."""
     size = 1
@@ -115,8 +116,8 @@ def _floyd_hashed(vkey, start, d, k, out, lo):
             while table[slot] != -1:
                 slot = (slot + 1) & (size - 1)
         table[slot] = t
-        out[lo + s] = t
-    out[lo : lo + k].sort()
+        out[s] = t
+    out[:k].sort()
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -152,22 +153,23 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
         start = starts[i]
         d = degrees[i]
         vkey = hash2(key, nodes[i])
+        out = out_eids[lo : lo + k]
         if fanout == -1 or (k == d and not replace):
             for m in range(k):
-                out_eids[lo + m] = start + m
+                out[m] = start + m
         elif replace:
             for m in range(k):
-                out_eids[lo + m] = start + _randint(vkey, m, d)
-            out_eids[lo : lo + k].sort()
+                out[m] = start + _randint(vkey, m, d)
+            out.sort()
         elif d <= _BITMASK_MAX_DEGREE:
-            _floyd_bitmask(vkey, start, d, k, out_eids, lo)
+            _floyd_bitmask(vkey, start, d, k, out)
         elif k <= _SORTED_INSERT_MAX:
-            _floyd_sorted(vkey, start, d, k, out_eids, lo)
+            _floyd_sorted(vkey, start, d, k, out)
         else:
-            _floyd_hashed(vkey, start, d, k, out_eids, lo)
+            _floyd_hashed(vkey, start, d, k, out)
     out_src = np.empty(num_out, np.int64)
     for e in numba.prange(num_out):
-        out_src[e] = indices[out_eids[e]]
+        out_src[e] = indices[np.uint64(out_eids[e])]  # unsigned: no wraparound check
     return out_indptr, out_src, out_eids
 
 

@@ -97,11 +97,12 @@ def _unique_dense(dst, src, max_id):
     num_dst = dst.shape[0]
     num_words = (max_id + 8) // 8
     marks = np.zeros(num_words * 8, np.uint8)
+    # Ids index as uint64 (they are >= 0): numba then skips its negative-index wraparound.
     for i in numba.prange(num_dst):
-        marks[dst[i]] = 2
+        marks[np.uint64(dst[i])] = 2
     # Threads racing on one byte all turn 0 into 1 or 2 into 3: no update is lost.
     for e in numba.prange(src.shape[0]):
-        marks[src[e]] |= 1
+        marks[np.uint64(src[e])] |= 1
     # Byte j of word w is id 8 * w + j (little-endian, as on x86 and ARM).
     words = marks.view(np.uint64)
     chunk = (num_words + _NUM_CHUNKS - 1) // _NUM_CHUNKS
@@ -128,11 +129,11 @@ def _unique_dense(dst, src, max_id):
                 next_id += 1
                 bits &= bits - np.uint64(1)
     for i in numba.prange(num_dst):
-        local[dst[i]] = i
+        local[np.uint64(dst[i])] = i
         unique_nodes[i] = dst[i]
     local_src = np.empty(src.shape[0], np.int64)
     for e in numba.prange(src.shape[0]):
-        local_src[e] = local[src[e]]
+        local_src[e] = local[np.uint64(src[e])]
     return unique_nodes, local_src
 
 
