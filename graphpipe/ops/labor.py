@@ -222,8 +222,10 @@ def _labor0(indptr, indices, nodes, fanout, k0, k1, c0, c1, dependent, chunks):
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, edge_weight_num, denom):
     """Keep in-edge ``j`` of destination ``i`` iff ``r_t <= p`` with ``p = edge_prob[o + j]``
-    (``o = edge_offsets[i]``); weight ``edge_weight_num[o + j] / (denom[i] * p)``.
-    ``variates[local[o + j]]`` is ``r_t`` of the edge's source."""
+    (``o = edge_offsets[i]``); weight ``edge_weight_num[o + j] / (denom[i] * p)``, with a
+    numerator of 1 when ``edge_weight_num`` is empty. ``variates[local[o + j]]`` is
+    ``r_t`` of the edge's source."""
+    unit = edge_weight_num.size == 0
     n = nodes.size
     out_indptr = np.zeros(n + 1, np.int64)
     for i in numba.prange(n):
@@ -249,7 +251,8 @@ def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, e
             if p > 0.0 and variates[local[o + j]] <= p:
                 out_eids[m] = start + j
                 out_src[m] = indices[start + j]
-                out_w[m] = np.float32(edge_weight_num[o + j] / (denom[i] * p))
+                numerator = 1.0 if unit else edge_weight_num[o + j]
+                out_w[m] = np.float32(numerator / (denom[i] * p))
                 m += 1
     return out_indptr, out_src, out_eids, out_w
 
@@ -320,57 +323,74 @@ def _weighted_probabilities(indptr, nodes, probs, offsets, fanout):
 
 # ---------------------------------------------------------------- LABOR-k / LABOR-*
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _solve_constants(offsets, local, pi, targets, c):
-    """Per destination ``c_s``: ``Σ_t 1 / min(1, c_s π_t) = targets[s]`` (``inf``: keep all)."""
-    n = offsets.size - 1
-    for i in numba.prange(n):
-        o = offsets[i]
-        d = offsets[i + 1] - o
-        target = targets[i]
-        if not target > d:  # fanout >= degree (or -1): every edge, c = inf
-            c[i] = np.inf
-            continue
-        # f(c) = #capped + (1/c) Σ_uncapped 1/π is decreasing in c; iterate the capped set.
-        capped = 0
-        inv_rest = 0.0
+def _solve_constants(offsets, local, inv_pi, targets, c, chunks):
+    """Per destination ``c_s``: ``Σ_t 1 / min(1, c_s π_t) = targets[s]`` (``inf``: keep all),
+    from ``inv_pi = 1 / π``. ``chunks``: edge-balanced bounds over the destinations."""
+    for chunk in numba.prange(chunks.size - 1):
+        for i in range(chunks[chunk], chunks[chunk + 1]):
+            c[i] = _solve_constant(local[offsets[i] : offsets[i + 1]], inv_pi, targets[i])
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _solve_constant(neighbours, inv_pi, target):
+    """``c_s`` of one destination with the local ids ``neighbours`` of its in-neighbours."""
+    d = neighbours.size
+    if not target > d:  # fanout >= degree (or -1): every edge, c = inf
+        return np.inf
+    # f(c) = #capped + (1/c) Σ_uncapped 1/π is decreasing in c; iterate the capped set.
+    capped = 0
+    inv_rest = 0.0
+    for j in range(d):
+        inv_rest += inv_pi[np.uint64(neighbours[j])]
+    if inv_rest == 0.0:  # every neighbour is taken anyway (π = inf): keep all
+        return np.inf
+    cs = inv_rest / target
+    while True:
+        new_capped = 0
+        new_inv_rest = 0.0
         for j in range(d):
-            inv_rest += 1.0 / pi[local[o + j]]
-        if inv_rest == 0.0:  # every neighbour is taken anyway (π = inf): keep all
-            c[i] = np.inf
-            continue
-        cs = inv_rest / target
-        while True:
-            new_capped = 0
-            new_inv_rest = 0.0
-            for j in range(d):
-                p = pi[local[o + j]]
-                if cs * p >= 1.0:
-                    new_capped += 1
-                else:
-                    new_inv_rest += 1.0 / p
-            if new_capped == capped:
-                break
-            capped, inv_rest = new_capped, new_inv_rest
-            cs = inv_rest / (target - capped)
-        c[i] = cs
+            inverse = inv_pi[np.uint64(neighbours[j])]
+            if inverse <= cs:  # c_s π_t >= 1
+                new_capped += 1
+            else:
+                new_inv_rest += inverse
+        if new_capped == capped:
+            return cs
+        capped, inv_rest = new_capped, new_inv_rest
+        cs = inv_rest / (target - capped)
 
 
-@numba.njit(nogil=True, cache=True)
-def _update_vertex_probabilities(offsets, local, pi, c, num_vertices):
-    """``π_t ← max_s c_s π_t`` over the destinations ``s`` that have ``t``; returns the new
-    ``π`` and ``Σ_t min(1, π_t)``."""
-    new_pi = np.zeros(num_vertices, np.float64)
-    for i in range(offsets.size - 1):
-        cs = c[i]
-        for e in range(offsets[i], offsets[i + 1]):
-            t = local[e]
-            value = cs * pi[t]
-            if value > new_pi[t]:
-                new_pi[t] = value
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _update_vertex_probabilities(offsets, local, pi, c, partial):
+    """``π_t ← π_t · max_s c_s`` over the destinations ``s`` that have ``t``; returns the
+    new ``π``, ``1 / π`` and ``Σ_t min(1, π_t)``. Row ``p`` of the scratch ``partial``
+    ``[partitions, num_vertices]`` takes the maxima of one edge-balanced slice of the
+    destinations (threads never write the same row); a second pass combines the rows."""
+    n = offsets.size - 1
+    partitions = partial.shape[0]
+    for p in numba.prange(partitions):
+        row = partial[p]
+        row[:] = 0.0
+        lo = np.searchsorted(offsets, offsets[n] * p // partitions)
+        hi = n if p == partitions - 1 else np.searchsorted(offsets, offsets[n] * (p + 1) // partitions)
+        for i in range(lo, hi):
+            cs = c[i]
+            neighbours = local[offsets[i] : offsets[i + 1]]
+            for j in range(neighbours.size):
+                t = np.uint64(neighbours[j])
+                if cs > row[t]:
+                    row[t] = cs
+    new_pi = np.empty(pi.size, np.float64)
+    inv_pi = np.empty(pi.size, np.float64)
     expected = 0.0
-    for t in range(num_vertices):
+    for t in numba.prange(pi.size):
+        largest = partial[0, t]
+        for p in range(1, partitions):
+            largest = max(largest, partial[p, t])
+        new_pi[t] = largest * pi[t]  # = max_s fl(c_s π_t): rounding is monotone
+        inv_pi[t] = 1.0 / new_pi[t]
         expected += min(1.0, new_pi[t])
-    return new_pi, expected
+    return new_pi, inv_pi, expected
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -388,16 +408,18 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
     targets = np.where(
         (fanout == -1) | (degrees <= fanout), 0.0, degrees.astype(np.float64) ** 2 / max(fanout, 1)
     )
+    threads = numba.get_num_threads()
+    chunks = edge_balanced_chunks(offsets, np.arange(degrees.size), CHUNKS_PER_THREAD * threads)
+    partial = np.empty((threads, num_vertices), np.float64)
     pi = np.ones(num_vertices, np.float64)
     c = np.empty(degrees.size, np.float64)
-    _solve_constants(offsets, local, pi, targets, c)
+    _solve_constants(offsets, local, pi, targets, c, chunks)  # 1 / π = π = 1
     expected = np.inf
     limit = _MAX_FIXED_POINT_ITERATIONS if iterations == -1 else iterations
     for _ in range(limit):
         # c_s = inf (destinations that keep every in-edge) makes π_t = inf: always sampled.
-        new_pi, new_expected = _update_vertex_probabilities(offsets, local, pi, c, num_vertices)
-        pi = new_pi
-        _solve_constants(offsets, local, pi, targets, c)
+        pi, inv_pi, new_expected = _update_vertex_probabilities(offsets, local, pi, c, partial)
+        _solve_constants(offsets, local, inv_pi, targets, c, chunks)
         converged = abs(expected - new_expected) <= _CONVERGENCE * new_expected
         expected = new_expected
         if iterations == -1 and converged:
@@ -465,8 +487,8 @@ def sample_labor(
     else:
         degrees = np.diff(offsets)
         edge_prob = _importance_sampling(offsets, local_np, vertices_np.size, degrees, fanout, importance_sampling)
-        ones = np.ones(edge_prob.size, np.float64)
-        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, ones, degrees.astype(np.float64))
+        unit = np.empty(0, np.float64)
+        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, unit, degrees.astype(np.float64))
     return LayerSample(*(torch.from_numpy(a) for a in out))
 
 
