@@ -163,7 +163,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
         sample = sampler.sample_layer(nodes, layer, minibatch)
-        src_nodes, local_indices = unique_and_compact(nodes, sample.indices)
+        src_nodes, local_indices = unique_and_compact(nodes, sample.indices, sampler.graph.num_nodes)
         plan = _plan_exchange(src_nodes, nodes, partition, group, source.exchange_group)
         subgraphs.append(
             CooperativeSampledSubgraph(

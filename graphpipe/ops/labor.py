@@ -476,7 +476,9 @@ def sample_labor(
         )
         return LayerSample(*(torch.from_numpy(a) for a in out))
     offsets, neighbour_ids = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
-    vertices, local = unique_and_compact(torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids))
+    vertices, local = unique_and_compact(
+        torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids), indptr.numel() - 1
+    )
     vertices_np, local_np = vertices.numpy(), local.numpy()
     r = labor_variates(vertices_np, k0, k1, c0, c1, dependent)
     if probs is not None:

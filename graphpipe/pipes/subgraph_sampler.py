@@ -67,7 +67,7 @@ class SubgraphSampler(Pipe):
         subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
             sample = self.sample_layer(nodes, layer, minibatch)
-            src_nodes, local_indices = unique_and_compact(nodes, sample.indices)
+            src_nodes, local_indices = unique_and_compact(nodes, sample.indices, self.graph.num_nodes)
             subgraphs.append(
                 SampledSubgraph(
                     sampled_csc=CSCFormat(sample.indptr, local_indices),

@@ -89,7 +89,8 @@ def test_floyd_variants_pick_the_same_subset():
         outs = [np.full(k + 3, -1, np.int64) for _ in range(3)]
         variants = [_floyd_sorted, _floyd_hashed] + ([_floyd_bitmask] if d <= 64 else [])
         for variant, out in zip(variants, outs):
-            variant(vkey, start, d, k, out[2 : 2 + k])
+            scratch = (np.empty(k, np.int64),) if variant is _floyd_sorted else ()
+            variant(vkey, start, d, k, out[2 : 2 + k], *scratch)
             assert np.array_equal(out, outs[0])
         a = outs[0][2 : 2 + k]
         assert outs[0][0] == outs[0][1] == outs[0][-1] == -1

@@ -37,6 +37,7 @@ def test_matches_brute_force(num_dst, num_src, id_range, numba_threads):
     for threads in (1, 2):
         with numba_threads(threads):
             results.append(unique_and_compact(dst, src))
+            results.append(unique_and_compact(dst, src, num_nodes=id_range))  # bound given
     for unique, local in results:
         assert unique.dtype == local.dtype == torch.int64
         assert unique.tolist() == want_unique
