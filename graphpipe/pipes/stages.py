@@ -29,8 +29,9 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Optional
 
+import numba
 import torch
 
 from ..minibatch import _apply
@@ -91,18 +92,26 @@ def _close(iterator) -> None:
         close()
 
 
-class _BackgroundThread:
-    """Iterate ``make_iterator()`` in a daemon thread into a queue of ``maxsize`` items."""
+def _set_kernel_threads(kernel_threads: Optional[int]) -> None:
+    """Set the calling thread's numba thread count (numba's setting is per thread)."""
+    if kernel_threads is not None:
+        numba.set_num_threads(min(kernel_threads, numba.config.NUMBA_NUM_THREADS))
 
-    def __init__(self, make_iterator: Callable[[], Iterator], maxsize: int, name: str):
+
+class _BackgroundThread:
+    """Iterate ``make_iterator()`` in a daemon thread into a queue of ``maxsize`` items;
+    the thread's numba kernels use ``kernel_threads`` threads (``None``: all)."""
+
+    def __init__(self, make_iterator: Callable[[], Iterator], maxsize: int, name: str, kernel_threads=None):
         self.queue: queue.Queue = queue.Queue(maxsize)
         self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(make_iterator,), name=name, daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(make_iterator, kernel_threads), name=name, daemon=True)
         self.thread.start()
 
-    def _run(self, make_iterator) -> None:
+    def _run(self, make_iterator, kernel_threads) -> None:
         iterator = None
         try:
+            _set_kernel_threads(kernel_threads)
             iterator = make_iterator()
             for item in iterator:
                 if not self._put(item):
@@ -161,17 +170,21 @@ class Prefetcher(Pipe):
     """Run the upstream chain in a background thread, up to ``buffer_size`` items ahead.
 
     Everything upstream of this stage (up to the next background stage) runs in the
-    thread, so it overlaps whatever runs downstream.
+    thread, so it overlaps whatever runs downstream. ``kernel_threads``: how many
+    threads the numba kernels of that thread use (``None``: all cores); on few cores,
+    stages that overlap should share the cores rather than each take all of them.
     """
 
-    def __init__(self, source: Pipe, buffer_size: int = 2):
+    def __init__(self, source: Pipe, buffer_size: int = 2, kernel_threads: Optional[int] = None):
         super().__init__()
         self.source = source
         self.buffer_size = check_count(buffer_size, "buffer_size", "Prefetcher")
+        self.kernel_threads = None if kernel_threads is None else check_count(kernel_threads, "kernel_threads", "Prefetcher")
 
     def __iter__(self):
         name = f"graphpipe-prefetch-{next(_thread_ids)}"
-        yield from _drain(_BackgroundThread(lambda: iter(self.source), self.buffer_size, name))
+        producer = _BackgroundThread(lambda: iter(self.source), self.buffer_size, name, self.kernel_threads)
+        yield from _drain(producer)
 
 
 def _delayed(items: Iterable, delay: int) -> Iterator:
@@ -223,14 +236,17 @@ class ThreadPoolMap(Pipe):
     iterated itself: this pipe pulls ``stage.source`` in the consumer's thread and
     submits :func:`per_batch_work` of ``stage`` to a pool of ``num_threads`` threads.
     Batches come out in the order they went in. ``work_seconds`` adds up the time the
-    pool spent in the work (for :meth:`graphpipe.DataLoader.stats`).
+    pool spent in the work (for :meth:`graphpipe.DataLoader.stats`). ``kernel_threads``:
+    numba threads per pool thread (``None``: all cores; 1 runs each batch's kernels
+    serially, the batches in parallel, with no per-kernel thread synchronisation).
     """
 
-    def __init__(self, stage: Pipe, num_threads: int):
+    def __init__(self, stage: Pipe, num_threads: int, kernel_threads: Optional[int] = None):
         super().__init__()
         per_batch_work(stage)
         self.source = stage
         self.num_threads = check_count(num_threads, "num_threads", "ThreadPoolMap")
+        self.kernel_threads = None if kernel_threads is None else check_count(kernel_threads, "kernel_threads", "ThreadPoolMap")
         self.work_seconds = 0.0
 
     def __iter__(self):
@@ -240,7 +256,12 @@ class ThreadPoolMap(Pipe):
             start = time.perf_counter()
             return work(item), time.perf_counter() - start
 
-        pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix=f"graphpipe-pool-{next(_thread_ids)}")
+        pool = ThreadPoolExecutor(
+            self.num_threads,
+            thread_name_prefix=f"graphpipe-pool-{next(_thread_ids)}",
+            initializer=_set_kernel_threads,
+            initargs=(self.kernel_threads,),
+        )
         try:
             futures = (pool.submit(timed, item) for item in self.source.source)
             for future in _delayed(futures, self.num_threads - 1):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Type
 
+import numba
 import torch
 
 from ..minibatch import MiniBatch
@@ -64,18 +65,38 @@ def _reads_cuda_batches(stage: Pipe) -> bool:
 
 
 def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
-    """Give every sampler and every feature fetcher its own thread (a ``prefetch`` after it).
+    """Run every sampler and every feature fetcher in the background, sharing the cores.
 
     Sampling of batch ``i + 1`` then overlaps fetching of batch ``i``, and both overlap
     the consumer's training step on batch ``i - 1``: the numba kernels release the GIL.
+
+    * A sampler on CPU ids becomes ``ThreadPoolMap(sampler, C, kernel_threads=1) ->
+      prefetch``: ``C`` batches (``C`` = numba's thread count, the cores by default) are
+      sampled at once, each by single-threaded kernels. Parallelism across batches
+      needs no synchronisation inside a batch and does not suffer from power-law
+      imbalance between destinations: on 2 cores, LABOR-0 end-to-end went from 24-30
+      to 37-39 it/s, neighbor sampling from 44-57 to 52-61.
+    * A feature fetcher on CPU ids gets a ``prefetch`` whose thread runs its gather on
+      ``max(1, C // 4)`` threads (a gather is bound by memory, and the sampler pool
+      already uses every core). Fetchers of CUDA ids and cooperative samplers (whose
+      batches are collective calls, one at a time) get a plain ``prefetch``.
+
     Stages that already feed a background stage, or run inside worker processes, are
-    left alone. Batches keep their order, so results are unchanged.
+    left alone. Batches keep their order and content, so results are unchanged.
     """
+    cores = numba.config.NUMBA_NUM_THREADS
     while True:
         target = next((stage for stage in _overlap_targets(pipe)), None)
         if target is None:
             return pipe
-        pipe = insert_after(pipe, target, lambda stage: Prefetcher(stage, buffer_size))
+        on_cpu = not _reads_cuda_batches(target)
+        if on_cpu and isinstance(target, SubgraphSampler) and not target.cooperative:
+            background = lambda stage: Prefetcher(ThreadPoolMap(stage, cores, kernel_threads=1), buffer_size)
+        elif on_cpu and isinstance(target, FeatureFetcher):
+            background = lambda stage: Prefetcher(stage, buffer_size, kernel_threads=max(1, cores // 4))
+        else:
+            background = lambda stage: Prefetcher(stage, buffer_size)
+        pipe = insert_after(pipe, target, background)
 
 
 def _overlap_targets(pipe: Pipe):

@@ -4,6 +4,7 @@ import time
 import traceback
 from concurrent.futures import Future
 
+import numba
 import pytest
 import torch
 
@@ -121,6 +122,20 @@ def test_thread_pool_map_runs_the_stage_on_several_batches_in_order():
     assert peak[0] >= 2  # batches overlapped
     assert pool.work_seconds >= 12 * 0.02 * 0.9
     assert _graphpipe_threads() == []
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 numba threads")
+def test_kernel_threads_set_numba_threads_of_the_background_threads():
+    def numba_threads(_):
+        return numba.get_num_threads()
+
+    stage = Transform(Recorder(4, []), numba_threads)
+    assert list(Prefetcher(stage)) == [numba.config.NUMBA_NUM_THREADS] * 4
+    assert list(Prefetcher(stage, kernel_threads=1)) == [1] * 4
+    assert list(ThreadPoolMap(stage, 2, kernel_threads=1)) == [1] * 4
+    assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS  # the consumer's is untouched
+    with pytest.raises(ValueError, match=r"ThreadPoolMap: `kernel_threads` must be an int >= 1, got 0"):
+        ThreadPoolMap(stage, 2, kernel_threads=0)
 
 
 def test_thread_pool_map_reraises_and_validates():

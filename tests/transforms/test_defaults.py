@@ -1,5 +1,6 @@
 import re
 
+import numba
 import pytest
 import torch
 
@@ -26,8 +27,14 @@ def _types(pipe):
 def test_overlap_stages_puts_a_thread_after_the_sampler_and_the_fetcher():
     pipe = karate_chain()
     new = overlap_stages(pipe)
-    assert _types(new) == ["ItemSampler", "WindowSampler", "Prefetcher", "FeatureFetcher", "Prefetcher"]
+    assert _types(new) == ["ItemSampler", "WindowSampler", "ThreadPoolMap", "Prefetcher", "FeatureFetcher", "Prefetcher"]
     assert _types(pipe) == ["ItemSampler", "WindowSampler", "FeatureFetcher"]
+    # CPU sampler: a pool of one thread per core, single-threaded kernels; the fetcher's
+    # thread gathers with a quarter of the cores.
+    cores = numba.config.NUMBA_NUM_THREADS
+    (pool,) = find(new, ThreadPoolMap)
+    assert (pool.num_threads, pool.kernel_threads) == (cores, 1)
+    assert [p.kernel_threads for p in find(new, Prefetcher)] == [max(1, cores // 4), None]
     assert _types(overlap_stages(new)) == _types(new)  # idempotent
     assert_same_batches(list(karate_chain()), list(new))
     assert live_graphpipe_threads() == []
@@ -71,9 +78,10 @@ def test_pinned_copy_graph_with_cuda_reported(monkeypatch):
     assert side.device == torch.device("cuda:0") and side.source.non_blocking and not pipe.non_blocking
     assert _types(pinned_copy(new)) == _types(new)  # idempotent
     text = gp.transforms.describe(overlap_stages(new))
-    assert re.search(r"7\. CopyTo\(cuda:0\) +runs in: thread 3, CUDA side stream", text)
-    assert re.search(r" 5\. Prefetcher\(2\) +runs in: thread 3", text)  # thread 3 pins batches and queues their copies
-    assert re.search(r"10\. Waiter +runs in: main thread", text)
+    assert re.search(r" 2\. WindowSampler +runs in: pool of \d+ threads", text)
+    assert re.search(r" 8\. CopyTo\(cuda:0\) +runs in: thread 3, CUDA side stream", text)
+    assert re.search(r" 6\. Prefetcher\(2\) +runs in: thread 3", text)  # thread 3 pins batches and queues their copies
+    assert re.search(r"11\. Waiter +runs in: main thread", text)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
