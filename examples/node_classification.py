@@ -13,9 +13,12 @@ import argparse
 import os
 import time
 
-# Idle OpenMP threads (torch's and numba's share one runtime) spin by default and starve the
-# working ones on machines with few cores; read when torch is imported, so set it first.
+# Idle OpenMP threads (torch's and numba's share one runtime) spin for ~3 ms by default and
+# starve the working ones on machines with few cores. PASSIVE stops that; with GNU OpenMP a
+# 0.1 ms spin (GOMP_SPINCOUNT) still wakes threads fast between back-to-back kernels. Both
+# are read when torch is imported, so set them first.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import torch
 import torch.nn as nn
