@@ -113,12 +113,16 @@ _SPARSE = 8
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _fill_variates(indices, start, count, out, k0, k1, c0, c1, dependent):
-    """``out[:count]`` = ``r_t`` of the sources ``indices[start:start + count]``."""
+def _fill_variates(indices, start, count, out, table, k0, k1, c0, c1, dependent):
+    """``out[:count]`` = ``r_t`` of the sources ``indices[start:start + count]``, read from
+    ``table[t]`` when the table is not empty (precomputed dependent variates)."""
     # Index a slice from 0: numba then knows the index is not negative and drops the
     # wraparound check that keeps ``indices[start + j]`` from vectorising (2-4x slower).
     sources = indices[start : start + count]
-    if dependent:
+    if table.size:
+        for j in range(count):
+            out[j] = table[np.uint64(sources[j])]
+    elif dependent:
         for j in range(count):
             out[j] = _variate(sources[j], k0, k1, c0, c1, True)
     else:  # the hot case, kept free of branches so that it vectorises
@@ -127,7 +131,7 @@ def _fill_variates(indices, start, count, out, k0, k1, c0, c1, dependent):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _smallest_variates(indices, start, d, k, score, pos, variates, k0, k1, c0, c1, dependent):
+def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1, c0, c1, dependent):
     """``pos[:k]`` = the positions of the ``k < d`` smallest ``(r_t, position)`` among the
     in-edges ``indices[start:start + d]``, ascending. Scratch: ``score``/``pos`` of ``> k``
     slots (their size bounds the candidates), ``variates`` of ``_SEGMENT`` slots."""
@@ -139,7 +143,7 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, k0, k1, c0, c
         n = 0
         for segment in range(0, d, _SEGMENT):
             count = min(_SEGMENT, d - segment)
-            _fill_variates(indices, start + segment, count, variates, k0, k1, c0, c1, dependent)
+            _fill_variates(indices, start + segment, count, variates, table, k0, k1, c0, c1, dependent)
             if sparse:  # a candidate every _SPARSE edges or rarer: the branch predicts well
                 for j in range(count):
                     if variates[j] < threshold:
@@ -159,13 +163,14 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, k0, k1, c0, c
             pos[:k].sort()
             return
     # Fallback: a max-heap of the k smallest over all d.
-    _fill_variates(indices, start, k, score, k0, k1, c0, c1, dependent)
+    _fill_variates(indices, start, k, score, table, k0, k1, c0, c1, dependent)
     for j in range(k):
         pos[j] = j
     for m in range(k // 2 - 1, -1, -1):
         sift_down(score, pos, k, m)
     for j in range(k, d):
-        r = _variate(indices[start + j], k0, k1, c0, c1, dependent)
+        t = indices[start + j]
+        r = table[np.uint64(t)] if table.size else _variate(t, k0, k1, c0, c1, dependent)
         if r < score[0]:
             score[0] = r
             pos[0] = j
@@ -174,7 +179,7 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, k0, k1, c0, c
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _labor0(indptr, indices, nodes, fanout, k0, k1, c0, c1, dependent, chunks):
+def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, chunks):
     n = nodes.size
     out_indptr = np.zeros(n + 1, np.int64)
     for i in numba.prange(n):
@@ -208,7 +213,7 @@ def _labor0(indptr, indices, nodes, fanout, k0, k1, c0, c1, dependent, chunks):
                     out_src[lo + j] = indices[start + j]
                     out_w[lo + j] = w
                 continue
-            _smallest_variates(indices, start, d, k, score, pos, variates, k0, k1, c0, c1, dependent)
+            _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1, c0, c1, dependent)
             w = np.float32(1.0 / k)
             for j in range(k):
                 e = start + pos[j]
@@ -428,6 +433,24 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 
 # ---------------------------------------------------------------- entry point
+def _dependent_variate_table(indptr, nodes, k0, k1, c0, c1, dependent) -> np.ndarray:
+    """``r_t`` of every vertex, when dependent variates (two Box-Muller normals and an
+    erfc each, ~50x a hash) would otherwise be computed per scanned edge for more edges
+    than the graph has vertices; else an empty array (compute per edge)."""
+    num_nodes = indptr.size - 1
+    if not dependent or _scanned_edges(indptr, nodes) < num_nodes:
+        return np.empty(0, np.float64)
+    return labor_variates(np.arange(num_nodes, dtype=np.int64), k0, k1, c0, c1, True)
+
+
+@numba.njit(nogil=True, cache=True)
+def _scanned_edges(indptr, nodes):
+    total = 0
+    for v in nodes:
+        total += indptr[v + 1] - indptr[v]
+    return total
+
+
 def sample_labor(
     indptr: torch.Tensor,
     indices: torch.Tensor,
@@ -471,9 +494,9 @@ def sample_labor(
         )
     indptr_np, indices_np, nodes_np = (t.contiguous().numpy() for t in (indptr, indices, nodes))
     if probs is None and importance_sampling == 0:
-        out = _labor0(
-            indptr_np, indices_np, nodes_np, fanout, k0, k1, c0, c1, dependent, CHUNKS_PER_THREAD * numba.get_num_threads()
-        )
+        table = _dependent_variate_table(indptr_np, nodes_np, k0, k1, c0, c1, dependent)
+        chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
+        out = _labor0(indptr_np, indices_np, nodes_np, fanout, table, k0, k1, c0, c1, dependent, chunks)
         return LayerSample(*(torch.from_numpy(a) for a in out))
     offsets, neighbour_ids = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
     vertices, local = unique_and_compact(

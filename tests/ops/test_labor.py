@@ -43,17 +43,20 @@ def test_labor0_counts_edges_and_weights(graph_builder, fanout):
     assert torch.allclose(sample.edge_weights, w_expected)
 
 
-@pytest.mark.parametrize("dependent", [False, True])
-def test_labor0_keeps_the_smallest_variates(dependent):
+@pytest.mark.parametrize(
+    "dependent, num_nodes", [(False, 5400), (True, 5400), (True, 1_000_000)], ids=["independent", "table", "per-edge"]
+)
+def test_labor0_keeps_the_smallest_variates(dependent, num_nodes):
     """Brute force: each destination keeps its k in-edges of smallest r_t (ties: lower
     position). Degrees 20..3000 and 400 destinations x 24 keys cover the kernel's
     candidate path and, several times, its fallback (fewer than k candidates: about one
-    destination in 1500)."""
+    destination in 1500). Dependent variates come from a per-vertex table when more
+    edges are scanned than the graph has nodes (5400), else are computed per edge."""
     generator = torch.Generator().manual_seed(3)
     degrees = torch.randint(20, 3000, (400,), generator=generator)
     dst = torch.repeat_interleave(torch.arange(400), degrees)
     src = torch.cat([torch.randperm(5000, generator=generator)[:d] + 400 for d in degrees.tolist()])
-    graph = CSCGraph.from_coo(src, dst, num_nodes=5400)
+    graph = CSCGraph.from_coo(src, dst, num_nodes=num_nodes)
     nodes = torch.arange(400)
     indptr, indices = graph.indptr.long(), graph.indices.long()
     for key in range(24):
