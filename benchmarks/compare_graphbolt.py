@@ -230,8 +230,9 @@ def format_tables(results: dict) -> str:
         ("NS sample + fetch (plain chain), it/s", ours["ns_sample_fetch"]["it_per_s"],
          theirs["ns_sample_fetch"]["it_per_s"], None),
         ("LABOR-0 sampling only, it/s", ours["labor0_sampling"]["it_per_s"], theirs["labor0_sampling"]["it_per_s"], (">=", 2.0)),
+        # GraphBolt 2.1 has no LABOR-*: its rate is reported next to GraphBolt's LABOR-0, no target.
         ("LABOR-* sampling only, it/s (vs GB LABOR-0)", ours["laborstar_sampling"]["it_per_s"],
-         theirs["labor0_sampling"]["it_per_s"], (">=", 2.0)),
+         theirs["labor0_sampling"]["it_per_s"], None),
         ("LABOR-0 input nodes/batch", ours["labor0_sampling"]["input_nodes"], theirs["labor0_sampling"]["input_nodes"],
          ("<=", 1.0)),
         ("LABOR-* input nodes/batch (vs GB LABOR-0)", ours["laborstar_sampling"]["input_nodes"],
