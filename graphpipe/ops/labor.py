@@ -56,6 +56,10 @@ __all__ = ["Variates", "sample_labor", "labor_variates"]
 
 _MAX_FIXED_POINT_ITERATIONS = 100
 _CONVERGENCE = 1e-4
+_SUM_CHUNKS = 64
+# Rows of per-partition maxima in the vertex-probability update: at most this many, as
+# zeroing and merging them costs partitions x vertices per iteration.
+_MAX_PARTITIONS = 8
 
 
 class Variates(NamedTuple):
@@ -179,21 +183,33 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, chunks):
+def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, num_chunks):
+    """LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights)``.
+
+    ``table``: ``r_t`` per vertex, or empty (compute ``r_t`` per edge from the keys).
+    ``num_chunks``: work chunks of about equal scanned edges for the ``prange``.
+    """
     n = nodes.size
     out_indptr = np.zeros(n + 1, np.int64)
+    selected = np.zeros(n, np.int64)  # k of the destinations that select (k < d)
     for i in numba.prange(n):
         v = nodes[i]
         d = np.int64(indptr[v + 1] - indptr[v])
-        out_indptr[i + 1] = d if fanout == -1 or fanout >= d else fanout
+        k = d if fanout == -1 or fanout >= d else fanout
+        out_indptr[i + 1] = k
+        selected[i] = k if k < d else 0
+    largest = 0
     for i in range(n):
         out_indptr[i + 1] += out_indptr[i]
+        largest = max(largest, selected[i])
     total = out_indptr[n]
     out_src = np.empty(total, np.int64)
     out_eids = np.empty(total, np.int64)
     out_w = np.empty(total, np.float32)
-    chunks = edge_balanced_chunks(indptr, nodes, chunks)
-    scratch = 4 * (max(fanout, 1) + 16) + _SEGMENT  # > fanout >= k: the fallback heap fits too
+    chunks = edge_balanced_chunks(indptr, nodes, num_chunks)
+    # Candidate buffer and fallback heap: > the largest k that selects, not the fanout
+    # (which may be huge where every destination keeps all its edges).
+    scratch = 4 * (largest + 16) + _SEGMENT
     for c in numba.prange(chunks.size - 1):
         score = np.empty(scratch, np.float64)
         pos = np.empty(scratch, np.int64)
@@ -330,7 +346,7 @@ def _weighted_probabilities(indptr, nodes, probs, offsets, fanout):
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _solve_constants(offsets, local, inv_pi, targets, c, chunks):
     """Per destination ``c_s``: ``Σ_t 1 / min(1, c_s π_t) = targets[s]`` (``inf``: keep all),
-    from ``inv_pi = 1 / π``. ``chunks``: edge-balanced bounds over the destinations."""
+    from ``inv_pi = 1 / π`` (float32). ``chunks``: edge-balanced bounds over the destinations."""
     for chunk in numba.prange(chunks.size - 1):
         lo, hi = chunks[chunk], chunks[chunk + 1]
         longest = 0
@@ -376,9 +392,11 @@ def _solve_constant(inverses, target):
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _update_vertex_probabilities(offsets, local, pi, c, partial):
     """``π_t ← π_t · max_s c_s`` over the destinations ``s`` that have ``t``; returns the
-    new ``π``, ``1 / π`` and ``Σ_t min(1, π_t)``. Row ``p`` of the scratch ``partial``
-    ``[partitions, num_vertices]`` takes the maxima of one edge-balanced slice of the
-    destinations (threads never write the same row); a second pass combines the rows."""
+    new ``π`` (float64), ``1 / π`` (float32) and ``Σ_t min(1, π_t)``. Row ``p`` of the
+    float32 scratch ``partial`` ``[partitions, num_vertices]`` takes the maxima of one
+    edge-balanced slice of the destinations (threads never write the same row); a second
+    pass combines the rows. The sum is added up in ``_SUM_CHUNKS`` fixed chunks, in
+    order, so it (and the stopping test) is the same for any thread count."""
     n = offsets.size - 1
     partitions = partial.shape[0]
     for p in numba.prange(partitions):
@@ -395,14 +413,20 @@ def _update_vertex_probabilities(offsets, local, pi, c, partial):
                     row[t] = cs
     new_pi = np.empty(pi.size, np.float64)
     inv_pi = np.empty(pi.size, np.float32)
+    sums = np.empty(_SUM_CHUNKS, np.float64)
+    for chunk in numba.prange(_SUM_CHUNKS):
+        chunk_sum = 0.0
+        for t in range(chunk * pi.size // _SUM_CHUNKS, (chunk + 1) * pi.size // _SUM_CHUNKS):
+            largest = partial[0, t]
+            for p in range(1, partitions):
+                largest = max(largest, partial[p, t])
+            new_pi[t] = largest * pi[t]  # largest = float32(max_s c_s): rounding is monotone
+            inv_pi[t] = 1.0 / new_pi[t]
+            chunk_sum += min(1.0, new_pi[t])
+        sums[chunk] = chunk_sum
     expected = 0.0
-    for t in numba.prange(pi.size):
-        largest = partial[0, t]
-        for p in range(1, partitions):
-            largest = max(largest, partial[p, t])
-        new_pi[t] = largest * pi[t]  # = max_s fl(c_s π_t): rounding is monotone
-        inv_pi[t] = 1.0 / new_pi[t]
-        expected += min(1.0, new_pi[t])
+    for chunk in range(_SUM_CHUNKS):
+        expected += sums[chunk]
     return new_pi, inv_pi, expected
 
 
@@ -426,7 +450,7 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
     # The per-iteration passes gather 1 / π and scatter maxima at random vertices: float32
     # keeps those arrays in the last-level cache (25% faster on the benchmark graph); π
     # itself and the edge probabilities stay float64.
-    partial = np.empty((threads, num_vertices), np.float32)
+    partial = np.empty((min(threads, _MAX_PARTITIONS), num_vertices), np.float32)
     pi = np.ones(num_vertices, np.float64)
     c = np.empty(degrees.size, np.float64)
     _solve_constants(offsets, local, np.ones(num_vertices, np.float32), targets, c, chunks)  # 1 / π = 1
@@ -456,6 +480,7 @@ def _dependent_variate_table(indptr, nodes, k0, k1, c0, c1, dependent) -> np.nda
 
 @numba.njit(nogil=True, cache=True)
 def _scanned_edges(indptr, nodes):
+    """``Σ`` in-degree of ``nodes``: the edges a LABOR layer scans."""
     total = 0
     for v in nodes:
         total += indptr[v + 1] - indptr[v]
@@ -475,7 +500,9 @@ def sample_labor(
     """LABOR-sample the in-edges of ``nodes`` for one layer (rules in the module doc).
 
     Args:
-        indptr, indices: the graph's CSC arrays (int32/int64).
+        indptr, indices: the graph's CSC arrays (int32/int64), valid as
+            :class:`~graphpipe.CSCGraph` checks them (every id in ``indices`` is a node):
+            the kernels index with them unchecked.
         nodes: ``[num_dst]`` int64 destination ids.
         fanout: ``>= 1`` or -1 (all in-edges).
         variates: the keys of the layer's per-vertex uniforms.

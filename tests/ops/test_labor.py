@@ -6,7 +6,7 @@ from scipy import stats
 from graphpipe import CSCGraph
 from graphpipe.ops import derive_key, sample_labor
 from graphpipe.ops.gpu_sampling import sample_labor_torch
-from graphpipe.ops.labor import Variates, _labor_variates_torch, labor_variates
+from graphpipe.ops.labor import Variates, _labor0, _labor_variates_torch, _update_vertex_probabilities, labor_variates
 
 
 def _check_edges(graph, nodes, sample):
@@ -205,6 +205,39 @@ def test_determinism_across_thread_counts(numba_threads):
     for a, b in zip(results[:2], results[2:]):
         for x, y in zip(a, b):
             assert torch.equal(x, y)
+
+
+def test_fixed_point_sum_is_the_same_for_any_thread_count(numba_threads):
+    """The LABOR-* stopping test compares Σ_t min(1, π_t) of consecutive iterations, so
+    that sum must not depend on how a parallel reduction splits it."""
+    rng = np.random.default_rng(0)
+    offsets = np.arange(0, 2_000_001, 200, dtype=np.int64)
+    local = rng.integers(0, 300_000, offsets[-1]).astype(np.int64)
+    pi = rng.uniform(0.01, 2.0, 300_000)
+    c = rng.uniform(0.5, 3.0, offsets.size - 1)
+    sums = []
+    for threads in (1, 2):
+        with numba_threads(threads):
+            partial = np.empty((threads, pi.size), np.float32)
+            sums.append(_update_vertex_probabilities(offsets, local, pi, c, partial)[2])
+    assert sums[0] == sums[1]
+
+
+def test_labor0_all_candidates_and_ties_fall_back_to_the_heap():
+    """Equal variates everywhere: every edge is a candidate (the buffer overflows) and
+    ties go to the lower positions."""
+    graph = _star(degree=5000)
+    indptr, indices, nodes = graph.indptr.numpy(), graph.indices.numpy(), np.array([0])
+    for value in (0.0, 0.001):
+        table = np.full(5001, value)
+        _, _, edge_ids, _ = _labor0(indptr, indices, nodes, 15, table, np.uint64(1), np.uint64(0), 1.0, 0.0, True, 4)
+        assert edge_ids.tolist() == list(range(15))
+
+
+def test_labor0_huge_fanout_keeps_every_edge():
+    graph = _star(degree=7)
+    sample = sample_labor(graph.indptr, graph.indices, torch.tensor([0, 3]), 2**34, variates=Variates(derive_key(1)))
+    assert sample.edge_ids.tolist() == list(range(7))
 
 
 def test_bad_arguments():
