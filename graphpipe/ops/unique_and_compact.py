@@ -43,14 +43,17 @@ def unique_and_compact(
     Args:
         dst_nodes: ``[num_dst]`` int64 distinct global ids (the layer's destinations).
         src_nodes: ``[num_edges]`` int64 global ids of sampled sources (repeats allowed).
-        num_nodes: when the caller knows every id is in ``[0, num_nodes)`` (ids taken
-            from a graph), this saves the pass that finds the largest id.
+        num_nodes: every id must be in ``[0, num_nodes)`` (ids taken from a graph): for
+            a dense id range this saves the pass that finds the largest id.
 
     Returns:
         ``(unique_nodes, local_src)``: ``unique_nodes`` ``[num_src]`` int64 is
         ``dst_nodes`` followed by the source ids that are not destinations, each once, in
         ascending id order; ``local_src`` ``[num_edges]`` int64 gives
         ``unique_nodes[local_src] == src_nodes``.
+
+    Raises:
+        ValueError: an id is negative, or not below ``num_nodes`` when it is given.
     """
     if dst_nodes.device.type != "cpu" or src_nodes.device.type != "cpu":
         return unique_and_compact_torch(dst_nodes, src_nodes)
@@ -59,14 +62,21 @@ def unique_and_compact(
     if dst.numel() + src.numel() == 0:
         return dst.clone(), src.clone()
     dst_np, src_np = dst.numpy(), src.numpy()
-    if num_nodes is None:
+    dense_limit = _DENSE_FACTOR * (dst.numel() + src.numel()) + _DENSE_SLACK
+    if num_nodes is not None and num_nodes <= dense_limit:
+        hi = num_nodes - 1  # the dense kernel checks the ids against it
+    else:
         lo, hi = _id_bounds(dst_np, src_np)
         if lo < 0:
             raise ValueError(f"unique_and_compact: node ids must be >= 0, got {lo}")
-    else:
-        hi = num_nodes - 1
-    if hi + 1 <= _DENSE_FACTOR * (dst.numel() + src.numel()) + _DENSE_SLACK:
-        unique_nodes, local_src = _unique_dense(dst_np, src_np, hi)
+        if num_nodes is not None and hi >= num_nodes:
+            raise ValueError(f"unique_and_compact: node ids must be < num_nodes = {num_nodes}, got {hi}")
+    if hi + 1 <= dense_limit:
+        unique_nodes, local_src, outside = _unique_dense(dst_np, src_np, hi)
+        if outside:
+            raise ValueError(
+                f"unique_and_compact: {outside} node ids outside [0, num_nodes) = [0, {num_nodes})"
+            )
     else:
         unique_nodes, local_src = _unique_hashed(dst_np, src_np)
     return torch.from_numpy(unique_nodes), torch.from_numpy(local_src)
@@ -101,16 +111,30 @@ def _unique_dense(dst, src, max_id):
     """Dense-id kernel: ``marks[x]`` is 2 for a destination, |1 for a source; the ids
     marked exactly 1 are numbered by a sweep over ``marks`` read as uint64 words (eight
     ids a step, jumping from one new id to the next), in ``_NUM_CHUNKS`` chunks. Local
-    ids are kept as int32 (a layer has far fewer than 2**31 nodes)."""
+    ids are kept as int32 (a layer has far fewer than 2**31 nodes). The third result
+    counts ids outside ``[0, max_id]``; when it is not 0 the others are meaningless."""
     num_dst = dst.shape[0]
     num_words = (max_id + 8) // 8
     marks = np.zeros(num_words * 8, np.uint8)
-    # Ids index as uint64 (they are >= 0): numba then skips its negative-index wraparound.
+    # Ids index as uint64: numba then skips its negative-index wraparound, and one
+    # unsigned comparison rejects negative ids and ids above max_id alike.
+    limit = np.uint64(max_id)
+    outside = 0
     for i in numba.prange(num_dst):
-        marks[np.uint64(dst[i])] = 2
+        x = np.uint64(dst[i])
+        if x <= limit:
+            marks[x] = 2
+        else:
+            outside += 1
     # Threads racing on one byte all turn 0 into 1 or 2 into 3: no update is lost.
     for e in numba.prange(src.shape[0]):
-        marks[np.uint64(src[e])] |= 1
+        x = np.uint64(src[e])
+        if x <= limit:
+            marks[x] |= 1
+        else:
+            outside += 1
+    if outside:
+        return np.empty(0, np.int64), np.empty(0, np.int64), outside
     # Byte j of word w is id 8 * w + j (little-endian, as on x86 and ARM).
     words = marks.view(np.uint64)
     chunk = (num_words + _NUM_CHUNKS - 1) // _NUM_CHUNKS
@@ -142,7 +166,7 @@ def _unique_dense(dst, src, max_id):
     local_src = np.empty(src.shape[0], np.int64)
     for e in numba.prange(src.shape[0]):
         local_src[e] = local[np.uint64(src[e])]
-    return unique_nodes, local_src
+    return unique_nodes, local_src, 0
 
 
 @numba.njit(inline="always", nogil=True, cache=True)

@@ -56,3 +56,12 @@ def test_int32_inputs_and_dst_order_kept():
 def test_negative_ids_rejected():
     with pytest.raises(ValueError, match="node ids must be >= 0, got -3"):
         unique_and_compact(torch.tensor([1, 2]), torch.tensor([0, -3]))
+
+
+# num_nodes 10: the dense kernel checks the ids; 10**9: too sparse, a bounds pass does.
+@pytest.mark.parametrize("num_nodes, bad", [(10, -3), (10, 10), (10, 10**9), (10**9, -3), (10**9, 10**9)])
+def test_ids_outside_num_nodes_rejected(num_nodes, bad):
+    with pytest.raises(ValueError, match="node ids"):
+        unique_and_compact(torch.tensor([1, 2]), torch.tensor([0, bad, 4]), num_nodes=num_nodes)
+    with pytest.raises(ValueError, match="node ids"):
+        unique_and_compact(torch.tensor([1, bad]), torch.tensor([0, 4]), num_nodes=num_nodes)
