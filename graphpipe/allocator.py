@@ -9,9 +9,13 @@ batch (17-29 ms instead of 10 ms). :func:`retain_freed_memory` raises the mmap a
 thresholds so freed blocks stay in the process and are reused.
 
 This is process-wide and is applied once when graphpipe is imported. It costs memory:
-up to ``TRIM_THRESHOLD`` bytes of freed heap stay mapped. It is skipped on non-glibc
-systems and when the user already tunes malloc through glibc's own environment variables
-(``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``GLIBC_TUNABLES``); under an
+up to ``TRIM_THRESHOLD`` bytes of freed memory can stay mapped in each malloc arena (the
+main one and one per thread that allocates). Blocks above the mmap threshold, and in
+threads blocks above an arena's 64 MB heap, are still mapped per allocation. glibc
+before 2.35 refuses an mmap threshold above 32 MB; 32 MB is then used. It is skipped on
+non-glibc systems and when the user tunes malloc through glibc's own environment
+variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``GLIBC_TUNABLES``; to
+keep glibc's defaults, set ``MALLOC_TRIM_THRESHOLD_=131072``, its default); under an
 ``LD_PRELOAD``-ed jemalloc or tcmalloc, glibc's malloc is unused and the call is harmless.
 """
 
@@ -23,17 +27,18 @@ import os
 import sys
 from typing import Mapping
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "retain_freed_memory"]
+__all__ = ["FALLBACK_MMAP_THRESHOLD", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "retain_freed_memory"]
 
 MMAP_THRESHOLD = 256 << 20  # blocks below this come from the heap and are reused
-TRIM_THRESHOLD = 1 << 30  # free memory at the top of the heap kept before trimming
+FALLBACK_MMAP_THRESHOLD = 32 << 20  # the most that every glibc accepts
+TRIM_THRESHOLD = 1 << 30  # free memory at the top of an arena kept before trimming
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _USER_TUNING = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
 
 def retain_freed_memory(environ: Mapping[str, str] = os.environ) -> bool:
-    """Set glibc's ``M_MMAP_THRESHOLD``/``M_TRIM_THRESHOLD``; ``True`` if they were set."""
+    """Set glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD``; ``True`` if both were set."""
     if not sys.platform.startswith("linux") or any(name in environ for name in _USER_TUNING):
         return False
     try:
@@ -41,4 +46,6 @@ def retain_freed_memory(environ: Mapping[str, str] = os.environ) -> bool:
         libc.gnu_get_libc_version  # only glibc has mallopt's M_* parameters
     except (OSError, AttributeError):
         return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    mmap_set = libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) or libc.mallopt(_M_MMAP_THRESHOLD, FALLBACK_MMAP_THRESHOLD)
+    trim_set = libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    return bool(mmap_set and trim_set)
