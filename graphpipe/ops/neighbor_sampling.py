@@ -43,7 +43,7 @@ __all__ = ["sample_neighbors"]
 _BITMASK_MAX_DEGREE = 64
 _SORTED_INSERT_MAX = 64
 # Destinations are picked in this many contiguous chunks, so that each chunk allocates
-# its scratch once (the work per destination is O(fanout): no need to balance by degree).
+# its scratch once (the work per destination is O(fanout) unless it keeps all its edges).
 _NUM_CHUNKS = 64
 
 
@@ -184,7 +184,8 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
 @numba.njit(nogil=True, cache=True)
 def _weighted_without_replacement(vkey, probs, start, d, k, pos):
     """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
-    ascending. A max-heap of the best ``k`` so far; ties keep the lower position."""
+    ascending. A max-heap of the best ``k`` so far (exactly equal scores, which need
+    equal weights and equal 53-bit uniforms, are broken deterministically)."""
     score = np.empty(k, np.float64)
     n = 0
     for p in range(d):

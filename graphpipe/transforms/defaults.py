@@ -26,6 +26,7 @@ from .graph import consumer_of, find, insert_after, replace_stage, stages, with_
 __all__ = ["default_transforms", "gpu_side_streams", "overlap_stages", "pinned_copy", "process_workers", "thread_pool"]
 
 PipeTransform = Callable[[Pipe], Pipe]
+_MAX_BATCHES_IN_FLIGHT = 8  # sampler batches that overlap_stages runs at once
 
 
 def default_transforms(num_workers: int = 0) -> List[PipeTransform]:
@@ -70,12 +71,14 @@ def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
     Sampling of batch ``i + 1`` then overlaps fetching of batch ``i``, and both overlap
     the consumer's training step on batch ``i - 1``: the numba kernels release the GIL.
 
-    * A sampler on CPU ids becomes ``ThreadPoolMap(sampler, C, kernel_threads=1) ->
-      prefetch``: ``C`` batches (``C`` = numba's thread count, the cores by default) are
-      sampled at once, each by single-threaded kernels. Parallelism across batches
+    * A sampler on CPU ids becomes ``ThreadPoolMap(sampler, P, kernel_threads=C // P)
+      -> prefetch`` with ``C`` = numba's thread count when the loader is built (the
+      cores by default) and ``P = min(C, 8)``: ``P`` batches are sampled at once, each
+      by kernels on ``C // P`` threads (1 up to 8 cores). Parallelism across batches
       needs no synchronisation inside a batch and does not suffer from power-law
       imbalance between destinations: on 2 cores, LABOR-0 end-to-end went from 24-30
-      to 37-39 it/s, neighbor sampling from 44-57 to 52-61.
+      to 37-39 it/s, neighbor sampling from 44-57 to 52-61. ``P`` is capped because
+      every batch in flight holds its memory.
     * A feature fetcher on CPU ids gets a ``prefetch`` whose thread runs its gather on
       ``max(1, C // 4)`` threads (a gather is bound by memory, and the sampler pool
       already uses every core). Fetchers of CUDA ids and cooperative samplers (whose
@@ -84,14 +87,15 @@ def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
     Stages that already feed a background stage, or run inside worker processes, are
     left alone. Batches keep their order and content, so results are unchanged.
     """
-    cores = numba.config.NUMBA_NUM_THREADS
+    cores = numba.get_num_threads()
+    pool = min(cores, _MAX_BATCHES_IN_FLIGHT)
     while True:
         target = next((stage for stage in _overlap_targets(pipe)), None)
         if target is None:
             return pipe
         on_cpu = not _reads_cuda_batches(target)
         if on_cpu and isinstance(target, SubgraphSampler) and not target.cooperative:
-            background = lambda stage: Prefetcher(ThreadPoolMap(stage, cores, kernel_threads=1), buffer_size)
+            background = lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=cores // pool), buffer_size)
         elif on_cpu and isinstance(target, FeatureFetcher):
             background = lambda stage: Prefetcher(stage, buffer_size, kernel_threads=max(1, cores // 4))
         else:

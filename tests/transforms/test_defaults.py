@@ -29,11 +29,11 @@ def test_overlap_stages_puts_a_thread_after_the_sampler_and_the_fetcher():
     new = overlap_stages(pipe)
     assert _types(new) == ["ItemSampler", "WindowSampler", "ThreadPoolMap", "Prefetcher", "FeatureFetcher", "Prefetcher"]
     assert _types(pipe) == ["ItemSampler", "WindowSampler", "FeatureFetcher"]
-    # CPU sampler: a pool of one thread per core, single-threaded kernels; the fetcher's
-    # thread gathers with a quarter of the cores.
-    cores = numba.config.NUMBA_NUM_THREADS
+    # CPU sampler: a pool of one thread per core (at most 8), the cores split among them;
+    # the fetcher's thread gathers with a quarter of the cores.
+    cores = numba.get_num_threads()
     (pool,) = find(new, ThreadPoolMap)
-    assert (pool.num_threads, pool.kernel_threads) == (cores, 1)
+    assert (pool.num_threads, pool.kernel_threads) == (min(cores, 8), cores // min(cores, 8))
     assert [p.kernel_threads for p in find(new, Prefetcher)] == [max(1, cores // 4), None]
     assert _types(overlap_stages(new)) == _types(new)  # idempotent
     assert_same_batches(list(karate_chain()), list(new))
