@@ -233,8 +233,10 @@ def format_tables(results: dict) -> str:
         # GraphBolt 2.1 has no LABOR-*: its rate is reported next to GraphBolt's LABOR-0, no target.
         ("LABOR-* sampling only, it/s (vs GB LABOR-0)", ours["laborstar_sampling"]["it_per_s"],
          theirs["labor0_sampling"]["it_per_s"], None),
+        # Both sides run LABOR-0 on the same seeds, so the expected counts are equal; GraphBolt's
+        # own count moves by about 0.2% from run to run (its variates are random), hence 1%.
         ("LABOR-0 input nodes/batch", ours["labor0_sampling"]["input_nodes"], theirs["labor0_sampling"]["input_nodes"],
-         ("<=", 1.0)),
+         ("<=", 1.01)),
         ("LABOR-* input nodes/batch (vs GB LABOR-0)", ours["laborstar_sampling"]["input_nodes"],
          theirs["labor0_sampling"]["input_nodes"], ("<", 1.0)),
         (f"NS end-to-end loader, it/s (GB: {best['ns'][1].rsplit('_', 1)[1]})", ours["ns_loader"]["it_per_s"],
