@@ -49,7 +49,7 @@ from . import torch_random
 from .gpu_sampling import sample_labor_torch
 from .layer_sample import LayerSample
 from .random import uniform, uniform_open
-from .selection import CHUNKS_PER_THREAD, edge_balanced_chunks, keep_k_smallest, sift_down
+from .selection import CHUNKS_PER_THREAD, destination_ranges, edge_balanced_chunks, keep_k_smallest, sift_down
 from .unique_and_compact import unique_and_compact
 
 __all__ = ["Variates", "sample_labor", "labor_variates"]
@@ -215,11 +215,7 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
         pos = np.empty(scratch, np.int64)
         variates = np.empty(_SEGMENT, np.float64)
         for i in range(chunks[c], chunks[c + 1]):
-            v = nodes[i]
-            start = np.int64(indptr[v])
-            d = np.int64(indptr[v + 1]) - start
-            lo = out_indptr[i]
-            k = out_indptr[i + 1] - lo
+            v, start, d, lo, k = destination_ranges(indptr, nodes, out_indptr, i)
             if k == 0:
                 continue
             if k == d:

@@ -32,7 +32,7 @@ from ..validation import check_fanout, check_node_ids
 from .gpu_sampling import sample_neighbors_torch
 from .layer_sample import LayerSample
 from .random import hash2, uniform, uniform_open
-from .selection import sift_down
+from .selection import destination_ranges, sift_down
 
 __all__ = ["sample_neighbors"]
 
@@ -275,11 +275,7 @@ def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace):
     out_eids = np.empty(num_out, np.int64)
     out_src = np.empty(num_out, np.int64)
     for i in numba.prange(num_dst):
-        v = nodes[i]
-        start = np.int64(indptr[v])
-        d = np.int64(indptr[v + 1]) - start
-        lo = out_indptr[i]
-        k = out_indptr[i + 1] - lo
+        v, start, d, lo, k = destination_ranges(indptr, nodes, out_indptr, i)
         if k == 0:
             continue
         pos = out_eids[lo : lo + k]

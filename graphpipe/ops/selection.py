@@ -1,11 +1,12 @@
 """Small numba building blocks shared by the sampling kernels: a bounded max-heap that
-keeps the ``k`` smallest ``(score, position)`` pairs, and work chunks of equal edge
-counts for ``prange`` loops over destinations of power-law degrees."""
+keeps the ``k`` smallest ``(score, position)`` pairs, work chunks of equal edge counts
+for ``prange`` loops over destinations of power-law degrees, and the per-destination
+ranges of a kernel's fill pass."""
 
 import numba
 import numpy as np
 
-__all__ = ["CHUNKS_PER_THREAD", "sift_down", "keep_k_smallest", "edge_balanced_chunks"]
+__all__ = ["CHUNKS_PER_THREAD", "destination_ranges", "sift_down", "keep_k_smallest", "edge_balanced_chunks"]
 
 # prange splits its range into one contiguous block per thread; this many chunks per
 # thread keeps the blocks even when single destinations are heavy.
@@ -65,3 +66,14 @@ def edge_balanced_chunks(indptr, nodes, chunks):
         bounds[c] = np.searchsorted(cost, cost[n] * c // max(chunks, 1))
     bounds[chunks] = n
     return bounds
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def destination_ranges(indptr, nodes, out_indptr, i):
+    """``(v, start, d, lo, k)`` of destination ``i``: its id, its in-edges
+    ``[start, start + d)`` in the CSC, and its output slots ``[lo, lo + k)``."""
+    v = nodes[i]
+    start = np.int64(indptr[v])
+    d = np.int64(indptr[v + 1]) - start
+    lo = out_indptr[i]
+    return v, start, d, lo, out_indptr[i + 1] - lo
