@@ -155,7 +155,7 @@ class MiniBatch:
         return blocks
 
     # ------------------------------------------------------------------ PyG
-    def to_pyg(self, node_feature_key: Optional[str] = None):
+    def to_pyg(self, node_feature_key: Optional[str] = None, edge_feature_key: Optional[str] = None):
         """A ``torch_geometric.data.Data`` laid out as PyG's ``NeighborLoader`` returns.
 
         Nodes are in hop order (seeds are the first ``batch_size`` rows), edges are grouped
@@ -167,7 +167,9 @@ class MiniBatch:
         Fields: ``x`` (the node feature ``node_feature_key``; optional if there is exactly
         one), ``edge_index`` ``[2, E]`` local (source, target), ``y``, ``n_id``, ``e_id``,
         ``batch_size``, ``num_sampled_nodes``, ``num_sampled_edges`` and, when the sampler
-        produced them, ``edge_weight``.
+        produced them, ``edge_weight``; with fetched edge features, ``edge_attr``
+        ``[E, ...]`` (the edge feature ``edge_feature_key``, optional if there is exactly
+        one), in ``edge_index`` order.
         """
         try:
             from torch_geometric.data import Data
@@ -181,7 +183,10 @@ class MiniBatch:
         # Number of nodes known after hop k: dst count of layer L-1-k (k=0: seeds).
         hop_bounds = [self.sampled_subgraphs[num_layers - 1].num_dst_nodes]
         hop_bounds += [sg.num_src_nodes for sg in reversed(self.sampled_subgraphs)]
-        edge_index, edge_ids, edge_weights, num_edges = [], [], [], []
+        edge_key = _feature_key(
+            {key for layer in self.edge_features for key in layer}, edge_feature_key, "edge_feature_key"
+        )
+        edge_index, edge_ids, edge_weights, edge_attr, num_edges = [], [], [], [], []
         for hop in range(1, num_layers + 1):
             sg = self.sampled_subgraphs[num_layers - hop]
             lo = 0 if hop == 1 else hop_bounds[hop - 2]
@@ -193,6 +198,8 @@ class MiniBatch:
             edge_ids.append(sg.original_edge_ids[start:end])
             if sg.edge_weights is not None:
                 edge_weights.append(sg.edge_weights[start:end])
+            if edge_key is not None:
+                edge_attr.append(self.edge_features[num_layers - hop][edge_key][start:end])
             num_edges.append(end - start)
         data = Data(
             edge_index=torch.cat(edge_index, dim=1),
@@ -205,23 +212,26 @@ class MiniBatch:
         data.num_nodes = hop_bounds[-1]
         if edge_weights:
             data.edge_weight = torch.cat(edge_weights)
+        if edge_attr:
+            data.edge_attr = torch.cat(edge_attr)
         if self.labels is not None:
             data.y = self.labels
-        if self.node_features:
-            if node_feature_key is None:
-                if len(self.node_features) != 1:
-                    raise ValueError(
-                        "MiniBatch.to_pyg(): several node features "
-                        f"{sorted(self.node_features)}; pass node_feature_key= to choose x"
-                    )
-                node_feature_key = next(iter(self.node_features))
-            if node_feature_key not in self.node_features:
-                raise KeyError(
-                    f"MiniBatch.to_pyg(): unknown node_feature_key '{node_feature_key}'; "
-                    f"known keys: {sorted(self.node_features)}"
-                )
-            data.x = self.node_features[node_feature_key]
+        node_key = _feature_key(set(self.node_features), node_feature_key, "node_feature_key")
+        if node_key is not None:
+            data.x = self.node_features[node_key]
         return data
+
+
+def _feature_key(known, key: Optional[str], argument: str) -> Optional[str]:
+    """The feature ``to_pyg`` puts in ``x`` / ``edge_attr``: ``key``, or the only one known
+    (``None`` if none is known and none was asked for)."""
+    if key is None:
+        if len(known) > 1:
+            raise ValueError(f"MiniBatch.to_pyg(): several features {sorted(known)}; pass {argument}= to choose one")
+        return next(iter(known), None)
+    if key not in known:
+        raise KeyError(f"MiniBatch.to_pyg(): unknown {argument} '{key}'; known keys: {sorted(known)}")
+    return key
 
 
 def _apply(obj, fn):

@@ -151,9 +151,19 @@ def test_to_pyg_trimmed_graphsage_matches_full():
     assert not torch.allclose(full, model(data.x, data.edge_index[:, :cut])[: data.batch_size], atol=1e-5)
 
 
+def test_to_pyg_edge_attr_follows_edge_index():
+    graph, store, mb = _batch()
+    data = mb.to_pyg()
+    assert torch.equal(data.edge_attr, store["edge", "w"].data[data.e_id])
+    assert torch.equal(mb.to_pyg(edge_feature_key="w").edge_attr, data.edge_attr)
+    with pytest.raises(KeyError, match=r"unknown edge_feature_key 'v'; known keys: \['w'\]"):
+        mb.to_pyg(edge_feature_key="v")
+    assert "edge_attr" not in replace(mb, edge_features=[]).to_pyg()
+
+
 def test_to_pyg_feature_choice_and_errors(monkeypatch):
     _, store, mb = _batch(node_features=("feat", "other"))
-    with pytest.raises(ValueError, match=r"several node features \['feat', 'other'\]; pass node_feature_key="):
+    with pytest.raises(ValueError, match=r"several features \['feat', 'other'\]; pass node_feature_key="):
         mb.to_pyg()
     assert torch.equal(mb.to_pyg("other").x, store["other"].data[mb.input_nodes])
     with pytest.raises(KeyError, match=r"unknown node_feature_key 'x'"):
