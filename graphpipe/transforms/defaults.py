@@ -86,7 +86,15 @@ def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
 
     Stages that already feed a background stage, or run inside worker processes, are
     left alone. Batches keep their order and content, so results are unchanged.
+
+    Under numba's ``workqueue`` threading layer (numba picks it when neither OpenMP nor
+    TBB is installed, e.g. on some macOS setups), parallel kernels must not start from
+    several threads at once: the whole chain then gets one background thread instead.
     """
+    if not _kernels_thread_safe():
+        if find(pipe, (Prefetcher, ThreadPoolMap)):
+            return pipe
+        return Prefetcher(pipe, buffer_size)
     cores = numba.get_num_threads()
     pool = min(cores, _MAX_BATCHES_IN_FLIGHT)
     while True:
@@ -101,6 +109,15 @@ def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
         else:
             background = lambda stage: Prefetcher(stage, buffer_size)
         pipe = insert_after(pipe, target, background)
+
+
+def _kernels_thread_safe() -> bool:
+    """Whether numba's parallel kernels may start from several threads at once: true for
+    its OpenMP and TBB threading layers, false for ``workqueue``."""
+    from numba.np.ufunc import parallel
+
+    parallel._launch_threads()  # picks the layer, as the first parallel kernel would
+    return numba.threading_layer() != "workqueue"
 
 
 def _overlap_targets(pipe: Pipe):

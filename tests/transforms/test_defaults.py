@@ -40,6 +40,14 @@ def test_overlap_stages_puts_a_thread_after_the_sampler_and_the_fetcher():
     assert live_graphpipe_threads() == []
 
 
+def test_overlap_stages_uses_one_thread_under_numbas_workqueue_layer(monkeypatch):
+    monkeypatch.setattr(gp.transforms.defaults, "_kernels_thread_safe", lambda: False)
+    new = overlap_stages(karate_chain())
+    assert _types(new) == ["ItemSampler", "WindowSampler", "FeatureFetcher", "Prefetcher"]
+    assert _types(overlap_stages(new)) == _types(new)  # idempotent
+    assert_same_batches(list(karate_chain()), list(new))
+
+
 def test_overlap_stages_respects_existing_background_stages():
     pipe = thread_pool(WindowSampler, 2)(karate_chain())
     assert _types(overlap_stages(pipe)) == [
