@@ -38,7 +38,7 @@ with ``c0² + c1² = 1``: uniform in every batch, drifting smoothly between batc
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numba
 import numpy as np
@@ -52,7 +52,7 @@ from .random import uniform, uniform_open
 from .selection import CHUNKS_PER_THREAD, destination_ranges, edge_balanced_chunks, keep_k_smallest, sift_down
 from .unique_and_compact import unique_and_compact
 
-__all__ = ["Variates", "sample_labor", "labor_variates"]
+__all__ = ["Variates", "sample_labor", "labor_variates", "vertex_normals"]
 
 _MAX_FIXED_POINT_ITERATIONS = 100
 _CONVERGENCE = 1e-4
@@ -69,6 +69,11 @@ class Variates(NamedTuple):
     ``r_t = Φ(c0·N(k0, t) + c1·N(k1, t))`` where ``N(k, t)`` is a standard normal from the
     counter hash (Box-Muller) and ``c0² + c1² = 1``, so ``r_t`` is exactly uniform for any
     ``(c0, c1)`` and moves continuously as ``(c0, c1)`` turns from ``(1, 0)`` to ``(0, 1)``.
+
+    ``normals``: optional function ``key -> [num_nodes]`` float64 ``N(key, t)`` of every
+    vertex (:func:`vertex_normals`), e.g. a cache that serves the ``κ`` batches of a period
+    (their keys are the same). Used where a layer takes its variates from a per-vertex
+    table; the variates are the same with or without it.
     """
 
     k0: int
@@ -76,6 +81,7 @@ class Variates(NamedTuple):
     c0: float = 1.0
     c1: float = 0.0
     dependent: bool = False
+    normals: Optional[Callable[[int], np.ndarray]] = None
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -92,6 +98,26 @@ def _variate(t, k0, k1, c0, c1, dependent):
         return uniform(k0, t)
     z = c0 * _normal(k0, t) + c1 * _normal(k1, t)
     return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def vertex_normals(key, num_nodes):
+    """``[num_nodes]`` float64 ``N(key, t)`` for ``t = 0 .. num_nodes - 1``."""
+    out = np.empty(num_nodes, np.float64)
+    for t in numba.prange(num_nodes):
+        out[t] = _normal(key, t)
+    return out
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _mixed_variates(normals0, normals1, c0, c1):
+    """``Φ(c0·N0 + c1·N1)`` per vertex: the same operations as :func:`_variate`, so the
+    same values as computing the normals on the spot."""
+    out = np.empty(normals0.size, np.float64)
+    for t in numba.prange(normals0.size):
+        z = c0 * normals0[t] + c1 * normals1[t]
+        out[t] = 0.5 * math.erfc(-z / math.sqrt(2.0))
+    return out
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -464,14 +490,17 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 
 # ---------------------------------------------------------------- entry point
-def _dependent_variate_table(indptr, nodes, k0, k1, c0, c1, dependent) -> np.ndarray:
+def _dependent_variate_table(indptr, nodes, variates: Variates) -> np.ndarray:
     """``r_t`` of every vertex, when dependent variates (two Box-Muller normals and an
     erfc each, ~50x a hash) would otherwise be computed per scanned edge for more edges
     than the graph has vertices; else an empty array (compute per edge)."""
     num_nodes = indptr.size - 1
-    if not dependent or _scanned_edges(indptr, nodes) < num_nodes:
+    if not variates.dependent or _scanned_edges(indptr, nodes) < num_nodes:
         return np.empty(0, np.float64)
-    return labor_variates(np.arange(num_nodes, dtype=np.int64), k0, k1, c0, c1, True)
+    if variates.normals is not None:
+        return _mixed_variates(variates.normals(variates.k0), variates.normals(variates.k1), variates.c0, variates.c1)
+    k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
+    return labor_variates(np.arange(num_nodes, dtype=np.int64), k0, k1, variates.c0, variates.c1, True)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -528,7 +557,7 @@ def sample_labor(
         )
     indptr_np, indices_np, nodes_np = (t.contiguous().numpy() for t in (indptr, indices, nodes))
     if probs is None and importance_sampling == 0:
-        table = _dependent_variate_table(indptr_np, nodes_np, k0, k1, c0, c1, dependent)
+        table = _dependent_variate_table(indptr_np, nodes_np, variates)
         chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
         out = _labor0(indptr_np, indices_np, nodes_np, fanout, table, k0, k1, c0, c1, dependent, chunks)
         return LayerSample(*(torch.from_numpy(a) for a in out))

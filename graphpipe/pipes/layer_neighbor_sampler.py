@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, derive_key
-from ..ops.labor import Variates, sample_labor
+from ..ops.labor import Variates, sample_labor, vertex_normals
 from ..validation import check_edge_weights, check_importance_sampling
 from .base import Pipe, functional_pipe
 from .subgraph_sampler import SubgraphSampler
@@ -83,6 +86,7 @@ class LayerNeighborSampler(SubgraphSampler):
         self.batch_dependency = batch_dependency
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, name)
+        self._normals = _NormalsCache(graph.num_nodes, capacity=4 * len(self.fanouts))
 
     def variates(self, batch_index: int, layer: int) -> Variates:
         """The keys of the per-vertex uniforms of one layer of one batch."""
@@ -98,6 +102,7 @@ class LayerNeighborSampler(SubgraphSampler):
             c0=math.cos(angle),
             c1=math.sin(angle),
             dependent=True,
+            normals=self._normals,
         )
 
     def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
@@ -111,3 +116,36 @@ class LayerNeighborSampler(SubgraphSampler):
             importance_sampling=self.importance_sampling,
             probs=self.probs,
         )
+
+
+class _NormalsCache:
+    """``key -> N(key, ·)`` over all vertices, kept for the last ``capacity`` keys.
+
+    With ``batch_dependency = κ`` the keys of a layer stay the same for ``κ`` batches, so
+    the two normal tables a batch needs were usually computed for an earlier batch. Safe
+    to call from several threads (a thread-pool stage samples batches concurrently).
+    """
+
+    def __init__(self, num_nodes: int, capacity: int):
+        self.num_nodes = num_nodes
+        self.capacity = capacity
+        self._tables: "OrderedDict[int, np.ndarray]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __getstate__(self):  # worker processes get an empty cache (and a new lock)
+        return {"num_nodes": self.num_nodes, "capacity": self.capacity}
+
+    def __setstate__(self, state):
+        self.__init__(state["num_nodes"], state["capacity"])
+
+    def __call__(self, key: int) -> np.ndarray:
+        with self._lock:
+            if key in self._tables:
+                self._tables.move_to_end(key)
+                return self._tables[key]
+        table = vertex_normals(np.uint64(key), self.num_nodes)
+        with self._lock:
+            self._tables[key] = table
+            while len(self._tables) > self.capacity:
+                self._tables.popitem(last=False)
+        return table

@@ -131,3 +131,44 @@ def test_negative_weights_rejected():
     graph = gp.CSCGraph(GRAPH.indptr, GRAPH.indices, {"w": -GRAPH.edge_attributes["w"]})
     with pytest.raises(ValueError, match="must be non-negative"):
         gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(graph, [3], weights="w")
+
+
+
+def test_kappa_normal_tables_give_the_same_batches_and_are_computed_once_per_key(monkeypatch):
+    """With batch_dependency > 1 a layer that scans more edges than the graph has nodes
+    takes its variates from normal tables cached across the batches of a period: the
+    batches equal those with the normals computed on the spot, and each key's table is
+    computed once."""
+    import graphpipe.pipes.layer_neighbor_sampler as module
+
+    src, dst = torch.randint(0, 300, (2, 6000), generator=torch.Generator().manual_seed(0))
+    graph = gp.CSCGraph.from_coo(src, dst, num_nodes=300)
+    items = gp.ItemSet(torch.arange(300), names="seeds")
+
+    def sampler():
+        return gp.ItemSampler(items, 64, seed=1).sample_layer_neighbor(graph, [5, 5], batch_dependency=4, seed=2)
+
+    keys = []
+    real = module.vertex_normals
+    monkeypatch.setattr(module, "vertex_normals", lambda key, n: keys.append(int(key)) or real(key, n))
+    cached = list(sampler())
+    uncached_pipe = sampler()
+    uncached_pipe._normals = None  # Variates(normals=None): normals computed on the spot
+    uncached = list(uncached_pipe)
+    # 5 batches: periods 0 (batches 0-3) and 1 (batch 4) need keys of periods 0, 1, 2, per layer.
+    assert len(keys) == len(set(keys)) == 2 * 3
+    for a, b in zip(cached, uncached):
+        for x, y in zip(a.sampled_subgraphs, b.sampled_subgraphs):
+            assert torch.equal(x.original_edge_ids, y.original_edge_ids)
+
+
+def test_normals_cache_pickles_empty():
+    import pickle
+
+    from graphpipe.pipes.layer_neighbor_sampler import _NormalsCache
+
+    cache = _NormalsCache(10, capacity=2)
+    cache(1), cache(2), cache(3)
+    assert list(cache._tables) == [2, 3]  # least recently used dropped
+    copy = pickle.loads(pickle.dumps(cache))
+    assert copy._tables == {} and copy.capacity == 2 and copy.num_nodes == 10
