@@ -110,14 +110,31 @@ def vertex_normals(key, num_nodes):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _mixed_variates(normals0, normals1, c0, c1):
-    """``Φ(c0·N0 + c1·N1)`` per vertex: the same operations as :func:`_variate`, so the
-    same values as computing the normals on the spot."""
+def _mixed_normals(normals0, normals1, c0, c1):
+    """``z_t = c0·N0[t] + c1·N1[t]`` per vertex (``r_t = Φ(z_t)``)."""
     out = np.empty(normals0.size, np.float64)
     for t in numba.prange(normals0.size):
-        z = c0 * normals0[t] + c1 * normals1[t]
-        out[t] = 0.5 * math.erfc(-z / math.sqrt(2.0))
+        out[t] = c0 * normals0[t] + c1 * normals1[t]
     return out
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _mixed_normals_on_the_spot(num_nodes, k0, k1, c0, c1):
+    """``z_t = c0·N(k0, t) + c1·N(k1, t)`` for every vertex, the normals made here."""
+    out = np.empty(num_nodes, np.float64)
+    for t in numba.prange(num_nodes):
+        out[t] = c0 * _normal(k0, t) + c1 * _normal(k1, t)
+    return out
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _normal_quantile(p):
+    """About ``Φ⁻¹(p)`` for ``0 < p < 1`` (Abramowitz & Stegun 26.2.23, error < 4.5e-4):
+    enough for a candidate threshold, which only sets how many candidates are kept."""
+    q = p if p < 0.5 else 1.0 - p
+    t = math.sqrt(-2.0 * math.log(q))
+    z = t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t)
+    return -z if p < 0.5 else z
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -144,8 +161,9 @@ _SPARSE = 8
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _fill_variates(indices, start, count, out, table, k0, k1, c0, c1, dependent):
-    """``out[:count]`` = ``r_t`` of the sources ``indices[start:start + count]``, read from
-    ``table[t]`` when the table is not empty (precomputed dependent variates)."""
+    """``out[:count]`` = ``r_t`` of the sources ``indices[start:start + count]``, or
+    ``table[t]`` when the table is not empty (dependent variates precomputed as ``z_t``,
+    ``r_t = Φ(z_t)``: LABOR-0 only compares variates, and Φ keeps their order)."""
     # Index a slice from 0: numba then knows the index is not negative and drops the
     # wraparound check that keeps ``indices[start + j]`` from vectorising (2-4x slower).
     sources = indices[start : start + count]
@@ -168,7 +186,8 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1
     cap = score.size - _SEGMENT
     expected = k + _CANDIDATE_MARGIN * math.sqrt(k) + _CANDIDATE_MARGIN
     if expected < d and expected * 2.0 <= cap:
-        threshold = expected / d
+        # r_t below expected / d; a table holds z_t with r_t = Φ(z_t): the same order
+        threshold = _normal_quantile(expected / d) if table.size else expected / d
         sparse = d > _SPARSE * expected
         n = 0
         for segment in range(0, d, _SEGMENT):
@@ -212,7 +231,8 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1
 def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, num_chunks):
     """LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights)``.
 
-    ``table``: ``r_t`` per vertex, or empty (compute ``r_t`` per edge from the keys).
+    ``table``: ``z_t`` per vertex (``r_t = Φ(z_t)``, see :func:`_dependent_variate_table`),
+    or empty (compute ``r_t`` per edge from the keys).
     ``num_chunks``: work chunks of about equal scanned edges for the ``prange``.
     """
     n = nodes.size
@@ -491,16 +511,17 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 # ---------------------------------------------------------------- entry point
 def _dependent_variate_table(indptr, nodes, variates: Variates) -> np.ndarray:
-    """``r_t`` of every vertex, when dependent variates (two Box-Muller normals and an
-    erfc each, ~50x a hash) would otherwise be computed per scanned edge for more edges
-    than the graph has vertices; else an empty array (compute per edge)."""
+    """``z_t`` (``r_t = Φ(z_t)``) of every vertex, when dependent variates (two Box-Muller
+    normals and an erfc each, ~50x a hash) would otherwise be computed per scanned edge
+    for more edges than the graph has vertices; else an empty array (compute per edge).
+    The order of ``z_t`` is that of ``r_t`` (up to ties that rounding ``Φ`` would make)."""
     num_nodes = indptr.size - 1
     if not variates.dependent or _scanned_edges(indptr, nodes) < num_nodes:
         return np.empty(0, np.float64)
     if variates.normals is not None:
-        return _mixed_variates(variates.normals(variates.k0), variates.normals(variates.k1), variates.c0, variates.c1)
+        return _mixed_normals(variates.normals(variates.k0), variates.normals(variates.k1), variates.c0, variates.c1)
     k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
-    return labor_variates(np.arange(num_nodes, dtype=np.int64), k0, k1, variates.c0, variates.c1, True)
+    return _mixed_normals_on_the_spot(num_nodes, k0, k1, variates.c0, variates.c1)
 
 
 @numba.njit(nogil=True, cache=True)

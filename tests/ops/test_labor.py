@@ -6,7 +6,14 @@ from scipy import stats
 from graphpipe import CSCGraph
 from graphpipe.ops import derive_key, sample_labor
 from graphpipe.ops.gpu_sampling import sample_labor_torch
-from graphpipe.ops.labor import Variates, _labor0, _labor_variates_torch, _update_vertex_probabilities, labor_variates
+from graphpipe.ops.labor import (
+    Variates,
+    _labor0,
+    _labor_variates_torch,
+    _normal_quantile,
+    _update_vertex_probabilities,
+    labor_variates,
+)
 
 
 def _check_edges(graph, nodes, sample):
@@ -224,14 +231,20 @@ def test_fixed_point_sum_is_the_same_for_any_thread_count(numba_threads):
 
 
 def test_labor0_all_candidates_and_ties_fall_back_to_the_heap():
-    """Equal variates everywhere: every edge is a candidate (the buffer overflows) and
-    ties go to the lower positions."""
+    """Equal variates everywhere: every edge is a candidate (-10: the buffer overflows)
+    or none is (0), and ties go to the lower positions."""
     graph = _star(degree=5000)
     indptr, indices, nodes = graph.indptr.numpy(), graph.indices.numpy(), np.array([0])
-    for value in (0.0, 0.001):
+    for value in (-10.0, 0.0):
         table = np.full(5001, value)
         _, _, edge_ids, _ = _labor0(indptr, indices, nodes, 15, table, np.uint64(1), np.uint64(0), 1.0, 0.0, True, 4)
         assert edge_ids.tolist() == list(range(15))
+
+
+def test_candidate_threshold_quantile():
+    p = np.concatenate([np.logspace(-12, -1, 50), np.linspace(0.1, 0.999, 50)])
+    ours = np.array([_normal_quantile(x) for x in p])
+    assert np.abs(ours - stats.norm.ppf(p)).max() < 1e-3
 
 
 def test_labor0_huge_fanout_keeps_every_edge():
