@@ -168,8 +168,8 @@ class MiniBatch:
         one), ``edge_index`` ``[2, E]`` local (source, target), ``y``, ``n_id``, ``e_id``,
         ``batch_size``, ``num_sampled_nodes``, ``num_sampled_edges`` and, when the sampler
         produced them, ``edge_weight``; with fetched edge features, ``edge_attr``
-        ``[E, ...]`` (the edge feature ``edge_feature_key``, optional if there is exactly
-        one), in ``edge_index`` order.
+        ``[E, ...]`` in ``edge_index`` order: the edge feature ``edge_feature_key``, or the
+        only one fetched (with several and no key, no ``edge_attr``).
         """
         try:
             from torch_geometric.data import Data
@@ -183,8 +183,10 @@ class MiniBatch:
         # Number of nodes known after hop k: dst count of layer L-1-k (k=0: seeds).
         hop_bounds = [self.sampled_subgraphs[num_layers - 1].num_dst_nodes]
         hop_bounds += [sg.num_src_nodes for sg in reversed(self.sampled_subgraphs)]
-        edge_key = _feature_key(
-            {key for layer in self.edge_features for key in layer}, edge_feature_key, "edge_feature_key"
+        edge_keys = {key for layer in self.edge_features for key in layer}
+        # Several edge features and no choice: no edge_attr (they may be fetched for other uses).
+        edge_key = None if edge_feature_key is None and len(edge_keys) > 1 else _feature_key(
+            edge_keys, edge_feature_key, "edge_feature_key"
         )
         edge_index, edge_ids, edge_weights, edge_attr, num_edges = [], [], [], [], []
         for hop in range(1, num_layers + 1):

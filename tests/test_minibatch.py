@@ -159,6 +159,9 @@ def test_to_pyg_edge_attr_follows_edge_index():
     with pytest.raises(KeyError, match=r"unknown edge_feature_key 'v'; known keys: \['w'\]"):
         mb.to_pyg(edge_feature_key="v")
     assert "edge_attr" not in replace(mb, edge_features=[]).to_pyg()
+    two = replace(mb, edge_features=[{**layer, "v": 2 * layer["w"]} for layer in mb.edge_features])
+    assert "edge_attr" not in two.to_pyg()  # several and no key: left out
+    assert torch.equal(two.to_pyg(edge_feature_key="v").edge_attr, 2 * data.edge_attr)
 
 
 def test_to_pyg_feature_choice_and_errors(monkeypatch):

@@ -510,26 +510,36 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 
 # ---------------------------------------------------------------- entry point
-def _dependent_variate_table(indptr, nodes, variates: Variates) -> np.ndarray:
+def _dependent_variate_table(indptr, nodes, fanout, variates: Variates) -> np.ndarray:
     """``z_t`` (``r_t = Φ(z_t)``) of every vertex, when dependent variates (two Box-Muller
     normals and an erfc each, ~50x a hash) would otherwise be computed per scanned edge
     for more edges than the graph has vertices; else an empty array (compute per edge).
     The order of ``z_t`` is that of ``r_t`` (up to ties that rounding ``Φ`` would make)."""
     num_nodes = indptr.size - 1
-    if not variates.dependent or _scanned_edges(indptr, nodes) < num_nodes:
+    if not variates.dependent or fanout == -1 or _scanned_edges(indptr, nodes, fanout) < num_nodes:
         return np.empty(0, np.float64)
     if variates.normals is not None:
-        return _mixed_normals(variates.normals(variates.k0), variates.normals(variates.k1), variates.c0, variates.c1)
+        normals0, normals1 = variates.normals(variates.k0), variates.normals(variates.k1)
+        for normals in (normals0, normals1):
+            if normals.shape != (num_nodes,) or normals.dtype != np.float64:
+                raise ValueError(
+                    f"sample_labor: Variates.normals must give float64 arrays of shape ({num_nodes},), "
+                    f"got {normals.dtype} of shape {normals.shape}"
+                )
+        return _mixed_normals(normals0, normals1, variates.c0, variates.c1)
     k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
     return _mixed_normals_on_the_spot(num_nodes, k0, k1, variates.c0, variates.c1)
 
 
 @numba.njit(nogil=True, cache=True)
-def _scanned_edges(indptr, nodes):
-    """``Σ`` in-degree of ``nodes``: the edges a LABOR layer scans."""
+def _scanned_edges(indptr, nodes, fanout):
+    """``Σ`` in-degree of the ``nodes`` with more than ``fanout`` in-edges: the edges a
+    LABOR-0 layer draws variates for (the others keep every edge)."""
     total = 0
     for v in nodes:
-        total += indptr[v + 1] - indptr[v]
+        d = indptr[v + 1] - indptr[v]
+        if d > fanout:
+            total += d
     return total
 
 
@@ -578,7 +588,7 @@ def sample_labor(
         )
     indptr_np, indices_np, nodes_np = (t.contiguous().numpy() for t in (indptr, indices, nodes))
     if probs is None and importance_sampling == 0:
-        table = _dependent_variate_table(indptr_np, nodes_np, variates)
+        table = _dependent_variate_table(indptr_np, nodes_np, fanout, variates)
         chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
         out = _labor0(indptr_np, indices_np, nodes_np, fanout, table, k0, k1, c0, c1, dependent, chunks)
         return LayerSample(*(torch.from_numpy(a) for a in out))

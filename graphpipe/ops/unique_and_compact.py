@@ -61,6 +61,8 @@ def unique_and_compact(
     src = src_nodes.to(torch.int64).contiguous()
     if dst.numel() + src.numel() == 0:
         return dst.clone(), src.clone()
+    if num_nodes is not None and num_nodes < 1:
+        raise ValueError(f"unique_and_compact: `num_nodes` must be >= 1 when there are ids, got {num_nodes}")
     dst_np, src_np = dst.numpy(), src.numpy()
     dense_limit = _DENSE_FACTOR * (dst.numel() + src.numel()) + _DENSE_SLACK
     if num_nodes is not None and num_nodes <= dense_limit:

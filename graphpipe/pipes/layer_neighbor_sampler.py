@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Optional, Sequence
 
 import numpy as np
@@ -86,7 +87,7 @@ class LayerNeighborSampler(SubgraphSampler):
         self.batch_dependency = batch_dependency
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, name)
-        self._normals = _NormalsCache(graph.num_nodes, capacity=4 * len(self.fanouts))
+        self._normals = _NormalsCache(graph.num_nodes, capacity=3 * (1 if self.layer_dependency else len(self.fanouts)))
 
     def variates(self, batch_index: int, layer: int) -> Variates:
         """The keys of the per-vertex uniforms of one layer of one batch."""
@@ -119,17 +120,20 @@ class LayerNeighborSampler(SubgraphSampler):
 
 
 class _NormalsCache:
-    """``key -> N(key, ·)`` over all vertices, kept for the last ``capacity`` keys.
+    """``key -> N(key, ·)`` over all vertices (float64, 8 bytes per node), kept for the
+    last ``capacity`` keys.
 
     With ``batch_dependency = κ`` the keys of a layer stay the same for ``κ`` batches, so
-    the two normal tables a batch needs were usually computed for an earlier batch. Safe
-    to call from several threads (a thread-pool stage samples batches concurrently).
+    the two tables a batch needs per layer were usually computed for an earlier batch;
+    across a period boundary a layer needs three keys, hence ``capacity`` = 3 per layer
+    that has its own keys. Safe to call from several threads (a thread-pool stage samples
+    batches concurrently): the first caller of a key computes its table, the others wait.
     """
 
     def __init__(self, num_nodes: int, capacity: int):
         self.num_nodes = num_nodes
         self.capacity = capacity
-        self._tables: "OrderedDict[int, np.ndarray]" = OrderedDict()
+        self._tables: "OrderedDict[int, Future]" = OrderedDict()
         self._lock = threading.Lock()
 
     def __getstate__(self):  # worker processes get an empty cache (and a new lock)
@@ -140,12 +144,21 @@ class _NormalsCache:
 
     def __call__(self, key: int) -> np.ndarray:
         with self._lock:
-            if key in self._tables:
+            entry = self._tables.get(key)
+            owner = entry is None
+            if owner:
+                entry = self._tables[key] = Future()
+                while len(self._tables) > self.capacity:
+                    self._tables.popitem(last=False)
+            else:
                 self._tables.move_to_end(key)
-                return self._tables[key]
-        table = vertex_normals(np.uint64(key), self.num_nodes)
-        with self._lock:
-            self._tables[key] = table
-            while len(self._tables) > self.capacity:
-                self._tables.popitem(last=False)
-        return table
+        if owner:  # compute outside the lock: other keys stay available meanwhile
+            try:
+                entry.set_result(vertex_normals(np.uint64(key), self.num_nodes))
+            except BaseException as error:
+                entry.set_exception(error)
+                with self._lock:
+                    if self._tables.get(key) is entry:
+                        del self._tables[key]
+                raise
+        return entry.result()

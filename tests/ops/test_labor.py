@@ -241,6 +241,15 @@ def test_labor0_all_candidates_and_ties_fall_back_to_the_heap():
         assert edge_ids.tolist() == list(range(15))
 
 
+def test_wrong_normal_tables_are_rejected():
+    src, dst = torch.meshgrid(torch.arange(10), torch.arange(10), indexing="ij")
+    keep = src != dst
+    graph = CSCGraph.from_coo(src[keep], dst[keep], num_nodes=10)  # complete: 90 scanned edges
+    variates = Variates(1, 2, 0.6, 0.8, True, normals=lambda key: np.zeros(3))
+    with pytest.raises(ValueError, match=r"Variates.normals must give float64 arrays of shape \(10,\)"):
+        sample_labor(graph.indptr, graph.indices, torch.arange(10), 5, variates=variates)
+
+
 def test_candidate_threshold_quantile():
     p = np.concatenate([np.logspace(-12, -1, 50), np.linspace(0.1, 0.999, 50)])
     ours = np.array([_normal_quantile(x) for x in p])

@@ -61,6 +61,8 @@ def test_negative_ids_rejected():
 # num_nodes 10: the dense kernel checks the ids; 10**9: too sparse, a bounds pass does.
 @pytest.mark.parametrize("num_nodes, bad", [(10, -3), (10, 10), (10, 10**9), (10**9, -3), (10**9, 10**9)])
 def test_ids_outside_num_nodes_rejected(num_nodes, bad):
+    with pytest.raises(ValueError, match=r"`num_nodes` must be >= 1"):
+        unique_and_compact(torch.tensor([5]), torch.tensor([3, 1000000]), num_nodes=0)
     with pytest.raises(ValueError, match="node ids"):
         unique_and_compact(torch.tensor([1, 2]), torch.tensor([0, bad, 4]), num_nodes=num_nodes)
     with pytest.raises(ValueError, match="node ids"):

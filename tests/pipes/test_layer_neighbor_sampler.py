@@ -162,13 +162,45 @@ def test_kappa_normal_tables_give_the_same_batches_and_are_computed_once_per_key
             assert torch.equal(x.original_edge_ids, y.original_edge_ids)
 
 
-def test_normals_cache_pickles_empty():
+def test_normals_cache_lru_pickles_empty_and_computes_a_key_once_across_threads(monkeypatch):
     import pickle
+    import threading
+    import time
 
-    from graphpipe.pipes.layer_neighbor_sampler import _NormalsCache
+    import graphpipe.pipes.layer_neighbor_sampler as module
 
-    cache = _NormalsCache(10, capacity=2)
+    cache = module._NormalsCache(10, capacity=2)
     cache(1), cache(2), cache(3)
     assert list(cache._tables) == [2, 3]  # least recently used dropped
+    assert np.array_equal(cache(3), module.vertex_normals(np.uint64(3), 10))
     copy = pickle.loads(pickle.dumps(cache))
-    assert copy._tables == {} and copy.capacity == 2 and copy.num_nodes == 10
+    assert len(copy._tables) == 0 and copy.capacity == 2 and copy.num_nodes == 10
+
+    calls = []
+    real = module.vertex_normals
+
+    def slow_normals(key, n):
+        calls.append(int(key))
+        time.sleep(0.05)
+        return real(key, n)
+
+    monkeypatch.setattr(module, "vertex_normals", slow_normals)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(copy(7))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls == [7] and len(results) == 4 and all(r is results[0] for r in results)
+
+
+def test_dependent_sampler_pickles_to_the_same_batches():
+    import pickle
+
+    src, dst = torch.randint(0, 300, (2, 6000), generator=torch.Generator().manual_seed(0))
+    graph = gp.CSCGraph.from_coo(src, dst, num_nodes=300)
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(300), names="seeds"), 64, seed=1).sample_layer_neighbor(
+        graph, [5, 5], batch_dependency=4, seed=2
+    )
+    for a, b in zip(pipe, pickle.loads(pickle.dumps(pipe))):
+        assert all(torch.equal(x.original_edge_ids, y.original_edge_ids) for x, y in zip(a.sampled_subgraphs, b.sampled_subgraphs))
