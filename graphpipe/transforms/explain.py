@@ -33,13 +33,13 @@ def placement(pipe: Pipe) -> Dict[int, str]:
             return
         if isinstance(stage, Prefetcher):
             thread_of[id(stage)] = len(thread_of)
-            visit(source, f"thread #{thread_of[id(stage)]}")
+            visit(source, f"thread #{thread_of[id(stage)]}{_kernel_threads(stage)}")
         elif isinstance(stage, ProcessWorkers):
             visit(source, f"{stage.num_workers} worker processes")
         elif isinstance(stage, (ThreadPoolMap, SideStream)):
             # The wrapped stage's work runs elsewhere; its upstream is pulled right here.
             if isinstance(stage, ThreadPoolMap):
-                where[id(source)] = f"pool of {stage.num_threads} threads"
+                where[id(source)] = f"pool of {stage.num_threads} threads{_kernel_threads(stage)}"
             else:
                 where[id(source)] = f"{location}, CUDA side stream"
             if isinstance(source.source, Pipe):
@@ -54,6 +54,12 @@ def placement(pipe: Pipe) -> Dict[int, str]:
         for key, location in where.items():
             where[key] = location.replace(f"thread #{temporary}", f"thread {count - temporary}")
     return where
+
+
+def _kernel_threads(stage) -> str:
+    """``", kernels on k threads"`` when a background stage sets its numba threads."""
+    k = stage.kernel_threads
+    return "" if k is None else f", kernels on {k} thread{'s' if k > 1 else ''}"
 
 
 def stage_label(stage: Pipe) -> str:

@@ -35,6 +35,9 @@ def test_overlap_stages_puts_a_thread_after_the_sampler_and_the_fetcher():
     (pool,) = find(new, ThreadPoolMap)
     assert (pool.num_threads, pool.kernel_threads) == (min(cores, 8), cores // min(cores, 8))
     assert [p.kernel_threads for p in find(new, Prefetcher)] == [max(1, cores // 4), None]
+    text = gp.transforms.describe(new)
+    assert re.search(rf"WindowSampler +runs in: pool of {min(cores, 8)} threads, kernels on {cores // min(cores, 8)} thread", text)
+    assert re.search(rf"FeatureFetcher +runs in: thread 2, kernels on {max(1, cores // 4)} thread", text)
     assert _types(overlap_stages(new)) == _types(new)  # idempotent
     assert_same_batches(list(karate_chain()), list(new))
     assert live_graphpipe_threads() == []
