@@ -49,7 +49,7 @@ from . import torch_random
 from .gpu_sampling import sample_labor_torch
 from .layer_sample import LayerSample
 from .random import uniform, uniform_open
-from .selection import CHUNKS_PER_THREAD, destination_ranges, edge_balanced_chunks, keep_k_smallest, sift_down
+from .selection import CHUNKS_PER_THREAD, destination_ranges, edge_balanced_chunks, heapify, keep_k_smallest, offer
 from .unique_and_compact import unique_and_compact
 
 __all__ = ["Variates", "sample_labor", "labor_variates", "vertex_normals"]
@@ -115,15 +115,6 @@ def _mixed_normals(normals0, normals1, c0, c1):
     out = np.empty(normals0.size, np.float64)
     for t in numba.prange(normals0.size):
         out[t] = c0 * normals0[t] + c1 * normals1[t]
-    return out
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _mixed_normals_on_the_spot(num_nodes, k0, k1, c0, c1):
-    """``z_t = c0·N(k0, t) + c1·N(k1, t)`` for every vertex, the normals made here."""
-    out = np.empty(num_nodes, np.float64)
-    for t in numba.prange(num_nodes):
-        out[t] = c0 * _normal(k0, t) + c1 * _normal(k1, t)
     return out
 
 
@@ -211,19 +202,16 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1
             keep_k_smallest(score, pos, n, k)
             pos[:k].sort()
             return
-    # Fallback: a max-heap of the k smallest over all d.
+    # Fallback: a max-heap of the k smallest over all d, fed segment by segment.
     _fill_variates(indices, start, k, score, table, k0, k1, c0, c1, dependent)
     for j in range(k):
         pos[j] = j
-    for m in range(k // 2 - 1, -1, -1):
-        sift_down(score, pos, k, m)
-    for j in range(k, d):
-        t = indices[start + j]
-        r = table[np.uint64(t)] if table.size else _variate(t, k0, k1, c0, c1, dependent)
-        if r < score[0]:
-            score[0] = r
-            pos[0] = j
-            sift_down(score, pos, k, 0)
+    heapify(score, pos, k)
+    for segment in range(k, d, _SEGMENT):
+        count = min(_SEGMENT, d - segment)
+        _fill_variates(indices, start + segment, count, variates, table, k0, k1, c0, c1, dependent)
+        for j in range(count):
+            offer(score, pos, k, variates[j], segment + j)
     pos[:k].sort()
 
 
@@ -518,17 +506,15 @@ def _dependent_variate_table(indptr, nodes, fanout, variates: Variates) -> np.nd
     num_nodes = indptr.size - 1
     if not variates.dependent or fanout == -1 or _scanned_edges(indptr, nodes, fanout) < num_nodes:
         return np.empty(0, np.float64)
-    if variates.normals is not None:
-        normals0, normals1 = variates.normals(variates.k0), variates.normals(variates.k1)
-        for normals in (normals0, normals1):
-            if normals.shape != (num_nodes,) or normals.dtype != np.float64:
-                raise ValueError(
-                    f"sample_labor: Variates.normals must give float64 arrays of shape ({num_nodes},), "
-                    f"got {normals.dtype} of shape {normals.shape}"
-                )
-        return _mixed_normals(normals0, normals1, variates.c0, variates.c1)
-    k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
-    return _mixed_normals_on_the_spot(num_nodes, k0, k1, variates.c0, variates.c1)
+    normals = variates.normals or (lambda key: vertex_normals(np.uint64(key), num_nodes))
+    normals0, normals1 = normals(variates.k0), normals(variates.k1)
+    for table in (normals0, normals1):
+        if table.shape != (num_nodes,) or table.dtype != np.float64:
+            raise ValueError(
+                f"sample_labor: Variates.normals must give float64 arrays of shape ({num_nodes},), "
+                f"got {table.dtype} of shape {table.shape}"
+            )
+    return _mixed_normals(normals0, normals1, variates.c0, variates.c1)
 
 
 @numba.njit(nogil=True, cache=True)

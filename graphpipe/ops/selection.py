@@ -6,7 +6,7 @@ ranges of a kernel's fill pass."""
 import numba
 import numpy as np
 
-__all__ = ["CHUNKS_PER_THREAD", "destination_ranges", "sift_down", "keep_k_smallest", "edge_balanced_chunks"]
+__all__ = ["CHUNKS_PER_THREAD", "destination_ranges", "edge_balanced_chunks", "heapify", "keep_k_smallest", "offer", "sift_down"]
 
 # prange splits its range into one contiguous block per thread; this many chunks per
 # thread keeps the blocks even when single destinations are heavy.
@@ -33,19 +33,33 @@ def sift_down(score, pos, n, m):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
+def heapify(score, pos, k):
+    """Make ``(score, pos)[:k]`` a max-heap (by score, then position)."""
+    for m in range(k // 2 - 1, -1, -1):
+        sift_down(score, pos, k, m)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def offer(score, pos, k, value, position):
+    """Put ``(value, position)`` into the max-heap ``[:k]`` of the ``k`` smallest so far if
+    it is smaller than the largest; ``position`` must exceed every position offered
+    before, so only a strictly smaller ``value`` gets in."""
+    if value < score[0]:
+        score[0] = value
+        pos[0] = position
+        sift_down(score, pos, k, 0)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
 def keep_k_smallest(score, pos, n, k):
     """Move the ``k`` smallest ``(score, pos)`` pairs of ``[:n]`` into ``[:k]`` (any order).
 
     ``pos[:n]`` must be ascending, so a later pair only replaces the heap's largest when
     its score is strictly smaller. ``O(n + k log k log(n / k))`` expected for random scores.
     """
-    for m in range(k // 2 - 1, -1, -1):
-        sift_down(score, pos, k, m)
+    heapify(score, pos, k)
     for j in range(k, n):
-        if score[j] < score[0]:
-            score[0] = score[j]
-            pos[0] = pos[j]
-            sift_down(score, pos, k, 0)
+        offer(score, pos, k, score[j], pos[j])
 
 
 @numba.njit(nogil=True, cache=True)
