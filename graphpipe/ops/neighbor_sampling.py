@@ -36,12 +36,10 @@ from .selection import destination_ranges, sift_down
 
 __all__ = ["sample_neighbors"]
 
-# Floyd's algorithm needs a set of the positions chosen so far. Up to 64 in-edges it is a
-# bit mask (no branches to mispredict, and reading the bits out sorts them); up to a
-# fanout of 64 it is a sorted array (a linear scan finds the slot, a short shift makes
-# room); above, a hash set and a final sort keep the cost O(k log k) for any fanout.
-_BITMASK_MAX_DEGREE = 64
-_SORTED_INSERT_MAX = 64
+# Up to this fanout Floyd's set is a plain array (membership by scan behind a 64-bit
+# filter, ascending order by rank: O(k^2) branch-free work); above, a hash set and a
+# final sort keep the cost O(k log k) for any fanout.
+_SMALL_FANOUT_MAX = 64
 # Destinations are picked in this many contiguous chunks, so that each chunk allocates
 # its scratch once (the work per destination is O(fanout) unless it keeps all its edges).
 _NUM_CHUNKS = 64
@@ -55,55 +53,44 @@ def _randint(vkey, draw, n):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _floyd_bitmask(vkey, start, d, k, out):
+def _floyd_small(vkey, start, d, k, out, draws):
     """Floyd's algorithm: ``out[:k]`` = ``start +`` a uniform random ``k``-subset of
-    ``[0, d)``, ascending, for ``d <= 64``. (``out`` is a view of the destination's
-    output slots: indexing from 0 lets numba drop its negative-index wraparound checks.)
+    ``[0, d)``, ascending, for ``k <= 64``. (``out`` is a view of the destination's output
+    slots: indexing from 0 lets numba drop its negative-index wraparound checks.)
 
     Step ``s`` draws ``t`` in ``[0, j]`` with ``j = d - k + s``; ``t`` joins the set unless
-    it is there already, in which case ``j`` (larger than every member) does.
+    it is there already, in which case ``j`` (larger than every member) does. The ``k``
+    draws go to the scratch ``draws`` first, in a branch-free loop the compiler
+    vectorises. A 64-bit filter of the members' low 6 bits spares the membership scan
+    for most non-members (for all of them when ``d <= 64``), and the members are written
+    out at their ranks (no branches to mispredict, unlike an insertion sort).
     """
-    members = np.uint64(0)
-    top = 0
     for s in range(k):
-        j = d - k + s
-        t = _randint(vkey, s, j + 1)
-        t = j if (members >> np.uint64(t)) & np.uint64(1) else t
-        members |= np.uint64(1) << np.uint64(t)
-        top = max(top, t)
-    # Write every position, advance only past members: the last write is ``top``.
-    m = 0
-    for p in range(top + 1):
-        out[m] = start + p
-        m += np.int64((members >> np.uint64(p)) & np.uint64(1))
-
-
-@numba.njit(inline="always", nogil=True, cache=True)
-def _floyd_sorted(vkey, start, d, k, out, draws):
-    """:func:`_floyd_bitmask` (same draws, same subset) for any ``d``, the set kept
-    sorted in ``out[:n]``; ``O(k^2)``, for small ``k``. The ``k`` draws go to the scratch
-    ``draws`` first, in a loop free of branches that the compiler vectorises."""
-    for n in range(k):
-        draws[n] = start + _randint(vkey, n, d - k + n + 1)
-    for n in range(k):
-        j = start + d - k + n
-        t = draws[n]
-        below = 0
-        found = False
-        for m in range(n):
-            below += out[m] < t
-            found |= out[m] == t
-        if found:
-            out[n] = j
-        else:
-            for m in range(n, below, -1):
-                out[m] = out[m - 1]
-            out[below] = t
+        draws[s] = _randint(vkey, s, d - k + s + 1)
+    seen = np.uint64(0)
+    for s in range(k):
+        t = draws[s]
+        bit = np.uint64(1) << np.uint64(t & 63)
+        if seen & bit:
+            hits = 0
+            for m in range(s):
+                hits += draws[m] == t
+            if hits:
+                t = d - k + s
+                draws[s] = t
+                bit = np.uint64(1) << np.uint64(t & 63)
+        seen |= bit
+    for a in range(k):
+        t = draws[a]
+        rank = 0
+        for b in range(k):
+            rank += draws[b] < t
+        out[rank] = start + t
 
 
 @numba.njit(nogil=True, cache=True)
 def _floyd_hashed(vkey, start, d, k, out):
-    """:func:`_floyd_bitmask` (same draws, same subset) for any ``d`` and ``k``, the set
+    """:func:`_floyd_small` (same draws, same subset) for any ``d`` and ``k``, the set
     in an open-addressing hash table; ``O(k log k)``."""
     size = 1
     while size < 2 * k:
@@ -152,7 +139,7 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
     num_out = out_indptr[num_dst]
     out_eids = np.empty(num_out, np.int64)
     for chunk in numba.prange(_NUM_CHUNKS):
-        draws = np.empty(_SORTED_INSERT_MAX, np.int64)
+        draws = np.empty(_SMALL_FANOUT_MAX, np.int64)
         for i in range(chunk * num_dst // _NUM_CHUNKS, (chunk + 1) * num_dst // _NUM_CHUNKS):
             lo = out_indptr[i]
             k = out_indptr[i + 1] - lo
@@ -169,10 +156,8 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
                 for m in range(k):
                     out[m] = start + _randint(vkey, m, d)
                 out.sort()
-            elif d <= _BITMASK_MAX_DEGREE:
-                _floyd_bitmask(vkey, start, d, k, out)
-            elif k <= _SORTED_INSERT_MAX:
-                _floyd_sorted(vkey, start, d, k, out, draws)
+            elif k <= _SMALL_FANOUT_MAX:
+                _floyd_small(vkey, start, d, k, out, draws)
             else:
                 _floyd_hashed(vkey, start, d, k, out)
     out_src = np.empty(num_out, np.int64)

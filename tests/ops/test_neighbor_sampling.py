@@ -7,7 +7,7 @@ from scipy import stats
 
 from graphpipe import CSCGraph
 from graphpipe.ops import sample_neighbors
-from graphpipe.ops.neighbor_sampling import _floyd_bitmask, _floyd_hashed, _floyd_sorted
+from graphpipe.ops.neighbor_sampling import _floyd_hashed, _floyd_small, _randint
 from graphpipe.ops.random import derive_key
 
 KEY = derive_key(2024, 0, 1)
@@ -69,7 +69,7 @@ def test_edges_exist_and_counts(graph_builder, index_dtype, fanout, replace):
 
 @pytest.mark.parametrize("fanout", [10, 100])
 def test_high_degree_nodes(graph_builder, fanout):
-    """Degrees above 64 take the sorted-array (small fanout) or hash-set (large) variant."""
+    """Degrees above 64, with a small fanout (array set) and a large one (hash set)."""
     graph = graph_builder(400, 300, seed=2)
     nodes = torch.arange(400)
     sample = sample_neighbors(graph.indptr, graph.indices, nodes, fanout, key=KEY)
@@ -79,22 +79,33 @@ def test_high_degree_nodes(graph_builder, fanout):
     assert torch.equal(sample.indptr[1:] - sample.indptr[:-1], deg.clamp(max=fanout))
 
 
-def test_floyd_variants_pick_the_same_subset():
+def _floyd_reference(vkey, start, d, k):
+    """Floyd's algorithm written plainly, on the kernels' draws."""
+    members = set()
+    for s in range(k):
+        j = d - k + s
+        t = int(_randint(vkey, s, j + 1))
+        members.add(j if t in members else t)
+    return [start + p for p in sorted(members)]
+
+
+def test_floyd_variants_pick_floyds_subset():
+    """Both set representations (small fanout: array behind a bit filter, exact below 64
+    in-edges; large: hash set) give Floyd's subset, ascending, and write only ``out[:k]``."""
     rng = np.random.default_rng(0)
-    for _ in range(300):
-        d = int(rng.integers(2, 500 if _ % 2 else 65))
+    for trial in range(400):
+        d = int(rng.integers(2, (65, 500, 5000)[trial % 3]))
         k = int(rng.integers(1, d))
         vkey = np.uint64(rng.integers(0, 2**63))
         start = int(rng.integers(0, 1000))
-        outs = [np.full(k + 3, -1, np.int64) for _ in range(3)]
-        variants = [_floyd_sorted, _floyd_hashed] + ([_floyd_bitmask] if d <= 64 else [])
-        for variant, out in zip(variants, outs):
-            scratch = (np.empty(k, np.int64),) if variant is _floyd_sorted else ()
+        expected = _floyd_reference(vkey, start, d, k)
+        variants = [_floyd_hashed] + ([_floyd_small] if k <= 64 else [])
+        for variant in variants:
+            out = np.full(k + 3, -1, np.int64)
+            scratch = (np.empty(64, np.int64),) if variant is _floyd_small else ()
             variant(vkey, start, d, k, out[2 : 2 + k], *scratch)
-            assert np.array_equal(out, outs[0])
-        a = outs[0][2 : 2 + k]
-        assert outs[0][0] == outs[0][1] == outs[0][-1] == -1
-        assert np.all(np.diff(a) > 0) and a[0] >= start and a[-1] < start + d
+            assert out[:2].tolist() == [-1, -1] and out[-1] == -1
+            assert out[2 : 2 + k].tolist() == expected, (variant.__name__, d, k)
 
 
 def test_uniform_without_replacement_every_subset_equally_likely():
