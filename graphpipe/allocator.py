@@ -6,15 +6,22 @@ are mmap'ed and unmapped per batch, or trimmed off the top of the heap, so the n
 batch takes page faults on fresh pages, and every unmap interrupts the other threads to
 flush their TLBs. On the 2-core benchmark machine this was 40-60% of a neighbor-sampling
 batch (17-29 ms instead of 10 ms). :func:`retain_freed_memory` raises the mmap and trim
-thresholds so freed blocks stay in the process and are reused.
+thresholds so freed blocks stay in the process and are reused, and keeps every thread on
+glibc's main arena: a thread's own arena grows in heaps of at most 64 MB, so a larger
+block allocated in a thread (a batch's gathered features: 160k rows of 400 B in the
+benchmark) is mapped fresh and faulted in every batch whatever the thresholds (the
+background fetch took 23 instead of 14 ms per batch on the 2-core benchmark machine).
+The few threads graphpipe runs allocate a few blocks per batch, so they do not contend
+for the one arena's lock.
 
 This is process-wide and is applied once when graphpipe is imported. It costs memory:
 up to ``TRIM_THRESHOLD`` bytes of freed memory can stay mapped in each malloc arena (the
-main one and one per thread that allocates). Blocks above the mmap threshold, and in
-threads blocks above an arena's 64 MB heap, are still mapped per allocation. glibc
+main one, and those of threads that allocated before the import). Blocks above the mmap
+threshold are still mapped per allocation. glibc
 before 2.35 refuses an mmap threshold above 32 MB; 32 MB is then used. It is skipped on
 non-glibc systems and when the user tunes malloc through glibc's own environment
-variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``GLIBC_TUNABLES``; to
+variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_ARENA_MAX``,
+``GLIBC_TUNABLES``; to
 keep glibc's defaults, set ``MALLOC_TRIM_THRESHOLD_=131072``, its default); under an
 ``LD_PRELOAD``-ed jemalloc or tcmalloc, glibc's malloc is unused and the call is harmless.
 """
@@ -34,11 +41,13 @@ FALLBACK_MMAP_THRESHOLD = 32 << 20  # the most that every glibc accepts
 TRIM_THRESHOLD = 1 << 30  # free memory at the top of an arena kept before trimming
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_USER_TUNING = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+_M_ARENA_MAX = -8
+_USER_TUNING = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES")
 
 
 def retain_freed_memory(environ: Mapping[str, str] = os.environ) -> bool:
-    """Set glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD``; ``True`` if both were set."""
+    """Set glibc's ``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD`` and ``M_ARENA_MAX`` (1);
+    ``True`` if all three were set."""
     if not sys.platform.startswith("linux") or any(name in environ for name in _USER_TUNING):
         return False
     try:
@@ -48,4 +57,5 @@ def retain_freed_memory(environ: Mapping[str, str] = os.environ) -> bool:
         return False
     mmap_set = libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) or libc.mallopt(_M_MMAP_THRESHOLD, FALLBACK_MMAP_THRESHOLD)
     trim_set = libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    return bool(mmap_set and trim_set)
+    arenas_set = libc.mallopt(_M_ARENA_MAX, 1)
+    return bool(mmap_set and trim_set and arenas_set)
