@@ -6,8 +6,10 @@ for a counter such as a vertex id or an edge position. Results therefore do not 
 on the number of threads, the worker that runs a batch, or the order of loops; and two
 seeds that share a neighbour ``t`` can see the same variate (what LABOR needs).
 
-The mixer is SplitMix64's finaliser (Steele et al., 2014), which passes BigCrush when
-fed a counter. ``mix64``/``uniform`` are numba functions usable inside kernels;
+``hash2(key, counter)`` is SplitMix64 (Steele et al., 2014; passes BigCrush): its output
+number ``counter`` from the seed ``key``, one finaliser mix per variate (the kernels that
+hash every scanned edge, as LABOR does, are bound by it). ``mix64``/``uniform`` are numba
+functions usable inside kernels;
 :func:`derive_key` is the Python-side helper that builds keys from integers.
 """
 
@@ -31,8 +33,9 @@ def mix64(x):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def hash2(key, counter):
-    """A uint64 hash of (key, counter)."""
-    return mix64(np.uint64(key) ^ mix64(np.uint64(counter) * _GOLDEN + _GOLDEN))
+    """A uint64 hash of (key, counter): SplitMix64's output number ``counter`` for the seed
+    ``key`` (one mix of ``key + (counter + 1) * golden``)."""
+    return mix64(np.uint64(key) + (np.uint64(counter) + np.uint64(1)) * _GOLDEN)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)

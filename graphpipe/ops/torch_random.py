@@ -46,7 +46,7 @@ def hash2(key, counter: torch.Tensor) -> torch.Tensor:
     """int64 bits of the uint64 hash of (key, counter); ``key`` a uint64 int or int64 tensor."""
     if not isinstance(key, torch.Tensor):
         key = as_int64_key(key)
-    return mix64(key ^ mix64(counter.to(torch.int64) * _GOLDEN + _GOLDEN))
+    return mix64(key + (counter.to(torch.int64) + 1) * _GOLDEN)
 
 
 def uniform(key, counter: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ from dist_harness import run_ranks, values
 
 NUM_NODES = 300
 FANOUTS = [3, 2]
+LOPSIDED_SEED = 4
 FEAT_DIM = 4
 
 # Samplers checked: the library's neighbor sampler, LABOR-0 once it is registered, and a
@@ -124,7 +125,7 @@ def check_exchange(mb, rank, world_size):
         errors.append(float((h.grad - expected[local_ids]).abs().max()) if local_ids.numel() else 0.0)
         # Directional derivative of the total loss: central difference vs <grad, d>.
         direction = torch.sin(local_ids.to(torch.float64) * 1.7)[:, None].expand(-1, 3)
-        eps = 1e-6
+        eps = 1e-3  # the loss is linear in h: no truncation error, and a larger step less roundoff
 
         def total(x):
             value = ((rank + 1) * weights[src] * gp.cooperative_exchange(mb, layer, x)).sum().reshape(1)
@@ -249,10 +250,11 @@ def uneven_rank(rank, world_size):
     pipe = dropped.sample_neighbor(power_law_graph(), FANOUTS, seed=3, cooperative=True)
     out["dropped_batches"] = [mb.batch_index for mb in gp.DataLoader(pipe)]
     # All seeds owned by rank 0 (ids < 100 under the contiguous partition): the other
-    # ranks own no seeds but still sample the vertices they own further out.
+    # ranks own no seeds but still sample the vertices they own further out (under
+    # LOPSIDED_SEED the seeds' sampled neighbours include vertices of rank 1).
     partition = torch.arange(NUM_NODES) * world_size // NUM_NODES
     lopsided = gp.DistributedItemSampler(items(6), 2, seed=1, partition=partition)
-    pipe = lopsided.sample_neighbor(power_law_graph(), FANOUTS, seed=3, cooperative=True)
+    pipe = lopsided.sample_neighbor(power_law_graph(), FANOUTS, seed=LOPSIDED_SEED, cooperative=True)
     out["lopsided"] = [summary(mb) for mb in gp.DataLoader(pipe)]
     if "labor" in KINDS:
         starred = gp.DistributedItemSampler(items(74), 4, seed=1, drop_uneven_inputs=True)
@@ -280,7 +282,7 @@ def test_cooperative_three_ranks_user_partition_and_uneven_inputs(tmp_path):
     if "labor" in KINDS:
         assert all("importance_sampling=0" in r["labor_star_error"] for r in results)
     source = gp.ItemSampler(items(6), 6)
-    (expected,) = [summary(mb) for mb in source.sample_neighbor(power_law_graph(), FANOUTS, seed=3)]
+    (expected,) = [summary(mb) for mb in source.sample_neighbor(power_law_graph(), FANOUTS, seed=LOPSIDED_SEED)]
     got = [r["lopsided"][0] for r in results]
     assert [g["seeds"].numel() for g in got] == [6, 0, 0]
     for layer in range(len(FANOUTS)):
