@@ -49,7 +49,15 @@ from . import torch_random
 from .gpu_sampling import sample_labor_torch
 from .layer_sample import LayerSample
 from .random import uniform, uniform_open
-from .selection import CHUNKS_PER_THREAD, destination_ranges, edge_balanced_chunks, heapify, keep_k_smallest, offer
+from .selection import (
+    CHUNKS_PER_THREAD,
+    destination_ranges,
+    edge_balanced_chunks,
+    heapify,
+    keep_k_smallest,
+    offer,
+    sort_small,
+)
 from .unique_and_compact import unique_and_compact
 
 __all__ = ["Variates", "sample_labor", "labor_variates", "vertex_normals"]
@@ -148,6 +156,7 @@ def labor_variates(ids, k0, k1, c0, c1, dependent):
 _CANDIDATE_MARGIN = 3.0
 _SEGMENT = 1024
 _SPARSE = 8
+_SMALL_SORT = 64  # fanouts up to this sort their positions by rank (sort_small)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -170,10 +179,11 @@ def _fill_variates(indices, start, count, out, table, k0, k1, c0, c1, dependent)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1, c0, c1, dependent):
+def _smallest_variates(indices, start, d, k, score, pos, variates, ranked, table, k0, k1, c0, c1, dependent):
     """``pos[:k]`` = the positions of the ``k < d`` smallest ``(r_t, position)`` among the
     in-edges ``indices[start:start + d]``, ascending. Scratch: ``score``/``pos`` of ``> k``
-    slots (their size bounds the candidates), ``variates`` of ``_SEGMENT`` slots."""
+    slots (their size bounds the candidates), ``variates`` of ``_SEGMENT`` slots, ``ranked``
+    (int64) for :func:`sort_small`."""
     cap = score.size - _SEGMENT
     expected = k + _CANDIDATE_MARGIN * math.sqrt(k) + _CANDIDATE_MARGIN
     if expected < d and expected * 2.0 <= cap:
@@ -200,7 +210,7 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1
                 break
         if k <= n <= cap:
             keep_k_smallest(score, pos, n, k)
-            pos[:k].sort()
+            sort_small(pos, k, ranked)
             return
     # Fallback: a max-heap of the k smallest over all d, fed segment by segment.
     _fill_variates(indices, start, k, score, table, k0, k1, c0, c1, dependent)
@@ -212,7 +222,7 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1
         _fill_variates(indices, start + segment, count, variates, table, k0, k1, c0, c1, dependent)
         for j in range(count):
             offer(score, pos, k, variates[j], segment + j)
-    pos[:k].sort()
+    sort_small(pos, k, ranked)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -248,6 +258,7 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
         score = np.empty(scratch, np.float64)
         pos = np.empty(scratch, np.int64)
         variates = np.empty(_SEGMENT, np.float64)
+        ranked = np.empty(_SMALL_SORT, np.int64)
         for i in range(chunks[c], chunks[c + 1]):
             v, start, d, lo, k = destination_ranges(indptr, nodes, out_indptr, i)
             if k == 0:
@@ -259,7 +270,7 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
                     out_src[lo + j] = indices[start + j]
                     out_w[lo + j] = w
                 continue
-            _smallest_variates(indices, start, d, k, score, pos, variates, table, k0, k1, c0, c1, dependent)
+            _smallest_variates(indices, start, d, k, score, pos, variates, ranked, table, k0, k1, c0, c1, dependent)
             w = np.float32(1.0 / k)
             for j in range(k):
                 e = start + pos[j]

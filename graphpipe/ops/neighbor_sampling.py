@@ -32,7 +32,7 @@ from ..validation import check_fanout, check_node_ids
 from .gpu_sampling import sample_neighbors_torch
 from .layer_sample import LayerSample
 from .random import hash2, uniform, uniform_open
-from .selection import destination_ranges, sift_down
+from .selection import destination_ranges, sift_down, sort_small, write_ranked
 
 __all__ = ["sample_neighbors"]
 
@@ -80,12 +80,7 @@ def _floyd_small(vkey, start, d, k, out, draws):
                 draws[s] = t
                 bit = np.uint64(1) << np.uint64(t & 63)
         seen |= bit
-    for a in range(k):
-        t = draws[a]
-        rank = 0
-        for b in range(k):
-            rank += draws[b] < t
-        out[rank] = start + t
+    write_ranked(draws, k, out, start)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -155,7 +150,7 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
             elif replace:
                 for m in range(k):
                     out[m] = start + _randint(vkey, m, d)
-                out.sort()
+                sort_small(out, k, draws)
             elif k <= _SMALL_FANOUT_MAX:
                 _floyd_small(vkey, start, d, k, out, draws)
             else:
