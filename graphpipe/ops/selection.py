@@ -74,26 +74,31 @@ def keep_k_smallest(score, pos, n, k):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def write_ranked(values, n, out, offset):
-    """``out[r] = offset + values[i]`` where ``r`` is the rank of ``values[i]`` among
-    ``values[:n]`` (ties in order): ``out[:n]`` holds ``offset + values[:n]`` ascending.
-    ``n²`` branch-free comparisons, for the few values of a fanout."""
+    """``out[r] = offset + values[i]`` where ``r`` is the rank of ``values[i]`` among the
+    DISTINCT ``values[:n]``: ``out[:n]`` holds ``offset + values[:n]`` ascending. ``n²``
+    branch-free comparisons, for the few values of a fanout."""
     for i in range(n):
         t = values[i]
         rank = 0
         for j in range(n):
-            rank += (values[j] < t) | ((values[j] == t) & (j < i))
+            rank += values[j] < t
         out[rank] = offset + t
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def sort_small(values, n, scratch):
-    """Sort ``values[:n]`` ascending in place; ranks through ``scratch`` (same dtype) when
-    ``n <= scratch.size``. A sort call costs about 400 ns however few the values; ranking
-    15 of them costs about 65 ns."""
+    """Sort ``values[:n]`` (repeats allowed) ascending in place; by rank through
+    ``scratch`` (same dtype) when ``n <= scratch.size``. A sort call costs about 400 ns
+    however few the values; ranking 15 of them costs about 65 ns."""
     if n > scratch.size:
         values[:n].sort()
         return
-    write_ranked(values, n, scratch, 0)
+    for i in range(n):
+        t = values[i]
+        rank = 0
+        for j in range(n):  # equal values keep their order
+            rank += (values[j] < t) | ((values[j] == t) & (j < i))
+        scratch[rank] = t
     for i in range(n):
         values[i] = scratch[i]
 

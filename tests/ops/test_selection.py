@@ -1,7 +1,7 @@
 import numba
 import numpy as np
 
-from graphpipe.ops.selection import sort_small
+from graphpipe.ops.selection import sort_small, write_ranked
 
 
 @numba.njit
@@ -17,3 +17,17 @@ def test_sort_small_sorts_the_prefix_with_ties_and_past_the_scratch():
             expected = np.concatenate([np.sort(values[:n]), values[n:]])
             _sort_small(values, n, 64)  # n > 64 takes the sort call
             assert np.array_equal(values, expected), (n, high)
+
+
+@numba.njit
+def _write_ranked(values, n, out, offset):
+    write_ranked(values, n, out, offset)
+
+
+def test_write_ranked_places_distinct_values_in_order():
+    rng = np.random.default_rng(1)
+    for n in range(0, 70):
+        values = rng.permutation(1000)[:n].astype(np.int64)
+        out = np.full(n + 2, -1, np.int64)
+        _write_ranked(values, n, out, 7)
+        assert np.array_equal(out[:n], np.sort(values) + 7) and out[n:].tolist() == [-1, -1]
