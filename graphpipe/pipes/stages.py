@@ -92,6 +92,11 @@ def _close(iterator) -> None:
         close()
 
 
+def _checked_kernel_threads(kernel_threads: Optional[int], where: str) -> Optional[int]:
+    """``kernel_threads`` after checking it is ``None`` or an int ``>= 1``."""
+    return None if kernel_threads is None else check_count(kernel_threads, "kernel_threads", where)
+
+
 def _set_kernel_threads(kernel_threads: Optional[int]) -> None:
     """Set the calling thread's numba thread count (numba's setting is per thread)."""
     if kernel_threads is not None:
@@ -179,7 +184,7 @@ class Prefetcher(Pipe):
         super().__init__()
         self.source = source
         self.buffer_size = check_count(buffer_size, "buffer_size", "Prefetcher")
-        self.kernel_threads = None if kernel_threads is None else check_count(kernel_threads, "kernel_threads", "Prefetcher")
+        self.kernel_threads = _checked_kernel_threads(kernel_threads, "Prefetcher")
 
     def __iter__(self):
         name = f"graphpipe-prefetch-{next(_thread_ids)}"
@@ -246,7 +251,7 @@ class ThreadPoolMap(Pipe):
         per_batch_work(stage)
         self.source = stage
         self.num_threads = check_count(num_threads, "num_threads", "ThreadPoolMap")
-        self.kernel_threads = None if kernel_threads is None else check_count(kernel_threads, "kernel_threads", "ThreadPoolMap")
+        self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
 
     def __iter__(self):
