@@ -33,6 +33,10 @@ def measure_rate(
     little. ``inspect(batch)`` runs inside the timed loop on every measured batch (keep
     it O(1), e.g. read shapes); its results are returned in order as ``stats``.
 
+    ``cpu_s_per_batch`` is the median over windows of this process's CPU time (every
+    thread, user and system) per batch: how many core-seconds a batch costs, which bounds
+    what stages sharing the same cores can reach together. Worker processes are not in it.
+
     Raises:
         ValueError: if the iterable ends before ``warmup + windows * window`` batches.
     """
@@ -40,21 +44,28 @@ def measure_rate(
     iterator = iter(batches)
     stats: List[object] = []
     rates: List[float] = []
+    cpu_per_batch: List[float] = []
     try:
         for _ in range(warmup):
             _next(iterator, needed)
         for _ in range(windows):
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(window):
                 batch = _next(iterator, needed)
                 if inspect is not None:
                     stats.append(inspect(batch))
             rates.append(window / (time.perf_counter() - start))
+            cpu_per_batch.append((time.process_time() - cpu_start) / window)
     finally:
         close = getattr(iterator, "close", None)
         if close is not None:
             close()
-    return {"it_per_s": statistics.median(rates), "window_it_per_s": rates, "stats": stats}
+    return {
+        "it_per_s": statistics.median(rates),
+        "window_it_per_s": rates,
+        "cpu_s_per_batch": statistics.median(cpu_per_batch),
+        "stats": stats,
+    }
 
 
 def _next(iterator, needed: int):

@@ -24,7 +24,10 @@ Measurements (fanouts [15, 10, 5], batch 1024 by default):
   ``gp.DataLoader(pipe, transforms=[])``; GraphBolt's ``gb.DataLoader`` at
   ``num_workers`` 0, 1, 2, its best counted;
 * overlap efficiency: graphpipe's end-to-end it/s divided by the rate of its slowest
-  stage run alone (sampling alone, or fetching alone on already sampled batches);
+  stage run alone (sampling alone, or fetching alone on already sampled batches); next to
+  it, the ceiling the cores put on it: each stage alone costs some core-seconds per batch
+  (this process's CPU time, every thread), and stages that share the cores can together
+  run at most ``cores / (sampling + fetch core-seconds per batch)`` batches per second;
 * LABOR batch dependency: for LABOR-0 with kappa in 1, 4, 32, 256, input nodes per batch
   and the fraction of a batch's input nodes that were input nodes of the previous batch.
 
@@ -119,12 +122,11 @@ def main() -> None:
     ours = _median_of_rounds([mine for mine, _ in rounds])
     theirs = _median_of_rounds([other for _, other in rounds])
     for method in ("ns", "labor0"):
-        slowest = min(ours[f"{method}_sampling"]["it_per_s"], ours[f"{method}_fetch_only"]["it_per_s"])
-        ours[f"{method}_overlap_efficiency"] = ours[f"{method}_loader"]["it_per_s"] / slowest
+        _overlap(ours, method)
 
     results = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version()},
         "versions": {"graphpipe": gp.__version__, "torch": torch.__version__, "numba": numba.__version__,
                      "graphbolt_torch": theirs.pop("torch")},
         "args": vars(args),
@@ -176,8 +178,7 @@ def measure_graphpipe(graph: gp.CSCGraph, features: gp.FeatureStore, seeds: torc
             loader = gp.DataLoader(chain(method, fetch=True), transforms=transforms)
             results[f"{method}_{name}"] = _summary(measure_rate(loader, **window))
             loader.close()
-        slowest = min(results[f"{method}_sampling"]["it_per_s"], results[f"{method}_fetch_only"]["it_per_s"])
-        results[f"{method}_overlap_efficiency"] = results[f"{method}_loader"]["it_per_s"] / slowest
+        _overlap(results, method)
         _log(f"graphpipe {method} loader: {results[f'{method}_loader']['it_per_s']:.1f} it/s")
 
     def input_nodes(minibatch):
@@ -195,6 +196,22 @@ def measure_graphpipe(graph: gp.CSCGraph, features: gp.FeatureStore, seeds: torc
         }
         _log(f"graphpipe LABOR-0 kappa={kappa}: {results[f'labor0_kappa{kappa}']['it_per_s']:.2f} it/s")
     return results
+
+
+def _overlap(results: dict, method: str) -> None:
+    """Add ``{method}_overlap_efficiency`` (loader it/s over the slowest stage's it/s alone)
+    and ``{method}_overlap_ceiling``: the efficiency the cores allow when the stages' work,
+    in core-seconds per batch, is shared perfectly among them."""
+    sampling, fetch = results[f"{method}_sampling"], results[f"{method}_fetch_only"]
+    slowest = min(sampling["it_per_s"], fetch["it_per_s"])
+    shared = _cores() / (sampling["cpu_s_per_batch"] + fetch["cpu_s_per_batch"])
+    results[f"{method}_overlap_efficiency"] = results[f"{method}_loader"]["it_per_s"] / slowest
+    results[f"{method}_overlap_ceiling"] = min(slowest, shared) / slowest
+
+
+def _cores() -> int:
+    """Cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def _fetch_only(pipe: gp.FeatureFetcher, distinct: int = 8):
@@ -232,7 +249,8 @@ def run_graphbolt(data_dir: str, args) -> dict:
 
 
 def _summary(measured: dict) -> dict:
-    out = {"it_per_s": measured["it_per_s"], "window_it_per_s": measured["window_it_per_s"]}
+    out = {"it_per_s": measured["it_per_s"], "window_it_per_s": measured["window_it_per_s"],
+           "cpu_s_per_batch": measured["cpu_s_per_batch"]}
     if measured["stats"]:
         for key in measured["stats"][0]:
             out[key] = float(statistics.median(s[key] for s in measured["stats"]))
@@ -301,15 +319,21 @@ def format_tables(results: dict) -> str:
         )
         for method in ("ns", "labor0")
     ]
-    lines += ["", "| graphpipe overlap | loader it/s | plain chain it/s | sampling alone | fetch alone | efficiency "
-              "| target | met |", "|---|---:|---:|---:|---:|---:|---:|:---:|"]
+    lines += ["", "| graphpipe overlap | loader it/s | plain chain it/s | sampling alone it/s (core-ms/batch) "
+              "| fetch alone it/s (core-ms/batch) | efficiency | target | met | ceiling on these cores |",
+              "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"]
     for method, label in (("ns", "NS"), ("labor0", "LABOR-0")):
         eff = ours[f"{method}_overlap_efficiency"]
+        sampling, fetch = ours[f"{method}_sampling"], ours[f"{method}_fetch_only"]
         lines.append(
             f"| {label} | {ours[f'{method}_loader']['it_per_s']:.1f} | {ours[f'{method}_sample_fetch']['it_per_s']:.1f} | "
-            f"{ours[f'{method}_sampling']['it_per_s']:.1f} | "
-            f"{ours[f'{method}_fetch_only']['it_per_s']:.1f} | {eff:.2f} | >= 0.9 | {'yes' if eff >= 0.9 else '**no**'} |"
+            f"{sampling['it_per_s']:.1f} ({1e3 * sampling['cpu_s_per_batch']:.1f}) | "
+            f"{fetch['it_per_s']:.1f} ({1e3 * fetch['cpu_s_per_batch']:.1f}) | {eff:.2f} | >= 0.9 | "
+            f"{'yes' if eff >= 0.9 else '**no**'} | {ours[f'{method}_overlap_ceiling']:.2f} |"
         )
+    lines += ["", f"Ceiling: the efficiency reachable when sampling and fetching share this machine's "
+              f"{results['machine']['cores']} cores perfectly, min(slowest stage, cores / (sampling + fetch "
+              "core-seconds per batch)) / slowest stage."]
     reduction = 1 - ours["laborstar_sampling"]["input_nodes"] / ours["labor0_sampling"]["input_nodes"]
     lines += ["", f"LABOR-* input nodes per batch vs graphpipe's LABOR-0: {100 * reduction:.1f}% fewer "
               f"(target: fewer; {'met' if reduction > 0 else '**missed**'})", ""]
