@@ -43,12 +43,15 @@ from typing import Callable, NamedTuple, Optional
 import numba
 import numpy as np
 import torch
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from ..validation import check_fanout, check_importance_sampling, check_node_ids
 from . import torch_random
 from .gpu_sampling import sample_labor_torch
 from .layer_sample import LayerSample
-from .random import uniform, uniform_open
+from .random import uniform, uniform_bits, uniform_open
 from .selection import (
     CHUNKS_PER_THREAD,
     destination_ranges,
@@ -117,12 +120,32 @@ def vertex_normals(key, num_nodes):
     return out
 
 
+@intrinsic
+def _float_bits(typingctx, value):
+    """The bits of a float64 as an int64 (a bitcast, no conversion)."""
+    signature = types.int64(types.float64)
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return signature, codegen
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _order_key(x):
+    """An int64 ordered as the float64 ``x`` (not NaN) is: its bits, the magnitude bits
+    of negative values flipped (``+ 0.0`` makes -0.0 into 0.0, which it equals)."""
+    bits = _float_bits(x + 0.0)
+    return bits ^ ((bits >> np.int64(63)) & np.int64(0x7FFFFFFFFFFFFFFF))
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _mixed_normals(normals0, normals1, c0, c1):
-    """``z_t = c0·N0[t] + c1·N1[t]`` per vertex (``r_t = Φ(z_t)``)."""
-    out = np.empty(normals0.size, np.float64)
+def _mixed_normal_keys(normals0, normals1, c0, c1):
+    """Per vertex the order key (:func:`_order_key`) of ``z_t = c0·N0[t] + c1·N1[t]``;
+    ``r_t = Φ(z_t)`` has the same order."""
+    out = np.empty(normals0.size, np.int64)
     for t in numba.prange(normals0.size):
-        out[t] = c0 * normals0[t] + c1 * normals1[t]
+        out[t] = _order_key(c0 * normals0[t] + c1 * normals1[t])
     return out
 
 
@@ -146,7 +169,9 @@ def labor_variates(ids, k0, k1, c0, c1, dependent):
 
 
 # ---------------------------------------------------------------- LABOR-0, unweighted
-# A destination with d in-edges keeps the k smallest r_t. The k-th smallest of d uniforms
+# A destination with d in-edges keeps the k smallest r_t. The kernel compares int64 keys
+# with the order of r_t (independent: uniform_bits, the variate's exact 53-bit numerator;
+# dependent: _order_key of r_t or of z_t), which vectorise where float64 variates do not. The k-th smallest of d uniforms
 # is about k / d, so the scan keeps only the candidates below a threshold with
 # _CANDIDATE_MARGIN standard deviations of room (about 30 of them for k = 15) and selects
 # among those; fewer than k candidates (under 1% of destinations) or more than the buffer
@@ -160,10 +185,11 @@ _SMALL_SORT = 64  # fanouts up to this sort their positions by rank (sort_small)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _fill_variates(indices, start, count, out, table, k0, k1, c0, c1, dependent):
-    """``out[:count]`` = ``r_t`` of the sources ``indices[start:start + count]``, or
-    ``table[t]`` when the table is not empty (dependent variates precomputed as ``z_t``,
-    ``r_t = Φ(z_t)``: LABOR-0 only compares variates, and Φ keeps their order)."""
+def _fill_variate_keys(indices, start, count, out, table, k0, k1, c0, c1, dependent):
+    """``out[:count]`` = int64 keys with the order of ``r_t`` of the sources
+    ``indices[start:start + count]``: ``table[t]`` when the table is not empty (keys of
+    ``z_t``, ``r_t = Φ(z_t)``: LABOR-0 only compares variates, and Φ keeps their order),
+    else computed per edge."""
     # Index a slice from 0: numba then knows the index is not negative and drops the
     # wraparound check that keeps ``indices[start + j]`` from vectorising (2-4x slower).
     sources = indices[start : start + count]
@@ -172,40 +198,51 @@ def _fill_variates(indices, start, count, out, table, k0, k1, c0, c1, dependent)
             out[j] = table[np.uint64(sources[j])]
     elif dependent:
         for j in range(count):
-            out[j] = _variate(sources[j], k0, k1, c0, c1, True)
+            out[j] = _order_key(_variate(sources[j], k0, k1, c0, c1, True))
     else:  # the hot case, kept free of branches so that it vectorises
         for j in range(count):
-            out[j] = uniform(k0, sources[j])
+            out[j] = uniform_bits(k0, sources[j])
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _smallest_variates(indices, start, d, k, score, pos, variates, ranked, table, k0, k1, c0, c1, dependent):
+def _threshold_key(p, table, dependent):
+    """The key of ``r_t = p`` in the keys of :func:`_fill_variate_keys` (``0 < p < 1``):
+    ``r_t < p`` exactly when its key is below this (a table's ``z_t`` up to the
+    approximate quantile: the threshold only bounds the candidates)."""
+    if table.size:
+        return _order_key(_normal_quantile(p))
+    if dependent:
+        return _order_key(p)
+    return np.int64(math.ceil(p * 9007199254740992.0))  # r_t = bits / 2**53 < p
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _smallest_variates(indices, start, d, k, score, pos, keys, ranked, table, k0, k1, c0, c1, dependent):
     """``pos[:k]`` = the positions of the ``k < d`` smallest ``(r_t, position)`` among the
-    in-edges ``indices[start:start + d]``, ascending. Scratch: ``score``/``pos`` of ``> k``
-    slots (their size bounds the candidates), ``variates`` of ``_SEGMENT`` slots, ``ranked``
-    (int64) for :func:`sort_small`."""
+    in-edges ``indices[start:start + d]``, ascending. Scratch (int64): ``score``/``pos`` of
+    ``> k`` slots (their size bounds the candidates), ``keys`` of ``_SEGMENT`` slots,
+    ``ranked`` for :func:`sort_small`."""
     cap = score.size - _SEGMENT
     expected = k + _CANDIDATE_MARGIN * math.sqrt(k) + _CANDIDATE_MARGIN
     if expected < d and expected * 2.0 <= cap:
-        # r_t below expected / d; a table holds z_t with r_t = Φ(z_t): the same order
-        threshold = _normal_quantile(expected / d) if table.size else expected / d
+        threshold = _threshold_key(expected / d, table, dependent)  # r_t below expected / d
         sparse = d > _SPARSE * expected
         n = 0
         for segment in range(0, d, _SEGMENT):
             count = min(_SEGMENT, d - segment)
-            _fill_variates(indices, start + segment, count, variates, table, k0, k1, c0, c1, dependent)
+            _fill_variate_keys(indices, start + segment, count, keys, table, k0, k1, c0, c1, dependent)
             if sparse:  # a candidate every _SPARSE edges or rarer: the branch predicts well
                 for j in range(count):
-                    if variates[j] < threshold:
-                        score[n] = variates[j]
+                    if keys[j] < threshold:
+                        score[n] = keys[j]
                         pos[n] = segment + j
                         n += 1
             else:  # branch-free: every edge is written, candidates advance n
                 for j in range(count):
-                    r = variates[j]
-                    score[n] = r
+                    key = keys[j]
+                    score[n] = key
                     pos[n] = segment + j
-                    n += r < threshold
+                    n += key < threshold
             if n > cap:
                 break
         if k <= n <= cap:
@@ -213,15 +250,15 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, ranked, table
             sort_small(pos, k, ranked)
             return
     # Fallback: a max-heap of the k smallest over all d, fed segment by segment.
-    _fill_variates(indices, start, k, score, table, k0, k1, c0, c1, dependent)
+    _fill_variate_keys(indices, start, k, score, table, k0, k1, c0, c1, dependent)
     for j in range(k):
         pos[j] = j
     heapify(score, pos, k)
     for segment in range(k, d, _SEGMENT):
         count = min(_SEGMENT, d - segment)
-        _fill_variates(indices, start + segment, count, variates, table, k0, k1, c0, c1, dependent)
+        _fill_variate_keys(indices, start + segment, count, keys, table, k0, k1, c0, c1, dependent)
         for j in range(count):
-            offer(score, pos, k, variates[j], segment + j)
+            offer(score, pos, k, keys[j], segment + j)
     sort_small(pos, k, ranked)
 
 
@@ -229,8 +266,8 @@ def _smallest_variates(indices, start, d, k, score, pos, variates, ranked, table
 def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, num_chunks):
     """LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights)``.
 
-    ``table``: ``z_t`` per vertex (``r_t = Φ(z_t)``, see :func:`_dependent_variate_table`),
-    or empty (compute ``r_t`` per edge from the keys).
+    ``table``: int64 order keys of ``z_t`` per vertex (``r_t = Φ(z_t)``, see
+    :func:`_dependent_variate_table`), or empty (compute ``r_t`` per edge from the keys).
     ``num_chunks``: work chunks of about equal scanned edges for the ``prange``.
     """
     n = nodes.size
@@ -255,9 +292,9 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
     # (which may be huge where every destination keeps all its edges).
     scratch = 4 * (largest + 16) + _SEGMENT
     for c in numba.prange(chunks.size - 1):
-        score = np.empty(scratch, np.float64)
+        score = np.empty(scratch, np.int64)
         pos = np.empty(scratch, np.int64)
-        variates = np.empty(_SEGMENT, np.float64)
+        keys = np.empty(_SEGMENT, np.int64)
         ranked = np.empty(_SMALL_SORT, np.int64)
         for i in range(chunks[c], chunks[c + 1]):
             v, start, d, lo, k = destination_ranges(indptr, nodes, out_indptr, i)
@@ -270,7 +307,7 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
                     out_src[lo + j] = indices[start + j]
                     out_w[lo + j] = w
                 continue
-            _smallest_variates(indices, start, d, k, score, pos, variates, ranked, table, k0, k1, c0, c1, dependent)
+            _smallest_variates(indices, start, d, k, score, pos, keys, ranked, table, k0, k1, c0, c1, dependent)
             w = np.float32(1.0 / k)
             for j in range(k):
                 e = start + pos[j]
@@ -510,13 +547,14 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 # ---------------------------------------------------------------- entry point
 def _dependent_variate_table(indptr, nodes, fanout, variates: Variates) -> np.ndarray:
-    """``z_t`` (``r_t = Φ(z_t)``) of every vertex, when dependent variates (two Box-Muller
-    normals and an erfc each, ~50x a hash) would otherwise be computed per scanned edge
-    for more edges than the graph has vertices; else an empty array (compute per edge).
-    The order of ``z_t`` is that of ``r_t`` (up to ties that rounding ``Φ`` would make)."""
+    """int64 order keys of ``z_t`` (``r_t = Φ(z_t)``) of every vertex, when dependent
+    variates (two Box-Muller normals and an erfc each, ~50x a hash) would otherwise be
+    computed per scanned edge for more edges than the graph has vertices; else an empty
+    array (compute per edge). The order of ``z_t`` is that of ``r_t`` (up to ties that
+    rounding ``Φ`` would make)."""
     num_nodes = indptr.size - 1
     if not variates.dependent or fanout == -1 or _scanned_edges(indptr, nodes, fanout) < num_nodes:
-        return np.empty(0, np.float64)
+        return np.empty(0, np.int64)
     normals = variates.normals or (lambda key: vertex_normals(np.uint64(key), num_nodes))
     normals0, normals1 = normals(variates.k0), normals(variates.k1)
     for table in (normals0, normals1):
@@ -525,7 +563,7 @@ def _dependent_variate_table(indptr, nodes, fanout, variates: Variates) -> np.nd
                 f"sample_labor: Variates.normals must give float64 arrays of shape ({num_nodes},), "
                 f"got {table.dtype} of shape {table.shape}"
             )
-    return _mixed_normals(normals0, normals1, variates.c0, variates.c1)
+    return _mixed_normal_keys(normals0, normals1, variates.c0, variates.c1)
 
 
 @numba.njit(nogil=True, cache=True)

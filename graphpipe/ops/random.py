@@ -8,8 +8,8 @@ seeds that share a neighbour ``t`` can see the same variate (what LABOR needs).
 
 ``hash2(key, counter)`` is SplitMix64 (Steele et al., 2014; passes BigCrush): its output
 number ``counter`` from the seed ``key``, one finaliser mix per variate (the kernels that
-hash every scanned edge, as LABOR does, are bound by it). ``mix64``/``uniform`` are numba
-functions usable inside kernels;
+hash every scanned edge, as LABOR does, are bound by it). ``mix64``/``uniform``/
+``uniform_bits`` are numba functions usable inside kernels;
 :func:`derive_key` is the Python-side helper that builds keys from integers.
 """
 
@@ -42,6 +42,14 @@ def hash2(key, counter):
 def uniform(key, counter):
     """A float64 uniform on [0, 1) from (key, counter), 53 random bits."""
     return np.float64(hash2(key, counter) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def uniform_bits(key, counter):
+    """``uniform(key, counter) * 2**53`` as an int64 in ``[0, 2**53)``: the same variate as
+    an exact integer, so a kernel can compare and order variates without converting them
+    (below AVX-512, a vector of uint64 has no one-instruction conversion to float64)."""
+    return np.int64(hash2(key, counter) >> np.uint64(11))
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
