@@ -171,13 +171,14 @@ def labor_variates(ids, k0, k1, c0, c1, dependent):
 # ---------------------------------------------------------------- LABOR-0, unweighted
 # A destination with d in-edges keeps the k smallest r_t. The kernel compares int64 keys
 # with the order of r_t (independent: uniform_bits, the variate's exact 53-bit numerator;
-# dependent: _order_key of r_t or of z_t), which vectorise where float64 variates do not. The k-th smallest of d uniforms
-# is about k / d, so the scan keeps only the candidates below a threshold with
-# _CANDIDATE_MARGIN standard deviations of room (about 30 of them for k = 15) and selects
-# among those; fewer than k candidates (under 1% of destinations) or more than the buffer
-# holds falls back to a max-heap over all d. Same result either way: the k smallest.
-# The scan runs in segments of _SEGMENT edges: a branch-free loop of variates that LLVM
-# vectorises, then a compaction of the candidates from that L1-resident buffer.
+# dependent: _order_key of r_t or of z_t), which vectorise where float64 variates do not.
+# The k-th smallest of d uniforms is about k / d, so the scan keeps only the candidates
+# below a threshold with _CANDIDATE_MARGIN standard deviations of room (about 30 of them
+# for k = 15) and selects among those; fewer than k candidates (under 1% of destinations)
+# or more than the buffer holds falls back to a max-heap over all d. Same result either
+# way: the k smallest. The scan runs in segments of _SEGMENT edges: a branch-free loop of
+# keys that LLVM vectorises, then a compaction of the candidates from that L1-resident
+# buffer.
 _CANDIDATE_MARGIN = 3.0
 _SEGMENT = 1024
 _SPARSE = 8
