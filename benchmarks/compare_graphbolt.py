@@ -178,7 +178,6 @@ def measure_graphpipe(graph: gp.CSCGraph, features: gp.FeatureStore, seeds: torc
             loader = gp.DataLoader(chain(method, fetch=True), transforms=transforms)
             results[f"{method}_{name}"] = _summary(measure_rate(loader, **window))
             loader.close()
-        _overlap(results, method)
         _log(f"graphpipe {method} loader: {results[f'{method}_loader']['it_per_s']:.1f} it/s")
 
     def input_nodes(minibatch):
