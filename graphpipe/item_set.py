@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
+
+from .validation import as_int
 
 __all__ = ["ItemSet"]
 
@@ -12,10 +15,13 @@ __all__ = ["ItemSet"]
 class ItemSet:
     """A fixed-length set of items, each a tuple of aligned tensor rows.
 
-    ``items`` may be:
-      * an ``int`` n: the node ids ``0..n-1`` (``torch.arange``);
-      * a tensor: one field (e.g. seed node ids);
-      * a tuple of tensors with equal first dimension, e.g. ``(seeds, labels)``.
+    ``items`` may be (GraphBolt's ``ItemSet`` forms):
+      * an integer n (a Python or numpy int, or a 0-d integer tensor): the node ids
+        ``0..n-1`` (``torch.arange``);
+      * a tensor, a list, a range or a numpy array: ONE field, e.g. the seed node ids
+        (``ItemSet([0, 1, 2, 3])`` is 4 items);
+      * a tuple of those, with equal first dimension: one field each, e.g.
+        ``(seeds, labels)``.
 
     ``names`` names the fields, one per tensor (e.g. ``("seeds", "labels")``); the
     :class:`~graphpipe.ItemSampler` copies fields called ``seeds`` and ``labels`` into the
@@ -24,30 +30,22 @@ class ItemSet:
 
     def __init__(
         self,
-        items: Union[int, torch.Tensor, Tuple[torch.Tensor, ...]],
+        items: Union[int, torch.Tensor, Sequence, np.ndarray, Tuple[Union[torch.Tensor, Sequence, np.ndarray], ...]],
         names: Optional[Union[str, Sequence[str]]] = None,
     ):
-        if isinstance(items, bool):
-            raise TypeError("ItemSet: `items` must be an int, a tensor or a tuple of tensors, got bool")
-        if isinstance(items, int):
-            if items < 1:
-                raise ValueError(f"ItemSet: `items` as an int must be >= 1, got {items} (empty item set)")
-            items = (torch.arange(items),)
-        elif isinstance(items, torch.Tensor):
-            items = (items,)
-        elif isinstance(items, (tuple, list)):
-            items = tuple(torch.as_tensor(t) for t in items)
+        count = _count(items)
+        if count is not None:
+            if count < 1:
+                raise ValueError(f"ItemSet: `items` as an int must be >= 1, got {count} (empty item set)")
+            items = (torch.arange(count),)
+        elif isinstance(items, tuple):
+            items = tuple(_field(t, i) for i, t in enumerate(items))
         else:
-            raise TypeError(
-                f"ItemSet: `items` must be an int, a tensor or a tuple of tensors, got "
-                f"{type(items).__name__}"
-            )
+            items = (_field(items, 0),)
         if len(items) == 0:
             raise ValueError("ItemSet: `items` is an empty tuple; give at least one tensor")
-        length = items[0].size(0) if items[0].dim() > 0 else None
+        length = items[0].size(0)
         for i, t in enumerate(items):
-            if t.dim() == 0:
-                raise ValueError(f"ItemSet: field {i} is a 0-d tensor; items need a first dimension")
             if t.size(0) != length:
                 raise ValueError(
                     f"ItemSet: all fields must have the same length, but field 0 has {length} "
@@ -93,3 +91,33 @@ class ItemSet:
             for n, t in zip(self.names or range(len(self._items)), self._items)
         )
         return f"ItemSet(len={len(self)}, {fields})"
+
+
+def _count(items) -> Optional[int]:
+    """The number of items when ``items`` is a count (an integer or a 0-d integer
+    tensor or array), else None; bools are neither."""
+    if isinstance(items, (bool, np.bool_)):
+        raise TypeError(
+            "ItemSet: `items` must be an int, a tensor, a list/range/array (one field) or a tuple of "
+            "them (one field each), got bool"
+        )
+    if isinstance(items, (torch.Tensor, np.ndarray)) and items.ndim > 0:
+        return None
+    return as_int(items)
+
+
+def _field(values, index: int) -> torch.Tensor:
+    """One field as a tensor with a first (item) dimension."""
+    if isinstance(values, (list, range, np.ndarray)):
+        try:
+            values = torch.as_tensor(values)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"ItemSet: field {index} cannot be made a tensor ({err})") from err
+    if not isinstance(values, torch.Tensor):
+        raise TypeError(
+            "ItemSet: `items` must be an int, a tensor, a list/range/array (one field) or a tuple of "
+            f"them (one field each), got {type(values).__name__}{f' as field {index}' if index else ''}"
+        )
+    if values.dim() == 0:
+        raise ValueError(f"ItemSet: field {index} is a 0-d tensor; items need a first dimension")
+    return values

@@ -1,47 +1,104 @@
 """Argument checks shared by stages: each error names the argument and the expected form."""
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["check_edge_weights", "check_fanout", "check_fanouts", "check_importance_sampling", "check_node_ids"]
+__all__ = [
+    "as_int",
+    "check_edge_weights",
+    "check_fanout",
+    "check_fanouts",
+    "check_importance_sampling",
+    "check_int",
+    "check_node_ids",
+]
+
+# LABOR-k's largest k. LABOR-* (-1) iterates until the probabilities converge, which
+# takes about 16 iterations; a larger k only repeats converged iterations, each a pass
+# over every sampled edge (k = 10**6 took 48 s for two batches of 4 seeds).
+MAX_IMPORTANCE_SAMPLING = 100
+
+
+def as_int(value) -> Optional[int]:
+    """``value`` as a Python int when it is an integer in one of the forms users pass:
+    a Python int, a numpy integer, or an integer tensor / numpy array with exactly one
+    element (0-d or ``[1]``, as GraphBolt's fanouts ``[torch.LongTensor([15]), ...]``).
+    None for anything else: bools, floats (also ``1.0``), strings, longer tensors."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, torch.Tensor):
+        integer = not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
+        return int(value.item()) if integer and value.numel() == 1 else None
+    if isinstance(value, np.ndarray):
+        return int(value.item()) if value.dtype.kind in "iu" and value.size == 1 else None
+    return None
+
+
+def check_int(value, name: str, where: str, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
+    """``value`` (see :func:`as_int`) as a Python int in ``[minimum, maximum]``; a
+    ValueError naming ``where`` and the argument ``name`` otherwise."""
+    number = as_int(value)
+    if number is None or (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        if minimum is not None and maximum is not None:
+            expected = f"an int in [{minimum}, {maximum}]"
+        elif minimum is not None:
+            expected = f"an int >= {minimum}"
+        elif maximum is not None:
+            expected = f"an int <= {maximum}"
+        else:
+            expected = "an int"
+        raise ValueError(f"{where}: `{name}` must be {expected}, got {value!r}")
+    return number
 
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
-    """``fanouts`` as a list of ints, each ``>= 1`` or ``-1`` (all neighbours)."""
-    if isinstance(fanouts, torch.Tensor):
+    """``fanouts`` as a list of ints, each ``>= 1`` or ``-1`` (all neighbours).
+
+    Accepts a list or tuple of ints in the forms of :func:`as_int` (GraphBolt users pass
+    ``[torch.LongTensor([15]), torch.LongTensor([10])]``), or a 1-D integer tensor or
+    numpy array."""
+    if isinstance(fanouts, (torch.Tensor, np.ndarray)) and fanouts.ndim == 1:
         fanouts = fanouts.tolist()
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
         raise ValueError(
             f"{where}: `fanouts` must be a non-empty list of ints (one per GNN layer, each >= 1 "
             f"or -1 for all neighbours), got {fanouts!r}"
         )
-    out = []
-    for i, f in enumerate(fanouts):
-        if isinstance(f, bool) or not isinstance(f, int) or f == 0 or f < -1:
-            raise ValueError(
-                f"{where}: `fanouts[{i}]` must be an int >= 1 or -1 (all neighbours), got {f!r}"
-            )
-        out.append(int(f))
-    return out
+    return [_fanout(f, f"fanouts[{i}]", where) for i, f in enumerate(fanouts)]
 
 
 def check_fanout(fanout, where: str) -> int:
-    """One layer's ``fanout`` (a Python or numpy int, ``>= 1`` or ``-1``) as an int."""
-    if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout == 0 or fanout < -1:
-        raise ValueError(f"{where}: `fanout` must be an int >= 1 or -1 (all neighbours), got {fanout!r}")
-    return int(fanout)
+    """One layer's ``fanout`` (see :func:`as_int`), ``>= 1`` or ``-1``, as an int."""
+    return _fanout(fanout, "fanout", where)
+
+
+def _fanout(value, name: str, where: str) -> int:
+    fanout = as_int(value)
+    if fanout is None or fanout == 0 or fanout < -1:
+        raise ValueError(f"{where}: `{name}` must be an int >= 1 or -1 (all neighbours), got {value!r}")
+    return fanout
 
 
 def check_importance_sampling(importance_sampling, where: str) -> int:
-    """LABOR's ``importance_sampling``: 0 (LABOR-0), ``k > 0`` (LABOR-k) or -1 (LABOR-*)."""
-    if isinstance(importance_sampling, bool) or not isinstance(importance_sampling, int) or importance_sampling < -1:
+    """LABOR's ``importance_sampling`` as an int: 0 (LABOR-0), ``0 < k <= 100``
+    (LABOR-k) or -1 (LABOR-*, iterate until converged)."""
+    k = as_int(importance_sampling)
+    if k is None or k < -1:
         raise ValueError(
             f"{where}: `importance_sampling` must be an int >= -1 (0: LABOR-0, k > 0: LABOR-k, "
             f"-1: LABOR-*), got {importance_sampling!r}"
         )
-    return importance_sampling
+    if k > MAX_IMPORTANCE_SAMPLING:
+        raise ValueError(
+            f"{where}: `importance_sampling`={k} iterations is more than the {MAX_IMPORTANCE_SAMPLING} allowed; "
+            f"use importance_sampling=-1 (LABOR-*), which iterates until the probabilities converge "
+            f"(about 16 iterations)"
+        )
+    return k
 
 
 def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str) -> torch.Tensor:

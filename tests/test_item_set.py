@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -26,10 +27,31 @@ def test_tuple_fields_and_indexing():
         (torch.tensor([], dtype=torch.int64), None, ValueError, "empty"),
         ((torch.arange(3), torch.arange(4)), ("seeds", "labels"), ValueError, "same length"),
         ((torch.arange(3), torch.arange(3)), ("seeds",), ValueError, "one name per tensor"),
-        ("abc", None, TypeError, "must be an int, a tensor or a tuple"),
+        ("abc", None, TypeError, "must be an int, a tensor, a list/range/array \\(one field\\) or a tuple"),
+        (True, None, TypeError, "got bool"),
+        (1.5, None, TypeError, "got float"),
+        (torch.tensor(2.0), None, ValueError, "0-d tensor"),
         ((), None, ValueError, "empty tuple"),
     ],
 )
 def test_bad_input(items, names, error, match):
     with pytest.raises(error, match=match):
         ItemSet(items, names=names)
+
+
+@pytest.mark.parametrize("items", [[0, 1, 2, 3], range(4), np.arange(4), torch.arange(4)])
+def test_a_list_range_array_or_tensor_is_one_field(items):
+    s = ItemSet(items)
+    assert len(s) == 4 and s.names == ("seeds",) and len(s.items) == 1
+    assert s.items[0].tolist() == [0, 1, 2, 3]
+
+
+def test_a_tuple_is_one_field_per_entry_in_any_form():
+    s = ItemSet(([4, 2, 9], np.array([1, 0, 1])), names=("seeds", "labels"))
+    assert len(s) == 3 and len(s.items) == 2
+    assert s.field("seeds").tolist() == [4, 2, 9] and s.field("labels").tolist() == [1, 0, 1]
+
+
+@pytest.mark.parametrize("count", [np.int64(3), torch.tensor(3)])
+def test_an_integer_count_in_any_form_is_arange(count):
+    assert ItemSet(count).items[0].tolist() == [0, 1, 2]

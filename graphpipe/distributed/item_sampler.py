@@ -11,6 +11,7 @@ from ..item_set import ItemSet
 from ..minibatch import MiniBatch
 from ..pipes.base import Pipe
 from ..pipes.item_sampler import ItemSampler
+from ..validation import as_int, check_int
 from .partition import Partition
 
 __all__ = ["DistributedItemSampler", "find_distributed_item_sampler"]
@@ -78,10 +79,11 @@ class DistributedItemSampler(ItemSampler):
                     "torch.distributed.init_process_group(...) first (or pass rank= and world_size=)"
                 )
             rank, world_size = dist.get_rank(), dist.get_world_size()
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-            raise ValueError(f"DistributedItemSampler: `world_size` must be an int >= 1, got {world_size!r}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        world_size = check_int(world_size, "world_size", "DistributedItemSampler", minimum=1)
+        number = as_int(rank)
+        if number is None or not 0 <= number < world_size:
             raise ValueError(f"DistributedItemSampler: `rank` must be an int in [0, {world_size}), got {rank!r}")
+        rank = number
         if seed is None and use_process_group and world_size > 1:
             shared = torch.randint(0, 2**62, (1,))
             dist.broadcast(shared, src=0)

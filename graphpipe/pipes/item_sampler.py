@@ -9,6 +9,7 @@ import torch
 from ..item_set import ItemSet
 from ..minibatch import MiniBatch
 from ..ops.random import derive_key
+from ..validation import check_int
 from .base import Pipe
 
 __all__ = ["ItemSampler"]
@@ -34,6 +35,8 @@ class ItemSampler(Pipe):
         shuffle: permute the items each epoch.
         drop_last: drop the last batch when it is smaller than ``batch_size``.
         seed: seed of the permutations.
+
+    Integer arguments may be Python ints, numpy integers or one-element integer tensors.
     """
 
     def __init__(
@@ -58,13 +61,11 @@ class ItemSampler(Pipe):
                 f"ItemSampler: `item_set` field(s) {unknown} are not supported; known fields: "
                 f"{list(_MINIBATCH_FIELDS)}"
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"ItemSampler: `batch_size` must be an int >= 1, got {batch_size!r}")
         self.item_set = item_set
-        self.batch_size = batch_size
+        self.batch_size = check_int(batch_size, "batch_size", "ItemSampler", minimum=1)
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else int(seed)
+        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", "ItemSampler")
         self.epoch = 0
 
     def __len__(self) -> int:

@@ -35,6 +35,7 @@ import numba
 import torch
 
 from ..minibatch import _apply
+from ..validation import check_int
 from .base import Pipe, functional_pipe
 from .copy_to import CopyTo
 from .feature_fetcher import FeatureFetcher
@@ -48,10 +49,8 @@ _thread_ids = itertools.count(1)
 
 
 def check_count(value, name: str, where: str, minimum: int = 1) -> int:
-    """``value`` after checking it is an int ``>= minimum`` (a size, a number of threads)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{where}: `{name}` must be an int >= {minimum}, got {value!r}")
-    return value
+    """``value`` as an int after checking it is one ``>= minimum`` (a size, a number of threads)."""
+    return check_int(value, name, where, minimum=minimum)
 
 
 def per_batch_work(stage: Pipe) -> Callable:

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -64,3 +65,17 @@ def test_item_set_field_errors():
         ItemSampler(ItemSet((torch.arange(3), torch.arange(3)), names=("a", "labels")), 2)
     with pytest.raises(ValueError, match=r"\['weights'\] are not supported"):
         ItemSampler(ItemSet((torch.arange(3), torch.arange(3)), names=("seeds", "weights")), 2)
+
+
+@pytest.mark.parametrize("batch_size", [np.int64(4), np.int32(4), torch.tensor(4), torch.LongTensor([4])])
+def test_batch_size_and_seed_as_numpy_or_tensor_integers(batch_size):
+    expected = [mb.seeds.tolist() for mb in ItemSampler(ItemSet(10), 4, shuffle=True, seed=5)]
+    sampler = ItemSampler(ItemSet(10), batch_size, shuffle=True, seed=np.int64(5))
+    assert sampler.batch_size == 4 and type(sampler.batch_size) is int and len(sampler) == 3
+    assert [mb.seeds.tolist() for mb in sampler] == expected
+
+
+@pytest.mark.parametrize("seed", [1.7, 1.0, "1", True])
+def test_non_integer_seed_is_rejected(seed):
+    with pytest.raises(ValueError, match=r"ItemSampler: `seed` must be an int, got"):
+        ItemSampler(ItemSet(4), 2, shuffle=True, seed=seed)
