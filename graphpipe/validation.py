@@ -101,13 +101,15 @@ def check_importance_sampling(importance_sampling, where: str) -> int:
     return k
 
 
-def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str) -> torch.Tensor:
-    """``ids`` as int64, after checking it is a 1-D integer tensor within ``[0, num_nodes)``."""
+def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str, kind: str = "node") -> torch.Tensor:
+    """``ids`` as int64, after checking it is a 1-D integer tensor within ``[0, num_nodes)``.
+
+    ``kind`` ("node" or "edge") is the kind of id the error message names."""
     if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{where}: `{name}` must be a torch.Tensor of node ids, got {type(ids).__name__}")
+        raise TypeError(f"{where}: `{name}` must be a torch.Tensor of {kind} ids, got {type(ids).__name__}")
     if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
         raise TypeError(
-            f"{where}: `{name}` must be an integer tensor (int32 or int64 node ids), got dtype {ids.dtype}"
+            f"{where}: `{name}` must be an integer tensor (int32 or int64 {kind} ids), got dtype {ids.dtype}"
         )
     if ids.dim() != 1:
         raise ValueError(f"{where}: `{name}` must be 1-D, got shape {tuple(ids.shape)}")
@@ -120,8 +122,8 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str) -> 
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
             raise ValueError(
-                f"{where}: `{name}` holds node id {bad}, out of range: valid ids are "
-                f"0..{num_nodes - 1} (num_nodes={num_nodes})"
+                f"{where}: `{name}` holds {kind} id {bad}, out of range: valid ids are "
+                f"0..{num_nodes - 1} (num_{kind}s={num_nodes})"
             )
     return ids.to(torch.int64)
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
+import torch
+
+from ..csc_graph import CSCGraph
 from ..feature_store import FeatureStore
 from ..minibatch import MiniBatch
+from ..validation import check_node_ids
 from .base import Pipe, functional_pipe
 
 __all__ = ["FeatureFetcher"]
@@ -19,6 +23,10 @@ class FeatureFetcher(Pipe):
     Node features are read for ``input_nodes`` (or for ``seeds`` when the batch has no
     sampled subgraphs): row ``k`` belongs to ``input_nodes[k]``. Edge features are read
     per layer for ``sampled_subgraphs[i].original_edge_ids`` into ``edge_features[i]``.
+
+    When a sampler upstream samples from a :class:`~graphpipe.CSCGraph`, each requested
+    node feature must have ``graph.num_nodes`` rows and each edge feature
+    ``graph.num_edges`` rows; this is checked when the stage is built.
 
     Args:
         source: pipe of MiniBatches.
@@ -48,6 +56,9 @@ class FeatureFetcher(Pipe):
         self.node_feature_keys: List[str] = _checked_keys(features, "node", node_feature_keys)
         self.edge_feature_keys: List[str] = _checked_keys(features, "edge", edge_feature_keys)
         self.cooperative = bool(cooperative)
+        sampler = _sampler_upstream(source)
+        if sampler is not None:
+            _check_rows(features, self.node_feature_keys, self.edge_feature_keys, sampler)
 
     def fetch(self, minibatch: MiniBatch) -> MiniBatch:
         """``minibatch`` with the requested features added (the input is not modified)."""
@@ -62,8 +73,9 @@ class FeatureFetcher(Pipe):
                 raise ValueError(
                     "FeatureFetcher: the MiniBatch has neither `input_nodes` nor `seeds` to read node features for"
                 )
+            name = "input_nodes" if minibatch.sampled_subgraphs else "seeds"
             for key in self.node_feature_keys:
-                node_features[key] = self.features["node", key].read(ids)
+                node_features[key] = self._read("node", key, ids, name)
         edge_features = [dict(layer) for layer in minibatch.edge_features]
         if self.edge_feature_keys:
             if not minibatch.sampled_subgraphs:
@@ -71,14 +83,27 @@ class FeatureFetcher(Pipe):
                     "FeatureFetcher: edge features need `sampled_subgraphs`; put a sampler stage before fetch_feature"
                 )
             edge_features += [{} for _ in range(minibatch.num_layers - len(edge_features))]
-            for layer, subgraph in zip(edge_features, minibatch.sampled_subgraphs):
+            for i, (layer, subgraph) in enumerate(zip(edge_features, minibatch.sampled_subgraphs)):
                 for key in self.edge_feature_keys:
-                    layer[key] = self.features["edge", key].read(subgraph.original_edge_ids)
+                    name = f"sampled_subgraphs[{i}].original_edge_ids"
+                    layer[key] = self._read("edge", key, subgraph.original_edge_ids, name)
         return replace(minibatch, node_features=node_features, edge_features=edge_features)
 
     def __iter__(self):
         for minibatch in self.source:
             yield self.fetch(minibatch)
+
+    def _read(self, kind: str, key: str, ids: torch.Tensor, name: str) -> torch.Tensor:
+        """Rows ``ids`` of the ``kind`` feature ``key``; an id out of range is reported as a
+        node or edge id of that feature, found in the MiniBatch field ``name``."""
+        feature = self.features[kind, key]
+        try:
+            return feature.read(ids)
+        except ValueError:
+            # The table's own check knows neither the feature nor the kind of id: say both.
+            where = f"FeatureFetcher: {kind} feature '{key}' ({feature.num_rows} rows)"
+            check_node_ids(ids, feature.num_rows, name, where, kind=kind)
+            raise
 
 
 def _checked_keys(features: FeatureStore, kind: str, keys: Sequence[str]) -> List[str]:
@@ -90,3 +115,31 @@ def _checked_keys(features: FeatureStore, kind: str, keys: Sequence[str]) -> Lis
         known = features.node_keys if kind == "node" else features.edge_keys
         raise KeyError(f"FeatureFetcher: unknown {kind} feature(s) {unknown}; known {kind} features: {known}")
     return keys
+
+
+def _sampler_upstream(source) -> Optional[Pipe]:
+    """The nearest stage upstream of ``source`` (following ``.source``) that samples from a
+    :class:`~graphpipe.CSCGraph` (has a ``graph`` attribute), or None."""
+    stage = source
+    while isinstance(stage, Pipe):
+        if isinstance(getattr(stage, "graph", None), CSCGraph):
+            return stage
+        stage = getattr(stage, "source", None)
+    return None
+
+
+def _check_rows(features: FeatureStore, node_keys: List[str], edge_keys: List[str], sampler: Pipe) -> None:
+    """Node features need one row per node of the sampler's graph, edge features one per edge:
+    a shorter table would only fail when a batch first reaches a missing row."""
+    graph = sampler.graph
+    expected = {"node": (graph.num_nodes, "nodes"), "edge": (graph.num_edges, "edges")}
+    for kind, keys in (("node", node_keys), ("edge", edge_keys)):
+        count, what = expected[kind]
+        for key in keys:
+            rows = features[kind, key].num_rows
+            if rows != count:
+                raise ValueError(
+                    f"FeatureFetcher: {kind} feature '{key}' has {rows} rows, but the graph of the upstream "
+                    f"{type(sampler).__name__} has {count} {what}; a {kind} feature needs one row per {kind} "
+                    f"({count} rows)"
+                )

@@ -118,3 +118,39 @@ def test_batches_missing_what_is_asked_for():
         FeatureFetcher([], store, edge_feature_keys=["w"]).fetch(MiniBatch(seeds=torch.tensor([1])))
     with pytest.raises(ValueError, match=r"neither `input_nodes` nor `seeds`"):
         FeatureFetcher([], store, node_feature_keys=["feat"]).fetch(MiniBatch())
+
+
+def _sampled_chain():
+    g = torch.Generator().manual_seed(3)
+    src, dst = torch.randint(0, NUM_NODES, (2, NUM_EDGES), generator=g)
+    graph = CSCGraph.from_coo(src, dst, num_nodes=NUM_NODES)
+    return ItemSampler(ItemSet(NUM_NODES), batch_size=8, seed=0).sample_neighbor(graph, [3, 2], seed=1)
+
+
+@pytest.mark.parametrize(
+    "node, edge, match",
+    [
+        ({"feat": torch.zeros(NUM_NODES - 5, 2)}, {}, r"node feature 'feat' has 25 rows, .* has 30 nodes"),
+        ({"feat": torch.zeros(NUM_NODES + 1, 2)}, {}, r"node feature 'feat' has 31 rows, .* has 30 nodes"),
+        ({}, {"w": torch.zeros(NUM_NODES)}, r"edge feature 'w' has 30 rows, .* has 60 edges"),
+    ],
+)
+def test_tables_of_the_wrong_size_fail_at_construction(node, edge, match):
+    store = FeatureStore(node, edge)
+    # found through the sampler upstream, also when other stages sit in between
+    for chain in (_sampled_chain(), _sampled_chain().transform(lambda mb: mb)):
+        with pytest.raises(ValueError, match=r"FeatureFetcher: " + match):
+            chain.fetch_feature(store, node_feature_keys=list(node), edge_feature_keys=list(edge))
+
+
+def test_an_out_of_range_edge_id_is_named_as_one_at_fetch_time():
+    store = _store()
+    batch = _two_layer_batch()
+    batch.sampled_subgraphs[0].original_edge_ids[1] = NUM_EDGES + 10
+    fetcher = FeatureFetcher([], store, edge_feature_keys=["w"])
+    with pytest.raises(ValueError, match=r"edge feature 'w' \(60 rows\): `sampled_subgraphs\[0\]\.original_edge_ids` "
+                       r"holds edge id 70, out of range: valid ids are 0..59 \(num_edges=60\)"):
+        fetcher.fetch(batch)
+    node_batch = MiniBatch(seeds=torch.tensor([1, NUM_NODES]))
+    with pytest.raises(ValueError, match=r"node feature 'feat' \(30 rows\): `seeds` holds node id 30"):
+        FeatureFetcher([], store, node_feature_keys=["feat"]).fetch(node_batch)
