@@ -2,15 +2,22 @@
 
 Edges are grouped by their target node, so ``indices[indptr[v]:indptr[v + 1]]`` are the
 in-neighbours (sources) of ``v``: exactly what message passing aggregates and what a
-sampler draws from. Edge ``e`` of the CSC is edge id ``e``; ``edge_attributes`` are
-indexed by it.
+sampler draws from. Samplers work with *CSC positions* ``e`` (``indices[e]`` is the
+source of edge ``e``); ``edge_attributes`` are indexed by them. A graph built from a COO
+list or an ``edge_index`` that was not already grouped by target keeps
+``original_edge_ids``: CSC position -> the user's edge id (the edge's position in the
+input), and :meth:`CSCGraph.map_edge_ids` turns sampled positions into those ids.
+
+A graph is read-only once built (every array passed validation; assigning a field
+raises): build a new one, e.g. with ``dataclasses.replace(graph, indices=...)``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Dict, Optional
+import types
+from dataclasses import FrozenInstanceError, dataclass, field, fields
+from typing import Dict, List, Mapping, Optional
 
 import torch
 
@@ -18,34 +25,112 @@ __all__ = ["CSCGraph", "smallest_index_dtype"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
 
+# How much of the graph a check reads (see CSCGraph._check).
+_SHAPES = 0  # types, shapes, dtypes, indptr[0] and indptr[-1]: O(1)
+_INDPTR = 1  # and indptr non-decreasing: O(num_nodes)
+_FULL = 2  # and indices and original_edge_ids in range: O(num_nodes + num_edges)
+
 
 def smallest_index_dtype(max_value: int) -> torch.dtype:
     """int32 when every value up to ``max_value`` fits, else int64."""
     return torch.int32 if max_value < 2**31 else torch.int64
 
 
-@dataclass
+@dataclass(init=False)
 class CSCGraph:
-    """A homogeneous graph in CSC form.
+    """A homogeneous graph in CSC form. Read-only: assigning a field raises
+    ``dataclasses.FrozenInstanceError`` (an ``AttributeError``); build a new graph instead,
+    e.g. ``dataclasses.replace(graph, edge_attributes={**graph.edge_attributes, "w": w})``.
+
+    Every array is stored contiguous (the constructor copies strided inputs once, not
+    every sampled layer). ``CSCGraph(...)`` validates everything (``O(num_nodes +
+    num_edges)``).
 
     Attributes:
         indptr: ``[num_nodes + 1]`` int32/int64, non-decreasing, ``indptr[0] == 0``,
             ``indptr[-1] == num_edges``.
-        indices: ``[num_edges]`` int32/int64 source node ids, each in ``[0, num_nodes)``.
-        edge_attributes: name -> ``[num_edges, ...]`` tensor indexed by edge id
-            (e.g. ``"weight"`` for weighted sampling).
-        node_attributes: name -> ``[num_nodes, ...]`` tensor.
+        indices: ``[num_edges]`` int32/int64 source node ids, each in ``[0, num_nodes)``;
+            ``indices[e]`` is the source of the edge at CSC position ``e``.
+        edge_attributes: name -> ``[num_edges, ...]`` tensor indexed by CSC position
+            (e.g. ``"weight"`` for weighted sampling); a read-only mapping.
+        node_attributes: name -> ``[num_nodes, ...]`` tensor; a read-only mapping.
+        original_edge_ids: ``[num_edges]`` int32/int64 (int32 when ``num_edges`` fits),
+            a permutation of ``0..num_edges - 1``: CSC position ``e`` -> the user's edge
+            id, i.e. the edge's position in the COO list / ``edge_index`` it was built
+            from. None when they are the same (input already grouped by target). Use
+            :meth:`map_edge_ids`.
     """
 
     indptr: torch.Tensor
     indices: torch.Tensor
-    edge_attributes: Dict[str, torch.Tensor] = field(default_factory=dict)
-    node_attributes: Dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_attributes: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    node_attributes: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    original_edge_ids: Optional[torch.Tensor] = None
 
-    def __post_init__(self):
-        self.edge_attributes = dict(self.edge_attributes or {})
-        self.node_attributes = dict(self.node_attributes or {})
-        self.validate()
+    def __init__(
+        self,
+        indptr: torch.Tensor,
+        indices: torch.Tensor,
+        edge_attributes: Optional[Mapping[str, torch.Tensor]] = None,
+        node_attributes: Optional[Mapping[str, torch.Tensor]] = None,
+        original_edge_ids: Optional[torch.Tensor] = None,
+    ):
+        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids)
+        self._check(_FULL)
+
+    @classmethod
+    def _build(
+        cls,
+        indptr,
+        indices,
+        edge_attributes=None,
+        node_attributes=None,
+        original_edge_ids=None,
+        *,
+        level: int,
+    ) -> "CSCGraph":
+        """A graph checked only up to ``level`` (``_SHAPES``, ``_INDPTR`` or ``_FULL``):
+        for arrays already validated (``to()``, unpickling)."""
+        graph = cls.__new__(cls)
+        graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids)
+        graph._check(level)
+        return graph
+
+    def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids):
+        def contiguous(t):
+            return t.contiguous() if isinstance(t, torch.Tensor) else t
+
+        def read_only(name, attributes):
+            if attributes is None:
+                attributes = {}
+            if not isinstance(attributes, Mapping):
+                raise ValueError(
+                    f"CSCGraph: `{name}` must be a mapping of name -> tensor, got {type(attributes).__name__}"
+                )
+            return types.MappingProxyType({key: contiguous(t) for key, t in attributes.items()})
+
+        values = dict(
+            indptr=contiguous(indptr),
+            indices=contiguous(indices),
+            edge_attributes=read_only("edge_attributes", edge_attributes),
+            node_attributes=read_only("node_attributes", node_attributes),
+            original_edge_ids=contiguous(original_edge_ids),
+        )
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        if name in {f.name for f in fields(self) if f.init}:
+            hint = f"e.g. dataclasses.replace(graph, {name}=...)"
+        else:
+            hint = "e.g. with dataclasses.replace(graph, ...)"
+        raise FrozenInstanceError(
+            f"CSCGraph is read-only, so that every graph has been validated: cannot assign `{name}`; "
+            f"build a new CSCGraph instead, {hint}"
+        )
+
+    def __delattr__(self, name):
+        raise FrozenInstanceError(f"CSCGraph is read-only: cannot delete `{name}`")
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -60,7 +145,10 @@ class CSCGraph:
         """Build from edge lists ``src -> dst`` (1-D integer tensors of equal length).
 
         Edges are stably sorted by ``dst``; ``edge_attributes`` given in COO order are
-        permuted along. ``num_nodes`` defaults to ``max id + 1``.
+        permuted along (they are indexed by CSC position), and ``original_edge_ids``
+        keeps the permutation (COO position of each CSC position; None if the input was
+        already sorted by ``dst``). ``num_nodes`` defaults to ``max id + 1``. The graph
+        does not share memory with the inputs.
         """
         src = torch.as_tensor(src)
         dst = torch.as_tensor(dst)
@@ -87,17 +175,26 @@ class CSCGraph:
             )
         num_edges = src.numel()
         dst64 = dst.to(torch.int64)
-        perm = torch.argsort(dst64, stable=True)
+        # A stable sort of input already grouped by target is the identity: skip it,
+        # and the per-layer gather through original_edge_ids with it.
+        if bool((dst64[1:] >= dst64[:-1]).all()):
+            perm = None
+        else:
+            perm = torch.argsort(dst64, stable=True)
         counts = torch.bincount(dst64, minlength=num_nodes)
         indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
         torch.cumsum(counts, 0, out=indptr[1:])
-        indices = src[perm].to(smallest_index_dtype(max(num_nodes - 1, 0)))
         indptr = indptr.to(smallest_index_dtype(num_edges))
+
+        def in_csc_order(t: torch.Tensor) -> torch.Tensor:
+            return t.clone(memory_format=torch.contiguous_format) if perm is None else t[perm]
+
+        indices = in_csc_order(src).to(smallest_index_dtype(max(num_nodes - 1, 0)))
         edge_attributes = {
-            name: _check_edge_attr(name, t, num_edges)[perm]
-            for name, t in (edge_attributes or {}).items()
+            name: in_csc_order(_check_edge_attr(name, t, num_edges)) for name, t in (edge_attributes or {}).items()
         }
-        return cls(indptr, indices, edge_attributes, node_attributes or {})
+        original_edge_ids = None if perm is None else perm.to(smallest_index_dtype(max(num_edges - 1, 0)))
+        return cls(indptr, indices, edge_attributes, node_attributes, original_edge_ids)
 
     @classmethod
     def from_edge_index(
@@ -110,7 +207,8 @@ class CSCGraph:
         """Build from a PyG ``edge_index`` of shape ``[2, num_edges]``.
 
         Row 0 holds sources and row 1 targets (PyG's ``flow="source_to_target"``), so a
-        node samples among its in-neighbours.
+        node samples among its in-neighbours. The user's edge id of an edge is its
+        column in ``edge_index`` (see ``original_edge_ids``).
         """
         edge_index = torch.as_tensor(edge_index)
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
@@ -134,17 +232,46 @@ class CSCGraph:
         return (self.indptr[1:] - self.indptr[:-1]).to(torch.int64)
 
     def edge_index(self) -> torch.Tensor:
-        """``[2, num_edges]`` int64 (sources, targets) in edge-id order."""
+        """``[2, num_edges]`` int64 (sources, targets) in CSC order: column ``e`` is the
+        edge at CSC position ``e``, whose user edge id is ``map_edge_ids(e)``."""
         dst = torch.repeat_interleave(
-            torch.arange(self.num_nodes), self.in_degrees(), output_size=self.num_edges
+            torch.arange(self.num_nodes, device=self.indptr.device), self.in_degrees(), output_size=self.num_edges
         )
         return torch.stack([self.indices.to(torch.int64), dst])
 
+    def map_edge_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        """The user's edge ids of the edges at CSC ``positions``.
+
+        Args:
+            positions: integer tensor of any shape, values in ``[0, num_edges)``, on the
+                graph's device (e.g. a sampler's ``LayerSample.edge_ids``).
+
+        Returns:
+            int64 tensor shaped like ``positions``: ``original_edge_ids[positions]``, or
+            ``positions`` itself (as int64, no copy if it is one) when the graph has no
+            ``original_edge_ids``.
+        """
+        if self.original_edge_ids is None:
+            return positions.to(torch.int64)
+        return self.original_edge_ids[positions].to(torch.int64)
+
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the array at fault if the CSC is malformed."""
-        indptr, indices = self.indptr, self.indices
-        for name, t in (("indptr", indptr), ("indices", indices)):
+        """Raise ``ValueError`` naming the array at fault if the graph is malformed.
+
+        Reads every array (``O(num_nodes + num_edges)``); the constructor calls it.
+        """
+        self._check(_FULL)
+
+    def _check(self, level: int) -> None:
+        """Checks up to ``level``: ``_SHAPES`` (types, shapes, ``indptr``'s ends),
+        ``_INDPTR`` (and ``indptr`` non-decreasing), ``_FULL`` (and ``indices`` and
+        ``original_edge_ids`` in range, ``original_edge_ids`` a permutation)."""
+        indptr, indices, edge_ids = self.indptr, self.indices, self.original_edge_ids
+        named = [("indptr", indptr), ("indices", indices)]
+        if edge_ids is not None:
+            named.append(("original_edge_ids", edge_ids))
+        for name, t in named:
             if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.dtype not in _INT_DTYPES:
                 raise ValueError(
                     f"CSCGraph: `{name}` must be a 1-D int32 or int64 tensor, got "
@@ -154,12 +281,25 @@ class CSCGraph:
             raise ValueError("CSCGraph: `indptr` must have num_nodes + 1 >= 1 entries")
         if int(indptr[0]) != 0:
             raise ValueError(f"CSCGraph: `indptr[0]` must be 0, got {int(indptr[0])}")
-        if int(indptr[-1]) != indices.numel():
+        num_nodes, num_edges = indptr.numel() - 1, indices.numel()
+        if int(indptr[-1]) != num_edges:
             raise ValueError(
                 f"CSCGraph: length mismatch: `indptr[-1]` is {int(indptr[-1])} but `indices` "
-                f"has {indices.numel()} entries"
+                f"has {num_edges} entries"
             )
-        if indptr.numel() > 1:
+        if edge_ids is not None and edge_ids.numel() != num_edges:
+            raise ValueError(
+                f"CSCGraph: `original_edge_ids` must have num_edges={num_edges} entries, got {edge_ids.numel()}"
+            )
+        for name, t in self.edge_attributes.items():
+            _check_edge_attr(name, t, num_edges)
+        for name, t in self.node_attributes.items():
+            if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.size(0) != num_nodes:
+                raise ValueError(
+                    f"CSCGraph: node attribute '{name}' must be a tensor with num_nodes="
+                    f"{num_nodes} rows, got shape {tuple(getattr(t, 'shape', ()))}"
+                )
+        if level >= _INDPTR and num_nodes > 0:
             steps = indptr[1:] - indptr[:-1]
             if bool((steps < 0).any()):
                 bad = int(torch.nonzero(steps < 0)[0])
@@ -167,25 +307,36 @@ class CSCGraph:
                     f"CSCGraph: `indptr` must be non-decreasing, but indptr[{bad + 1}]="
                     f"{int(indptr[bad + 1])} < indptr[{bad}]={int(indptr[bad])}"
                 )
-        num_nodes = indptr.numel() - 1
-        if indices.numel():
-            lo, hi = int(indices.min()), int(indices.max())
-            if lo < 0 or hi >= num_nodes:
-                bad = lo if lo < 0 else hi
+        if level < _FULL or num_edges == 0:
+            return
+        lo, hi = int(indices.min()), int(indices.max())
+        if lo < 0 or hi >= num_nodes:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"CSCGraph: `indices` holds node id {bad}, out of range for "
+                f"num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
+            )
+        if edge_ids is not None:
+            lo, hi = int(edge_ids.min()), int(edge_ids.max())
+            if lo < 0 or hi >= num_edges:
                 raise ValueError(
-                    f"CSCGraph: `indices` holds node id {bad}, out of range for "
-                    f"num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
+                    f"CSCGraph: `original_edge_ids` holds edge id {lo if lo < 0 else hi}, out of range "
+                    f"for num_edges={num_edges} (valid ids are 0..{num_edges - 1})"
                 )
-        for name, t in self.edge_attributes.items():
-            _check_edge_attr(name, t, indices.numel())
-        for name, t in self.node_attributes.items():
-            if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.size(0) != num_nodes:
+            seen = torch.zeros(num_edges, dtype=torch.bool, device=edge_ids.device)
+            seen[edge_ids] = True
+            if not bool(seen.all()):
+                missing = int(torch.nonzero(~seen)[0])
                 raise ValueError(
-                    f"CSCGraph: node attribute '{name}' must be a tensor with num_nodes="
-                    f"{num_nodes} rows, got shape {tuple(getattr(t, 'shape', ()))}"
+                    f"CSCGraph: `original_edge_ids` must be a permutation of 0..{num_edges - 1}, but "
+                    f"edge id {missing} is missing (another one appears twice)"
                 )
 
     # ------------------------------------------------------------------ devices
+    def _arrays(self) -> List[torch.Tensor]:
+        extra = [] if self.original_edge_ids is None else [self.original_edge_ids]
+        return [self.indptr, self.indices, *extra, *self.edge_attributes.values(), *self.node_attributes.values()]
+
     def pin_memory_(self) -> "CSCGraph":
         """Page-lock every CPU array in place (``cudaHostRegister``, no copy); return self.
 
@@ -197,21 +348,49 @@ class CSCGraph:
         if not cuda_or_warn_once("CSCGraph.pin_memory_(): CUDA is not available; the graph stays unpinned"):
             return self
 
-        for t in (self.indptr, self.indices, *self.edge_attributes.values(), *self.node_attributes.values()):
+        for t in self._arrays():
             pin_in_place(t)
         return self
 
     def to(self, device) -> "CSCGraph":
-        """A graph with every array on ``device`` (this one if they are all there already)."""
+        """A graph with every array on ``device`` (this one if they are all there already).
+
+        Without CUDA, ``to("cuda")`` warns once per process and returns the graph on the
+        CPU, as :meth:`pin_memory_` does, so CPU code keeps working.
+        """
+        from .ops.uva_gather import cuda_or_warn_once
+
         device = torch.device(device)
-        arrays = (self.indptr, self.indices, *self.edge_attributes.values(), *self.node_attributes.values())
-        if all(t.device == device for t in arrays):
+        if device.type == "cuda" and not cuda_or_warn_once(
+            "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU"
+        ):
+            device = torch.device("cpu")
+        if all(t.device == device for t in self._arrays()):
             return self
-        return CSCGraph(
-            self.indptr.to(device),
-            self.indices.to(device),
-            {k: v.to(device) for k, v in self.edge_attributes.items()},
-            {k: v.to(device) for k, v in self.node_attributes.items()},
+
+        def moved(t):
+            return None if t is None else t.to(device)
+
+        return type(self)._build(
+            moved(self.indptr),
+            moved(self.indices),
+            {k: moved(v) for k, v in self.edge_attributes.items()},
+            {k: moved(v) for k, v in self.node_attributes.items()},
+            moved(self.original_edge_ids),
+            level=_SHAPES,  # same values as this validated graph
+        )
+
+    # ------------------------------------------------------------------ pickling
+    def __reduce__(self):
+        # As its arrays, as a dataclass would (torch's multiprocessing reductions then
+        # share them), without scanning them again on arrival.
+        return _unpickle_graph, (
+            type(self),
+            self.indptr,
+            self.indices,
+            dict(self.edge_attributes),
+            dict(self.node_attributes),
+            self.original_edge_ids,
         )
 
     # ------------------------------------------------------------------ storage
@@ -221,8 +400,9 @@ class CSCGraph:
             {
                 "indptr": self.indptr,
                 "indices": self.indices,
-                "edge_attributes": self.edge_attributes,
-                "node_attributes": self.node_attributes,
+                "edge_attributes": dict(self.edge_attributes),
+                "node_attributes": dict(self.node_attributes),
+                "original_edge_ids": self.original_edge_ids,
             },
             path,
         )
@@ -234,12 +414,18 @@ class CSCGraph:
         return cls(**state)
 
     def __repr__(self) -> str:
+        edge_ids = "None" if self.original_edge_ids is None else str(self.original_edge_ids.dtype)
         return (
             f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"indptr={self.indptr.dtype}, indices={self.indices.dtype}, "
             f"edge_attributes={list(self.edge_attributes)}, "
-            f"node_attributes={list(self.node_attributes)})"
+            f"node_attributes={list(self.node_attributes)}, "
+            f"original_edge_ids={edge_ids})"
         )
+
+
+def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids) -> CSCGraph:
+    return cls._build(indptr, indices, edge_attributes, node_attributes, original_edge_ids, level=_SHAPES)
 
 
 def _check_edge_attr(name: str, t: torch.Tensor, num_edges: int) -> torch.Tensor:
