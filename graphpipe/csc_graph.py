@@ -10,12 +10,19 @@ input), and :meth:`CSCGraph.map_edge_ids` turns sampled positions into those ids
 
 A graph is read-only once built (every array passed validation; assigning a field
 raises): build a new one, e.g. with ``dataclasses.replace(graph, indices=...)``.
+
+Files: :meth:`CSCGraph.save` writes a ``torch.save`` archive with a format tag, a
+version and a CRC-32 of every array; :meth:`CSCGraph.load` checks them, and with
+``mmap=True`` maps the file and only checks ``indptr`` (the ``O(num_edges)`` arrays are
+read when sampled).
 """
 
 from __future__ import annotations
 
 import os
 import types
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import FrozenInstanceError, dataclass, field, fields
 from typing import Dict, List, Mapping, Optional
 
@@ -29,6 +36,14 @@ _INT_DTYPES = (torch.int32, torch.int64)
 _SHAPES = 0  # types, shapes, dtypes, indptr[0] and indptr[-1]: O(1)
 _INDPTR = 1  # and indptr non-decreasing: O(num_nodes)
 _FULL = 2  # and indices and original_edge_ids in range: O(num_nodes + num_edges)
+
+_FORMAT = "graphpipe.CSCGraph"
+_VERSION = 1
+_LEGACY_KEYS = frozenset({"indptr", "indices", "edge_attributes", "node_attributes"})  # save() before version 1
+_KEYS = _LEGACY_KEYS | {"format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
+# CRC-32 per chunk of an array's bytes: zlib releases the GIL, so the chunks of a large
+# array are checked on all cores (about 1.3 GB/s per core).
+_CHECKSUM_CHUNK_BYTES = 1 << 26
 
 
 def smallest_index_dtype(max_value: int) -> torch.dtype:
@@ -90,7 +105,8 @@ class CSCGraph:
         level: int,
     ) -> "CSCGraph":
         """A graph checked only up to ``level`` (``_SHAPES``, ``_INDPTR`` or ``_FULL``):
-        for arrays already validated (``to()``, unpickling)."""
+        for arrays already validated (``to()``, unpickling) or whose ``O(num_edges)``
+        scans the caller leaves out on purpose (``load``)."""
         graph = cls.__new__(cls)
         graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids)
         graph._check(level)
@@ -395,23 +411,136 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ storage
     def save(self, path: str | os.PathLike) -> None:
-        """Write the graph with ``torch.save``."""
-        torch.save(
-            {
-                "indptr": self.indptr,
-                "indices": self.indices,
-                "edge_attributes": dict(self.edge_attributes),
-                "node_attributes": dict(self.node_attributes),
-                "original_edge_ids": self.original_edge_ids,
-            },
-            path,
-        )
+        """Write the graph to ``path`` (``torch.save`` format, from host memory).
+
+        The file holds a format tag and version, every array, and a CRC-32 per 64 MiB of
+        each array, which :meth:`load` checks. It is written next to ``path`` and moved
+        over it at the end, so an interrupted save leaves no truncated file, and a
+        process that has mapped the old file keeps reading the old one.
+        """
+        path = os.fspath(path)
+
+        def on_host(t: torch.Tensor) -> torch.Tensor:
+            t = t.detach().cpu()
+            # torch.save writes a tensor's whole storage: copy views out of larger ones.
+            return t if t.untyped_storage().nbytes() == t.nbytes else t.clone()
+
+        arrays = {
+            "indptr": on_host(self.indptr),
+            "indices": on_host(self.indices),
+            "original_edge_ids": None if self.original_edge_ids is None else on_host(self.original_edge_ids),
+            "edge_attributes": {k: on_host(v) for k, v in self.edge_attributes.items()},
+            "node_attributes": {k: on_host(v) for k, v in self.node_attributes.items()},
+        }
+        checksums = {
+            "indptr": _checksum(arrays["indptr"]),
+            "indices": _checksum(arrays["indices"]),
+            "original_edge_ids": None if arrays["original_edge_ids"] is None else _checksum(arrays["original_edge_ids"]),
+            "edge_attributes": {k: _checksum(v) for k, v in arrays["edge_attributes"].items()},
+            "node_attributes": {k: _checksum(v) for k, v in arrays["node_attributes"].items()},
+        }
+        state = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            **arrays,
+            "checksum_chunk_bytes": _CHECKSUM_CHUNK_BYTES,
+            "checksums": checksums,
+        }
+        temporary = f"{path}.{os.getpid()}.tmp"
+        try:
+            torch.save(state, temporary)
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = False) -> "CSCGraph":
-        """Read a graph written by :meth:`save` (``mmap=True`` maps it lazily)."""
-        state = torch.load(path, mmap=mmap, weights_only=True)
-        return cls(**state)
+    def load(
+        cls, path: str | os.PathLike, mmap: bool = False, validate: Optional[bool] = None
+    ) -> "CSCGraph":
+        """Read a graph written by :meth:`save` (a CPU graph).
+
+        Args:
+            path: the file.
+            mmap: map the file instead of reading it: arrays are paged in when used.
+            validate: how much to check.
+
+                * ``None`` (default): with ``mmap=False`` everything, as ``True``; with
+                  ``mmap=True`` only ``O(num_nodes)`` work: the structure, ``indptr``
+                  (non-decreasing, ends at ``num_edges``) and its checksum; ``indices``
+                  and the attributes are not read, so a corrupted ``indices`` goes
+                  unnoticed (``load(path, validate=True)`` checks a file once).
+                * ``True``: every checksum and every check of the constructor.
+                * ``False``: types, shapes and ``indptr``'s two ends only (``O(1)``); for
+                  files known to be good.
+
+                Files written by graphpipe before checksums (format version 0) are
+                validated in full unless ``validate=False``; save them again to get
+                checksums and lazy mapping.
+
+        Raises:
+            FileNotFoundError: no file at ``path``.
+            ValueError: naming ``path`` and what is wrong, for empty, truncated,
+                corrupted (checksum mismatch) or foreign files and malformed graphs.
+        """
+        path = os.path.abspath(os.fspath(path))
+        where = f"CSCGraph.load('{path}')"
+        again = "write it again with CSCGraph.save"
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{where}: no such file")
+        if os.path.getsize(path) == 0:
+            raise ValueError(f"{where}: the file is empty (an interrupted copy or save?); {again}")
+        try:
+            state = torch.load(path, mmap=mmap, weights_only=True, map_location="cpu")
+        except Exception as error:
+            reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            raise ValueError(
+                f"{where}: cannot be read as a graph file written by CSCGraph.save: it is truncated, "
+                f"corrupted or of another kind ({reason}); {again}"
+            ) from error
+        if not isinstance(state, dict):
+            raise ValueError(f"{where}: holds a {type(state).__name__}, not a graph written by CSCGraph.save")
+        legacy = "format" not in state and set(state) == _LEGACY_KEYS
+        if not legacy:
+            if state.get("format") != _FORMAT:
+                raise ValueError(
+                    f"{where}: not a graph written by CSCGraph.save (its keys are {sorted(map(str, state))}, "
+                    f"format tag {state.get('format')!r}, expected {_FORMAT!r})"
+                )
+            version = state.get("version")
+            if not isinstance(version, int) or version != _VERSION:
+                newer = isinstance(version, int) and version > _VERSION
+                raise ValueError(
+                    f"{where}: graph file format version {version!r}, but this graphpipe reads version "
+                    f"{_VERSION}" + ("; upgrade graphpipe to read it" if newer else "")
+                )
+            if set(state) != _KEYS:
+                raise ValueError(
+                    f"{where}: wrong keys for a version {_VERSION} graph file: missing "
+                    f"{sorted(_KEYS - set(state))}, unexpected {sorted(map(str, set(state) - _KEYS))}; {again}"
+                )
+        for name in ("edge_attributes", "node_attributes"):
+            if not isinstance(state[name], dict):
+                raise ValueError(f"{where}: `{name}` is a {type(state[name]).__name__}, not a dict")
+
+        if validate is None:
+            level = _INDPTR if mmap and not legacy else _FULL
+        else:
+            level = _FULL if validate else _SHAPES
+        if not legacy and level > _SHAPES:
+            _verify_checksums(where, state, everything=level == _FULL)
+        try:
+            return cls._build(
+                state["indptr"],
+                state["indices"],
+                state["edge_attributes"],
+                state["node_attributes"],
+                state.get("original_edge_ids"),
+                level=level,
+            )
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from error
 
     def __repr__(self) -> str:
         edge_ids = "None" if self.original_edge_ids is None else str(self.original_edge_ids.dtype)
@@ -426,6 +555,44 @@ class CSCGraph:
 
 def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids) -> CSCGraph:
     return cls._build(indptr, indices, edge_attributes, node_attributes, original_edge_ids, level=_SHAPES)
+
+
+def _checksum(t: torch.Tensor, chunk_bytes: int = _CHECKSUM_CHUNK_BYTES) -> List[int]:
+    """CRC-32 of each ``chunk_bytes`` of a CPU tensor's bytes (one value for an empty one)."""
+    data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+    chunks = [data[start : start + chunk_bytes] for start in range(0, max(data.size, 1), chunk_bytes)]
+    if len(chunks) == 1:
+        return [zlib.crc32(chunks[0])]
+    with ThreadPoolExecutor(min(len(chunks), os.cpu_count() or 1)) as pool:
+        return list(pool.map(zlib.crc32, chunks))
+
+
+def _verify_checksums(where: str, state: dict, everything: bool) -> None:
+    """Compare the stored CRCs with the arrays': ``indptr`` only, or every array."""
+    chunk_bytes, stored = state["checksum_chunk_bytes"], state["checksums"]
+    if not isinstance(chunk_bytes, int) or chunk_bytes <= 0 or not isinstance(stored, dict):
+        raise ValueError(f"{where}: the checksum table is malformed; write it again with CSCGraph.save")
+    arrays = [("indptr", state["indptr"], stored.get("indptr"))]
+    if everything:
+        arrays.append(("indices", state["indices"], stored.get("indices")))
+        if state["original_edge_ids"] is not None:
+            arrays.append(("original_edge_ids", state["original_edge_ids"], stored.get("original_edge_ids")))
+        for group in ("edge_attributes", "node_attributes"):
+            table = stored.get(group) if isinstance(stored.get(group), dict) else {}
+            arrays += [(f"{group}['{k}']", t, table.get(k)) for k, t in state[group].items()]
+    for name, t, expected in arrays:
+        if not isinstance(t, torch.Tensor):
+            continue  # reported by the structural checks, with its type
+        if not isinstance(expected, list):
+            raise ValueError(f"{where}: no checksum for `{name}`; write it again with CSCGraph.save")
+        actual = _checksum(t, chunk_bytes)
+        if actual != expected:
+            bad = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e), min(len(actual), len(expected)))
+            raise ValueError(
+                f"{where}: checksum mismatch in `{name}` (bytes {bad * chunk_bytes}.."
+                f"{min((bad + 1) * chunk_bytes, t.nbytes)} of {t.nbytes}): the file is corrupted; "
+                f"write it again with CSCGraph.save from the original data"
+            )
 
 
 def _check_edge_attr(name: str, t: torch.Tensor, num_edges: int) -> torch.Tensor:
