@@ -14,7 +14,8 @@ raises): build a new one, e.g. with ``dataclasses.replace(graph, indices=...)``.
 Files: :meth:`CSCGraph.save` writes a ``torch.save`` archive with a format tag, a
 version and a CRC-32 of every array; :meth:`CSCGraph.load` checks them, and with
 ``mmap=True`` maps the file and only checks ``indptr`` (the ``O(num_edges)`` arrays are
-read when sampled).
+read when sampled). Such a graph is pickled as its path, so worker processes map the
+same file instead of copying the graph.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class CSCGraph:
             id, i.e. the edge's position in the COO list / ``edge_index`` it was built
             from. None when they are the same (input already grouped by target). Use
             :meth:`map_edge_ids`.
+        source_path: absolute path of the file this graph was mapped from by
+            ``load(path, mmap=True)``, else None. Such a graph pickles as this path
+            (worker processes map the file; nothing is copied). Not a constructor
+            argument: a graph derived from this one (``to()``, ``dataclasses.replace``)
+            is not backed by the file and has None.
     """
 
     indptr: torch.Tensor
@@ -81,6 +87,7 @@ class CSCGraph:
     edge_attributes: Mapping[str, torch.Tensor] = field(default_factory=dict)
     node_attributes: Mapping[str, torch.Tensor] = field(default_factory=dict)
     original_edge_ids: Optional[torch.Tensor] = None
+    source_path: Optional[str] = field(default=None, init=False, compare=False)
 
     def __init__(
         self,
@@ -90,7 +97,7 @@ class CSCGraph:
         node_attributes: Optional[Mapping[str, torch.Tensor]] = None,
         original_edge_ids: Optional[torch.Tensor] = None,
     ):
-        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids)
+        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None)
         self._check(_FULL)
 
     @classmethod
@@ -103,16 +110,17 @@ class CSCGraph:
         original_edge_ids=None,
         *,
         level: int,
+        source_path: Optional[str] = None,
     ) -> "CSCGraph":
         """A graph checked only up to ``level`` (``_SHAPES``, ``_INDPTR`` or ``_FULL``):
         for arrays already validated (``to()``, unpickling) or whose ``O(num_edges)``
         scans the caller leaves out on purpose (``load``)."""
         graph = cls.__new__(cls)
-        graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids)
+        graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path)
         graph._check(level)
         return graph
 
-    def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids):
+    def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path):
         def contiguous(t):
             return t.contiguous() if isinstance(t, torch.Tensor) else t
 
@@ -131,6 +139,7 @@ class CSCGraph:
             edge_attributes=read_only("edge_attributes", edge_attributes),
             node_attributes=read_only("node_attributes", node_attributes),
             original_edge_ids=contiguous(original_edge_ids),
+            source_path=source_path,
         )
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -398,8 +407,11 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ pickling
     def __reduce__(self):
-        # As its arrays, as a dataclass would (torch's multiprocessing reductions then
-        # share them), without scanning them again on arrival.
+        # A mapped graph travels as its path (worker processes map the same file); any
+        # other graph as its arrays, as a dataclass would (torch's multiprocessing
+        # reductions then share them), without scanning them again on arrival.
+        if self.source_path is not None:
+            return _map_saved_graph, (self.source_path, self.num_nodes, self.num_edges)
         return _unpickle_graph, (
             type(self),
             self.indptr,
@@ -463,7 +475,8 @@ class CSCGraph:
 
         Args:
             path: the file.
-            mmap: map the file instead of reading it: arrays are paged in when used.
+            mmap: map the file instead of reading it: arrays are paged in when used,
+                the graph's ``source_path`` is set, and it pickles as that path.
             validate: how much to check.
 
                 * ``None`` (default): with ``mmap=False`` everything, as ``True``; with
@@ -538,23 +551,36 @@ class CSCGraph:
                 state["node_attributes"],
                 state.get("original_edge_ids"),
                 level=level,
+                source_path=path if mmap else None,
             )
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from error
 
     def __repr__(self) -> str:
         edge_ids = "None" if self.original_edge_ids is None else str(self.original_edge_ids.dtype)
+        source = "" if self.source_path is None else f", source_path='{self.source_path}'"
         return (
             f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"indptr={self.indptr.dtype}, indices={self.indices.dtype}, "
             f"edge_attributes={list(self.edge_attributes)}, "
             f"node_attributes={list(self.node_attributes)}, "
-            f"original_edge_ids={edge_ids})"
+            f"original_edge_ids={edge_ids}{source})"
         )
 
 
 def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids) -> CSCGraph:
     return cls._build(indptr, indices, edge_attributes, node_attributes, original_edge_ids, level=_SHAPES)
+
+
+def _map_saved_graph(path: str, num_nodes: int, num_edges: int) -> CSCGraph:
+    """Unpickle a mapped graph: map its file again (the pickling process validated it)."""
+    graph = CSCGraph.load(path, mmap=True, validate=False)
+    if (graph.num_nodes, graph.num_edges) != (num_nodes, num_edges):
+        raise ValueError(
+            f"CSCGraph: '{path}' changed after it was loaded: it now holds {graph.num_nodes} nodes and "
+            f"{graph.num_edges} edges, the pickled graph had {num_nodes} and {num_edges}"
+        )
+    return graph
 
 
 def _checksum(t: torch.Tensor, chunk_bytes: int = _CHECKSUM_CHUNK_BYTES) -> List[int]:

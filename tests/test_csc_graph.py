@@ -193,6 +193,7 @@ def test_a_graph_pickles_with_its_arrays():
     h = pickle.loads(pickle.dumps(g))
     assert torch.equal(h.indices, g.indices) and torch.equal(h.original_edge_ids, g.original_edge_ids)
     assert torch.equal(h.edge_attributes["w"], g.edge_attributes["w"]) and list(h.node_attributes) == ["x"]
+    assert h.source_path is None
     assert copy.deepcopy(g).map_edge_ids(torch.tensor([0])).tolist() == [1]
 
 

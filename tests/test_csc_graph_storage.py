@@ -140,8 +140,11 @@ def test_mapped_arrays_are_backed_by_the_file(tmp_path):
     path = tmp_path / "g.pt"
     graph().save(path)
     h = CSCGraph.load(path, mmap=True)
+    assert h.source_path == str(path)
     for t in (h.indptr, h.indices, h.original_edge_ids, h.edge_attributes["w"]):
         assert mapped_from(t, path)
+    assert "source_path=" in repr(h)
+    assert CSCGraph.load(path).source_path is None
     assert not mapped_from(CSCGraph.load(path).indices, path)
 
 

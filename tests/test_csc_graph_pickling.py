@@ -1,0 +1,104 @@
+"""A graph mapped by CSCGraph.load(mmap=True) pickles as its path: worker processes map
+the same file instead of receiving a copy in shared memory."""
+
+import dataclasses
+import io
+import multiprocessing
+import pickle
+import sys
+from multiprocessing.reduction import ForkingPickler
+
+import pytest
+import torch
+import torch.multiprocessing  # noqa: F401  (registers torch's reductions with ForkingPickler)
+
+import graphpipe as gp
+from graphpipe import CSCGraph
+
+from test_csc_graph_storage import graph, mapped_from
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+
+
+def forking_dumps(obj) -> bytes:
+    buffer = io.BytesIO()
+    ForkingPickler(buffer).dump(obj)
+    return buffer.getvalue()
+
+
+def test_a_mapped_graph_pickles_as_its_path(tmp_path):
+    path = tmp_path / "g.pt"
+    graph(num_nodes=1000, num_edges=50_000).save(path)
+    g = CSCGraph.load(path, mmap=True)
+    pointer = g.indices.data_ptr()
+    assert len(pickle.dumps(g)) < 1000
+    assert len(forking_dumps(g)) < 1000
+    # torch's reductions would have moved the arrays into shared memory
+    assert g.indices.data_ptr() == pointer and not g.indices.is_shared() and mapped_from(g.indices, path)
+    h = pickle.loads(forking_dumps(g))
+    assert h.source_path == str(path) and mapped_from(h.indices, path) and mapped_from(h.edge_attributes["w"], path)
+    assert torch.equal(h.indices, g.indices) and torch.equal(h.original_edge_ids, g.original_edge_ids)
+    assert torch.equal(h.node_attributes["x"], g.node_attributes["x"])
+
+
+def test_graphs_derived_from_a_mapped_one_do_not_carry_its_path(tmp_path):
+    path = tmp_path / "g.pt"
+    graph().save(path)
+    g = CSCGraph.load(path, mmap=True)
+    assert g.to("cpu") is g
+    derived = dataclasses.replace(g, edge_attributes={})
+    assert derived.source_path is None and g.source_path == str(path)
+    assert len(pickle.dumps(derived)) > 20_000  # pickled with its arrays
+    with pytest.raises(ValueError, match="init=False"):
+        dataclasses.replace(g, source_path="elsewhere.pt")
+
+
+def test_unpickling_fails_clearly_if_the_file_changed(tmp_path):
+    path = tmp_path / "g.pt"
+    graph().save(path)
+    data = pickle.dumps(CSCGraph.load(path, mmap=True))
+    graph(num_edges=4000).save(path)
+    with pytest.raises(ValueError, match=r"g.pt' changed after it was loaded: it now holds 1000 nodes and 4000 edges"):
+        pickle.loads(data)
+
+
+class FirstNeighbours:
+    """A numba-free sampling step: each seed's in-neighbour at an offset keyed by the batch,
+    its user edge id, and whether this process maps the graph from its file."""
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def __call__(self, minibatch):
+        g = self.graph
+        indptr = g.indptr.long()
+        start, degree = indptr[minibatch.seeds], g.in_degrees()[minibatch.seeds]
+        positions = start + (minibatch.seeds * 31 + minibatch.batch_index) % degree.clamp(min=1)
+        mapped = g.source_path is not None and mapped_from(g.indices, g.source_path)
+        return dataclasses.replace(
+            minibatch,
+            input_nodes=torch.cat([minibatch.seeds, g.indices[positions].long()]),
+            node_features={"edge_ids": g.map_edge_ids(positions), "mapped": torch.tensor([mapped])},
+        )
+
+
+def test_workers_map_the_graph_file_and_give_the_in_process_batches(tmp_path):
+    path = tmp_path / "karate.pt"
+    data = gp.datasets.karate_club()
+    data.graph.save(path)
+    graph = CSCGraph.load(path, mmap=True)
+
+    def pipe():
+        items = gp.ItemSet((torch.arange(34), data.labels), names=("seeds", "labels"))
+        return gp.ItemSampler(items, 4, shuffle=True, seed=7).transform(FirstNeighbours(graph))
+
+    expected = list(pipe())
+    loader = gp.DataLoader(pipe(), num_workers=2)
+    got = list(loader)
+    loader.close()
+    assert [mb.batch_index for mb in got] == list(range(9))
+    for a, b in zip(expected, got):
+        assert torch.equal(a.seeds, b.seeds) and torch.equal(a.input_nodes, b.input_nodes)
+        assert torch.equal(a.node_features["edge_ids"], b.node_features["edge_ids"])
+        assert bool(b.node_features["mapped"])  # the worker mapped the file itself
+    assert multiprocessing.active_children() == []
