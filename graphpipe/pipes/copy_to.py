@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ops.uva_gather import cuda_or_warn_once
 from .base import Pipe, functional_pipe
 
 __all__ = ["CopyTo"]
@@ -16,6 +17,9 @@ class CopyTo(Pipe):
     Items are MiniBatches or anything with a ``.to(device, non_blocking=...)`` method.
     ``non_blocking=True`` only overlaps copies with compute when the item's CPU tensors
     are pinned (see :meth:`MiniBatch.pin_memory`).
+
+    Without CUDA, a CUDA ``device`` warns once and the stage copies to the CPU instead
+    (``self.device`` is then ``cpu``), so the same script runs on a machine without a GPU.
     """
 
     def __init__(self, source: Pipe, device, non_blocking: bool = False):
@@ -27,6 +31,10 @@ class CopyTo(Pipe):
             raise ValueError(
                 f"CopyTo: `device` must be a torch device or a name like 'cuda:0', got {device!r}"
             ) from err
+        if self.device.type == "cuda" and not cuda_or_warn_once(
+            f"copy_to('{self.device}'): CUDA is not available; batches stay on the CPU"
+        ):
+            self.device = torch.device("cpu")
         self.non_blocking = bool(non_blocking)
 
     def copy(self, item):

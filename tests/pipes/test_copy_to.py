@@ -44,3 +44,35 @@ def test_copy_pinned_batch_to_cuda():
     mb = MiniBatch(seeds=torch.arange(4)).pin_memory()
     (out,) = list(CopyTo([mb], "cuda", non_blocking=True))
     assert out.seeds.is_cuda and torch.equal(out.seeds.cpu(), torch.arange(4))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the fallback without CUDA")
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_copy_to_cuda_without_cuda_warns_once_and_keeps_batches_on_the_cpu(non_blocking):
+    import warnings
+
+    import graphpipe as gp
+    from graphpipe.ops import uva_gather
+
+    uva_gather._warned_without_cuda.clear()
+    data = gp.datasets.karate_club()
+
+    def chain(*device):
+        pipe = gp.ItemSampler(data.train_set, 4, shuffle=True, seed=1).sample_neighbor(data.graph, [3, 2], seed=2)
+        pipe = pipe.fetch_feature(data.features, ["feat"])
+        return pipe.copy_to(*device, non_blocking=non_blocking) if device else pipe
+
+    with pytest.warns(UserWarning, match=r"copy_to\('cuda'\): CUDA is not available; batches stay on the CPU"):
+        pipe = chain("cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        chain("cuda")
+        expected = list(chain())
+        loader = gp.DataLoader(pipe)  # the default transforms (pinned_copy, gpu_side_streams) included
+        batches = list(loader)
+        loader.close()
+    assert len(batches) == len(expected) > 0
+    for got, want in zip(batches, expected):
+        assert got.seeds.device.type == "cpu" and got.node_features["feat"].device.type == "cpu"
+        assert torch.equal(got.seeds, want.seeds) and torch.equal(got.input_nodes, want.input_nodes)
+        assert torch.equal(got.node_features["feat"], want.node_features["feat"])
