@@ -16,6 +16,7 @@ the same seed batches.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -79,7 +80,8 @@ def main() -> None:
     seeds = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(0))
     batches = [seeds[i * args.batch_size : (i + 1) * args.batch_size] for i in range(args.batches)]
     if args.weighted:
-        graph.edge_attributes["weight"] = torch.rand(args.edges, generator=torch.Generator().manual_seed(1))
+        weight = torch.rand(args.edges, generator=torch.Generator().manual_seed(1))
+        graph = dataclasses.replace(graph, edge_attributes={**graph.edge_attributes, "weight": weight})
     sampler = gp.NeighborSampler([], graph, args.fanouts, weights="weight" if args.weighted else None, seed=0)
     probs = sampler.probs
 
