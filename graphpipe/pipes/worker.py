@@ -38,6 +38,7 @@ __all__ = ["ProcessWorkers", "Shard"]
 
 _POLL_S = 0.05
 _JOIN_TIMEOUT_S = 10.0
+_DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may take to exit
 
 
 class Shard(Pipe):
@@ -202,6 +203,22 @@ def _stop_pool(processes, commands, results, shutdown) -> None:
         q.close()
 
 
+def _death_message(process, rank: int) -> str:
+    """Which worker died and how, from its exit code (``-N``: killed by signal ``N``)."""
+    code = process.exitcode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        how = f"killed by signal {name}"
+        if -code == signal.SIGKILL:
+            how += " (out of memory? the kernel's OOM killer sends SIGKILL)"
+    else:
+        how = f"exited with code {code} (its traceback, if any, is on stderr)"
+    return f"DataLoader worker {rank} (pid {process.pid}) died: {how}"
+
+
 class ProcessWorkers(Pipe):
     """Run the upstream chain in ``num_workers`` processes and yield its batches in order.
 
@@ -270,12 +287,19 @@ class ProcessWorkers(Pipe):
                 message_run, item = pool.results[rank].get(timeout=_POLL_S)
             except queue.Empty:
                 if not process.is_alive():
-                    raise RuntimeError(
-                        f"ProcessWorkers: {process.name} (pid {process.pid}) exited unexpectedly "
-                        f"with exit code {process.exitcode} (its traceback, if any, is on stderr; a script "
-                        "using worker processes must start them under `if __name__ == '__main__':`)"
-                    ) from None
+                    raise RuntimeError(_death_message(process, rank)) from None
                 continue
+            except (OSError, EOFError) as error:
+                # A batch's tensors travel as file descriptors that the consumer fetches
+                # from the worker when it unpickles the batch: a worker killed after
+                # queueing a batch shows up here as ConnectionResetError or similar.
+                process.join(_DEATH_WAIT_S)
+                if not process.is_alive():
+                    raise RuntimeError(_death_message(process, rank)) from None
+                raise RuntimeError(
+                    f"DataLoader worker {rank} (pid {process.pid}) is alive but its batch could not be "
+                    f"received: {type(error).__name__}: {error}"
+                ) from error
             if message_run != run:
                 continue  # left over from an epoch that ended early
             if isinstance(item, ExceptionWrapper):

@@ -3,6 +3,8 @@ most tests use sampler-free chains."""
 
 import gc
 import multiprocessing
+import os
+import signal
 
 import pytest
 import torch
@@ -72,8 +74,27 @@ def test_exception_in_a_worker_reaches_the_consumer_and_the_next_epoch_starts_cl
 
 def test_a_dying_worker_is_reported():
     loader = gp.DataLoader(python_chain(die_on_batch_2), num_workers=2)
-    with pytest.raises(RuntimeError, match=r"graphpipe-worker-0 \(pid \d+\) exited unexpectedly with exit code 3"):
+    with pytest.raises(RuntimeError, match=r"DataLoader worker 0 \(pid \d+\) died: exited with code 3"):
         list(loader)
+    loader.close()
+    assert _nothing_left_running()
+
+
+def test_a_worker_killed_mid_epoch_is_named_with_its_signal():
+    loader = gp.DataLoader(python_chain(same_minibatch, batch_size=1), num_workers=2)
+    seen = []
+    with pytest.raises(RuntimeError) as info:
+        for minibatch in loader:
+            seen.append(minibatch.batch_index)
+            if minibatch.batch_index == 1:  # worker 1 made this batch and is making the next of its own
+                (victim,) = [p for p in multiprocessing.active_children() if p.name == "graphpipe-worker-1"]
+                os.kill(victim.pid, signal.SIGKILL)
+    assert str(info.value).startswith(
+        f"DataLoader worker 1 (pid {victim.pid}) died: killed by signal SIGKILL (out of memory?"
+    )
+    assert seen[:2] == [0, 1] and len(seen) < 34
+    # the next epoch starts fresh workers
+    assert [minibatch.batch_index for minibatch in loader] == list(range(34, 68))
     loader.close()
     assert _nothing_left_running()
 
