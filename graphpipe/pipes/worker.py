@@ -16,16 +16,25 @@ worker. The fork server is a fresh interpreter started once per program
 chain pickled with torch's reductions (tensors are shared through shared memory, not
 copied), and then load numba's cached kernels on their first batch (0.3-1 s, more on
 a loaded machine). Workers persist across epochs, so these costs are paid once per loader.
+
+Each worker first runs the main script again (as ``__mp_main__``, like every forkserver
+or spawn child), so a script must start workers under ``if __name__ == "__main__":``;
+starting them from unguarded module-level code is reported before any process starts.
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
+import linecache
 import os
+import pickle
 import queue
 import signal
+import sys
+import threading
 import weakref
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 import torch.multiprocessing as mp
@@ -151,10 +160,76 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
                 close()
 
 
+def _is_main_guard(test: ast.expr) -> bool:
+    """Whether an ``if`` test is ``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and any(
+        isinstance(x, ast.Constant) and x.value == "__main__" for x in sides
+    )
+
+
+def _guarded_lines(path: str) -> List[range]:
+    """The line ranges of the bodies of ``if __name__ == "__main__":`` blocks in ``path``."""
+    with open(path, "rb") as file:
+        tree = ast.parse(file.read(), path)
+    return [
+        range(node.body[0].lineno, node.body[-1].end_lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _is_main_guard(node.test)
+    ]
+
+
+def _unguarded_main_line() -> Optional[Tuple[str, int]]:
+    """``(file, line)`` of the module-level code of the main script that is starting
+    worker processes outside an ``if __name__ == "__main__":`` block, else None.
+
+    Under the forkserver (and spawn) start method every worker first runs the main
+    script again, as module ``__mp_main__``: unguarded module-level code that starts
+    workers then runs in every worker. Seen from the main thread's stack, it is a
+    module-level frame of ``__main__`` whose line is in no guard, or (inside a worker
+    that re-runs the script) any module-level frame of ``__mp_main__``.
+    """
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None:
+        code, name = frame.f_code, frame.f_globals.get("__name__")
+        if code.co_name == "<module>" and name in ("__main__", "__mp_main__"):
+            if name == "__mp_main__":
+                return code.co_filename, frame.f_lineno
+            if not os.path.isfile(code.co_filename):
+                return None  # python -c, a REPL, a notebook: the workers do not re-run it
+            try:
+                guarded = _guarded_lines(code.co_filename)
+            except (OSError, SyntaxError, ValueError):
+                return None
+            if any(frame.f_lineno in lines for lines in guarded):
+                return None
+            return code.co_filename, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _check_main_guard(num_workers: int) -> None:
+    unguarded = _unguarded_main_line()
+    if unguarded is None:
+        return
+    path, line = unguarded
+    source = linecache.getline(path, line).strip()
+    raise RuntimeError(
+        f"DataLoader(num_workers={num_workers}): the script starts worker processes from module-level code "
+        f"outside `if __name__ == \"__main__\":` ({os.path.basename(path)}, line {line}: `{source}`). Every "
+        "worker process first runs the script again (Python's forkserver/spawn start methods), which would "
+        "run this line in every worker. Put the training code under `if __name__ == \"__main__\":` (e.g. in "
+        "a main() function called from there)."
+    )
+
+
 class _WorkerPool:
     """``num_workers`` processes serving epochs of one chain; see :class:`ProcessWorkers`."""
 
     def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int):
+        _check_main_guard(num_workers)
         context = mp.get_context("forkserver")
         context.set_forkserver_preload(["graphpipe"])
         self.current = context.Value("q", 0)
@@ -175,10 +250,14 @@ class _WorkerPool:
                 process.start()
             except Exception as error:
                 self.close()
+                hint = ""
+                if isinstance(error, (pickle.PicklingError, TypeError, AttributeError)):
+                    hint = (
+                        "; the part of the pipe that runs in workers (before fetch_feature) must be picklable "
+                        "(no lambdas or local functions)"
+                    )
                 raise RuntimeError(
-                    f"ProcessWorkers: could not start a worker process ({type(error).__name__}: {error}); "
-                    "the part of the pipe that runs in workers (before fetch_feature) must be picklable "
-                    "(no lambdas or local functions)"
+                    f"ProcessWorkers: could not start a worker process ({type(error).__name__}: {error}){hint}"
                 ) from error
             self.processes.append(process)
 

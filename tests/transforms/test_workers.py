@@ -5,6 +5,9 @@ import gc
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -122,3 +125,42 @@ def test_unpicklable_worker_chains_get_a_clear_error():
     with pytest.raises(RuntimeError, match=r"must be picklable \(no lambdas or local functions\)"):
         list(loader)
     assert _nothing_left_running()
+
+
+_SCRIPT_SETUP = """
+import graphpipe as gp
+
+data = gp.datasets.karate_club()
+pipe = gp.ItemSampler(data.train_set, 2).fetch_feature(data.features, ["feat"])
+loader = gp.DataLoader(pipe, num_workers=2)  # building it at module level is fine: no process starts
+"""
+
+
+def _run_script(tmp_path, body):
+    path = tmp_path / "train.py"
+    path.write_text(_SCRIPT_SETUP + textwrap.dedent(body))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        ("for mb in loader:\n    pass\n", 7),
+        ("def main():\n    print(len(list(loader)))\n\nmain()\n", 10),
+    ],
+)
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path, body, line):
+    result = _run_script(tmp_path, body)
+    assert result.returncode != 0
+    assert (
+        f'starts worker processes from module-level code outside `if __name__ == "__main__":` (train.py, line {line}'
+        in result.stderr
+    )
+    assert "picklable" not in result.stderr and "died" not in result.stderr
+
+
+def test_the_same_script_under_a_main_guard_runs(tmp_path):
+    result = _run_script(tmp_path, 'if __name__ == "__main__":\n    print(len(list(loader)), "batches")\n')
+    assert result.returncode == 0, result.stderr
+    num_items = len(gp.datasets.karate_club().train_set)
+    assert result.stdout.strip() == f"{-(-num_items // 2)} batches"
