@@ -34,7 +34,10 @@ class SampledSubgraph:
         original_row_node_ids: ``[num_src]`` int64 global ids of the source nodes.
         original_column_node_ids: ``[num_dst]`` int64 global ids of the destination
             nodes (equal to ``original_row_node_ids[:num_dst]``).
-        original_edge_ids: ``[num_edges]`` int64 ids of the sampled edges in the graph.
+        original_edge_ids: ``[num_edges]`` int64 ids of the sampled edges: the positions
+            of the edges in the ``edge_index`` / COO lists the graph was built from
+            (``CSCGraph.map_edge_ids`` of their CSC positions), so edge features in the
+            user's order are indexed by them.
         edge_weights: ``[num_edges]`` float32 or None. Samplers that weight edges (LABOR)
             set it so that ``sum_e w_e * h_src(e)`` per destination is an unbiased
             estimate of the full-neighbourhood mean.

@@ -20,19 +20,28 @@ def _with_weights(mb):
     return replace(mb, sampled_subgraphs=subgraphs)
 
 
-def _graph():
+def _coo():
+    """Random edges ``src -> dst`` in no particular order: the graph's CSC order differs
+    from the user's edge order, so edge ids must be mapped back."""
     g = torch.Generator().manual_seed(0)
     src = torch.randint(0, NUM_NODES, (NUM_NODES * 5,), generator=g)
     dst = torch.randint(0, NUM_NODES, (NUM_NODES * 5,), generator=g)
+    return src, dst
+
+
+def _graph():
+    src, dst = _coo()
     return CSCGraph.from_coo(src, dst, num_nodes=NUM_NODES)
 
 
 def _batch(weighted=False, node_features=("feat",)):
     graph = _graph()
+    src, dst = _coo()
     g = torch.Generator().manual_seed(1)
+    # "w" in the user's edge order, a function of the edge's endpoints (so it can be checked).
     store = FeatureStore(
         {"feat": torch.randn(NUM_NODES, 8, generator=g), "other": torch.randn(NUM_NODES, 2, generator=g)},
-        {"w": torch.rand(graph.num_edges, generator=g)},
+        {"w": (src * NUM_NODES + dst).float()},
     )
     labels = torch.arange(NUM_NODES) % 5
     items = ItemSet((torch.arange(NUM_NODES), labels), names=("seeds", "labels"))
@@ -106,10 +115,9 @@ def test_to_pyg_layout_follows_hop_order():
     assert torch.equal(n_id, mb.input_nodes) and data.num_nodes == n_id.numel()
     assert torch.equal(data.x, store["feat"].data[n_id]) and torch.equal(data.y, mb.labels)
     assert edge_index.dtype == torch.int64 and edge_index.min() >= 0 and edge_index.max() < data.num_nodes
-    # Edge ids are graph edges from n_id[source] to n_id[target].
-    graph_src, graph_dst = graph.edge_index()
-    assert torch.equal(graph_src[data.e_id], n_id[edge_index[0]])
-    assert torch.equal(graph_dst[data.e_id], n_id[edge_index[1]])
+    # e_id are the user's edge ids: columns of the COO the graph was built from.
+    src, dst = _coo()
+    assert torch.equal(src[data.e_id], n_id[edge_index[0]]) and torch.equal(dst[data.e_id], n_id[edge_index[1]])
     # Hop k: targets first reached at hop k-1, sources known by hop k, edges of layer L-k.
     assert len(data.num_sampled_nodes) == len(FANOUTS) + 1 and len(data.num_sampled_edges) == len(FANOUTS)
     assert data.num_sampled_nodes[0] == BATCH_SIZE and all(n > 0 for n in data.num_sampled_nodes[1:])
@@ -154,6 +162,9 @@ def test_to_pyg_trimmed_graphsage_matches_full():
 def test_to_pyg_edge_attr_follows_edge_index():
     graph, store, mb = _batch()
     data = mb.to_pyg()
+    # "w" of an edge is src * NUM_NODES + dst in the user's order: edge_attr belongs to its edge.
+    src, dst = data.n_id[data.edge_index]
+    assert torch.equal(data.edge_attr, (src * NUM_NODES + dst).float())
     assert torch.equal(data.edge_attr, store["edge", "w"].data[data.e_id])
     assert torch.equal(mb.to_pyg(edge_feature_key="w").edge_attr, data.edge_attr)
     with pytest.raises(KeyError, match=r"unknown edge_feature_key 'v'; known keys: \['w'\]"):

@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from ..minibatch import CSCFormat, MiniBatch, SampledSubgraph
+from ..minibatch import MiniBatch, SampledSubgraph
 from ..ops import unique_and_compact
 from ..validation import check_node_ids
 from .item_sampler import find_distributed_item_sampler
@@ -162,19 +162,10 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
     owned_seeds = nodes
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        sample = sampler.sample_layer(nodes, layer, minibatch)
-        src_nodes, local_indices = unique_and_compact(nodes, sample.indices, sampler.graph.num_nodes)
-        plan = _plan_exchange(src_nodes, nodes, partition, group, source.exchange_group)
-        subgraphs.append(
-            CooperativeSampledSubgraph(
-                sampled_csc=CSCFormat(sample.indptr, local_indices),
-                original_row_node_ids=src_nodes,
-                original_column_node_ids=nodes,
-                original_edge_ids=sample.edge_ids,
-                edge_weights=sample.edge_weights,
-                exchange=plan,
-            )
-        )
+        # compact_layer gives the block in local ids with the user's edge ids.
+        subgraph = sampler.compact_layer(nodes, sampler.sample_layer(nodes, layer, minibatch))
+        plan = _plan_exchange(subgraph.original_row_node_ids, nodes, partition, group, source.exchange_group)
+        subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=plan))
         nodes = plan.local_node_ids
     subgraphs.reverse()
     if labels_sent is not None:

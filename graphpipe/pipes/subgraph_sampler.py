@@ -31,6 +31,11 @@ class SubgraphSampler(Pipe):
 
     ``cooperative=True`` makes the ranks of a ``torch.distributed`` group sample one
     shared batch together (see :mod:`graphpipe.distributed`).
+
+    Edge ids: samplers work on CSC positions; :meth:`compact_layer` maps them through
+    :meth:`CSCGraph.map_edge_ids`, so ``original_edge_ids`` (and ``to_pyg().e_id``,
+    DGL's ``EID``, edge features fetched by them) are the ids of the edges as the user
+    gave them to ``CSCGraph.from_edge_index`` / ``from_coo``.
     """
 
     def __init__(
@@ -59,6 +64,20 @@ class SubgraphSampler(Pipe):
         """Sample in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN layer ``layer``."""
         raise NotImplementedError
 
+    def compact_layer(self, nodes: torch.Tensor, sample: LayerSample) -> SampledSubgraph:
+        """The :class:`SampledSubgraph` of one layer: ``sample`` holds the in-edges of the
+        destinations ``nodes``; sources are ``nodes`` followed by the new ones
+        (:func:`~graphpipe.ops.unique_and_compact`), and the sample's CSC positions become
+        the user's edge ids."""
+        src_nodes, local_indices = unique_and_compact(nodes, sample.indices, self.graph.num_nodes)
+        return SampledSubgraph(
+            sampled_csc=CSCFormat(sample.indptr, local_indices),
+            original_row_node_ids=src_nodes,
+            original_column_node_ids=nodes,
+            original_edge_ids=self.graph.map_edge_ids(sample.edge_ids),
+            edge_weights=sample.edge_weights,
+        )
+
     def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
         """Fill ``sampled_subgraphs`` and ``input_nodes`` of ``minibatch``."""
         if minibatch.seeds is None:
@@ -66,18 +85,9 @@ class SubgraphSampler(Pipe):
         nodes = check_node_ids(minibatch.seeds, self.graph.num_nodes, "seeds", type(self).__name__)
         subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
-            sample = self.sample_layer(nodes, layer, minibatch)
-            src_nodes, local_indices = unique_and_compact(nodes, sample.indices, self.graph.num_nodes)
-            subgraphs.append(
-                SampledSubgraph(
-                    sampled_csc=CSCFormat(sample.indptr, local_indices),
-                    original_row_node_ids=src_nodes,
-                    original_column_node_ids=nodes,
-                    original_edge_ids=sample.edge_ids,
-                    edge_weights=sample.edge_weights,
-                )
-            )
-            nodes = src_nodes
+            subgraph = self.compact_layer(nodes, self.sample_layer(nodes, layer, minibatch))
+            subgraphs.append(subgraph)
+            nodes = subgraph.original_row_node_ids
         subgraphs.reverse()
         return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes)
 

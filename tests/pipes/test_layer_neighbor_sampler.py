@@ -7,18 +7,21 @@ import graphpipe as gp
 from graphpipe.ops.labor import labor_variates
 
 
-def _graph():
+def _coo():
+    """A power-law graph's edges (distinct, no self loops), in random order."""
     from graphpipe.datasets import rmat_edges
 
     src, dst = rmat_edges(5000, 80000, seed=1)
     keep = src != dst
     src, dst = torch.cat([src[keep], dst[keep]]), torch.cat([dst[keep], src[keep]])
     pairs = torch.unique(torch.stack([src.long(), dst.long()]), dim=1)
-    w = torch.rand(pairs.size(1), generator=torch.Generator().manual_seed(0))
-    return gp.CSCGraph.from_coo(pairs[0], pairs[1], num_nodes=5000, edge_attributes={"w": w})
+    return pairs[:, torch.randperm(pairs.size(1), generator=torch.Generator().manual_seed(1))]
 
 
-GRAPH = _graph()
+COO = _coo()
+GRAPH = gp.CSCGraph.from_coo(
+    COO[0], COO[1], num_nodes=5000, edge_attributes={"w": torch.rand(COO.size(1), generator=torch.Generator().manual_seed(0))}
+)
 SEEDS = torch.nonzero(GRAPH.in_degrees() > 0).flatten()
 
 
@@ -33,12 +36,13 @@ def test_layers_are_valid_compacted_blocks_with_weights(kwargs):
         GRAPH, [5, 4, 3], seed=2, **kwargs
     )
     mb = next(iter(pipe))
-    indices = GRAPH.indices.long()
     for i, sg in enumerate(mb.sampled_subgraphs):
         n_dst = sg.num_dst_nodes
         assert torch.equal(sg.original_row_node_ids[:n_dst], sg.original_column_node_ids)
         src, dst = sg.edge_index()
-        assert torch.equal(indices[sg.original_edge_ids], sg.original_row_node_ids[src])
+        # edge ids are the user's: positions in the COO the graph was built from
+        assert torch.equal(COO[0][sg.original_edge_ids], sg.original_row_node_ids[src])
+        assert torch.equal(COO[1][sg.original_edge_ids], sg.original_column_node_ids[dst])
         assert sg.edge_weights is not None and sg.edge_weights.dtype == torch.float32
         assert bool((sg.edge_weights > 0).all())
         if i + 1 < mb.num_layers:

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from graphpipe import CSCGraph, ItemSampler, MiniBatch, NeighborSampler
+from graphpipe import CSCGraph, FeatureStore, ItemSampler, MiniBatch, NeighborSampler
 
 
 def _check_minibatch(graph, mb, fanouts, replace=False):
@@ -117,3 +117,27 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
         sampler.sample_subgraphs(MiniBatch(seeds=torch.tensor([1, 50])))
     with pytest.raises(TypeError, match="`seeds` must be an integer tensor"):
         sampler.sample_subgraphs(MiniBatch(seeds=torch.tensor([1.0, 2.0])))
+
+
+def test_edge_ids_are_the_users_edge_ids():
+    """``original_edge_ids`` (and the edge features fetched by them) are positions in the
+    edge list the graph was built from, not in the graph's CSC order."""
+    graph = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2], [2, 0, 1]]), 3)
+    store = FeatureStore({}, {"attr": torch.tensor([[10.0], [11.0], [12.0]])})
+    pipe = ItemSampler(torch.tensor([0]), 1).sample_neighbor(graph, [-1])
+    (mb,) = list(pipe.fetch_feature(store, edge_feature_keys=["attr"]))
+    (sg,) = mb.sampled_subgraphs
+    assert sg.original_edge_ids.tolist() == [1]  # the edge 1 -> 0 is column 1
+    assert mb.edge_features[0]["attr"].tolist() == [[11.0]]
+
+    # A larger graph whose edges come in random order.
+    g = torch.Generator().manual_seed(0)
+    src, dst = torch.randint(0, 200, (2, 2000), generator=g)
+    graph = CSCGraph.from_coo(src, dst, num_nodes=200)
+    for mb in ItemSampler(torch.arange(200), 50).sample_neighbor(graph, [3, -1], seed=1):
+        for sg in mb.sampled_subgraphs:
+            local_src, local_dst = sg.edge_index()
+            eids = sg.original_edge_ids
+            assert eids.dtype == torch.int64
+            assert torch.equal(src[eids], sg.original_row_node_ids[local_src])
+            assert torch.equal(dst[eids], sg.original_column_node_ids[local_dst])
