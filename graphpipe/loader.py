@@ -34,9 +34,12 @@ class DataLoader:
     The loader owns the edges: starting an epoch ends an unfinished one; leaving the
     loop (``break``, an exception, KeyboardInterrupt) stops the epoch's threads; worker
     processes (``num_workers``) serve every epoch and stop at :meth:`close`, ``del`` or
-    garbage collection, which stop the threads too; an exception in a background
-    stage is re-raised in the loop with its original traceback. Batches come in the
-    same order with the same content as from the plain chain.
+    garbage collection, which stop the threads too. Stopping waits at most about 2 s
+    for a batch in progress: a thread still in a long kernel then is left behind with a
+    warning (a daemon thread) and a busy worker process is terminated, so Ctrl-C always
+    gets through. An exception in a background stage is re-raised in the loop with its
+    original traceback. Batches come in the same order with the same content as from
+    the plain chain.
     """
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):

@@ -155,3 +155,82 @@ def test_bad_arguments():
         gp.DataLoader(_chain(), transforms=[lambda pipe: 3])
     with pytest.raises(TypeError, match=r"every transform must be a function pipe -> pipe, got 'x'"):
         gp.DataLoader(_chain(), transforms=["x"])
+
+
+_HANGING_SCRIPT = """
+import sys, time
+sys.path.insert(0, {toy_dir!r})
+import torch
+import graphpipe as gp
+from toy_pipes import WindowSampler
+
+
+def hang(minibatch):
+    if minibatch.batch_index >= 1:
+        time.sleep(60)  # a kernel that does not return soon
+    return minibatch
+
+
+class HangingSampler(WindowSampler):
+    def sample_layer(self, nodes, layer, minibatch):
+        return super().sample_layer(nodes, layer, hang(minibatch))
+
+
+if __name__ == "__main__":
+    data = gp.datasets.karate_club()
+    pipe = gp.ItemSampler(gp.ItemSet(34), 2)
+    if sys.argv[1] == "transform":  # runs in the fetcher's prefetch thread
+        pipe = pipe.transform(hang)
+    else:  # runs on the sampler's thread pool
+        pipe = HangingSampler(pipe, data.graph, [3, 2])
+    for minibatch in gp.DataLoader(pipe.fetch_feature(data.features, ["feat"])):
+        print("batch", minibatch.batch_index, flush=True)
+"""
+
+
+@pytest.mark.parametrize("stage", ["transform", "sampler"])
+def test_ctrl_c_gets_through_a_hung_background_stage(tmp_path, stage):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "hang.py"
+    script.write_text(_HANGING_SCRIPT.format(toy_dir=os.path.join(os.path.dirname(__file__), "transforms")))
+    process = subprocess.Popen(
+        [sys.executable, str(script), stage], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout.readline() == "batch 0\n"
+        time.sleep(0.5)  # the background stage is in its 60 s call by now
+        process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        _, stderr = process.communicate(timeout=30)  # (a hang: 60 s)
+        waited = time.monotonic() - interrupted
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGINT and stderr.rstrip().endswith("KeyboardInterrupt"), stderr
+    assert "still running a batch 2 s after being asked to stop" in stderr
+    assert waited < 8, f"the process took {waited:.1f} s to exit after Ctrl-C"
+
+
+def test_close_returns_while_a_background_stage_is_stuck_and_warns():
+    release = threading.Event()
+
+    def stuck(minibatch):
+        if minibatch.batch_index >= 1:
+            release.wait(60)
+        return minibatch
+
+    loader = gp.DataLoader(_chain(stuck), transforms=[overlap_stages])
+    iterator = iter(loader)
+    assert next(iterator).batch_index == 0
+    time.sleep(0.2)
+    with pytest.warns(RuntimeWarning, match=r"graphpipe-prefetch-\d+ still running a batch"):
+        loader.close()
+    assert len(_threads()) == 1  # left behind, a daemon
+    assert all(thread.daemon for thread in _threads())
+    release.set()
+    for thread in _threads():
+        thread.join(10)
+    assert _threads() == []

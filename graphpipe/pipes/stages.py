@@ -18,7 +18,10 @@ they are ordinary pipes, so users can also chain them by hand.
 Every background thread has a bounded queue and a stop event; an exception in it is
 re-raised in the consumer (the original exception object, so its traceback still
 shows the frames of the background thread). Leaving a loop early (``break``,
-``close()``, garbage collection, KeyboardInterrupt) stops and joins the threads.
+``close()``, garbage collection, KeyboardInterrupt) stops and joins the threads, waiting
+at most 2 s for the batch each is computing: threads are daemons, and one still running
+then (a long kernel cannot be interrupted) is left to finish with a warning, so Ctrl-C
+always gets through.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ import itertools
 import queue
 import threading
 import time
+import warnings
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Callable, Iterable, Iterator, Optional
 
 import numba
@@ -45,6 +49,10 @@ from .transform import Transform
 __all__ = ["Buffer", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter", "check_count", "per_batch_work"]
 
 _POLL_S = 0.05
+# How long stopping waits for a background thread to finish the batch it is computing.
+# A kernel cannot be interrupted: past this the thread (a daemon, so it never keeps the
+# process alive) is left to finish in the background, so that Ctrl-C and close() return.
+_STOP_TIMEOUT_S = 2.0
 _thread_ids = itertools.count(1)
 
 
@@ -145,14 +153,80 @@ class _BackgroundThread:
                     return _Failure(RuntimeError(f"background thread {self.thread.name} ended without a result"))
 
     def stop(self) -> None:
-        """Stop the thread and wait for it (it finishes the item it is computing)."""
+        """Stop the thread and wait up to ``_STOP_TIMEOUT_S`` for it to finish the item it is
+        computing; warn and leave it behind if it is still running then."""
         self.stop_event.set()
         while True:
             try:
                 self.queue.get_nowait()
             except queue.Empty:
                 break
-        self.thread.join()
+        _join_or_warn([self.thread])
+
+
+def _join_or_warn(threads) -> None:
+    """Join ``threads`` within ``_STOP_TIMEOUT_S`` in all; warn about those still running."""
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = [thread.name for thread in threads if thread.is_alive()]
+    if running:
+        warnings.warn(
+            f"graphpipe: background thread(s) {', '.join(running)} still running a batch {_STOP_TIMEOUT_S:g} s "
+            "after being asked to stop (a long kernel?); left to finish it in the background. They are "
+            "daemon threads: they do not keep the process from exiting.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+class _DaemonThreadPool:
+    """A fixed pool of daemon threads running submitted calls, each returning a Future.
+
+    Used instead of ``ThreadPoolExecutor``, whose threads are joined when the interpreter
+    exits: a kernel that never returns would then keep the process alive after Ctrl-C.
+    """
+
+    def __init__(self, num_threads: int, name: str, initializer: Callable, initargs=()):
+        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=self._work, args=(initializer, initargs), name=f"{name}_{i}", daemon=True)
+            for i in range(num_threads)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _work(self, initializer, initargs) -> None:
+        initializer(*initargs)
+        while True:
+            task = self.tasks.get()
+            if task is None:
+                return
+            future, fn, arg = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(arg))
+            except BaseException as error:  # re-raised by future.result() in the consumer
+                future.set_exception(error)
+
+    def submit(self, fn: Callable, arg) -> Future:
+        future: Future = Future()
+        self.tasks.put((future, fn, arg))
+        return future
+
+    def shutdown(self) -> None:
+        """Cancel the calls not started yet and stop the threads (see :func:`_join_or_warn`)."""
+        while True:
+            try:
+                task = self.tasks.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task[0].cancel()
+        for _ in self.threads:
+            self.tasks.put(None)
+        _join_or_warn(self.threads)
 
 
 def _drain(producer: _BackgroundThread) -> Iterator:
@@ -260,11 +334,8 @@ class ThreadPoolMap(Pipe):
             start = time.perf_counter()
             return work(item), time.perf_counter() - start
 
-        pool = ThreadPoolExecutor(
-            self.num_threads,
-            thread_name_prefix=f"graphpipe-pool-{next(_thread_ids)}",
-            initializer=_set_kernel_threads,
-            initargs=(self.kernel_threads,),
+        pool = _DaemonThreadPool(
+            self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", _set_kernel_threads, (self.kernel_threads,)
         )
         try:
             futures = (pool.submit(timed, item) for item in self.source.source)
@@ -273,7 +344,7 @@ class ThreadPoolMap(Pipe):
                 self.work_seconds += seconds
                 yield result
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()
 
 
 class _StreamResult:

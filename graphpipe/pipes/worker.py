@@ -33,6 +33,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 import weakref
 from typing import List, Optional, Tuple
 
@@ -46,7 +47,7 @@ from .stages import Timed, check_count
 __all__ = ["ProcessWorkers", "Shard"]
 
 _POLL_S = 0.05
-_JOIN_TIMEOUT_S = 10.0
+_JOIN_TIMEOUT_S = 2.0  # how long stopping waits for busy workers before terminating them
 _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may take to exit
 
 
@@ -269,13 +270,21 @@ class _WorkerPool:
 
 
 def _stop_pool(processes, commands, results, shutdown) -> None:
+    """Ask the workers to stop; terminate those still busy after ``_JOIN_TIMEOUT_S`` in all
+    (a batch in a long kernel), so that close() and Ctrl-C return promptly."""
     shutdown.set()
     for command in commands:
         command.put(None)
+    deadline = time.monotonic() + _JOIN_TIMEOUT_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
     for process in processes:
         process.join(_JOIN_TIMEOUT_S)
         if process.is_alive():
-            process.terminate()
+            process.kill()
             process.join()
     for q in commands + results:
         q.cancel_join_thread()
