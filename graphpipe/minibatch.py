@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import torch
 
-__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat"]
+from .ops import unique_and_compact
+
+__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS"]
+
+# The values of ``MiniBatch.layout`` (and of the samplers' ``layout`` argument).
+LAYOUTS = ("block", "pyg")
 
 
 @dataclass
@@ -95,6 +100,12 @@ class MiniBatch:
         batch_index: position of this batch in the sampler's stream (counts across
             epochs). Samplers derive their random variates from it and their seed, so a
             batch's sample does not depend on which thread or process produced it.
+        layout: how ``sampled_subgraphs`` were sampled (the sampler's ``layout``):
+            ``"block"`` (GraphBolt/DGL: layer ``i`` samples the in-edges of all its
+            destinations) or ``"pyg"`` (PyG's ``NeighborLoader``: each node's in-edges
+            are sampled once, in the layer of the hop where it is first reached; the
+            other destinations of a layer have no in-edges). :attr:`blocks` needs
+            ``"block"``; :meth:`to_pyg` takes either (``"pyg"`` is the fast path).
     """
 
     seeds: Optional[torch.Tensor] = None
@@ -104,6 +115,7 @@ class MiniBatch:
     node_features: Dict[str, torch.Tensor] = field(default_factory=dict)
     edge_features: List[Dict[str, torch.Tensor]] = field(default_factory=list)
     batch_index: int = 0
+    layout: str = "block"
 
     @property
     def num_layers(self) -> int:
@@ -132,8 +144,16 @@ class MiniBatch:
         Same as GraphBolt's ``MiniBatch.blocks``: block ``i`` feeds GNN layer ``i``, its
         ``srcdata[dgl.NID]``/``dstdata[dgl.NID]`` hold global node ids,
         ``edata[dgl.EID]`` the graph's edge ids and, when the sampler set them,
-        ``edata["edge_weights"]`` the estimator weights. Needs ``dgl`` (imported lazily).
+        ``edata["edge_weights"]`` the estimator weights. Needs ``dgl`` (imported lazily)
+        and a batch sampled with ``layout="block"``.
         """
+        if self.layout != "block":
+            raise ValueError(
+                f"MiniBatch.blocks: the batch was sampled with layout={self.layout!r} (PyG's NeighborLoader: a "
+                f"node's in-edges are sampled only at the hop where it is first reached), so its layers leave "
+                f"earlier destinations without in-edges and a block-based model would compute wrong outputs; "
+                f"sample with layout='block' (the default) for blocks, or use to_pyg()"
+            )
         try:
             import dgl
         except ImportError as err:
@@ -159,20 +179,33 @@ class MiniBatch:
 
     # ------------------------------------------------------------------ PyG
     def to_pyg(self, node_feature_key: Optional[str] = None, edge_feature_key: Optional[str] = None):
-        """A ``torch_geometric.data.Data`` laid out as PyG's ``NeighborLoader`` returns.
+        """The batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` returns.
 
-        Nodes are in hop order (seeds are the first ``batch_size`` rows), edges are grouped
-        by hop, and ``num_sampled_nodes`` / ``num_sampled_edges`` allow PyG's
-        ``trim_to_layer``. Hop ``k`` holds the edges of ``sampled_subgraphs[L - k]`` whose
-        destination was first reached at hop ``k - 1``: each node aggregates the neighbours
-        sampled for it at the depth where it first appears, as in ``NeighborLoader``.
+        NeighborLoader's subgraph: a node's in-edges are the ones sampled for it at the
+        hop where it is first reached, and every node is reached from the seeds. Nodes
+        are in hop order (the ``batch_size`` seeds first, then the nodes first reached at
+        hop 1, 2, ..., ascending ids within a hop); edges are grouped by hop (hop ``k``:
+        the in-edges of the nodes first reached at hop ``k - 1``, sampled in layer
+        ``sampled_subgraphs[L - k]``), so ``num_sampled_nodes`` / ``num_sampled_edges``
+        drive PyG's ``trim_to_layer``.
 
-        Fields: ``x`` (the node feature ``node_feature_key``; optional if there is exactly
-        one), ``edge_index`` ``[2, E]`` local (source, target), ``y``, ``n_id``, ``e_id``,
-        ``batch_size``, ``num_sampled_nodes``, ``num_sampled_edges`` and, when the sampler
-        produced them, ``edge_weight``; with fetched edge features, ``edge_attr``
-        ``[E, ...]`` in ``edge_index`` order: the edge feature ``edge_feature_key``, or the
-        only one fetched (with several and no key, no ``edge_attr``).
+        * ``layout="pyg"`` batches are that subgraph as sampled: ``n_id`` is
+          ``input_nodes`` and ``x`` the fetched rows, no copy.
+        * ``layout="block"`` batches (the slower path) also hold in-edges re-sampled for
+          nodes reached at earlier hops, and the nodes only those edges reach: they are
+          dropped and the rest renumbered as above (a sort of the ids, a gather of the
+          feature rows). The result equals that of a ``"pyg"`` batch with the same seed
+          for neighbor sampling and LABOR-0.
+
+        Fields: ``x`` (node feature ``node_feature_key``; by default the only fetched
+        node feature), ``edge_index`` ``[2, E]`` int64 local
+        (source, target), ``y``, ``n_id`` (global node ids), ``e_id`` (the user's edge
+        ids: columns of the ``edge_index`` the graph was built from), ``batch_size``,
+        ``num_sampled_nodes`` (``L + 1`` ints), ``num_sampled_edges`` (``L`` ints) and,
+        when the sampler produced them, ``edge_weight``; with fetched edge features,
+        ``edge_attr`` ``[E, ...]`` in ``edge_index`` order: the edge feature
+        ``edge_feature_key``, or the only one fetched (several and no key: none);
+        ``y`` is ``labels`` (the seeds').
         """
         try:
             from torch_geometric.data import Data
@@ -182,49 +215,116 @@ class MiniBatch:
             ) from err
         if not self.sampled_subgraphs:
             raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
-        num_layers = self.num_layers
-        # Number of nodes known after hop k: dst count of layer L-1-k (k=0: seeds).
-        hop_bounds = [self.sampled_subgraphs[num_layers - 1].num_dst_nodes]
-        hop_bounds += [sg.num_src_nodes for sg in reversed(self.sampled_subgraphs)]
+        node_key = _feature_key(set(self.node_features), node_feature_key, "node_feature_key")
         edge_keys = {key for layer in self.edge_features for key in layer}
         # Several edge features and no choice: no edge_attr (they may be fetched for other uses).
         edge_key = None if edge_feature_key is None and len(edge_keys) > 1 else _feature_key(
             edge_keys, edge_feature_key, "edge_feature_key"
         )
-        edge_index, edge_ids, edge_weights, edge_attr, num_edges = [], [], [], [], []
-        for hop in range(1, num_layers + 1):
-            sg = self.sampled_subgraphs[num_layers - hop]
-            lo = 0 if hop == 1 else hop_bounds[hop - 2]
-            hi = hop_bounds[hop - 1]
-            indptr = sg.sampled_csc.indptr
-            start, end = int(indptr[lo]), int(indptr[hi])
-            ei = sg.edge_index()[:, start:end]
-            edge_index.append(ei)
-            edge_ids.append(sg.original_edge_ids[start:end])
+        hops = _hops_as_sampled(self) if self.layout == "pyg" else _pruned_hops(self)
+        edge_index, edge_ids, edge_weights, edge_attr = [], [], [], []
+        for hop, (local_edges, positions) in enumerate(hops.edges, start=1):
+            layer = self.num_layers - hop
+            sg = self.sampled_subgraphs[layer]
+            edge_index.append(local_edges)
+            edge_ids.append(sg.original_edge_ids[positions])
             if sg.edge_weights is not None:
-                edge_weights.append(sg.edge_weights[start:end])
+                edge_weights.append(sg.edge_weights[positions])
             if edge_key is not None:
-                edge_attr.append(self.edge_features[num_layers - hop][edge_key][start:end])
-            num_edges.append(end - start)
+                edge_attr.append(self.edge_features[layer][edge_key][positions])
         data = Data(
             edge_index=torch.cat(edge_index, dim=1),
-            n_id=self.input_nodes,
+            n_id=hops.n_id,
             e_id=torch.cat(edge_ids),
-            batch_size=hop_bounds[0],
-            num_sampled_nodes=[hop_bounds[0]] + [b - a for a, b in zip(hop_bounds, hop_bounds[1:])],
-            num_sampled_edges=num_edges,
+            batch_size=hops.num_sampled_nodes[0],
+            num_sampled_nodes=hops.num_sampled_nodes,
+            num_sampled_edges=[e.size(1) for e in edge_index],
         )
-        data.num_nodes = hop_bounds[-1]
+        data.num_nodes = hops.n_id.numel()
         if edge_weights:
             data.edge_weight = torch.cat(edge_weights)
         if edge_attr:
             data.edge_attr = torch.cat(edge_attr)
+
+        def rows(feature: torch.Tensor) -> torch.Tensor:
+            return feature if hops.rows is None else feature[hops.rows.to(feature.device)]
+
         if self.labels is not None:
             data.y = self.labels
-        node_key = _feature_key(set(self.node_features), node_feature_key, "node_feature_key")
         if node_key is not None:
-            data.x = self.node_features[node_key]
+            data.x = rows(self.node_features[node_key])
         return data
+
+
+class _PygHops(NamedTuple):
+    """NeighborLoader's subgraph of a batch, as :meth:`MiniBatch.to_pyg` assembles it.
+
+    ``n_id``: ``[N]`` global ids in hop order; ``rows``: ``[N]`` rows of ``input_nodes``
+    (and of the node features) they are, or None when they are ``input_nodes`` itself;
+    ``num_sampled_nodes``: ``L + 1`` nodes per hop; ``edges[k - 1]``: hop ``k``'s
+    ``[2, E_k]`` local (source, target) ids and the positions of those edges in layer
+    ``L - k`` (a slice or an int64 index).
+    """
+
+    n_id: torch.Tensor
+    rows: Optional[torch.Tensor]
+    num_sampled_nodes: List[int]
+    edges: List[tuple]
+
+
+def _hops_as_sampled(minibatch: MiniBatch) -> _PygHops:
+    """A ``layout="pyg"`` batch: every layer's edges go to the nodes its previous layer
+    added, and each layer's sources are a prefix of ``input_nodes``, so local ids are
+    already NeighborLoader's."""
+    layers = list(reversed(minibatch.sampled_subgraphs))  # hop 1 first
+    counts = [layers[0].num_dst_nodes] + [sg.num_src_nodes - sg.num_dst_nodes for sg in layers]
+    return _PygHops(
+        n_id=minibatch.sampled_subgraphs[0].original_row_node_ids,
+        rows=None,
+        num_sampled_nodes=counts,
+        edges=[(sg.edge_index(), slice(None)) for sg in layers],
+    )
+
+
+def _pruned_hops(minibatch: MiniBatch) -> _PygHops:
+    """A ``layout="block"`` batch pruned to NeighborLoader's subgraph: hop ``k`` keeps the
+    in-edges of the nodes first reached at hop ``k - 1`` (found in layer ``L - k`` by id)
+    and adds their new sources in ascending id order, as a ``"pyg"`` sampler does."""
+    layers = list(reversed(minibatch.sampled_subgraphs))  # hop 1 first
+    nodes = layers[0].original_column_node_ids
+    counts, edges = [nodes.numel()], []
+    frontier_start = 0
+    for sg in layers:
+        frontier = nodes[frontier_start:]
+        local = _positions(sg.original_column_node_ids, frontier)
+        indptr = sg.sampled_csc.indptr
+        degrees = indptr[local + 1] - indptr[local]
+        positions = _ranges(indptr[local], degrees)
+        sources = sg.original_row_node_ids[sg.sampled_csc.indices[positions]]
+        targets = torch.repeat_interleave(
+            torch.arange(frontier_start, nodes.numel(), device=nodes.device), degrees, output_size=positions.numel()
+        )
+        known, local_sources = unique_and_compact(nodes, sources)
+        edges.append((torch.stack([local_sources, targets]), positions))
+        counts.append(known.numel() - nodes.numel())
+        frontier_start, nodes = nodes.numel(), known
+    rows = _positions(minibatch.sampled_subgraphs[0].original_row_node_ids, nodes)
+    return _PygHops(n_id=nodes, rows=rows, num_sampled_nodes=counts, edges=edges)
+
+
+def _positions(ids: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """``[len(query)]`` int64 positions ``p`` with ``ids[p] == query`` (``ids`` distinct,
+    every query id among them)."""
+    sorted_ids, order = torch.sort(ids)
+    return order[torch.searchsorted(sorted_ids, query)]
+
+
+def _ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """``cat([arange(s, s + c) for s, c in zip(starts, counts)])`` as int64."""
+    total = int(counts.sum())
+    offsets = torch.cumsum(counts, 0) - counts
+    shift = torch.repeat_interleave(starts.to(torch.int64) - offsets, counts, output_size=total)
+    return torch.arange(total, device=starts.device) + shift
 
 
 def _feature_key(known, key: Optional[str], argument: str) -> Optional[str]:

@@ -34,20 +34,18 @@ def _graph():
     return CSCGraph.from_coo(src, dst, num_nodes=NUM_NODES)
 
 
-def _batch(weighted=False, node_features=("feat",)):
+def _batch(weighted=False, node_features=("feat",), layout="block"):
     graph = _graph()
     src, dst = _coo()
     g = torch.Generator().manual_seed(1)
-    # "w" in the user's edge order, a function of the edge's endpoints (so it can be checked).
-    store = FeatureStore(
-        {"feat": torch.randn(NUM_NODES, 8, generator=g), "other": torch.randn(NUM_NODES, 2, generator=g)},
-        {"w": (src * NUM_NODES + dst).float()},
-    )
     labels = torch.arange(NUM_NODES) % 5
+    node_tables = {"feat": torch.randn(NUM_NODES, 8, generator=g), "other": torch.randn(NUM_NODES, 2, generator=g)}
+    # "w" in the user's edge order, a function of the edge's endpoints (so it can be checked).
+    store = FeatureStore(node_tables, {"w": (src * NUM_NODES + dst).float()})
     items = ItemSet((torch.arange(NUM_NODES), labels), names=("seeds", "labels"))
     pipe = (
         ItemSampler(items, BATCH_SIZE, shuffle=True, seed=2)
-        .sample_neighbor(graph, FANOUTS, seed=3)
+        .sample_neighbor(graph, FANOUTS, seed=3, layout=layout)
         .fetch_feature(store, node_feature_keys=list(node_features), edge_feature_keys=["w"])
     )
     mb = next(iter(pipe))
@@ -107,40 +105,51 @@ def _cumsum(values):
     return out
 
 
-def test_to_pyg_layout_follows_hop_order():
-    graph, store, mb = _batch(weighted=True)
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_to_pyg_is_neighbor_loaders_subgraph_in_hop_order(layout):
+    """NeighborLoader's subgraph from either layout: nodes in hop order, each node's
+    in-edges sampled once (at the hop where it is first reached, min(fanout, degree)
+    of them), every node reached from the seeds, edges grouped by hop, user edge ids."""
+    graph, store, mb = _batch(weighted=True, layout=layout)
+    assert mb.layout == layout
     data = mb.to_pyg()
     n_id, edge_index = data.n_id, data.edge_index
     assert data.batch_size == BATCH_SIZE and torch.equal(n_id[:BATCH_SIZE], mb.seeds)
-    assert torch.equal(n_id, mb.input_nodes) and data.num_nodes == n_id.numel()
+    assert n_id.unique().numel() == n_id.numel() == data.num_nodes
+    if layout == "pyg":
+        assert torch.equal(n_id, mb.input_nodes)
+    else:  # the block batch holds more nodes: the ones only its re-sampled edges reach
+        assert torch.isin(n_id, mb.input_nodes).all() and n_id.numel() < mb.input_nodes.numel()
     assert torch.equal(data.x, store["feat"].data[n_id]) and torch.equal(data.y, mb.labels)
     assert edge_index.dtype == torch.int64 and edge_index.min() >= 0 and edge_index.max() < data.num_nodes
     # e_id are the user's edge ids: columns of the COO the graph was built from.
     src, dst = _coo()
     assert torch.equal(src[data.e_id], n_id[edge_index[0]]) and torch.equal(dst[data.e_id], n_id[edge_index[1]])
-    # Hop k: targets first reached at hop k-1, sources known by hop k, edges of layer L-k.
+    assert data.e_id.unique().numel() == data.e_id.numel()
     assert len(data.num_sampled_nodes) == len(FANOUTS) + 1 and len(data.num_sampled_edges) == len(FANOUTS)
-    assert data.num_sampled_nodes[0] == BATCH_SIZE and all(n > 0 for n in data.num_sampled_nodes[1:])
     nodes_by_hop, edges_by_hop = _cumsum(data.num_sampled_nodes), _cumsum(data.num_sampled_edges)
     assert nodes_by_hop[-1] == data.num_nodes and edges_by_hop[-1] == edge_index.size(1)
+    in_degrees = graph.in_degrees()
     for hop in range(1, len(FANOUTS) + 1):
-        lo, hi = edges_by_hop[hop - 1], edges_by_hop[hop]
-        src, dst = edge_index[:, lo:hi]
-        # nodes_by_hop[j + 1] nodes are known after hop j.
-        new_dst = torch.arange(nodes_by_hop[hop - 1], nodes_by_hop[hop])
-        assert torch.isin(dst, new_dst).all() and src.max() < nodes_by_hop[hop + 1]
-        layer = mb.sampled_subgraphs[len(FANOUTS) - hop]
-        assert hi - lo == int(torch.isin(layer.edge_index()[1], new_dst).sum())
-        assert torch.isin(data.e_id[lo:hi], layer.original_edge_ids).all()
-        # Each target keeps all the neighbours sampled for it, at most the layer's fanout.
-        per_target = torch.bincount(dst - dst.min())
-        assert per_target.max() <= FANOUTS[len(FANOUTS) - hop]
-        assert torch.allclose(data.edge_weight[lo:hi], 1.0 / per_target[dst - dst.min()].float())
+        fanout = FANOUTS[len(FANOUTS) - hop]
+        src_local, dst_local = edge_index[:, edges_by_hop[hop - 1] : edges_by_hop[hop]]
+        # Targets: the nodes first reached at hop - 1, each with all its sampled in-edges.
+        first, end = nodes_by_hop[hop - 1], nodes_by_hop[hop]
+        assert bool(((dst_local >= first) & (dst_local < end)).all())
+        per_target = torch.bincount(dst_local - first, minlength=end - first)
+        assert torch.equal(per_target, in_degrees[n_id[first:end]].clamp(max=fanout))
+        # The nodes first reached at this hop are exactly the sources not known before, ascending.
+        assert src_local.max() < nodes_by_hop[hop + 1]
+        assert torch.equal(src_local[src_local >= end].unique(), torch.arange(end, nodes_by_hop[hop + 1]))
+        assert bool((n_id[end : nodes_by_hop[hop + 1]].diff() > 0).all())
+        weights = data.edge_weight[edges_by_hop[hop - 1] : edges_by_hop[hop]]
+        assert torch.allclose(weights, 1.0 / per_target[dst_local - first].float())
 
 
-def test_to_pyg_trimmed_graphsage_matches_full():
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_to_pyg_trimmed_graphsage_matches_full(layout):
     torch_geometric = pytest.importorskip("torch_geometric")
-    _, _, mb = _batch()
+    _, _, mb = _batch(layout=layout)
     data = mb.to_pyg()
     torch.manual_seed(0)
     model = torch_geometric.nn.GraphSAGE(8, 16, num_layers=len(FANOUTS))
@@ -159,8 +168,15 @@ def test_to_pyg_trimmed_graphsage_matches_full():
     assert not torch.allclose(full, model(data.x, data.edge_index[:, :cut])[: data.batch_size], atol=1e-5)
 
 
-def test_to_pyg_edge_attr_follows_edge_index():
-    graph, store, mb = _batch()
+def test_pyg_layout_batch_refuses_blocks():
+    _, _, mb = _batch(layout="pyg")
+    with pytest.raises(ValueError, match=r"layout='pyg'.*sample with layout='block'"):
+        mb.blocks
+
+
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_to_pyg_edge_attr_follows_edge_index(layout):
+    graph, store, mb = _batch(layout=layout)
     data = mb.to_pyg()
     # "w" of an edge is src * NUM_NODES + dst in the user's order: edge_attr belongs to its edge.
     src, dst = data.n_id[data.edge_index]
@@ -179,7 +195,8 @@ def test_to_pyg_feature_choice_and_errors(monkeypatch):
     _, store, mb = _batch(node_features=("feat", "other"))
     with pytest.raises(ValueError, match=r"several features \['feat', 'other'\]; pass node_feature_key="):
         mb.to_pyg()
-    assert torch.equal(mb.to_pyg("other").x, store["other"].data[mb.input_nodes])
+    data = mb.to_pyg("other")
+    assert torch.equal(data.x, store["other"].data[data.n_id])
     with pytest.raises(KeyError, match=r"unknown node_feature_key 'x'"):
         mb.to_pyg("x")
     with pytest.raises(ValueError, match=r"has no sampled_subgraphs"):

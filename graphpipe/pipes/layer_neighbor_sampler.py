@@ -56,6 +56,13 @@ class LayerNeighborSampler(SubgraphSampler):
         weights: name of a non-negative float edge attribute: weighted LABOR-0.
         seed: seed of the random keys (``None``: drawn from torch's generator).
         cooperative: sample one batch together across ranks (LABOR-0 only).
+        layout: ``"block"`` (default: GraphBolt/DGL blocks) or ``"pyg"`` (PyG's
+            ``NeighborLoader``: a node's neighbours are sampled once, at the hop where it
+            is first reached; for ``MiniBatch.to_pyg()``). See
+            :class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`. With
+            ``importance_sampling != 0`` the vertex probabilities of a layer are computed
+            over the nodes that layer samples, so the two layouts then differ in more
+            than the re-sampled edges.
     """
 
     def __init__(
@@ -69,8 +76,9 @@ class LayerNeighborSampler(SubgraphSampler):
         weights: Optional[str] = None,
         seed: Optional[int] = None,
         cooperative: bool = False,
+        layout: str = "block",
     ):
-        super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative)
+        super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout)
         name = type(self).__name__
         check_importance_sampling(importance_sampling, name)
         if isinstance(batch_dependency, bool) or not isinstance(batch_dependency, int) or batch_dependency < 1:

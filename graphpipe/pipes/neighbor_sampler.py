@@ -46,10 +46,15 @@ class NeighborSampler(SubgraphSampler):
             by, or None for uniform sampling.
         seed: seed of the random keys (see :class:`SubgraphSampler`).
         cooperative: sample one batch together across ranks (see :class:`SubgraphSampler`).
+        layout: ``"block"`` (default: GraphBolt/DGL blocks, every layer samples all its
+            destinations) or ``"pyg"`` (PyG's ``NeighborLoader``: a node's neighbours are
+            sampled once, at the hop where it is first reached; less work; for
+            ``MiniBatch.to_pyg()``, not for ``blocks``). See :class:`SubgraphSampler`.
 
     Example::
 
         pipe = ItemSampler(train_set, 1024, shuffle=True).sample_neighbor(graph, [15, 10, 5])
+        pyg_pipe = ItemSampler(train_set, 1024, shuffle=True).sample_neighbor(graph, [15, 10, 5], layout="pyg")
     """
 
     def __init__(
@@ -61,8 +66,9 @@ class NeighborSampler(SubgraphSampler):
         weights: Optional[str] = None,
         seed: Optional[int] = None,
         cooperative: bool = False,
+        layout: str = "block",
     ):
-        super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative)
+        super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout)
         self.replace = bool(replace)
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)

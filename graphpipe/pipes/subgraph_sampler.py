@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from ..csc_graph import CSCGraph
-from ..minibatch import CSCFormat, MiniBatch, SampledSubgraph
+from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
 from ..validation import check_fanouts, check_node_ids
 from .base import Pipe
@@ -20,9 +20,26 @@ class SubgraphSampler(Pipe):
     """Base of sampling stages: samples layers from the seeds outwards and compacts them.
 
     Layer ``L-1`` (``fanouts[-1]``) samples in-neighbours of the seeds, layer ``L-2``
-    samples in-neighbours of all nodes of layer ``L-1``, and so on; each layer is
+    samples in-neighbours of the nodes of layer ``L-1``, and so on; each layer is
     relabelled with :func:`~graphpipe.ops.unique_and_compact` so that its destinations
     are a prefix of its sources. Subclasses implement :meth:`sample_layer`.
+
+    ``layout`` says which nodes a layer samples (recorded in ``MiniBatch.layout``):
+
+    * ``"block"`` (default; GraphBolt's and DGL's blocks): layer ``l`` samples the
+      in-edges of ALL its destinations (every node known after the layers before), so
+      each GNN layer aggregates fresh neighbours for every node it updates.
+    * ``"pyg"`` (PyG's ``NeighborLoader``): a node's in-edges are sampled once, at the
+      hop where it is first reached: layer ``l`` samples only the nodes its previous
+      layer added (the suffix of its destinations); its other destinations get no
+      in-edges. Sources are still deduplicated against every node known so far. Less
+      work, fewer nodes, and ``MiniBatch.to_pyg()`` returns the batch as is; the layers
+      are not blocks for block-based models (``MiniBatch.blocks`` refuses them).
+
+    A node's in-edges depend only on the seed, the batch, the layer and the node
+    (LABOR with importance sampling excepted: its probabilities depend on the layer's
+    sampled nodes), so a ``"pyg"`` batch holds exactly the nodes and edges that
+    ``to_pyg()`` keeps of the ``"block"`` batch with the same seed.
 
     Randomness: layer ``layer`` of the batch with ``batch_index`` b draws every variate
     from the key ``layer_key(b, layer) = derive_key(seed, b, layer)``, and kernels key
@@ -30,7 +47,7 @@ class SubgraphSampler(Pipe):
     the seed once from torch's global generator.
 
     ``cooperative=True`` makes the ranks of a ``torch.distributed`` group sample one
-    shared batch together (see :mod:`graphpipe.distributed`).
+    shared batch together (see :mod:`graphpipe.distributed`); block layout only.
 
     Edge ids: samplers work on CSC positions; :meth:`compact_layer` maps them through
     :meth:`CSCGraph.map_edge_ids`, so ``original_edge_ids`` (and ``to_pyg().e_id``,
@@ -45,16 +62,29 @@ class SubgraphSampler(Pipe):
         fanouts: Sequence[int],
         seed: Optional[int] = None,
         cooperative: bool = False,
+        layout: str = "block",
     ):
         super().__init__()
         name = type(self).__name__
         if not isinstance(graph, CSCGraph):
             raise TypeError(f"{name}: `graph` must be a graphpipe.CSCGraph, got {type(graph).__name__}")
+        if not isinstance(layout, str) or layout not in LAYOUTS:
+            raise ValueError(
+                f"{name}: `layout` must be 'block' (GraphBolt/DGL blocks: every layer samples all its "
+                f"destinations) or 'pyg' (PyG's NeighborLoader: each node's neighbours are sampled once, at the "
+                f"hop where it is first reached), got {layout!r}"
+            )
+        if cooperative and layout != "block":
+            raise NotImplementedError(
+                f"{name}: cooperative=True supports layout='block' only (the ranks exchange the rows of "
+                f"every destination of every layer), got layout={layout!r}"
+            )
         self.source = source
         self.graph = graph
         self.fanouts: List[int] = check_fanouts(fanouts, name)
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else int(seed)
         self.cooperative = bool(cooperative)
+        self.layout = layout
 
     def layer_key(self, batch_index: int, layer: int) -> int:
         """The 64-bit key of every random variate of one layer of one batch."""
@@ -65,13 +95,21 @@ class SubgraphSampler(Pipe):
         raise NotImplementedError
 
     def compact_layer(self, nodes: torch.Tensor, sample: LayerSample) -> SampledSubgraph:
-        """The :class:`SampledSubgraph` of one layer: ``sample`` holds the in-edges of the
-        destinations ``nodes``; sources are ``nodes`` followed by the new ones
-        (:func:`~graphpipe.ops.unique_and_compact`), and the sample's CSC positions become
-        the user's edge ids."""
+        """The :class:`SampledSubgraph` of one layer whose destinations are ``nodes``.
+
+        ``sample`` holds the in-edges of the LAST ``len(sample.indptr) - 1`` of
+        ``nodes`` (all of them in block layout; the nodes the previous layer added in
+        pyg layout): the destinations before them get no in-edges. Sources are
+        ``nodes`` followed by the new ones (:func:`~graphpipe.ops.unique_and_compact`),
+        and the sample's CSC positions become the user's edge ids.
+        """
         src_nodes, local_indices = unique_and_compact(nodes, sample.indices, self.graph.num_nodes)
+        indptr = sample.indptr
+        skipped = nodes.numel() - (indptr.numel() - 1)
+        if skipped:
+            indptr = torch.cat([indptr.new_zeros(skipped), indptr])
         return SampledSubgraph(
-            sampled_csc=CSCFormat(sample.indptr, local_indices),
+            sampled_csc=CSCFormat(indptr, local_indices),
             original_row_node_ids=src_nodes,
             original_column_node_ids=nodes,
             original_edge_ids=self.graph.map_edge_ids(sample.edge_ids),
@@ -79,17 +117,20 @@ class SubgraphSampler(Pipe):
         )
 
     def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
-        """Fill ``sampled_subgraphs`` and ``input_nodes`` of ``minibatch``."""
+        """Fill ``sampled_subgraphs``, ``input_nodes`` and ``layout`` of ``minibatch``."""
         if minibatch.seeds is None:
             raise ValueError(f"{type(self).__name__}: the MiniBatch has no `seeds` to sample from")
         nodes = check_node_ids(minibatch.seeds, self.graph.num_nodes, "seeds", type(self).__name__)
+        frontier_start = 0  # pyg layout: nodes[frontier_start:] were added by the previous layer
         subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
-            subgraph = self.compact_layer(nodes, self.sample_layer(nodes, layer, minibatch))
+            frontier = nodes[frontier_start:] if self.layout == "pyg" else nodes
+            subgraph = self.compact_layer(nodes, self.sample_layer(frontier, layer, minibatch))
             subgraphs.append(subgraph)
+            frontier_start = nodes.numel()
             nodes = subgraph.original_row_node_ids
         subgraphs.reverse()
-        return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes)
+        return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes, layout=self.layout)
 
     def __iter__(self):
         if self.cooperative:

@@ -30,19 +30,25 @@ def _r(sampler, batch_index, layer, ids):
     return labor_variates(ids.numpy(), np.uint64(v.k0), np.uint64(v.k1), v.c0, v.c1, v.dependent)
 
 
+@pytest.mark.parametrize("layout", ["block", "pyg"])
 @pytest.mark.parametrize("kwargs", [{}, {"importance_sampling": -1}, {"weights": "w"}, {"batch_dependency": 8}])
-def test_layers_are_valid_compacted_blocks_with_weights(kwargs):
+def test_layers_are_valid_compacted_blocks_with_weights(kwargs, layout):
     pipe = gp.ItemSampler(gp.ItemSet(SEEDS), 64, shuffle=True, seed=0).sample_layer_neighbor(
-        GRAPH, [5, 4, 3], seed=2, **kwargs
+        GRAPH, [5, 4, 3], seed=2, layout=layout, **kwargs
     )
     mb = next(iter(pipe))
-    for i, sg in enumerate(mb.sampled_subgraphs):
+    assert mb.layout == layout
+    frontier_start = 0
+    for i, sg in reversed(list(enumerate(mb.sampled_subgraphs))):
         n_dst = sg.num_dst_nodes
         assert torch.equal(sg.original_row_node_ids[:n_dst], sg.original_column_node_ids)
         src, dst = sg.edge_index()
         # edge ids are the user's: positions in the COO the graph was built from
         assert torch.equal(COO[0][sg.original_edge_ids], sg.original_row_node_ids[src])
         assert torch.equal(COO[1][sg.original_edge_ids], sg.original_column_node_ids[dst])
+        if layout == "pyg":  # only the nodes the previous layer added are sampled
+            assert bool((dst >= frontier_start).all())
+            frontier_start = n_dst
         assert sg.edge_weights is not None and sg.edge_weights.dtype == torch.float32
         assert bool((sg.edge_weights > 0).all())
         if i + 1 < mb.num_layers:
@@ -54,11 +60,15 @@ def test_layers_are_valid_compacted_blocks_with_weights(kwargs):
 
 
 def test_labor0_is_a_drop_in_for_neighbor_counts():
-    pipe = gp.ItemSampler(gp.ItemSet(SEEDS), 128, seed=0).sample_layer_neighbor(GRAPH, [7, 3], seed=1)
-    mb = next(iter(pipe))
-    for sg, fanout in zip(mb.sampled_subgraphs, [7, 3]):
-        deg = GRAPH.in_degrees()[sg.original_column_node_ids]
-        assert torch.equal(sg.sampled_csc.indptr[1:] - sg.sampled_csc.indptr[:-1], deg.clamp(max=fanout))
+    for layout in ("block", "pyg"):
+        pipe = gp.ItemSampler(gp.ItemSet(SEEDS), 128, seed=0).sample_layer_neighbor(GRAPH, [7, 3], seed=1, layout=layout)
+        mb = next(iter(pipe))
+        # pyg layout: the seeds' layer samples all its destinations, the next one only the new nodes
+        sampled_from = [mb.sampled_subgraphs[1].num_dst_nodes if layout == "pyg" else 0, 0]
+        for sg, fanout, start in zip(mb.sampled_subgraphs, [7, 3], sampled_from):
+            deg = GRAPH.in_degrees()[sg.original_column_node_ids]
+            counts = sg.sampled_csc.indptr[1:] - sg.sampled_csc.indptr[:-1]
+            assert torch.equal(counts[start:], deg[start:].clamp(max=fanout)) and not counts[:start].any()
 
 
 def test_layer_dependency_shares_variates_across_layers():
@@ -123,6 +133,8 @@ def test_deterministic_under_seed():
         ({"weights": "w", "importance_sampling": -1}, ValueError, "importance_sampling=0 only"),
         ({"cooperative": True, "importance_sampling": -1}, NotImplementedError, "LABOR-0"),
         ({"fanouts": [3, 0]}, ValueError, r"`fanouts\[1\]` must be an int >= 1 or -1"),
+        ({"layout": "blocks"}, ValueError, r"`layout` must be 'block' .* or 'pyg'"),
+        ({"cooperative": True, "layout": "pyg"}, NotImplementedError, r"supports layout='block' only"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):

@@ -112,6 +112,11 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
     for name in ("ints", "wide"):
         with pytest.raises(ValueError, match=f"`weights` attribute '{name}' must be a 1-D float tensor"):
             NeighborSampler(source, g2, [2], weights=name)
+    for layout in ("dgl", None, "PyG"):
+        with pytest.raises(ValueError, match=r"`layout` must be 'block' \(GraphBolt/DGL blocks.*or 'pyg'"):
+            NeighborSampler(source, graph, [2], layout=layout)
+    with pytest.raises(NotImplementedError, match=r"cooperative=True supports layout='block' only"):
+        NeighborSampler(source, graph, [2], cooperative=True, layout="pyg")
     sampler = NeighborSampler(source, graph, [2])
     with pytest.raises(ValueError, match=r"`seeds` holds node id 50, out of range: valid ids are 0..49"):
         sampler.sample_subgraphs(MiniBatch(seeds=torch.tensor([1, 50])))
@@ -124,20 +129,70 @@ def test_edge_ids_are_the_users_edge_ids():
     edge list the graph was built from, not in the graph's CSC order."""
     graph = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2], [2, 0, 1]]), 3)
     store = FeatureStore({}, {"attr": torch.tensor([[10.0], [11.0], [12.0]])})
-    pipe = ItemSampler(torch.tensor([0]), 1).sample_neighbor(graph, [-1])
-    (mb,) = list(pipe.fetch_feature(store, edge_feature_keys=["attr"]))
-    (sg,) = mb.sampled_subgraphs
-    assert sg.original_edge_ids.tolist() == [1]  # the edge 1 -> 0 is column 1
-    assert mb.edge_features[0]["attr"].tolist() == [[11.0]]
+    for layout in ("block", "pyg"):
+        pipe = ItemSampler(torch.tensor([0]), 1).sample_neighbor(graph, [-1], layout=layout)
+        (mb,) = list(pipe.fetch_feature(store, edge_feature_keys=["attr"]))
+        (sg,) = mb.sampled_subgraphs
+        assert sg.original_edge_ids.tolist() == [1]  # the edge 1 -> 0 is column 1
+        assert mb.edge_features[0]["attr"].tolist() == [[11.0]]
 
     # A larger graph whose edges come in random order.
     g = torch.Generator().manual_seed(0)
     src, dst = torch.randint(0, 200, (2, 2000), generator=g)
     graph = CSCGraph.from_coo(src, dst, num_nodes=200)
-    for mb in ItemSampler(torch.arange(200), 50).sample_neighbor(graph, [3, -1], seed=1):
-        for sg in mb.sampled_subgraphs:
-            local_src, local_dst = sg.edge_index()
-            eids = sg.original_edge_ids
-            assert eids.dtype == torch.int64
-            assert torch.equal(src[eids], sg.original_row_node_ids[local_src])
-            assert torch.equal(dst[eids], sg.original_column_node_ids[local_dst])
+    for layout in ("block", "pyg"):
+        pipe = ItemSampler(torch.arange(200), 50).sample_neighbor(graph, [3, -1], seed=1, layout=layout)
+        for mb in pipe:
+            for sg in mb.sampled_subgraphs:
+                local_src, local_dst = sg.edge_index()
+                eids = sg.original_edge_ids
+                assert eids.dtype == torch.int64
+                assert torch.equal(src[eids], sg.original_row_node_ids[local_src])
+                assert torch.equal(dst[eids], sg.original_column_node_ids[local_dst])
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_pyg_layout_samples_each_node_once_at_its_first_hop(graph_builder, replace):
+    """layout="pyg": a layer samples only the nodes its previous layer added (less work);
+    its earlier destinations have no in-edges; sources are deduplicated against every
+    node known so far; the frontier's edges are those of the block layout."""
+    graph = graph_builder(300, 30, seed=6)
+    fanouts = [3, 4, 2]
+    sizes = {"block": [], "pyg": []}
+
+    def run(layout):
+        sampler = ItemSampler(torch.arange(0, 300, 7), 16, seed=0).sample_neighbor(
+            graph, fanouts, replace=replace, seed=5, layout=layout
+        )
+        real = sampler.sample_layer
+        sampler.sample_layer = lambda nodes, layer, mb: sizes[layout].append(nodes.numel()) or real(nodes, layer, mb)
+        return list(sampler)
+
+    blocks, pygs = run("block"), run("pyg")
+    assert sum(sizes["pyg"]) < sum(sizes["block"])
+    for block_mb, mb in zip(blocks, pygs):
+        assert mb.layout == "pyg" and block_mb.layout == "block"
+        assert mb.input_nodes.numel() < block_mb.input_nodes.numel()
+        subgraphs = mb.sampled_subgraphs
+        assert torch.equal(subgraphs[-1].original_column_node_ids, mb.seeds)
+        assert torch.equal(subgraphs[0].original_row_node_ids, mb.input_nodes)
+        assert mb.input_nodes.unique().numel() == mb.input_nodes.numel()
+        frontier_start = 0
+        for layer in reversed(range(len(fanouts))):
+            sg, block_sg = subgraphs[layer], block_mb.sampled_subgraphs[layer]
+            dst = sg.original_column_node_ids
+            assert torch.equal(sg.original_row_node_ids[: dst.numel()], dst)
+            if layer + 1 < len(fanouts):
+                assert torch.equal(dst, subgraphs[layer + 1].original_row_node_ids)
+            counts = sg.sampled_csc.indptr[1:] - sg.sampled_csc.indptr[:-1]
+            assert not counts[:frontier_start].any()
+            deg = graph.in_degrees()[dst[frontier_start:]]
+            expected = torch.where(deg > 0, fanouts[layer], 0) if replace else deg.clamp(max=fanouts[layer])
+            assert torch.equal(counts[frontier_start:], expected)
+            # The frontier's in-edges are the ones the block layout samples for those nodes.
+            local = torch.searchsorted(block_sg.original_column_node_ids.sort().values, dst[frontier_start:])
+            block_local = block_sg.original_column_node_ids.sort().indices[local]
+            ptr = block_sg.sampled_csc.indptr
+            block_eids = torch.cat([block_sg.original_edge_ids[ptr[j] : ptr[j + 1]] for j in block_local.tolist()])
+            assert torch.equal(sg.original_edge_ids, block_eids)
+            frontier_start = dst.numel()
