@@ -178,7 +178,12 @@ class MiniBatch:
         return blocks
 
     # ------------------------------------------------------------------ PyG
-    def to_pyg(self, node_feature_key: Optional[str] = None, edge_feature_key: Optional[str] = None):
+    def to_pyg(
+        self,
+        node_feature_key: Optional[str] = None,
+        edge_feature_key: Optional[str] = None,
+        label_key: Optional[str] = None,
+    ):
         """The batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` returns.
 
         NeighborLoader's subgraph: a node's in-edges are the ones sampled for it at the
@@ -198,14 +203,17 @@ class MiniBatch:
           for neighbor sampling and LABOR-0.
 
         Fields: ``x`` (node feature ``node_feature_key``; by default the only fetched
-        node feature), ``edge_index`` ``[2, E]`` int64 local
+        node feature other than the label feature), ``edge_index`` ``[2, E]`` int64 local
         (source, target), ``y``, ``n_id`` (global node ids), ``e_id`` (the user's edge
         ids: columns of the ``edge_index`` the graph was built from), ``batch_size``,
         ``num_sampled_nodes`` (``L + 1`` ints), ``num_sampled_edges`` (``L`` ints) and,
         when the sampler produced them, ``edge_weight``; with fetched edge features,
         ``edge_attr`` ``[E, ...]`` in ``edge_index`` order: the edge feature
-        ``edge_feature_key``, or the only one fetched (several and no key: none);
-        ``y`` is ``labels`` (the seeds').
+        ``edge_feature_key``, or the only one fetched (several and no key: none).
+
+        ``y``, as NeighborLoader's: one row per node, ``y[:batch_size]`` the seeds',
+        when node labels were fetched as a node feature: ``label_key``, by default the
+        node feature ``"y"`` if there is one. Otherwise ``y`` is ``labels`` (seeds only).
         """
         try:
             from torch_geometric.data import Data
@@ -215,7 +223,15 @@ class MiniBatch:
             ) from err
         if not self.sampled_subgraphs:
             raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
-        node_key = _feature_key(set(self.node_features), node_feature_key, "node_feature_key")
+        node_keys = set(self.node_features)
+        if label_key is None:
+            label_key = "y" if "y" in node_keys else None
+        else:
+            _feature_key(node_keys, label_key, "label_key")
+        # The label feature is never picked as x by default.
+        node_key = _feature_key(
+            node_keys if node_feature_key is not None else node_keys - {label_key}, node_feature_key, "node_feature_key"
+        )
         edge_keys = {key for layer in self.edge_features for key in layer}
         # Several edge features and no choice: no edge_attr (they may be fetched for other uses).
         edge_key = None if edge_feature_key is None and len(edge_keys) > 1 else _feature_key(
@@ -249,7 +265,9 @@ class MiniBatch:
         def rows(feature: torch.Tensor) -> torch.Tensor:
             return feature if hops.rows is None else feature[hops.rows.to(feature.device)]
 
-        if self.labels is not None:
+        if label_key is not None:
+            data.y = rows(self.node_features[label_key])
+        elif self.labels is not None:
             data.y = self.labels
         if node_key is not None:
             data.x = rows(self.node_features[node_key])

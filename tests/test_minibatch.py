@@ -34,12 +34,13 @@ def _graph():
     return CSCGraph.from_coo(src, dst, num_nodes=NUM_NODES)
 
 
-def _batch(weighted=False, node_features=("feat",), layout="block"):
+def _batch(weighted=False, node_features=("feat",), layout="block", extra_node_features=None):
     graph = _graph()
     src, dst = _coo()
     g = torch.Generator().manual_seed(1)
     labels = torch.arange(NUM_NODES) % 5
     node_tables = {"feat": torch.randn(NUM_NODES, 8, generator=g), "other": torch.randn(NUM_NODES, 2, generator=g)}
+    node_tables.update(extra_node_features or {})
     # "w" in the user's edge order, a function of the edge's endpoints (so it can be checked).
     store = FeatureStore(node_tables, {"w": (src * NUM_NODES + dst).float()})
     items = ItemSet((torch.arange(NUM_NODES), labels), names=("seeds", "labels"))
@@ -172,6 +173,23 @@ def test_pyg_layout_batch_refuses_blocks():
     _, _, mb = _batch(layout="pyg")
     with pytest.raises(ValueError, match=r"layout='pyg'.*sample with layout='block'"):
         mb.blocks
+
+
+def test_to_pyg_y_has_a_row_per_node_when_labels_are_a_node_feature():
+    node_labels = (torch.arange(NUM_NODES) % 5)[:, None]
+    for layout in ("block", "pyg"):
+        _, store, mb = _batch(layout=layout, node_features=("feat", "y"), extra_node_features={"y": node_labels})
+        data = mb.to_pyg()  # "y" is the labels, and not a candidate for x
+        assert torch.equal(data.x, store["feat"].data[data.n_id])
+        assert torch.equal(data.y, node_labels[data.n_id]) and data.y.size(0) == data.num_nodes
+        assert torch.equal(data.y[: data.batch_size, 0], mb.labels)
+        # another label feature by name; x is then chosen among the others
+        _, _, mb = _batch(layout=layout, node_features=("feat", "label"), extra_node_features={"label": node_labels})
+        data = mb.to_pyg(label_key="label")
+        assert torch.equal(data.y, node_labels[data.n_id]) and torch.equal(data.x, store["feat"].data[data.n_id])
+        assert torch.equal(mb.to_pyg("feat").y, mb.labels)  # no label feature: the seeds' labels
+        with pytest.raises(KeyError, match=r"unknown label_key 'z'"):
+            mb.to_pyg(label_key="z")
 
 
 @pytest.mark.parametrize("layout", ["block", "pyg"])
