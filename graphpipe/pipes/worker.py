@@ -198,8 +198,9 @@ def _unguarded_main_line() -> Optional[Tuple[str, int]]:
         if code.co_name == "<module>" and name in ("__main__", "__mp_main__"):
             if name == "__mp_main__":
                 return code.co_filename, frame.f_lineno
-            if not os.path.isfile(code.co_filename):
-                return None  # python -c, a REPL, a notebook: the workers do not re-run it
+            main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+            if not (main_file and os.path.isfile(code.co_filename) and os.path.samefile(code.co_filename, main_file)):
+                return None  # python -c, a REPL, a notebook cell: the workers do not re-run it
             try:
                 guarded = _guarded_lines(code.co_filename)
             except (OSError, SyntaxError, ValueError):
