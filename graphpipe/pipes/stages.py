@@ -197,7 +197,11 @@ class _DaemonThreadPool:
             thread.start()
 
     def _work(self, initializer, initargs) -> None:
-        initializer(*initargs)
+        try:
+            initializer(*initargs)
+            failure = None
+        except BaseException as error:  # every call on this thread then fails with it
+            failure = error
         while True:
             task = self.tasks.get()
             if task is None:
@@ -206,6 +210,8 @@ class _DaemonThreadPool:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
+                if failure is not None:
+                    raise failure
                 future.set_result(fn(arg))
             except BaseException as error:  # re-raised by future.result() in the consumer
                 future.set_exception(error)
