@@ -237,6 +237,12 @@ class MiniBatch:
         edge_key = None if edge_feature_key is None and len(edge_keys) > 1 else _feature_key(
             edge_keys, edge_feature_key, "edge_feature_key"
         )
+        layers = self.sampled_subgraphs
+        if any(a.num_dst_nodes != b.num_src_nodes for a, b in zip(layers, layers[1:])):
+            raise ValueError(
+                "MiniBatch.to_pyg(): the layers do not chain (layer i's destinations must be layer i + 1's "
+                "sources, as graphpipe's samplers make them; cooperative batches hold one rank's share only)"
+            )
         hops = _hops_as_sampled(self) if self.layout == "pyg" else _pruned_hops(self)
         edge_index, edge_ids, edge_weights, edge_attr = [], [], [], []
         for hop, (local_edges, positions) in enumerate(hops.edges, start=1):
@@ -306,35 +312,38 @@ def _hops_as_sampled(minibatch: MiniBatch) -> _PygHops:
 
 def _pruned_hops(minibatch: MiniBatch) -> _PygHops:
     """A ``layout="block"`` batch pruned to NeighborLoader's subgraph: hop ``k`` keeps the
-    in-edges of the nodes first reached at hop ``k - 1`` (found in layer ``L - k`` by id)
-    and adds their new sources in ascending id order, as a ``"pyg"`` sampler does."""
+    in-edges of the nodes first reached at hop ``k - 1`` (in layer ``L - k``) and adds
+    their new sources, ordered by id within the hop as a ``"pyg"`` sampler orders them.
+
+    Works on block-local ids: every layer's sources are a prefix of ``input_nodes`` and
+    its destinations a prefix of its sources, so a node has the same local id, its
+    position in ``input_nodes``, in every layer; no id lookups are needed.
+    """
     layers = list(reversed(minibatch.sampled_subgraphs))  # hop 1 first
-    nodes = layers[0].original_column_node_ids
-    counts, edges = [nodes.numel()], []
+    input_nodes = minibatch.sampled_subgraphs[0].original_row_node_ids
+    known = torch.arange(layers[0].num_dst_nodes, device=input_nodes.device)  # kept nodes, hop order
+    counts, edges = [known.numel()], []
     frontier_start = 0
     for sg in layers:
-        frontier = nodes[frontier_start:]
-        local = _positions(sg.original_column_node_ids, frontier)
+        frontier = known[frontier_start:]
         indptr = sg.sampled_csc.indptr
-        degrees = indptr[local + 1] - indptr[local]
-        positions = _ranges(indptr[local], degrees)
-        sources = sg.original_row_node_ids[sg.sampled_csc.indices[positions]]
+        degrees = indptr[frontier + 1] - indptr[frontier]
+        positions = _ranges(indptr[frontier], degrees)
         targets = torch.repeat_interleave(
-            torch.arange(frontier_start, nodes.numel(), device=nodes.device), degrees, output_size=positions.numel()
+            torch.arange(frontier_start, known.numel(), device=known.device), degrees, output_size=positions.numel()
         )
-        known, local_sources = unique_and_compact(nodes, sources)
+        grown, local_sources = unique_and_compact(known, sg.sampled_csc.indices[positions], input_nodes.numel())
+        # The new nodes come in block-local order; renumber them by global id.
+        num_known = known.numel()
+        new = grown[num_known:]
+        order = torch.argsort(input_nodes[new])
+        relabel = torch.arange(grown.numel(), device=grown.device)
+        relabel[num_known + order] = relabel[num_known:].clone()
+        local_sources = relabel[local_sources]
         edges.append((torch.stack([local_sources, targets]), positions))
-        counts.append(known.numel() - nodes.numel())
-        frontier_start, nodes = nodes.numel(), known
-    rows = _positions(minibatch.sampled_subgraphs[0].original_row_node_ids, nodes)
-    return _PygHops(n_id=nodes, rows=rows, num_sampled_nodes=counts, edges=edges)
-
-
-def _positions(ids: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-    """``[len(query)]`` int64 positions ``p`` with ``ids[p] == query`` (``ids`` distinct,
-    every query id among them)."""
-    sorted_ids, order = torch.sort(ids)
-    return order[torch.searchsorted(sorted_ids, query)]
+        counts.append(new.numel())
+        frontier_start, known = num_known, torch.cat([known, new[order]])
+    return _PygHops(n_id=input_nodes[known], rows=known, num_sampled_nodes=counts, edges=edges)
 
 
 def _ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:

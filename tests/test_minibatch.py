@@ -219,6 +219,9 @@ def test_to_pyg_feature_choice_and_errors(monkeypatch):
         mb.to_pyg("x")
     with pytest.raises(ValueError, match=r"has no sampled_subgraphs"):
         MiniBatch(seeds=torch.arange(3)).to_pyg()
+    broken = replace(mb, sampled_subgraphs=[mb.sampled_subgraphs[0], mb.sampled_subgraphs[2]])
+    with pytest.raises(ValueError, match=r"the layers do not chain"):
+        broken.to_pyg("feat")
     monkeypatch.setitem(sys.modules, "torch_geometric", None)
     monkeypatch.setitem(sys.modules, "torch_geometric.data", None)
     with pytest.raises(ImportError, match=r"needs PyTorch Geometric"):
