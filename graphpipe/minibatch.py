@@ -198,9 +198,9 @@ class MiniBatch:
           ``input_nodes`` and ``x`` the fetched rows, no copy.
         * ``layout="block"`` batches (the slower path) also hold in-edges re-sampled for
           nodes reached at earlier hops, and the nodes only those edges reach: they are
-          dropped and the rest renumbered as above (a sort of the ids, a gather of the
-          feature rows). The result equals that of a ``"pyg"`` batch with the same seed
-          for neighbor sampling and LABOR-0.
+          dropped and the rest renumbered as above (a pass over the kept edges, a sort
+          of each hop's new nodes and a gather of the feature rows). The result equals
+          that of a ``"pyg"`` batch with the same seed for neighbor sampling and LABOR-0.
 
         Fields: ``x`` (node feature ``node_feature_key``; by default the only fetched
         node feature other than the label feature), ``edge_index`` ``[2, E]`` int64 local
