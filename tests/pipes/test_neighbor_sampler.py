@@ -110,7 +110,7 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
     with pytest.raises(ValueError, match="`weights` attribute 'neg' must be non-negative"):
         NeighborSampler(source, g2, [2], weights="neg")
     for name in ("ints", "wide"):
-        with pytest.raises(ValueError, match=f"`weights` attribute '{name}' must be a 1-D float tensor"):
+        with pytest.raises(ValueError, match=f"`weights` attribute '{name}' must be a 1-D float"):
             NeighborSampler(source, g2, [2], weights=name)
     for layout in ("dgl", None, "PyG"):
         with pytest.raises(ValueError, match=r"`layout` must be 'block' \(GraphBolt/DGL blocks.*or 'pyg'"):
