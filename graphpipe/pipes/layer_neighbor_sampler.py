@@ -15,7 +15,7 @@ from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, derive_key
 from ..ops.labor import Variates, sample_labor, vertex_normals
-from ..validation import check_edge_weights, check_importance_sampling
+from ..validation import check_edge_weights, check_importance_sampling, check_int
 from .base import Pipe, functional_pipe
 from .subgraph_sampler import SubgraphSampler
 
@@ -80,9 +80,8 @@ class LayerNeighborSampler(SubgraphSampler):
     ):
         super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout)
         name = type(self).__name__
-        check_importance_sampling(importance_sampling, name)
-        if isinstance(batch_dependency, bool) or not isinstance(batch_dependency, int) or batch_dependency < 1:
-            raise ValueError(f"{name}: `batch_dependency` must be an int >= 1 (κ), got {batch_dependency!r}")
+        importance_sampling = check_importance_sampling(importance_sampling, name)
+        batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
         if cooperative and importance_sampling != 0:

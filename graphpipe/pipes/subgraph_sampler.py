@@ -10,7 +10,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
-from ..validation import check_fanouts, check_node_ids
+from ..validation import check_fanouts, check_int, check_node_ids
 from .base import Pipe
 
 __all__ = ["SubgraphSampler"]
@@ -82,7 +82,7 @@ class SubgraphSampler(Pipe):
         self.source = source
         self.graph = graph
         self.fanouts: List[int] = check_fanouts(fanouts, name)
-        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else int(seed)
+        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", name)
         self.cooperative = bool(cooperative)
         self.layout = layout
 

@@ -129,6 +129,8 @@ def test_deterministic_under_seed():
         ({"importance_sampling": -2}, ValueError, "`importance_sampling` must be an int >= -1"),
         ({"importance_sampling": 1.5}, ValueError, "`importance_sampling` must be an int >= -1"),
         ({"batch_dependency": 0}, ValueError, r"`batch_dependency` must be an int >= 1"),
+        ({"batch_dependency": 2.5}, ValueError, r"`batch_dependency` must be an int >= 1"),
+        ({"seed": 1.7}, ValueError, r"`seed` must be an int"),
         ({"weights": "nope"}, KeyError, r"'nope' is not an edge attribute.*\['w'\]"),
         ({"weights": "w", "importance_sampling": -1}, ValueError, "importance_sampling=0 only"),
         ({"cooperative": True, "importance_sampling": -1}, NotImplementedError, "LABOR-0"),
@@ -141,6 +143,14 @@ def test_bad_arguments(kwargs, error, match):
     kwargs = {"fanouts": [3, 3], **kwargs}
     with pytest.raises(error, match=match):
         gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(GRAPH, **kwargs)
+
+
+def test_integer_arguments_in_the_forms_graphbolt_users_pass_become_ints():
+    sampler = gp.ItemSampler(gp.ItemSet(10), 5).sample_layer_neighbor(
+        GRAPH, [torch.LongTensor([3])], importance_sampling=torch.tensor([2]), batch_dependency=np.int64(4), seed=np.int64(7)
+    )
+    values = (sampler.fanouts[0], sampler.importance_sampling, sampler.batch_dependency, sampler.seed)
+    assert values == (3, 2, 4, 7) and all(type(v) is int for v in values)
 
 
 def test_negative_weights_rejected():
