@@ -269,7 +269,8 @@ class CSCGraph:
 
         Args:
             positions: integer tensor of any shape, values in ``[0, num_edges)``, on the
-                graph's device (e.g. a sampler's ``LayerSample.edge_ids``).
+                graph's device, or on a CUDA device for a pinned graph (e.g. a sampler's
+                ``LayerSample.edge_ids``).
 
         Returns:
             int64 tensor shaped like ``positions``: ``original_edge_ids[positions]``, or
@@ -278,7 +279,10 @@ class CSCGraph:
         """
         if self.original_edge_ids is None:
             return positions.to(torch.int64)
-        return self.original_edge_ids[positions].to(torch.int64)
+        # A pinned host graph sampled on the GPU: read the map through a zero-copy view.
+        from .ops.gpu_sampling import device_array
+
+        return device_array(self.original_edge_ids, positions.device)[positions].to(torch.int64)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
