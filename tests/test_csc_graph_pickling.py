@@ -102,3 +102,25 @@ def test_workers_map_the_graph_file_and_give_the_in_process_batches(tmp_path):
         assert torch.equal(a.node_features["edge_ids"], b.node_features["edge_ids"])
         assert bool(b.node_features["mapped"])  # the worker mapped the file itself
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("sampler", ["sample_neighbor", "sample_layer_neighbor"])
+def test_a_weighted_sampler_over_a_mapped_graph_pickles_without_the_weights(tmp_path, sampler):
+    path = tmp_path / "g.pt"
+    g = graph()
+    weighted = dataclasses.replace(g, edge_attributes={"w": torch.rand(g.num_edges, dtype=torch.float64) + 0.1})
+    weighted.save(path)
+    mapped = CSCGraph.load(path, mmap=True)
+    pipe = getattr(gp.ItemSampler(gp.ItemSet(torch.arange(50)), 10), sampler)(mapped, [3, 2], weights="w", seed=0)
+    assert mapped_from(pipe.probs, str(path))
+    data = forking_dumps(pipe)
+    # torch's reductions would have moved the weights into shared memory (a copy of the
+    # file's array per pickled pipe): they must still be read from the file.
+    assert mapped_from(pipe.probs, str(path)) and not pipe.probs.is_shared()
+    clone = pickle.loads(data)
+    assert torch.equal(clone.probs, pipe.probs) and clone.graph.source_path == str(path)
+    want, got = list(pipe), list(clone)
+    assert len(got) == len(want) == 5
+    for a, b in zip(got, want):
+        for sa, sb in zip(a.sampled_subgraphs, b.sampled_subgraphs):
+            assert torch.equal(sa.original_edge_ids, sb.original_edge_ids)

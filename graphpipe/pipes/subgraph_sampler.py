@@ -10,7 +10,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
-from ..validation import check_fanouts, check_int, check_node_ids
+from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids
 from .base import Pipe
 
 __all__ = ["SubgraphSampler"]
@@ -85,6 +85,20 @@ class SubgraphSampler(Pipe):
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", name)
         self.cooperative = bool(cooperative)
         self.layout = layout
+
+    def __getstate__(self):
+        """Sampling weights taken from a memory-mapped graph (``CSCGraph.load(mmap=True)``)
+        are left out and re-derived on unpickling, so worker processes read the graph's
+        file instead of receiving a copy of its weights in shared memory."""
+        state = dict(super().__getstate__())
+        if self.graph.source_path is not None and state.get("probs") is not None:
+            state["probs"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if getattr(self, "weights", None) is not None and self.probs is None:
+            self.probs = check_edge_weights(self.graph, self.weights, type(self).__name__)
 
     def layer_key(self, batch_index: int, layer: int) -> int:
         """The 64-bit key of every random variate of one layer of one batch."""
