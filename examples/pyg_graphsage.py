@@ -9,16 +9,21 @@ A PyG training script samples with::
 
 and becomes a graphpipe one by replacing those lines with::
 
-    pipe = gp.ItemSampler(ds.train_set, 1024, shuffle=True).sample_neighbor(ds.graph, [15, 10, 5])
-    for mb in gp.DataLoader(pipe.fetch_feature(ds.features, ["feat"]).copy_to(device)):
-        batch = mb.to_pyg()
+    pipe = (gp.ItemSampler(ds.train_set, 1024, shuffle=True)
+            .sample_neighbor(ds.graph, [15, 10, 5], layout="pyg")
+            .fetch_feature(ds.features, ["feat"]).copy_to(device)
+            .transform(gp.MiniBatch.to_pyg))
+    loader = gp.DataLoader(pipe)
+    for batch in loader:
         ...
 
 graphpipe lists fanouts input layer first (GraphBolt's order), so PyG's ``[5, 10, 15]``
-(seeds first) is ``[15, 10, 5]``. ``batch`` has PyG's layout: ``x``, ``edge_index``,
-``y``, ``batch_size``, ``n_id``, ``e_id`` and the per-hop counts that let
-``GraphSAGE`` trim each layer to the nodes still needed (as NeighborLoader's). The
-model and training step below are PyG code, unchanged.
+(seeds first) is ``[15, 10, 5]``. ``layout="pyg"`` samples as NeighborLoader does (each
+node's neighbours once, at the hop where it is first reached), and ``batch`` is a PyG
+``Data`` laid out as NeighborLoader's: ``x``, ``edge_index``, ``y``, ``batch_size``,
+``n_id``, ``e_id`` and the per-hop counts that let ``GraphSAGE`` trim each layer to the
+nodes still needed. The loader can be iterated once per epoch. The model and training
+step below are PyG code, unchanged.
 
     python examples/pyg_graphsage.py            # a few minutes on 2 CPU cores
     python examples/pyg_graphsage.py --small    # seconds (used by the tests)
@@ -44,8 +49,14 @@ import graphpipe as gp
 
 
 def loader(ds, item_set, args, shuffle):
-    pipe = gp.ItemSampler(item_set, args.batch_size, shuffle=shuffle, seed=0).sample_neighbor(ds.graph, [15, 10, 5])
-    return gp.DataLoader(pipe.fetch_feature(ds.features, ["feat"]).copy_to(args.device))
+    pipe = (
+        gp.ItemSampler(item_set, args.batch_size, shuffle=shuffle, seed=0)
+        .sample_neighbor(ds.graph, [15, 10, 5], layout="pyg")
+        .fetch_feature(ds.features, ["feat"])
+        .copy_to(args.device)
+        .transform(gp.MiniBatch.to_pyg)
+    )
+    return gp.DataLoader(pipe)
 
 
 def forward(model, batch):
@@ -62,8 +73,7 @@ def forward(model, batch):
 def validation_accuracy(model, val_loader) -> float:
     model.eval()
     correct = total = 0
-    for mb in val_loader:
-        batch = mb.to_pyg()
+    for batch in val_loader:
         correct += int((forward(model, batch).argmax(1) == batch.y[: batch.batch_size]).sum())
         total += batch.batch_size
     return correct / total
@@ -111,8 +121,7 @@ def main():
     start = time.perf_counter()
     for epoch in range(args.epochs):
         model.train()
-        for mb in tqdm.tqdm(train_loader, desc=f"epoch {epoch}", leave=False, disable=None):
-            batch = mb.to_pyg()
+        for batch in tqdm.tqdm(train_loader, desc=f"epoch {epoch}", leave=False, disable=None):
             optimizer.zero_grad()
             loss = F.cross_entropy(forward(model, batch), batch.y[: batch.batch_size])
             loss.backward()
