@@ -69,19 +69,27 @@ def unique_and_compact(
         hi = num_nodes - 1  # the dense kernel checks the ids against it
     else:
         lo, hi = _id_bounds(dst_np, src_np)
-        if lo < 0:
+        if lo < 0 and num_nodes is None:
             raise ValueError(f"unique_and_compact: node ids must be >= 0, got {lo}")
-        if num_nodes is not None and hi >= num_nodes:
-            raise ValueError(f"unique_and_compact: node ids must be < num_nodes = {num_nodes}, got {hi}")
+        if num_nodes is not None and (lo < 0 or hi >= num_nodes):
+            _raise_outside(lo if lo < 0 else hi, num_nodes, None)
     if hi + 1 <= dense_limit:
-        unique_nodes, local_src, outside = _unique_dense(dst_np, src_np, hi)
+        unique_nodes, local_src, outside, bad = _unique_dense(dst_np, src_np, hi)
         if outside:
-            raise ValueError(
-                f"unique_and_compact: {outside} node ids outside [0, num_nodes) = [0, {num_nodes})"
-            )
+            _raise_outside(bad, num_nodes, outside)
     else:
         unique_nodes, local_src = _unique_hashed(dst_np, src_np)
     return torch.from_numpy(unique_nodes), torch.from_numpy(local_src)
+
+
+def _raise_outside(bad: int, num_nodes: int, count: Optional[int]):
+    """The error for ids outside the graph, e.g. read from a corrupted memory-mapped
+    ``indices``: it names one of them and ``num_nodes``."""
+    how_many = "" if count is None else f" ({count} ids are)"
+    raise ValueError(
+        f"unique_and_compact: node id {bad} is outside [0, num_nodes) = [0, {num_nodes}){how_many}; "
+        f"node ids must be in that range (a corrupted graph file?)"
+    )
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -114,7 +122,8 @@ def _unique_dense(dst, src, max_id):
     marked exactly 1 are numbered by a sweep over ``marks`` read as uint64 words (eight
     ids a step, jumping from one new id to the next), in ``_NUM_CHUNKS`` chunks. Local
     ids are kept as int32 (a layer has far fewer than 2**31 nodes). The third result
-    counts ids outside ``[0, max_id]``; when it is not 0 the others are meaningless."""
+    counts ids outside ``[0, max_id]`` and the fourth is one of them (the largest as
+    uint64: a negative one if any); when the count is not 0 the others are meaningless."""
     num_dst = dst.shape[0]
     num_words = (max_id + 8) // 8
     marks = np.zeros(num_words * 8, np.uint8)
@@ -122,12 +131,14 @@ def _unique_dense(dst, src, max_id):
     # unsigned comparison rejects negative ids and ids above max_id alike.
     limit = np.uint64(max_id)
     outside = 0
+    worst = np.uint64(0)
     for i in numba.prange(num_dst):
         x = np.uint64(dst[i])
         if x <= limit:
             marks[x] = 2
         else:
             outside += 1
+            worst = max(worst, x)
     # Threads racing on one byte all turn 0 into 1 or 2 into 3: no update is lost.
     for e in numba.prange(src.shape[0]):
         x = np.uint64(src[e])
@@ -135,8 +146,9 @@ def _unique_dense(dst, src, max_id):
             marks[x] |= 1
         else:
             outside += 1
+            worst = max(worst, x)
     if outside:
-        return np.empty(0, np.int64), np.empty(0, np.int64), outside
+        return np.empty(0, np.int64), np.empty(0, np.int64), outside, np.int64(worst)
     # Byte j of word w is id 8 * w + j (little-endian, as on x86 and ARM).
     words = marks.view(np.uint64)
     chunk = (num_words + _NUM_CHUNKS - 1) // _NUM_CHUNKS
@@ -168,7 +180,7 @@ def _unique_dense(dst, src, max_id):
     local_src = np.empty(src.shape[0], np.int64)
     for e in numba.prange(src.shape[0]):
         local_src[e] = local[np.uint64(src[e])]
-    return unique_nodes, local_src, 0
+    return unique_nodes, local_src, 0, np.int64(0)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)

@@ -67,3 +67,13 @@ def test_ids_outside_num_nodes_rejected(num_nodes, bad):
         unique_and_compact(torch.tensor([1, 2]), torch.tensor([0, bad, 4]), num_nodes=num_nodes)
     with pytest.raises(ValueError, match="node ids"):
         unique_and_compact(torch.tensor([1, bad]), torch.tensor([0, 4]), num_nodes=num_nodes)
+
+
+@pytest.mark.parametrize("num_nodes", [10, 10**9])
+def test_the_error_names_a_bad_id_and_num_nodes(num_nodes):
+    """E.g. an id read from a corrupted memory-mapped ``indices``: the dense kernel flags
+    it in its marking loops, the sparse path in its bounds pass."""
+    with pytest.raises(ValueError, match=rf"node id {10**12} is outside \[0, num_nodes\) = \[0, {num_nodes}\)"):
+        unique_and_compact(torch.tensor([1, 2]), torch.tensor([0, 10**12, 4]), num_nodes=num_nodes)
+    with pytest.raises(ValueError, match=rf"node id -3 is outside \[0, num_nodes\) = \[0, {num_nodes}\)"):
+        unique_and_compact(torch.tensor([1, -3]), torch.tensor([0, 4]), num_nodes=num_nodes)
