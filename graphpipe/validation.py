@@ -129,24 +129,38 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str, kin
 
 
 def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
-    """The edge attribute ``name`` of ``graph`` as sampling weights: 1-D, floating,
-    no negative or NaN value; float16/bfloat16 widened to float32."""
+    """The edge attribute ``name`` of ``graph`` as sampling weights: ``[num_edges]``,
+    floating or bool, finite and non-negative. A bool attribute (an edge mask, as
+    GraphBolt's ``prob_name`` accepts) becomes float32 0/1; float16/bfloat16 are widened
+    to float32. One ``O(num_edges)`` scan, once per sampler."""
     if name not in graph.edge_attributes:
         raise KeyError(
             f"{where}: `weights`={name!r} is not an edge attribute of the graph; known "
             f"edge attributes: {sorted(graph.edge_attributes)}"
         )
     probs = graph.edge_attributes[name]
-    if probs.dim() != 1 or not probs.is_floating_point():
+    if probs.dim() != 1 or not (probs.is_floating_point() or probs.dtype == torch.bool):
         raise ValueError(
-            f"{where}: `weights` attribute {name!r} must be a 1-D float tensor "
+            f"{where}: `weights` attribute {name!r} must be a 1-D float or bool tensor "
             f"[num_edges], got shape {tuple(probs.shape)} and dtype {probs.dtype}"
+        )
+    if probs.numel() != graph.num_edges:
+        raise ValueError(
+            f"{where}: `weights` attribute {name!r} must have num_edges = {graph.num_edges} "
+            f"entries, got {probs.numel()}"
         )
     if probs.dtype not in (torch.float32, torch.float64):
         probs = probs.to(torch.float32)
-    if probs.numel() and not bool((probs >= 0).all()):
-        raise ValueError(
-            f"{where}: `weights` attribute {name!r} must be non-negative (and not NaN), "
-            f"got minimum {float(probs.min())}"
-        )
+    if probs.numel():
+        finite = torch.isfinite(probs)
+        if not bool(finite.all()):
+            bad = float(probs[~finite][0])
+            raise ValueError(
+                f"{where}: `weights` attribute {name!r} must be finite (no NaN or ±inf), got {bad} "
+                f"at edge {int((~finite).nonzero()[0])}"
+            )
+        if not bool((probs >= 0).all()):
+            raise ValueError(
+                f"{where}: `weights` attribute {name!r} must be non-negative, got minimum {float(probs.min())}"
+            )
     return probs.contiguous()
