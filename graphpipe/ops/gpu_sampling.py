@@ -13,7 +13,10 @@ vertex's sample does not depend on the device, batch or rank that draws it.
 The graph may live in device memory or in pinned host memory (``CSCGraph.pin_memory_()``):
 pinned arrays are read through a zero-copy view. Host synchronisation happens only where
 an output size is needed: the number of candidate edges and of sampled edges of a layer
-(two reads of a scalar), and ``torch.unique``'s output size in unique-and-compact.
+(two reads of a scalar), and ``torch.unique``'s output size in unique-and-compact. The
+checks of the CPU kernels ride on those reads (:func:`_host_ints`): destinations whose
+``indptr`` range is not within ``indices``, and NaN or infinite weights of their in-edges,
+raise a ValueError before any edge is gathered with them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import torch
 from . import torch_random
 from .layer_sample import LayerSample
 from .uva_gather import is_pinned, zero_copy_view
+
+# As :data:`graphpipe.ops.selection.LOG_SPACE_SPREAD` (not imported: that module needs numba).
+_LOG_SPACE_SPREAD = 1e-300
 
 __all__ = [
     "device_array",
@@ -55,10 +61,45 @@ def device_array(array: torch.Tensor, device: torch.device) -> torch.Tensor:
     return array.to(device)
 
 
-def _neighbourhoods(indptr: torch.Tensor, nodes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``(first edge id, in-degree)`` of every node, int64."""
+def _neighbourhoods(indptr: torch.Tensor, nodes: torch.Tensor, num_edges: int):
+    """``(first edge id, in-degree, bad)`` of every node, int64; ``bad`` (a 0-d tensor)
+    counts the nodes whose range is decreasing or not within ``[0, num_edges]``: pass
+    it to the first :func:`_host_ints` before using the ranges."""
     start = indptr[nodes].to(torch.int64)
-    return start, indptr[nodes + 1].to(torch.int64) - start
+    end = indptr[nodes + 1].to(torch.int64)
+    bad = ((start < 0) | (end < start) | (end > num_edges)).sum()
+    return start, end - start, bad
+
+
+def _host_ints(where: str, bad: torch.Tensor, *values: torch.Tensor, non_finite=None) -> list:
+    """The 0-d integer tensors ``values`` as Python ints, in one host read, after raising
+    for ``bad`` ranges (:func:`_neighbourhoods`) or ``non_finite`` weights."""
+    checks = [bad, bad if non_finite is None else non_finite]
+    read = torch.stack([*checks, *(v.to(torch.int64) for v in values)]).tolist()
+    if read[0]:
+        raise ValueError(
+            f"{where}: `indptr` and `indices` disagree: {read[0]} destination(s) have an in-edge "
+            f"range [indptr[v], indptr[v + 1]) that is decreasing or outside [0, len(indices)]"
+        )
+    if non_finite is not None and read[1]:
+        raise ValueError(
+            f"{where}: `probs` must be finite: {read[1]} in-edge weight(s) of these destinations are NaN or infinite"
+        )
+    return read[2:]
+
+
+def _row_weight_range(w: torch.Tensor, row: torch.Tensor, num_rows: int):
+    """Per row the largest positive weight (0 if none) and whether the positive weights
+    span more than ``1 / _LOG_SPACE_SPREAD`` (scores then compared in log space), as the
+    numba kernels' ``weight_range``."""
+    positive = w > 0
+    largest = torch.zeros(num_rows, dtype=w.dtype, device=w.device).scatter_reduce_(
+        0, row, torch.where(positive, w, 0.0), reduce="amax"
+    )
+    smallest = torch.full((num_rows,), torch.inf, dtype=w.dtype, device=w.device).scatter_reduce_(
+        0, row, torch.where(positive, w, torch.inf), reduce="amin"
+    )
+    return largest, smallest < largest * _LOG_SPACE_SPREAD
 
 
 def _ragged(counts: torch.Tensor, total: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -127,35 +168,44 @@ def sample_neighbors_torch(
     * uniform, with replacement: draw ``j`` takes an integer in ``[0, d)`` made from the
       hash by multiply-shift, as Floyd's draws are (identical);
     * weighted, no replacement: the ``k`` positive-weight edges with the smallest
-      ``-log(u_i) / w_i`` (Efraimidis-Spirakis; identical up to ``log`` rounding ties);
+      ``-log(u_i) / w_i`` (Efraimidis-Spirakis; identical up to ``log`` rounding ties),
+      ``w_i`` divided by the row's largest weight, or in log space where the row's
+      weights span more than 1e300, as the numba kernel does;
     * weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum
-      interval holds ``u_j * sum(w)`` (same distribution; prefix sums are rounded in a
-      different order, so an edge at an interval boundary may differ).
+      interval holds ``u_j * sum(w)``, weights divided by the row's largest (same
+      distribution; prefix sums are rounded in a different order, so an edge at an
+      interval boundary may differ).
     """
     device = nodes.device
     indptr, indices = device_array(indptr, device), device_array(indices, device)
     nodes = nodes.to(torch.int64)
-    start, deg = _neighbourhoods(indptr, nodes)
+    start, deg, bad = _neighbourhoods(indptr, nodes, indices.numel())
     weights = None if probs is None else device_array(probs, device)
     vkeys = _vertex_keys(key, nodes)
     if replace and fanout != -1:
-        return _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights)
+        return _with_replacement(indptr, indices, nodes, fanout, start, deg, bad, vkeys, weights)
     if weights is None:
         counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
-        total_out = int(counts.sum())
+        (total_out,) = _host_ints("sample_neighbors", bad, counts.sum())
         row, pos, _ = _ragged(counts, total_out)
-        if fanout != -1:
+        if fanout != -1 and fanout < indices.numel():  # else no node has more in-edges
             floyd = _floyd(vkeys, deg, fanout)
             pos = torch.where(deg[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
         return _layer(indptr, indices, nodes, counts, start[row] + pos)
-    row, pos, offsets = _ragged(deg, int(deg.sum()))
+    (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
+    row, pos, offsets = _ragged(deg, total_in)
     w = weights[start[row] + pos].to(torch.float64)
     positive = w > 0
     num_positive = torch.zeros_like(deg).index_add_(0, row, positive.to(torch.int64))
     counts = num_positive if fanout == -1 else torch.clamp(num_positive, max=fanout)
-    total_out = int(counts.sum())
-    score = torch.where(positive, -torch.log(torch_random.uniform_open(vkeys[row], pos)) / w, torch.inf)
-    chosen = _smallest_per_row(score, row, offsets, counts, total_out)
+    (total_out,) = _host_ints("sample_neighbors", bad, counts.sum(), non_finite=(~torch.isfinite(w)).sum())
+    largest, log_space = _row_weight_range(w, row, nodes.numel())
+    top = largest[row]
+    exponential = -torch.log(torch_random.uniform_open(vkeys[row], pos))
+    score = torch.where(
+        log_space[row], torch.log(exponential) - (torch.log(w) - torch.log(top)), exponential / (w / top)
+    )
+    chosen = _smallest_per_row(torch.where(positive, score, torch.inf), row, offsets, counts, total_out)
     return _layer(indptr, indices, nodes, counts, start[row[chosen]] + pos[chosen])
 
 
@@ -180,16 +230,20 @@ def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
     return torch.sort(chosen, dim=1).values
 
 
-def _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights) -> LayerSample:
+def _with_replacement(indptr, indices, nodes, fanout, start, deg, bad, vkeys, weights) -> LayerSample:
     draws = torch.arange(fanout, device=nodes.device)
+    non_finite = None
     if weights is None:
         pos = _randint(vkeys[:, None], draws[None, :], deg[:, None])
         has_edges = deg > 0
     else:
         u = torch_random.uniform(vkeys[:, None], draws[None, :])
-        row_all, pos_all, offsets = _ragged(deg, int(deg.sum()))
+        (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
+        row_all, pos_all, offsets = _ragged(deg, total_in)
         w = weights[start[row_all] + pos_all].to(torch.float64)
-        w = torch.where(w > 0, w, 0.0)
+        non_finite = (~torch.isfinite(w)).sum()
+        largest, _ = _row_weight_range(w, row_all, nodes.numel())
+        w = torch.where(w > 0, w / largest[row_all], 0.0)  # ratios: no overflowing sum, no subnormals
         cum = torch.cumsum(w, 0)
         before = cum[(offsets - 1).clamp(min=0)] if cum.numel() else offsets.to(torch.float64)
         before = torch.where(offsets > 0, before, 0.0)
@@ -204,7 +258,9 @@ def _with_replacement(indptr, indices, nodes, fanout, start, deg, vkeys, weights
         pos = torch.where(pos >= deg[:, None], last_positive[:, None], pos)
     pos = torch.sort(pos, dim=1).values
     counts = torch.where(has_edges, fanout, 0)
-    edge_ids = (start[:, None] + pos)[has_edges].view(-1)
+    (drawing,) = _host_ints("sample_neighbors", bad, has_edges.sum(), non_finite=non_finite)
+    rows = torch.nonzero_static(has_edges, size=drawing).view(-1)
+    edge_ids = (start[:, None] + pos)[rows].view(-1)
     return _layer(indptr, indices, nodes, counts, edge_ids)
 
 
@@ -229,9 +285,9 @@ def sample_labor_torch(
     device = nodes.device
     indptr, indices = device_array(indptr, device), device_array(indices, device)
     nodes = nodes.to(torch.int64)
-    start, deg = _neighbourhoods(indptr, nodes)
+    start, deg, bad = _neighbourhoods(indptr, nodes, indices.numel())
     counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
-    total_in, total_out = torch.stack([deg.sum(), counts.sum()]).tolist()
+    total_in, total_out = _host_ints("sample_labor", bad, deg.sum(), counts.sum())
     row, pos, offsets = _ragged(deg, total_in)
     eids = start[row] + pos
     if total_in != total_out:

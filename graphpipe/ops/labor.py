@@ -20,15 +20,27 @@ Modes (``d_s`` = in-degree of destination ``s``, ``k`` = fanout, HT = Horvitz-Th
   vertices, changes by less than 1e-4 relative. ``s`` keeps ``t`` iff
   ``r_t <= min(1, c_s π_t)`` (Poisson sampling): exact inclusion probabilities, random
   counts with mean ``≈ k``.
-* **weighted LABOR-0** (``probs`` = edge weights ``A_ts``): ``π_ts = min(1, c_s A_ts)``
-  with ``c_s`` such that ``Σ_t π_ts = min(k, #positive-weight in-edges)``; ``s`` keeps
-  ``t`` iff ``r_t <= π_ts`` (Poisson sampling: exact inclusion probabilities ``π_ts``,
-  random counts with mean ``Σ π_ts``). Zero-weight edges are never kept.
+* **weighted LABOR-0** (``probs`` = edge weights ``A_ts``), as GraphBolt's
+  ``sample_layer_neighbor(prob_name=...)``: ``s`` keeps exactly ``min(k, m_s)`` of its
+  ``m_s`` positive-weight in-edges, those with the smallest ``r_t / A_ts`` (ties to the
+  lower edge id). Zero-weight edges are never kept. This is priority sampling (Duffield,
+  Lund & Thorup, 2007) with priorities ``A_ts / r_t``: given ``τ_s``, the ``(k + 1)``-th
+  smallest ``r_t / A_ts`` of ``s``, edge ``t`` is kept with conditional probability
+  ``min(1, A_ts τ_s)``. No iteration: a bounded heap per destination, so weights of any
+  spread finish (a water-filling constant did not converge past a spread of ~5e15).
 
-Edge weights (float32) are HT weights: ``w_ts = 1 / (d_s π_ts)`` (weighted:
-``w_ts = A_ts / (Σ_t A_ts · π_ts)``), so ``Σ_{kept t} w_ts h_t`` is an unbiased estimate
-of the neighbourhood mean ``(1/d_s) Σ_t h_t`` (weighted: ``Σ_t A_ts h_t / Σ_t A_ts``).
-``fanout=-1`` keeps every edge with weight ``1 / d_s`` (weighted: ``A_ts / Σ A``).
+Edge weights (float32) are HT weights: ``w_ts = 1 / (d_s π_ts)``, so
+``Σ_{kept t} w_ts h_t`` is an unbiased estimate of the neighbourhood mean
+``(1/d_s) Σ_t h_t``; ``fanout=-1`` keeps every edge with weight ``1 / d_s``. Weighted:
+``w_ts = A_ts / (Σ_t A_ts · min(1, A_ts τ_s))`` (priority sampling's estimator, unbiased
+for ``Σ_t A_ts h_t / Σ_t A_ts`` when ``s`` has no parallel edges, whose sources share one
+``r_t``); ``A_ts / Σ_t A_ts`` where every positive-weight edge is
+kept (``k >= m_s``, ``fanout=-1``). Weights of any finite magnitude work: they are divided
+by the destination's largest, and a destination whose weights span more than 1e300
+compares ``log r_t - log A_ts`` (:func:`~graphpipe.ops.selection.weighted_score`).
+
+Errors: ``indptr`` ranges of the destinations outside ``indices`` (checked as the kernels
+read them, ``O(batch)``) and NaN or infinite weights of their in-edges raise ValueError.
 
 Variates: :class:`Variates` says how ``r_t`` is made from 64-bit keys — independent
 (``uniform(key, t)``) or, for dependent minibatching, ``Φ(c0·N(k0, t) + c1·N(k1, t))``
@@ -54,12 +66,18 @@ from .layer_sample import LayerSample
 from .random import uniform, uniform_bits, uniform_open
 from .selection import (
     CHUNKS_PER_THREAD,
+    check_graph_arrays,
+    check_kernel_report,
+    check_probs,
     destination_ranges,
     edge_balanced_chunks,
     heapify,
     keep_k_smallest,
     offer,
+    range_is_bad,
     sort_small,
+    weight_range,
+    weighted_score,
 )
 from .unique_and_compact import unique_and_compact
 
@@ -71,6 +89,9 @@ _SUM_CHUNKS = 64
 # Rows of per-partition maxima in the vertex-probability update: at most this many, as
 # zeroing and merging them costs partitions x vertices per iteration.
 _MAX_PARTITIONS = 8
+# A fanout above this keeps every in-edge (no destination has more); it keeps the
+# kernels' int64 arithmetic on fanouts from overflowing.
+_FANOUT_CAP = 1 << 61
 
 
 class Variates(NamedTuple):
@@ -195,8 +216,12 @@ def _fill_variate_keys(indices, start, count, out, table, k0, k1, c0, c1, depend
     # wraparound check that keeps ``indices[start + j]`` from vectorising (2-4x slower).
     sources = indices[start : start + count]
     if table.size:
+        # A source id past the table (a corrupted ``indices``) reads the last entry instead
+        # of memory outside it; the id itself is returned and rejected downstream
+        # (unique_and_compact): one unsigned min, no branch.
+        last = np.uint64(table.size - 1)
         for j in range(count):
-            out[j] = table[np.uint64(sources[j])]
+            out[j] = table[min(np.uint64(sources[j]), last)]
     elif dependent:
         for j in range(count):
             out[j] = _order_key(_variate(sources[j], k0, k1, c0, c1, True))
@@ -265,21 +290,28 @@ def _smallest_variates(indices, start, d, k, score, pos, keys, ranked, table, k0
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, num_chunks):
-    """LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights)``.
+    """LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights, bad
+    ranges)``; nothing is sampled where destinations have bad ranges (:func:`range_is_bad`).
 
     ``table``: int64 order keys of ``z_t`` per vertex (``r_t = Φ(z_t)``, see
     :func:`_dependent_variate_table`), or empty (compute ``r_t`` per edge from the keys).
     ``num_chunks``: work chunks of about equal scanned edges for the ``prange``.
     """
     n = nodes.size
+    num_edges = indices.size
     out_indptr = np.zeros(n + 1, np.int64)
     selected = np.zeros(n, np.int64)  # k of the destinations that select (k < d)
+    bad = 0
     for i in numba.prange(n):
         v = nodes[i]
-        d = np.int64(indptr[v + 1] - indptr[v])
+        start, end = np.int64(indptr[v]), np.int64(indptr[v + 1])
+        bad += range_is_bad(start, end, num_edges)
+        d = end - start
         k = d if fanout == -1 or fanout >= d else fanout
         out_indptr[i + 1] = k
         selected[i] = k if k < d else 0
+    if bad:
+        return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32), bad
     largest = 0
     for i in range(n):
         out_indptr[i + 1] += out_indptr[i]
@@ -315,17 +347,15 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
                 out_eids[lo + j] = e
                 out_src[lo + j] = indices[e]
                 out_w[lo + j] = w
-    return out_indptr, out_src, out_eids, out_w
+    return out_indptr, out_src, out_eids, out_w, 0
 
 
 # ---------------------------------------------------------------- Poisson sampling
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, edge_weight_num, denom):
+def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, denom):
     """Keep in-edge ``j`` of destination ``i`` iff ``r_t <= p`` with ``p = edge_prob[o + j]``
-    (``o = edge_offsets[i]``); weight ``edge_weight_num[o + j] / (denom[i] * p)``, with a
-    numerator of 1 when ``edge_weight_num`` is empty. ``variates[local[o + j]]`` is
-    ``r_t`` of the edge's source."""
-    unit = edge_weight_num.size == 0
+    (``o = edge_offsets[i]``); weight ``1 / (denom[i] * p)``. ``variates[local[o + j]]``
+    is ``r_t`` of the edge's source."""
     n = nodes.size
     out_indptr = np.zeros(n + 1, np.int64)
     for i in numba.prange(n):
@@ -351,74 +381,133 @@ def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, e
             if p > 0.0 and variates[local[o + j]] <= p:
                 out_eids[m] = start + j
                 out_src[m] = indices[start + j]
-                numerator = 1.0 if unit else edge_weight_num[o + j]
-                out_w[m] = np.float32(numerator / (denom[i] * p))
+                out_w[m] = np.float32(1.0 / (denom[i] * p))
                 m += 1
     return out_indptr, out_src, out_eids, out_w
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _gather_neighbourhoods(indptr, indices, nodes):
-    """Offsets ``[n + 1]`` and the concatenated in-neighbour ids ``[Σ d]`` of ``nodes``."""
+    """Offsets ``[n + 1]`` and the concatenated in-neighbour ids ``[Σ d]`` of ``nodes``,
+    and the number of destinations with a bad range (:func:`range_is_bad`; then no ids)."""
     n = nodes.size
     offsets = np.zeros(n + 1, np.int64)
+    bad = 0
     for i in range(n):
         v = nodes[i]
-        offsets[i + 1] = offsets[i] + (indptr[v + 1] - indptr[v])
+        start, end = np.int64(indptr[v]), np.int64(indptr[v + 1])
+        if range_is_bad(start, end, indices.size):
+            bad += 1
+        offsets[i + 1] = offsets[i] + (end - start)
+    if bad:
+        return offsets, np.empty(0, np.int64), bad
     ids = np.empty(offsets[n], np.int64)
     for i in numba.prange(n):
         start = np.int64(indptr[nodes[i]])
         o = offsets[i]
         for j in range(offsets[i + 1] - o):
             ids[o + j] = indices[start + j]
-    return offsets, ids
+    return offsets, ids, 0
+
+
+# ---------------------------------------------------------------- weighted LABOR-0
+@numba.njit(inline="always", nogil=True, cache=True)
+def _priority_weight(w, largest, tau, total, log_space):
+    """HT weight ``a / (Σa · min(1, a τ))`` of a kept edge, ``a = w / largest`` its
+    weight over the destination's largest and ``total = Σa``; ``tau`` is ``τ`` (or
+    ``log τ`` when ``log_space``) in the same units as :func:`weighted_score`."""
+    if log_space:
+        log_a = math.log(w) - math.log(largest)
+        if log_a + tau >= 0.0:
+            return math.exp(log_a) / total
+        return math.exp(-tau) / total
+    a = w / largest
+    if a * tau >= 1.0:
+        return a / total
+    return 1.0 / (total * tau)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _weighted_probabilities(indptr, nodes, probs, offsets, fanout):
-    """Per edge ``π_ts = min(1, c_s A_ts)`` with ``Σ_t π_ts = min(k, #positive)``; per
-    destination the weight sum ``Σ_t A_ts`` (the HT denominator's scale)."""
+def _weighted_labor0(indptr, indices, nodes, probs, offsets, local, variates, fanout, num_chunks):
+    """Weighted LABOR-0 (priority sampling, module doc) of ``nodes``: ``(indptr [n + 1],
+    sources, edge ids, float32 weights, non-finite weights)``; nothing is sampled when
+    the last is not 0. ``variates[local[offsets[i] + j]]`` is ``r_t`` of in-edge ``j``
+    of destination ``i``."""
     n = nodes.size
-    edge_prob = np.zeros(offsets[n], np.float64)
-    weight = np.zeros(offsets[n], np.float64)
-    sums = np.zeros(n, np.float64)
+    out_indptr = np.zeros(n + 1, np.int64)
+    positives = np.empty(n, np.int64)
+    largest = np.empty(n, np.float64)
+    log_space = np.empty(n, np.bool_)
+    non_finite = 0
     for i in numba.prange(n):
         start = np.int64(indptr[nodes[i]])
-        o = offsets[i]
-        d = offsets[i + 1] - o
-        positive = 0
-        total = 0.0
-        for j in range(d):
-            a = np.float64(probs[start + j])
-            a = a if a > 0.0 else 0.0
-            weight[o + j] = a
-            total += a
-            positive += a > 0.0
-        sums[i] = total
-        k = positive if fanout == -1 or fanout >= positive else fanout
-        if k == 0:
-            continue
-        if k == positive:
+        positive, largest[i], log_space[i], this_non_finite = weight_range(probs, start, offsets[i + 1] - offsets[i])
+        non_finite += this_non_finite
+        positives[i] = positive
+        out_indptr[i + 1] = positive if fanout == -1 or fanout >= positive else fanout
+    if non_finite:
+        return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32), non_finite
+    heap = 1  # slots of the heap of the k + 1 smallest scores: > the largest k that selects
+    for i in range(n):
+        if out_indptr[i + 1] < positives[i]:
+            heap = max(heap, out_indptr[i + 1] + 1)
+        out_indptr[i + 1] += out_indptr[i]
+    total = out_indptr[n]
+    out_src = np.empty(total, np.int64)
+    out_eids = np.empty(total, np.int64)
+    out_w = np.empty(total, np.float32)
+    chunks = edge_balanced_chunks(indptr, nodes, num_chunks)
+    for c in numba.prange(chunks.size - 1):
+        score = np.empty(heap, np.float64)
+        pos = np.empty(heap, np.int64)
+        ranked = np.empty(_SMALL_SORT, np.int64)
+        for i in range(chunks[c], chunks[c + 1]):
+            v, start, d, lo, k = destination_ranges(indptr, nodes, out_indptr, i)
+            if k == 0:
+                continue
+            top, logs = largest[i], log_space[i]
+            weights = probs[start : start + d]
+            sum_a = 0.0
+            if k == positives[i]:  # every positive-weight edge, weight a / Σa
+                for j in range(d):
+                    w = np.float64(weights[j])
+                    sum_a += w / top if w > 0.0 else 0.0
+                m = lo
+                for j in range(d):
+                    w = np.float64(weights[j])
+                    if w > 0.0:
+                        out_eids[m] = start + j
+                        out_src[m] = indices[start + j]
+                        out_w[m] = np.float32(w / top / sum_a)
+                        m += 1
+                continue
+            # A max-heap of the k + 1 smallest (score, position): its root is τ, the rest
+            # are kept. Positions ascend, so ties go to the lower edge id.
+            sources = local[offsets[i] : offsets[i] + d]
+            filled = 0
             for j in range(d):
-                edge_prob[o + j] = 1.0 if weight[o + j] > 0.0 else 0.0
-            continue
-        # Water-filling: c = (k - #capped) / Σ_uncapped A, until the capped set is stable.
-        capped_sum = 0.0
-        capped = 0
-        while True:
-            c = (k - capped) / (total - capped_sum)
-            new_capped = 0
-            new_sum = 0.0
-            for j in range(d):
-                if weight[o + j] * c >= 1.0:
-                    new_capped += 1
-                    new_sum += weight[o + j]
-            if new_capped == capped:
-                break
-            capped, capped_sum = new_capped, new_sum
-        for j in range(d):
-            edge_prob[o + j] = min(1.0, c * weight[o + j])
-    return edge_prob, weight, sums
+                w = np.float64(weights[j])
+                if not w > 0.0:
+                    continue
+                sum_a += w / top
+                s = weighted_score(variates[sources[j]], w, top, logs)
+                if filled <= k:
+                    score[filled] = s
+                    pos[filled] = j
+                    filled += 1
+                    if filled == k + 1:
+                        heapify(score, pos, k + 1)
+                else:
+                    offer(score, pos, k + 1, s, j)
+            tau = score[0]
+            kept = pos[1 : k + 1]
+            sort_small(kept, k, ranked)
+            for j in range(k):
+                e = start + kept[j]
+                out_eids[lo + j] = e
+                out_src[lo + j] = indices[e]
+                out_w[lo + j] = np.float32(_priority_weight(np.float64(weights[kept[j]]), top, tau, sum_a, logs))
+    return out_indptr, out_src, out_eids, out_w, 0
 
 
 # ---------------------------------------------------------------- LABOR-k / LABOR-*
@@ -593,22 +682,30 @@ def sample_labor(
 
     Args:
         indptr, indices: the graph's CSC arrays (int32/int64), valid as
-            :class:`~graphpipe.CSCGraph` checks them (every id in ``indices`` is a node):
-            the kernels index with them unchecked.
+            :class:`~graphpipe.CSCGraph` checks them. Checked here: their types,
+            ``indptr[-1] <= len(indices)`` and the ranges of ``nodes``; not checked (that
+            is ``O(graph)``): that every id in ``indices`` is a node, which a layer's
+            unique_and_compact then checks for the ids sampled.
         nodes: ``[num_dst]`` int64 destination ids.
         fanout: ``>= 1`` or -1 (all in-edges).
         variates: the keys of the layer's per-vertex uniforms.
         importance_sampling: 0 (LABOR-0), ``k > 0`` (LABOR-k) or -1 (LABOR-*).
-        probs: optional ``[num_edges]`` float edge weights (weighted LABOR-0).
+        probs: optional ``[num_edges]`` float32/float64 edge weights (weighted LABOR-0).
 
     Returns:
         :class:`LayerSample` with int64 ``indptr``, ``indices`` (global), ``edge_ids``
         (ascending within a destination) and float32 HT ``edge_weights``.
+
+    Raises:
+        ValueError: ``indptr`` ranges of ``nodes`` outside ``indices``, or NaN or
+            infinite ``probs`` of their in-edges.
     """
     fanout = check_fanout(fanout, "sample_labor")
     check_importance_sampling(importance_sampling, "sample_labor")
     if probs is not None and importance_sampling != 0:
         raise NotImplementedError("sample_labor: weighted LABOR supports importance_sampling=0 only")
+    check_graph_arrays(indptr, indices, "sample_labor")
+    check_probs(probs, indices.numel(), "sample_labor")
     nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
     k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
     c0, c1, dependent = float(variates.c0), float(variates.c1), bool(variates.dependent)
@@ -623,27 +720,30 @@ def sample_labor(
             indptr, indices, nodes.to(device), fanout, variates=lambda t: _labor_variates_torch(t, variates)
         )
     indptr_np, indices_np, nodes_np = (t.contiguous().numpy() for t in (indptr, indices, nodes))
+    fanout = min(fanout, _FANOUT_CAP)
+    chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
     if probs is None and importance_sampling == 0:
         table = _dependent_variate_table(indptr_np, nodes_np, fanout, variates)
-        chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
-        out = _labor0(indptr_np, indices_np, nodes_np, fanout, table, k0, k1, c0, c1, dependent, chunks)
+        *out, bad_ranges = _labor0(indptr_np, indices_np, nodes_np, fanout, table, k0, k1, c0, c1, dependent, chunks)
+        check_kernel_report(bad_ranges, 0, "sample_labor")
         return LayerSample(*(torch.from_numpy(a) for a in out))
-    offsets, neighbour_ids = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
+    offsets, neighbour_ids, bad_ranges = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
+    check_kernel_report(bad_ranges, 0, "sample_labor")
     vertices, local = unique_and_compact(
         torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids), indptr.numel() - 1
     )
     vertices_np, local_np = vertices.numpy(), local.numpy()
     r = labor_variates(vertices_np, k0, k1, c0, c1, dependent)
     if probs is not None:
-        edge_prob, weight, sums = _weighted_probabilities(
-            indptr_np, nodes_np, probs.contiguous().numpy(), offsets, fanout
+        probs_np = probs.contiguous().numpy()
+        *out, non_finite = _weighted_labor0(
+            indptr_np, indices_np, nodes_np, probs_np, offsets, local_np, r, fanout, chunks
         )
-        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, weight, sums)
+        check_kernel_report(0, non_finite, "sample_labor")
     else:
         degrees = np.diff(offsets)
         edge_prob = _importance_sampling(offsets, local_np, vertices_np.size, degrees, fanout, importance_sampling)
-        unit = np.empty(0, np.float64)
-        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, unit, degrees.astype(np.float64))
+        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, degrees.astype(np.float64))
     return LayerSample(*(torch.from_numpy(a) for a in out))
 
 

@@ -17,11 +17,19 @@ positions ``i`` below are relative to the destination's CSC range):
 * weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum interval
   holds ``u_j * sum(w)``.
 
-Edges of zero (or negative, or NaN) weight are never drawn.
+Edges of zero (or negative) weight are never drawn. Weights may have any finite
+magnitude: each destination's weights are divided by its largest, so a sum past
+float64's range or subnormal weights draw in the right proportions, and a destination
+whose weights span more than 1e300 compares ``log(-log(u_i)) - log(w_i)`` (the same
+order, never infinite). NaN or infinite weights of the destinations' in-edges raise a
+ValueError, as do ``indptr`` ranges of the destinations that do not lie within
+``indices`` and outputs too large for the machine's memory (a huge ``fanout`` with
+replacement).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numba
@@ -32,7 +40,19 @@ from ..validation import check_fanout, check_node_ids
 from .gpu_sampling import sample_neighbors_torch
 from .layer_sample import LayerSample
 from .random import hash2, uniform, uniform_open
-from .selection import destination_ranges, sift_down, sort_small, write_ranked
+from .selection import (
+    check_graph_arrays,
+    check_kernel_report,
+    check_probs,
+    destination_ranges,
+    max_output_edges,
+    range_is_bad,
+    sift_down,
+    sort_small,
+    weight_range,
+    weighted_score,
+    write_ranked,
+)
 
 __all__ = ["sample_neighbors"]
 
@@ -43,6 +63,11 @@ _SMALL_FANOUT_MAX = 64
 # Destinations are picked in this many contiguous chunks, so that each chunk allocates
 # its scratch once (the work per destination is O(fanout) unless it keeps all its edges).
 _NUM_CHUNKS = 64
+# Bytes of output per sampled edge (int64 edge id and source id), and a fanout cap that
+# keeps the kernels' int64 counts from overflowing (any fanout above it keeps every
+# in-edge without replacement; with replacement the output could not fit in memory).
+_BYTES_PER_EDGE = 16
+_FANOUT_CAP = 1 << 61
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -108,19 +133,38 @@ def _floyd_hashed(vkey, start, d, k, out):
     out[:k].sort()
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _offsets(out_indptr, max_out):
+    """Prefix sums of the counts ``out_indptr[1:]`` in place, stopping at ``max_out + 1``
+    (counts are at most ``_FANOUT_CAP``, so nothing overflows): the total is then
+    ``out_indptr[-1]``, or more than ``max_out`` if the output would not fit."""
+    n = out_indptr.size - 1
+    for i in range(n):
+        out_indptr[i + 1] = min(out_indptr[i + 1] + out_indptr[i], max_out + 1)
+    return out_indptr[n]
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
+def _sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out):
     """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
     ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
-    ``indices`` overlap instead of stalling the sampling arithmetic)."""
+    ``indices`` overlap instead of stalling the sampling arithmetic).
+
+    Returns ``(indptr, sources, edge ids, bad ranges)``; when a destination's range is
+    bad (:func:`range_is_bad`) or the output would exceed ``max_out`` edges, nothing is
+    sampled (the caller raises)."""
     num_dst = nodes.shape[0]
+    num_edges = indices.shape[0]
     starts = np.empty(num_dst, np.int64)
     degrees = np.empty(num_dst, np.int64)
     out_indptr = np.empty(num_dst + 1, np.int64)
     out_indptr[0] = 0
+    bad = 0
     for i in numba.prange(num_dst):
         start = np.int64(indptr[nodes[i]])
-        d = np.int64(indptr[nodes[i] + 1]) - start
+        end = np.int64(indptr[nodes[i] + 1])
+        bad += range_is_bad(start, end, num_edges)
+        d = end - start
         starts[i] = start
         degrees[i] = d
         if fanout == -1:
@@ -129,9 +173,11 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
             out_indptr[i + 1] = fanout if d > 0 else 0
         else:
             out_indptr[i + 1] = min(d, fanout)
-    for i in range(num_dst):
-        out_indptr[i + 1] += out_indptr[i]
-    num_out = out_indptr[num_dst]
+    if bad:
+        return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), bad
+    num_out = _offsets(out_indptr, max_out)
+    if num_out > max_out:
+        return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), 0
     out_eids = np.empty(num_out, np.int64)
     for chunk in numba.prange(_NUM_CHUNKS):
         draws = np.empty(_SMALL_FANOUT_MAX, np.int64)
@@ -158,14 +204,15 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace):
     out_src = np.empty(num_out, np.int64)
     for e in numba.prange(num_out):
         out_src[e] = indices[np.uint64(out_eids[e])]  # unsigned: no wraparound check
-    return out_indptr, out_src, out_eids
+    return out_indptr, out_src, out_eids, 0
 
 
 @numba.njit(nogil=True, cache=True)
-def _weighted_without_replacement(vkey, probs, start, d, k, pos):
+def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, pos):
     """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
-    ascending. A max-heap of the best ``k`` so far (exactly equal scores, which need
-    equal weights and equal 53-bit uniforms, are broken deterministically)."""
+    ascending, ``w`` divided by the ``largest`` weight (or in log space, see
+    :func:`weighted_score`). A max-heap of the best ``k`` so far (exactly equal scores,
+    which need equal weights and equal 53-bit uniforms, are broken deterministically)."""
     score = np.empty(k, np.float64)
     n = 0
     for p in range(d):
@@ -174,9 +221,9 @@ def _weighted_without_replacement(vkey, probs, start, d, k, pos):
             continue
         u = uniform_open(vkey, p)
         # -log(u) >= 1 - u: an edge this bound already rules out needs no logarithm.
-        if n == k and 1.0 - u >= score[0] * w:
+        if n == k and not log_space and 1.0 - u >= score[0] * (w / largest):
             continue
-        s = -np.log(u) / w
+        s = weighted_score(-math.log(u), w, largest, log_space)
         if n < k:
             m = n
             n += 1
@@ -197,12 +244,19 @@ def _weighted_without_replacement(vkey, probs, start, d, k, pos):
 
 
 @numba.njit(nogil=True, cache=True)
-def _weighted_with_replacement(vkey, probs, start, d, k, total, pos):
+def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos):
     """``pos[:k]`` = ``k`` independent draws proportional to weight, ascending.
 
-    The targets ``u_j * total`` are sorted, then one sweep over the weight prefix sums
-    gives each target the first position whose prefix sum exceeds it.
+    Weights are divided by the ``largest`` one (so their sum is at most ``d``, and
+    subnormal weights become ordinary ratios). The targets ``u_j * total`` are sorted,
+    then one sweep over the weight prefix sums gives each target the first position
+    whose prefix sum exceeds it.
     """
+    total = 0.0
+    for p in range(d):
+        w = np.float64(probs[start + p])
+        if w > 0.0:
+            total += w / largest
     targets = np.empty(k, np.float64)
     for j in range(k):
         targets[j] = uniform(vkey, j) * total
@@ -214,7 +268,7 @@ def _weighted_with_replacement(vkey, probs, start, d, k, total, pos):
         w = np.float64(probs[start + p])
         if not w > 0.0:
             continue
-        cum += w
+        cum += w / largest
         last = p
         while j < k and targets[j] < cum:
             pos[j] = p
@@ -227,31 +281,41 @@ def _weighted_with_replacement(vkey, probs, start, d, k, total, pos):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace):
-    """Pass 1 counts positive-weight in-edges per destination, pass 2 fills."""
+def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace, max_out):
+    """Pass 1 checks the ranges and counts positive-weight in-edges per destination
+    (noting the largest weight and whether scores need log space), pass 2 fills.
+
+    Returns ``(indptr, sources, edge ids, bad ranges, non-finite weights)``; nothing is
+    sampled when either count is not 0 or the output would exceed ``max_out`` edges."""
     num_dst = nodes.shape[0]
+    num_edges = indices.shape[0]
     out_indptr = np.empty(num_dst + 1, np.int64)
     out_indptr[0] = 0
-    totals = np.empty(num_dst, np.float64)
+    largest = np.empty(num_dst, np.float64)
+    log_space = np.empty(num_dst, np.bool_)
+    bad = 0
+    non_finite = 0
     for i in numba.prange(num_dst):
         v = nodes[i]
-        positive = 0
-        total = 0.0
-        for e in range(indptr[v], indptr[v + 1]):
-            w = np.float64(probs[e])
-            if w > 0.0:
-                positive += 1
-                total += w
-        totals[i] = total
+        start, end = np.int64(indptr[v]), np.int64(indptr[v + 1])
+        if range_is_bad(start, end, num_edges):
+            bad += 1
+            out_indptr[i + 1] = 0
+            continue
+        positive, largest[i], log_space[i], this_non_finite = weight_range(probs, start, end - start)
+        non_finite += this_non_finite
         if fanout == -1:
             out_indptr[i + 1] = positive
         elif replace:
             out_indptr[i + 1] = fanout if positive > 0 else 0
         else:
             out_indptr[i + 1] = min(positive, fanout)
-    for i in range(num_dst):
-        out_indptr[i + 1] += out_indptr[i]
-    num_out = out_indptr[num_dst]
+    empty = np.empty(0, np.int64)
+    if bad or non_finite:
+        return out_indptr, empty, empty, bad, non_finite
+    num_out = _offsets(out_indptr, max_out)
+    if num_out > max_out:
+        return out_indptr, empty, empty, 0, 0
     out_eids = np.empty(num_out, np.int64)
     out_src = np.empty(num_out, np.int64)
     for i in numba.prange(num_dst):
@@ -261,7 +325,7 @@ def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace):
         pos = out_eids[lo : lo + k]
         vkey = hash2(key, v)
         if replace and fanout != -1:
-            _weighted_with_replacement(vkey, probs, start, d, k, totals[i], pos)
+            _weighted_with_replacement(vkey, probs, start, d, k, largest[i], pos)
         elif fanout == -1 or k < fanout:  # every positive-weight in-edge
             m = 0
             for p in range(d):
@@ -269,12 +333,12 @@ def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace):
                     pos[m] = p
                     m += 1
         else:
-            _weighted_without_replacement(vkey, probs, start, d, k, pos)
+            _weighted_without_replacement(vkey, probs, start, d, k, largest[i], log_space[i], pos)
         for m in range(k):
             e = start + pos[m]
             pos[m] = e
             out_src[lo + m] = indices[e]
-    return out_indptr, out_src, out_eids
+    return out_indptr, out_src, out_eids, 0, 0
 
 
 def sample_neighbors(
@@ -305,28 +369,37 @@ def sample_neighbors(
         A :class:`LayerSample` (``edge_weights=None``): ``indptr`` ``[num_dst + 1]``,
         ``indices`` (global source ids) and ``edge_ids``, all int64, each destination's
         edges in ascending edge id.
+
+    Raises:
+        ValueError: ``indptr`` ranges of ``nodes`` outside ``indices`` (checked for the
+            destinations only, as the kernel reads them), NaN or infinite ``probs`` of
+            their in-edges, or an output too large for memory (a huge ``fanout`` with
+            replacement).
     """
     fanout = check_fanout(fanout, "sample_neighbors")
     if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
         raise ValueError(f"sample_neighbors: `key` must be an int in [0, 2**64), got {key!r}")
     key = int(key)
+    check_graph_arrays(indptr, indices, "sample_neighbors")
     num_nodes = indptr.numel() - 1
     nodes = check_node_ids(nodes, num_nodes, "nodes", "sample_neighbors")
-    if probs is not None:
-        if not isinstance(probs, torch.Tensor) or probs.dtype not in (torch.float32, torch.float64):
-            raise TypeError(
-                f"sample_neighbors: `probs` must be a float32 or float64 tensor, got "
-                f"{getattr(probs, 'dtype', type(probs).__name__)}"
-            )
-        if probs.dim() != 1 or probs.numel() != indices.numel():
-            raise ValueError(
-                f"sample_neighbors: `probs` must have shape [num_edges]=[{indices.numel()}], "
-                f"got {tuple(probs.shape)}"
-            )
+    check_probs(probs, indices.numel(), "sample_neighbors")
     if nodes.is_cuda or indptr.is_cuda:  # GPU path: the graph in device or pinned host memory
+        # The torch ops draw [num_dst, fanout] with replacement, whatever the degrees.
+        if replace and fanout != -1 and fanout * nodes.numel() > max_output_edges(_BYTES_PER_EDGE):
+            raise _too_many_edges(fanout, replace, nodes.numel())
         device = nodes.device if nodes.is_cuda else indptr.device
+        fanout = min(fanout, _FANOUT_CAP)
         return sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs)
     return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs)
+
+
+def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> ValueError:
+    return ValueError(
+        f"sample_neighbors: `fanout`={fanout} (replace={bool(replace)}) would sample more than "
+        f"{max_output_edges(_BYTES_PER_EDGE)} edges for these {num_dst} destinations, more than fit in the "
+        f"machine's memory; use a smaller fanout"
+    )
 
 
 def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs) -> LayerSample:
@@ -334,9 +407,23 @@ def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs) -> LayerSam
     indices_np = indices.contiguous().numpy()
     nodes_np = nodes.contiguous().numpy()
     key = np.uint64(key)
-    if probs is None:
-        out = _sample_uniform(indptr_np, indices_np, nodes_np, fanout, key, bool(replace))
-    else:
-        out = _sample_weighted(indptr_np, indices_np, nodes_np, probs.contiguous().numpy(), fanout, key, bool(replace))
-    out_indptr, out_src, out_eids = out
+    max_out = max_output_edges(_BYTES_PER_EDGE)
+    capped = min(fanout, _FANOUT_CAP)
+    try:
+        if probs is None:
+            out = _sample_uniform(indptr_np, indices_np, nodes_np, capped, key, bool(replace), max_out)
+            bad_ranges, non_finite = out[3], 0
+        else:
+            probs_np = probs.contiguous().numpy()
+            out = _sample_weighted(indptr_np, indices_np, nodes_np, probs_np, capped, key, bool(replace), max_out)
+            bad_ranges, non_finite = out[3], out[4]
+    except MemoryError as error:
+        raise MemoryError(
+            f"sample_neighbors: out of memory sampling {nodes_np.size} destinations with `fanout`={fanout} "
+            f"(replace={bool(replace)}); use a smaller fanout or batch"
+        ) from error
+    check_kernel_report(bad_ranges, non_finite, "sample_neighbors")
+    out_indptr, out_src, out_eids = out[:3]
+    if out_indptr[-1] > max_out:
+        raise _too_many_edges(fanout, replace, nodes_np.size)
     return LayerSample(torch.from_numpy(out_indptr), torch.from_numpy(out_src), torch.from_numpy(out_eids))

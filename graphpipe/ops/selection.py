@@ -1,20 +1,35 @@
 """Small numba building blocks shared by the sampling kernels: a bounded max-heap that
 keeps the ``k`` smallest ``(score, position)`` pairs, a sort for a fanout's few values,
 work chunks of equal edge counts for ``prange`` loops over destinations of power-law
-degrees, and the per-destination ranges of a kernel's fill pass."""
+degrees, the per-destination ranges of a kernel's fill pass, scale-free weighted scores;
+and the argument checks the public sampling ops share (graph arrays, a kernel's report
+of bad ranges or weights, output sizes)."""
+
+import functools
+import math
+import os
 
 import numba
 import numpy as np
+import torch
 
 __all__ = [
     "CHUNKS_PER_THREAD",
+    "LOG_SPACE_SPREAD",
+    "check_graph_arrays",
+    "check_kernel_report",
+    "check_probs",
     "destination_ranges",
     "edge_balanced_chunks",
     "heapify",
     "keep_k_smallest",
+    "max_output_edges",
     "offer",
+    "range_is_bad",
     "sift_down",
     "sort_small",
+    "weight_range",
+    "weighted_score",
     "write_ranked",
 ]
 
@@ -132,3 +147,119 @@ def destination_ranges(indptr, nodes, out_indptr, i):
     d = np.int64(indptr[v + 1]) - start
     lo = out_indptr[i]
     return v, start, d, lo, out_indptr[i + 1] - lo
+
+
+# ---------------------------------------------------------------- weights of any magnitude
+# Weighted kernels divide every weight by its destination's largest, so that sums and
+# scores depend on ratios only: a destination's weights may be subnormal or sum past
+# float64's range. Where its positive weights span more than 1 / LOG_SPACE_SPREAD, a
+# score ``x / (w / w_max)`` could overflow (and ties of inf would pick by position), so
+# that destination compares ``log(x) - (log(w) - log(w_max))`` instead: finite for every
+# positive finite weight, the same order.
+LOG_SPACE_SPREAD = 1e-300
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def weight_range(probs, start, d):
+    """``(positive, largest, log_space, non_finite)`` of the weights ``probs[start:start
+    + d]``: the number of positive weights, the largest weight (0.0 if none), whether
+    their spread calls for log-space scores, and the number of NaN or infinite weights
+    (which no rule samples: the caller raises)."""
+    positive = 0
+    largest = 0.0
+    smallest = np.inf
+    non_finite = 0
+    weights = probs[start : start + d]  # indexed from 0: no wraparound checks
+    for j in range(d):  # branch-free
+        w = np.float64(weights[j])
+        non_finite += not abs(w) < np.inf
+        positive += w > 0.0
+        largest = max(largest, w)
+        smallest = min(smallest, w if w > 0.0 else np.inf)
+    return positive, largest, smallest < largest * LOG_SPACE_SPREAD, non_finite
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def weighted_score(x, w, largest, log_space):
+    """``x / (w / largest)`` for ``x >= 0`` and a positive weight ``w <= largest``, or
+    its logarithm when ``log_space`` (:data:`LOG_SPACE_SPREAD`): ordered as ``x / w``."""
+    if log_space:
+        return math.log(x) - (math.log(w) - math.log(largest))
+    return x / (w / largest)
+
+
+# ---------------------------------------------------------------- checks of the public ops
+@numba.njit(inline="always", nogil=True, cache=True)
+def range_is_bad(start, end, num_edges):
+    """Whether the CSC range ``[start, end)`` is not within ``[0, num_edges]`` or runs
+    backwards: two unsigned comparisons (a negative bound is a huge unsigned one)."""
+    return (np.uint64(start) > np.uint64(end)) | (np.uint64(end) > np.uint64(num_edges))
+
+
+def check_graph_arrays(indptr, indices, where: str) -> None:
+    """``indptr``/``indices`` are 1-D int32/int64 tensors with ``0 <= indptr[-1] <=
+    len(indices)`` (read when ``indptr`` is in host memory): O(1). The kernels check the
+    destinations' own ranges as they read them (:func:`range_is_bad`,
+    :func:`check_kernel_report`): O(batch), not O(graph)."""
+    for name, array in (("indptr", indptr), ("indices", indices)):
+        if not isinstance(array, torch.Tensor) or array.dtype not in (torch.int32, torch.int64):
+            raise TypeError(
+                f"{where}: `{name}` must be an int32 or int64 tensor, got "
+                f"{getattr(array, 'dtype', type(array).__name__)}"
+            )
+        if array.dim() != 1:
+            raise ValueError(f"{where}: `{name}` must be 1-D, got shape {tuple(array.shape)}")
+    if indptr.numel() == 0:
+        raise ValueError(f"{where}: `indptr` must have num_nodes + 1 >= 1 entries, got none")
+    if indptr.is_cuda:  # reading it would synchronise: the torch ops check the ranges they read
+        return
+    last = int(indptr[-1])
+    if not 0 <= last <= indices.numel():
+        raise ValueError(
+            f"{where}: `indptr` and `indices` disagree: indptr[-1] = {last} but `indices` has "
+            f"{indices.numel()} entries"
+        )
+
+
+def check_probs(probs, num_edges: int, where: str) -> None:
+    """``probs`` is None or a ``[num_edges]`` float32/float64 tensor. Its values are
+    checked by the kernels, for the in-edges of the destinations they read."""
+    if probs is None:
+        return
+    if not isinstance(probs, torch.Tensor) or probs.dtype not in (torch.float32, torch.float64):
+        raise TypeError(
+            f"{where}: `probs` must be a float32 or float64 tensor, got "
+            f"{getattr(probs, 'dtype', type(probs).__name__)}"
+        )
+    if probs.dim() != 1 or probs.numel() != num_edges:
+        raise ValueError(f"{where}: `probs` must have shape [num_edges]=[{num_edges}], got {tuple(probs.shape)}")
+
+
+def check_kernel_report(bad_ranges: int, non_finite: int, where: str) -> None:
+    """Raise for what a kernel's first pass found: destinations whose ``indptr`` range is
+    not within ``indices``, or NaN / infinite weights among their in-edges."""
+    if bad_ranges:
+        raise ValueError(
+            f"{where}: `indptr` and `indices` disagree: {bad_ranges} destination(s) have an "
+            f"in-edge range [indptr[v], indptr[v + 1]) that is decreasing or outside "
+            f"[0, len(indices)]; is the graph file corrupted?"
+        )
+    if non_finite:
+        raise ValueError(
+            f"{where}: `probs` must be finite: {non_finite} in-edge weight(s) of these "
+            f"destinations are NaN or infinite"
+        )
+
+
+@functools.lru_cache(maxsize=None)
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system
+        return 1 << 62
+
+
+def max_output_edges(bytes_per_edge: int) -> int:
+    """The most sampled edges whose output arrays (``bytes_per_edge`` each) fit in the
+    machine's physical memory: a larger output can only end in an allocation failure."""
+    return _physical_memory() // bytes_per_edge

@@ -88,39 +88,104 @@ def test_labor0_inclusion_probability_is_fanout_over_degree():
     assert stats.chisquare(hits.numpy(), np.full(10, trials * 0.3)).pvalue > 1e-3
 
 
-def _weighted_pi(weights, k):
-    """Reference water-filling: π = min(1, c·w), Σ π = min(k, #positive)."""
-    w = np.asarray(weights, dtype=np.float64)
-    k = min(k, int((w > 0).sum()))
-    capped = np.zeros(w.size, bool)
-    while True:
-        c = (k - capped.sum()) / w[~capped].sum()
-        new = c * w >= 1
-        if (new == capped).all():
-            return np.minimum(1.0, c * w)
-        capped = new
+def _priority_reference(a, r, k):
+    """Weighted LABOR-0 by brute force: the positions kept from weights ``a`` and source
+    variates ``r`` (the ``k`` smallest ``r / a`` among positive weights) and their HT
+    weights ``a / (Σa · min(1, a τ))``, ``τ`` the ``(k + 1)``-th smallest ``r / a``."""
+    a, r = np.asarray(a, np.float64), np.asarray(r, np.float64)
+    positive = np.flatnonzero(a > 0)
+    total = a[positive].sum()
+    if k == -1 or k >= positive.size:
+        return positive, a[positive] / total
+    ratios = r[positive] / a[positive]
+    order = np.argsort(ratios, kind="stable")
+    kept = np.sort(positive[order[:k]])
+    tau = ratios[order[k]]
+    return kept, a[kept] / (total * np.minimum(1.0, a[kept] * tau))
 
 
-def test_weighted_labor_inclusion_probabilities_are_exact():
+@pytest.mark.parametrize("fanout", [1, 3, 7, -1])
+@pytest.mark.parametrize("dependent", [False, True])
+def test_weighted_labor0_is_priority_sampling(graph_builder, fanout, dependent):
+    """Exactly min(fanout, #positive) edges per destination, GraphBolt's rule (the k
+    smallest r_t / A_ts, zero weights never), and priority sampling's HT weights."""
+    graph = graph_builder(num_nodes=300, max_degree=40, seed=11, weights=True)
+    probs = graph.edge_attributes["weight"]
+    nodes = torch.randperm(300, generator=torch.Generator().manual_seed(2))[:150]
+    indptr, indices = graph.indptr.long(), graph.indices.long()
+    for key in range(5):
+        variates = Variates(derive_key(key, 3), derive_key(key, 4), 0.6, 0.8, dependent)
+        sample = sample_labor(graph.indptr, graph.indices, nodes, fanout, variates=variates, probs=probs)
+        counts = _check_edges(graph, nodes, sample)
+        r = labor_variates(indices.numpy(), np.uint64(variates.k0), np.uint64(variates.k1), 0.6, 0.8, dependent)
+        for i, v in enumerate(nodes.tolist()):
+            lo, hi = int(indptr[v]), int(indptr[v + 1])
+            kept, weights = _priority_reference(probs[lo:hi].numpy(), r[lo:hi], fanout)
+            got = slice(int(sample.indptr[i]), int(sample.indptr[i + 1]))
+            assert int(counts[i]) == kept.size == (min(fanout, int((probs[lo:hi] > 0).sum())) if fanout != -1 else kept.size)
+            assert sample.edge_ids[got].tolist() == (kept + lo).tolist()
+            assert np.allclose(sample.edge_weights[got].numpy(), weights, rtol=1e-5)
+        assert bool((probs[sample.edge_ids] > 0).all())
+
+
+def test_weighted_labor0_keeps_the_heavy_edges_together():
+    """Weights 8:4:2:1:1:0.5:0:3, fanout 3, one destination: 3 edges every time, never the
+    zero-weight one, the heaviest almost always, and the HT weights of each sample are
+    those of priority sampling."""
     weights = torch.tensor([8.0, 4.0, 2.0, 1.0, 1.0, 0.5, 0.0, 3.0])
     graph = _star(degree=8, weights=weights)
-    pi = _weighted_pi(weights.numpy(), 3)
-    assert pi[0] == 1.0 and pi[6] == 0.0
-    trials = 4000
     hits = np.zeros(8)
+    trials = 2000
     for k in range(trials):
-        s = sample_labor(
-            graph.indptr, graph.indices, torch.tensor([0]), 3, variates=Variates(derive_key(3, k)),
-            probs=graph.edge_attributes["w"],
-        )
+        variates = Variates(derive_key(3, k))
+        s = sample_labor(graph.indptr, graph.indices, torch.tensor([0]), 3, variates=variates, probs=weights)
+        assert s.edge_ids.numel() == 3
         hits[s.edge_ids.numpy()] += 1
-        # HT weights: A / (ΣA · π)
-        e = s.edge_ids.numpy()
-        assert np.allclose(s.edge_weights.numpy(), weights.numpy()[e] / (weights.sum().item() * pi[e]), rtol=1e-5)
-    assert hits[6] == 0 and hits[0] == trials
-    middle = (pi > 0) & (pi < 1)
-    z = (hits[middle] - trials * pi[middle]) / np.sqrt(trials * pi[middle] * (1 - pi[middle]))
-    assert np.abs(z).max() < 4.0
+        r = labor_variates(graph.indices.numpy(), np.uint64(variates.k0), np.uint64(0), 1.0, 0.0, False)
+        kept, w = _priority_reference(weights.numpy(), r, 3)
+        assert s.edge_ids.tolist() == kept.tolist() and np.allclose(s.edge_weights.numpy(), w, rtol=1e-5)
+    assert hits[6] == 0 and hits.sum() == 3 * trials
+    assert hits[0] > 0.9 * trials and (np.diff(hits[[0, 1, 7, 2, 3]]) < 0).all()
+
+
+@pytest.mark.parametrize("weights", ["equal", "random", "huge", "subnormal"])
+def test_weighted_labor0_mean_estimate_is_unbiased(graph_builder, weights):
+    """Σ w_ts h_t over many keys averages to the weighted mean Σ A h / Σ A (priority
+    sampling's HT estimator), also for weights near float64's largest (their sums
+    overflow) and for subnormal ones."""
+    graph = graph_builder(num_nodes=200, max_degree=40, seed=3, weights=True)
+    probs = graph.edge_attributes["weight"].double()
+    generator = torch.Generator().manual_seed(1)
+    if weights == "equal":
+        probs = torch.ones(graph.num_edges, dtype=torch.float64)
+    elif weights == "huge":
+        probs = probs * 10.0 ** torch.empty(probs.numel(), dtype=torch.float64).uniform_(306, 308, generator=generator)
+    elif weights == "subnormal":
+        probs = torch.where(probs > 0, torch.randint(1, 50, probs.shape, generator=generator, dtype=torch.float64) * 5e-324, 0.0)
+    assert bool(torch.isfinite(probs).all())
+    h = torch.randn(200, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    indptr, indices = graph.indptr.long(), graph.indices.long()
+    positive = torch.zeros(200, dtype=torch.int64).index_add_(
+        0, torch.repeat_interleave(torch.arange(200), graph.in_degrees()), (probs > 0).long()
+    )
+    nodes = torch.nonzero(positive > 8).flatten()[:40]
+    truth = []
+    for v in nodes.tolist():
+        a = probs[indptr[v] : indptr[v + 1]]
+        a = a / a.max()  # ratios: the sums of "huge" overflow, "subnormal" ones lose bits
+        truth.append((a * h[indices[indptr[v] : indptr[v + 1]]]).sum() / a.sum())
+    truth = torch.stack(truth)
+    trials = 600
+    estimates = torch.zeros(trials, nodes.numel(), dtype=torch.float64)
+    for k in range(trials):
+        s = sample_labor(graph.indptr, graph.indices, nodes, 4, variates=Variates(derive_key(19, k)), probs=probs)
+        assert torch.equal(s.indptr[1:] - s.indptr[:-1], positive[nodes].clamp(max=4))
+        dst = torch.repeat_interleave(torch.arange(nodes.numel()), s.indptr[1:] - s.indptr[:-1])
+        estimates[k].index_add_(0, dst, s.edge_weights.double() * h[s.indices])
+    mean, se = estimates.mean(0), estimates.std(0) / trials**0.5
+    z = (mean - truth) / se
+    assert z.abs().max() < 4.5, z
+    assert bool((se > 0).all())
 
 
 @pytest.mark.parametrize("importance_sampling", [0, -1])
@@ -237,7 +302,8 @@ def test_labor0_all_candidates_and_ties_fall_back_to_the_heap():
     indptr, indices, nodes = graph.indptr.numpy(), graph.indices.numpy(), np.array([0])
     for value in (-10.0, 0.0):
         table = np.full(5001, value)
-        _, _, edge_ids, _ = _labor0(indptr, indices, nodes, 15, table, np.uint64(1), np.uint64(0), 1.0, 0.0, True, 4)
+        _, _, edge_ids, _, bad_ranges = _labor0(indptr, indices, nodes, 15, table, np.uint64(1), np.uint64(0), 1.0, 0.0, True, 4)
+        assert bad_ranges == 0
         assert edge_ids.tolist() == list(range(15))
 
 
