@@ -6,7 +6,7 @@ import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence
 
-from .pipes.base import Pipe
+from .pipes.base import Pipe, upstream
 from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed, check_count
 from .pipes.worker import ProcessWorkers
 from .transforms.defaults import default_transforms
@@ -46,7 +46,7 @@ class DataLoader:
         self._epoch = None
         self._workers: List[ProcessWorkers] = []
         if not isinstance(pipe, Pipe):
-            raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe (IterDataPipe), got {type(pipe).__name__}")
+            raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
         check_count(num_workers, "num_workers", "DataLoader", minimum=0)
         if transforms is None:
             transforms = default_transforms(num_workers)
@@ -196,7 +196,4 @@ def _with_timers(pipe: Pipe) -> Pipe:
 
 
 def _upstream_timer(stage: Pipe) -> Optional[Timed]:
-    source = getattr(stage, "source", None)
-    while isinstance(source, Pipe) and not isinstance(source, Timed):
-        source = getattr(source, "source", None)
-    return source if isinstance(source, Timed) else None
+    return next((s for s in upstream(getattr(stage, "source", None)) if isinstance(s, Timed)), None)

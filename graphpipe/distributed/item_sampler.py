@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from ..item_set import ItemSet
 from ..minibatch import MiniBatch
-from ..pipes.base import Pipe
+from ..pipes.base import Pipe, upstream
 from ..pipes.item_sampler import ItemSampler
 from ..validation import as_int, check_int
 from .partition import Partition
@@ -166,11 +166,9 @@ def _backend_for_cpu_and_cuda() -> Optional[str]:
 
 def find_distributed_item_sampler(stage: Pipe, where: str) -> DistributedItemSampler:
     """The DistributedItemSampler upstream of ``stage`` (following ``.source``)."""
-    pipe = getattr(stage, "source", None)
-    while isinstance(pipe, Pipe):
+    for pipe in upstream(getattr(stage, "source", None)):
         if isinstance(pipe, DistributedItemSampler):
             return pipe
-        pipe = getattr(pipe, "source", None)
     raise ValueError(
         f"{where}: cooperative=True needs a graphpipe.DistributedItemSampler upstream (it defines the "
         f"ranks, the vertex partition and the process groups); found none in the chain"

@@ -11,7 +11,7 @@ from ..csc_graph import CSCGraph
 from ..feature_store import FeatureStore
 from ..minibatch import MiniBatch
 from ..validation import check_node_ids
-from .base import Pipe, functional_pipe
+from .base import Pipe, functional_pipe, upstream
 
 __all__ = ["FeatureFetcher"]
 
@@ -120,12 +120,7 @@ def _checked_keys(features: FeatureStore, kind: str, keys: Sequence[str]) -> Lis
 def _sampler_upstream(source) -> Optional[Pipe]:
     """The nearest stage upstream of ``source`` (following ``.source``) that samples from a
     :class:`~graphpipe.CSCGraph` (has a ``graph`` attribute), or None."""
-    stage = source
-    while isinstance(stage, Pipe):
-        if isinstance(getattr(stage, "graph", None), CSCGraph):
-            return stage
-        stage = getattr(stage, "source", None)
-    return None
+    return next((stage for stage in upstream(source) if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
 
 
 def _check_rows(features: FeatureStore, node_keys: List[str], edge_keys: List[str], sampler: Pipe) -> None:

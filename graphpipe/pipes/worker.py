@@ -41,7 +41,7 @@ import torch
 import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
-from .base import Pipe
+from .base import Pipe, upstream
 from .stages import Timed, check_count
 
 __all__ = ["ProcessWorkers", "Shard"]
@@ -82,17 +82,8 @@ class _WorkerDone:
         self.timings = timings
 
 
-def _chain(pipe: Pipe) -> List[Pipe]:
-    """``pipe`` and its upstream stages, following ``.source``."""
-    chain = []
-    while isinstance(pipe, Pipe):
-        chain.append(pipe)
-        pipe = getattr(pipe, "source", None)
-    return chain
-
-
 def _the_shard(pipe: Pipe) -> Shard:
-    shards = [stage for stage in _chain(pipe) if isinstance(stage, Shard)]
+    shards = [stage for stage in upstream(pipe) if isinstance(stage, Shard)]
     if len(shards) != 1:
         raise ValueError(f"ProcessWorkers: the chain must contain exactly one Shard stage, found {len(shards)}")
     return shards[0]
@@ -126,8 +117,8 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
     numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
-    origin = _chain(shard)[-1]
-    timed = [stage for stage in _chain(pipe) if isinstance(stage, Timed)]
+    origin = upstream(shard)[-1]
+    timed = [stage for stage in upstream(pipe) if isinstance(stage, Timed)]
     while not shutdown.is_set():
         try:
             command = commands.get(timeout=_POLL_S)
@@ -337,7 +328,7 @@ class ProcessWorkers(Pipe):
 
     def __iter__(self):
         # The ItemSampler here keeps the epoch counter; the workers' copies are told it.
-        origin = _chain(_the_shard(self.source))[-1]
+        origin = upstream(_the_shard(self.source))[-1]
         epoch = getattr(origin, "epoch", 0)
         if hasattr(origin, "epoch"):
             origin.epoch += 1
@@ -396,7 +387,7 @@ class ProcessWorkers(Pipe):
             return item
 
     def _add_timings(self, done: _WorkerDone) -> None:
-        timed = [stage for stage in _chain(self.source) if isinstance(stage, Timed)]
+        timed = [stage for stage in upstream(self.source) if isinstance(stage, Timed)]
         for stage, (seconds, batches) in zip(timed, done.timings):
             stage.seconds += seconds
             stage.batches += batches

@@ -153,7 +153,8 @@ def test_process_workers_cuts_before_feature_fetching_and_shards_the_item_sample
     assert _types(process_workers(2)(sampler_only)) == ["ItemSampler", "Shard", "WindowSampler", "ProcessWorkers"]
     with pytest.raises(ValueError, match=r"process_workers: `num_workers` must be an int >= 1, got 0"):
         process_workers(0)
-    two_sources = Transform(gp.ItemSampler(gp.ItemSet(4), 2), lambda mb: mb)
-    two_sources.other = gp.ItemSampler(gp.ItemSet(4), 2)
-    with pytest.raises(ValueError, match=r"exactly one ItemSampler to shard, found 2"):
-        process_workers(2)(two_sources)
+    # The graph is what `.source` links reach: another attribute holding a pipe is not upstream.
+    no_sampler = Transform(gp.pipes.Timed(gp.pipes.Timed(None)), lambda mb: mb)
+    no_sampler.other = gp.ItemSampler(gp.ItemSet(4), 2)
+    with pytest.raises(ValueError, match=r"exactly one ItemSampler to shard, found 0"):
+        process_workers(2)(no_sampler)
