@@ -7,7 +7,8 @@ import weakref
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .pipes.base import Pipe, upstream
-from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed, check_count
+from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed
+from .validation import check_count
 from .pipes.worker import ProcessWorkers
 from .transforms.defaults import default_transforms
 from .transforms.explain import MAIN, describe, draw, placement, stage_label, to_graphviz
@@ -22,8 +23,9 @@ class DataLoader:
     Args:
         pipe: the chain as written, e.g.
             ``ItemSampler(...).sample_neighbor(...).fetch_feature(...)``. It is never
-            modified: the loader runs a rewritten copy (:attr:`rewritten`). Only the
-            ItemSampler is shared, so the epoch counter it keeps advances.
+            modified: the loader runs a rewritten copy (:attr:`rewritten`) and counts
+            its own epochs, so several loaders (and plain iterations) over one pipe
+            are independent.
         transforms: functions ``pipe -> pipe`` applied in order (see
             :mod:`graphpipe.transforms`). ``None``: :func:`default_transforms`, which
             overlaps sampling, feature fetching, host-to-device copies and the training
@@ -44,6 +46,7 @@ class DataLoader:
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
         self._epoch = None
+        self._next = (0, 0)  # (epoch, first batch) of the next iter()
         self._workers: List[ProcessWorkers] = []
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
@@ -72,20 +75,22 @@ class DataLoader:
 
     def __iter__(self):
         self._end_epoch()
-        epoch = self._run_epoch()
+        epoch, start = self._next
+        self._next = (epoch + 1, 0)
+        epoch = self._run_epoch(epoch, start)
         # A weak reference: when the loop drops its iterator (break, exception), the
         # epoch is collected and its `finally` stops the background work right away.
         self._epoch = weakref.ref(epoch)
         return epoch
 
-    def _run_epoch(self):
+    def _run_epoch(self, epoch: int, start: int):
         for stage in stages(self._timed):
             if isinstance(stage, Timed):
                 stage.reset()
             elif isinstance(stage, ThreadPoolMap):
                 stage.work_seconds = 0.0
         span = self._epoch_span = [time.perf_counter(), None]
-        iterator = iter(self._timed)
+        iterator = self._timed.stream(epoch, start)
         try:
             yield from iterator
         finally:

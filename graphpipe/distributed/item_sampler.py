@@ -134,17 +134,15 @@ class DistributedItemSampler(ItemSampler):
     def __len__(self) -> int:
         return sum(1 for count in self.shares(self.rank) if count)
 
-    def __iter__(self):
-        epoch = self.epoch
-        self.epoch += 1
+    def stream(self, epoch: int, start: int = 0):
+        """This rank's batches ``start, start + 1, ...`` of epoch ``epoch``."""
         order = self.epoch_order(epoch)
         names = self.item_set.names
         global_size = self.batch_size * self.world_size
         first_index = epoch * self.num_global_batches
         full, rest = divmod(len(self.item_set), global_size)
-        for i, count in enumerate(self.shares(self.rank)):
-            if not count:
-                continue
+        mine = [(i, count) for i, count in enumerate(self.shares(self.rank)) if count]
+        for i, count in mine[start:]:
             if i < full:
                 start = i * global_size + self.rank * count
             else:

@@ -20,7 +20,8 @@ registration, so sharing the global table would make ``import dgl`` fail after
 """
 
 import functools
-from typing import Callable, Dict, List, Type
+import itertools
+from typing import Callable, Dict, Iterator, List, Type
 
 from torch.utils.data import IterableDataset
 
@@ -30,12 +31,60 @@ __all__ = ["Pipe", "functional_pipe", "upstream"]
 class Pipe(IterableDataset):
     """Base of every graphpipe stage: an ``IterableDataset`` with graphpipe's functional names.
 
-    A stage reads its upstream from ``self.source`` and yields one item per input item,
-    so its length is its source's; source stages (``ItemSampler``) define ``__len__``.
-    Any number of iterators over one pipe may be live at once.
+    The protocol has two methods:
+
+    * :meth:`process` (``item -> item``): a stage's per-batch work. A stage reads its
+      upstream from ``self.source`` and defines only this; its length is its source's.
+    * :meth:`stream` (``(epoch, start) -> iterator``): the items ``start, start + 1,
+      ...`` of epoch ``epoch``. Only sources (``ItemSampler``) and the loader's
+      placement stages (threads, pools, CUDA streams, worker processes:
+      :mod:`graphpipe.pipes.stages`) define it; for every other stage it maps
+      :meth:`process` over the source's stream.
+
+    The epoch is an argument, not a counter in the pipe: a DataLoader keeps its own, so
+    any number of iterators and loaders over one pipe are live at once and independent.
+    A plain ``iter(pipe)`` (outside a loader) runs the next epoch of the source's own
+    counter (``ItemSampler.epoch``), which no loader reads. A pipe that defines only
+    ``__iter__`` (a custom source) ignores the epoch.
+
+    ``collective = True`` marks a stage whose per-batch calls are collectives across
+    ranks (cooperative sampling): the loader runs them one at a time, in order.
     """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
+    collective = False
+
+    def process(self, item):
+        """The stage's per-batch work: one item (a MiniBatch) in, one out."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-batch function (it is a source)")
+
+    def stream(self, epoch: int, start: int = 0) -> Iterator:
+        """Items ``start, start + 1, ...`` of epoch ``epoch`` (``start`` resumes an epoch)."""
+        if type(self).process is not Pipe.process:
+            return self._processed(epoch, start)
+        if type(self).__iter__ is Pipe.__iter__:
+            raise TypeError(f"{type(self).__name__} defines neither process() (a stage) nor stream() (a source)")
+        iterator = iter(self)  # a custom source with only __iter__: it keeps its own epochs
+        for _ in range(start):
+            next(iterator, None)
+        return iterator
+
+    def _processed(self, epoch: int, start: int) -> Iterator:
+        source = self.source
+        # A plain iterable (a list) as source has no epochs: it is read as it is.
+        items = source.stream(epoch, start) if isinstance(source, Pipe) else itertools.islice(iter(source), start, None)
+        try:
+            for item in items:
+                yield self.process(item)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def __iter__(self) -> Iterator:
+        """One plain pass: the next epoch of the source's own counter (see the class doc)."""
+        next_epoch = getattr(upstream(self)[-1], "next_epoch", None)
+        return self.stream(next_epoch() if next_epoch is not None else 0)
 
     def __len__(self) -> int:
         source = self.__dict__.get("source")

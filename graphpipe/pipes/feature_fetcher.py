@@ -89,9 +89,14 @@ class FeatureFetcher(Pipe):
                     layer[key] = self._read("edge", key, subgraph.original_edge_ids, name)
         return replace(minibatch, node_features=node_features, edge_features=edge_features)
 
-    def __iter__(self):
-        for minibatch in self.source:
-            yield self.fetch(minibatch)
+    def process(self, item):
+        """The per-batch work of the stage protocol: :meth:`fetch`."""
+        return self.fetch(item)
+
+    @property
+    def collective(self) -> bool:
+        """Cooperative fetches are collective calls: the loader runs them one at a time."""
+        return self.cooperative and bool(self.node_feature_keys)
 
     def _read(self, kind: str, key: str, ids: torch.Tensor, name: str) -> torch.Tensor:
         """Rows ``ids`` of the ``kind`` feature ``key``; an id out of range is reported as a

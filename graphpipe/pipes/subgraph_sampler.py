@@ -132,10 +132,16 @@ class SubgraphSampler(Pipe):
         subgraphs.reverse()
         return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes, layout=self.layout)
 
-    def __iter__(self):
+    @property
+    def collective(self) -> bool:
+        """Cooperative batches are collective calls: the loader samples them one at a time."""
+        return self.cooperative
+
+    def process(self, minibatch: MiniBatch) -> MiniBatch:
+        """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
+        rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
         if self.cooperative:
-            from ..distributed.cooperative import sample_subgraphs_cooperatively as sample
-        else:
-            sample = type(self).sample_subgraphs
-        for minibatch in self.source:
-            yield sample(self, minibatch)
+            from ..distributed.cooperative import sample_subgraphs_cooperatively
+
+            return sample_subgraphs_cooperatively(self, minibatch)
+        return self.sample_subgraphs(minibatch)

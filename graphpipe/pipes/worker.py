@@ -42,7 +42,8 @@ import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
 from .base import Pipe, upstream
-from .stages import Timed, check_count
+from ..validation import check_count
+from .stages import Timed
 
 __all__ = ["ProcessWorkers", "Shard"]
 
@@ -66,8 +67,8 @@ class Shard(Pipe):
         self.index = index
         self.count = count
 
-    def __iter__(self):
-        for i, item in enumerate(self.source):
+    def stream(self, epoch: int, start: int = 0):
+        for i, item in enumerate(self.source.stream(epoch, start), start):
             if i % self.count == self.index:
                 yield item
 
@@ -103,7 +104,7 @@ def _put(out, item, serving) -> bool:
 def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shutdown) -> None:
     """Body of worker process ``rank``: serve epochs of its shard of ``pipe`` until told to stop.
 
-    A command ``(run, epoch)`` starts an epoch; every message is tagged with ``run``, so
+    A command ``(run, epoch, start)`` starts an epoch at its batch ``start``; every message is tagged with ``run``, so
     the consumer can drop what an aborted run left in the queue. The run ends early when
     ``current`` (the run the consumer wants) changes.
     """
@@ -117,7 +118,6 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
     numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
-    origin = upstream(shard)[-1]
     timed = [stage for stage in upstream(pipe) if isinstance(stage, Timed)]
     while not shutdown.is_set():
         try:
@@ -126,18 +126,16 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
             continue
         if command is None:
             return
-        run, epoch = command
+        run, epoch, start = command
 
         def serving():
             return current.value == run and not shutdown.is_set()
 
-        if hasattr(origin, "epoch"):
-            origin.epoch = epoch
         for stage in timed:
             stage.reset()
         iterator = None
         try:
-            iterator = iter(pipe)
+            iterator = pipe.stream(epoch, start)
             for item in iterator:
                 if not _put(out, (run, item), serving):
                     break
@@ -326,12 +324,7 @@ class ProcessWorkers(Pipe):
             self._pool.close()
             self._pool = None
 
-    def __iter__(self):
-        # The ItemSampler here keeps the epoch counter; the workers' copies are told it.
-        origin = upstream(_the_shard(self.source))[-1]
-        epoch = getattr(origin, "epoch", 0)
-        if hasattr(origin, "epoch"):
-            origin.epoch += 1
+    def stream(self, epoch: int, start: int = 0):
         if self._pool is None or not self._pool.alive():
             self.close()
             self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size)
@@ -339,12 +332,12 @@ class ProcessWorkers(Pipe):
         pool.last_run += 1
         run = pool.current.value = pool.last_run
         for command in pool.commands:
-            command.put((run, epoch))
+            command.put((run, epoch, start))
         finished = False
         try:
             done = 0
             for i in itertools.count():
-                rank = i % self.num_workers
+                rank = (start + i) % self.num_workers  # worker w has the batches j = w (mod W)
                 item = self._get(pool, rank, run)
                 if isinstance(item, _WorkerDone):
                     self._add_timings(item)

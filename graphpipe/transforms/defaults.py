@@ -17,7 +17,8 @@ from ..pipes.base import Pipe
 from ..pipes.copy_to import CopyTo
 from ..pipes.feature_fetcher import FeatureFetcher
 from ..pipes.item_sampler import ItemSampler
-from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter, check_count
+from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter
+from ..validation import check_count
 from ..pipes.subgraph_sampler import SubgraphSampler
 from ..pipes.transform import Transform
 from ..pipes.worker import ProcessWorkers, Shard
@@ -52,7 +53,7 @@ def gpu_side_streams(pipe: Pipe, buffer_size: int = 2) -> Pipe:
         todo = [
             stage
             for stage in find(pipe, (SubgraphSampler, FeatureFetcher))
-            if not stage.cooperative
+            if not stage.collective
             and _reads_cuda_batches(stage)
             and not isinstance(consumer_of(pipe, stage), (SideStream, ThreadPoolMap))
         ]
@@ -102,7 +103,7 @@ def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
         if target is None:
             return pipe
         on_cpu = not _reads_cuda_batches(target)
-        if on_cpu and isinstance(target, SubgraphSampler) and not target.cooperative:
+        if on_cpu and isinstance(target, SubgraphSampler) and not target.collective:
             background = lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=cores // pool), buffer_size)
         elif on_cpu and isinstance(target, FeatureFetcher):
             background = lambda stage: Prefetcher(stage, buffer_size, kernel_threads=max(1, cores // 4))
