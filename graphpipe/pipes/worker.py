@@ -101,7 +101,7 @@ def _put(out, item, serving) -> bool:
     return False
 
 
-def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shutdown) -> None:
+def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shutdown, consumer_pid: int) -> None:
     """Body of worker process ``rank``: serve epochs of its shard of ``pipe`` until told to stop.
 
     A command ``(run, epoch, start)`` starts an epoch at its batch ``start``; every message is tagged with ``run``, so
@@ -123,13 +123,15 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
         try:
             command = commands.get(timeout=_POLL_S)
         except queue.Empty:
+            if not _process_exists(consumer_pid):
+                return  # the consumer was killed (SIGKILL, OOM) without stopping us
             continue
         if command is None:
             return
         run, epoch, start = command
 
         def serving():
-            return current.value == run and not shutdown.is_set()
+            return current.value == run and not shutdown.is_set() and _process_exists(consumer_pid)
 
         for stage in timed:
             stage.reset()
@@ -148,6 +150,16 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -233,7 +245,7 @@ class _WorkerPool:
         for rank in range(num_workers):
             process = context.Process(
                 target=_serve,
-                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.shutdown),
+                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.shutdown, os.getpid()),
                 name=f"graphpipe-worker-{rank}",
                 daemon=True,
             )
