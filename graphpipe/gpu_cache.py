@@ -274,11 +274,13 @@ def hotness_from_degree(graph) -> torch.Tensor:
 
 def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8) -> torch.Tensor:
     """``[num_rows]`` int64 access counts of ``input_nodes`` over the first ``num_batches``
-    batches of ``pipe`` (a sampling chain, before feature fetching)."""
+    batches of ``pipe``'s epoch 0 (a sampling chain, before feature fetching). Nothing in
+    ``pipe`` changes: a loader over it still starts at epoch 0, batch_index 0."""
     if num_batches < 1:
         raise ValueError(f"hotness_from_presampling: `num_batches` must be >= 1, got {num_batches}")
     counts = torch.zeros(num_rows, dtype=torch.int64)
-    for i, minibatch in enumerate(pipe):
+    batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
+    for i, minibatch in enumerate(batches):
         if minibatch.input_nodes is None:
             raise ValueError("hotness_from_presampling: batches have no `input_nodes`; pass a chain with a sampler")
         counts += torch.bincount(minibatch.input_nodes.cpu(), minlength=num_rows)

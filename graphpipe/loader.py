@@ -6,8 +6,9 @@ import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence
 
-from .pipes.base import Pipe
-from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed, check_count
+from .pipes.base import Pipe, upstream
+from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed
+from .validation import check_count, check_int
 from .pipes.worker import ProcessWorkers
 from .transforms.defaults import default_transforms
 from .transforms.explain import MAIN, describe, draw, placement, stage_label, to_graphviz
@@ -22,8 +23,9 @@ class DataLoader:
     Args:
         pipe: the chain as written, e.g.
             ``ItemSampler(...).sample_neighbor(...).fetch_feature(...)``. It is never
-            modified: the loader runs a rewritten copy (:attr:`rewritten`). Only the
-            ItemSampler is shared, so the epoch counter it keeps advances.
+            modified: the loader runs a rewritten copy (:attr:`rewritten`) and counts
+            its own epochs, so several loaders (and plain iterations) over one pipe
+            are independent.
         transforms: functions ``pipe -> pipe`` applied in order (see
             :mod:`graphpipe.transforms`). ``None``: :func:`default_transforms`, which
             overlaps sampling, feature fetching, host-to-device copies and the training
@@ -40,13 +42,22 @@ class DataLoader:
     gets through. An exception in a background stage is re-raised in the loop with its
     original traceback. Batches come in the same order with the same content as from
     the plain chain.
+
+    Resuming: :meth:`state_dict` / :meth:`load_state_dict` (the ``Stateful`` protocol of
+    torchdata's ``StatefulDataLoader``). The state is the epoch and how many of its
+    batches the loop has taken; every random number of a batch derives from the stages'
+    seeds, the epoch and the batch's position, so a process restarted from a checkpoint
+    (same pipe, same seeds) yields the rest of that epoch and all later epochs bit for bit
+    as an uninterrupted run would, with or without worker processes.
     """
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
         self._epoch = None
+        self._next = (0, 0)  # (epoch, first batch) of the next iter()
+        self._live: Optional[List[int]] = None  # [epoch, batches yielded] of the running epoch
         self._workers: List[ProcessWorkers] = []
         if not isinstance(pipe, Pipe):
-            raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe (IterDataPipe), got {type(pipe).__name__}")
+            raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
         check_count(num_workers, "num_workers", "DataLoader", minimum=0)
         if transforms is None:
             transforms = default_transforms(num_workers)
@@ -72,25 +83,32 @@ class DataLoader:
 
     def __iter__(self):
         self._end_epoch()
-        epoch = self._run_epoch()
+        epoch, start = self._next
+        self._next = (epoch + 1, 0)
+        epoch = self._run_epoch(epoch, start)
         # A weak reference: when the loop drops its iterator (break, exception), the
         # epoch is collected and its `finally` stops the background work right away.
         self._epoch = weakref.ref(epoch)
         return epoch
 
-    def _run_epoch(self):
+    def _run_epoch(self, epoch: int, start: int):
         for stage in stages(self._timed):
             if isinstance(stage, Timed):
                 stage.reset()
             elif isinstance(stage, ThreadPoolMap):
                 stage.work_seconds = 0.0
         span = self._epoch_span = [time.perf_counter(), None]
-        iterator = iter(self._timed)
+        live = self._live = [epoch, start]
+        iterator = self._timed.stream(epoch, start)
         try:
-            yield from iterator
+            for item in iterator:
+                live[1] += 1
+                yield item
         finally:
             iterator.close()
             span[1] = time.perf_counter()
+            if self._live is live:
+                self._live = None
 
     def _end_epoch(self) -> None:
         """Stop the current epoch's threads (worker processes stay for the next epoch)."""
@@ -98,6 +116,36 @@ class DataLoader:
         self._epoch = None
         if epoch is not None:
             epoch.close()
+
+    def state_dict(self) -> Dict:
+        """Where the loader is: ``{"epoch", "batches_yielded", "seeds"}``, plain data.
+
+        Inside an epoch: that epoch and the batches the loop has taken so far (resuming
+        yields the next one). Between epochs: the next epoch and 0. ``seeds`` are the
+        seeds of the pipe's stages, checked by :meth:`load_state_dict`.
+        """
+        epoch, batches = self._live if self._live is not None else self._next
+        return {"epoch": epoch, "batches_yielded": batches, "seeds": _seeds(self.pipe)}
+
+    def load_state_dict(self, state: Dict) -> None:
+        """Make the next ``iter()`` resume where ``state`` (from :meth:`state_dict`) was.
+
+        Ends an unfinished epoch. The pipe must have been built with the same seeds
+        (pass ``seed=`` to the ItemSampler and samplers, or ``torch.manual_seed`` before
+        building them): a ValueError says which differ.
+        """
+        if not isinstance(state, dict) or not {"epoch", "batches_yielded"} <= set(state):
+            raise ValueError(f"DataLoader.load_state_dict: expected a dict from state_dict(), got {state!r}")
+        epoch = check_int(state["epoch"], "state['epoch']", "DataLoader.load_state_dict", minimum=0)
+        batches = check_int(state["batches_yielded"], "state['batches_yielded']", "DataLoader.load_state_dict", minimum=0)
+        saved, mine = state.get("seeds"), _seeds(self.pipe)
+        if saved is not None and [tuple(s) for s in saved] != mine:
+            raise ValueError(
+                f"DataLoader.load_state_dict: the state was saved with stage seeds {saved}, this pipe has {mine}; "
+                f"build the pipe with the same seeds (seed=... on the ItemSampler and the samplers)"
+            )
+        self._end_epoch()
+        self._next = (epoch, batches)
 
     def close(self) -> None:
         """End the current epoch, if any, and stop every thread and worker process."""
@@ -173,6 +221,11 @@ class DataLoader:
         return rows
 
 
+def _seeds(pipe: Pipe) -> List[tuple]:
+    """``(stage type, seed)`` of every stage of ``pipe`` with a ``seed``, source first."""
+    return [(type(stage).__name__, stage.seed) for stage in reversed(stages(pipe)) if isinstance(getattr(stage, "seed", None), int)]
+
+
 def _name(transform) -> str:
     return getattr(transform, "__name__", repr(transform))
 
@@ -196,7 +249,4 @@ def _with_timers(pipe: Pipe) -> Pipe:
 
 
 def _upstream_timer(stage: Pipe) -> Optional[Timed]:
-    source = getattr(stage, "source", None)
-    while isinstance(source, Pipe) and not isinstance(source, Timed):
-        source = getattr(source, "source", None)
-    return source if isinstance(source, Timed) else None
+    return next((s for s in upstream(getattr(stage, "source", None)) if isinstance(s, Timed)), None)

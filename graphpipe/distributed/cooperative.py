@@ -110,25 +110,37 @@ def _send_to_owners(ids: torch.Tensor, partition: Partition, group) -> Tuple[tor
     return received, order, sent_counts, received_counts
 
 
-def _agree_on_keys(sampler, minibatch: MiniBatch, world_size: int, group) -> None:
-    """Take rank 0's sampler seed; fail on every rank if the ranks are at different batches."""
-    mine = torch.tensor([sampler.seed >> 32, sampler.seed & 0xFFFFFFFF, minibatch.batch_index], dtype=torch.int64)
-    gathered = [torch.empty_like(mine) for _ in range(world_size)]
-    dist.all_gather(gathered, mine, group=group)
-    indices = [int(t[2]) for t in gathered]
-    if len(set(indices)) != 1:
-        raise RuntimeError(
-            f"{type(sampler).__name__} (cooperative): the ranks are at different batches (batch_index per "
-            f"rank: {indices}); every rank must iterate the same DistributedItemSampler setup"
-        )
-    sampler.seed = (int(gathered[0][0]) << 32) | int(gathered[0][1])
+def agree_on_seed(sampler, seed: Optional[int]) -> int:
+    """The seed every rank's cooperative ``sampler`` uses, agreed once when it is built.
+
+    One ``all_gather`` on the sampling group of the DistributedItemSampler upstream:
+    ``seed=None`` takes the seed rank 0 draws; a given seed must be the same on every
+    rank (a ValueError otherwise). Without a process group (``rank=``/``world_size=``
+    given) there is nothing to agree on: the seed is returned (drawn when None).
+    """
+    where = f"{type(sampler).__name__} (cooperative)"
+    drawn = int(torch.randint(0, 2**62, ())) if seed is None else seed
+    try:
+        source = find_distributed_item_sampler(sampler, where)
+    except ValueError:
+        return drawn  # the first batch reports the missing DistributedItemSampler
+    if source.sampling_group is None or not dist.is_initialized():
+        return drawn
+    mine = torch.tensor([drawn >> 32, drawn & 0xFFFFFFFF, seed is None], dtype=torch.int64)
+    gathered = [torch.empty_like(mine) for _ in range(source.world_size)]
+    dist.all_gather(gathered, mine, group=source.sampling_group)
+    seeds = [(int(t[0]) << 32) | int(t[1]) for t in gathered]
+    if seed is not None and len(set(seeds)) != 1:
+        raise ValueError(f"{where}: `seed` must be the same on every rank, got {seeds} (per rank)")
+    return seeds[0]
 
 
 def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
     """Sample this rank's part of the global batch that ``minibatch`` is this rank's share of.
 
     A collective call: every rank of the DistributedItemSampler upstream of ``sampler``
-    calls it for the same global batch. Uses rank 0's ``sampler.seed`` on every rank.
+    calls it for the same global batch. ``sampler.seed`` is the same on every rank
+    (agreed once when the sampler was built: :func:`agree_on_seed`).
 
     Returns the MiniBatch with ``seeds`` (and ``labels``) replaced by the global batch's
     seeds this rank owns, ``sampled_subgraphs`` a list of
@@ -152,7 +164,6 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
         raise ValueError(f"{where}: the MiniBatch has no `seeds` to sample from")
     group, partition = source.sampling_group, source.partition
     seeds = check_node_ids(minibatch.seeds, sampler.graph.num_nodes, "seeds", where)
-    _agree_on_keys(sampler, minibatch, source.world_size, group)
 
     nodes, order, sent, received = _send_to_owners(seeds, partition, group)
     labels, labels_sent = minibatch.labels, None

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from ..item_set import ItemSet
 from ..minibatch import MiniBatch
-from ..pipes.base import Pipe
+from ..pipes.base import Pipe, upstream
 from ..pipes.item_sampler import ItemSampler
 from ..validation import as_int, check_int
 from .partition import Partition
@@ -134,17 +134,15 @@ class DistributedItemSampler(ItemSampler):
     def __len__(self) -> int:
         return sum(1 for count in self.shares(self.rank) if count)
 
-    def __iter__(self):
-        epoch = self.epoch
-        self.epoch += 1
+    def stream(self, epoch: int, start: int = 0):
+        """This rank's batches ``start, start + 1, ...`` of epoch ``epoch``."""
         order = self.epoch_order(epoch)
         names = self.item_set.names
         global_size = self.batch_size * self.world_size
         first_index = epoch * self.num_global_batches
         full, rest = divmod(len(self.item_set), global_size)
-        for i, count in enumerate(self.shares(self.rank)):
-            if not count:
-                continue
+        mine = [(i, count) for i, count in enumerate(self.shares(self.rank)) if count]
+        for i, count in mine[start:]:
             if i < full:
                 start = i * global_size + self.rank * count
             else:
@@ -166,11 +164,9 @@ def _backend_for_cpu_and_cuda() -> Optional[str]:
 
 def find_distributed_item_sampler(stage: Pipe, where: str) -> DistributedItemSampler:
     """The DistributedItemSampler upstream of ``stage`` (following ``.source``)."""
-    pipe = getattr(stage, "source", None)
-    while isinstance(pipe, Pipe):
+    for pipe in upstream(getattr(stage, "source", None)):
         if isinstance(pipe, DistributedItemSampler):
             return pipe
-        pipe = getattr(pipe, "source", None)
     raise ValueError(
         f"{where}: cooperative=True needs a graphpipe.DistributedItemSampler upstream (it defines the "
         f"ranks, the vertex partition and the process groups); found none in the chain"

@@ -1,12 +1,16 @@
-"""The one place graphpipe touches torch's datapipe machinery.
+"""The stage protocol every graphpipe pipe follows, and the functional-name registry.
 
 Every stage subclasses :class:`Pipe` and registers a functional name with
 :func:`functional_pipe`, so users chain stages as a sentence::
 
     ItemSampler(items, 1024).sample_neighbor(graph, [10, 5]).fetch_feature(feats, ["feat"])
 
-and the transforms walk the chain with :func:`traverse`. If torch ever drops
-``torch.utils.data.datapipes``, only this module changes.
+A :class:`Pipe` is a ``torch.utils.data.IterableDataset`` (so ``torch.utils.data``
+utilities accept it); graphpipe does not use torch's ``IterDataPipe``, whose
+one-live-iterator rule made a second ``iter(pipe)`` kill the running epoch, and
+whose graph walker pickled every stage and its tensors. Transforms walk the chain by
+its ``.source`` links with :func:`upstream`, the one walker (also
+:func:`graphpipe.transforms.graph.stages`): O(stages), nothing is copied or pickled.
 
 Functional names live in graphpipe's own registry, not in torch's global
 ``IterDataPipe.functions``: GraphBolt and torchdata < 0.10 register the same names
@@ -16,22 +20,71 @@ registration, so sharing the global table would make ``import dgl`` fail after
 """
 
 import functools
-from typing import Callable, Dict, Type
+import itertools
+from typing import Callable, Dict, Iterator, List, Type
 
-from torch.utils.data import IterDataPipe
-from torch.utils.data.graph import traverse_dps
+from torch.utils.data import IterableDataset
 
-__all__ = ["Pipe", "functional_pipe", "traverse"]
+__all__ = ["Pipe", "functional_pipe", "upstream"]
 
 
-class Pipe(IterDataPipe):
-    """Base of every graphpipe stage: an ``IterDataPipe`` with graphpipe's functional names.
+class Pipe(IterableDataset):
+    """Base of every graphpipe stage: an ``IterableDataset`` with graphpipe's functional names.
 
-    A stage reads its upstream from ``self.source`` and yields one item per input item,
-    so its length is its source's; source stages (``ItemSampler``) define ``__len__``.
+    The protocol has two methods:
+
+    * :meth:`process` (``item -> item``): a stage's per-batch work. A stage reads its
+      upstream from ``self.source`` and defines only this; its length is its source's.
+    * :meth:`stream` (``(epoch, start) -> iterator``): the items ``start, start + 1,
+      ...`` of epoch ``epoch``. Only sources (``ItemSampler``) and the loader's
+      placement stages (threads, pools, CUDA streams, worker processes:
+      :mod:`graphpipe.pipes.stages`) define it; for every other stage it maps
+      :meth:`process` over the source's stream.
+
+    The epoch is an argument, not a counter in the pipe: a DataLoader keeps its own, so
+    any number of iterators and loaders over one pipe are live at once and independent.
+    A plain ``iter(pipe)`` (outside a loader) runs the next epoch of the source's own
+    counter (``ItemSampler.epoch``), which no loader reads. A pipe that defines only
+    ``__iter__`` (a custom source) ignores the epoch.
+
+    ``collective = True`` marks a stage whose per-batch calls are collectives across
+    ranks (cooperative sampling): the loader runs them one at a time, in order.
     """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
+    collective = False
+
+    def process(self, item):
+        """The stage's per-batch work: one item (a MiniBatch) in, one out."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-batch function (it is a source)")
+
+    def stream(self, epoch: int, start: int = 0) -> Iterator:
+        """Items ``start, start + 1, ...`` of epoch ``epoch`` (``start`` resumes an epoch)."""
+        if type(self).process is not Pipe.process:
+            return self._processed(epoch, start)
+        if type(self).__iter__ is Pipe.__iter__:
+            raise TypeError(f"{type(self).__name__} defines neither process() (a stage) nor stream() (a source)")
+        iterator = iter(self)  # a custom source with only __iter__: it keeps its own epochs
+        for _ in range(start):
+            next(iterator, None)
+        return iterator
+
+    def _processed(self, epoch: int, start: int) -> Iterator:
+        source = self.source
+        # A plain iterable (a list) as source has no epochs: it is read as it is.
+        items = source.stream(epoch, start) if isinstance(source, Pipe) else itertools.islice(iter(source), start, None)
+        try:
+            for item in items:
+                yield self.process(item)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def __iter__(self) -> Iterator:
+        """One plain pass: the next epoch of the source's own counter (see the class doc)."""
+        next_epoch = getattr(upstream(self)[-1], "next_epoch", None)
+        return self.stream(next_epoch() if next_epoch is not None else 0)
 
     def __len__(self) -> int:
         source = self.__dict__.get("source")
@@ -40,9 +93,10 @@ class Pipe(IterDataPipe):
         return len(source)
 
     def __getattr__(self, name: str):
+        # Only called for attributes not found the normal way.
         stage = Pipe._functional_names.get(name)
-        if stage is None:
-            return super().__getattr__(name)
+        if stage is None or name.startswith("__"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
         return functools.partial(stage, self)
 
     def __dir__(self):
@@ -64,6 +118,14 @@ def functional_pipe(name: str) -> Callable[[Type[Pipe]], Type[Pipe]]:
     return register
 
 
-def traverse(pipe: Pipe) -> dict:
-    """The pipe graph rooted at ``pipe``: ``{id: (pipe, {id: (source, {...})})}``."""
-    return traverse_dps(pipe)
+def upstream(pipe) -> List[Pipe]:
+    """``pipe`` and every stage upstream of it, following ``.source`` links: sink first,
+    each stage once. The one walker of the pipe graph; it never copies or pickles."""
+    order: List[Pipe] = []
+    seen = set()
+    stage = pipe
+    while isinstance(stage, Pipe) and id(stage) not in seen:
+        seen.add(id(stage))
+        order.append(stage)
+        stage = getattr(stage, "source", None)
+    return order

@@ -41,6 +41,6 @@ class CopyTo(Pipe):
         """``item`` on ``self.device``."""
         return item.to(self.device, non_blocking=self.non_blocking)
 
-    def __iter__(self):
-        for item in self.source:
-            yield self.copy(item)
+    def process(self, item):
+        """The per-batch work of the stage protocol: :meth:`copy`."""
+        return self.copy(item)

@@ -11,7 +11,7 @@ from ..csc_graph import CSCGraph
 from ..feature_store import FeatureStore
 from ..minibatch import MiniBatch
 from ..validation import check_node_ids
-from .base import Pipe, functional_pipe
+from .base import Pipe, functional_pipe, upstream
 
 __all__ = ["FeatureFetcher"]
 
@@ -89,9 +89,14 @@ class FeatureFetcher(Pipe):
                     layer[key] = self._read("edge", key, subgraph.original_edge_ids, name)
         return replace(minibatch, node_features=node_features, edge_features=edge_features)
 
-    def __iter__(self):
-        for minibatch in self.source:
-            yield self.fetch(minibatch)
+    def process(self, item):
+        """The per-batch work of the stage protocol: :meth:`fetch`."""
+        return self.fetch(item)
+
+    @property
+    def collective(self) -> bool:
+        """Cooperative fetches are collective calls: the loader runs them one at a time."""
+        return self.cooperative and bool(self.node_feature_keys)
 
     def _read(self, kind: str, key: str, ids: torch.Tensor, name: str) -> torch.Tensor:
         """Rows ``ids`` of the ``kind`` feature ``key``; an id out of range is reported as a
@@ -120,12 +125,7 @@ def _checked_keys(features: FeatureStore, kind: str, keys: Sequence[str]) -> Lis
 def _sampler_upstream(source) -> Optional[Pipe]:
     """The nearest stage upstream of ``source`` (following ``.source``) that samples from a
     :class:`~graphpipe.CSCGraph` (has a ``graph`` attribute), or None."""
-    stage = source
-    while isinstance(stage, Pipe):
-        if isinstance(getattr(stage, "graph", None), CSCGraph):
-            return stage
-        stage = getattr(stage, "source", None)
-    return None
+    return next((stage for stage in upstream(source) if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
 
 
 def _check_rows(features: FeatureStore, node_keys: List[str], edge_keys: List[str], sampler: Pipe) -> None:

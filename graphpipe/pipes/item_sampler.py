@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional, Union
+import threading
+from typing import Iterator, Optional, Union
 
 import torch
 
@@ -20,9 +21,12 @@ _MINIBATCH_FIELDS = ("seeds", "labels")
 class ItemSampler(Pipe):
     """Yield MiniBatches of ``batch_size`` items, reshuffled every epoch.
 
-    Each pass over the sampler is one epoch. With ``shuffle=True`` epoch ``e`` uses the
-    permutation drawn from ``(seed, e)``, so a run is reproducible under ``seed`` while
-    every epoch sees a new order. ``seed=None`` draws the seed once from torch's global
+    With ``shuffle=True`` epoch ``e`` uses the permutation drawn from ``(seed, e)``, so a
+    run is reproducible under ``seed`` while every epoch sees a new order. A
+    :class:`~graphpipe.DataLoader` counts its own epochs (and can resume one mid-way);
+    a plain ``for minibatch in pipe`` runs epoch ``self.epoch`` and advances that
+    counter, which no loader reads (so iterating the pipe by hand changes nothing a
+    loader produces). ``seed=None`` draws the seed once from torch's global
     generator (so ``torch.manual_seed`` makes runs reproducible too).
 
     Every MiniBatch gets ``batch_index = epoch * len(self) + i``, which later stages use
@@ -66,7 +70,8 @@ class ItemSampler(Pipe):
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", "ItemSampler")
-        self.epoch = 0
+        self.epoch = 0  # the epoch of the next plain iteration (loaders keep their own)
+        self._epoch_lock = threading.Lock()
 
     def __len__(self) -> int:
         n = len(self.item_set)
@@ -80,13 +85,27 @@ class ItemSampler(Pipe):
         generator = torch.Generator().manual_seed(derive_key(self.seed, epoch) >> 1)
         return torch.randperm(n, generator=generator)
 
-    def __iter__(self):
-        epoch = self.epoch
-        self.epoch += 1
+    def __getstate__(self):
+        return {key: value for key, value in self.__dict__.items() if key != "_epoch_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._epoch_lock = threading.Lock()
+
+    def next_epoch(self) -> int:
+        """The epoch a plain iteration runs; advances :attr:`epoch`."""
+        with self._epoch_lock:
+            epoch = self.epoch
+            self.epoch += 1
+        return epoch
+
+    def stream(self, epoch: int, start: int = 0) -> Iterator[MiniBatch]:
+        """Batches ``start, start + 1, ...`` of epoch ``epoch``; batch ``i`` has
+        ``batch_index = epoch * len(self) + i``."""
         order = self.epoch_order(epoch)
         names = self.item_set.names
         first_index = epoch * len(self)
-        for i in range(len(self)):
+        for i in range(start, len(self)):
             rows = order[i * self.batch_size : (i + 1) * self.batch_size]
             values = dict(zip(names, self.item_set[rows]))
             yield MiniBatch(**values, batch_index=first_index + i)

@@ -1,12 +1,13 @@
-"""Stage primitives that decide where and when work runs: threads, delay lines, CUDA streams.
+"""Where stages run: the placement stages of the loader (threads, thread pools, CUDA streams).
 
-The default transforms (:mod:`graphpipe.transforms`) put these into a user's chain;
-they are ordinary pipes, so users can also chain them by hand.
+Every other stage only says what it does to one batch (``Pipe.process``); these stages
+decide where that runs, by overriding ``Pipe.stream``. The default transforms
+(:mod:`graphpipe.transforms`) put them into a user's chain; they are ordinary pipes, so
+users can also chain them by hand. Worker processes are in :mod:`graphpipe.pipes.worker`.
+Any stage with a ``process`` method can be wrapped: adding a stage type needs no change here.
 
 * :class:`Prefetcher` (``prefetch``) runs its upstream in a background thread with a
   bounded queue.
-* :class:`Buffer` (``buffer``) is a delay line: item ``i`` is passed on only after
-  item ``i + n`` was pulled, so asynchronous work of later items starts early.
 * :class:`Waiter` (``wait``) resolves the futures of an asynchronous stage.
 * :class:`ThreadPoolMap` runs one stage's per-batch work for several batches at
   once on a thread pool, in order.
@@ -39,14 +40,10 @@ import numba
 import torch
 
 from ..minibatch import _apply
-from ..validation import check_int
+from ..validation import check_count
 from .base import Pipe, functional_pipe
-from .copy_to import CopyTo
-from .feature_fetcher import FeatureFetcher
-from .subgraph_sampler import SubgraphSampler
-from .transform import Transform
 
-__all__ = ["Buffer", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter", "check_count", "per_batch_work"]
+__all__ = ["Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
 
 _POLL_S = 0.05
 # How long stopping waits for a background thread to finish the batch it is computing.
@@ -56,30 +53,16 @@ _STOP_TIMEOUT_S = 2.0
 _thread_ids = itertools.count(1)
 
 
-def check_count(value, name: str, where: str, minimum: int = 1) -> int:
-    """``value`` as an int after checking it is one ``>= minimum`` (a size, a number of threads)."""
-    return check_int(value, name, where, minimum=minimum)
-
-
-def per_batch_work(stage: Pipe) -> Callable:
-    """The function ``item -> item`` that ``stage`` applies to every batch.
-
-    Known for samplers (``sample_subgraphs``; not for cooperative ones, whose batches
-    are collective calls that must run one at a time), ``fetch_feature`` (``fetch``; not cooperative),
-    ``copy_to`` (``copy``) and ``transform`` (``apply``).
-    """
-    if isinstance(stage, SubgraphSampler) and not stage.cooperative:
-        return stage.sample_subgraphs
-    if isinstance(stage, FeatureFetcher) and not stage.cooperative:
-        return stage.fetch
-    if isinstance(stage, CopyTo):
-        return stage.copy
-    if isinstance(stage, Transform):
-        return stage.apply
-    raise TypeError(
-        f"{type(stage).__name__} has no known per-batch function; thread-pool and CUDA-stream "
-        f"stages can run a (non-cooperative) sampler, fetch_feature, copy_to or transform"
-    )
+def _per_batch_function(stage: Pipe, where: str) -> Callable:
+    """``stage.process``, after checking ``stage`` has one and may run batches concurrently."""
+    if not isinstance(stage, Pipe) or type(stage).process is Pipe.process:
+        raise TypeError(f"{where}: {type(stage).__name__} has no per-batch function (process); it cannot be wrapped")
+    if stage.collective:
+        raise ValueError(
+            f"{where}: {type(stage).__name__}'s batches are collective calls (cooperative=True), which run one at "
+            f"a time in order; it cannot be wrapped"
+        )
+    return stage.process
 
 
 class _End:
@@ -265,9 +248,9 @@ class Prefetcher(Pipe):
         self.buffer_size = check_count(buffer_size, "buffer_size", "Prefetcher")
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "Prefetcher")
 
-    def __iter__(self):
+    def stream(self, epoch: int, start: int = 0):
         name = f"graphpipe-prefetch-{next(_thread_ids)}"
-        producer = _BackgroundThread(lambda: iter(self.source), self.buffer_size, name, self.kernel_threads)
+        producer = _BackgroundThread(lambda: self.source.stream(epoch, start), self.buffer_size, name, self.kernel_threads)
         yield from _drain(producer)
 
 
@@ -282,23 +265,6 @@ def _delayed(items: Iterable, delay: int) -> Iterator:
         yield pending.popleft()
 
 
-@functional_pipe("buffer")
-class Buffer(Pipe):
-    """A delay line of ``buffer_size`` items: pulls ``buffer_size`` items ahead of its consumer.
-
-    In one thread this starts the asynchronous work of later batches (futures, CUDA
-    copies) before earlier ones are consumed; see :class:`Waiter`.
-    """
-
-    def __init__(self, source: Pipe, buffer_size: int = 1):
-        super().__init__()
-        self.source = source
-        self.buffer_size = check_count(buffer_size, "buffer_size", "Buffer")
-
-    def __iter__(self):
-        yield from _delayed(self.source, self.buffer_size)
-
-
 @functional_pipe("wait")
 class Waiter(Pipe):
     """Yield ``item.result()`` for every item: resolves ``concurrent.futures.Future`` s and
@@ -308,17 +274,16 @@ class Waiter(Pipe):
         super().__init__()
         self.source = source
 
-    def __iter__(self):
-        for item in self.source:
-            yield item.result()
+    def process(self, item):
+        return item.result()
 
 
 class ThreadPoolMap(Pipe):
     """Run ``stage``'s per-batch work for up to ``num_threads`` batches at once, in order.
 
-    ``stage`` (a sampler, ``fetch_feature``, ``copy_to`` or ``transform``) is not
+    ``stage`` (any stage with a per-batch ``process``, not a collective one) is not
     iterated itself: this pipe pulls ``stage.source`` in the consumer's thread and
-    submits :func:`per_batch_work` of ``stage`` to a pool of ``num_threads`` threads.
+    submits ``stage.process`` to a pool of ``num_threads`` threads.
     Batches come out in the order they went in. ``work_seconds`` adds up the time the
     pool spent in the work (for :meth:`graphpipe.DataLoader.stats`). ``kernel_threads``:
     numba threads per pool thread (``None``: all cores; 1 runs each batch's kernels
@@ -327,14 +292,14 @@ class ThreadPoolMap(Pipe):
 
     def __init__(self, stage: Pipe, num_threads: int, kernel_threads: Optional[int] = None):
         super().__init__()
-        per_batch_work(stage)
+        _per_batch_function(stage, "ThreadPoolMap")
         self.source = stage
         self.num_threads = check_count(num_threads, "num_threads", "ThreadPoolMap")
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
 
-    def __iter__(self):
-        work = per_batch_work(self.source)
+    def stream(self, epoch: int, start: int = 0):
+        work = self.source.process
 
         def timed(item):
             start = time.perf_counter()
@@ -344,7 +309,7 @@ class ThreadPoolMap(Pipe):
             self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", _set_kernel_threads, (self.kernel_threads,)
         )
         try:
-            futures = (pool.submit(timed, item) for item in self.source.source)
+            futures = (pool.submit(timed, item) for item in self.source.source.stream(epoch, start))
             for future in _delayed(futures, self.num_threads - 1):
                 result, seconds = future.result()
                 self.work_seconds += seconds
@@ -396,19 +361,19 @@ class SideStream(Pipe):
 
     def __init__(self, stage: Pipe, device=None):
         super().__init__()
-        per_batch_work(stage)
+        _per_batch_function(stage, "SideStream")
         self.source = stage
         self.device = torch.device(device) if device is not None else getattr(stage, "device", torch.device("cuda"))
         if self.device.type != "cuda":
             raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
 
-    def __iter__(self):
+    def stream(self, epoch: int, start: int = 0):
         if not torch.cuda.is_available():
             raise RuntimeError("SideStream: CUDA is not available")
-        work = per_batch_work(self.source)
+        work = self.source.process
         # A priority beyond the device's range is clamped to its highest priority.
         stream = torch.cuda.Stream(self.device, priority=-1000)
-        for item in self.source.source:
+        for item in self.source.source.stream(epoch, start):
             if _has_cuda_tensor(item):
                 # Inputs made on this thread's stream (ids for a UVA gather) must be ready.
                 stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -435,8 +400,8 @@ class Timed(Pipe):
         self.seconds = 0.0
         self.batches = 0
 
-    def __iter__(self):
-        iterator = iter(self.source)
+    def stream(self, epoch: int, start: int = 0):
+        iterator = self.source.stream(epoch, start)
         try:
             while True:
                 start = time.perf_counter()

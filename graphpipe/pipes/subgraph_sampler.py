@@ -44,7 +44,9 @@ class SubgraphSampler(Pipe):
     Randomness: layer ``layer`` of the batch with ``batch_index`` b draws every variate
     from the key ``layer_key(b, layer) = derive_key(seed, b, layer)``, and kernels key
     each variate by global vertex ids, never by thread or position. ``seed=None`` draws
-    the seed once from torch's global generator.
+    the seed once from torch's global generator (cooperative samplers: rank 0's draw,
+    agreed on in one collective when the sampler is built; a given seed is checked to be
+    the same on every rank and never replaced).
 
     ``cooperative=True`` makes the ranks of a ``torch.distributed`` group sample one
     shared batch together (see :mod:`graphpipe.distributed`); block layout only.
@@ -82,9 +84,14 @@ class SubgraphSampler(Pipe):
         self.source = source
         self.graph = graph
         self.fanouts: List[int] = check_fanouts(fanouts, name)
-        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", name)
+        seed = None if seed is None else check_int(seed, "seed", name)
         self.cooperative = bool(cooperative)
+        if self.cooperative:
+            from ..distributed.cooperative import agree_on_seed
+
+            seed = agree_on_seed(self, seed)  # one collective, here, not one per batch
         self.layout = layout
+        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
 
     def __getstate__(self):
         """Sampling weights taken from a memory-mapped graph (``CSCGraph.load(mmap=True)``)
@@ -146,10 +153,16 @@ class SubgraphSampler(Pipe):
         subgraphs.reverse()
         return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes, layout=self.layout)
 
-    def __iter__(self):
+    @property
+    def collective(self) -> bool:
+        """Cooperative batches are collective calls: the loader samples them one at a time."""
+        return self.cooperative
+
+    def process(self, minibatch: MiniBatch) -> MiniBatch:
+        """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
+        rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
         if self.cooperative:
-            from ..distributed.cooperative import sample_subgraphs_cooperatively as sample
-        else:
-            sample = type(self).sample_subgraphs
-        for minibatch in self.source:
-            yield sample(self, minibatch)
+            from ..distributed.cooperative import sample_subgraphs_cooperatively
+
+            return sample_subgraphs_cooperatively(self, minibatch)
+        return self.sample_subgraphs(minibatch)

@@ -28,6 +28,6 @@ class Transform(Pipe):
         """``fn(item)``."""
         return self.fn(item)
 
-    def __iter__(self):
-        for item in self.source:
-            yield self.apply(item)
+    def process(self, item):
+        """The per-batch work of the stage protocol: :meth:`apply`."""
+        return self.apply(item)

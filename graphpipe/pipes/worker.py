@@ -41,8 +41,9 @@ import torch
 import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
-from .base import Pipe
-from .stages import Timed, check_count
+from .base import Pipe, upstream
+from ..validation import check_count
+from .stages import Timed
 
 __all__ = ["ProcessWorkers", "Shard"]
 
@@ -66,8 +67,8 @@ class Shard(Pipe):
         self.index = index
         self.count = count
 
-    def __iter__(self):
-        for i, item in enumerate(self.source):
+    def stream(self, epoch: int, start: int = 0):
+        for i, item in enumerate(self.source.stream(epoch, start), start):
             if i % self.count == self.index:
                 yield item
 
@@ -82,17 +83,8 @@ class _WorkerDone:
         self.timings = timings
 
 
-def _chain(pipe: Pipe) -> List[Pipe]:
-    """``pipe`` and its upstream stages, following ``.source``."""
-    chain = []
-    while isinstance(pipe, Pipe):
-        chain.append(pipe)
-        pipe = getattr(pipe, "source", None)
-    return chain
-
-
 def _the_shard(pipe: Pipe) -> Shard:
-    shards = [stage for stage in _chain(pipe) if isinstance(stage, Shard)]
+    shards = [stage for stage in upstream(pipe) if isinstance(stage, Shard)]
     if len(shards) != 1:
         raise ValueError(f"ProcessWorkers: the chain must contain exactly one Shard stage, found {len(shards)}")
     return shards[0]
@@ -109,10 +101,10 @@ def _put(out, item, serving) -> bool:
     return False
 
 
-def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shutdown) -> None:
+def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shutdown, consumer_pid: int) -> None:
     """Body of worker process ``rank``: serve epochs of its shard of ``pipe`` until told to stop.
 
-    A command ``(run, epoch)`` starts an epoch; every message is tagged with ``run``, so
+    A command ``(run, epoch, start)`` starts an epoch at its batch ``start``; every message is tagged with ``run``, so
     the consumer can drop what an aborted run left in the queue. The run ends early when
     ``current`` (the run the consumer wants) changes.
     """
@@ -126,27 +118,26 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
     numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
-    origin = _chain(shard)[-1]
-    timed = [stage for stage in _chain(pipe) if isinstance(stage, Timed)]
+    timed = [stage for stage in upstream(pipe) if isinstance(stage, Timed)]
     while not shutdown.is_set():
         try:
             command = commands.get(timeout=_POLL_S)
         except queue.Empty:
+            if not _process_exists(consumer_pid):
+                return  # the consumer was killed (SIGKILL, OOM) without stopping us
             continue
         if command is None:
             return
-        run, epoch = command
+        run, epoch, start = command
 
         def serving():
-            return current.value == run and not shutdown.is_set()
+            return current.value == run and not shutdown.is_set() and _process_exists(consumer_pid)
 
-        if hasattr(origin, "epoch"):
-            origin.epoch = epoch
         for stage in timed:
             stage.reset()
         iterator = None
         try:
-            iterator = iter(pipe)
+            iterator = pipe.stream(epoch, start)
             for item in iterator:
                 if not _put(out, (run, item), serving):
                     break
@@ -159,6 +150,16 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -244,7 +245,7 @@ class _WorkerPool:
         for rank in range(num_workers):
             process = context.Process(
                 target=_serve,
-                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.shutdown),
+                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.shutdown, os.getpid()),
                 name=f"graphpipe-worker-{rank}",
                 daemon=True,
             )
@@ -335,12 +336,7 @@ class ProcessWorkers(Pipe):
             self._pool.close()
             self._pool = None
 
-    def __iter__(self):
-        # The ItemSampler here keeps the epoch counter; the workers' copies are told it.
-        origin = _chain(_the_shard(self.source))[-1]
-        epoch = getattr(origin, "epoch", 0)
-        if hasattr(origin, "epoch"):
-            origin.epoch += 1
+    def stream(self, epoch: int, start: int = 0):
         if self._pool is None or not self._pool.alive():
             self.close()
             self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size)
@@ -348,12 +344,12 @@ class ProcessWorkers(Pipe):
         pool.last_run += 1
         run = pool.current.value = pool.last_run
         for command in pool.commands:
-            command.put((run, epoch))
+            command.put((run, epoch, start))
         finished = False
         try:
             done = 0
             for i in itertools.count():
-                rank = i % self.num_workers
+                rank = (start + i) % self.num_workers  # worker w has the batches j = w (mod W)
                 item = self._get(pool, rank, run)
                 if isinstance(item, _WorkerDone):
                     self._add_timings(item)
@@ -396,7 +392,7 @@ class ProcessWorkers(Pipe):
             return item
 
     def _add_timings(self, done: _WorkerDone) -> None:
-        timed = [stage for stage in _chain(self.source) if isinstance(stage, Timed)]
+        timed = [stage for stage in upstream(self.source) if isinstance(stage, Timed)]
         for stage, (seconds, batches) in zip(timed, done.timings):
             stage.seconds += seconds
             stage.batches += batches

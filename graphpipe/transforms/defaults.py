@@ -17,7 +17,8 @@ from ..pipes.base import Pipe
 from ..pipes.copy_to import CopyTo
 from ..pipes.feature_fetcher import FeatureFetcher
 from ..pipes.item_sampler import ItemSampler
-from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter, check_count
+from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter
+from ..validation import check_count
 from ..pipes.subgraph_sampler import SubgraphSampler
 from ..pipes.transform import Transform
 from ..pipes.worker import ProcessWorkers, Shard
@@ -27,6 +28,7 @@ __all__ = ["default_transforms", "gpu_side_streams", "overlap_stages", "pinned_c
 
 PipeTransform = Callable[[Pipe], Pipe]
 _MAX_BATCHES_IN_FLIGHT = 8  # sampler batches that overlap_stages runs at once
+_QUEUE = 2  # batches a background thread or worker process may hold ready
 
 
 def default_transforms(num_workers: int = 0) -> List[PipeTransform]:
@@ -36,7 +38,7 @@ def default_transforms(num_workers: int = 0) -> List[PipeTransform]:
     return front + [gpu_side_streams, overlap_stages, pinned_copy]
 
 
-def gpu_side_streams(pipe: Pipe, buffer_size: int = 2) -> Pipe:
+def gpu_side_streams(pipe: Pipe) -> Pipe:
     """Run GPU sampling and UVA feature fetching on a high-priority side stream.
 
     A sampler or ``fetch_feature`` downstream of a ``copy_to("cuda")`` works on CUDA ids:
@@ -52,20 +54,20 @@ def gpu_side_streams(pipe: Pipe, buffer_size: int = 2) -> Pipe:
         todo = [
             stage
             for stage in find(pipe, (SubgraphSampler, FeatureFetcher))
-            if not stage.cooperative
+            if not stage.collective
             and _reads_cuda_batches(stage)
             and not isinstance(consumer_of(pipe, stage), (SideStream, ThreadPoolMap))
         ]
         if not todo:
             return pipe
-        pipe = insert_after(pipe, todo[0], lambda stage: Waiter(Prefetcher(SideStream(stage), buffer_size)))
+        pipe = insert_after(pipe, todo[0], lambda stage: Waiter(Prefetcher(SideStream(stage), _QUEUE)))
 
 
 def _reads_cuda_batches(stage: Pipe) -> bool:
     return any(isinstance(s, CopyTo) and s.device.type == "cuda" for s in stages(stage.source))
 
 
-def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
+def overlap_stages(pipe: Pipe) -> Pipe:
     """Run every sampler and every feature fetcher in the background, sharing the cores.
 
     Sampling of batch ``i + 1`` then overlaps fetching of batch ``i``, and both overlap
@@ -94,7 +96,7 @@ def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
     if not _kernels_thread_safe():
         if find(pipe, (Prefetcher, ThreadPoolMap)):
             return pipe
-        return Prefetcher(pipe, buffer_size)
+        return Prefetcher(pipe, _QUEUE)
     cores = numba.get_num_threads()
     pool = min(cores, _MAX_BATCHES_IN_FLIGHT)
     while True:
@@ -102,12 +104,12 @@ def overlap_stages(pipe: Pipe, buffer_size: int = 2) -> Pipe:
         if target is None:
             return pipe
         on_cpu = not _reads_cuda_batches(target)
-        if on_cpu and isinstance(target, SubgraphSampler) and not target.cooperative:
-            background = lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=cores // pool), buffer_size)
+        if on_cpu and isinstance(target, SubgraphSampler) and not target.collective:
+            background = lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=cores // pool), _QUEUE)
         elif on_cpu and isinstance(target, FeatureFetcher):
-            background = lambda stage: Prefetcher(stage, buffer_size, kernel_threads=max(1, cores // 4))
+            background = lambda stage: Prefetcher(stage, _QUEUE, kernel_threads=max(1, cores // 4))
         else:
-            background = lambda stage: Prefetcher(stage, buffer_size)
+            background = lambda stage: Prefetcher(stage, _QUEUE)
         pipe = insert_after(pipe, target, background)
 
 
@@ -132,7 +134,7 @@ def _overlap_targets(pipe: Pipe):
             yield stage
 
 
-def pinned_copy(pipe: Pipe, buffer_size: int = 2) -> Pipe:
+def pinned_copy(pipe: Pipe) -> Pipe:
     """Turn every ``copy_to("cuda")`` into pinned staging + a non-blocking copy on a side stream.
 
     ``... -> copy_to(cuda)`` becomes ``... -> transform(MiniBatch.pin_memory) ->
@@ -154,10 +156,10 @@ def pinned_copy(pipe: Pipe, buffer_size: int = 2) -> Pipe:
         copy = copies[0]
         staged = with_source(copy, Transform(copy.source, MiniBatch.pin_memory))
         staged.non_blocking = True
-        pipe = replace_stage(pipe, copy, Waiter(Prefetcher(SideStream(staged), buffer_size)))
+        pipe = replace_stage(pipe, copy, Waiter(Prefetcher(SideStream(staged), _QUEUE)))
 
 
-def process_workers(num_workers: int, buffer_size: int = 2) -> PipeTransform:
+def process_workers(num_workers: int) -> PipeTransform:
     """A transform running the chain before the first ``fetch_feature`` in worker processes.
 
     For samplers whose per-batch work is Python-heavy (threads would serialise on the
@@ -177,7 +179,7 @@ def process_workers(num_workers: int, buffer_size: int = 2) -> PipeTransform:
         fetchers = find(pipe, FeatureFetcher)
         cut = fetchers[-1].source if fetchers else pipe
         front = replace_stage(cut, samplers[0], Shard(samplers[0]))
-        return replace_stage(pipe, cut, ProcessWorkers(front, num_workers, buffer_size))
+        return replace_stage(pipe, cut, ProcessWorkers(front, num_workers, _QUEUE))
 
     run_in_worker_processes.__name__ = f"process_workers({num_workers})"
     run_in_worker_processes.__qualname__ = run_in_worker_processes.__name__

@@ -1,8 +1,9 @@
 """Find, replace, insert: the pipe-graph toolkit every transform is written with.
 
-A pipe graph is the set of stages reachable from the sink (the pipe a loader iterates)
-through :func:`graphpipe.pipes.traverse`. Every graphpipe stage keeps its upstream in
-``.source``. Rewrites never touch the user's stages: the stages on the path from the
+A pipe graph is the chain of stages reachable from the sink (the pipe a loader
+iterates) through ``.source`` links: every graphpipe stage keeps its upstream in
+``.source``, and :func:`stages` follows them, so walking a graph costs O(stages)
+whatever the size of the tensors the stages hold. Rewrites never touch the user's stages: the stages on the path from the
 sink to the rewritten one are shallow-copied with a new ``.source``, everything
 upstream of the rewrite is shared (it is not changed).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Callable, Dict, List, Optional, Tuple, Type, Union
 
-from ..pipes.base import Pipe, traverse
+from ..pipes.base import Pipe, upstream
 
 __all__ = ["stages", "find", "consumers", "consumer_of", "replace_stage", "insert_after", "insert_before", "with_source"]
 
@@ -20,19 +21,9 @@ StageTypes = Union[Type[Pipe], Tuple[Type[Pipe], ...]]
 
 
 def stages(pipe: Pipe) -> List[Pipe]:
-    """Every stage of the graph of ``pipe``, each once, sink first, then depth first upstream."""
-    order: List[Pipe] = []
-    seen = set()
-
-    def walk(graph: Dict) -> None:
-        for stage_id, (stage, upstream) in graph.items():
-            if stage_id not in seen:
-                seen.add(stage_id)
-                order.append(stage)
-            walk(upstream)
-
-    walk(traverse(pipe))
-    return order
+    """Every stage of the graph of ``pipe``, each once, sink first, then upstream along
+    ``.source`` links (:func:`graphpipe.pipes.base.upstream`; never copies or pickles)."""
+    return upstream(pipe)
 
 
 def find(pipe: Pipe, stage_type: StageTypes) -> List[Pipe]:

@@ -1,7 +1,7 @@
 import pytest
 from torch.utils.data import IterDataPipe
 
-from graphpipe.pipes.base import Pipe, functional_pipe, traverse
+from graphpipe.pipes.base import Pipe, functional_pipe, upstream
 
 
 class _Numbers(Pipe):
@@ -23,14 +23,22 @@ class _Double(Pipe):
             yield x * self.factor
 
 
-def test_functional_name_chains_and_traverses():
+def test_functional_name_chains_and_walks_source_links():
     pipe = _Numbers(3)._test_double(factor=3)
     assert isinstance(pipe, _Double) and list(pipe) == [0, 3, 6]
-    graph = traverse(pipe)
-    (root, sources), = graph.values()
-    assert root is pipe
-    assert [p for p, _ in sources.values()] == [pipe.source]
+    assert upstream(pipe) == [pipe, pipe.source]
     assert "_test_double" in dir(pipe)
+
+
+def test_a_pipe_is_an_iterable_dataset_with_any_number_of_live_iterators():
+    from torch.utils.data import IterableDataset
+
+    pipe = _Numbers(4)._test_double()
+    assert isinstance(pipe, IterableDataset) and not isinstance(pipe, IterDataPipe)
+    first, second = iter(pipe), iter(pipe)
+    assert next(first) == 0 and next(second) == 0 and next(first) == 2
+    third = iter(pipe)  # starting another iterator does not invalidate the live ones
+    assert list(first) == [4, 6] and list(second) == [2, 4, 6] and list(third) == [0, 2, 4, 6]
 
 
 def test_names_stay_out_of_torch_global_registry():

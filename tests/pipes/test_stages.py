@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from graphpipe import ItemSampler, ItemSet, MiniBatch
-from graphpipe.pipes import Buffer, Prefetcher, SideStream, ThreadPoolMap, Timed, Transform, Waiter
+from graphpipe.pipes import Prefetcher, SideStream, ThreadPoolMap, Timed, Transform, Waiter
 from graphpipe.pipes.base import Pipe
 
 
@@ -79,17 +79,6 @@ def test_early_break_and_gc_stop_the_thread():
     assert _graphpipe_threads() == []
 
 
-def test_buffer_pulls_ahead_of_the_consumer_and_keeps_order():
-    log = []
-    pipe = Buffer(Recorder(6, log), buffer_size=2)
-    out = []
-    for item in pipe:
-        log.append(("use", item))
-        out.append(item)
-    assert out == list(range(6))
-    assert log[:5] == [("pull", 0), ("pull", 1), ("pull", 2), ("use", 0), ("pull", 3)]
-
-
 def test_wait_resolves_futures_in_order():
     futures = []
     for value in range(4):
@@ -101,7 +90,7 @@ def test_wait_resolves_futures_in_order():
         def __iter__(self):
             yield from futures
 
-    assert list(Waiter(Buffer(Futures(), 2))) == [0, 10, 20, 30]
+    assert list(Waiter(Futures())) == [0, 10, 20, 30]
 
 
 def test_thread_pool_map_runs_the_stage_on_several_batches_in_order():
@@ -146,7 +135,7 @@ def test_thread_pool_map_reraises_and_validates():
 
     with pytest.raises(ArithmeticError, match="five"):
         list(ThreadPoolMap(Transform(Recorder(10, []), fail_on_five), 2))
-    with pytest.raises(TypeError, match=r"Recorder has no known per-batch function"):
+    with pytest.raises(TypeError, match=r"ThreadPoolMap: Recorder has no per-batch function \(process\)"):
         ThreadPoolMap(Recorder(3, []), 2)
     with pytest.raises(ValueError, match=r"`num_threads` must be an int >= 1, got 0"):
         ThreadPoolMap(Transform(Recorder(3, []), _double), 0)
@@ -167,8 +156,9 @@ def test_timed_counts_batches_and_inclusive_seconds():
 
 
 def test_functional_names():
-    pipe = ItemSampler(ItemSet(6), batch_size=2).prefetch(2).buffer(1)
-    assert isinstance(pipe, Buffer) and isinstance(pipe.source, Prefetcher)
+    pipe = ItemSampler(ItemSet(6), batch_size=2).prefetch(2).wait()
+    assert isinstance(pipe, Waiter) and isinstance(pipe.source, Prefetcher)
+    pipe = pipe.source
     assert [mb.batch_index for mb in pipe] == [0, 1, 2]
 
 

@@ -153,7 +153,42 @@ def test_process_workers_cuts_before_feature_fetching_and_shards_the_item_sample
     assert _types(process_workers(2)(sampler_only)) == ["ItemSampler", "Shard", "WindowSampler", "ProcessWorkers"]
     with pytest.raises(ValueError, match=r"process_workers: `num_workers` must be an int >= 1, got 0"):
         process_workers(0)
-    two_sources = Transform(gp.ItemSampler(gp.ItemSet(4), 2), lambda mb: mb)
-    two_sources.other = gp.ItemSampler(gp.ItemSet(4), 2)
-    with pytest.raises(ValueError, match=r"exactly one ItemSampler to shard, found 2"):
-        process_workers(2)(two_sources)
+    # The graph is what `.source` links reach: another attribute holding a pipe is not upstream.
+    no_sampler = Transform(gp.pipes.Timed(gp.pipes.Timed(None)), lambda mb: mb)
+    no_sampler.other = gp.ItemSampler(gp.ItemSet(4), 2)
+    with pytest.raises(ValueError, match=r"exactly one ItemSampler to shard, found 0"):
+        process_workers(2)(no_sampler)
+
+
+def test_two_loaders_over_one_pipe_iterated_alternately_give_each_its_own_batches():
+    pipe = karate_chain()
+    alone = list(gp.DataLoader(karate_chain()))
+    first, second = gp.DataLoader(pipe), gp.DataLoader(pipe)
+    a, b = iter(first), iter(second)
+    left, right = [], []
+    for x, y in zip(a, b):  # both epochs live at once, pulled in turn
+        left.append(x)
+        right.append(y)
+        next(iter(pipe))  # a plain iteration mid-epoch invalidates nothing
+    assert_same_batches(left, alone)
+    assert_same_batches(right, alone)
+    first.close()
+    second.close()
+
+
+def test_iterating_the_pipe_outside_a_loader_changes_nothing_the_loader_produces():
+    reference = [[mb.batch_index for mb in epoch] for epoch in _epochs(gp.DataLoader(karate_chain()), 2)]
+    pipe = karate_chain()
+    list(pipe)
+    list(pipe)  # plain passes run epochs 0 and 1 of the ItemSampler's own counter
+    gp.hotness_from_presampling(pipe.source, 34, num_batches=3)
+    loader = gp.DataLoader(pipe)
+    assert [[mb.batch_index for mb in epoch] for epoch in _epochs(loader, 2)] == reference
+    assert reference[0][0] == 0
+    assert_same_batches(list(gp.DataLoader(pipe)), list(gp.DataLoader(karate_chain())))
+
+
+def _epochs(loader, n):
+    epochs = [list(loader) for _ in range(n)]
+    loader.close()
+    return epochs
