@@ -54,7 +54,7 @@ from .selection import (
     write_ranked,
 )
 
-__all__ = ["sample_neighbors"]
+__all__ = ["FanoutTooLarge", "sample_neighbors"]
 
 # Up to this fanout Floyd's set is a plain array (membership by scan behind a 64-bit
 # filter, ascending order by rank: O(k^2) branch-free work); above, a hash set and a
@@ -394,8 +394,13 @@ def sample_neighbors(
     return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs)
 
 
-def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> ValueError:
-    return ValueError(
+class FanoutTooLarge(ValueError):
+    """A fanout whose sample could not fit in memory (``replace=True`` draws exactly
+    ``fanout`` edges per destination); pipes re-raise it naming their ``fanouts[i]``."""
+
+
+def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> FanoutTooLarge:
+    return FanoutTooLarge(
         f"sample_neighbors: `fanout`={fanout} (replace={bool(replace)}) would sample more than "
         f"{max_output_edges(_BYTES_PER_EDGE)} edges for these {num_dst} destinations, more than fit in the "
         f"machine's memory; use a smaller fanout"

@@ -53,7 +53,7 @@ class LayerNeighborSampler(SubgraphSampler):
             seeds ``s0, s1`` that move on every κ batches (``s0 ← s1``): each batch is
             exactly uniform while consecutive batches sample overlapping vertex sets
             (dependent minibatching: higher cache hit rates).
-        weights: name of a non-negative float edge attribute: weighted LABOR-0.
+        weights: name of a finite, non-negative float (or bool mask) edge attribute: weighted LABOR-0.
         seed: seed of the random keys (``None``: drawn from torch's generator).
         cooperative: sample one batch together across ranks (LABOR-0 only).
         layout: ``"block"`` (default: GraphBolt/DGL blocks) or ``"pyg"`` (PyG's

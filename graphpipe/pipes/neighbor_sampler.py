@@ -9,6 +9,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, sample_neighbors
+from ..ops.neighbor_sampling import FanoutTooLarge
 from ..validation import check_edge_weights
 from .base import Pipe, functional_pipe
 from .subgraph_sampler import SubgraphSampler
@@ -42,8 +43,8 @@ class NeighborSampler(SubgraphSampler):
         graph: the :class:`~graphpipe.CSCGraph` to sample from.
         fanouts: one int per GNN layer, ``>= 1`` or ``-1`` (all in-edges).
         replace: sample with replacement.
-        weights: name of a 1-D non-negative float edge attribute of ``graph`` to sample
-            by, or None for uniform sampling.
+        weights: name of a 1-D finite, non-negative float (or bool mask) edge
+            attribute of ``graph`` to sample by, or None for uniform sampling.
         seed: seed of the random keys (see :class:`SubgraphSampler`).
         cooperative: sample one batch together across ranks (see :class:`SubgraphSampler`).
         layout: ``"block"`` (default: GraphBolt/DGL blocks, every layer samples all its
@@ -75,13 +76,16 @@ class NeighborSampler(SubgraphSampler):
 
     def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
         """In-edges of ``nodes`` (``[num_dst]`` int64) sampled with ``fanouts[layer]``."""
-        return sample_neighbors(
-            self.graph.indptr,
-            self.graph.indices,
-            nodes,
-            self.fanouts[layer],
-            key=self.layer_key(minibatch.batch_index, layer),
-            replace=self.replace,
-            probs=self.probs,
-        )
+        try:
+            return sample_neighbors(
+                self.graph.indptr,
+                self.graph.indices,
+                nodes,
+                self.fanouts[layer],
+                key=self.layer_key(minibatch.batch_index, layer),
+                replace=self.replace,
+                probs=self.probs,
+            )
+        except FanoutTooLarge as error:
+            raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
 

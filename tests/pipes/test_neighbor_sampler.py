@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import graphpipe as gp
 from graphpipe import CSCGraph, FeatureStore, ItemSampler, MiniBatch, NeighborSampler
 
 
@@ -196,3 +197,15 @@ def test_pyg_layout_samples_each_node_once_at_its_first_hop(graph_builder, repla
             block_eids = torch.cat([block_sg.original_edge_ids[ptr[j] : ptr[j + 1]] for j in block_local.tolist()])
             assert torch.equal(sg.original_edge_ids, block_eids)
             frontier_start = dst.numel()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_fanout_too_large_for_memory_is_named_by_its_layer(weighted):
+    graph = gp.CSCGraph.from_edge_index(
+        torch.tensor([[0, 1, 2], [2, 0, 1]]), edge_attributes={"w": torch.ones(3)}
+    )
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(3)), 3).sample_neighbor(
+        graph, [2, 2**40], replace=True, weights="w" if weighted else None
+    )
+    with pytest.raises(ValueError, match=r"NeighborSampler: `fanouts\[1\]` is too large: .*`fanout`=1099511627776"):
+        next(iter(pipe))
