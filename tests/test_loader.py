@@ -205,7 +205,11 @@ def test_ctrl_c_gets_through_a_hung_background_stage(tmp_path, stage):
         time.sleep(0.5)  # the background stage is in its 60 s call by now
         process.send_signal(signal.SIGINT)
         interrupted = time.monotonic()
-        _, stderr = process.communicate(timeout=30)  # (a hang: 60 s)
+        try:
+            _, stderr = process.communicate(timeout=30)  # (a hang: 60 s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail(f"no exit 30 s after Ctrl-C; the process wrote:\n{process.communicate()[1]}")
         waited = time.monotonic() - interrupted
     finally:
         process.kill()
