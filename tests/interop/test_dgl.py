@@ -28,12 +28,12 @@ def _minibatch(weighted=False):
         pipe = pipe.sample_layer_neighbor(graph, [6, 4], seed=1)
     else:
         pipe = pipe.sample_neighbor(graph, [6, 4], seed=1)
-    return graph, next(iter(pipe))
+    return edge_index, next(iter(pipe))
 
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_blocks_match_sampled_subgraphs(weighted):
-    graph, mb = _minibatch(weighted)
+    edge_index, mb = _minibatch(weighted)
     blocks = mb.blocks
     assert len(blocks) == mb.num_layers == 2
     for block, sg in zip(blocks, mb.sampled_subgraphs):
@@ -44,9 +44,10 @@ def test_blocks_match_sampled_subgraphs(weighted):
         assert torch.equal(block.srcdata[dgl.NID], sg.original_row_node_ids)
         assert torch.equal(block.dstdata[dgl.NID], sg.original_column_node_ids)
         assert torch.equal(block.edata[dgl.EID], sg.original_edge_ids)
-        # every block edge is a graph edge
-        gsrc = graph.indices.long()[block.edata[dgl.EID]]
-        assert torch.equal(gsrc, block.srcdata[dgl.NID][src])
+        # every block edge is the user's edge EID (a column of the edge_index the graph was built from)
+        user_src, user_dst = edge_index[:, block.edata[dgl.EID]]
+        assert torch.equal(user_src, block.srcdata[dgl.NID][src])
+        assert torch.equal(user_dst, block.dstdata[dgl.NID][dst])
         assert ("edge_weights" in block.edata) == weighted
 
 
