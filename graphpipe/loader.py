@@ -8,7 +8,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from .pipes.base import Pipe, upstream
 from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed
-from .validation import check_count, check_int
+from .validation import check_int
 from .pipes.worker import ProcessWorkers
 from .transforms.defaults import default_transforms
 from .transforms.explain import MAIN, describe, draw, placement, stage_label, to_graphviz
@@ -58,7 +58,7 @@ class DataLoader:
         self._workers: List[ProcessWorkers] = []
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
-        check_count(num_workers, "num_workers", "DataLoader", minimum=0)
+        check_int(num_workers, "num_workers", "DataLoader", minimum=0)
         if transforms is None:
             transforms = default_transforms(num_workers)
         elif num_workers:

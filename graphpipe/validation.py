@@ -11,7 +11,6 @@ __all__ = [
     "check_fanout",
     "check_fanouts",
     "check_importance_sampling",
-    "check_count",
     "check_int",
     "check_node_ids",
 ]
@@ -54,11 +53,6 @@ def check_int(value, name: str, where: str, minimum: Optional[int] = None, maxim
             expected = "an int"
         raise ValueError(f"{where}: `{name}` must be {expected}, got {value!r}")
     return number
-
-
-def check_count(value, name: str, where: str, minimum: int = 1) -> int:
-    """``value`` as an int ``>= minimum`` (a size, a number of threads or workers)."""
-    return check_int(value, name, where, minimum=minimum)
 
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:

@@ -25,6 +25,7 @@ from ..csc_graph import CSCGraph, smallest_index_dtype
 from ..feature_store import FeatureStore
 from ..item_set import ItemSet
 from ..ops.random import derive_key, hash2, uniform, uniform_open
+from ..validation import check_int
 from .base import NodeClassificationDataset
 
 __all__ = ["rmat_edges", "synthetic_node_classification"]
@@ -55,8 +56,8 @@ def rmat_edges(
     Returns:
         ``(src, dst)``, two ``[num_edges]`` int32 tensors (``num_nodes <= 2**31``).
     """
-    _check_count(num_nodes, "num_nodes", "rmat_edges", minimum=1)
-    _check_count(num_edges, "num_edges", "rmat_edges", minimum=0)
+    num_nodes = check_int(num_nodes, "num_nodes", "rmat_edges", minimum=1)
+    num_edges = check_int(num_edges, "num_edges", "rmat_edges", minimum=0)
     for name, p in (("a", a), ("b", b), ("c", c)):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"rmat_edges: `{name}` must be a probability in [0, 1], got {p!r}")
@@ -126,10 +127,10 @@ def synthetic_node_classification(
         ``labels`` ``[num_nodes]`` int64; item sets with sorted seed ids.
     """
     where = "synthetic_node_classification"
-    _check_count(num_nodes, "num_nodes", where, minimum=2)
-    _check_count(avg_degree, "avg_degree", where, minimum=1)
-    _check_count(num_classes, "num_classes", where, minimum=2)
-    _check_count(feature_dim, "feature_dim", where, minimum=1)
+    num_nodes = check_int(num_nodes, "num_nodes", where, minimum=2)
+    avg_degree = check_int(avg_degree, "avg_degree", where, minimum=1)
+    num_classes = check_int(num_classes, "num_classes", where, minimum=2)
+    feature_dim = check_int(feature_dim, "feature_dim", where, minimum=1)
     if not 0.0 <= rewire_fraction <= 1.0:
         raise ValueError(f"{where}: `rewire_fraction` must be in [0, 1], got {rewire_fraction!r}")
     if not feature_noise >= 0.0:
@@ -202,11 +203,6 @@ def _rewire_into_communities(src, dst, labels, num_classes: int, fraction: float
     _alias_tables(degree[by_class].astype(np.float64), class_ptr, prob, alias)
     class_degree = np.bincount(labels, weights=degree, minlength=num_classes)
     _rewire_kernel(key, fraction, src, dst, labels, by_class, class_ptr, class_degree, prob, alias)
-
-
-def _check_count(value, name: str, where: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{where}: `{name}` must be an int >= {minimum}, got {value!r}")
 
 
 def _key(seed: int, stream: int) -> np.uint64:

@@ -40,7 +40,7 @@ import numba
 import torch
 
 from ..minibatch import _apply
-from ..validation import check_count
+from ..validation import check_int
 from .base import Pipe, functional_pipe
 
 __all__ = ["Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
@@ -84,7 +84,7 @@ def _close(iterator) -> None:
 
 def _checked_kernel_threads(kernel_threads: Optional[int], where: str) -> Optional[int]:
     """``kernel_threads`` after checking it is ``None`` or an int ``>= 1``."""
-    return None if kernel_threads is None else check_count(kernel_threads, "kernel_threads", where)
+    return None if kernel_threads is None else check_int(kernel_threads, "kernel_threads", where, minimum=1)
 
 
 def _set_kernel_threads(kernel_threads: Optional[int]) -> None:
@@ -245,7 +245,7 @@ class Prefetcher(Pipe):
     def __init__(self, source: Pipe, buffer_size: int = 2, kernel_threads: Optional[int] = None):
         super().__init__()
         self.source = source
-        self.buffer_size = check_count(buffer_size, "buffer_size", "Prefetcher")
+        self.buffer_size = check_int(buffer_size, "buffer_size", "Prefetcher", minimum=1)
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "Prefetcher")
 
     def stream(self, epoch: int, start: int = 0):
@@ -294,7 +294,7 @@ class ThreadPoolMap(Pipe):
         super().__init__()
         _per_batch_function(stage, "ThreadPoolMap")
         self.source = stage
-        self.num_threads = check_count(num_threads, "num_threads", "ThreadPoolMap")
+        self.num_threads = check_int(num_threads, "num_threads", "ThreadPoolMap", minimum=1)
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
 

@@ -42,7 +42,7 @@ import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
 from .base import Pipe, upstream
-from ..validation import check_count
+from ..validation import check_int
 from .stages import Timed
 
 __all__ = ["ProcessWorkers", "Shard"]
@@ -325,8 +325,8 @@ class ProcessWorkers(Pipe):
         super().__init__()
         _the_shard(source)
         self.source = source
-        self.num_workers = check_count(num_workers, "num_workers", "ProcessWorkers")
-        self.buffer_size = check_count(buffer_size, "buffer_size", "ProcessWorkers")
+        self.num_workers = check_int(num_workers, "num_workers", "ProcessWorkers", minimum=1)
+        self.buffer_size = check_int(buffer_size, "buffer_size", "ProcessWorkers", minimum=1)
         self._pool: Optional[_WorkerPool] = None
 
 

@@ -18,7 +18,7 @@ from ..pipes.copy_to import CopyTo
 from ..pipes.feature_fetcher import FeatureFetcher
 from ..pipes.item_sampler import ItemSampler
 from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter
-from ..validation import check_count
+from ..validation import check_int
 from ..pipes.subgraph_sampler import SubgraphSampler
 from ..pipes.transform import Transform
 from ..pipes.worker import ProcessWorkers, Shard
@@ -168,7 +168,7 @@ def process_workers(num_workers: int) -> PipeTransform:
     :class:`graphpipe.pipes.worker.ProcessWorkers`). Without a ``fetch_feature`` stage
     the whole chain runs in the workers.
     """
-    check_count(num_workers, "num_workers", "process_workers")
+    check_int(num_workers, "num_workers", "process_workers", minimum=1)
 
     def run_in_worker_processes(pipe: Pipe) -> Pipe:
         if find(pipe, ProcessWorkers):
@@ -192,7 +192,7 @@ def thread_pool(stage_type: Type[Pipe], num_threads: int) -> PipeTransform:
 
     Useful when one stage is the bottleneck and its kernels do not use all cores.
     """
-    check_count(num_threads, "num_threads", "thread_pool")
+    check_int(num_threads, "num_threads", "thread_pool", minimum=1)
 
     def run_in_thread_pool(pipe: Pipe) -> Pipe:
         while True:
