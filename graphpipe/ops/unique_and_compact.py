@@ -5,8 +5,15 @@ CPU tensors go through one fused numba kernel, chosen by how dense the ids are:
 * dense (the largest id is at most a few times the number of ids, as in the input layer
   of a large batch): a ``[max_id + 1]`` byte array marks the ids present; one ascending
   sweep over it, eight ids a step, numbers the new ids, so no sort is needed. Parallel.
-* sparse (few ids from a large id space): an open-addressing hash table finds the new
-  ids, which a radix sort then orders. Serial, but only for small layers.
+* sparse, many ids (a large layer of a graph with far more nodes, e.g. 768k ids of a
+  111M-node graph): the ids are grouped into ranges of ids by a parallel counting sort;
+  each range then finds its new ids with its own hash table and orders them, the ranges
+  in parallel. Numbering the ranges in order gives the new ids in ascending order, as
+  the dense sweep does.
+* sparse, few ids (under ``_PARALLEL_MIN_IDS``): one open-addressing hash table finds
+  the new ids, which a radix sort then orders. Serial: starting threads costs more.
+
+Every path gives the same result, whatever the number of threads.
 
 Tensors on other devices (GPUs) use the torch ops of
 :func:`~graphpipe.ops.gpu_sampling.unique_and_compact_torch`.
@@ -33,6 +40,12 @@ _DENSE_FACTOR = 128
 _DENSE_SLACK = 1 << 16
 # Chunks of the dense sweep: a fixed number, so the numbering never depends on threads.
 _NUM_CHUNKS = 64
+# Id ranges of the sparse parallel path: as many as make a range at most 2**16 ids, within
+# these bounds (a number fixed by the id range alone, as the chunks).
+_MIN_BUCKETS = 256
+_MAX_BUCKETS = 4096
+# Below this many ids (destinations plus sources) the serial hash path is faster.
+_PARALLEL_MIN_IDS = 1 << 15
 
 
 def unique_and_compact(
@@ -77,6 +90,8 @@ def unique_and_compact(
         unique_nodes, local_src, outside, bad = _unique_dense(dst_np, src_np, hi)
         if outside:
             _raise_outside(bad, num_nodes, outside)
+    elif dst.numel() + src.numel() >= _PARALLEL_MIN_IDS:
+        unique_nodes, local_src = _unique_bucketed(dst_np, src_np, hi, numba.get_num_threads())
     else:
         unique_nodes, local_src = _unique_hashed(dst_np, src_np)
     return torch.from_numpy(unique_nodes), torch.from_numpy(local_src)
@@ -184,12 +199,128 @@ def _unique_dense(dst, src, max_id):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _find_slot(keys, x, mask):
-    """The slot holding ``x``, or the empty slot where it would go (linear probing)."""
+def _find_slot(keys, x, mask, base=0):
+    """The slot holding ``x`` in the table ``keys[base : base + mask + 1]``, or the empty
+    slot where it would go (linear probing)."""
     slot = np.int64(mix64(x) & mask)
-    while keys[slot] != -1 and keys[slot] != x:
+    while keys[base + slot] != -1 and keys[base + slot] != x:
         slot = (slot + 1) & np.int64(mask)
-    return slot
+    return base + slot
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _unique_bucketed(dst, src, max_id, num_chunks):
+    """Sparse-id parallel kernel. The ids of ``dst ++ src`` (position ``p`` in that
+    concatenation) are grouped by id range (``id >> shift``) with a stable counting sort
+    that moves the ids and their positions together, so the later passes read them in
+    order. Each range (in parallel) puts its destinations and then its sources in its
+    own small hash table (in cache) and collects its new ids, then orders them
+    (:func:`_order_ids`). A prefix over the ranges numbers the new ids in ascending
+    order; each range then writes its sources' local ids."""
+    num_dst = dst.shape[0]
+    n = num_dst + src.shape[0]
+    num_buckets = min(_MAX_BUCKETS, max(_MIN_BUCKETS, (max_id >> 16) + 1))
+    shift = 0
+    while (max_id >> shift) >= num_buckets:
+        shift += 1
+    # ``num_chunks``: one per thread; the counting sort is stable, so the result does not
+    # depend on it.
+    chunk = (n + num_chunks - 1) // num_chunks
+    counts = np.zeros((num_chunks, num_buckets), np.int64)
+    for c in numba.prange(num_chunks):
+        for p in range(c * chunk, min((c + 1) * chunk, n)):
+            x = dst[p] if p < num_dst else src[p - num_dst]
+            counts[c, x >> shift] += 1
+    # Bucket-major, chunk-minor offsets: positions stay in increasing order in a bucket,
+    # so its destinations come before its sources.
+    cursors = np.empty((num_chunks, num_buckets), np.int64)
+    bucket_start = np.empty(num_buckets + 1, np.int64)
+    table_start = np.empty(num_buckets + 1, np.int64)
+    total = 0
+    tables = 0
+    for b in range(num_buckets):
+        bucket_start[b] = total
+        table_start[b] = tables
+        for c in range(num_chunks):
+            cursors[c, b] = total
+            total += counts[c, b]
+        size = 16
+        while size < 2 * (total - bucket_start[b]):
+            size <<= 1
+        tables += size
+    bucket_start[num_buckets] = total
+    table_start[num_buckets] = tables
+    ids = np.empty(n, np.int64)  # the ids grouped by range
+    positions = np.empty(n, np.int64)  # their positions p
+    for c in numba.prange(num_chunks):
+        for p in range(c * chunk, min((c + 1) * chunk, n)):
+            x = dst[p] if p < num_dst else src[p - num_dst]
+            k = cursors[c, x >> shift]
+            ids[k] = x
+            positions[k] = p
+            cursors[c, x >> shift] = k + 1
+    keys = np.full(tables, -1, np.int64)
+    values = np.empty(tables, np.int64)
+    slots = np.empty(n, np.int64)  # the table slot of ids[k]
+    new_ids = np.empty(n, np.int64)  # range b's new ids from bucket_start[b]
+    num_new = np.zeros(num_buckets + 1, np.int64)
+    for b in numba.prange(num_buckets):
+        base = table_start[b]
+        mask = np.uint64(table_start[b + 1] - base - 1)
+        found = 0
+        for k in range(bucket_start[b], bucket_start[b + 1]):
+            x = ids[k]
+            slot = _find_slot(keys, x, mask, base)
+            if positions[k] < num_dst:
+                keys[slot] = x
+                values[slot] = positions[k]
+            elif keys[slot] == -1:
+                keys[slot] = x
+                new_ids[bucket_start[b] + found] = x
+                found += 1
+            slots[k] = slot
+        _order_ids(new_ids[bucket_start[b] : bucket_start[b] + found], np.int64(b) << shift, shift)
+        num_new[b + 1] = found
+    for b in range(num_buckets):
+        num_new[b + 1] += num_new[b]
+    unique_nodes = np.empty(num_dst + num_new[num_buckets], np.int64)
+    local_src = np.empty(src.shape[0], np.int64)
+    for b in numba.prange(num_buckets):
+        base = table_start[b]
+        mask = np.uint64(table_start[b + 1] - base - 1)
+        first = num_dst + num_new[b]
+        for r in range(num_new[b + 1] - num_new[b]):
+            x = new_ids[bucket_start[b] + r]
+            values[_find_slot(keys, x, mask, base)] = first + r
+            unique_nodes[first + r] = x
+        for k in range(bucket_start[b], bucket_start[b + 1]):
+            if positions[k] >= num_dst:
+                local_src[positions[k] - num_dst] = values[slots[k]]
+    for i in numba.prange(num_dst):
+        unique_nodes[i] = dst[i]
+    return unique_nodes, local_src
+
+
+@numba.njit(nogil=True, cache=True)
+def _order_ids(ids, lo, shift):
+    """Sort ``ids`` (distinct, in ``[lo, lo + 2**shift)``) in place: through a bitmap of
+    the range when sweeping it costs no more than about eight words per id, else
+    numba's sort."""
+    num_words = ((1 << shift) + 63) >> 6
+    if num_words > 8 * ids.shape[0] + 1024:
+        ids.sort()
+        return
+    bits = np.zeros(num_words, np.uint64)
+    for x in ids:
+        offset = x - lo
+        bits[offset >> 6] |= np.uint64(1) << np.uint64(offset & 63)
+    r = 0
+    for w in range(num_words):
+        word = bits[w]
+        while word:
+            ids[r] = lo + (w << 6) + np.int64(trailing_zeros(word))
+            r += 1
+            word &= word - np.uint64(1)
 
 
 @numba.njit(nogil=True, cache=True)

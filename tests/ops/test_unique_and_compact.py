@@ -13,7 +13,9 @@ def _reference(dst, src):
     return unique, [local[x] for x in src]
 
 
-# (num_dst, num_src, id range): dense ranges take the table kernel, huge ranges the hash one.
+# (num_dst, num_src, id range): dense ranges take the table kernel; sparse ones the serial
+# hash kernel when small, else the parallel ranges kernel, whose ranges are ordered by a
+# bitmap (30M) or a sort (10**12).
 CASES = [
     (0, 0, 10),
     (5, 0, 10),
@@ -22,6 +24,8 @@ CASES = [
     (50, 2000, 300),
     (100, 5000, 10**12),
     (1000, 300_000, 200_000),
+    (1000, 200_000, 30_000_000),
+    (2000, 40_000, 10**12),
 ]
 
 
@@ -43,6 +47,21 @@ def test_matches_brute_force(num_dst, num_src, id_range, numba_threads):
         assert unique.tolist() == want_unique
         assert local.tolist() == want_local
         assert torch.equal(unique[local], src)
+
+
+def test_parallel_sparse_path_with_repeated_ids(numba_threads):
+    """Many repeats of few ids spread over a huge range (a hub-heavy input layer of a large
+    graph): every range's table sees mostly hits; results equal the brute force."""
+    rng = np.random.default_rng(7)
+    ids = rng.choice(10**9, size=5000, replace=False)
+    dst = torch.from_numpy(ids[:300])
+    src = torch.from_numpy(ids[rng.zipf(1.3, size=80_000) % ids.size])
+    want_unique, want_local = _reference(dst, src)
+    for threads in (1, 2):
+        with numba_threads(threads):
+            unique, local = unique_and_compact(dst, src, num_nodes=10**9)
+        assert unique.tolist() == want_unique
+        assert local.tolist() == want_local
 
 
 def test_int32_inputs_and_dst_order_kept():
