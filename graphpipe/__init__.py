@@ -21,10 +21,6 @@ from .pipes import ItemSampler, Pipe, SubgraphSampler
 from .pipes import LayerNeighborSampler, NeighborSampler
 from .pipes import CopyTo, FeatureFetcher, Transform
 from .distributed import DistributedItemSampler, cooperative_exchange
-from .allocator import retain_freed_memory
-
-retain_freed_memory()  # process-wide; see graphpipe.allocator for why and when it is skipped
-
 __version__ = "0.1.0"
 
 __all__ = [

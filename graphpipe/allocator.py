@@ -1,29 +1,29 @@
-"""Keep glibc's malloc from returning each batch's memory to the kernel.
+"""Opt-in: keep glibc's malloc from returning each batch's memory to the kernel.
 
 Every batch allocates and frees arrays of a few MB to tens of MB (sampled edges, the
-unique-and-compact tables, gathered features). With glibc's defaults, blocks that large
-are mmap'ed and unmapped per batch, or trimmed off the top of the heap, so the next
-batch takes page faults on fresh pages, and every unmap interrupts the other threads to
-flush their TLBs. On the 2-core benchmark machine this was 40-60% of a neighbor-sampling
-batch (17-29 ms instead of 10 ms). :func:`retain_freed_memory` raises the mmap and trim
-thresholds so freed blocks stay in the process and are reused, and keeps every thread on
-glibc's main arena: a thread's own arena grows in heaps of at most 64 MB, so a larger
-block allocated in a thread (a batch's gathered features: 160k rows of 400 B in the
-benchmark) is mapped fresh and faulted in every batch whatever the thresholds (the
-background fetch took 23 instead of 14 ms per batch on the 2-core benchmark machine).
-The few threads graphpipe runs allocate a few blocks per batch, so they do not contend
-for the one arena's lock.
+unique-and-compact tables, gathered features). A block malloc maps fresh is faulted in
+page by page, and every unmap interrupts the other threads to flush their TLBs. graphpipe
+avoids this locally: the feature fetcher reuses its output blocks (the largest, tens of
+MB a batch), and glibc's own dynamic threshold keeps blocks up to 32 MB on the heap after
+the first free. What is left are the blocks of the sampler pool's threads, in their own
+malloc arenas (LABOR-0 loader on the 2-core benchmark machine: ~140 faults, ~1 ms of
+kernel time per batch; neighbor sampling ~30).
 
-This is process-wide and is applied once when graphpipe is imported. It costs memory:
-up to ``TRIM_THRESHOLD`` bytes of freed memory can stay mapped in each malloc arena (the
-main one, and those of threads that allocated before the import). Blocks above the mmap
-threshold are still mapped per allocation. glibc
-before 2.35 refuses an mmap threshold above 32 MB; 32 MB is then used. It is skipped on
-non-glibc systems and when the user tunes malloc through glibc's own environment
-variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_ARENA_MAX``,
-``GLIBC_TUNABLES``; to
-keep glibc's defaults, set ``MALLOC_TRIM_THRESHOLD_=131072``, its default); under an
-``LD_PRELOAD``-ed jemalloc or tcmalloc, glibc's malloc is unused and the call is harmless.
+:func:`retain_freed_memory` removes those too: it raises the mmap and trim thresholds so
+freed blocks stay in the process and are reused, and keeps every thread on glibc's main
+arena (a thread's own arena grows in heaps of at most 64 MB, so a larger block allocated
+in a thread is mapped fresh every time whatever the thresholds). The few threads graphpipe
+runs allocate a few blocks per batch, so they do not contend for the one arena's lock.
+
+It is process-wide, so graphpipe never applies it by itself (importing graphpipe leaves
+malloc's settings alone): a training script opts in by calling
+``graphpipe.allocator.retain_freed_memory()`` once, first thing (arenas that threads
+made before stay). It costs memory: up to ``TRIM_THRESHOLD`` bytes of freed memory can
+stay mapped in each arena. glibc before 2.35 refuses an mmap threshold above 32 MB; 32 MB
+is then used. It does nothing on non-glibc systems and when the user tunes malloc through
+glibc's own environment variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``,
+``MALLOC_ARENA_MAX``, ``GLIBC_TUNABLES``); under an ``LD_PRELOAD``-ed jemalloc or tcmalloc,
+glibc's malloc is unused and the call is harmless.
 """
 
 from __future__ import annotations

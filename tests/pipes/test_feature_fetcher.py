@@ -154,3 +154,45 @@ def test_an_out_of_range_edge_id_is_named_as_one_at_fetch_time():
     node_batch = MiniBatch(seeds=torch.tensor([1, NUM_NODES]))
     with pytest.raises(ValueError, match=r"node feature 'feat' \(30 rows\): `seeds` holds node id 30"):
         FeatureFetcher([], store, node_feature_keys=["feat"]).fetch(node_batch)
+
+
+def _fetch_seeds(fetcher, seeds):
+    return fetcher.fetch(MiniBatch(seeds=torch.tensor(seeds)))
+
+
+def test_rows_a_batch_still_holds_are_never_overwritten():
+    """The fetcher reuses its output blocks (no fresh memory to fault in every batch), but
+    only blocks no tensor uses any more: batches, or views of them, that the loop keeps
+    keep their rows while later batches are fetched."""
+    store = _store()
+    fetcher = FeatureFetcher([], store, ["feat", "deg"])
+    table = store["node", "feat"].data
+    kept = [_fetch_seeds(fetcher, [i, (i + 7) % NUM_NODES]) for i in range(12)]
+    view = _fetch_seeds(fetcher, [1, 2, 3]).node_features["feat"][1:]  # only a view survives
+    for _ in range(12):
+        _fetch_seeds(fetcher, [4, 5, 6])
+    for i, minibatch in enumerate(kept):
+        assert torch.equal(minibatch.node_features["feat"], table[[i, (i + 7) % NUM_NODES]])
+        assert minibatch.node_features["deg"].tolist() == [i, (i + 7) % NUM_NODES]
+    assert torch.equal(view, table[[2, 3]])
+
+
+def test_a_released_block_is_reused():
+    fetcher = FeatureFetcher([], _store(), ["feat"])
+    first = _fetch_seeds(fetcher, [1, 2, 3]).node_features["feat"]
+    address = first.data_ptr()
+    del first
+    again = _fetch_seeds(fetcher, [4, 5]).node_features["feat"]
+    assert again.data_ptr() == address
+    assert torch.equal(again, _store()["node", "feat"].data[[4, 5]])
+
+
+def test_a_pickled_fetcher_shares_no_blocks():
+    import pickle
+
+    fetcher = FeatureFetcher([], _store(), ["feat"])
+    held = _fetch_seeds(fetcher, [1, 2]).node_features["feat"]
+    copy = pickle.loads(pickle.dumps(fetcher))
+    assert copy._blocks is not fetcher._blocks
+    assert torch.equal(_fetch_seeds(copy, [3, 4]).node_features["feat"], _store()["node", "feat"].data[[3, 4]])
+    assert torch.equal(held, _store()["node", "feat"].data[[1, 2]])
