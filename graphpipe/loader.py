@@ -7,11 +7,11 @@ import weakref
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .pipes.base import Pipe, upstream
-from .pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed
-from .validation import check_int
+from .pipes.stages import Timed
 from .pipes.worker import ProcessWorkers
+from .validation import check_int
 from .transforms.defaults import default_transforms
-from .transforms.explain import MAIN, describe, draw, placement, stage_label, to_graphviz
+from .transforms.explain import MAIN, describe, draw, placement, to_graphviz
 from .transforms.graph import find, stages, with_source
 
 __all__ = ["DataLoader"]
@@ -23,9 +23,10 @@ class DataLoader:
     Args:
         pipe: the chain as written, e.g.
             ``ItemSampler(...).sample_neighbor(...).fetch_feature(...)``. It is never
-            modified: the loader runs a rewritten copy (:attr:`rewritten`) and counts
-            its own epochs, so several loaders (and plain iterations) over one pipe
-            are independent.
+            modified: the loader runs a rewritten copy (:attr:`rewritten`: the
+            transforms' result with a timer after each stage, for :meth:`stats`) and
+            counts its own epochs, so several loaders (and plain iterations) over one
+            pipe are independent.
         transforms: functions ``pipe -> pipe`` applied in order (see
             :mod:`graphpipe.transforms`). ``None``: :func:`default_transforms`, which
             overlaps sampling, feature fetching, host-to-device copies and the training
@@ -75,10 +76,10 @@ class DataLoader:
             rewritten = transform(rewritten)
             if not isinstance(rewritten, Pipe):
                 raise TypeError(f"DataLoader: transform {_name(transform)} returned {type(rewritten).__name__}, not a pipe")
-        self.rewritten: Pipe = rewritten
-        # The Timed after the sink measures the time the training loop waits for batches.
-        self._timed = _with_timers(rewritten)
-        self._workers = find(self._timed, ProcessWorkers)
+        # The chain as run. The Timed after the sink measures the time the training loop
+        # waits for batches.
+        self.rewritten: Pipe = _with_timers(rewritten)
+        self._workers = find(self.rewritten, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
 
     def __iter__(self):
@@ -92,14 +93,11 @@ class DataLoader:
         return epoch
 
     def _run_epoch(self, epoch: int, start: int):
-        for stage in stages(self._timed):
-            if isinstance(stage, Timed):
-                stage.reset()
-            elif isinstance(stage, ThreadPoolMap):
-                stage.work_seconds = 0.0
+        for stage in find(self.rewritten, Timed):
+            stage.reset()
         span = self._epoch_span = [time.perf_counter(), None]
         live = self._live = [epoch, start]
-        iterator = self._timed.stream(epoch, start)
+        iterator = self.rewritten.stream(epoch, start)
         try:
             for item in iterator:
                 live[1] += 1
@@ -159,6 +157,10 @@ class DataLoader:
     def __len__(self) -> int:
         return len(self.pipe)
 
+    def __repr__(self) -> str:
+        """The chain as written, then as run (``explain()`` says more)."""
+        return f"DataLoader({self.pipe!r}), as run:\n{describe(self.rewritten)}"
+
     def explain(self) -> str:
         """The pipe before and after rewriting, and where each stage runs."""
         names = ", ".join(_name(transform) for transform in self.transforms) or "none"
@@ -174,11 +176,11 @@ class DataLoader:
         )
 
     def to_graphviz(self) -> str:
-        """Graphviz DOT source of the rewritten pipe (render with ``graphviz.Source``)."""
+        """Graphviz DOT source of the pipe as run (render with ``graphviz.Source``)."""
         return to_graphviz(self.rewritten)
 
     def draw(self, ax=None):
-        """A matplotlib figure of the rewritten pipe, stages coloured by where they run."""
+        """A matplotlib figure of the pipe as run, stages coloured by where they run."""
         return draw(self.rewritten, ax)
 
     def stats(self) -> Dict[str, Dict]:
@@ -191,33 +193,38 @@ class DataLoader:
         The ``"consumer"`` row is your loop: ``work_s`` is the training step outside the
         loader, ``wait_s`` the time spent waiting for batches.
         """
-        where = placement(self._timed)
-        timer_after = {id(stage.source): stage for stage in find(self._timed, Timed)}
+        where = placement(self.rewritten)
+        timer_after = {id(stage.source): stage for stage in find(self.rewritten, Timed)}
         rows: Dict[str, Dict] = {}
-        for stage in reversed(stages(self._timed)):
+        for stage in reversed(stages(self.rewritten)):
             timer = timer_after.get(id(stage))
             if timer is None:
                 continue
-            upstream = _upstream_timer(stage)
-            # Timers are inclusive of same-thread upstream stages: subtract the upstream's.
-            own = timer.seconds - (upstream.seconds if upstream is not None else 0.0)
-            located, label = stage, stage_label(stage)
-            if isinstance(stage, (Prefetcher, ProcessWorkers)):
+            located, label = stage, stage.label()
+            pulled = stage.source.source if stage.wraps_source else getattr(stage, "source", None)
+            if isinstance(pulled, Pipe) and where[id(pulled)] != where[id(stage)]:
+                # A boundary (a background thread, worker processes): its timer is the wait.
                 work, wait = 0.0, timer.seconds
-            elif isinstance(stage, ThreadPoolMap):
-                work, wait = stage.work_seconds, own
-                located, label = stage.source, f"{stage_label(stage.source)} in {label}"
             else:
+                # Timers are inclusive of same-thread upstream stages: subtract the upstream's.
+                upstream_timer = _upstream_timer(stage)
+                own = timer.seconds - (upstream_timer.seconds if upstream_timer is not None else 0.0)
                 work, wait = own, 0.0
+                if stage.wraps_source:
+                    located, label = stage.source, f"{stage.source.label()} in {label}"
+                    # A wrapper whose work runs in other threads (a pool) adds it up in
+                    # work_seconds; its own timer is then the wait for results.
+                    if getattr(stage, "work_seconds", None) is not None:
+                        work, wait = stage.work_seconds, own
             key, n = label, 1
             while key in rows:
                 n += 1
                 key = f"{label}#{n}"
             rows[key] = {"where": where[id(located)], "batches": timer.batches, "work_s": work, "wait_s": wait}
         start, end = self._epoch_span
-        waited = self._timed.seconds
+        waited = self.rewritten.seconds
         elapsed = (end if end is not None else time.perf_counter()) - start
-        rows["consumer"] = {"where": MAIN, "batches": self._timed.batches, "work_s": elapsed - waited, "wait_s": waited}
+        rows["consumer"] = {"where": MAIN, "batches": self.rewritten.batches, "work_s": elapsed - waited, "wait_s": waited}
         return rows
 
 
@@ -231,16 +238,15 @@ def _name(transform) -> str:
 
 
 def _with_timers(pipe: Pipe) -> Pipe:
-    """A copy of ``pipe`` with a :class:`Timed` after every stage (not between a
-    ThreadPoolMap or SideStream and the stage it wraps, which they do not iterate).
+    """A copy of ``pipe`` with a :class:`Timed` after every stage (not between a stage
+    that wraps its source and the stage it wraps, which it does not iterate).
 
     One rebuild down the ``.source`` links; the source stage (the ItemSampler) is shared.
     """
     source = getattr(pipe, "source", None)
-    if isinstance(pipe, (ThreadPoolMap, SideStream)):
-        wrapped = pipe.source
-        inner = _with_timers(wrapped.source) if isinstance(wrapped.source, Pipe) else wrapped.source
-        rebuilt = with_source(pipe, with_source(wrapped, inner))
+    if pipe.wraps_source:
+        inner = _with_timers(source.source) if isinstance(source.source, Pipe) else source.source
+        rebuilt = with_source(pipe, with_source(source, inner))
     elif isinstance(source, Pipe):
         rebuilt = with_source(pipe, _with_timers(source))
     else:

@@ -57,6 +57,72 @@ def test_explain_names_every_stage_and_where_it_runs():
     assert dot.startswith("digraph") and dot.count("->") == 4 and "thread 1" in dot
 
 
+class _OwnThread(gp.Pipe):
+    """A placement stage written outside graphpipe: it runs its upstream in a thread of its
+    own (by a Prefetcher inside) and says so through Pipe.upstream_location."""
+
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+
+    def upstream_location(self, here, new_thread):
+        return "my own thread"
+
+    def stream(self, epoch, start=0):
+        return Prefetcher(self.source, 1).stream(epoch, start)
+
+
+class _Doubling(gp.Pipe):
+    """A wrapper written outside graphpipe: runs its source's process twice, 'on a GPU'."""
+
+    wraps_source = True
+
+    def __init__(self, stage):
+        super().__init__()
+        self.source = stage
+
+    def wrapped_location(self, here):
+        return f"{here}, twice"
+
+    def stream(self, epoch, start=0):
+        for item in self.source.source.stream(epoch, start):
+            self.source.process(item)
+            yield self.source.process(item)
+
+
+def test_new_placement_stages_need_no_change_in_explain_stats_or_transforms():
+    """Where a stage runs comes from the stages' own hooks: explain(), stats() and the
+    default transforms know nothing of these two classes."""
+    chain = _chain(lambda mb: mb)
+    fetcher = find(chain, gp.FeatureFetcher)[0]
+    pipe = _OwnThread(_Doubling(fetcher)).transform(lambda mb: mb)
+    loader = gp.DataLoader(pipe)
+    run = loader.explain().split("Pipe as run:")[1]
+    assert "1. ItemSampler     runs in: my own thread" in run
+    assert "3. FeatureFetcher  runs in: my own thread, twice" in run
+    assert "5. _OwnThread      runs in: main thread" in run
+    assert "Prefetcher" not in run.split("_OwnThread")[0]  # the fetcher is not moved again
+    assert _summary(loader) == _summary(_chain())
+    stats = loader.stats()
+    assert stats["FeatureFetcher in _Doubling"]["where"] == "my own thread, twice"
+    assert stats["_OwnThread"]["work_s"] == 0.0 and stats["_OwnThread"]["batches"] == 10
+
+
+def test_reprs_and_help_show_the_chain_and_the_stage():
+    import pydoc
+
+    pipe = _chain()
+    assert repr(pipe) == "ItemSampler -> FeatureFetcher -> Transform"
+    loader = gp.DataLoader(pipe, transforms=[overlap_stages])
+    assert repr(loader).startswith("DataLoader(ItemSampler -> FeatureFetcher -> Transform), as run:\n  1. ItemSampler")
+    assert "Prefetcher(2)" in repr(loader)
+    text = pydoc.render_doc(pipe.fetch_feature, renderer=pydoc.plaintext)
+    assert "fetch_feature(features: 'FeatureStore', node_feature_keys" in text  # no `source`
+    assert "Fill ``node_features`` and ``edge_features`` of every MiniBatch" in text
+    assert not {"list_files", "routed_decode", "shuffle"} & set(dir(pipe))
+    assert {"sample_neighbor", "fetch_feature", "copy_to"} <= set(dir(pipe))
+
+
 def test_draw_returns_a_figure():
     import matplotlib
 

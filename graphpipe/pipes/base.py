@@ -19,7 +19,7 @@ registration, so sharing the global table would make ``import dgl`` fail after
 ``import graphpipe`` (and the reverse).
 """
 
-import functools
+import inspect
 import itertools
 from typing import Callable, Dict, Iterator, List, Type
 
@@ -49,10 +49,32 @@ class Pipe(IterableDataset):
 
     ``collective = True`` marks a stage whose per-batch calls are collectives across
     ranks (cooperative sampling): the loader runs them one at a time, in order.
+
+    Where a stage runs is said by the stages that move work (:mod:`graphpipe.pipes.stages`),
+    through two hooks that :func:`graphpipe.transforms.placement`, ``explain()`` and
+    ``stats()`` read: :meth:`upstream_location` (a background thread or worker processes
+    run everything upstream elsewhere) and, for a stage with ``wraps_source = True`` (a
+    thread pool, a CUDA stream: it calls ``source.process`` itself and pulls from
+    ``source.source``), :meth:`wrapped_location`. Every other stage runs where its
+    consumer pulls it.
     """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
     collective = False
+    wraps_source = False
+
+    def upstream_location(self, here: str, new_thread: Callable[[], str]) -> str:
+        """Where the stages upstream of this one run, given that this one runs ``here``
+        (``new_thread()`` names a new background thread)."""
+        return here
+
+    def wrapped_location(self, here: str) -> str:
+        """Where ``source.process`` runs, for a stage with ``wraps_source``."""
+        raise NotImplementedError(f"{type(self).__name__} does not wrap its source")
+
+    def label(self) -> str:
+        """A short name for ``explain()``: the class, and the size of a placement stage."""
+        return type(self).__name__
 
     def process(self, item):
         """The stage's per-batch work: one item (a MiniBatch) in, one out."""
@@ -97,10 +119,29 @@ class Pipe(IterableDataset):
         stage = Pipe._functional_names.get(name)
         if stage is None or name.startswith("__"):
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        return functools.partial(stage, self)
+        return _chained(self, name, stage)
+
+    def __repr__(self) -> str:
+        """The chain, source first: ``ItemSampler -> NeighborSampler -> FeatureFetcher``."""
+        return " -> ".join(stage.label() for stage in reversed(upstream(self)))
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(Pipe._functional_names))
+
+
+def _chained(pipe: Pipe, name: str, stage: Type[Pipe]) -> Callable:
+    """``pipe.<name>``: builds ``stage(pipe, ...)``; its name, signature (without the
+    source) and docstring are the stage's, so ``help(pipe.sample_neighbor)`` documents it."""
+
+    def build(*args, **kwargs):
+        return stage(pipe, *args, **kwargs)
+
+    parameters = list(inspect.signature(stage).parameters.values())[1:]
+    build.__signature__ = inspect.Signature(parameters, return_annotation=stage.__name__)
+    build.__name__ = name
+    build.__qualname__ = f"{type(pipe).__name__}.{name}"
+    build.__doc__ = f"``{name}(...)``: append a :class:`{stage.__name__}` to this pipe.\n\n{inspect.getdoc(stage) or ''}"
+    return build
 
 
 def functional_pipe(name: str) -> Callable[[Type[Pipe]], Type[Pipe]]:

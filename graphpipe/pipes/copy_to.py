@@ -44,3 +44,6 @@ class CopyTo(Pipe):
     def process(self, item):
         """The per-batch work of the stage protocol: :meth:`copy`."""
         return self.copy(item)
+
+    def label(self) -> str:
+        return f"CopyTo({self.device})"

@@ -1,20 +1,27 @@
 """Where stages run: the placement stages of the loader (threads, thread pools, CUDA streams).
 
-Every other stage only says what it does to one batch (``Pipe.process``); these stages
-decide where that runs, by overriding ``Pipe.stream``. The default transforms
-(:mod:`graphpipe.transforms`) put them into a user's chain; they are ordinary pipes, so
-users can also chain them by hand. Worker processes are in :mod:`graphpipe.pipes.worker`.
-Any stage with a ``process`` method can be wrapped: adding a stage type needs no change here.
+Every other stage only says what it does to one batch (``Pipe.process``) and runs where
+its consumer pulls it: in the training loop's thread unless a stage below moves it. The
+default transforms (:mod:`graphpipe.transforms.defaults`) choose which of these go into a
+user's chain; they are ordinary pipes, so users can also chain them by hand. Each says
+where it moves work through ``Pipe.upstream_location`` / ``Pipe.wrapped_location``, which
+``explain()`` and ``stats()`` read. Any stage with a ``process`` method can be wrapped:
+adding a stage type needs no change here.
 
-* :class:`Prefetcher` (``prefetch``) runs its upstream in a background thread with a
-  bounded queue.
-* :class:`Waiter` (``wait``) resolves the futures of an asynchronous stage.
-* :class:`ThreadPoolMap` runs one stage's per-batch work for several batches at
-  once on a thread pool, in order.
-* :class:`SideStream` runs one stage's per-batch work (host-to-device copies, UVA
-  gathers) on a dedicated high-priority CUDA stream.
-* :class:`Timed` adds up the time spent pulling from its upstream (for
-  :meth:`graphpipe.DataLoader.stats`).
+=====================  ===========================================================
+stage                  where the work runs
+=====================  ===========================================================
+:class:`Prefetcher`    everything upstream, in a new background thread (bounded queue)
+:class:`ThreadPoolMap` the wrapped stage's ``process``, on a pool of threads, several
+                       batches at once, in order; its upstream where it runs
+:class:`SideStream`    the wrapped stage's ``process``, on a high-priority CUDA stream
+                       (queued from the pulling thread)
+:class:`~graphpipe.pipes.worker.ProcessWorkers`
+                       everything upstream, in worker processes (``num_workers``; the
+                       process machinery is in :mod:`graphpipe.pipes.worker`)
+:class:`Waiter`        in the pulling thread: resolves the batches of a ``SideStream``
+:class:`Timed`         in the pulling thread: adds up the time spent pulling (``stats()``)
+=====================  ===========================================================
 
 Every background thread has a bounded queue and a stop event; an exception in it is
 re-raised in the consumer (the original exception object, so its traceback still
@@ -85,6 +92,12 @@ def _close(iterator) -> None:
 def _checked_kernel_threads(kernel_threads: Optional[int], where: str) -> Optional[int]:
     """``kernel_threads`` after checking it is ``None`` or an int ``>= 1``."""
     return None if kernel_threads is None else check_int(kernel_threads, "kernel_threads", where, minimum=1)
+
+
+def _kernel_threads(stage) -> str:
+    """``", kernels on k threads"`` for a stage that sets its numba threads, for ``explain()``."""
+    k = stage.kernel_threads
+    return "" if k is None else f", kernels on {k} thread{'s' if k > 1 else ''}"
 
 
 def _set_kernel_threads(kernel_threads: Optional[int]) -> None:
@@ -248,6 +261,12 @@ class Prefetcher(Pipe):
         self.buffer_size = check_int(buffer_size, "buffer_size", "Prefetcher", minimum=1)
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "Prefetcher")
 
+    def upstream_location(self, here: str, new_thread: Callable[[], str]) -> str:
+        return new_thread() + _kernel_threads(self)
+
+    def label(self) -> str:
+        return f"Prefetcher({self.buffer_size})"
+
     def stream(self, epoch: int, start: int = 0):
         name = f"graphpipe-prefetch-{next(_thread_ids)}"
         producer = _BackgroundThread(lambda: self.source.stream(epoch, start), self.buffer_size, name, self.kernel_threads)
@@ -290,6 +309,8 @@ class ThreadPoolMap(Pipe):
     serially, the batches in parallel, with no per-kernel thread synchronisation).
     """
 
+    wraps_source = True
+
     def __init__(self, stage: Pipe, num_threads: int, kernel_threads: Optional[int] = None):
         super().__init__()
         _per_batch_function(stage, "ThreadPoolMap")
@@ -298,7 +319,14 @@ class ThreadPoolMap(Pipe):
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
 
+    def wrapped_location(self, here: str) -> str:
+        return f"pool of {self.num_threads} threads{_kernel_threads(self)}"
+
+    def label(self) -> str:
+        return f"ThreadPoolMap({self.num_threads})"
+
     def stream(self, epoch: int, start: int = 0):
+        self.work_seconds = 0.0
         work = self.source.process
 
         def timed(item):
@@ -359,6 +387,8 @@ class SideStream(Pipe):
     training kernels. ``stage`` itself is not iterated: this pipe pulls ``stage.source``.
     """
 
+    wraps_source = True
+
     def __init__(self, stage: Pipe, device=None):
         super().__init__()
         _per_batch_function(stage, "SideStream")
@@ -366,6 +396,9 @@ class SideStream(Pipe):
         self.device = torch.device(device) if device is not None else getattr(stage, "device", torch.device("cuda"))
         if self.device.type != "cuda":
             raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
+
+    def wrapped_location(self, here: str) -> str:
+        return f"{here}, CUDA side stream"
 
     def stream(self, epoch: int, start: int = 0):
         if not torch.cuda.is_available():

@@ -329,6 +329,11 @@ class ProcessWorkers(Pipe):
         self.buffer_size = check_int(buffer_size, "buffer_size", "ProcessWorkers", minimum=1)
         self._pool: Optional[_WorkerPool] = None
 
+    def upstream_location(self, here: str, new_thread) -> str:
+        return f"{self.num_workers} worker processes"
+
+    def label(self) -> str:
+        return f"ProcessWorkers({self.num_workers})"
 
     def close(self) -> None:
         """Stop the worker processes (the next epoch starts new ones)."""

@@ -18,6 +18,7 @@ from ..pipes.copy_to import CopyTo
 from ..pipes.feature_fetcher import FeatureFetcher
 from ..pipes.item_sampler import ItemSampler
 from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter
+from .explain import MAIN, placement
 from ..validation import check_int
 from ..pipes.subgraph_sampler import SubgraphSampler
 from ..pipes.transform import Transform
@@ -56,11 +57,17 @@ def gpu_side_streams(pipe: Pipe) -> Pipe:
             for stage in find(pipe, (SubgraphSampler, FeatureFetcher))
             if not stage.collective
             and _reads_cuda_batches(stage)
-            and not isinstance(consumer_of(pipe, stage), (SideStream, ThreadPoolMap))
+            and not _wrapped(pipe, stage)
         ]
         if not todo:
             return pipe
         pipe = insert_after(pipe, todo[0], lambda stage: Waiter(Prefetcher(SideStream(stage), _QUEUE)))
+
+
+def _wrapped(pipe: Pipe, stage: Pipe) -> bool:
+    """Whether ``stage``'s work already runs inside a stage that wraps it (a pool, a stream)."""
+    consumer = consumer_of(pipe, stage)
+    return consumer is not None and consumer.wraps_source
 
 
 def _reads_cuda_batches(stage: Pipe) -> bool:
@@ -123,14 +130,15 @@ def _kernels_thread_safe() -> bool:
 
 
 def _overlap_targets(pipe: Pipe):
-    in_workers = {id(stage) for workers in find(pipe, ProcessWorkers) for stage in stages(workers.source)}
-    for stage in find(pipe, (SubgraphSampler, FeatureFetcher)):
-        if id(stage) in in_workers:
-            continue
+    """Samplers and fetchers that run where their consumer runs (no thread or process
+    boundary after them yet), upstream first; a wrapped one (in a pool or on a stream) is
+    given as its wrapper."""
+    where = placement(pipe)
+    for stage in reversed(find(pipe, (SubgraphSampler, FeatureFetcher))):
+        if _wrapped(pipe, stage):
+            stage = consumer_of(pipe, stage)
         consumer = consumer_of(pipe, stage)
-        if isinstance(consumer, (ThreadPoolMap, SideStream)):
-            stage, consumer = consumer, consumer_of(pipe, consumer)
-        if not isinstance(consumer, (Prefetcher, ProcessWorkers)):
+        if where[id(stage)] == (where[id(consumer)] if consumer is not None else MAIN):
             yield stage
 
 
@@ -149,7 +157,7 @@ def pinned_copy(pipe: Pipe) -> Pipe:
         copies = [
             copy
             for copy in find(pipe, CopyTo)
-            if copy.device.type == "cuda" and not isinstance(consumer_of(pipe, copy), SideStream)
+            if copy.device.type == "cuda" and not _wrapped(pipe, copy)
         ]
         if not copies:
             return pipe
@@ -199,7 +207,7 @@ def thread_pool(stage_type: Type[Pipe], num_threads: int) -> PipeTransform:
             todo = [
                 stage
                 for stage in find(pipe, stage_type)
-                if not isinstance(consumer_of(pipe, stage), (ThreadPoolMap, SideStream))
+                if not _wrapped(pipe, stage)
             ]
             if not todo:
                 return pipe

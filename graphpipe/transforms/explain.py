@@ -5,74 +5,46 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..pipes.base import Pipe
-from ..pipes.stages import Prefetcher, SideStream, ThreadPoolMap, Timed
-from ..pipes.worker import ProcessWorkers
+from ..pipes.stages import Timed
 from .graph import stages
 
-__all__ = ["placement", "describe", "stage_label", "to_graphviz", "draw"]
+__all__ = ["MAIN", "placement", "describe", "to_graphviz", "draw"]
 
 MAIN = "main thread"
 
 
 def placement(pipe: Pipe) -> Dict[int, str]:
-    """``{id(stage): where it runs}`` for every stage of ``pipe``'s graph.
+    """``{id(stage): where its per-batch work runs}`` for every stage of ``pipe``'s graph.
 
-    The sink runs in the consumer's (main) thread; a ``prefetch`` moves its upstream
-    to a new thread, ``ProcessWorkers`` to worker processes; ``ThreadPoolMap`` and
-    ``SideStream`` move only the stage they wrap (to a thread pool / a CUDA stream).
+    The sink runs in the consumer's (main) thread; walking up the ``.source`` links, each
+    stage says where its upstream runs (``Pipe.upstream_location``: a ``prefetch`` moves
+    it to a new thread, ``ProcessWorkers`` to worker processes) and, if it wraps its
+    source (a thread pool, a CUDA stream), where the wrapped stage's work runs
+    (``Pipe.wrapped_location``). Threads are numbered from the start of the chain.
     """
     where: Dict[int, str] = {}
-    thread_of: Dict[int, int] = {}
+    threads: List[str] = []
 
-    def visit(stage: Pipe, location: str) -> None:
-        if id(stage) in where:
-            return
-        where[id(stage)] = location
-        source = getattr(stage, "source", None)
-        if not isinstance(source, Pipe):
-            return
-        if isinstance(stage, Prefetcher):
-            thread_of[id(stage)] = len(thread_of)
-            visit(source, f"thread #{thread_of[id(stage)]}{_kernel_threads(stage)}")
-        elif isinstance(stage, ProcessWorkers):
-            visit(source, f"{stage.num_workers} worker processes")
-        elif isinstance(stage, (ThreadPoolMap, SideStream)):
-            # The wrapped stage's work runs elsewhere; its upstream is pulled right here.
-            if isinstance(stage, ThreadPoolMap):
-                where[id(source)] = f"pool of {stage.num_threads} threads{_kernel_threads(stage)}"
-            else:
-                where[id(source)] = f"{location}, CUDA side stream"
-            if isinstance(source.source, Pipe):
-                visit(source.source, location)
+    def new_thread() -> str:
+        threads.append(f"thread #{len(threads)}")
+        return threads[-1]
+
+    stage, here = pipe, MAIN
+    while isinstance(stage, Pipe) and id(stage) not in where:
+        where[id(stage)] = here
+        upstream_here = stage.upstream_location(here, new_thread)
+        if stage.wraps_source:
+            where[id(stage.source)] = stage.wrapped_location(here)
+            stage = stage.source.source
         else:
-            visit(source, location)
-
-    visit(pipe, MAIN)
+            stage = getattr(stage, "source", None)
+        here = upstream_here
     # Number the threads upstream first: "thread 1" is where the chain starts.
-    count = len(thread_of)
+    count = len(threads)
     for temporary in reversed(range(count)):
         for key, location in where.items():
             where[key] = location.replace(f"thread #{temporary}", f"thread {count - temporary}")
     return where
-
-
-def _kernel_threads(stage) -> str:
-    """``", kernels on k threads"`` when a background stage sets its numba threads."""
-    k = stage.kernel_threads
-    return "" if k is None else f", kernels on {k} thread{'s' if k > 1 else ''}"
-
-
-def stage_label(stage: Pipe) -> str:
-    """A short name: the class and, for graphpipe primitives, their size."""
-    name = type(stage).__name__
-    if isinstance(stage, Prefetcher):
-        return f"{name}({stage.buffer_size})"
-    if isinstance(stage, ProcessWorkers):
-        return f"{name}({stage.num_workers})"
-    if isinstance(stage, ThreadPoolMap):
-        return f"{name}({stage.num_threads})"
-    device = getattr(stage, "device", None)
-    return f"{name}({device})" if device is not None and not isinstance(stage, SideStream) else name
 
 
 def _visible(pipe: Pipe) -> List[Pipe]:
@@ -83,7 +55,7 @@ def _visible(pipe: Pipe) -> List[Pipe]:
 def describe(pipe: Pipe) -> str:
     """One line per stage, upstream first: its label and where it runs."""
     where = placement(pipe)
-    rows = [(stage_label(stage), where.get(id(stage), "?")) for stage in _visible(pipe)]
+    rows = [(stage.label(), where.get(id(stage), "?")) for stage in _visible(pipe)]
     width = max(len(label) for label, _ in rows)
     digits = len(str(len(rows)))
     return "\n".join(
@@ -110,7 +82,7 @@ def to_graphviz(pipe: Pipe) -> str:
     nodes, edges = _edges(pipe)
     lines = ["digraph pipe {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb"];']
     for i, stage in enumerate(nodes):
-        label = f"{stage_label(stage)}\\n{where.get(id(stage), '?')}"
+        label = f"{stage.label()}\\n{where.get(id(stage), '?')}"
         lines.append(f'  s{i} [label="{label}"];')
     lines += [f"  s{a} -> s{b};" for a, b in edges]
     lines.append("}")
@@ -130,7 +102,7 @@ def draw(pipe: Pipe, ax=None):
     for i, stage in enumerate(nodes):
         location = where.get(id(stage), "?")
         ax.text(
-            i, 0, f"{stage_label(stage)}\n{location}", ha="center", va="center", fontsize=8,
+            i, 0, f"{stage.label()}\n{location}", ha="center", va="center", fontsize=8,
             bbox=dict(boxstyle="round", facecolor=colours[location]),
         )
     for a, b in edges:
