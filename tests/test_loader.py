@@ -123,17 +123,25 @@ def test_reprs_and_help_show_the_chain_and_the_stage():
     assert {"sample_neighbor", "fetch_feature", "copy_to"} <= set(dir(pipe))
 
 
-def test_draw_returns_a_figure():
+def test_draw_puts_each_stage_in_the_lane_of_where_it_runs():
     import matplotlib
 
     matplotlib.use("Agg")
+    from matplotlib.patches import FancyBboxPatch
     from matplotlib.text import Annotation
 
     figure = gp.DataLoader(_chain()).draw()
-    texts = figure.axes[0].texts
-    boxes = [t.get_text().split("\n")[0] for t in texts if not isinstance(t, Annotation)]
-    assert boxes == ["ItemSampler", "FeatureFetcher", "Prefetcher(2)", "Transform"]
-    assert len(texts) - len(boxes) == 3  # arrows
+    ax = figure.axes[0]
+    texts = [t for t in ax.texts if not isinstance(t, Annotation)]
+    lanes = {t.get_text(): t.get_position()[1] for t in texts if t.get_position()[0] < 0}
+    assert set(lanes) == {"thread 1, kernels on 1 thread", "main thread"}
+    boxes = {t.get_text(): t.get_position() for t in texts if t.get_position()[0] >= 0}
+    assert list(boxes) == ["ItemSampler", "FeatureFetcher", "Prefetcher(2)", "Transform"]
+    assert boxes["ItemSampler"][1] == boxes["FeatureFetcher"][1] == lanes["thread 1, kernels on 1 thread"]
+    assert boxes["Prefetcher(2)"][1] == boxes["Transform"][1] == lanes["main thread"]
+    patches = [p.get_extents() for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    assert len(patches) == 4 and not any(a.overlaps(b) for i, a in enumerate(patches) for b in patches[i + 1 :])
+    assert len(ax.texts) - len(texts) == 3  # arrows
 
 
 def test_stats_split_time_between_stages_and_the_consumer():

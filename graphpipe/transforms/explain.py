@@ -90,24 +90,48 @@ def to_graphviz(pipe: Pipe) -> str:
 
 
 def draw(pipe: Pipe, ax=None):
-    """A matplotlib figure of ``pipe``'s graph (left to right), coloured by where stages run."""
+    """A matplotlib figure of ``pipe``'s graph: one column per stage (upstream on the left),
+    one lane per place where work runs (the main thread, each background thread, a
+    pool, worker processes), named on the left; arrows follow the batches."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
 
     where = placement(pipe)
     nodes, edges = _edges(pipe)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 2.2 * len(nodes)), 2.2))
-    locations = sorted({where.get(id(stage), "?") for stage in nodes})
-    colours = {location: plt.cm.Pastel1(i % 9) for i, location in enumerate(locations)}
-    for i, stage in enumerate(nodes):
+    lanes: List[str] = []
+    for stage in nodes:
         location = where.get(id(stage), "?")
-        ax.text(
-            i, 0, f"{stage.label()}\n{location}", ha="center", va="center", fontsize=8,
-            bbox=dict(boxstyle="round", facecolor=colours[location]),
+        if location not in lanes:
+            lanes.append(location)
+    if MAIN in lanes:  # the training loop's lane at the bottom, next to "your loop"
+        lanes.remove(MAIN)
+        lanes.append(MAIN)
+    lane_of = {location: i for i, location in enumerate(lanes)}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(2.0 + 1.45 * len(nodes), 0.5 + 0.75 * len(lanes)))
+    colours = [plt.cm.Pastel1(i % 9) for i in range(len(lanes))]
+    width, height = 0.84, 0.5
+    for i, location in enumerate(lanes):
+        ax.axhspan(-i - 0.45, -i + 0.45, color=colours[i], alpha=0.35, linewidth=0)
+        ax.text(-0.6, -i, location, ha="right", va="center", fontsize=8, style="italic")
+    centres = []
+    for column, stage in enumerate(nodes):
+        row = lane_of[where.get(id(stage), "?")]
+        centres.append((column, -row))
+        ax.add_patch(
+            FancyBboxPatch(
+                (column - width / 2, -row - height / 2), width, height, boxstyle="round,pad=0.02",
+                facecolor=colours[row], edgecolor="#555555", linewidth=0.8,
+            )
         )
+        ax.text(column, -row, stage.label(), ha="center", va="center", fontsize=7.5)
     for a, b in edges:
-        ax.annotate("", xy=(b - 0.32, 0), xytext=(a + 0.32, 0), arrowprops=dict(arrowstyle="->"))
+        (xa, ya), (xb, yb) = centres[a], centres[b]
+        ax.annotate(
+            "", xy=(xb - width / 2, yb), xytext=(xa + width / 2, ya),
+            arrowprops=dict(arrowstyle="->", color="#333333", shrinkA=0, shrinkB=0),
+        )
     ax.set_xlim(-0.6, len(nodes) - 0.4)
-    ax.set_ylim(-1, 1)
+    ax.set_ylim(-len(lanes) + 0.5, 0.5)
     ax.axis("off")
     return ax.figure
