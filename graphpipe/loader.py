@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
+import numba
+
+from . import planner
 from .pipes.base import Pipe, upstream
 from .pipes.stages import Timed
 from .pipes.worker import ProcessWorkers
@@ -33,6 +36,12 @@ class DataLoader:
             step. ``[]``: run the chain as written.
         num_workers: with the default transforms, run the chain before
             ``fetch_feature`` in this many worker processes (for Python-heavy samplers).
+        plan: ``"auto"``: choose how to run the chain from measured costs instead of
+            ``transforms`` (:mod:`graphpipe.planner`): the first epoch's first batches
+            calibrate a cost model, the best predicted plans are measured for a few
+            batches each, the fastest is kept (:attr:`plan`, shown by :meth:`explain`),
+            and an epoch much slower than measured re-plans. A plan from
+            :attr:`plan` runs that plan without calibrating. ``None``: ``transforms``.
 
     The loader owns the edges: starting an epoch ends an unfinished one; leaving the
     loop (``break``, an exception, KeyboardInterrupt) stops the epoch's threads; worker
@@ -52,14 +61,30 @@ class DataLoader:
     as an uninterrupted run would, with or without worker processes.
     """
 
-    def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
+    def __init__(
+        self,
+        pipe: Pipe,
+        transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None,
+        num_workers: int = 0,
+        plan: Union[None, str, planner.Plan] = None,
+    ):
         self._epoch = None
+        self.plan: Optional[planner.Plan] = None  # the plan run (plan= given or chosen)
+        self.plan_report: List[Dict] = []  # candidates weighed by plan="auto"
+        self._planning = False
+        self._plan_rate = None
         self._next = (0, 0)  # (epoch, first batch) of the next iter()
         self._live: Optional[List[int]] = None  # [epoch, batches yielded] of the running epoch
         self._workers: List[ProcessWorkers] = []
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
         check_int(num_workers, "num_workers", "DataLoader", minimum=0)
+        if plan is not None:
+            if transforms is not None or num_workers:
+                raise ValueError("DataLoader: `plan` chooses how the chain runs; pass `plan` or `transforms`/`num_workers`, not both")
+            self._planning = plan == "auto"
+            self.plan = None if self._planning else dict(plan) if isinstance(plan, dict) else plan
+            transforms = planner.plan_transforms(self.plan if self.plan is not None else {"name": "overlap", **_default_overlap()})
         if transforms is None:
             transforms = default_transforms(num_workers)
         elif num_workers:
@@ -69,16 +94,9 @@ class DataLoader:
             )
         self.pipe = pipe
         self.transforms: List[Callable[[Pipe], Pipe]] = list(transforms)
-        rewritten = pipe
-        for transform in self.transforms:
-            if not callable(transform):
-                raise TypeError(f"DataLoader: every transform must be a function pipe -> pipe, got {transform!r}")
-            rewritten = transform(rewritten)
-            if not isinstance(rewritten, Pipe):
-                raise TypeError(f"DataLoader: transform {_name(transform)} returned {type(rewritten).__name__}, not a pipe")
         # The chain as run. The Timed after the sink measures the time the training loop
         # waits for batches.
-        self.rewritten: Pipe = _with_timers(rewritten)
+        self.rewritten: Pipe = _with_timers(_transformed(pipe, self.transforms))
         self._workers = find(self.rewritten, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
 
@@ -97,16 +115,101 @@ class DataLoader:
             stage.reset()
         span = self._epoch_span = [time.perf_counter(), None]
         live = self._live = [epoch, start]
-        iterator = self.rewritten.stream(epoch, start)
+        planned_before = not self._planning
+        if self._planning:
+            yield from self._calibrate(epoch, live)
+        first = live[1]
+        warm = None  # when the chain had filled its queues (drift is measured from there)
+        iterator = self.rewritten.stream(epoch, first)
         try:
             for item in iterator:
                 live[1] += 1
                 yield item
+                if live[1] - first == planner.WARMUP_BATCHES:
+                    warm = time.perf_counter()
+            if planned_before and warm is not None:
+                self._check_drift(live[1] - first - planner.WARMUP_BATCHES, time.perf_counter() - warm)
         finally:
             iterator.close()
             span[1] = time.perf_counter()
             if self._live is live:
                 self._live = None
+
+    def _calibrate(self, epoch: int, live: List[int]):
+        """Yield the epoch's next batches while choosing a plan (:mod:`graphpipe.planner`):
+        inline with a timer after each stage, then the best predicted plans for a short
+        window each; an epoch that ends first leaves the rest to the next one. Sets
+        :attr:`plan`, :attr:`plan_report`, :attr:`transforms` and the chain run."""
+        if not self.plan_report:
+            calibration = yield from self._measure_stages(epoch, live)
+            if calibration is None:
+                return
+            ranked = planner.ranked(planner.candidates(calibration.cores, self.pipe), calibration)
+            self.plan_report = [
+                {"plan": plan, "predicted_it_s": planner.predict(plan, calibration), "measured_it_s": None}
+                for plan in ranked
+            ]
+        for row in self.plan_report[: planner.MEASURED_CANDIDATES]:
+            if row["measured_it_s"] is not None:
+                continue
+            chain = _with_timers(_transformed(self.pipe, planner.plan_transforms(row["plan"])))
+            items = chain.stream(epoch, live[1])
+            try:
+                timed_from = None
+                for i, item in enumerate(items):
+                    if i == planner.WARMUP_BATCHES:
+                        timed_from = time.perf_counter()
+                    live[1] += 1
+                    yield item
+                    if i + 1 == planner.WARMUP_BATCHES + planner.WINDOW_BATCHES:
+                        row["measured_it_s"] = planner.WINDOW_BATCHES / (time.perf_counter() - timed_from)
+                        break
+            finally:
+                items.close()
+            if row["measured_it_s"] is None:
+                return
+        best = max((row for row in self.plan_report if row["measured_it_s"] is not None), key=lambda row: row["measured_it_s"])
+        self.plan, self._plan_rate = best["plan"], best["measured_it_s"]
+        self.transforms = planner.plan_transforms(best["plan"])
+        self.rewritten = _with_timers(_transformed(self.pipe, self.transforms))
+        self._planning = False
+
+    def _measure_stages(self, epoch: int, live: List[int]):
+        """Yield batches of the chain run inline with a timer after each stage; return the
+        :class:`~graphpipe.planner.Calibration` (None if the epoch ended first)."""
+        inline = _with_timers(self.pipe)
+        consumer = [0.0, 0.0]
+        measured = 0
+        items = inline.stream(epoch, live[1])
+        try:
+            for i, item in enumerate(items):
+                if i == 2:  # the first batches compile the kernels: measure from the third
+                    for timer in find(inline, Timed):
+                        timer.reset()
+                live[1] += 1
+                wall, cpu = time.perf_counter(), time.process_time()
+                yield item
+                if i >= 2:
+                    consumer[0] += time.perf_counter() - wall
+                    consumer[1] += time.process_time() - cpu
+                    measured += 1
+                if measured == planner.CALIBRATION_BATCHES:
+                    break
+        finally:
+            items.close()
+        if measured < planner.CALIBRATION_BATCHES:
+            return None
+        return planner.Calibration(
+            planner.stage_costs(inline), consumer[0] / measured, consumer[1] / measured, numba.get_num_threads()
+        )
+
+    def _check_drift(self, batches: int, seconds: float) -> None:
+        """Re-plan in the next epoch when this one (all of it under the chosen plan) ran
+        well below the plan's measured rate."""
+        if self._plan_rate is not None and seconds >= planner.DRIFT_MIN_SECONDS:
+            if batches / seconds < planner.DRIFT * self._plan_rate:
+                self._planning = True
+                self.plan_report = []
 
     def _end_epoch(self) -> None:
         """Stop the current epoch's threads (worker processes stay for the next epoch)."""
@@ -172,8 +275,22 @@ class DataLoader:
                 "Pipe as run:",
                 describe(self.rewritten),
                 f"  -> your training loop runs in: {MAIN}",
+                *self._explain_plan(),
             ]
         )
+
+    def _explain_plan(self) -> List[str]:
+        if self._planning and not self.plan_report:
+            return ["Plan: auto, chosen during the first epoch's first batches (the chain above runs until then)"]
+        if self.plan is None:
+            return []
+        lines = [f"Plan: {_plan_name(self.plan)}" + (" (chosen by plan='auto')" if self.plan_report else " (given)")]
+        if self.plan_report:
+            lines.append("  candidates, best predicted first: predicted it/s, measured it/s")
+            for row in self.plan_report:
+                measured = "-" if row["measured_it_s"] is None else f"{row['measured_it_s']:.1f}"
+                lines.append(f"    {_plan_name(row['plan']):<48} {row['predicted_it_s']:>9.1f} {measured:>9}")
+        return lines
 
     def to_graphviz(self) -> str:
         """Graphviz DOT source of the pipe as run (render with ``graphviz.Source``)."""
@@ -228,9 +345,31 @@ class DataLoader:
         return rows
 
 
+def _transformed(pipe: Pipe, transforms: Sequence[Callable[[Pipe], Pipe]]) -> Pipe:
+    """``pipe`` after each of ``transforms`` in order."""
+    for transform in transforms:
+        if not callable(transform):
+            raise TypeError(f"DataLoader: every transform must be a function pipe -> pipe, got {transform!r}")
+        pipe = transform(pipe)
+        if not isinstance(pipe, Pipe):
+            raise TypeError(f"DataLoader: transform {_name(transform)} returned {type(pipe).__name__}, not a pipe")
+    return pipe
+
+
+def _default_overlap() -> Dict[str, int]:
+    """The pool and fetch threads of :func:`graphpipe.transforms.overlap_stages` here."""
+    cores = numba.get_num_threads()
+    return {"pool": min(cores, 8), "fetch_kernel_threads": max(1, cores // 4)}
+
+
 def _seeds(pipe: Pipe) -> List[tuple]:
     """``(stage type, seed)`` of every stage of ``pipe`` with a ``seed``, source first."""
     return [(type(stage).__name__, stage.seed) for stage in reversed(stages(pipe)) if isinstance(getattr(stage, "seed", None), int)]
+
+
+def _plan_name(plan) -> str:
+    extra = ", ".join(f"{key}={value}" for key, value in plan.items() if key != "name")
+    return f"{plan['name']}({extra})" if extra else str(plan["name"])
 
 
 def _name(transform) -> str:

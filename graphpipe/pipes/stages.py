@@ -418,7 +418,9 @@ class SideStream(Pipe):
 
 
 class Timed(Pipe):
-    """Pass items through, adding the seconds spent in ``next(source)`` to ``seconds``.
+    """Pass items through, adding the seconds spent in ``next(source)`` to ``seconds``
+    (wall) and ``cpu_seconds`` (the whole process's CPU time meanwhile: meaningful when
+    nothing else runs, as in the planner's inline calibration).
 
     The time is inclusive: it contains the upstream stages that run in the same thread.
     """
@@ -426,24 +428,25 @@ class Timed(Pipe):
     def __init__(self, source: Pipe):
         super().__init__()
         self.source = source
-        self.seconds = 0.0
-        self.batches = 0
+        self.reset()
 
     def reset(self) -> None:
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.batches = 0
 
     def stream(self, epoch: int, start: int = 0):
         iterator = self.source.stream(epoch, start)
         try:
             while True:
-                start = time.perf_counter()
+                wall, cpu = time.perf_counter(), time.process_time()
                 try:
                     item = next(iterator)
                 except StopIteration:
-                    self.seconds += time.perf_counter() - start
                     return
-                self.seconds += time.perf_counter() - start
+                finally:
+                    self.seconds += time.perf_counter() - wall
+                    self.cpu_seconds += time.process_time() - cpu
                 self.batches += 1
                 yield item
         finally:

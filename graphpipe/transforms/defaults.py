@@ -7,7 +7,7 @@ unchanged and is idempotent (it skips stages it already rewrote).
 
 from __future__ import annotations
 
-from typing import Callable, List, Type
+from typing import Callable, List, Optional, Type
 
 import numba
 import torch
@@ -25,7 +25,10 @@ from ..pipes.transform import Transform
 from ..pipes.worker import ProcessWorkers, Shard
 from .graph import consumer_of, find, insert_after, replace_stage, stages, with_source
 
-__all__ = ["default_transforms", "gpu_side_streams", "overlap_stages", "pinned_copy", "process_workers", "thread_pool"]
+__all__ = [
+    "default_transforms", "gpu_side_streams", "one_background_thread", "overlap", "overlap_stages", "pinned_copy",
+    "process_workers", "thread_pool",
+]
 
 PipeTransform = Callable[[Pipe], Pipe]
 _MAX_BATCHES_IN_FLIGHT = 8  # sampler batches that overlap_stages runs at once
@@ -75,7 +78,8 @@ def _reads_cuda_batches(stage: Pipe) -> bool:
 
 
 def overlap_stages(pipe: Pipe) -> Pipe:
-    """Run every sampler and every feature fetcher in the background, sharing the cores.
+    """Run every sampler and every feature fetcher in the background, sharing the cores
+    (:func:`overlap` with its defaults).
 
     Sampling of batch ``i + 1`` then overlaps fetching of batch ``i``, and both overlap
     the consumer's training step on batch ``i - 1``: the numba kernels release the GIL.
@@ -100,21 +104,47 @@ def overlap_stages(pipe: Pipe) -> Pipe:
     TBB is installed, e.g. on some macOS setups), parallel kernels must not start from
     several threads at once: the whole chain then gets one background thread instead.
     """
+    return _overlapped(pipe, None, None)
+
+
+def overlap(pool: int, fetch_kernel_threads: int) -> PipeTransform:
+    """:func:`overlap_stages` with ``pool`` sampler batches at once (kernels on
+    ``max(1, C // pool)`` threads each) and the fetcher's gather on
+    ``fetch_kernel_threads`` threads: the variants the planner (``plan="auto"``) weighs."""
+    check_int(pool, "pool", "overlap", minimum=1)
+    check_int(fetch_kernel_threads, "fetch_kernel_threads", "overlap", minimum=1)
+
+    def overlap_with(pipe: Pipe) -> Pipe:
+        return _overlapped(pipe, pool, fetch_kernel_threads)
+
+    overlap_with.__name__ = overlap_with.__qualname__ = f"overlap(pool={pool}, fetch_kernel_threads={fetch_kernel_threads})"
+    return overlap_with
+
+
+def one_background_thread(pipe: Pipe) -> Pipe:
+    """The whole chain in one background thread (kernels on every core), overlapping only
+    the training step: best when each stage alone already keeps every core busy."""
+    if find(pipe, (Prefetcher, ThreadPoolMap)):
+        return pipe
+    return Prefetcher(pipe, _QUEUE)
+
+
+def _overlapped(pipe: Pipe, pool: Optional[int], fetch_kernel_threads: Optional[int]) -> Pipe:
     if not _kernels_thread_safe():
-        if find(pipe, (Prefetcher, ThreadPoolMap)):
-            return pipe
-        return Prefetcher(pipe, _QUEUE)
+        return one_background_thread(pipe)
     cores = numba.get_num_threads()
-    pool = min(cores, _MAX_BATCHES_IN_FLIGHT)
+    pool = min(cores, _MAX_BATCHES_IN_FLIGHT) if pool is None else pool
+    fetch_kernel_threads = max(1, cores // 4) if fetch_kernel_threads is None else fetch_kernel_threads
+    kernel_threads = max(1, cores // pool)
     while True:
         target = next((stage for stage in _overlap_targets(pipe)), None)
         if target is None:
             return pipe
         on_cpu = not _reads_cuda_batches(target)
         if on_cpu and isinstance(target, SubgraphSampler) and not target.collective:
-            background = lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=cores // pool), _QUEUE)
+            background = lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=kernel_threads), _QUEUE)
         elif on_cpu and isinstance(target, FeatureFetcher):
-            background = lambda stage: Prefetcher(stage, _QUEUE, kernel_threads=max(1, cores // 4))
+            background = lambda stage: Prefetcher(stage, _QUEUE, kernel_threads=fetch_kernel_threads)
         else:
             background = lambda stage: Prefetcher(stage, _QUEUE)
         pipe = insert_after(pipe, target, background)
