@@ -71,6 +71,7 @@ class DataLoader:
         self._epoch = None
         self.plan: Optional[planner.Plan] = None  # the plan run (plan= given or chosen)
         self.plan_report: List[Dict] = []  # candidates weighed by plan="auto"
+        self.plan_calibration: Optional[planner.Calibration] = None  # the costs they were weighed on
         self._planning = False
         self._plan_rate = None
         self._next = (0, 0)  # (epoch, first batch) of the next iter()
@@ -144,6 +145,7 @@ class DataLoader:
             calibration = yield from self._measure_stages(epoch, live)
             if calibration is None:
                 return
+            self.plan_calibration = calibration
             ranked = planner.ranked(planner.candidates(calibration.cores, self.pipe), calibration)
             self.plan_report = [
                 {"plan": plan, "predicted_it_s": planner.predict(plan, calibration), "measured_it_s": None}
@@ -280,11 +282,18 @@ class DataLoader:
         )
 
     def _explain_plan(self) -> List[str]:
-        if self._planning and not self.plan_report:
-            return ["Plan: auto, chosen during the first epoch's first batches (the chain above runs until then)"]
-        if self.plan is None:
+        if self._planning:
+            lines = ["Plan: auto, still choosing on the epoch's first batches (the chain above runs until then)"]
+        elif self.plan is not None:
+            lines = [f"Plan: {_plan_name(self.plan)}" + (" (chosen by plan='auto')" if self.plan_report else " (given)")]
+        else:
             return []
-        lines = [f"Plan: {_plan_name(self.plan)}" + (" (chosen by plan='auto')" if self.plan_report else " (given)")]
+        if self.plan_calibration is not None:
+            cal = self.plan_calibration
+            lines.append(f"  measured inline, per batch ({cal.cores} cores): wall ms, core ms")
+            for cost in cal.stages:
+                lines.append(f"    {cost.label:<28} {1e3 * cost.wall_s:>8.2f} {1e3 * cost.cpu_s:>8.2f}")
+            lines.append(f"    {'your training step':<28} {1e3 * cal.consumer_wall_s:>8.2f} {1e3 * cal.consumer_cpu_s:>8.2f}")
         if self.plan_report:
             lines.append("  candidates, best predicted first: predicted it/s, measured it/s")
             for row in self.plan_report:
