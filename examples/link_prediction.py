@@ -31,19 +31,11 @@ import torch.nn.functional as F
 import tqdm
 
 import graphpipe as gp
-from node_classification import GraphSAGE  # the same 3-layer encoder, over sampled blocks
+from node_classification import MLP, GraphSAGE  # the node-classification encoders
 
 
-class MLPEncoder(nn.Module):
-    """The baseline: each seed node's features through an MLP, the graph unused."""
-
-    def __init__(self, in_dim: int, hidden_dim: int, dropout: float = 0.1):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout),
-            nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout),
-            nn.Linear(hidden_dim, hidden_dim),
-        )  # fmt: skip
+class MLPEncoder(MLP):
+    """The baseline: node_classification's MLP on each seed node's features, the graph unused."""
 
     def forward(self, minibatch: gp.MiniBatch) -> torch.Tensor:
         num_seed_nodes = minibatch.sampled_subgraphs[-1].num_dst_nodes  # the first input nodes
@@ -179,7 +171,7 @@ def main():
     feature_dim = ds.features["feat"].row_shape[0]
     results = {}
     encoders = {
-        "MLP": lambda: MLPEncoder(feature_dim, args.hidden),
+        "MLP": lambda: MLPEncoder(feature_dim, args.hidden, args.hidden, dropout=0.1),
         "GraphSAGE": lambda: GraphSAGE(feature_dim, args.hidden, args.hidden, num_layers=len(fanouts), dropout=0.1),
     }
     for name, make_encoder in encoders.items():
