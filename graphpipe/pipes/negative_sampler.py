@@ -73,6 +73,11 @@ class UniformNegativeSampler(Pipe):
             raise TypeError(f"{name}: `graph` must be a graphpipe.CSCGraph, got {type(graph).__name__}")
         if not isinstance(exclude_existing_edges, bool):
             raise TypeError(f"{name}: `exclude_existing_edges` must be a bool, got {exclude_existing_edges!r}")
+        if exclude_existing_edges and (graph.indptr.is_cuda or graph.indices.is_cuda):
+            raise NotImplementedError(
+                f"{name}: `exclude_existing_edges=True` looks edges up in host memory; keep the graph on the CPU "
+                f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
+            )
         self.source = source
         self.graph = graph
         self.negative_ratio = check_int(negative_ratio, "negative_ratio", name, minimum=1)

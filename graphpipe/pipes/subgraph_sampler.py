@@ -129,6 +129,11 @@ class SubgraphSampler(Pipe):
             )
         if exclude_seed_edges and self.cooperative:
             raise NotImplementedError(f"{name}: `exclude_seed_edges=True` is not supported with cooperative=True")
+        if exclude_seed_edges and (self.graph.indptr.is_cuda or self.graph.indices.is_cuda):
+            raise NotImplementedError(
+                f"{name}: `exclude_seed_edges=True` looks edges up in host memory; keep the graph on the CPU "
+                f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
+            )
         self.exclude_seed_edges = exclude_seed_edges
         self.include_reverse_edges = include_reverse_edges
         self.reverse_positions = None if reverse_edge_ids is None else _reverse_positions(self.graph, reverse_edge_ids, name)
