@@ -253,8 +253,7 @@ class MiniBatch:
         ``num_sampled_nodes[0]`` nodes are the pairs' distinct endpoints (ascending, as
         LinkNeighborLoader orders them), ``input_id`` is ``item_ids`` (the positive
         pairs' positions in the ItemSet), there is no ``batch_size`` and no ``y`` from
-        ``labels``, and
-        ``neg_sampling`` picks the pairs' fields:
+        ``labels``, and ``neg_sampling`` picks the pairs' fields:
 
         * ``"binary"``: ``edge_label_index`` ``[2, num_pairs]`` (``compacted_seeds``
           transposed: local ids), ``edge_label`` (``labels``; bool labels as float

@@ -212,8 +212,6 @@ class SubgraphSampler(Pipe):
             frontier = nodes[frontier_start:] if self.layout == "pyg" else nodes
             # The seeds, the only destinations with excluded in-edges, lead every block
             # layer's destinations and are pyg's first frontier (later ones never hold them).
-            # The seeds, the only destinations with excluded in-edges, lead every block
-            # layer's destinations and are pyg's first frontier (later ones never hold them).
             if exclusion is not None and (frontier_start == 0 or self.layout == "block"):
                 sample = self.sample_layer(frontier, layer, minibatch, exclude=exclusion)
             else:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)

@@ -245,3 +245,23 @@ def test_seed_edges_never_reach_the_batch(layout, include_reverse_edges):
         assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
         positives = unique_edge_pairs(plain_batch.n_id[plain_batch.edge_label_index[:, plain_batch.edge_label == 1]])
         assert positives <= unique_edge_pairs(plain_batch.n_id[plain_batch.edge_index])
+
+
+def test_to_pyg_of_link_batches_refuses_what_it_cannot_lay_out():
+    import graphpipe as gp
+
+    graph = gp.CSCGraph.from_edge_index(get_random_edge_index(30, 30, 200), 30)
+    pairs = torch.tensor([[0, 1], [2, 3], [0, 4], [2, 5]])
+    labels, indexes = torch.tensor([1.0, 1.0, 0.0, 0.0]), torch.tensor([0, 1, 1, 0])  # not grouped as the sampler does
+    items = gp.ItemSet((pairs, labels, indexes), names=("seeds", "labels", "indexes"))
+    mb = next(iter(gp.ItemSampler(items, 4).sample_neighbor(graph, [2])))
+    assert mb.to_pyg().edge_label_index.shape == (2, 4)  # binary: any pairs
+    with pytest.raises(ValueError, match="needs the layout of sample_uniform_negative"):
+        mb.to_pyg(neg_sampling="triplet")
+    with pytest.raises(ValueError, match="`neg_sampling` must be 'binary' or 'triplet'"):
+        mb.to_pyg(neg_sampling="pairs")
+    nodes = next(iter(gp.ItemSampler(gp.ItemSet(torch.arange(4), names="seeds"), 4).sample_neighbor(graph, [2])))
+    with pytest.raises(ValueError, match="neg_sampling='triplet' needs node-pair seeds"):
+        nodes.to_pyg(neg_sampling="triplet")
+    with pytest.raises(ValueError, match="has no compacted_seeds"):
+        gp.MiniBatch(seeds=pairs, sampled_subgraphs=mb.sampled_subgraphs).to_pyg()
