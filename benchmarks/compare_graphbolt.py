@@ -29,7 +29,16 @@ Measurements (fanouts [15, 10, 5], batch 1024 by default):
   (this process's CPU time, every thread), and stages that share the cores can together
   run at most ``cores / (sampling + fetch core-seconds per batch)`` batches per second;
 * LABOR batch dependency: for LABOR-0 with kappa in 1, 4, 32, 256, input nodes per batch
-  and the fraction of a batch's input nodes that were input nodes of the previous batch.
+  and the fraction of a batch's input nodes that were input nodes of the previous batch;
+* link prediction (``--cases lp``): batches of ``--batch-size`` node pairs (random edges of
+  the graph, the same pairs in the same order on both sides, saved as ``pairs.npy``), one
+  uniform negative per pair, neighbor sampling from the pairs' endpoints with the seed
+  edges excluded (graphpipe: ``sample_neighbor(..., exclude_seed_edges=True)``, skipped
+  inside the kernel; GraphBolt: ``transform(gb.exclude_seed_edges)`` after
+  ``sample_neighbor``): sampling only, and end to end with features (``gp.DataLoader``
+  against ``gb.DataLoader`` at its best ``num_workers``).
+
+``--cases node lp`` (the default) runs everything; ``--cases lp`` only link prediction.
 
 Rounds: this VM's speed drifts by tens of percent over minutes, so the script measures
 graphpipe, then GraphBolt, ``--rounds`` times in turn on the same graph, and reports every
@@ -88,6 +97,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="measure both sides this many times, alternating; every figure is the median over rounds")
     parser.add_argument("--json", help="also write all results to this file")
+    parser.add_argument("--cases", nargs="+", choices=["node", "lp"], default=["node", "lp"],
+                        help="node: the node-classification measurements; lp: link prediction")
     args = parser.parse_args()
     # numba's thread count is per thread (a background stage would not inherit a
     # set_num_threads here), so the process-wide NUMBA_NUM_THREADS sets it for both sides.
@@ -101,6 +112,7 @@ def main() -> None:
     graph, features = dataset.graph, dataset.features
     batches = max(args.warmup + args.windows * args.window, 2 + 3 * args.slow_window)
     seeds = _seed_order(graph, batches * args.batch_size, args.seed)
+    pairs = _pair_order(graph, batches * args.batch_size, args.seed)
     setup = {
         "num_nodes": graph.num_nodes,
         "num_edges": graph.num_edges,
@@ -115,14 +127,19 @@ def main() -> None:
         np.save(os.path.join(data_dir, "indices.npy"), graph.indices.numpy())
         np.save(os.path.join(data_dir, "feat.npy"), np.asarray(features["feat"].data))
         np.save(os.path.join(data_dir, "seeds.npy"), seeds.numpy())
+        np.save(os.path.join(data_dir, "pairs.npy"), pairs.numpy())
         rounds = []
         for round_index in range(args.rounds):
             _log(f"round {round_index + 1} of {args.rounds}")
-            rounds.append((measure_graphpipe(graph, features, seeds, args), run_graphbolt(data_dir, args)))
+            mine = measure_graphpipe(graph, features, seeds, args) if "node" in args.cases else {}
+            if "lp" in args.cases:
+                mine.update(measure_graphpipe_link_prediction(graph, features, pairs, args))
+            rounds.append((mine, run_graphbolt(data_dir, args)))
     ours = _median_of_rounds([mine for mine, _ in rounds])
     theirs = _median_of_rounds([other for _, other in rounds])
-    for method in ("ns", "labor0"):
-        _overlap(ours, method)
+    if "node" in args.cases:
+        for method in ("ns", "labor0"):
+            _overlap(ours, method)
 
     results = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -149,6 +166,35 @@ def _seed_order(graph: gp.CSCGraph, count: int, seed: int) -> torch.Tensor:
         raise ValueError(f"the graph has {connected.numel()} non-isolated nodes, fewer than the {count} seeds needed")
     order = torch.randperm(connected.numel(), generator=torch.Generator().manual_seed(seed))
     return connected[order[:count]]
+
+
+def _pair_order(graph: gp.CSCGraph, count: int, seed: int) -> torch.Tensor:
+    """``[count, 2]`` int64 (source, destination) pairs: random distinct edges of the graph."""
+    if graph.num_edges < count:
+        raise ValueError(f"the graph has {graph.num_edges} edges, fewer than the {count} pairs needed")
+    positions = torch.randperm(graph.num_edges, generator=torch.Generator().manual_seed(seed + 1))[:count]
+    destinations = torch.searchsorted(graph.indptr.to(torch.int64), positions, right=True) - 1
+    return torch.stack([graph.indices[positions].to(torch.int64), destinations], dim=1)
+
+
+def measure_graphpipe_link_prediction(graph: gp.CSCGraph, features: gp.FeatureStore, pairs: torch.Tensor, args) -> dict:
+    """Link prediction: pairs -> one uniform negative each -> neighbor sampling without the
+    seed edges (-> features); see the module docstring."""
+    window = dict(warmup=args.warmup, windows=args.windows, window=args.window)
+
+    def chain(fetch):
+        pipe = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), args.batch_size, shuffle=False)
+        pipe = pipe.sample_uniform_negative(graph, 1, seed=args.seed)
+        pipe = pipe.sample_neighbor(graph, args.fanouts, exclude_seed_edges=True, seed=args.seed)
+        return pipe.fetch_feature(features, node_feature_keys=["feat"]) if fetch else pipe
+
+    results = {"lp_sampling": _summary(measure_rate(chain(fetch=False), inspect=batch_shape, **window))}
+    _log(f"graphpipe link prediction sampling: {results['lp_sampling']['it_per_s']:.1f} it/s")
+    loader = gp.DataLoader(chain(fetch=True))
+    results["lp_loader"] = _summary(measure_rate(loader, **window))
+    loader.close()
+    _log(f"graphpipe link prediction loader: {results['lp_loader']['it_per_s']:.1f} it/s")
+    return results
 
 
 def measure_graphpipe(graph: gp.CSCGraph, features: gp.FeatureStore, seeds: torch.Tensor, args) -> dict:
@@ -239,7 +285,7 @@ def run_graphbolt(data_dir: str, args) -> dict:
         args.graphbolt_python, os.path.join(HERE, "graphbolt_side.py"), "--data", data_dir,
         "--fanouts", *map(str, args.fanouts), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
         "--workers", *map(str, args.workers), "--warmup", str(args.warmup), "--windows", str(args.windows),
-        "--window", str(args.window),
+        "--window", str(args.window), "--cases", *args.cases,
     ]
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
@@ -258,14 +304,53 @@ def _summary(measured: dict) -> dict:
 
 
 def format_tables(results: dict) -> str:
-    """Markdown tables of the results: side-by-side rates with ratios and targets, then the
-    kappa sweep."""
+    """Markdown tables of the results: side-by-side rates with ratios and targets, then (node
+    cases) the overlap and the kappa sweep."""
     ours, theirs = results["graphpipe"], results["graphbolt"]
-    best = {
-        method: max((theirs[key]["it_per_s"], key) for key in theirs if key.startswith(f"{method}_loader_w"))
-        for method in ("ns", "labor0")
-    }
-    rows = [
+    cases = results["args"]["cases"]
+    rows = (_node_rows(ours, theirs) if "node" in cases else []) + (_link_rows(ours, theirs) if "lp" in cases else [])
+    lines = [
+        f"{results['date']}, {results['machine']['cpu']}, {results['machine']['cores']} cores, "
+        f"{results['args']['threads']} threads per side; graph {results['setup']['num_nodes']:,} nodes, "
+        f"{results['setup']['num_edges']:,} edges ({results['setup']['index_dtype']}), "
+        f"{results['setup']['feature_dim']}-dim float32 features; fanouts {results['args']['fanouts']}, "
+        f"batch {results['args']['batch_size']}; {results['args']['warmup']} warm-up batches, median of "
+        f"{results['args']['windows']} windows x {results['args']['window']} batches, median of "
+        f"{results['args']['rounds']} alternating rounds; total {results['total_s']:.0f} s",
+        "",
+        "| measurement | graphpipe | GraphBolt 2.1 | ratio | target | met |",
+        "|---|---:|---:|---:|---:|:---:|",
+    ]
+    for label, mine, other, target in rows:
+        r = ratio(mine, other)
+        goal, met = "", ""
+        if target is not None:
+            op, bound = target
+            goal = f"{op} {bound:g}x"
+            met = "yes" if _COMPARE[op](r, bound) else "**no**"
+        lines.append(f"| {label} | {_fmt(mine)} | {_fmt(other)} | {r:.2f}x | {goal} | {met} |")
+    methods = [m for m, case in (("ns", "node"), ("labor0", "node"), ("lp", "lp")) if case in cases]
+    lines += ["", "GraphBolt gb.DataLoader it/s by num_workers:", ""]
+    lines += [
+        f"- {method}: " + ", ".join(
+            f"num_workers={key.rsplit('_w', 1)[1]}: {theirs[key]['it_per_s']:.2f}"
+            for key in sorted(theirs) if key.startswith(f"{method}_loader_w")
+        )
+        for method in methods
+    ]
+    if "node" in cases:
+        lines += _node_sections(results)
+    return "\n".join(lines)
+
+
+def _best_loader(theirs: dict, method: str):
+    """GraphBolt's best ``gb.DataLoader`` rate for ``method`` and its key (``..._w<workers>``)."""
+    return max((theirs[key]["it_per_s"], key) for key in theirs if key.startswith(f"{method}_loader_w"))
+
+
+def _node_rows(ours: dict, theirs: dict) -> list:
+    best = {method: _best_loader(theirs, method) for method in ("ns", "labor0")}
+    return [
         ("NS sampling only, it/s", ours["ns_sampling"]["it_per_s"], theirs["ns_sampling"]["it_per_s"], (">=", 5.0)),
         ("NS sampled edges/s", ours["ns_sampling"]["sampled_edges_per_s"],
          theirs["ns_sampling"]["sampled_edges"] * theirs["ns_sampling"]["it_per_s"], None),
@@ -290,35 +375,24 @@ def format_tables(results: dict) -> str:
         ("LABOR-0 plain chain in gp.DataLoader(transforms=[]), it/s", ours["labor0_plain"]["it_per_s"],
          best["labor0"][0], None),
     ]
-    lines = [
-        f"{results['date']}, {results['machine']['cpu']}, {results['machine']['cores']} cores, "
-        f"{results['args']['threads']} threads per side; graph {results['setup']['num_nodes']:,} nodes, "
-        f"{results['setup']['num_edges']:,} edges ({results['setup']['index_dtype']}), "
-        f"{results['setup']['feature_dim']}-dim float32 features; fanouts {results['args']['fanouts']}, "
-        f"batch {results['args']['batch_size']}; {results['args']['warmup']} warm-up batches, median of "
-        f"{results['args']['windows']} windows x {results['args']['window']} batches, median of "
-        f"{results['args']['rounds']} alternating rounds; total {results['total_s']:.0f} s",
-        "",
-        "| measurement | graphpipe | GraphBolt 2.1 | ratio | target | met |",
-        "|---|---:|---:|---:|---:|:---:|",
+
+
+def _link_rows(ours: dict, theirs: dict) -> list:
+    rate, key = _best_loader(theirs, "lp")
+    return [
+        ("LP sampling only (uniform negatives, ratio 1, seed edges excluded), it/s", ours["lp_sampling"]["it_per_s"],
+         theirs["lp_sampling"]["it_per_s"], (">=", 4.0)),
+        ("LP sampled edges/batch", ours["lp_sampling"]["sampled_edges"], theirs["lp_sampling"]["sampled_edges"], None),
+        ("LP input nodes/batch", ours["lp_sampling"]["input_nodes"], theirs["lp_sampling"]["input_nodes"], None),
+        (f"LP end-to-end loader with features, it/s (GB: {key.rsplit('_', 1)[1]})", ours["lp_loader"]["it_per_s"],
+         rate, (">=", 3.0)),
     ]
-    for label, mine, other, target in rows:
-        r = ratio(mine, other)
-        goal, met = "", ""
-        if target is not None:
-            op, bound = target
-            goal = f"{op} {bound:g}x"
-            met = "yes" if _COMPARE[op](r, bound) else "**no**"
-        lines.append(f"| {label} | {_fmt(mine)} | {_fmt(other)} | {r:.2f}x | {goal} | {met} |")
-    lines += ["", "GraphBolt gb.DataLoader it/s by num_workers:", ""]
-    lines += [
-        f"- {method}: " + ", ".join(
-            f"num_workers={key.rsplit('_w', 1)[1]}: {theirs[key]['it_per_s']:.2f}"
-            for key in sorted(theirs) if key.startswith(f"{method}_loader_w")
-        )
-        for method in ("ns", "labor0")
-    ]
-    lines += ["", "| graphpipe overlap | loader it/s | plain chain it/s | sampling alone it/s (core-ms/batch) "
+
+
+def _node_sections(results: dict) -> list:
+    """The overlap table, LABOR-*'s reduction and the kappa sweep."""
+    ours = results["graphpipe"]
+    lines = ["", "| graphpipe overlap | loader it/s | plain chain it/s | sampling alone it/s (core-ms/batch) "
               "| fetch alone it/s (core-ms/batch) | efficiency | target | met | ceiling on these cores |",
               "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"]
     for method, label in (("ns", "NS"), ("labor0", "LABOR-0")):
@@ -341,7 +415,7 @@ def format_tables(results: dict) -> str:
     for kappa in results["args"]["kappas"]:
         row = ours[f"labor0_kappa{kappa}"]
         lines.append(f"| {kappa} | {row['input_nodes']:,.0f} | {row['previous_batch_overlap']:.3f} | {row['it_per_s']:.2f} |")
-    return "\n".join(lines)
+    return lines
 
 
 def _fmt(value: float) -> str:

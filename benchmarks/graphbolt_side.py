@@ -5,10 +5,14 @@ compare_graphbolt.py starts it as a subprocess of that venv's python; by hand::
     venv-dgl/bin/python benchmarks/graphbolt_side.py --data DIR --fanouts 15 10 5
 
 ``DIR`` holds ``indptr.npy``, ``indices.npy`` (the CSC graph), ``feat.npy`` (``[num_nodes,
-dim]`` float32) and ``seeds.npy`` (the seed ids in batch order). The graph becomes
+dim]`` float32), ``seeds.npy`` (the seed ids in batch order) and ``pairs.npy`` (``[N, 2]``
+node pairs in batch order, for link prediction). The graph becomes
 ``gb.fused_csc_sampling_graph(indptr, indices)``, the features a ``gb.TorchBasedFeature``
-in RAM. Batches are cut from ``seeds.npy`` in order (``shuffle=False``), so batch ``i``
-has the same seeds as graphpipe's batch ``i``. Prints one JSON object on the last line.
+in RAM. Batches are cut from ``seeds.npy`` / ``pairs.npy`` in order (``shuffle=False``),
+so batch ``i`` has the same seeds as graphpipe's batch ``i``. Link prediction runs
+``sample_uniform_negative(graph, 1)``, ``sample_neighbor`` and ``gb.exclude_seed_edges``
+(a transform after sampling, as GraphBolt's examples do). Prints one JSON object on the
+last line.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import sys
 import warnings
+from functools import partial
 
 import numpy as np
 import torch
@@ -39,6 +44,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window", type=int, default=16)
+    parser.add_argument("--cases", nargs="+", choices=["node", "lp"], default=["node", "lp"])
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
@@ -58,6 +64,12 @@ def main() -> None:
         return pipe.fetch_feature(features, node_feature_keys=["feat"]) if fetch else pipe
 
     results = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    if "lp" in args.cases:
+        pairs = gb.ItemSet(load("pairs").to(graph.indices.dtype), names="seeds")
+        results.update(_link_prediction(graph, features, pairs, args, window))
+    if "node" not in args.cases:
+        print(json.dumps(results))
+        return
     for name, method in (("ns", "sample_neighbor"), ("labor0", "sample_layer_neighbor")):
         sampling = measure_rate(chain(method, fetch=False), inspect=batch_shape, **window)
         results[f"{name}_sampling"] = _summary(sampling)
@@ -70,6 +82,25 @@ def main() -> None:
             gc.collect()
         print(f"graphbolt: {name} done", file=sys.stderr, flush=True)
     print(json.dumps(results))
+
+
+def _link_prediction(graph, features, pairs, args, window):
+    """Pairs -> one uniform negative each -> neighbor sampling -> seed edges excluded
+    (-> features): sampling only, and ``gb.DataLoader`` end to end per ``num_workers``."""
+
+    def chain(fetch):
+        pipe = gb.ItemSampler(pairs, args.batch_size, shuffle=False).sample_uniform_negative(graph, 1)
+        pipe = pipe.sample_neighbor(graph, args.fanouts).transform(partial(gb.exclude_seed_edges))
+        return pipe.fetch_feature(features, node_feature_keys=["feat"]) if fetch else pipe
+
+    results = {"lp_sampling": _summary(measure_rate(chain(fetch=False), inspect=batch_shape, **window))}
+    for workers in args.workers:
+        loader = gb.DataLoader(chain(fetch=True), num_workers=workers)
+        results[f"lp_loader_w{workers}"] = _summary(measure_rate(loader, **window))
+        del loader
+        gc.collect()
+    print("graphbolt: lp done", file=sys.stderr, flush=True)
+    return results
 
 
 def _summary(measured):

@@ -88,9 +88,19 @@ class MiniBatch:
         input_nodes ──[sampled_subgraphs[0]]──> ... ──[sampled_subgraphs[-1]]──> seeds
         (features)      GNN layer 0                     GNN layer L-1           (outputs)
 
+    Link prediction (GraphBolt's layout): ``seeds`` are ``[num_pairs, 2]`` node pairs
+    ``(source, destination)``, positives then the negatives a negative sampler appended,
+    with ``labels`` and ``indexes`` aligned to them; the samplers sample from the pairs'
+    distinct endpoints (the destinations of the last layer) and set ``compacted_seeds``,
+    the pairs in those local ids, so ``h[compacted_seeds[:, 0]]`` and
+    ``h[compacted_seeds[:, 1]]`` are the two ends' outputs.
+
     Attributes:
-        seeds: ``[batch_size]`` int64 node ids whose outputs are trained.
-        labels: ``[batch_size, ...]`` labels of the seeds, or None.
+        seeds: ``[batch_size]`` int64 node ids whose outputs are trained, or
+            ``[batch_size, 2]`` node pairs (link prediction).
+        labels: ``[batch_size, ...]`` labels of the seeds, or None. For node pairs from a
+            negative sampler: bool, True for positives (or the positives' own labels
+            followed by zeros).
         sampled_subgraphs: one :class:`SampledSubgraph` per GNN layer, input first.
         input_nodes: ``[num_input]`` int64 global ids of the first layer's sources
             (seeds first, then nodes first reached at hop 1, 2, ...): row ``k`` of every
@@ -106,6 +116,18 @@ class MiniBatch:
             are sampled once, in the layer of the hop where it is first reached; the
             other destinations of a layer have no in-edges). :attr:`blocks` needs
             ``"block"``; :meth:`to_pyg` takes either (``"pyg"`` is the fast path).
+        indexes: ``[batch_size]`` int64, node pairs only: the query each pair belongs to
+            (a positive and its negatives share one; GraphBolt's ``indexes``), for
+            ranking metrics such as MRR. A negative sampler sets ``arange(P)`` for the
+            ``P`` positives and each negative its positive's index; an ItemSet may give
+            them (e.g. fixed evaluation negatives).
+        compacted_seeds: ``[batch_size, 2]`` int64, node pairs only, set by the
+            samplers: ``seeds`` in local ids, positions in
+            ``sampled_subgraphs[-1].original_column_node_ids`` (the pairs' distinct
+            endpoints, ascending, which are also the first ``input_nodes``).
+        item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
+            was cut from (set by the item samplers; PyG's ``input_id``). A negative
+            sampler leaves it alone, so it counts the positives of a link batch.
     """
 
     seeds: Optional[torch.Tensor] = None
@@ -116,6 +138,9 @@ class MiniBatch:
     edge_features: List[Dict[str, torch.Tensor]] = field(default_factory=list)
     batch_index: int = 0
     layout: str = "block"
+    indexes: Optional[torch.Tensor] = None
+    compacted_seeds: Optional[torch.Tensor] = None
+    item_ids: Optional[torch.Tensor] = None
 
     @property
     def num_layers(self) -> int:
@@ -123,7 +148,13 @@ class MiniBatch:
 
     @property
     def batch_size(self) -> int:
-        return 0 if self.seeds is None else self.seeds.numel()
+        """The number of seeds: nodes, or node pairs for link prediction."""
+        return 0 if self.seeds is None else self.seeds.shape[0]
+
+    @property
+    def is_link_batch(self) -> bool:
+        """Whether the seeds are node pairs (``[batch_size, 2]``: link prediction)."""
+        return self.seeds is not None and self.seeds.dim() == 2
 
     # ------------------------------------------------------------------ moves
     def to(self, device, non_blocking: bool = False) -> "MiniBatch":
@@ -183,8 +214,10 @@ class MiniBatch:
         node_feature_key: Optional[str] = None,
         edge_feature_key: Optional[str] = None,
         label_key: Optional[str] = None,
+        neg_sampling: str = "binary",
     ):
-        """The batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` returns.
+        """The batch as the ``torch_geometric.data.Data`` PyG's ``NeighborLoader`` (node
+        seeds) or ``LinkNeighborLoader`` (node pairs) returns.
 
         NeighborLoader's subgraph: a node's in-edges are the ones sampled for it at the
         hop where it is first reached, and every node is reached from the seeds. Nodes
@@ -205,7 +238,8 @@ class MiniBatch:
         Fields: ``x`` (node feature ``node_feature_key``; by default the only fetched
         node feature other than the label feature), ``edge_index`` ``[2, E]`` int64 local
         (source, target), ``y``, ``n_id`` (global node ids), ``e_id`` (the user's edge
-        ids: columns of the ``edge_index`` the graph was built from), ``batch_size``,
+        ids: columns of the ``edge_index`` the graph was built from), ``input_id`` (the
+        seeds' positions in the ItemSet, ``item_ids``), ``batch_size``,
         ``num_sampled_nodes`` (``L + 1`` ints), ``num_sampled_edges`` (``L`` ints) and,
         when the sampler produced them, ``edge_weight``; with fetched edge features,
         ``edge_attr`` ``[E, ...]`` in ``edge_index`` order: the edge feature
@@ -214,6 +248,20 @@ class MiniBatch:
         ``y``, as NeighborLoader's: one row per node, ``y[:batch_size]`` the seeds',
         when node labels were fetched as a node feature: ``label_key``, by default the
         node feature ``"y"`` if there is one. Otherwise ``y`` is ``labels`` (seeds only).
+
+        Node pairs (link prediction), as ``LinkNeighborLoader``: the first
+        ``num_sampled_nodes[0]`` nodes are the pairs' distinct endpoints (ascending, as
+        LinkNeighborLoader orders them), ``input_id`` is ``item_ids`` (the positive
+        pairs' positions in the ItemSet), there is no ``batch_size`` and no ``y`` from
+        ``labels``, and ``neg_sampling`` picks the pairs' fields:
+
+        * ``"binary"``: ``edge_label_index`` ``[2, num_pairs]`` (``compacted_seeds``
+          transposed: local ids), ``edge_label`` (``labels``; bool labels as float
+          1.0/0.0, as LinkNeighborLoader makes them).
+        * ``"triplet"`` (batches from ``sample_uniform_negative``): ``src_index`` and
+          ``dst_pos_index`` ``[P]``, ``dst_neg_index`` ``[P, k]`` (``[P]`` when
+          ``k == 1``), local ids of each positive's source, destination and negative
+          destinations.
         """
         try:
             from torch_geometric.data import Data
@@ -223,6 +271,10 @@ class MiniBatch:
             ) from err
         if not self.sampled_subgraphs:
             raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
+        if neg_sampling not in ("binary", "triplet"):
+            raise ValueError(f"MiniBatch.to_pyg(): `neg_sampling` must be 'binary' or 'triplet', got {neg_sampling!r}")
+        if neg_sampling == "triplet" and not self.is_link_batch:
+            raise ValueError("MiniBatch.to_pyg(): neg_sampling='triplet' needs node-pair seeds (link prediction)")
         node_keys = set(self.node_features)
         if label_key is None:
             label_key = "y" if "y" in node_keys else None
@@ -258,11 +310,16 @@ class MiniBatch:
             edge_index=torch.cat(edge_index, dim=1),
             n_id=hops.n_id,
             e_id=torch.cat(edge_ids),
-            batch_size=hops.num_sampled_nodes[0],
             num_sampled_nodes=hops.num_sampled_nodes,
             num_sampled_edges=[e.size(1) for e in edge_index],
         )
         data.num_nodes = hops.n_id.numel()
+        if self.item_ids is not None:
+            data.input_id = self.item_ids
+        if self.is_link_batch:
+            _add_link_fields(data, self, neg_sampling)
+        else:
+            data.batch_size = hops.num_sampled_nodes[0]
         if edge_weights:
             data.edge_weight = torch.cat(edge_weights)
         if edge_attr:
@@ -273,11 +330,49 @@ class MiniBatch:
 
         if label_key is not None:
             data.y = rows(self.node_features[label_key])
-        elif self.labels is not None:
+        elif self.labels is not None and not self.is_link_batch:
             data.y = self.labels
         if node_key is not None:
             data.x = rows(self.node_features[node_key])
         return data
+
+
+def _add_link_fields(data, minibatch: MiniBatch, neg_sampling: str) -> None:
+    """LinkNeighborLoader's fields of a node-pair batch (see :meth:`MiniBatch.to_pyg`)."""
+    pairs = minibatch.compacted_seeds
+    if pairs is None:
+        raise ValueError(
+            "MiniBatch.to_pyg(): the node-pair batch has no compacted_seeds; sample it with a graphpipe sampler "
+            "(sample_neighbor / sample_layer_neighbor), which sets them"
+        )
+    if neg_sampling == "binary":
+        data.edge_label_index = pairs.t().contiguous()
+        labels = minibatch.labels
+        if labels is not None:
+            data.edge_label = labels.to(torch.float32) if labels.dtype == torch.bool else labels
+        return
+    num_pairs = pairs.size(0)
+    indexes = minibatch.indexes
+    num_positives = 0 if indexes is None or indexes.numel() == 0 else int(indexes.max()) + 1
+    k = (num_pairs - num_positives) // max(num_positives, 1)
+    queries = torch.arange(num_positives, device=pairs.device)
+    expected = torch.cat([queries, queries.repeat_interleave(k)]) if num_positives else None
+    seeds = minibatch.seeds
+    if (
+        num_positives == 0
+        or k < 1
+        or num_positives * (1 + k) != num_pairs
+        or not torch.equal(indexes.to(torch.int64), expected)
+        or not torch.equal(seeds[num_positives:, 0], seeds[:num_positives, 0].repeat_interleave(k))
+    ):
+        raise ValueError(
+            "MiniBatch.to_pyg(neg_sampling='triplet') needs the layout of sample_uniform_negative: P positive pairs, "
+            "then k negatives per positive with its source, grouped by `indexes` (arange(P), then each repeated k "
+            "times)"
+        )
+    data.src_index = pairs[:num_positives, 0]
+    data.dst_pos_index = pairs[:num_positives, 1]
+    data.dst_neg_index = pairs[num_positives:, 1].reshape(num_positives, k).squeeze(-1)
 
 
 class _PygHops(NamedTuple):

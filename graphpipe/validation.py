@@ -13,6 +13,7 @@ __all__ = [
     "check_importance_sampling",
     "check_int",
     "check_node_ids",
+    "check_node_pairs",
 ]
 
 # LABOR-k's largest k. LABOR-* (-1) iterates until the probabilities converge, which
@@ -126,6 +127,18 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str, kin
                 f"0..{num_nodes - 1} (num_{kind}s={num_nodes})"
             )
     return ids.to(torch.int64)
+
+
+def check_node_pairs(pairs: torch.Tensor, num_nodes: int, name: str, where: str) -> torch.Tensor:
+    """``pairs`` as int64, after checking it is an ``[N, 2]`` integer tensor of
+    ``(source, destination)`` node ids within ``[0, num_nodes)``."""
+    if isinstance(pairs, torch.Tensor) and (pairs.dim() != 2 or pairs.size(1) != 2):
+        raise ValueError(
+            f"{where}: `{name}` must be node pairs of shape [N, 2] (one (source, destination) row per "
+            f"pair, as ItemSet(pairs, names='seeds') takes them), got shape {tuple(pairs.shape)}"
+        )
+    check_node_ids(pairs.reshape(-1) if isinstance(pairs, torch.Tensor) else pairs, num_nodes, name, where)
+    return pairs.to(torch.int64)
 
 
 def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:

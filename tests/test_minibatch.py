@@ -71,8 +71,8 @@ def _tensors(obj, path="mb"):
 def test_to_moves_every_tensor():
     _, _, mb = _batch(weighted=True)
     tensors = dict(_tensors(mb))
-    # seeds, labels, input_nodes, 1 node feature, 3 layers x (indptr, indices, rows, cols, eids, weights, "w")
-    assert len(tensors) == 4 + 3 * 7
+    # seeds, labels, item_ids, input_nodes, 1 node feature, 3 layers x (indptr, indices, rows, cols, eids, weights, "w")
+    assert len(tensors) == 5 + 3 * 7
     moved = mb.to("meta")
     moved_tensors = dict(_tensors(moved))
     assert moved_tensors.keys() == tensors.keys()

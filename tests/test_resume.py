@@ -1,7 +1,8 @@
 """Kill a training process mid-epoch, restart it from its last checkpoint, and check that the
 batches it then yields are bit-identical to an uninterrupted run's (DataLoader.state_dict /
 load_state_dict), under the default transforms, worker processes, LABOR with batch
-dependency, and DistributedItemSampler on two gloo ranks (cooperative sampling too)."""
+dependency, DistributedItemSampler on two gloo ranks (cooperative sampling too), and a
+link-prediction pipe (node pairs, uniform negatives, seed-edge exclusion) in workers."""
 
 import os
 import pickle
@@ -25,6 +26,7 @@ SCRIPT = textwrap.dedent(
     def digest(mb):
         h = hashlib.sha256(str(mb.batch_index).encode())
         tensors = [mb.seeds, mb.labels, mb.input_nodes, *mb.node_features.values()]
+        tensors += [t for t in (mb.indexes, mb.compacted_seeds) if t is not None]
         for sg in mb.sampled_subgraphs:
             tensors += [sg.sampled_csc.indptr, sg.sampled_csc.indices, sg.original_edge_ids]
             if sg.edge_weights is not None:
@@ -41,6 +43,9 @@ SCRIPT = textwrap.dedent(
                                     rank=rank, world_size=world, timeout=timedelta(seconds=30))
         data = gp.datasets.karate_club()
         items = gp.ItemSet((torch.arange(34), data.labels), names=("seeds", "labels"))
+        if config == "link":
+            src, dst = data.graph.edge_index()
+            items = gp.ItemSet(torch.stack([src, dst], 1), names="seeds")
         cooperative = config == "cooperative"
         if world > 1:
             source = gp.DistributedItemSampler(items, 2, shuffle=True, drop_uneven_inputs=True)
@@ -48,10 +53,13 @@ SCRIPT = textwrap.dedent(
             source = gp.ItemSampler(items, 3, shuffle=True)
         if config == "labor":
             pipe = source.sample_layer_neighbor(data.graph, [3, 2], batch_dependency=3)
+        elif config == "link":
+            pipe = source.sample_uniform_negative(data.graph, 2, exclude_existing_edges=True).sample_neighbor(
+                data.graph, [3, 2], exclude_seed_edges=True, include_reverse_edges=True)
         else:
             pipe = source.sample_neighbor(data.graph, [3, 2], cooperative=cooperative)
         pipe = pipe.fetch_feature(data.features, ["feat"], cooperative=cooperative)
-        loader = gp.DataLoader(pipe, num_workers=2 if config == "workers" else 0)
+        loader = gp.DataLoader(pipe, num_workers=2 if config in ("workers", "link") else 0)
         checkpoint = os.path.join(workdir, f"checkpoint{rank}.pt")
         seen = []
         if mode == "resume":
@@ -90,7 +98,7 @@ def _run(script, config, mode, workdir, world):
 
 @pytest.mark.parametrize(
     "config, world",
-    [("default", 1), ("workers", 1), ("labor", 1), ("distributed", 2), ("cooperative", 2)],
+    [("default", 1), ("workers", 1), ("labor", 1), ("distributed", 2), ("cooperative", 2), ("link", 1)],
 )
 def test_killed_and_resumed_process_reproduces_an_uninterrupted_run(tmp_path, config, world):
     if world > 1 and not (dist.is_available() and dist.is_gloo_available()):

@@ -149,8 +149,10 @@ class DistributedItemSampler(ItemSampler):
                 # The last, smaller global batch: ranks below `rest % world_size` take one more.
                 base, extra = divmod(rest, self.world_size)
                 start = i * global_size + self.rank * base + min(self.rank, extra)
-            values = dict(zip(names, self.item_set[order[start : start + count]]))
-            yield MiniBatch(**values, batch_index=first_index + i)
+            rows = order[start : start + count]
+            values = dict(zip(names, self.item_set[rows]))
+            # A copy: a view would keep the epoch's whole order alive (and ship it to workers).
+            yield MiniBatch(**values, batch_index=first_index + i, item_ids=rows.clone())
 
 
 def _backend_for_cpu_and_cuda() -> Optional[str]:

@@ -38,6 +38,7 @@ import torch
 
 from ..validation import check_fanout, check_node_ids
 from .gpu_sampling import sample_neighbors_torch
+from .edge_lookup import EdgeExclusion, check_exclusion, drop_excluded
 from .layer_sample import LayerSample
 from .random import hash2, uniform, uniform_open
 from .selection import (
@@ -68,6 +69,9 @@ _NUM_CHUNKS = 64
 # in-edge without replacement; with replacement the output could not fit in memory).
 _BYTES_PER_EDGE = 16
 _FANOUT_CAP = 1 << 61
+# No excluded edges: an EdgeExclusion over no destinations (one compiled kernel either way).
+_NO_EXCLUSION_INDPTR = np.zeros(1, np.int64)
+_NO_EXCLUSION_POSITIONS = np.zeros(0, np.int64)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -144,11 +148,35 @@ def _offsets(out_indptr, max_out):
     return out_indptr[n]
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _excluded_count(ex_indptr, i):
+    """How many in-edges destination ``i`` must skip (an :class:`EdgeExclusion`)."""
+    return ex_indptr[i + 1] - ex_indptr[i] if i < ex_indptr.size - 1 else 0
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _skip_excluded(out, k, start, excluded):
+    """Turn ``out[:k]`` = ``start +`` ascending ranks among the positions of ``[start, ...)``
+    that are not ``excluded`` (ascending) into those positions: the ``r``-th remaining
+    position is ``r + j``, ``j`` the number of excluded positions up to it."""
+    j = 0
+    x = excluded.size
+    for m in range(k):
+        r = out[m] - start
+        while j < x and excluded[j] - start <= r + j:
+            j += 1
+        out[m] = start + r + j
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out):
+def _sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out, ex_indptr, ex_pos):
     """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
     ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
     ``indices`` overlap instead of stalling the sampling arithmetic).
+
+    A destination with excluded in-edges (``ex_indptr``/``ex_pos``, an
+    :class:`EdgeExclusion`) draws ranks among its ``d - x`` other in-edges, with the same
+    rules and variates, and maps them past the excluded positions.
 
     Returns ``(indptr, sources, edge ids, bad ranges)``; when a destination's range is
     bad (:func:`range_is_bad`) or the output would exceed ``max_out`` edges, nothing is
@@ -164,7 +192,7 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out):
         start = np.int64(indptr[nodes[i]])
         end = np.int64(indptr[nodes[i] + 1])
         bad += range_is_bad(start, end, num_edges)
-        d = end - start
+        d = end - start - _excluded_count(ex_indptr, i)
         starts[i] = start
         degrees[i] = d
         if fanout == -1:
@@ -201,6 +229,8 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out):
                 _floyd_small(vkey, start, d, k, out, draws)
             else:
                 _floyd_hashed(vkey, start, d, k, out)
+            if i < ex_indptr.size - 1 and ex_indptr[i + 1] > ex_indptr[i]:
+                _skip_excluded(out, k, start, ex_pos[ex_indptr[i] : ex_indptr[i + 1]])
     out_src = np.empty(num_out, np.int64)
     for e in numba.prange(num_out):
         out_src[e] = indices[np.uint64(out_eids[e])]  # unsigned: no wraparound check
@@ -208,15 +238,20 @@ def _sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out):
 
 
 @numba.njit(nogil=True, cache=True)
-def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, pos):
+def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, pos, excluded):
     """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
     ascending, ``w`` divided by the ``largest`` weight (or in log space, see
-    :func:`weighted_score`). A max-heap of the best ``k`` so far (exactly equal scores,
-    which need equal weights and equal 53-bit uniforms, are broken deterministically)."""
+    :func:`weighted_score`), the ``excluded`` CSC positions (ascending) left out. A
+    max-heap of the best ``k`` so far (exactly equal scores, which need equal weights and
+    equal 53-bit uniforms, are broken deterministically)."""
     score = np.empty(k, np.float64)
     n = 0
+    x = 0
     for p in range(d):
         w = np.float64(probs[start + p])
+        if x < excluded.size and excluded[x] == start + p:
+            x += 1
+            continue
         if not w > 0.0:
             continue
         u = uniform_open(vkey, p)
@@ -244,8 +279,9 @@ def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, 
 
 
 @numba.njit(nogil=True, cache=True)
-def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos):
-    """``pos[:k]`` = ``k`` independent draws proportional to weight, ascending.
+def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded):
+    """``pos[:k]`` = ``k`` independent draws proportional to weight, ascending, among the
+    positions that are not ``excluded`` (CSC positions, ascending).
 
     Weights are divided by the ``largest`` one (so their sum is at most ``d``, and
     subnormal weights become ordinary ratios). The targets ``u_j * total`` are sorted,
@@ -253,9 +289,12 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos):
     whose prefix sum exceeds it.
     """
     total = 0.0
+    x = 0
     for p in range(d):
         w = np.float64(probs[start + p])
-        if w > 0.0:
+        if x < excluded.size and excluded[x] == start + p:
+            x += 1
+        elif w > 0.0:
             total += w / largest
     targets = np.empty(k, np.float64)
     for j in range(k):
@@ -264,8 +303,12 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos):
     cum = 0.0
     j = 0
     last = 0
+    x = 0
     for p in range(d):
         w = np.float64(probs[start + p])
+        if x < excluded.size and excluded[x] == start + p:
+            x += 1
+            continue
         if not w > 0.0:
             continue
         cum += w / largest
@@ -281,9 +324,11 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace, max_out):
+def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace, max_out, ex_indptr, ex_pos):
     """Pass 1 checks the ranges and counts positive-weight in-edges per destination
-    (noting the largest weight and whether scores need log space), pass 2 fills.
+    (noting the largest weight and whether scores need log space), pass 2 fills. The
+    excluded in-edges of a destination (``ex_indptr``/``ex_pos``) are neither counted
+    nor drawn.
 
     Returns ``(indptr, sources, edge ids, bad ranges, non-finite weights)``; nothing is
     sampled when either count is not 0 or the output would exceed ``max_out`` edges."""
@@ -304,6 +349,9 @@ def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace, max_ou
             continue
         positive, largest[i], log_space[i], this_non_finite = weight_range(probs, start, end - start)
         non_finite += this_non_finite
+        if i < ex_indptr.size - 1:
+            for j in range(ex_indptr[i], ex_indptr[i + 1]):
+                positive -= probs[ex_pos[j]] > 0.0
         if fanout == -1:
             out_indptr[i + 1] = positive
         elif replace:
@@ -324,16 +372,20 @@ def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace, max_ou
             continue
         pos = out_eids[lo : lo + k]
         vkey = hash2(key, v)
+        excluded = ex_pos[ex_indptr[i] : ex_indptr[i + 1]] if i < ex_indptr.size - 1 else ex_pos[:0]
         if replace and fanout != -1:
-            _weighted_with_replacement(vkey, probs, start, d, k, largest[i], pos)
+            _weighted_with_replacement(vkey, probs, start, d, k, largest[i], pos, excluded)
         elif fanout == -1 or k < fanout:  # every positive-weight in-edge
             m = 0
+            x = 0
             for p in range(d):
-                if probs[start + p] > 0.0:
+                if x < excluded.size and excluded[x] == start + p:
+                    x += 1
+                elif probs[start + p] > 0.0:
                     pos[m] = p
                     m += 1
         else:
-            _weighted_without_replacement(vkey, probs, start, d, k, largest[i], log_space[i], pos)
+            _weighted_without_replacement(vkey, probs, start, d, k, largest[i], log_space[i], pos, excluded)
         for m in range(k):
             e = start + pos[m]
             pos[m] = e
@@ -350,6 +402,7 @@ def sample_neighbors(
     key: int,
     replace: bool = False,
     probs: Optional[torch.Tensor] = None,
+    exclude: Optional[EdgeExclusion] = None,
 ) -> LayerSample:
     """Sample in-edges of ``nodes`` for one GNN layer (see the module doc for the rules).
 
@@ -364,6 +417,11 @@ def sample_neighbors(
             has any drawable in-edge).
         probs: optional ``[num_edges]`` float32/float64 edge weights; sampling is then
             proportional to weight and non-positive weights are never drawn.
+        exclude: optional :class:`~graphpipe.ops.edge_lookup.EdgeExclusion`: in-edges the
+            first destinations must not take (link prediction's seed edges). On the CPU
+            they are skipped while sampling: such a destination draws by the rules above
+            among its other in-edges (``min(fanout, d - excluded)`` of them without
+            replacement). The GPU path drops them from its sample instead.
 
     Returns:
         A :class:`LayerSample` (``edge_weights=None``): ``indptr`` ``[num_dst + 1]``,
@@ -384,14 +442,17 @@ def sample_neighbors(
     num_nodes = indptr.numel() - 1
     nodes = check_node_ids(nodes, num_nodes, "nodes", "sample_neighbors")
     check_probs(probs, indices.numel(), "sample_neighbors")
+    if exclude is not None:
+        check_exclusion(exclude, indptr, nodes, "sample_neighbors")
     if nodes.is_cuda or indptr.is_cuda:  # GPU path: the graph in device or pinned host memory
         # The torch ops draw [num_dst, fanout] with replacement, whatever the degrees.
         if replace and fanout != -1 and fanout * nodes.numel() > max_output_edges(_BYTES_PER_EDGE):
             raise _too_many_edges(fanout, replace, nodes.numel())
         device = nodes.device if nodes.is_cuda else indptr.device
         fanout = min(fanout, _FANOUT_CAP)
-        return sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs)
-    return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs)
+        sample = sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs)
+        return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr)
+    return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude)
 
 
 class FanoutTooLarge(ValueError):
@@ -407,20 +468,26 @@ def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> FanoutTooLarge:
     )
 
 
-def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs) -> LayerSample:
+def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude) -> LayerSample:
     indptr_np = indptr.contiguous().numpy()
     indices_np = indices.contiguous().numpy()
     nodes_np = nodes.contiguous().numpy()
     key = np.uint64(key)
     max_out = max_output_edges(_BYTES_PER_EDGE)
     capped = min(fanout, _FANOUT_CAP)
+    if exclude is None:
+        excluded = (_NO_EXCLUSION_INDPTR, _NO_EXCLUSION_POSITIONS)
+    else:
+        excluded = tuple(t.contiguous().numpy() for t in exclude)
     try:
         if probs is None:
-            out = _sample_uniform(indptr_np, indices_np, nodes_np, capped, key, bool(replace), max_out)
+            out = _sample_uniform(indptr_np, indices_np, nodes_np, capped, key, bool(replace), max_out, *excluded)
             bad_ranges, non_finite = out[3], 0
         else:
             probs_np = probs.contiguous().numpy()
-            out = _sample_weighted(indptr_np, indices_np, nodes_np, probs_np, capped, key, bool(replace), max_out)
+            out = _sample_weighted(
+                indptr_np, indices_np, nodes_np, probs_np, capped, key, bool(replace), max_out, *excluded
+            )
             bad_ranges, non_finite = out[3], out[4]
     except MemoryError as error:
         raise MemoryError(

@@ -6,6 +6,7 @@ from .feature_fetcher import FeatureFetcher
 from .item_sampler import ItemSampler
 from .neighbor_sampler import NeighborSampler
 from .layer_neighbor_sampler import LayerNeighborSampler
+from .negative_sampler import UniformNegativeSampler
 from .subgraph_sampler import SubgraphSampler
 from .transform import Transform
 from .stages import Prefetcher, SideStream, ThreadPoolMap, Timed, Waiter
@@ -13,4 +14,4 @@ from .worker import ProcessWorkers, Shard
 
 __all__ = ["CopyTo", "FeatureFetcher", "Transform", "Pipe", "functional_pipe", "ItemSampler", "SubgraphSampler"]
 __all__ += ["Prefetcher", "ProcessWorkers", "Shard", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
-__all__ += ["NeighborSampler", "LayerNeighborSampler"]
+__all__ += ["NeighborSampler", "LayerNeighborSampler", "UniformNegativeSampler"]

@@ -15,7 +15,7 @@ from .base import Pipe
 
 __all__ = ["ItemSampler"]
 
-_MINIBATCH_FIELDS = ("seeds", "labels")
+_MINIBATCH_FIELDS = ("seeds", "labels", "indexes")
 
 
 class ItemSampler(Pipe):
@@ -30,11 +30,17 @@ class ItemSampler(Pipe):
     generator (so ``torch.manual_seed`` makes runs reproducible too).
 
     Every MiniBatch gets ``batch_index = epoch * len(self) + i``, which later stages use
-    to key their random numbers.
+    to key their random numbers, and ``item_ids``, the positions of its items in the
+    item set.
+
+    Link prediction: ``seeds`` may be ``[N, 2]`` node pairs ``(source, destination)``,
+    batched by pair (GraphBolt's ``ItemSet(pairs, names="seeds")``); add ``labels`` and
+    ``indexes`` for pairs that carry their own negatives (GraphBolt's evaluation sets),
+    or a negative sampler downstream (``.sample_uniform_negative(graph, k)``).
 
     Args:
         item_set: an :class:`ItemSet` (or a tensor of seed ids) with a ``seeds`` field
-            and optionally ``labels``.
+            (node ids, or ``[N, 2]`` node pairs) and optionally ``labels`` and ``indexes``.
         batch_size: items per batch, ``>= 1``.
         shuffle: permute the items each epoch.
         drop_last: drop the last batch when it is smaller than ``batch_size``.
@@ -65,6 +71,16 @@ class ItemSampler(Pipe):
                 f"ItemSampler: `item_set` field(s) {unknown} are not supported; known fields: "
                 f"{list(_MINIBATCH_FIELDS)}"
             )
+        seeds = item_set.field("seeds")
+        if seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool:
+            raise TypeError(f"ItemSampler: the `seeds` field must hold integer node ids, got dtype {seeds.dtype}")
+        if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) == 2)):
+            raise ValueError(
+                f"ItemSampler: the `seeds` field must be node ids of shape [N] or node pairs of shape [N, 2] "
+                f"(link prediction), got shape {tuple(seeds.shape)}"
+            )
+        if "indexes" in item_set.names and seeds.dim() != 2:
+            raise ValueError("ItemSampler: an `indexes` field groups node pairs; the `seeds` field must be [N, 2] pairs")
         self.item_set = item_set
         self.batch_size = check_int(batch_size, "batch_size", "ItemSampler", minimum=1)
         self.shuffle = shuffle
@@ -108,4 +124,5 @@ class ItemSampler(Pipe):
         for i in range(start, len(self)):
             rows = order[i * self.batch_size : (i + 1) * self.batch_size]
             values = dict(zip(names, self.item_set[rows]))
-            yield MiniBatch(**values, batch_index=first_index + i)
+            # A copy: a view would keep the epoch's whole order alive (and ship it to workers).
+            yield MiniBatch(**values, batch_index=first_index + i, item_ids=rows.clone())

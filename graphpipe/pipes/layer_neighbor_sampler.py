@@ -14,6 +14,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, derive_key
+from ..ops.edge_lookup import EdgeExclusion, drop_excluded
 from ..ops.labor import Variates, sample_labor, vertex_normals
 from ..validation import check_edge_weights, check_importance_sampling, check_int
 from .base import Pipe, functional_pipe
@@ -63,6 +64,12 @@ class LayerNeighborSampler(SubgraphSampler):
             ``importance_sampling != 0`` the vertex probabilities of a layer are computed
             over the nodes that layer samples, so the two layouts then differ in more
             than the re-sampled edges.
+        exclude_seed_edges, include_reverse_edges, reverse_edge_ids: seed-edge exclusion
+            for node-pair seeds, as for ``sample_neighbor``
+            (:class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`). LABOR drops the
+            excluded edges after sampling (its variates are shared between destinations),
+            so those destinations may get fewer than ``fanout`` edges; their
+            ``edge_weights`` are rescaled to estimate the mean over the in-edges left.
     """
 
     def __init__(
@@ -77,8 +84,15 @@ class LayerNeighborSampler(SubgraphSampler):
         seed: Optional[int] = None,
         cooperative: bool = False,
         layout: str = "block",
+        exclude_seed_edges: bool = False,
+        include_reverse_edges: bool = False,
+        reverse_edge_ids: Optional[torch.Tensor] = None,
     ):
-        super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout)
+        super().__init__(
+            source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout,
+            exclude_seed_edges=exclude_seed_edges, include_reverse_edges=include_reverse_edges,
+            reverse_edge_ids=reverse_edge_ids,
+        )  # fmt: skip
         name = type(self).__name__
         importance_sampling = check_importance_sampling(importance_sampling, name)
         batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
@@ -113,9 +127,12 @@ class LayerNeighborSampler(SubgraphSampler):
             normals=self._normals,
         )
 
-    def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
-        """LABOR-sample the in-edges of ``nodes`` with ``fanouts[layer]``."""
-        return sample_labor(
+    def sample_layer(
+        self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch, exclude: Optional[EdgeExclusion] = None
+    ) -> LayerSample:
+        """LABOR-sample the in-edges of ``nodes`` with ``fanouts[layer]``, then drop those
+        ``exclude`` names."""
+        sample = sample_labor(
             self.graph.indptr,
             self.graph.indices,
             nodes,
@@ -124,6 +141,9 @@ class LayerNeighborSampler(SubgraphSampler):
             importance_sampling=self.importance_sampling,
             probs=self.probs,
         )
+        if exclude is None:
+            return sample
+        return drop_excluded(sample, exclude, nodes, self.graph.indptr, self.probs)
 
 
 class _NormalsCache:

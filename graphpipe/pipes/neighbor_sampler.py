@@ -9,6 +9,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, sample_neighbors
+from ..ops.edge_lookup import EdgeExclusion
 from ..ops.neighbor_sampling import FanoutTooLarge
 from ..validation import check_edge_weights
 from .base import Pipe, functional_pipe
@@ -51,6 +52,13 @@ class NeighborSampler(SubgraphSampler):
             destinations) or ``"pyg"`` (PyG's ``NeighborLoader``: a node's neighbours are
             sampled once, at the hop where it is first reached; less work; for
             ``MiniBatch.to_pyg()``, not for ``blocks``). See :class:`SubgraphSampler`.
+        exclude_seed_edges: with node-pair seeds (link prediction), sample no edge
+            ``u -> v`` of a pair ``(u, v)``; a destination then draws its fanout among
+            its other in-edges (see :class:`SubgraphSampler`).
+        include_reverse_edges: also exclude the seed edges' reverse edges.
+        reverse_edge_ids: ``[num_edges]`` user edge id -> user edge id of its reverse
+            (DGL's ``reverse_eids``); without it the reverse of ``(u, v)`` is every edge
+            ``v -> u``.
 
     Example::
 
@@ -68,14 +76,24 @@ class NeighborSampler(SubgraphSampler):
         seed: Optional[int] = None,
         cooperative: bool = False,
         layout: str = "block",
+        exclude_seed_edges: bool = False,
+        include_reverse_edges: bool = False,
+        reverse_edge_ids: Optional[torch.Tensor] = None,
     ):
-        super().__init__(source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout)
+        super().__init__(
+            source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout,
+            exclude_seed_edges=exclude_seed_edges, include_reverse_edges=include_reverse_edges,
+            reverse_edge_ids=reverse_edge_ids,
+        )  # fmt: skip
         self.replace = bool(replace)
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)
 
-    def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
-        """In-edges of ``nodes`` (``[num_dst]`` int64) sampled with ``fanouts[layer]``."""
+    def sample_layer(
+        self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch, exclude: Optional[EdgeExclusion] = None
+    ) -> LayerSample:
+        """In-edges of ``nodes`` (``[num_dst]`` int64) sampled with ``fanouts[layer]``,
+        skipping those ``exclude`` names."""
         try:
             return sample_neighbors(
                 self.graph.indptr,
@@ -85,6 +103,7 @@ class NeighborSampler(SubgraphSampler):
                 key=self.layer_key(minibatch.batch_index, layer),
                 replace=self.replace,
                 probs=self.probs,
+                exclude=exclude,
             )
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error

@@ -7,10 +7,11 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from ..csc_graph import CSCGraph
+from ..csc_graph import CSCGraph, smallest_index_dtype
 from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
-from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids
+from ..ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
+from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_node_pairs
 from .base import Pipe
 
 __all__ = ["SubgraphSampler"]
@@ -55,6 +56,22 @@ class SubgraphSampler(Pipe):
     :meth:`CSCGraph.map_edge_ids`, so ``original_edge_ids`` (and ``to_pyg().e_id``,
     DGL's ``EID``, edge features fetched by them) are the ids of the edges as the user
     gave them to ``CSCGraph.from_edge_index`` / ``from_coo``.
+
+    Link prediction: ``seeds`` may be ``[N, 2]`` node pairs. The layers are then sampled
+    from the pairs' distinct endpoints (ascending: the last layer's destinations), and
+    ``compacted_seeds`` holds the pairs in those local ids. With
+    ``exclude_seed_edges=True`` no layer contains an edge ``u -> v`` of a pair ``(u,
+    v)`` of ``seeds`` (positives and negatives alike, as GraphBolt's
+    ``exclude_seed_edges``; parallel edges included), so the model never sees an edge it
+    must predict; ``include_reverse_edges=True`` also excludes their reverse edges: the
+    edges ``reverse_edge_ids`` maps them to (DGL's ``reverse_eids``: user edge id -> the
+    user edge id of its reverse), or without it every edge ``v -> u`` (GraphBolt's
+    homogeneous rule). Neighbor sampling on CPU skips those edges inside its kernel, so
+    a destination still gets ``min(fanout, in-edges left)`` uniformly among the others;
+    LABOR and the GPU paths drop them from the sample (fewer edges for those
+    destinations; LABOR's ``edge_weights`` are rescaled to estimate the mean over the
+    in-edges left). Excluded edges are found per batch by binary search where every
+    node's sources are sorted, else by a scan of the seed nodes' in-edges.
     """
 
     def __init__(
@@ -65,6 +82,9 @@ class SubgraphSampler(Pipe):
         seed: Optional[int] = None,
         cooperative: bool = False,
         layout: str = "block",
+        exclude_seed_edges: bool = False,
+        include_reverse_edges: bool = False,
+        reverse_edge_ids: Optional[torch.Tensor] = None,
     ):
         super().__init__()
         name = type(self).__name__
@@ -92,6 +112,32 @@ class SubgraphSampler(Pipe):
             seed = agree_on_seed(self, seed)  # one collective, here, not one per batch
         self.layout = layout
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
+        self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids)
+
+    def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids) -> None:
+        """Check the exclusion arguments; map ``reverse_edge_ids`` to CSC positions."""
+        name = type(self).__name__
+        for arg, value in (("exclude_seed_edges", exclude_seed_edges), ("include_reverse_edges", include_reverse_edges)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name}: `{arg}` must be a bool, got {value!r}")
+        if include_reverse_edges and not exclude_seed_edges:
+            raise ValueError(f"{name}: `include_reverse_edges=True` needs `exclude_seed_edges=True`")
+        if reverse_edge_ids is not None and not include_reverse_edges:
+            raise ValueError(
+                f"{name}: `reverse_edge_ids` says which edges are reverses, but `include_reverse_edges` is False; "
+                f"pass include_reverse_edges=True to exclude them"
+            )
+        if exclude_seed_edges and self.cooperative:
+            raise NotImplementedError(f"{name}: `exclude_seed_edges=True` is not supported with cooperative=True")
+        if exclude_seed_edges and (self.graph.indptr.is_cuda or self.graph.indices.is_cuda):
+            raise NotImplementedError(
+                f"{name}: `exclude_seed_edges=True` looks edges up in host memory; keep the graph on the CPU "
+                f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
+            )
+        self.exclude_seed_edges = exclude_seed_edges
+        self.include_reverse_edges = include_reverse_edges
+        self.reverse_positions = None if reverse_edge_ids is None else _reverse_positions(self.graph, reverse_edge_ids, name)
+        self.sorted_indices = exclude_seed_edges and in_neighbours_sorted(self.graph.indptr, self.graph.indices)
 
     def __getstate__(self):
         """Sampling weights taken from a memory-mapped graph (``CSCGraph.load(mmap=True)``)
@@ -111,8 +157,11 @@ class SubgraphSampler(Pipe):
         """The 64-bit key of every random variate of one layer of one batch."""
         return derive_key(self.seed, batch_index, layer)
 
-    def sample_layer(self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch) -> LayerSample:
-        """Sample in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN layer ``layer``."""
+    def sample_layer(
+        self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch, exclude: Optional[EdgeExclusion] = None
+    ) -> LayerSample:
+        """Sample in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN layer
+        ``layer``, none of the in-edges ``exclude`` names for the first destinations."""
         raise NotImplementedError
 
     def compact_layer(self, nodes: torch.Tensor, sample: LayerSample) -> SampledSubgraph:
@@ -138,20 +187,56 @@ class SubgraphSampler(Pipe):
         )
 
     def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
-        """Fill ``sampled_subgraphs``, ``input_nodes`` and ``layout`` of ``minibatch``."""
+        """Fill ``sampled_subgraphs``, ``input_nodes`` and ``layout`` of ``minibatch``
+        (and ``compacted_seeds`` for node pairs)."""
+        name = type(self).__name__
         if minibatch.seeds is None:
-            raise ValueError(f"{type(self).__name__}: the MiniBatch has no `seeds` to sample from")
-        nodes = check_node_ids(minibatch.seeds, self.graph.num_nodes, "seeds", type(self).__name__)
+            raise ValueError(f"{name}: the MiniBatch has no `seeds` to sample from")
+        compacted_seeds = exclusion = None
+        if minibatch.is_link_batch:
+            pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
+            nodes, local = unique_and_compact(pairs.new_empty(0), pairs.reshape(-1), self.graph.num_nodes)
+            compacted_seeds = local.view(-1, 2)
+            if self.exclude_seed_edges:
+                exclusion = self.seed_edge_exclusion(pairs, compacted_seeds, nodes.numel())
+        elif self.exclude_seed_edges:
+            raise ValueError(
+                f"{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), got seeds of shape "
+                f"{tuple(minibatch.seeds.shape)}"
+            )
+        else:
+            nodes = check_node_ids(minibatch.seeds, self.graph.num_nodes, "seeds", name)
         frontier_start = 0  # pyg layout: nodes[frontier_start:] were added by the previous layer
         subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
             frontier = nodes[frontier_start:] if self.layout == "pyg" else nodes
-            subgraph = self.compact_layer(nodes, self.sample_layer(frontier, layer, minibatch))
+            # The seeds, the only destinations with excluded in-edges, lead every block
+            # layer's destinations and are pyg's first frontier (later ones never hold them).
+            if exclusion is not None and (frontier_start == 0 or self.layout == "block"):
+                sample = self.sample_layer(frontier, layer, minibatch, exclude=exclusion)
+            else:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
+                sample = self.sample_layer(frontier, layer, minibatch)
+            subgraph = self.compact_layer(nodes, sample)
             subgraphs.append(subgraph)
             frontier_start = nodes.numel()
             nodes = subgraph.original_row_node_ids
         subgraphs.reverse()
-        return replace(minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes, layout=self.layout)
+        return replace(
+            minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes, layout=self.layout, compacted_seeds=compacted_seeds
+        )
+
+    def seed_edge_exclusion(self, pairs: torch.Tensor, compacted_seeds: torch.Tensor, num_seed_nodes: int) -> EdgeExclusion:
+        """The edges no layer of this batch may sample (see the class doc), per seed node."""
+        return seed_edge_exclusion(
+            self.graph.indptr,
+            self.graph.indices,
+            pairs.cpu(),
+            compacted_seeds.cpu(),
+            num_seed_nodes,
+            sorted_indices=self.sorted_indices,
+            reverse_pairs=self.include_reverse_edges,
+            reverse_positions=self.reverse_positions,
+        )
 
     @property
     def collective(self) -> bool:
@@ -162,7 +247,39 @@ class SubgraphSampler(Pipe):
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
         rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
         if self.cooperative:
+            if minibatch.is_link_batch:
+                raise NotImplementedError(
+                    f"{type(self).__name__}: cooperative=True samples node seeds only; node pairs (link "
+                    f"prediction) need independent batches (cooperative=False)"
+                )
             from ..distributed.cooperative import sample_subgraphs_cooperatively
 
             return sample_subgraphs_cooperatively(self, minibatch)
         return self.sample_subgraphs(minibatch)
+
+
+def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: str) -> torch.Tensor:
+    """``[num_edges]``: CSC position -> CSC position of its reverse edge, from the user's
+    ``reverse_edge_ids`` (user edge id -> user edge id of its reverse), after checking
+    that every edge maps to one with swapped endpoints. ``O(num_edges)``, once."""
+    num_edges = graph.num_edges
+    if not isinstance(reverse_edge_ids, torch.Tensor) or reverse_edge_ids.shape != (num_edges,):
+        raise ValueError(
+            f"{where}: `reverse_edge_ids` must be a [num_edges] = [{num_edges}] tensor (edge id -> the id of its "
+            f"reverse edge), got {getattr(reverse_edge_ids, 'shape', type(reverse_edge_ids).__name__)}"
+        )
+    reverse = check_node_ids(reverse_edge_ids.cpu(), num_edges, "reverse_edge_ids", where, kind="edge")
+    user_ids = graph.map_edge_ids(torch.arange(num_edges))  # CSC position -> user id
+    position_of = torch.empty(num_edges, dtype=torch.int64)
+    position_of[user_ids] = torch.arange(num_edges)
+    positions = position_of[reverse[user_ids]]
+    src, dst = graph.edge_index()
+    bad = (src[positions] != dst) | (dst[positions] != src)
+    if bool(bad.any()):
+        e = int(bad.nonzero()[0])
+        raise ValueError(
+            f"{where}: `reverse_edge_ids` must map every edge u -> v to an edge v -> u, but edge "
+            f"{int(user_ids[e])} ({int(src[e])} -> {int(dst[e])}) maps to edge {int(reverse[user_ids[e]])} "
+            f"({int(src[positions[e]])} -> {int(dst[positions[e]])})"
+        )
+    return positions.to(smallest_index_dtype(max(num_edges - 1, 0)))

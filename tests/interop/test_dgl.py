@@ -71,3 +71,29 @@ def test_imports_side_by_side_with_graphbolt(order):
     code = f"import {first}; import {second}; import graphpipe, dgl.graphbolt as gb; print(gb.ItemSampler)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+def test_link_batches_give_blocks_and_compacted_seeds():
+    """GraphBolt's link-prediction layout: the last block's destinations are the pairs'
+    endpoints, compacted_seeds index them, and excluded seed edges are in no block."""
+    gen = torch.Generator().manual_seed(1)
+    edge_index = torch.randint(0, 200, (2, 2000), generator=gen)
+    graph = gp.CSCGraph.from_edge_index(edge_index, num_nodes=200)
+    pairs = edge_index.t()[:256]
+    pipe = (
+        gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 64, shuffle=True, seed=0)
+        .sample_uniform_negative(graph, 2, seed=1)
+        .sample_neighbor(graph, [-1, -1], exclude_seed_edges=True, seed=2)
+    )
+    for mb in pipe:
+        blocks = mb.blocks
+        assert torch.equal(blocks[-1].dstdata[dgl.NID][mb.compacted_seeds], mb.seeds)
+        seed_keys = mb.seeds[:, 0] * 200 + mb.seeds[:, 1]
+        for block in blocks:
+            src, dst = block.edges(order="eid")
+            keys = block.srcdata[dgl.NID][src] * 200 + block.dstdata[dgl.NID][dst]
+            assert not bool(torch.isin(keys, seed_keys).any())
+        conv = dgl.nn.SAGEConv(4, 3, "mean")
+        h = conv(blocks[-1], torch.randn(blocks[-1].num_src_nodes(), 4))
+        score = (h[mb.compacted_seeds[:, 0]] * h[mb.compacted_seeds[:, 1]]).sum(1)
+        assert score.shape == mb.labels.shape == (mb.seeds.size(0),)

@@ -67,6 +67,32 @@ def test_item_set_field_errors():
         ItemSampler(ItemSet((torch.arange(3), torch.arange(3)), names=("seeds", "weights")), 2)
 
 
+def test_node_pairs_are_batched_by_pair_with_labels_indexes_and_item_ids():
+    pairs = torch.arange(20).view(10, 2)
+    labels = torch.arange(10) % 2 == 0
+    indexes = torch.arange(10) // 3
+    items = ItemSet((pairs, labels, indexes), names=("seeds", "labels", "indexes"))
+    batches = _epoch(ItemSampler(items, batch_size=4, shuffle=True, seed=1))
+    assert [tuple(mb.seeds.shape) for mb in batches] == [(4, 2), (4, 2), (2, 2)]
+    assert [mb.batch_size for mb in batches] == [4, 4, 2]
+    ids = torch.cat([mb.item_ids for mb in batches])
+    assert sorted(ids.tolist()) == list(range(10)) and ids.tolist() != list(range(10))
+    for mb in batches:
+        assert torch.equal(mb.seeds, pairs[mb.item_ids])
+        assert torch.equal(mb.labels, labels[mb.item_ids]) and torch.equal(mb.indexes, indexes[mb.item_ids])
+
+
+def test_seeds_must_be_node_ids_or_pairs():
+    with pytest.raises(ValueError, match=r"node ids of shape \[N\] or node pairs of shape \[N, 2\].*\(4, 3\)"):
+        ItemSampler(ItemSet(torch.zeros(4, 3, dtype=torch.int64), names="seeds"), 2)
+    with pytest.raises(ValueError, match=r"got shape \(4, 2, 1\)"):
+        ItemSampler(ItemSet(torch.zeros(4, 2, 1, dtype=torch.int64), names="seeds"), 2)
+    with pytest.raises(TypeError, match="`seeds` field must hold integer node ids, got dtype torch.float32"):
+        ItemSampler(ItemSet(torch.zeros(4, 2), names="seeds"), 2)
+    with pytest.raises(ValueError, match="an `indexes` field groups node pairs"):
+        ItemSampler(ItemSet((torch.arange(4), torch.arange(4)), names=("seeds", "indexes")), 2)
+
+
 @pytest.mark.parametrize("batch_size", [np.int64(4), np.int32(4), torch.tensor(4), torch.LongTensor([4])])
 def test_batch_size_and_seed_as_numpy_or_tensor_integers(batch_size):
     expected = [mb.seeds.tolist() for mb in ItemSampler(ItemSet(10), 4, shuffle=True, seed=5)]

@@ -1,5 +1,5 @@
-"""graphpipe set up as a drop-in for PyG's ``NeighborLoader`` (homogeneous graphs), so that
-PyG's own loader tests read as they do upstream.
+"""graphpipe set up as a drop-in for PyG's ``NeighborLoader`` and ``LinkNeighborLoader``
+(homogeneous graphs), so that PyG's own loader tests read as they do upstream.
 
 ``neighbor_loader(data, num_neighbors, batch_size, ...)`` takes a ``Data`` and PyG's
 arguments (``num_neighbors`` seeds first, as PyG lists them) and returns a
@@ -9,6 +9,7 @@ NeighborLoader layout, sampled as such) or ``"block"`` (GraphBolt blocks, pruned
 ``to_pyg``); both must give NeighborLoader's subgraph.
 """
 
+import functools
 
 import torch
 
@@ -68,3 +69,46 @@ def hop_ranges(counts):
     for count in counts:
         bounds.append(bounds[-1] + count)
     return list(zip(bounds[:-1], bounds[1:]))
+
+
+def link_neighbor_loader(
+    data,
+    num_neighbors,
+    batch_size,
+    edge_label_index=None,
+    edge_label=None,
+    neg_sampling_ratio=None,
+    neg_sampling=None,
+    shuffle=False,
+    layout="pyg",
+    seed=0,
+    **sampler_kwargs,
+):
+    """A graphpipe loader of ``data`` with LinkNeighborLoader's arguments (homogeneous).
+
+    ``edge_label_index`` (default: ``data.edge_index``) becomes an ItemSet of pairs, with
+    ``edge_label`` as labels; a binary ``neg_sampling_ratio`` (or ``neg_sampling=dict(mode,
+    amount)``) adds ``sample_uniform_negative(graph, amount)``, and ``to_pyg`` lays the
+    batch out in that mode. As LinkLoader does, binary labels that hold 0 are shifted by
+    one so that 0 means negative. ``sampler_kwargs`` go to ``sample_neighbor`` (seed-edge
+    exclusion). Node attributes ``x`` and edge attributes ``edge_attr`` are fetched.
+    """
+    edge_index = data.edge_index if "edge_index" in data else torch.empty(2, 0, dtype=torch.int64)
+    graph = gp.CSCGraph.from_edge_index(edge_index, data.num_nodes)
+    node_features = {key: data[key] for key in ("x",) if key in data}
+    edge_features = {key: data[key] for key in ("edge_attr",) if key in data}
+    if edge_label_index is None:
+        edge_label_index = edge_index
+    mode, amount = "binary", neg_sampling_ratio
+    if neg_sampling is not None:
+        mode, amount = neg_sampling["mode"], neg_sampling["amount"]
+    if mode == "binary" and amount is not None and edge_label is not None and int(edge_label.min()) == 0:
+        edge_label = edge_label + 1
+    pairs = edge_label_index.t()
+    items = gp.ItemSet(pairs, names="seeds") if edge_label is None else gp.ItemSet((pairs, edge_label), names=("seeds", "labels"))
+    pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
+    if amount is not None:
+        pipe = pipe.sample_uniform_negative(graph, int(amount), seed=seed)
+    pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), seed=seed, layout=layout, **sampler_kwargs)
+    pipe = pipe.fetch_feature(gp.FeatureStore(node_features, edge_features), list(node_features), list(edge_features))
+    return gp.DataLoader(pipe.transform(functools.partial(gp.MiniBatch.to_pyg, neg_sampling=mode)))

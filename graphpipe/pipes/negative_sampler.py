@@ -1,0 +1,132 @@
+"""UniformNegativeSampler: negatives for link prediction, GraphBolt's ``sample_uniform_negative``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+import torch
+
+from ..csc_graph import CSCGraph
+from ..minibatch import MiniBatch
+from ..ops import derive_key, sample_uniform_negatives
+from ..ops.edge_lookup import in_neighbours_sorted
+from ..validation import check_int, check_node_pairs
+from .base import Pipe, functional_pipe
+
+__all__ = ["UniformNegativeSampler", "with_negatives"]
+
+
+@functional_pipe("sample_uniform_negative")
+class UniformNegativeSampler(Pipe):
+    """Append ``negative_ratio`` uniform negatives per positive node pair.
+
+    For each positive pair ``(u, v)`` of ``minibatch.seeds`` (``[P, 2]``), draw
+    ``negative_ratio`` destinations ``v'`` uniformly from the graph's nodes, as
+    GraphBolt's ``sample_uniform_negative`` does: the negatives keep the source, so each
+    positive has its own ``k`` corrupted destinations (ogbl-citation2's protocol; PyG's
+    ``neg_sampling="triplet"`` with ``to_pyg(neg_sampling="triplet")``). The batch then
+    has GraphBolt's layout (:func:`with_negatives`):
+
+    * ``seeds``: ``[P * (1 + k), 2]``, the ``P`` positives, then the negatives of
+      positive 0, of positive 1, ...;
+    * ``labels``: bool, True for the positives (a batch that had labels keeps them for
+      the positives, and its negatives get zeros of the same dtype);
+    * ``indexes``: int64, ``i`` for positive ``i`` and each of its negatives.
+
+    ``exclude_existing_edges=True`` redraws a negative while ``u -> v'`` is an edge of
+    ``graph``, so every negative is a non-edge (without it, as in GraphBolt and PyG, a
+    few negatives are edges: false negatives).
+
+    Random numbers: the negatives of a batch's pair ``i`` are a function of the seed, the
+    batch index, ``i`` and the pair (:mod:`graphpipe.ops.negative_sampling`), so a batch
+    is the same from any thread, worker process or resumed run, and the ranks of a
+    ``DistributedItemSampler`` draw independent negatives.
+
+    Args:
+        source: a pipe of MiniBatches whose ``seeds`` are ``[P, 2]`` node pairs (e.g. an
+            ``ItemSampler`` over ``ItemSet(pairs, names="seeds")``).
+        graph: the :class:`~graphpipe.CSCGraph` whose nodes are drawn (and whose edges
+            are avoided with ``exclude_existing_edges``).
+        negative_ratio: negatives per positive, an int ``>= 1``.
+        exclude_existing_edges: never return an edge of ``graph`` as a negative.
+        seed: seed of the random keys (``None``: drawn once from torch's generator).
+
+    Example::
+
+        pipe = (ItemSampler(ItemSet(train_pairs, names="seeds"), 1024, shuffle=True)
+                .sample_uniform_negative(graph, 1)
+                .sample_neighbor(graph, [15, 10, 5], exclude_seed_edges=True))
+    """
+
+    def __init__(
+        self,
+        source: Pipe,
+        graph: CSCGraph,
+        negative_ratio: int,
+        exclude_existing_edges: bool = False,
+        seed: Optional[int] = None,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(graph, CSCGraph):
+            raise TypeError(f"{name}: `graph` must be a graphpipe.CSCGraph, got {type(graph).__name__}")
+        if not isinstance(exclude_existing_edges, bool):
+            raise TypeError(f"{name}: `exclude_existing_edges` must be a bool, got {exclude_existing_edges!r}")
+        if exclude_existing_edges and (graph.indptr.is_cuda or graph.indices.is_cuda):
+            raise NotImplementedError(
+                f"{name}: `exclude_existing_edges=True` looks edges up in host memory; keep the graph on the CPU "
+                f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
+            )
+        self.source = source
+        self.graph = graph
+        self.negative_ratio = check_int(negative_ratio, "negative_ratio", name, minimum=1)
+        self.exclude_existing_edges = exclude_existing_edges
+        # Edges are looked up by binary search where every node's sources are sorted.
+        self.sorted_indices = exclude_existing_edges and in_neighbours_sorted(graph.indptr, graph.indices)
+        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", name)
+
+    def process(self, minibatch: MiniBatch) -> MiniBatch:
+        """The batch with its negatives appended (see the class doc)."""
+        name = type(self).__name__
+        if not minibatch.is_link_batch:
+            shape = None if minibatch.seeds is None else tuple(minibatch.seeds.shape)
+            raise ValueError(
+                f"{name}: the MiniBatch's `seeds` must be node pairs of shape [N, 2] (an ItemSet of pairs, "
+                f"names='seeds'), got {shape}"
+            )
+        if minibatch.indexes is not None:
+            raise ValueError(
+                f"{name}: the MiniBatch already has `indexes` (its items carry their own negatives, as "
+                f"evaluation sets do); sample negatives for batches of positive pairs only"
+            )
+        pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
+        negatives = sample_uniform_negatives(
+            pairs,
+            self.graph.num_nodes,
+            self.negative_ratio,
+            key=derive_key(self.seed, minibatch.batch_index),
+            indptr=self.graph.indptr,
+            indices=self.graph.indices,
+            exclude_edges=self.exclude_existing_edges,
+            sorted_indices=self.sorted_indices,
+        )
+        return with_negatives(minibatch, negatives)
+
+
+def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
+    """``minibatch`` (``P`` positive pairs in ``seeds``) with the negative destinations
+    ``negatives`` (``[P, k]``) appended in GraphBolt's layout: ``seeds`` ``[P(1 + k), 2]``
+    (positives, then positive ``i``'s negatives ``(u_i, negatives[i, j])`` in row order),
+    ``labels`` (True / the positives' labels, then zeros) and ``indexes``."""
+    positives = minibatch.seeds.to(torch.int64)
+    num_positives, k = negatives.shape
+    sources = positives[:, 0].repeat_interleave(k)
+    seeds = torch.cat([positives, torch.stack([sources, negatives.reshape(-1)], dim=1)])
+    labels = minibatch.labels
+    if labels is None:
+        labels = torch.ones(num_positives, dtype=torch.bool, device=seeds.device)
+    negative_labels = labels.new_zeros((num_positives * k,) + tuple(labels.shape[1:]))
+    queries = torch.arange(num_positives, device=seeds.device)
+    indexes = torch.cat([queries, queries.repeat_interleave(k)])
+    return replace(minibatch, seeds=seeds, labels=torch.cat([labels, negative_labels]), indexes=indexes)

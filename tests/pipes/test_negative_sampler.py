@@ -1,0 +1,110 @@
+import pytest
+import torch
+
+import graphpipe as gp
+from graphpipe.pipes.negative_sampler import with_negatives
+
+
+def _edge_pairs(graph):
+    src, dst = graph.edge_index()
+    return torch.stack([src, dst], dim=1)
+
+
+def _edges(graph):
+    return set(map(tuple, _edge_pairs(graph).tolist()))
+
+
+@pytest.mark.parametrize("ratio", [1, 3])
+@pytest.mark.parametrize("exclude", [False, True])
+def test_layout_positives_then_negatives_with_aligned_labels_and_indexes(graph_builder, ratio, exclude):
+    graph = graph_builder(200, 30, seed=1)
+    pairs = _edge_pairs(graph)
+    pipe = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 64, shuffle=True, seed=0).sample_uniform_negative(
+        graph, ratio, exclude_existing_edges=exclude, seed=1
+    )
+    edges = _edges(graph)
+    hits = 0
+    for mb in pipe:
+        p = mb.item_ids.numel()
+        assert mb.seeds.shape == (p * (1 + ratio), 2) and mb.seeds.dtype == torch.int64
+        assert torch.equal(mb.seeds[:p], pairs[mb.item_ids])
+        assert mb.labels.dtype == torch.bool and bool(mb.labels[:p].all()) and not bool(mb.labels[p:].any())
+        assert torch.equal(mb.indexes, torch.cat([torch.arange(p), torch.arange(p).repeat_interleave(ratio)]))
+        # Every negative keeps the source of the positive its index names.
+        assert torch.equal(mb.seeds[p:, 0], mb.seeds[mb.indexes[p:], 0])
+        negatives = mb.seeds[p:]
+        assert int(negatives.min()) >= 0 and int(negatives.max()) < graph.num_nodes
+        hits += sum(pair in edges for pair in map(tuple, negatives.tolist()))
+    assert (hits == 0) if exclude else (hits > 0)
+
+
+def test_user_labels_are_kept_and_negatives_get_zeros(graph_builder):
+    graph = graph_builder(100, 20, seed=2)
+    pairs = _edge_pairs(graph)[:50]
+    ratings = torch.arange(1, 51, dtype=torch.float32)
+    pipe = gp.ItemSampler(gp.ItemSet((pairs, ratings), names=("seeds", "labels")), 10).sample_uniform_negative(graph, 2, seed=0)
+    mb = next(iter(pipe))
+    assert torch.equal(mb.labels, torch.cat([ratings[:10], torch.zeros(20)]))
+
+
+def test_deterministic_under_seed_and_batch_index(graph_builder):
+    graph = graph_builder(200, 30, seed=3)
+    items = gp.ItemSet(_edge_pairs(graph), names="seeds")
+
+    def run(seed):
+        pipe = gp.ItemSampler(items, 50, shuffle=True, seed=0).sample_uniform_negative(graph, 2, seed=seed)
+        return [mb.seeds for mb in pipe]
+
+    first, again, other = run(5), run(5), run(6)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not all(torch.equal(a, b) for a, b in zip(first, other))
+    # Each epoch draws new negatives for the same positives (the batch index changes).
+    pipe = gp.ItemSampler(items, 50, shuffle=False).sample_uniform_negative(graph, 2, seed=5)
+    epoch0, epoch1 = next(pipe.stream(0)), next(pipe.stream(1))
+    assert torch.equal(epoch0.seeds[:50], epoch1.seeds[:50]) and not torch.equal(epoch0.seeds, epoch1.seeds)
+
+
+def test_ranks_of_a_distributed_sampler_draw_their_own_negatives(graph_builder):
+    graph = graph_builder(200, 30, seed=4)
+    items = gp.ItemSet(_edge_pairs(graph), names="seeds")
+    ranks = [
+        gp.DistributedItemSampler(items, 20, shuffle=True, seed=0, rank=r, world_size=2).sample_uniform_negative(
+            graph, 1, seed=3
+        )
+        for r in range(2)
+    ]
+    batches = [next(iter(pipe)) for pipe in ranks]
+    assert batches[0].batch_index == batches[1].batch_index
+    assert not bool(torch.isin(batches[0].item_ids, batches[1].item_ids).any())
+    # Same key, different pairs: the negative destinations are not the same sequence.
+    assert not torch.equal(batches[0].seeds[20:, 1], batches[1].seeds[20:, 1])
+
+
+def test_with_negatives_builds_graphbolts_layout():
+    mb = gp.MiniBatch(seeds=torch.tensor([[0, 1], [2, 3]]))
+    out = with_negatives(mb, torch.tensor([[5, 6], [7, 8]]))
+    assert out.seeds.tolist() == [[0, 1], [2, 3], [0, 5], [0, 6], [2, 7], [2, 8]]
+    assert out.labels.tolist() == [True, True, False, False, False, False]
+    assert out.indexes.tolist() == [0, 1, 0, 0, 1, 1]
+
+
+def test_bad_arguments_raise_clear_errors(graph_builder):
+    graph = graph_builder(50, 10, seed=5)
+    pairs = _edge_pairs(graph)[:20]
+    source = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 5)
+    for ratio in (0, -2, 0.5, "1"):
+        with pytest.raises(ValueError, match="UniformNegativeSampler: `negative_ratio` must be an int >= 1"):
+            source.sample_uniform_negative(graph, ratio)
+    with pytest.raises(TypeError, match="`graph` must be a graphpipe.CSCGraph"):
+        source.sample_uniform_negative(graph.indptr, 1)
+    with pytest.raises(TypeError, match="`exclude_existing_edges` must be a bool"):
+        source.sample_uniform_negative(graph, 1, exclude_existing_edges="yes")
+    nodes = gp.ItemSampler(gp.ItemSet(torch.arange(10), names="seeds"), 5).sample_uniform_negative(graph, 1)
+    with pytest.raises(ValueError, match=r"`seeds` must be node pairs of shape \[N, 2\].*got \(5,\)"):
+        next(iter(nodes))
+    out_of_range = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 50]]), names="seeds"), 5).sample_uniform_negative(graph, 1)
+    with pytest.raises(ValueError, match=r"UniformNegativeSampler: `seeds` holds node id 50, out of range"):
+        next(iter(out_of_range))
+    queries = gp.ItemSet((pairs, torch.ones(20), torch.arange(20)), names=("seeds", "labels", "indexes"))
+    with pytest.raises(ValueError, match="already has `indexes`"):
+        next(iter(gp.ItemSampler(queries, 5).sample_uniform_negative(graph, 1)))
