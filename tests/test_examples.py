@@ -31,3 +31,12 @@ def test_example_runs_and_reports_accuracies(name):
         found = re.findall(rf"^{model} validation accuracy: (\d\.\d{{4}})$", out, flags=re.M)
         assert len(found) == 1, out
         assert 0.0 <= float(found[0]) <= 1.0
+
+
+def test_ondisk_dataset_example_trains_from_a_graphbolt_directory():
+    pytest.importorskip("yaml")
+    out = run_example("ondisk_dataset.py")
+    assert "OnDiskDataset(name='synthetic_ondisk'" in out and "num_nodes=3000" in out
+    found = re.findall(r"^GraphSAGE validation accuracy: (\d\.\d{4})$", out, flags=re.M)
+    assert len(found) == 1, out
+    assert 0.0 <= float(found[0]) <= 1.0

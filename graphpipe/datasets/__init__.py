@@ -3,10 +3,14 @@
 * :func:`synthetic_node_classification`: a power-law graph of any size with planted
   communities, for benchmarks and examples.
 * :func:`karate_club`: Zachary's karate club (34 nodes), for tests and tutorials.
+* :class:`OnDiskDataset`: a GraphBolt on-disk dataset directory, read as it is.
 """
 
 from .base import NodeClassificationDataset
+from .ondisk import OnDiskDataset, Task
 from .karate import karate_club
 from .synthetic import rmat_edges, synthetic_node_classification
 
-__all__ = ["NodeClassificationDataset", "karate_club", "rmat_edges", "synthetic_node_classification"]
+__all__ = [
+    "NodeClassificationDataset", "OnDiskDataset", "Task", "karate_club", "rmat_edges", "synthetic_node_classification",
+]
