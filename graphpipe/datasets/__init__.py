@@ -4,13 +4,15 @@
   communities, for benchmarks and examples.
 * :func:`karate_club`: Zachary's karate club (34 nodes), for tests and tutorials.
 * :class:`OnDiskDataset`: a GraphBolt on-disk dataset directory, read as it is.
+* :func:`from_pyg`, :func:`from_dgl`: a PyG ``Data`` / DGL graph with its features and splits.
 """
 
 from .base import NodeClassificationDataset
+from .convert import from_dgl, from_pyg
 from .ondisk import OnDiskDataset, Task
 from .karate import karate_club
 from .synthetic import rmat_edges, synthetic_node_classification
 
 __all__ = [
-    "NodeClassificationDataset", "OnDiskDataset", "Task", "karate_club", "rmat_edges", "synthetic_node_classification",
+    "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl", "from_pyg", "karate_club", "rmat_edges", "synthetic_node_classification",
 ]
