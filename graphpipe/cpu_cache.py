@@ -159,6 +159,17 @@ class CPUCachedFeature(Feature):
         """``[n]`` bool: which of ``ids`` are in the cache now (no statistics counted)."""
         return torch.from_numpy(self._slot_of[torch.as_tensor(ids).numpy()] >= 0)
 
+    def __getstate__(self):
+        # The cache travels with its rows and statistics (a worker process starts warm);
+        # the lock is made anew.
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         return (
             f"CPUCachedFeature(policy='{self.policy}', capacity_rows={self.capacity}, "

@@ -122,3 +122,14 @@ def test_errors():
         CPUCachedFeature(gp.Feature(torch.zeros(10, 4)), 1000, policy="lru")
     with pytest.raises(IndexError, match=r"\[0, 10\)"):
         CPUCachedFeature(gp.Feature(torch.zeros(10, 4)), 1000).read(torch.tensor([10]))
+
+
+def test_pickles_warm():
+    import pickle
+
+    table = torch.randn(100, 2)
+    feature = CPUCachedFeature(gp.Feature(table), 10 * 8)
+    feature.read(torch.arange(10))
+    copy = pickle.loads(pickle.dumps(feature))
+    assert bool(copy.cached(torch.arange(10)).all())
+    assert torch.equal(copy.read(torch.tensor([5, 50])), table[[5, 50]])

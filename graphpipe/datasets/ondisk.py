@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from ..csc_graph import CSCGraph
+from ..disk_feature import DiskBasedFeature
 from ..feature_store import Feature, FeatureStore
 from ..item_set import ItemSet
 from ._files import csv_to_npy, fingerprint, read_array
@@ -109,6 +110,10 @@ class OnDiskDataset:
         force_preprocess: rebuild the cached graph even if it is up to date.
         cache_dir: where the graph cache goes (default ``<path>/graphpipe``), e.g. for
             a read-only dataset directory.
+        disk_based_features: open ``in_memory: false`` numpy features as
+            :class:`~graphpipe.DiskBasedFeature` (rows read with ``pread``, no page
+            cache with ``O_DIRECT``; wrap them in a :class:`~graphpipe.CPUCachedFeature`)
+            instead of memory maps.
 
     Attributes:
         dataset_name: ``dataset_name`` from the metadata (or the directory's name).
@@ -129,6 +134,7 @@ class OnDiskDataset:
         tasks: Optional[Sequence[str]] = None,
         force_preprocess: bool = False,
         cache_dir: Optional[str | os.PathLike] = None,
+        disk_based_features: bool = False,
     ):
         path = os.path.abspath(os.fspath(path))
         where = f"OnDiskDataset('{path}')"
@@ -143,7 +149,7 @@ class OnDiskDataset:
         self.dataset_name = str(metadata.get("dataset_name") or os.path.basename(path))
         cache_dir = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else os.path.join(path, "graphpipe")
         self.graph = _load_graph(path, metadata["graph"], cache_dir, force_preprocess, where)
-        self.feature = _feature_store(path, metadata.get("feature_data") or [], self.graph, where)
+        self.feature = _feature_store(path, metadata.get("feature_data") or [], self.graph, disk_based_features, where)
         self.tasks = _tasks(path, metadata.get("tasks") or [], tasks, where)
 
     def load(self, tasks: Optional[Sequence[str]] = None) -> "OnDiskDataset":
@@ -270,7 +276,7 @@ def _with_attributes(graph: CSCGraph, attributes, paths, graph_file: str, where:
     return CSCGraph.load(graph_file, mmap=True)
 
 
-def _feature_store(root: str, entries: list, graph: CSCGraph, where: str) -> FeatureStore:
+def _feature_store(root: str, entries: list, graph: CSCGraph, disk_based: bool, where: str) -> FeatureStore:
     tables = {"node": {}, "edge": {}}
     for entry in entries:
         entry = _entry(entry, ["domain", "name", "format", "path"], "feature_data entry", where)
@@ -281,10 +287,12 @@ def _feature_store(root: str, entries: list, graph: CSCGraph, where: str) -> Fea
         in_memory = entry.get("in_memory", True)
         data = read_array(path, entry["format"], in_memory, f"{where}: feature '{name}': ")
         if data.ndim == 1:  # GraphBolt's TorchBasedFeature reads a [n] table as [n, 1]
-            data = data.reshape(-1, 1)
+            feature = Feature(data.reshape(-1, 1))
         elif isinstance(data, np.memmap):
-            data = path  # a path-backed Feature: pickles as its path, mapped again where used
-        feature = Feature(data)
+            # Path-backed: pickles as its path, opened again where used.
+            feature = DiskBasedFeature(path) if disk_based else Feature(path)
+        else:
+            feature = Feature(data)
         rows = graph.num_nodes if domain == "node" else graph.num_edges
         if feature.num_rows != rows:
             raise ValueError(

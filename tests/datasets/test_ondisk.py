@@ -114,3 +114,14 @@ def test_out_of_range_edges(tmp_path):
     (tmp_path / "metadata.yaml").write_text(text)
     with pytest.raises(ValueError, match="edges.npy.*out of range for num_nodes=10"):
         gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_disk_based_features(tmp_path):
+    d = write_graphbolt_dataset(tmp_path, "numpy")
+    ds = gp.datasets.OnDiskDataset(tmp_path, disk_based_features=True)
+    feat = ds.feature["feat"]
+    assert isinstance(feat, gp.DiskBasedFeature)
+    ids = torch.tensor([299, 3, 3])
+    assert torch.equal(feat.read(ids), torch.from_numpy(d.feat)[ids])
+    assert not isinstance(ds.feature["year"], gp.DiskBasedFeature)  # in memory (and 1-D: [n, 1])
+    feat.close()
