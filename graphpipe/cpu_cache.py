@@ -138,7 +138,7 @@ class CPUCachedFeature(Feature):
 
     # ------------------------------------------------------------------ statistics
     def cache_stats(self) -> Dict[str, float]:
-        """Counts since construction or the last :meth:`reset_cache_stats`: ``hits``,
+        """Counts since construction or the last :meth:`reset_stats`: ``hits``,
         ``misses`` (rows requested, repeats included), ``hit_rate``, and
         ``cached_rows`` / ``capacity_rows`` now."""
         with self._lock:
@@ -151,7 +151,14 @@ class CPUCachedFeature(Feature):
                 "capacity_rows": self.capacity,
             }
 
-    def reset_cache_stats(self) -> None:
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of requested rows found in the cache since the last :meth:`reset_stats`
+        (as :attr:`graphpipe.GPUCachedFeature.hit_rate`)."""
+        return self.cache_stats()["hit_rate"]
+
+    def reset_stats(self) -> None:
+        """Zero the hit and miss counts (the cache keeps its rows)."""
         with self._lock:
             self._hits = self._misses = 0
 

@@ -148,8 +148,7 @@ class DiskBasedFeature(Feature):
 
     def _open(self):
         with self._lock:
-            if self._fd is None or self._pid != os.getpid():
-                self._fd = None if self._pid != os.getpid() else self._fd  # a forked child reopens
+            if self._fd is None or self._pid != os.getpid():  # closed, or a forked child: open anew
                 self._fd, self.uses_direct_io = _open_file(self.path, self.direct_io)
                 self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="graphpipe-disk-io")
                 self._pid = os.getpid()

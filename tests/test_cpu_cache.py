@@ -75,9 +75,9 @@ def test_a_scan_does_not_flush_the_hot_rows():
     batches = [hot] * 5 + list(scan.split(256))
     for batch in scan.split(256):  # one pass over 20x the cache in cold rows
         feature.read(batch)
-    feature.reset_cache_stats()
+    feature.reset_stats()
     assert torch.equal(feature.read(hot), table[hot])
-    assert feature.cache_stats()["hit_rate"] == 1.0
+    assert feature.cache_stats()["hit_rate"] == feature.hit_rate == 1.0
     # LRU loses every hot row to the same scan.
     assert lru_hit_rate(batches + [hot], capacity) == pytest.approx(4 * 500 / (5 * 500 + len(scan) + 500))
 

@@ -215,7 +215,15 @@ def _load_graph(root: str, graph_meta: dict, cache_dir: str, force: bool, where:
     if edge_entry["format"] not in ("csv", "numpy"):
         raise ValueError(f"{where}: the edge `format` must be 'csv' or 'numpy', got {edge_entry['format']!r}")
     if not os.path.isfile(edge_path):
-        raise FileNotFoundError(f"{where}: the edge file is missing: '{edge_path}'")
+        hint = ""
+        if os.path.isfile(os.path.join(root, "preprocessed", "fused_csc_sampling_graph.pt")):
+            hint = (
+                "; only GraphBolt's preprocessed graph is there, which needs DGL's C++ library to read: "
+                "in an environment with DGL, save its edges with g = torch.load('preprocessed/"
+                "fused_csc_sampling_graph.pt'); numpy.save(edge file, numpy.stack([g.indices.numpy(), "
+                "numpy.repeat(numpy.arange(g.total_num_nodes), numpy.diff(g.csc_indptr.numpy()))]))"
+            )
+        raise FileNotFoundError(f"{where}: the edge file is missing: '{edge_path}'{hint}")
     attributes = [_entry(f, ["domain", "name", "format", "path"], "graph feature", where)
                   for f in graph_meta.get("feature_data") or []]  # fmt: skip
     attribute_paths = [os.path.join(root, f["path"]) for f in attributes]

@@ -125,3 +125,14 @@ def test_disk_based_features(tmp_path):
     assert torch.equal(feat.read(ids), torch.from_numpy(d.feat)[ids])
     assert not isinstance(ds.feature["year"], gp.DiskBasedFeature)  # in memory (and 1-D: [n, 1])
     feat.close()
+
+
+def test_missing_edge_file_with_only_graphbolts_preprocessed_graph(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    os.remove(tmp_path / "edge_data" / "edges.npy")
+    with pytest.raises(FileNotFoundError, match=r"edge_data/edges.npy'$"):
+        gp.datasets.OnDiskDataset(tmp_path)
+    os.makedirs(tmp_path / "preprocessed")
+    (tmp_path / "preprocessed" / "fused_csc_sampling_graph.pt").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="edges.npy'; only GraphBolt's preprocessed graph.*DGL"):
+        gp.datasets.OnDiskDataset(tmp_path)
