@@ -69,8 +69,8 @@ def coo_to_csc_chunked(
 
     Returns:
         ``(indptr, already_sorted)``: ``[num_nodes + 1]`` int64, and whether ``dst`` was
-        non-decreasing (then CSC order is input order and ``edge_ids_out`` is
-        ``arange(num_edges)``).
+        non-decreasing (then CSC order is input order, the edge ids would be
+        ``arange(num_edges)`` and ``edge_ids_out`` is left unwritten).
     """
     num_edges = src.shape[0]
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)  # in-degrees at [1:], then their prefix sums
@@ -86,6 +86,8 @@ def coo_to_csc_chunked(
     np.cumsum(indptr, out=indptr)
 
     cursor = indptr[:-1].copy()
+    if already_sorted:  # CSC order is input order: the edge ids would be arange(num_edges)
+        edge_ids_out = None
     for v0, v1 in _node_blocks(indptr, block_edges):
         block_parts = _node_ranges(v1 - v0) + v0
         for start in range(0, num_edges, chunk_edges):
