@@ -11,7 +11,10 @@ nodes, a batch of one-off neighbours) does not flush the rows every batch needs.
 small FIFO (10% of the rows) admits new rows; a row read again while there
 moves to the main FIFO, others leave and are remembered in a ghost FIFO of ids, and a
 row missed while remembered goes straight to the main FIFO. The main FIFO gives each
-row one more round per read (up to 3) before evicting it.
+row one more round per read (up to 3) before evicting it. ``policy="sieve"`` (Zhang et
+al., NSDI'24) keeps one list with a visited mark per row and a hand that moves from the
+oldest row towards the newest, clearing marks and evicting the first unmarked row: as
+good on skewed workloads, but a long scan with no re-reads evicts the hot rows too.
 
 Book-keeping is in numba kernels over plain arrays: an ``int32`` slot per feature row
 (``-1`` when not cached) and a byte of ghost state per row (5 bytes per row of the
@@ -32,9 +35,10 @@ from .validation import check_int
 
 __all__ = ["CPUCachedFeature"]
 
-_POLICIES = ("s3-fifo",)
+_POLICIES = ("s3-fifo", "sieve")
 # state[] entries
-_S_HEAD, _S_TAIL, _M_HEAD, _M_TAIL, _G_HEAD, _G_TAIL, _USED = range(7)
+_S_HEAD, _S_TAIL, _M_HEAD, _M_TAIL, _G_HEAD, _G_TAIL, _USED = range(7)  # s3-fifo
+_NEWEST, _OLDEST, _HAND = range(7, 10)  # sieve (slots, -1 for none)
 _MAX_FREQ = 3
 
 
@@ -44,7 +48,7 @@ class CPUCachedFeature(Feature):
     Args:
         fallback: the feature read on a miss (any :class:`~graphpipe.Feature`).
         max_cache_size_in_bytes: the budget for cached rows (at least one row).
-        policy: ``"s3-fifo"`` (the only one so far; GraphBolt also offers SIEVE, LRU, CLOCK).
+        policy: ``"s3-fifo"`` (default) or ``"sieve"``.
 
     Thread-safe: lookups and admissions hold a lock, fallback reads do not.
     """
@@ -68,11 +72,14 @@ class CPUCachedFeature(Feature):
         self._slot_of = np.full(fallback.num_rows, -1, dtype=np.int32)
         self._slot_id = np.full(self.capacity, -1, dtype=np.int64)
         self._freq = np.zeros(self.capacity, dtype=np.uint8)
+        # s3-fifo: the small and main FIFOs of slots; sieve: the newer / older neighbour
+        # of each slot in its one list.
         self._small = np.zeros(self.capacity, dtype=np.int32)
         self._main = np.zeros(self.capacity, dtype=np.int32)
-        self._ghost = np.zeros(self.capacity, dtype=np.int64)
-        self._in_ghost = np.zeros(fallback.num_rows, dtype=np.uint8)
-        self._state = np.zeros(7, dtype=np.int64)
+        self._ghost = np.zeros(self.capacity if policy == "s3-fifo" else 0, dtype=np.int64)
+        self._in_ghost = np.zeros(fallback.num_rows if policy == "s3-fifo" else 0, dtype=np.uint8)
+        self._state = np.zeros(10, dtype=np.int64)
+        self._state[[_NEWEST, _OLDEST, _HAND]] = -1
         self._small_capacity = max(1, self.capacity // 10)
         self._lock = threading.Lock()
         self._hits = 0
@@ -129,11 +136,14 @@ class CPUCachedFeature(Feature):
         fetched = self.fallback.read(torch.from_numpy(unique))
         out[torch.from_numpy(missed)] = fetched[torch.from_numpy(inverse.reshape(-1))]
         with self._lock:
-            _admit_s3fifo(
-                unique, _as_bytes(fetched, unique.size), _as_bytes(self._rows, self.capacity), self._slot_of,
-                self._slot_id, self._freq, self._small, self._main, self._ghost, self._in_ghost, self._state,
-                self._small_capacity,
-            )
+            fetched_bytes, rows = _as_bytes(fetched, unique.size), _as_bytes(self._rows, self.capacity)
+            if self.policy == "s3-fifo":
+                _admit_s3fifo(
+                    unique, fetched_bytes, rows, self._slot_of, self._slot_id, self._freq, self._small,
+                    self._main, self._ghost, self._in_ghost, self._state, self._small_capacity,
+                )
+            else:
+                _admit_sieve(unique, fetched_bytes, rows, self._slot_of, self._slot_id, self._freq, self._small, self._main, self._state)
         return out
 
     # ------------------------------------------------------------------ statistics
@@ -264,3 +274,40 @@ def _admit_s3fifo(ids, fetched, rows, slot_of, slot_id, freq, small, main, ghost
             _push(main, state, _M_TAIL, slot)
         else:
             _push(small, state, _S_TAIL, slot)
+
+
+@numba.njit(nogil=True, cache=True)
+def _admit_sieve(ids, fetched, rows, slot_of, slot_id, freq, newer, older, state):
+    for i in range(ids.size):
+        row = ids[i]
+        if slot_of[row] >= 0:  # admitted meanwhile by another thread
+            continue
+        if state[_USED] < slot_id.size:
+            slot = state[_USED]
+            state[_USED] += 1
+        else:
+            slot = state[_HAND] if state[_HAND] >= 0 else state[_OLDEST]
+            while freq[slot] > 0:  # visited: clear the mark and move towards the newest
+                freq[slot] = 0
+                slot = newer[slot] if newer[slot] >= 0 else state[_OLDEST]
+            state[_HAND] = newer[slot]
+            if older[slot] >= 0:
+                newer[older[slot]] = newer[slot]
+            else:
+                state[_OLDEST] = newer[slot]
+            if newer[slot] >= 0:
+                older[newer[slot]] = older[slot]
+            else:
+                state[_NEWEST] = older[slot]
+            slot_of[slot_id[slot]] = -1
+        newer[slot] = -1
+        older[slot] = state[_NEWEST]
+        if state[_NEWEST] >= 0:
+            newer[state[_NEWEST]] = slot
+        else:
+            state[_OLDEST] = slot
+        state[_NEWEST] = slot
+        slot_id[slot] = row
+        slot_of[row] = slot
+        freq[slot] = 0
+        rows[slot, :] = fetched[i, :]
