@@ -136,14 +136,11 @@ class CPUCachedFeature(Feature):
         fetched = self.fallback.read(torch.from_numpy(unique))
         out[torch.from_numpy(missed)] = fetched[torch.from_numpy(inverse.reshape(-1))]
         with self._lock:
-            fetched_bytes, rows = _as_bytes(fetched, unique.size), _as_bytes(self._rows, self.capacity)
-            if self.policy == "s3-fifo":
-                _admit_s3fifo(
-                    unique, fetched_bytes, rows, self._slot_of, self._slot_id, self._freq, self._small,
-                    self._main, self._ghost, self._in_ghost, self._state, self._small_capacity,
-                )
-            else:
-                _admit_sieve(unique, fetched_bytes, rows, self._slot_of, self._slot_id, self._freq, self._small, self._main, self._state)
+            _admit(
+                unique, _as_bytes(fetched, unique.size), _as_bytes(self._rows, self.capacity), self._slot_of,
+                self._slot_id, self._freq, self._small, self._main, self._ghost, self._in_ghost, self._state,
+                self._small_capacity, self.policy == "sieve",
+            )
         return out
 
     # ------------------------------------------------------------------ statistics
@@ -256,7 +253,9 @@ def _evict_s3fifo(slot_of, slot_id, freq, small, main, ghost, in_ghost, state, s
 
 
 @numba.njit(nogil=True, cache=True)
-def _admit_s3fifo(ids, fetched, rows, slot_of, slot_id, freq, small, main, ghost, in_ghost, state, small_capacity):
+def _admit(ids, fetched, rows, slot_of, slot_id, freq, small, main, ghost, in_ghost, state, small_capacity, sieve):
+    """Cache rows ``ids`` with their bytes ``fetched``, evicting as the policy says
+    (``sieve``, else S3-FIFO)."""
     for i in range(ids.size):
         row = ids[i]
         if slot_of[row] >= 0:  # admitted meanwhile by another thread
@@ -264,50 +263,49 @@ def _admit_s3fifo(ids, fetched, rows, slot_of, slot_id, freq, small, main, ghost
         if state[_USED] < slot_id.size:
             slot = state[_USED]
             state[_USED] += 1
+        elif sieve:
+            slot = _evict_sieve(slot_of, slot_id, freq, small, main, state)
         else:
             slot = _evict_s3fifo(slot_of, slot_id, freq, small, main, ghost, in_ghost, state, small_capacity)
         slot_id[slot] = row
         slot_of[row] = slot
         freq[slot] = 0
         rows[slot, :] = fetched[i, :]
-        if in_ghost[row] > 0:
+        if sieve:
+            _link_newest(small, main, state, slot)
+        elif in_ghost[row] > 0:
             _push(main, state, _M_TAIL, slot)
         else:
             _push(small, state, _S_TAIL, slot)
 
 
 @numba.njit(nogil=True, cache=True)
-def _admit_sieve(ids, fetched, rows, slot_of, slot_id, freq, newer, older, state):
-    for i in range(ids.size):
-        row = ids[i]
-        if slot_of[row] >= 0:  # admitted meanwhile by another thread
-            continue
-        if state[_USED] < slot_id.size:
-            slot = state[_USED]
-            state[_USED] += 1
-        else:
-            slot = state[_HAND] if state[_HAND] >= 0 else state[_OLDEST]
-            while freq[slot] > 0:  # visited: clear the mark and move towards the newest
-                freq[slot] = 0
-                slot = newer[slot] if newer[slot] >= 0 else state[_OLDEST]
-            state[_HAND] = newer[slot]
-            if older[slot] >= 0:
-                newer[older[slot]] = newer[slot]
-            else:
-                state[_OLDEST] = newer[slot]
-            if newer[slot] >= 0:
-                older[newer[slot]] = older[slot]
-            else:
-                state[_NEWEST] = older[slot]
-            slot_of[slot_id[slot]] = -1
-        newer[slot] = -1
-        older[slot] = state[_NEWEST]
-        if state[_NEWEST] >= 0:
-            newer[state[_NEWEST]] = slot
-        else:
-            state[_OLDEST] = slot
-        state[_NEWEST] = slot
-        slot_id[slot] = row
-        slot_of[row] = slot
+def _evict_sieve(slot_of, slot_id, freq, newer, older, state):
+    """Free one slot (SIEVE) and return it: the hand moves from the oldest row towards
+    the newest, clearing visited marks, and stops at the first unmarked row."""
+    slot = state[_HAND] if state[_HAND] >= 0 else state[_OLDEST]
+    while freq[slot] > 0:
         freq[slot] = 0
-        rows[slot, :] = fetched[i, :]
+        slot = newer[slot] if newer[slot] >= 0 else state[_OLDEST]
+    state[_HAND] = newer[slot]
+    if older[slot] >= 0:
+        newer[older[slot]] = newer[slot]
+    else:
+        state[_OLDEST] = newer[slot]
+    if newer[slot] >= 0:
+        older[newer[slot]] = older[slot]
+    else:
+        state[_NEWEST] = older[slot]
+    slot_of[slot_id[slot]] = -1
+    return slot
+
+
+@numba.njit(nogil=True, cache=True)
+def _link_newest(newer, older, state, slot):
+    newer[slot] = -1
+    older[slot] = state[_NEWEST]
+    if state[_NEWEST] >= 0:
+        newer[state[_NEWEST]] = slot
+    else:
+        state[_OLDEST] = slot
+    state[_NEWEST] = slot
