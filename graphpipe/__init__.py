@@ -13,6 +13,8 @@ from . import ops
 from . import transforms
 from .csc_graph import CSCGraph
 from .feature_store import Feature, FeatureStore
+from .disk_feature import DiskBasedFeature
+from .cpu_cache import CPUCachedFeature
 from .gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
 from .item_set import ItemSet
 from .loader import DataLoader

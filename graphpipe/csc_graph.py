@@ -222,6 +222,100 @@ class CSCGraph:
         return cls(indptr, indices, edge_attributes, node_attributes, original_edge_ids)
 
     @classmethod
+    def from_coo_files(
+        cls,
+        path: str | os.PathLike,
+        src: str | os.PathLike,
+        dst: Optional[str | os.PathLike] = None,
+        num_nodes: Optional[int] = None,
+        *,
+        chunk_edges: int = 1 << 24,
+        block_edges: int = 1 << 28,
+    ) -> "CSCGraph":
+        """Build a graph from edge lists on disk without loading them, save it to ``path``
+        and return it mapped lazily (``CSCGraph.load(path, mmap=True)``).
+
+        For graphs whose edge list or CSC is larger than the memory the process may use:
+        the edges are read ``chunk_edges`` at a time from memory-mapped ``.npy`` files and
+        the CSC arrays are written into memory-mapped files beside ``path`` (removed at
+        the end), ``block_edges`` output slots per pass (see
+        :func:`graphpipe.ops.csc_build.coo_to_csc_chunked`). Process memory stays at
+        about 16 bytes per node plus a chunk; disk needs room for the CSC twice while
+        the file is written. The result equals ``from_coo(src, dst, num_nodes)``: same
+        ``indptr``, ``indices`` and ``original_edge_ids`` (int32 where they fit).
+
+        Args:
+            path: the graph file to write (as :meth:`save`).
+            src: a ``.npy`` file of ``[num_edges]`` source ids, or of ``[2, num_edges]``
+                (row 0 sources, row 1 targets, GraphBolt's and PyG's layout) when ``dst``
+                is None.
+            dst: a ``.npy`` file of ``[num_edges]`` target ids.
+            num_nodes: defaults to ``max id + 1``.
+        """
+        from .ops.csc_build import coo_id_range, coo_to_csc_chunked
+        from .validation import check_int
+
+        import numpy as np
+
+        where = "CSCGraph.from_coo_files"
+        chunk_edges = check_int(chunk_edges, "chunk_edges", where, minimum=1)
+        block_edges = check_int(block_edges, "block_edges", where, minimum=1)
+        path = os.fspath(path)
+        src_array = _open_edge_file(src, "src", where)
+        if dst is None:
+            if src_array.ndim != 2 or src_array.shape[0] != 2:
+                raise ValueError(
+                    f"{where}: without `dst`, `src` ('{os.fspath(src)}') must hold a [2, num_edges] array, "
+                    f"got shape {src_array.shape}"
+                )
+            src_array, dst_array = src_array[0], src_array[1]
+        else:
+            dst_array = _open_edge_file(dst, "dst", where)
+            for name, array, file in (("src", src_array, src), ("dst", dst_array, dst)):
+                if array.ndim != 1:
+                    raise ValueError(
+                        f"{where}: `{name}` ('{os.fspath(file)}') must hold a 1-D array, got shape {array.shape}"
+                    )
+            if src_array.shape != dst_array.shape:
+                raise ValueError(
+                    f"{where}: `src` and `dst` must have the same length, got {src_array.shape[0]} "
+                    f"('{os.fspath(src)}') and {dst_array.shape[0]} ('{os.fspath(dst)}')"
+                )
+        lo, hi = coo_id_range(src_array, dst_array, chunk_edges)
+        if lo < 0:
+            raise ValueError(f"{where}: node ids must be >= 0, the edge files hold {lo}")
+        if num_nodes is None:
+            num_nodes = hi + 1
+        num_nodes = check_int(num_nodes, "num_nodes", where, minimum=0)
+        if hi >= num_nodes:
+            raise ValueError(
+                f"{where}: node id {hi} out of range for num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
+            )
+        num_edges = src_array.shape[0]
+        index_dtype = _numpy_index_dtype(max(num_nodes - 1, 0))
+        edge_id_dtype = _numpy_index_dtype(max(num_edges - 1, 0))
+        scratch = [f"{path}.{os.getpid()}.{name}.tmp.npy" for name in ("indices", "edge_ids")]
+        try:
+            indices = np.lib.format.open_memmap(scratch[0], mode="w+", dtype=index_dtype, shape=(num_edges,))
+            edge_ids = np.lib.format.open_memmap(scratch[1], mode="w+", dtype=edge_id_dtype, shape=(num_edges,))
+            indptr, already_sorted = coo_to_csc_chunked(
+                src_array, dst_array, num_nodes, indices, edge_ids, chunk_edges, block_edges
+            )
+            graph = cls._build(
+                torch.from_numpy(indptr).to(smallest_index_dtype(num_edges)),
+                torch.from_numpy(indices),
+                original_edge_ids=None if already_sorted else torch.from_numpy(edge_ids),
+                level=_INDPTR,  # ids were range-checked above; the fill places each edge once
+            )
+            graph.save(path)
+            del graph, indices, edge_ids
+        finally:
+            for file in scratch:
+                if os.path.exists(file):
+                    os.remove(file)
+        return cls.load(path, mmap=True)
+
+    @classmethod
     def from_edge_index(
         cls,
         edge_index: torch.Tensor,
@@ -623,6 +717,30 @@ def _verify_checksums(where: str, state: dict, everything: bool) -> None:
                 f"{min((bad + 1) * chunk_bytes, t.nbytes)} of {t.nbytes}): the file is corrupted; "
                 f"write it again with CSCGraph.save from the original data"
             )
+
+
+def _numpy_index_dtype(max_value: int):
+    """numpy's :func:`smallest_index_dtype`: int32 when ``max_value`` fits, else int64."""
+    import numpy as np
+
+    return np.int32 if smallest_index_dtype(max_value) == torch.int32 else np.int64
+
+
+def _open_edge_file(file, name: str, where: str):
+    """Map the ``.npy`` file ``file`` read-only, checking that it holds integers."""
+    import numpy as np
+
+    if not isinstance(file, (str, os.PathLike)) or not os.fspath(file).endswith(".npy"):
+        raise ValueError(f"{where}: `{name}` must be the path of a .npy file, got {file!r}")
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"{where}: `{name}`: no such file: '{os.fspath(file)}'")
+    try:
+        array = np.load(file, mmap_mode="r")
+    except Exception as error:
+        raise ValueError(f"{where}: `{name}`: '{os.fspath(file)}' is not a readable .npy file ({error})") from error
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{where}: `{name}`: '{os.fspath(file)}' must hold integers, got dtype {array.dtype}")
+    return array
 
 
 def _check_edge_attr(name: str, t: torch.Tensor, num_edges: int) -> torch.Tensor:

@@ -47,3 +47,12 @@ def test_link_prediction_gnn_beats_the_mlp_encoder():
         assert 0.0 <= float(hits[0][0]) <= float(hits[0][1]) <= float(hits[0][2]) <= 1.0
     # 100 negatives per edge: a random ranking scores about 0.05; the GNN must clearly beat the MLP.
     assert 0.1 < mrr["MLP"] <= 1.0 and mrr["GraphSAGE"] > mrr["MLP"] + 0.05, mrr
+
+
+def test_ondisk_dataset_example_trains_from_a_graphbolt_directory():
+    pytest.importorskip("yaml")
+    out = run_example("ondisk_dataset.py")
+    assert "OnDiskDataset(name='synthetic_ondisk'" in out and "num_nodes=3000" in out
+    found = re.findall(r"^GraphSAGE validation accuracy: (\d\.\d{4})$", out, flags=re.M)
+    assert len(found) == 1, out
+    assert 0.0 <= float(found[0]) <= 1.0

@@ -3,10 +3,19 @@
 * :func:`synthetic_node_classification`: a power-law graph of any size with planted
   communities, for benchmarks and examples.
 * :func:`karate_club`: Zachary's karate club (34 nodes), for tests and tutorials.
+* :class:`OnDiskDataset`: a GraphBolt on-disk dataset directory, read as it is.
+* :func:`from_pyg`, :func:`from_dgl`: a PyG ``Data`` / DGL graph with its features and splits.
+* :func:`ogb_node_dataset`: an OGB node-property-prediction dataset already on local disk.
 """
 
 from .base import NodeClassificationDataset
+from .convert import from_dgl, from_pyg
+from .ondisk import OnDiskDataset, Task
 from .karate import karate_club
+from .ogb import ogb_node_dataset
 from .synthetic import rmat_edges, synthetic_node_classification
 
-__all__ = ["NodeClassificationDataset", "karate_club", "rmat_edges", "synthetic_node_classification"]
+__all__ = [
+    "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl", "from_pyg", "karate_club",
+    "ogb_node_dataset", "rmat_edges", "synthetic_node_classification",
+]

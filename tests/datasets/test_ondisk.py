@@ -1,0 +1,138 @@
+"""gp.datasets.OnDiskDataset reads GraphBolt's on-disk layout unchanged."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("yaml")
+
+import graphpipe as gp  # noqa: E402
+from graphbolt_layout import write_graphbolt_dataset  # noqa: E402
+
+
+@pytest.mark.parametrize("edge_format", ["csv", "numpy"])
+@pytest.mark.parametrize("seed_name", ["seeds", "seed_nodes"])
+def test_reads_everything_as_written(tmp_path, edge_format, seed_name):
+    d = write_graphbolt_dataset(tmp_path, edge_format, seed_name)
+    ds = gp.datasets.OnDiskDataset(tmp_path).load()
+    assert ds.dataset_name == "graphbolt_test"
+    expected = gp.CSCGraph.from_coo(torch.from_numpy(d.src), torch.from_numpy(d.dst), d.num_nodes)
+    g = ds.graph
+    assert torch.equal(g.indptr, expected.indptr) and torch.equal(g.indices, expected.indices)
+    assert torch.equal(g.original_edge_ids, expected.original_edge_ids)
+    assert g.source_path == str(tmp_path / "graphpipe" / "graph.pt")  # mapped lazily from the cache
+    # graph.feature_data become attributes in CSC order: position e holds the edge file's row original_edge_ids[e]
+    assert torch.equal(g.edge_attributes["weight"], torch.from_numpy(d.weight)[g.original_edge_ids.long()])
+    feat = ds.feature["feat"]
+    assert feat.path == str(tmp_path / "node_data" / "feat.npy")  # in_memory: false -> stays on disk
+    ids = torch.tensor([5, 0, 299, 5])
+    assert torch.equal(feat.read(ids), torch.from_numpy(d.feat)[ids])
+    assert torch.equal(ds.feature["year"].read(ids), d.year[ids].unsqueeze(1))  # [n] read as [n, 1], as GraphBolt
+    edge_ids = torch.tensor([0, 1999, 7])
+    assert torch.equal(ds.feature["edge", "feat"].read(edge_ids), torch.from_numpy(d.edge_feat)[edge_ids])
+    (task,) = ds.tasks
+    assert task.metadata["name"] == "node_classification" and task.num_classes == d.num_classes
+    for name in ("train", "validation", "test"):
+        item_set = getattr(task, f"{name}_set")
+        assert item_set.names == ("seeds", "labels")
+        seeds = torch.from_numpy(d.splits[name])
+        assert torch.equal(item_set.field("seeds"), seeds)
+        assert torch.equal(item_set.field("labels"), torch.from_numpy(d.labels)[seeds])
+    assert len(ds.all_nodes_set) == d.num_nodes
+
+
+def test_trains_through_a_pipe(tmp_path):
+    d = write_graphbolt_dataset(tmp_path, "numpy")
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    task = ds.tasks[0]
+    pipe = (
+        gp.ItemSampler(task.train_set, batch_size=16, shuffle=True, seed=0)
+        .sample_neighbor(ds.graph, [4, 4], seed=0)
+        .fetch_feature(ds.feature, node_feature_keys=["feat"])
+    )
+    seen = 0
+    for mb in gp.DataLoader(pipe):
+        assert torch.equal(mb.labels, torch.from_numpy(d.labels)[mb.seeds])
+        assert torch.equal(mb.node_features["feat"], torch.from_numpy(d.feat)[mb.input_nodes])
+        seen += mb.seeds.numel()
+    assert seen == len(d.splits["train"])
+
+
+def test_graph_cache_is_reused_and_rebuilt_when_the_edges_change(tmp_path, monkeypatch):
+    d = write_graphbolt_dataset(tmp_path, "numpy")
+    gp.datasets.OnDiskDataset(tmp_path)
+    builds = []
+    original = gp.CSCGraph.from_coo_files.__func__
+    monkeypatch.setattr(gp.CSCGraph, "from_coo_files", classmethod(lambda cls, *a, **k: builds.append(1) or original(cls, *a, **k)))
+    gp.datasets.OnDiskDataset(tmp_path)
+    assert builds == []
+    np.save(tmp_path / "edge_data" / "edges.npy", np.stack([d.dst, d.src]))  # reversed edges
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    assert builds == [1]
+    expected = gp.CSCGraph.from_coo(torch.from_numpy(d.dst), torch.from_numpy(d.src), d.num_nodes)
+    assert torch.equal(ds.graph.indices, expected.indices)
+    gp.datasets.OnDiskDataset(tmp_path, force_preprocess=True)
+    assert builds == [1, 1]
+
+
+def test_task_selection(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    assert len(gp.datasets.OnDiskDataset(tmp_path).load(tasks=["other"]).tasks) == 0
+    with pytest.raises(ValueError, match="no task named \\['other'\\]"):
+        gp.datasets.OnDiskDataset(tmp_path, tasks=["other"])
+
+
+def test_errors_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="metadata.yaml"):
+        gp.datasets.OnDiskDataset(tmp_path)
+    write_graphbolt_dataset(tmp_path, "numpy")
+    os.remove(tmp_path / "node_data" / "feat.npy")
+    with pytest.raises(FileNotFoundError, match="feature 'feat'.*node_data/feat.npy"):
+        gp.datasets.OnDiskDataset(tmp_path)
+    np.save(tmp_path / "node_data" / "feat.npy", np.zeros((7, 2), np.float32))
+    with pytest.raises(ValueError, match="has 7 rows, expected 300"):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_bad_edges_and_heterogeneous_graphs(tmp_path):
+    write_graphbolt_dataset(tmp_path, "csv", num_nodes=300)
+    with open(tmp_path / "edge_data" / "edges.csv", "a") as f:
+        f.write("1,oops\n")
+    with pytest.raises(ValueError, match="edges.csv"):
+        gp.datasets.OnDiskDataset(tmp_path)
+    text = (tmp_path / "metadata.yaml").read_text().replace("    - num: 300", "    - type: paper\n      num: 300")
+    (tmp_path / "metadata.yaml").write_text(text)
+    with pytest.raises(NotImplementedError, match="heterogeneous"):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_out_of_range_edges(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy", num_nodes=300)
+    text = (tmp_path / "metadata.yaml").read_text().replace("- num: 300", "- num: 10")
+    (tmp_path / "metadata.yaml").write_text(text)
+    with pytest.raises(ValueError, match="edges.npy.*out of range for num_nodes=10"):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_disk_based_features(tmp_path):
+    d = write_graphbolt_dataset(tmp_path, "numpy")
+    ds = gp.datasets.OnDiskDataset(tmp_path, disk_based_features=True)
+    feat = ds.feature["feat"]
+    assert isinstance(feat, gp.DiskBasedFeature)
+    ids = torch.tensor([299, 3, 3])
+    assert torch.equal(feat.read(ids), torch.from_numpy(d.feat)[ids])
+    assert not isinstance(ds.feature["year"], gp.DiskBasedFeature)  # in memory (and 1-D: [n, 1])
+    feat.close()
+
+
+def test_missing_edge_file_with_only_graphbolts_preprocessed_graph(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    os.remove(tmp_path / "edge_data" / "edges.npy")
+    with pytest.raises(FileNotFoundError, match=r"edge_data/edges.npy'$"):
+        gp.datasets.OnDiskDataset(tmp_path)
+    os.makedirs(tmp_path / "preprocessed")
+    (tmp_path / "preprocessed" / "fused_csc_sampling_graph.pt").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="edges.npy'; only GraphBolt's preprocessed graph.*DGL"):
+        gp.datasets.OnDiskDataset(tmp_path)

@@ -1,0 +1,42 @@
+"""GraphBolt itself and gp.datasets.OnDiskDataset read the same directory alike. Runs in
+the DGL environment (see test_dgl.py); skipped in the main one."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+gb = pytest.importorskip("dgl.graphbolt")
+
+import graphpipe as gp  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "datasets"))
+from graphbolt_layout import write_graphbolt_dataset  # noqa: E402
+
+
+@pytest.mark.parametrize("edge_format", ["csv", "numpy"])
+def test_same_graph_features_and_sets_as_graphbolt(tmp_path, edge_format):
+    write_graphbolt_dataset(tmp_path, edge_format, seed_name="seed_nodes")  # DGL 2.1's field name
+    theirs = gb.OnDiskDataset(str(tmp_path), include_original_edge_id=True).load()
+    ours = gp.datasets.OnDiskDataset(tmp_path)
+    g = theirs.graph
+    assert torch.equal(ours.graph.indptr.long(), g.csc_indptr.long())
+    # Same edges per destination, identified by their position in the edge file (the order
+    # within a destination may differ: GraphBolt sorts by source there).
+    their_ids = g.edge_attributes[gb.ORIGINAL_EDGE_ID].long()
+    our_ids = ours.graph.original_edge_ids.long()
+    for v in range(ours.graph.num_nodes):
+        lo, hi = int(g.csc_indptr[v]), int(g.csc_indptr[v + 1])
+        assert sorted(their_ids[lo:hi].tolist()) == sorted(our_ids[lo:hi].tolist())
+    ids = torch.arange(ours.graph.num_nodes)
+    for name in ("feat", "year"):
+        assert torch.equal(ours.feature["node", name].read(ids), theirs.feature.read("node", None, name, ids))
+    edge_ids = torch.tensor([0, 5, 1999])
+    assert torch.equal(ours.feature["edge", "feat"].read(edge_ids), theirs.feature.read("edge", None, "feat", edge_ids))
+    for name in ("train_set", "validation_set", "test_set"):
+        mine, other = getattr(ours.tasks[0], name), getattr(theirs.tasks[0], name)
+        assert len(mine) == len(other)
+        for field, theirs_field in zip(mine.items, other._items):
+            assert torch.equal(field.long(), torch.as_tensor(theirs_field).long())
+    assert ours.tasks[0].metadata["num_classes"] == theirs.tasks[0].metadata["num_classes"]
