@@ -112,8 +112,12 @@ class DataLoader:
         return epoch
 
     def _run_epoch(self, epoch: int, start: int):
-        for stage in find(self.rewritten, Timed):
-            stage.reset()
+        for stage in stages(self.rewritten):
+            reset = getattr(stage, "reset_stats", None)  # feature caches' hit counts
+            if isinstance(stage, Timed):
+                stage.reset()
+            elif reset is not None:
+                reset()
         span = self._epoch_span = [time.perf_counter(), None]
         live = self._live = [epoch, start]
         planned_before = not self._planning
@@ -317,7 +321,9 @@ class DataLoader:
         sum over its threads), ``wait_s`` seconds its consumer waited on it at a thread,
         pool or process boundary (large = this side of the boundary is the bottleneck).
         The ``"consumer"`` row is your loop: ``work_s`` is the training step outside the
-        loader, ``wait_s`` the time spent waiting for batches.
+        loader, ``wait_s`` the time spent waiting for batches. A fetcher reading cached
+        features (CPU or GPU cache) adds ``cache_hit_rate``: ``{"node/feat": rate}`` over
+        the epoch.
         """
         where = placement(self.rewritten)
         timer_after = {id(stage.source): stage for stage in find(self.rewritten, Timed)}
@@ -347,6 +353,9 @@ class DataLoader:
                 n += 1
                 key = f"{label}#{n}"
             rows[key] = {"where": where[id(located)], "batches": timer.batches, "work_s": work, "wait_s": wait}
+            hit_rates = getattr(located, "cache_hit_rates", None)
+            if hit_rates is not None and hit_rates():
+                rows[key]["cache_hit_rate"] = hit_rates()
         start, end = self._epoch_span
         waited = self.rewritten.seconds
         elapsed = (end if end is not None else time.perf_counter()) - start

@@ -347,3 +347,19 @@ def test_construction_explain_and_stats_walk_source_links_and_pickle_no_tensor(m
     loader.close()
     assert pickled == []
     assert seconds < 0.05, f"DataLoader() took {seconds * 1e3:.1f} ms"
+
+
+def test_stats_report_the_hit_rate_of_a_cached_feature_per_epoch():
+    data = gp.datasets.karate_club()
+    cached = gp.CPUCachedFeature(data.features["node", "feat"], max_cache_size_in_bytes=10 * 4 * 34)
+    features = gp.FeatureStore({"feat": cached})
+    seeds = torch.arange(40) % 5  # 5 rows, each read 8 times an epoch: misses only on first reads
+    items = gp.ItemSet((seeds, data.labels[seeds]), names=("seeds", "labels"))
+    loader = gp.DataLoader(gp.ItemSampler(items, 4).fetch_feature(features, ["feat"]))
+    rates = []
+    for _ in range(2):
+        batches = list(loader)
+        rates.append(loader.stats()["FeatureFetcher"]["cache_hit_rate"]["node/feat"])
+        assert rates[-1] == cached.hit_rate
+    assert 0.5 < rates[0] < 1.0 and rates[1] == 1.0  # counted per epoch (not 75 of 80 overall)
+    assert all(torch.equal(mb.node_features["feat"], data.features["node", "feat"].data[mb.seeds]) for mb in batches)

@@ -98,6 +98,25 @@ class FeatureFetcher(Pipe):
         """The per-batch work of the stage protocol: :meth:`fetch`."""
         return self.fetch(item)
 
+    def cache_hit_rates(self) -> Dict[str, float]:
+        """``{"node/feat": hit rate}`` for each fetched feature behind a cache
+        (:class:`~graphpipe.CPUCachedFeature`, :class:`~graphpipe.GPUCachedFeature`) since
+        the last :meth:`reset_stats`; :meth:`graphpipe.DataLoader.stats` reports it."""
+        return {
+            f"{kind}/{key}": self.features[kind, key].hit_rate
+            for kind, keys in (("node", self.node_feature_keys), ("edge", self.edge_feature_keys))
+            for key in keys
+            if hasattr(self.features[kind, key], "hit_rate")
+        }
+
+    def reset_stats(self) -> None:
+        """Zero the hit counts of the cached features this stage reads (each epoch)."""
+        for kind, keys in (("node", self.node_feature_keys), ("edge", self.edge_feature_keys)):
+            for key in keys:
+                reset = getattr(self.features[kind, key], "reset_stats", None)
+                if reset is not None:
+                    reset()
+
     @property
     def collective(self) -> bool:
         """Cooperative fetches are collective calls: the loader runs them one at a time."""
