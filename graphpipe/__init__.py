@@ -23,12 +23,15 @@ from .pipes import ItemSampler, Pipe, SubgraphSampler
 from .pipes import LayerNeighborSampler, NeighborSampler, UniformNegativeSampler
 from .pipes import CopyTo, FeatureFetcher, Transform
 from .distributed import DistributedItemSampler, cooperative_exchange
+
 __version__ = "0.1.0"
 
 __all__ = [
     "DistributedItemSampler", "cooperative_exchange",
     "GPUCachedFeature", "gpu_cached_feature", "hotness_from_degree", "hotness_from_presampling",
     "CopyTo",
+    "CPUCachedFeature",
+    "DiskBasedFeature",
     "Feature",
     "FeatureFetcher",
     "FeatureStore",
