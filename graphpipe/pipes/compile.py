@@ -21,9 +21,10 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import torch
 
 from ..feature_store import Feature
-from ..ops.compile import cache_dir, compile_gather_rows
+from ..ops.compile import cache_dir, compile_gather_rows, compile_unique_and_compact
 from .base import Pipe, upstream
 from .feature_fetcher import FeatureFetcher
+from .subgraph_sampler import SubgraphSampler
 
 __all__ = ["CompileJob", "compile_kernels"]
 
@@ -112,9 +113,9 @@ class CompileJob:
 
 def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob:
     """Start compiling (or loading from numba's cache) the CPU kernels the stages of
-    ``pipe`` use: each stage with a ``compile_kernels()`` method (the samplers), and the
-    row gathers of a ``FeatureFetcher``'s features, upstream stages first (the order a
-    batch needs them).
+    ``pipe`` use: a sampler's (its ``compile_kernels()`` and unique-and-compact, unless
+    its graph is on a GPU) and the row gathers of a ``FeatureFetcher``'s features,
+    upstream stages first (the order a batch needs them).
 
     ``background=None`` runs the tasks in a daemon thread, unless numba's threading
     layer is ``workqueue``, which aborts when parallel kernels start from two threads at
@@ -124,9 +125,11 @@ def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob
     tasks: List[Task] = []
     for stage in reversed(upstream(pipe)):
         name = type(stage).__name__
-        compile_stage = getattr(stage, "compile_kernels", None)
-        if callable(compile_stage):
-            tasks.append((name, compile_stage))
+        if isinstance(stage, SubgraphSampler) and not stage.graph.indptr.is_cuda:
+            compile_sampler = getattr(stage, "compile_kernels", None)  # a user's sampler may have none
+            if compile_sampler is not None:
+                tasks.append((name, compile_sampler))
+            tasks.append((name, partial(compile_unique_and_compact, stage.graph.num_nodes)))
         if isinstance(stage, FeatureFetcher):
             kinds = (("node", stage.node_feature_keys), ("edge", stage.edge_feature_keys))
             for kind, keys in kinds:

@@ -14,7 +14,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, derive_key
-from ..ops.compile import compile_sample_labor, compile_unique_and_compact
+from ..ops.compile import compile_sample_labor
 from ..ops.labor import Variates, sample_labor, vertex_normals
 from ..validation import check_edge_weights, check_importance_sampling, check_int
 from .base import Pipe, functional_pipe
@@ -127,17 +127,13 @@ class LayerNeighborSampler(SubgraphSampler):
         )
 
     def compile_kernels(self) -> None:
-        """Compile (or load from numba's on-disk cache) the CPU kernels this sampler's
-        batches use, which the first batch does otherwise (:mod:`graphpipe.pipes.compile`
-        runs this in the background when a loader is built)."""
-        if self.graph.indptr.is_cuda:
-            return
-        graph = self.graph
+        """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
+        graph's dtypes and these options: the variates of ``batch_dependency > 1`` take
+        other kernels (:func:`graphpipe.pipes.compile.compile_kernels`)."""
         compile_sample_labor(
-            graph.indptr, graph.indices, importance_sampling=self.importance_sampling,
+            self.graph.indptr, self.graph.indices, importance_sampling=self.importance_sampling,
             dependent=self.batch_dependency > 1, probs=self.probs,
         )  # fmt: skip
-        compile_unique_and_compact(graph.num_nodes)
 
 
 class _NormalsCache:

@@ -9,7 +9,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, sample_neighbors
-from ..ops.compile import compile_sample_neighbors, compile_unique_and_compact
+from ..ops.compile import compile_sample_neighbors
 from ..ops.neighbor_sampling import FanoutTooLarge
 from ..validation import check_edge_weights
 from .base import Pipe, functional_pipe
@@ -91,11 +91,6 @@ class NeighborSampler(SubgraphSampler):
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
 
     def compile_kernels(self) -> None:
-        """Compile (or load from numba's on-disk cache) the CPU kernels this sampler's
-        batches use, which the first batch does otherwise (:mod:`graphpipe.pipes.compile`
-        runs this in the background when a loader is built)."""
-        if self.graph.indptr.is_cuda:
-            return
-        graph = self.graph
-        compile_sample_neighbors(graph.indptr, graph.indices, self.fanouts, replace=self.replace, probs=self.probs)
-        compile_unique_and_compact(graph.num_nodes)
+        """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
+        graph's dtypes, these fanouts and options (:func:`graphpipe.pipes.compile.compile_kernels`)."""
+        compile_sample_neighbors(self.graph.indptr, self.graph.indices, self.fanouts, replace=self.replace, probs=self.probs)
