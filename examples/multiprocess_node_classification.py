@@ -9,9 +9,9 @@ Every process (rank) trains a DistributedDataParallel copy of the model. Two mod
   computes its rows of every layer, and ``gp.cooperative_exchange`` sends rows between
   layers. Vertices that several ranks need are sampled and read once.
 
-    torchrun --nproc-per-node=2 examples/multiprocess_node_classification.py          # CPU, gloo
-    torchrun --nproc-per-node=2 examples/multiprocess_node_classification.py --small  # seconds
-    torchrun --nproc-per-node=4 examples/multiprocess_node_classification.py --device cuda  # NCCL
+    .venv/bin/torchrun --nproc-per-node=2 examples/multiprocess_node_classification.py          # CPU, gloo
+    .venv/bin/torchrun --nproc-per-node=2 examples/multiprocess_node_classification.py --small  # seconds
+    .venv/bin/torchrun --nproc-per-node=4 examples/multiprocess_node_classification.py --device cuda  # NCCL
 
 Each epoch prints the number of vertices whose features were read, summed over ranks:
 fewer with cooperative minibatching, for the same global batches.
@@ -21,9 +21,14 @@ import argparse
 import os
 import time
 
+# Idle OpenMP threads must not spin on few cores (see node_classification.py); torch reads these at import.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+import tqdm
 from torch.nn.parallel import DistributedDataParallel
 
 import graphpipe as gp
@@ -60,12 +65,14 @@ def all_ranks_sum(*values: float):
     return total.tolist()
 
 
-def run_epoch(model, loader, args, optimizer=None):
-    """Train (with ``optimizer``) or evaluate; returns (accuracy, feature rows read), over all ranks."""
+def run_epoch(model, loader, args, optimizer=None, desc=None):
+    """Train (with ``optimizer``) or evaluate; returns (accuracy, feature rows read), over all ranks.
+    ``desc``: show a progress bar (on rank 0, when stderr is a terminal) with this title."""
     model.train(optimizer is not None)
     correct = total = rows_read = 0
+    show = desc is not None and dist.get_rank() == 0
     with torch.set_grad_enabled(optimizer is not None):
-        for minibatch in loader:
+        for minibatch in tqdm.tqdm(loader, desc=desc, leave=False, disable=None if show else True):
             first = minibatch.sampled_subgraphs[0]
             rows_read += first.exchange.local_node_ids.numel() if args.cooperative else minibatch.input_nodes.numel()
             logits = model(minibatch, args.cooperative)
@@ -95,7 +102,7 @@ def main():
     args = parser.parse_args()
     args.cooperative = not args.independent
     if args.small:
-        args.num_nodes, args.epochs, args.batch_size = 3000, 2, 64
+        args.num_nodes, args.epochs, args.batch_size = 10_000, 4, 64
     if args.device == "cuda":
         args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
         torch.cuda.set_device(args.device)
@@ -116,7 +123,7 @@ def main():
     validation = make_loader(ds, ds.validation_set, args, shuffle=False)
     start = time.perf_counter()
     for epoch in range(args.epochs):
-        _, rows_read = run_epoch(model, train, args, optimizer)
+        _, rows_read = run_epoch(model, train, args, optimizer, desc=f"epoch {epoch}")
         acc, _ = run_epoch(model, validation, args)
         if rank == 0:
             print(

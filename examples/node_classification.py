@@ -129,7 +129,7 @@ def main():
     if args.epochs < 1:
         parser.error("--epochs must be >= 1")
     if args.small:
-        args.num_nodes, args.epochs, args.batch_size = 3000, 2, 128
+        args.num_nodes, args.epochs, args.batch_size = 10_000, 4, 128
     fanouts = [15, 10, 5]  # fanouts[-1] is the seeds' fanout
 
     start = time.perf_counter()

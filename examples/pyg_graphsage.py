@@ -107,7 +107,7 @@ def main():
     if args.epochs < 1:
         parser.error("--epochs must be >= 1")
     if args.small:
-        args.num_nodes, args.epochs, args.batch_size = 3000, 2, 128
+        args.num_nodes, args.epochs, args.batch_size = 10_000, 4, 128
 
     ds = gp.datasets.synthetic_node_classification(num_nodes=args.num_nodes, seed=0)
     print(ds)

@@ -24,6 +24,9 @@ class CSCFormat:
     indptr: torch.Tensor
     indices: torch.Tensor
 
+    def __repr__(self) -> str:
+        return _fields_repr(self)
+
 
 @dataclass
 class SampledSubgraph:
@@ -53,6 +56,10 @@ class SampledSubgraph:
     original_column_node_ids: torch.Tensor
     original_edge_ids: torch.Tensor
     edge_weights: Optional[torch.Tensor] = None
+
+    def __repr__(self) -> str:
+        """Fields with the shapes and dtypes of their tensors, not their values."""
+        return _fields_repr(self)
 
     @property
     def num_src_nodes(self) -> int:
@@ -141,6 +148,10 @@ class MiniBatch:
     indexes: Optional[torch.Tensor] = None
     compacted_seeds: Optional[torch.Tensor] = None
     item_ids: Optional[torch.Tensor] = None
+
+    def __repr__(self) -> str:
+        """One field a line, tensors as ``dtype[shape]`` (``int64[1024]``), not values."""
+        return _fields_repr(self, multiline=True)
 
     @property
     def num_layers(self) -> int:
@@ -472,3 +483,27 @@ def _apply(obj, fn):
     if isinstance(obj, list):
         return [_apply(v, fn) for v in obj]
     return obj
+
+
+def _summary(value, indent: str = "") -> str:
+    """``value`` for a repr, tensors as ``dtype[shape]`` (and ``@device`` off the CPU)."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        device = "" if value.device.type == "cpu" else f"@{value.device}"
+        return f"{dtype}[{', '.join(map(str, value.shape))}]{device}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key!r}: {_summary(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list) and len(value) > 0:
+        inner = indent + "    "
+        return "[\n" + "".join(f"{inner}{_summary(item, inner)},\n" for item in value) + indent + "]"
+    return repr(value)
+
+
+def _fields_repr(obj, multiline: bool = False) -> str:
+    """``Type(field=summary, ...)`` over the dataclass fields of ``obj`` (any added later
+    included), one a line when ``multiline``."""
+    indent = "    " if multiline else ""
+    parts = [f"{f.name}={_summary(getattr(obj, f.name), indent)}" for f in fields(obj)]
+    if multiline:
+        return f"{type(obj).__name__}(\n" + "".join(f"{indent}{part},\n" for part in parts) + ")"
+    return f"{type(obj).__name__}({', '.join(parts)})"

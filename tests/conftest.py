@@ -1,10 +1,11 @@
-"""Shared fixtures: small random graphs and a numba thread-count switch."""
+"""Shared fixtures: small random graphs, a numba thread-count switch, a no-compilation check."""
 
 import contextlib
 
 import numba
 import pytest
 import torch
+from numba.core import event
 
 from graphpipe import CSCGraph
 
@@ -51,3 +52,28 @@ def _threads(n):
 def numba_threads():
     """``with numba_threads(n):`` runs numba kernels on ``n`` threads (capped by the machine)."""
     return _threads
+
+
+class _Compilations(event.Listener):
+    def __init__(self):
+        self.names = []
+
+    def on_start(self, ev):
+        self.names.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+
+@contextlib.contextmanager
+def _no_compilation():
+    listener = _Compilations()
+    with event.install_listener("numba:compile", listener):
+        yield
+    assert listener.names == [], f"numba compiled {listener.names}"
+
+
+@pytest.fixture
+def no_compilation():
+    """``with no_compilation():`` fails if numba compiles anything inside the block."""
+    return _no_compilation

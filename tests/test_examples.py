@@ -27,11 +27,16 @@ def test_example_runs_and_reports_accuracies(name):
     if name == "pyg_graphsage.py":
         pytest.importorskip("torch_geometric")
     out = run_example(name)
-    assert "NodeClassificationDataset(name='synthetic', num_nodes=3000" in out
+    assert "NodeClassificationDataset(name='synthetic', num_nodes=10000" in out
+    accuracy = {}
     for model in ("MLP", "GraphSAGE"):
         found = re.findall(rf"^{model} validation accuracy: (\d\.\d{{4}})$", out, flags=re.M)
         assert len(found) == 1, out
-        assert 0.0 <= float(found[0]) <= 1.0
+        accuracy[model] = float(found[0])
+    # The labels follow the graph: the GNN wins clearly (0.41-0.52 vs 0.18-0.25 over
+    # dataset and model seeds 0-2 at these sizes), the MLP beats chance.
+    assert accuracy["GraphSAGE"] > accuracy["MLP"] + 0.1, accuracy
+    assert accuracy["MLP"] > 0.12, accuracy
 
 
 def test_link_prediction_gnn_beats_the_mlp_encoder():

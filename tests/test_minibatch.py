@@ -226,3 +226,21 @@ def test_to_pyg_feature_choice_and_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_geometric.data", None)
     with pytest.raises(ImportError, match=r"needs PyTorch Geometric"):
         mb.to_pyg("feat")
+
+
+def test_repr_shows_shapes_and_dtypes_not_values():
+    _, _, mb = _batch(weighted=True)
+    mb = replace(mb, node_features={"feat": torch.full((mb.input_nodes.numel(), 300), 123456.0)})
+    text = repr(mb)
+    assert "123456" not in text and "tensor(" not in text
+    assert text.startswith("MiniBatch(\n    seeds=int64[16],\n")
+    assert f"node_features={{'feat': float32[{mb.input_nodes.numel()}, 300]}}," in text
+    sg = mb.sampled_subgraphs[0]
+    assert repr(sg) in text and text.count("SampledSubgraph(") == len(FANOUTS)
+    assert repr(sg).startswith(f"SampledSubgraph(sampled_csc=CSCFormat(indptr=int64[{sg.num_dst_nodes + 1}], ")
+    assert f"edge_weights=float32[{sg.num_edges}])" in repr(sg)
+    lines = text.splitlines()
+    assert sum(line.startswith("        SampledSubgraph(") for line in lines) == len(FANOUTS)  # a layer a line
+    assert f"        {{'w': float32[{sg.num_edges}]}}," in lines
+    assert lines[-3:] == ["    batch_index=0,", "    layout='block',", ")"]
+    assert repr(MiniBatch()).splitlines()[1:3] == ["    seeds=None,", "    labels=None,"]

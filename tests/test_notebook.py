@@ -24,5 +24,6 @@ def test_explore_notebook_runs(monkeypatch):
     text = "\n".join(outputs)
     assert "Pipe as run:" in text and "NeighborSampler" in text and "Prefetcher(2)" in text
     assert "training accuracy" in text and "batches/s" in text
+    assert "training: 100%" in text  # the training loop's progress bar
     kinds = {output.get("output_type") for cell in notebook.cells for output in cell.get("outputs", [])}
     assert "display_data" in kinds  # the figures

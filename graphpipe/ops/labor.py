@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from llvmlite import ir
 from numba.core import types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from ..validation import check_fanout, check_importance_sampling, check_node_ids
 from . import torch_random
@@ -72,7 +72,8 @@ from .selection import (
     destination_ranges,
     edge_balanced_chunks,
     heapify,
-    keep_k_smallest,
+    kth_smallest,
+    lower_bound,
     offer,
     range_is_bad,
     sort_small,
@@ -170,7 +171,7 @@ def _mixed_normal_keys(normals0, normals1, c0, c1):
     return out
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def _normal_quantile(p):
     """About ``Φ⁻¹(p)`` for ``0 < p < 1`` (Abramowitz & Stegun 26.2.23, error < 4.5e-4):
     enough for a candidate threshold, which only sets how many candidates are kept."""
@@ -199,102 +200,172 @@ def labor_variates(ids, k0, k1, c0, c1, dependent):
 # or more than the buffer holds falls back to a max-heap over all d. Same result either
 # way: the k smallest. The scan runs in segments of _SEGMENT edges: a branch-free loop of
 # keys that LLVM vectorises, then a compaction of the candidates from that L1-resident
-# buffer.
+# buffer. No sort: once the k-th smallest (key, position) is known, one ordered pass
+# keeps the keys up to it, already in ascending position.
+#
+# The kernel is compiled for the kind of variates it is given, so a pipe compiles only
+# the code of the kind it uses (numba compiles every branch of a kernel, taken or not):
+#   (k0,)               independent, r_t = uniform(k0, t)
+#   (k0, k1, c0, c1)    dependent, computed per scanned edge
+#   table               int64 [num_nodes], the order key of z_t per vertex (r_t = Φ(z_t))
 _CANDIDATE_MARGIN = 3.0
 _SEGMENT = 1024
 _SPARSE = 8
-_SMALL_SORT = 64  # fanouts up to this sort their positions by rank (sort_small)
+_ABOVE_EVERY_KEY = np.int64(np.iinfo(np.int64).max)  # keys are order keys of finite floats or < 2**53
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
-def _fill_variate_keys(indices, start, count, out, table, k0, k1, c0, c1, dependent):
+def _variate_keys(indices, start, count, out, variates):
     """``out[:count]`` = int64 keys with the order of ``r_t`` of the sources
-    ``indices[start:start + count]``: ``table[t]`` when the table is not empty (keys of
-    ``z_t``, ``r_t = Φ(z_t)``: LABOR-0 only compares variates, and Φ keeps their order),
-    else computed per edge."""
-    # Index a slice from 0: numba then knows the index is not negative and drops the
+    ``indices[start:start + count]``, for one kind of ``variates`` (see above). A numba
+    function: its code is chosen by the type of ``variates`` when a kernel is compiled."""
+    raise NotImplementedError("_variate_keys is for numba kernels")
+
+
+@overload(_variate_keys, inline="always")
+def _variate_keys_of_kind(indices, start, count, out, variates):
+    # Each reads a slice from 0: numba then knows the index is not negative and drops the
     # wraparound check that keeps ``indices[start + j]`` from vectorising (2-4x slower).
-    sources = indices[start : start + count]
-    if table.size:
-        # A source id past the table (a corrupted ``indices``) reads the last entry instead
-        # of memory outside it; the id itself is returned and rejected downstream
-        # (unique_and_compact): one unsigned min, no branch.
-        last = np.uint64(table.size - 1)
-        for j in range(count):
-            out[j] = table[min(np.uint64(sources[j]), last)]
-    elif dependent:
-        for j in range(count):
-            out[j] = _order_key(_variate(sources[j], k0, k1, c0, c1, True))
-    else:  # the hot case, kept free of branches so that it vectorises
-        for j in range(count):
-            out[j] = uniform_bits(k0, sources[j])
+    if isinstance(variates, types.Array):
+
+        def table_keys(indices, start, count, out, variates):
+            # A source id past the table (a corrupted ``indices``) reads the last entry
+            # instead of memory outside it; the id itself is returned and rejected
+            # downstream (unique_and_compact): one unsigned min, no branch.
+            sources = indices[start : start + count]
+            last = np.uint64(variates.size - 1)
+            for j in range(count):
+                out[j] = variates[min(np.uint64(sources[j]), last)]
+
+        return table_keys
+    if isinstance(variates, types.BaseTuple) and len(variates) == 4:
+
+        def dependent_keys(indices, start, count, out, variates):
+            sources = indices[start : start + count]
+            k0, k1, c0, c1 = variates
+            for j in range(count):
+                out[j] = _order_key(_variate(sources[j], k0, k1, c0, c1, True))
+
+        return dependent_keys
+    if isinstance(variates, types.BaseTuple) and len(variates) == 1:
+
+        def independent_keys(indices, start, count, out, variates):
+            sources = indices[start : start + count]
+            k0 = variates[0]
+            for j in range(count):  # the hot case, free of branches so that it vectorises
+                out[j] = uniform_bits(k0, sources[j])
+
+        return independent_keys
+    return None
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
-def _threshold_key(p, table, dependent):
-    """The key of ``r_t = p`` in the keys of :func:`_fill_variate_keys` (``0 < p < 1``):
+def _threshold_key(p, variates):
+    """The key of ``r_t = p`` in the keys of :func:`_variate_keys` (``0 < p < 1``):
     ``r_t < p`` exactly when its key is below this (a table's ``z_t`` up to the
-    approximate quantile: the threshold only bounds the candidates)."""
-    if table.size:
-        return _order_key(_normal_quantile(p))
-    if dependent:
-        return _order_key(p)
-    return np.int64(math.ceil(p * 9007199254740992.0))  # r_t = bits / 2**53 < p
+    approximate quantile: the threshold only bounds the candidates). A numba function."""
+    raise NotImplementedError("_threshold_key is for numba kernels")
+
+
+@overload(_threshold_key, inline="always")
+def _threshold_key_of_kind(p, variates):
+    if isinstance(variates, types.Array):
+        return lambda p, variates: _order_key(_normal_quantile(p))
+    if isinstance(variates, types.BaseTuple) and len(variates) == 4:
+        return lambda p, variates: _order_key(p)
+    if isinstance(variates, types.BaseTuple) and len(variates) == 1:
+        return lambda p, variates: np.int64(math.ceil(p * 9007199254740992.0))  # r_t = bits / 2**53 < p
+    return None
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _smallest_variates(indices, start, d, k, score, pos, keys, ranked, table, k0, k1, c0, c1, dependent):
-    """``pos[:k]`` = the positions of the ``k < d`` smallest ``(r_t, position)`` among the
-    in-edges ``indices[start:start + d]``, ascending. Scratch (int64): ``score``/``pos`` of
-    ``> k`` slots (their size bounds the candidates), ``keys`` of ``_SEGMENT`` slots,
-    ``ranked`` for :func:`sort_small`."""
+def _is_kept(key, position, tau_key, tau_position):
+    """Whether ``(key, position)`` is at most ``(tau_key, tau_position)``, the k-th smallest."""
+    return (key < tau_key) | ((key == tau_key) & (position <= tau_position))
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _smallest_candidates(indices, start, d, k, score, pos, heap_score, heap_pos, keys, variates):
+    """Try the candidate scan: ``pos[:k]`` = the positions of the ``k < d`` smallest
+    ``(r_t, position)`` among the in-edges ``indices[start:start + d]``, ascending, and
+    True; or False when there were fewer than ``k`` candidates or more than the buffer
+    holds (then :func:`_smallest_by_heap` finds them). With few more in-edges than ``k``,
+    every in-edge is a candidate. Scratch (int64): ``score``/``pos``
+    of ``> k`` slots (their size bounds the candidates), ``heap_score``/``heap_pos`` of
+    ``k``, ``keys`` of ``_SEGMENT``."""
     cap = score.size - _SEGMENT
     expected = k + _CANDIDATE_MARGIN * math.sqrt(k) + _CANDIDATE_MARGIN
-    if expected < d and expected * 2.0 <= cap:
-        threshold = _threshold_key(expected / d, table, dependent)  # r_t below expected / d
-        sparse = d > _SPARSE * expected
-        n = 0
-        for segment in range(0, d, _SEGMENT):
-            count = min(_SEGMENT, d - segment)
-            _fill_variate_keys(indices, start + segment, count, keys, table, k0, k1, c0, c1, dependent)
-            if sparse:  # a candidate every _SPARSE edges or rarer: the branch predicts well
-                for j in range(count):
-                    if keys[j] < threshold:
-                        score[n] = keys[j]
-                        pos[n] = segment + j
-                        n += 1
-            else:  # branch-free: every edge is written, candidates advance n
-                for j in range(count):
-                    key = keys[j]
-                    score[n] = key
-                    pos[n] = segment + j
-                    n += key < threshold
-            if n > cap:
-                break
-        if k <= n <= cap:
-            keep_k_smallest(score, pos, n, k)
-            sort_small(pos, k, ranked)
-            return
-    # Fallback: a max-heap of the k smallest over all d, fed segment by segment.
-    _fill_variate_keys(indices, start, k, score, table, k0, k1, c0, c1, dependent)
-    for j in range(k):
-        pos[j] = j
-    heapify(score, pos, k)
-    for segment in range(k, d, _SEGMENT):
+    if expected * 2.0 > cap:
+        return False
+    if expected < d:
+        threshold = _threshold_key(expected / d, variates)  # r_t below expected / d
+    else:  # few more in-edges than k: every one is a candidate
+        threshold = _ABOVE_EVERY_KEY
+    sparse = d > _SPARSE * expected
+    n = 0
+    for segment in range(0, d, _SEGMENT):
         count = min(_SEGMENT, d - segment)
-        _fill_variate_keys(indices, start + segment, count, keys, table, k0, k1, c0, c1, dependent)
+        _variate_keys(indices, start + segment, count, keys, variates)
+        if sparse:  # a candidate every _SPARSE edges or rarer: the branch predicts well
+            for j in range(count):
+                if keys[j] < threshold:
+                    score[n] = keys[j]
+                    pos[n] = segment + j
+                    n += 1
+        else:  # branch-free: every edge is written, candidates advance n
+            for j in range(count):
+                key = keys[j]
+                score[n] = key
+                pos[n] = segment + j
+                n += key < threshold
+        if n > cap:
+            return False
+    if n < k:
+        return False
+    tau_key, tau_position = kth_smallest(score, pos, n, k, heap_score, heap_pos)
+    m = 0
+    for j in range(n):  # the candidates up to τ, in order: a branch-free compaction
+        kept = _is_kept(score[j], pos[j], tau_key, tau_position)
+        pos[m] = pos[j]
+        m += kept
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def _smallest_by_heap(indices, start, d, k, pos, heap_score, heap_pos, keys, variates):
+    """:func:`_smallest_candidates`' answer (``pos[:k]``, ``pos`` of ``> k`` slots) from
+    all ``d`` in-edges: a max-heap of the ``k`` smallest, fed segment by segment, gives
+    the largest kept pair, then a second pass keeps the keys up to it, in order (the keys
+    are computed once when ``d`` fits one segment). Rare (under 1% of destinations), so
+    out of line: the kernel stays small to compile."""
+    for segment in range(0, d, _SEGMENT):
+        count = min(_SEGMENT, d - segment)
+        _variate_keys(indices, start + segment, count, keys, variates)
         for j in range(count):
-            offer(score, pos, k, keys[j], segment + j)
-    sort_small(pos, k, ranked)
+            position = segment + j
+            if position >= k:
+                offer(heap_score, heap_pos, k, keys[j], position)
+                continue
+            heap_score[position] = keys[j]
+            heap_pos[position] = position
+            if position == k - 1:
+                heapify(heap_score, heap_pos, k)
+    tau_key, tau_position = heap_score[0], heap_pos[0]
+    m = 0
+    for segment in range(0, d, _SEGMENT):
+        count = min(_SEGMENT, d - segment)
+        if d > _SEGMENT:  # ``keys`` holds the last segment only
+            _variate_keys(indices, start + segment, count, keys, variates)
+        for j in range(count):
+            kept = _is_kept(keys[j], segment + j, tau_key, tau_position)
+            pos[m] = segment + j
+            m += kept
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, num_chunks):
+def _labor0(indptr, indices, nodes, fanout, variates, num_chunks):
     """LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights, bad
     ranges)``; nothing is sampled where destinations have bad ranges (:func:`range_is_bad`).
 
-    ``table``: int64 order keys of ``z_t`` per vertex (``r_t = Φ(z_t)``, see
-    :func:`_dependent_variate_table`), or empty (compute ``r_t`` per edge from the keys).
+    ``variates``: the layer's variates, of one of the kinds above.
     ``num_chunks``: work chunks of about equal scanned edges for the ``prange``.
     """
     n = nodes.size
@@ -321,14 +392,15 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
     out_eids = np.empty(total, np.int64)
     out_w = np.empty(total, np.float32)
     chunks = edge_balanced_chunks(indptr, nodes, num_chunks)
-    # Candidate buffer and fallback heap: > the largest k that selects, not the fanout
-    # (which may be huge where every destination keeps all its edges).
+    # Candidate buffer: > the largest k that selects, not the fanout (which may be huge
+    # where every destination keeps all its edges).
     scratch = 4 * (largest + 16) + _SEGMENT
     for c in numba.prange(chunks.size - 1):
         score = np.empty(scratch, np.int64)
         pos = np.empty(scratch, np.int64)
+        heap_score = np.empty(largest + 1, np.int64)
+        heap_pos = np.empty(largest + 1, np.int64)
         keys = np.empty(_SEGMENT, np.int64)
-        ranked = np.empty(_SMALL_SORT, np.int64)
         for i in range(chunks[c], chunks[c + 1]):
             v, start, d, lo, k = destination_ranges(indptr, nodes, out_indptr, i)
             if k == 0:
@@ -340,7 +412,8 @@ def _labor0(indptr, indices, nodes, fanout, table, k0, k1, c0, c1, dependent, nu
                     out_src[lo + j] = indices[start + j]
                     out_w[lo + j] = w
                 continue
-            _smallest_variates(indices, start, d, k, score, pos, keys, ranked, table, k0, k1, c0, c1, dependent)
+            if not _smallest_candidates(indices, start, d, k, score, pos, heap_score, heap_pos, keys, variates):
+                _smallest_by_heap(indices, start, d, k, pos, heap_score, heap_pos, keys, variates)
             w = np.float32(1.0 / k)
             for j in range(k):
                 e = start + pos[j]
@@ -411,6 +484,9 @@ def _gather_neighbourhoods(indptr, indices, nodes):
 
 
 # ---------------------------------------------------------------- weighted LABOR-0
+_SMALL_SORT = 64  # fanouts up to this sort their kept positions by rank (sort_small)
+
+
 @numba.njit(inline="always", nogil=True, cache=True)
 def _priority_weight(w, largest, tau, total, log_space):
     """HT weight ``a / (Σa · min(1, a τ))`` of a kept edge, ``a = w / largest`` its
@@ -570,8 +646,8 @@ def _update_vertex_probabilities(offsets, local, pi, c, partial):
     for p in numba.prange(partitions):
         row = partial[p]
         row[:] = 0.0
-        lo = np.searchsorted(offsets, offsets[n] * p // partitions)
-        hi = n if p == partitions - 1 else np.searchsorted(offsets, offsets[n] * (p + 1) // partitions)
+        lo = lower_bound(offsets, offsets[n] * p // partitions)
+        hi = n if p == partitions - 1 else lower_bound(offsets, offsets[n] * (p + 1) // partitions)
         for i in range(lo, hi):
             cs = c[i]
             neighbours = local[offsets[i] : offsets[i + 1]]
@@ -636,15 +712,19 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 
 # ---------------------------------------------------------------- entry point
-def _dependent_variate_table(indptr, nodes, fanout, variates: Variates) -> np.ndarray:
-    """int64 order keys of ``z_t`` (``r_t = Φ(z_t)``) of every vertex, when dependent
-    variates (two Box-Muller normals and an erfc each, ~50x a hash) would otherwise be
-    computed per scanned edge for more edges than the graph has vertices; else an empty
-    array (compute per edge). The order of ``z_t`` is that of ``r_t`` (up to ties that
-    rounding ``Φ`` would make)."""
+def _labor0_variates(indptr, nodes, fanout, variates: Variates):
+    """The variates argument of :func:`_labor0`: ``(k0,)`` when independent; when
+    dependent, the int64 order keys of ``z_t`` (``r_t = Φ(z_t)``) of every vertex if
+    dependent variates (two Box-Muller normals and an erfc each, ~50x a hash) would
+    otherwise be computed per scanned edge for more edges than the graph has vertices,
+    else ``(k0, k1, c0, c1)`` (compute per edge). The order of ``z_t`` is that of ``r_t``
+    (up to ties that rounding ``Φ`` would make)."""
+    k0 = np.uint64(variates.k0)
+    if not variates.dependent:
+        return (k0,)
     num_nodes = indptr.size - 1
-    if not variates.dependent or fanout == -1 or _scanned_edges(indptr, nodes, fanout) < num_nodes:
-        return np.empty(0, np.int64)
+    if fanout == -1 or _scanned_edges(indptr, nodes, fanout) < num_nodes:
+        return (k0, np.uint64(variates.k1), float(variates.c0), float(variates.c1))
     normals = variates.normals or (lambda key: vertex_normals(np.uint64(key), num_nodes))
     normals0, normals1 = normals(variates.k0), normals(variates.k1)
     for table in (normals0, normals1):
@@ -723,8 +803,8 @@ def sample_labor(
     fanout = min(fanout, _FANOUT_CAP)
     chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
     if probs is None and importance_sampling == 0:
-        table = _dependent_variate_table(indptr_np, nodes_np, fanout, variates)
-        *out, bad_ranges = _labor0(indptr_np, indices_np, nodes_np, fanout, table, k0, k1, c0, c1, dependent, chunks)
+        kernel_variates = _labor0_variates(indptr_np, nodes_np, fanout, variates)
+        *out, bad_ranges = _labor0(indptr_np, indices_np, nodes_np, fanout, kernel_variates, chunks)
         check_kernel_report(bad_ranges, 0, "sample_labor")
         return LayerSample(*(torch.from_numpy(a) for a in out))
     offsets, neighbour_ids, bad_ranges = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)

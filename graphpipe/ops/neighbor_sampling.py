@@ -49,7 +49,7 @@ from .selection import (
     max_output_edges,
     range_is_bad,
     sift_down,
-    sort_small,
+    sort_by_rank,
     weight_range,
     weighted_score,
     write_ranked,
@@ -168,73 +168,89 @@ def _skip_excluded(out, k, start, excluded):
         out[m] = start + r + j
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out, ex_indptr, ex_pos):
-    """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
-    ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
-    ``indices`` overlap instead of stalling the sampling arithmetic).
+def _uniform_kernel(large_fanouts: bool):
+    """The uniform sampling kernel, with (``large_fanouts``) or without the code for
+    fanouts above ``_SMALL_FANOUT_MAX`` (Floyd's hash set and a sort call): numba
+    compiles every branch a kernel has, taken or not, and that code is most of the
+    compile time of the usual fanouts (a branch on a closure constant is dropped before
+    compilation)."""
 
-    A destination with excluded in-edges (``ex_indptr``/``ex_pos``, an
-    :class:`EdgeExclusion`) draws ranks among its ``d - x`` other in-edges, with the same
-    rules and variates, and maps them past the excluded positions.
+    @numba.njit(parallel=True, nogil=True, cache=True)
+    def sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out, ex_indptr, ex_pos):
+        """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
+        ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
+        ``indices`` overlap instead of stalling the sampling arithmetic).
 
-    Returns ``(indptr, sources, edge ids, bad ranges)``; when a destination's range is
-    bad (:func:`range_is_bad`) or the output would exceed ``max_out`` edges, nothing is
-    sampled (the caller raises)."""
-    num_dst = nodes.shape[0]
-    num_edges = indices.shape[0]
-    starts = np.empty(num_dst, np.int64)
-    degrees = np.empty(num_dst, np.int64)
-    out_indptr = np.empty(num_dst + 1, np.int64)
-    out_indptr[0] = 0
-    bad = 0
-    for i in numba.prange(num_dst):
-        start = np.int64(indptr[nodes[i]])
-        end = np.int64(indptr[nodes[i] + 1])
-        bad += range_is_bad(start, end, num_edges)
-        d = end - start - _excluded_count(ex_indptr, i)
-        starts[i] = start
-        degrees[i] = d
-        if fanout == -1:
-            out_indptr[i + 1] = d
-        elif replace:
-            out_indptr[i + 1] = fanout if d > 0 else 0
-        else:
-            out_indptr[i + 1] = min(d, fanout)
-    if bad:
-        return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), bad
-    num_out = _offsets(out_indptr, max_out)
-    if num_out > max_out:
-        return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), 0
-    out_eids = np.empty(num_out, np.int64)
-    for chunk in numba.prange(_NUM_CHUNKS):
-        draws = np.empty(_SMALL_FANOUT_MAX, np.int64)
-        for i in range(chunk * num_dst // _NUM_CHUNKS, (chunk + 1) * num_dst // _NUM_CHUNKS):
-            lo = out_indptr[i]
-            k = out_indptr[i + 1] - lo
-            if k == 0:
-                continue
-            start = starts[i]
-            d = degrees[i]
-            vkey = hash2(key, nodes[i])
-            out = out_eids[lo : lo + k]
-            if fanout == -1 or (k == d and not replace):
-                for m in range(k):
-                    out[m] = start + m
+        A destination with excluded in-edges (``ex_indptr``/``ex_pos``, an
+        :class:`EdgeExclusion`) draws ranks among its ``d - x`` other in-edges, with the same
+        rules and variates, and maps them past the excluded positions.
+
+        Returns ``(indptr, sources, edge ids, bad ranges)``; when a destination's range is
+        bad (:func:`range_is_bad`) or the output would exceed ``max_out`` edges, nothing is
+        sampled (the caller raises)."""
+        num_dst = nodes.shape[0]
+        num_edges = indices.shape[0]
+        starts = np.empty(num_dst, np.int64)
+        degrees = np.empty(num_dst, np.int64)
+        out_indptr = np.empty(num_dst + 1, np.int64)
+        out_indptr[0] = 0
+        bad = 0
+        for i in numba.prange(num_dst):
+            start = np.int64(indptr[nodes[i]])
+            end = np.int64(indptr[nodes[i] + 1])
+            bad += range_is_bad(start, end, num_edges)
+            d = end - start - _excluded_count(ex_indptr, i)
+            starts[i] = start
+            degrees[i] = d
+            if fanout == -1:
+                out_indptr[i + 1] = d
             elif replace:
-                for m in range(k):
-                    out[m] = start + _randint(vkey, m, d)
-                sort_small(out, k, draws)
-            elif k <= _SMALL_FANOUT_MAX:
-                _floyd_small(vkey, start, d, k, out, draws)
+                out_indptr[i + 1] = fanout if d > 0 else 0
             else:
-                _floyd_hashed(vkey, start, d, k, out)
-            if i < ex_indptr.size - 1 and ex_indptr[i + 1] > ex_indptr[i]:
-                _skip_excluded(out, k, start, ex_pos[ex_indptr[i] : ex_indptr[i + 1]])
-    out_src = np.empty(num_out, np.int64)
-    for e in numba.prange(num_out):
-        out_src[e] = indices[np.uint64(out_eids[e])]  # unsigned: no wraparound check
-    return out_indptr, out_src, out_eids, 0
+                out_indptr[i + 1] = min(d, fanout)
+        if bad:
+            return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), bad
+        num_out = _offsets(out_indptr, max_out)
+        if num_out > max_out:
+            return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), 0
+        out_eids = np.empty(num_out, np.int64)
+        for chunk in numba.prange(_NUM_CHUNKS):
+            draws = np.empty(_SMALL_FANOUT_MAX, np.int64)
+            for i in range(chunk * num_dst // _NUM_CHUNKS, (chunk + 1) * num_dst // _NUM_CHUNKS):
+                lo = out_indptr[i]
+                k = out_indptr[i + 1] - lo
+                if k == 0:
+                    continue
+                start = starts[i]
+                d = degrees[i]
+                vkey = hash2(key, nodes[i])
+                out = out_eids[lo : lo + k]
+                if fanout == -1 or (k == d and not replace):
+                    for m in range(k):
+                        out[m] = start + m
+                elif replace:
+                    for m in range(k):
+                        out[m] = start + _randint(vkey, m, d)
+                    if large_fanouts and k > _SMALL_FANOUT_MAX:
+                        out.sort()
+                    else:
+                        sort_by_rank(out, k, draws)
+                elif large_fanouts and k > _SMALL_FANOUT_MAX:
+                    _floyd_hashed(vkey, start, d, k, out)
+                else:
+                    _floyd_small(vkey, start, d, k, out, draws)
+                if i < ex_indptr.size - 1 and ex_indptr[i + 1] > ex_indptr[i]:
+                    _skip_excluded(out, k, start, ex_pos[ex_indptr[i] : ex_indptr[i + 1]])
+        out_src = np.empty(num_out, np.int64)
+        for e in numba.prange(num_out):
+            out_src[e] = indices[np.uint64(out_eids[e])]  # unsigned: no wraparound check
+        return out_indptr, out_src, out_eids, 0
+
+    return sample_uniform
+
+
+_sample_uniform = _uniform_kernel(large_fanouts=False)
+_sample_uniform_large = _uniform_kernel(large_fanouts=True)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -481,7 +497,8 @@ def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude) ->
         excluded = tuple(t.contiguous().numpy() for t in exclude)
     try:
         if probs is None:
-            out = _sample_uniform(indptr_np, indices_np, nodes_np, capped, key, bool(replace), max_out, *excluded)
+            kernel = _sample_uniform if capped <= _SMALL_FANOUT_MAX else _sample_uniform_large
+            out = kernel(indptr_np, indices_np, nodes_np, capped, key, bool(replace), max_out, *excluded)
             bad_ranges, non_finite = out[3], 0
         else:
             probs_np = probs.contiguous().numpy()

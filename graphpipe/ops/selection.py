@@ -22,11 +22,13 @@ __all__ = [
     "destination_ranges",
     "edge_balanced_chunks",
     "heapify",
-    "keep_k_smallest",
+    "kth_smallest",
+    "lower_bound",
     "max_output_edges",
     "offer",
     "range_is_bad",
     "sift_down",
+    "sort_by_rank",
     "sort_small",
     "weight_range",
     "weighted_score",
@@ -76,15 +78,21 @@ def offer(score, pos, k, value, position):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def keep_k_smallest(score, pos, n, k):
-    """Move the ``k`` smallest ``(score, pos)`` pairs of ``[:n]`` into ``[:k]`` (any order).
+def kth_smallest(score, pos, n, k, heap_score, heap_pos):
+    """The ``k``-th smallest ``(score, pos)`` pair of ``[:n]`` (``1 <= k <= n``), as
+    ``(score, pos)``: the root of a max-heap of the ``k`` smallest, built in the scratch
+    ``heap_score``/``heap_pos`` (``>= k`` slots), so the input keeps its order.
 
     ``pos[:n]`` must be ascending, so a later pair only replaces the heap's largest when
     its score is strictly smaller. ``O(n + k log k log(n / k))`` expected for random scores.
     """
-    heapify(score, pos, k)
+    for j in range(k):
+        heap_score[j] = score[j]
+        heap_pos[j] = pos[j]
+    heapify(heap_score, heap_pos, k)
     for j in range(k, n):
-        offer(score, pos, k, score[j], pos[j])
+        offer(heap_score, heap_pos, k, score[j], pos[j])
+    return heap_score[0], heap_pos[0]
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -101,13 +109,10 @@ def write_ranked(values, n, out, offset):
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def sort_small(values, n, scratch):
-    """Sort ``values[:n]`` (repeats allowed) ascending in place; by rank through
-    ``scratch`` (same dtype) when ``n <= scratch.size``. A sort call costs about 400 ns
-    however few the values; ranking 15 of them costs about 65 ns."""
-    if n > scratch.size:
-        values[:n].sort()
-        return
+def sort_by_rank(values, n, scratch):
+    """Sort ``values[:n]`` (repeats allowed, ``n <= scratch.size``) ascending in place, by
+    rank through ``scratch`` (same dtype): ``n²`` branch-free comparisons. A sort call
+    costs about 400 ns however few the values; ranking 15 of them costs about 65 ns."""
     for i in range(n):
         t = values[i]
         rank = 0
@@ -116,6 +121,17 @@ def sort_small(values, n, scratch):
         scratch[rank] = t
     for i in range(n):
         values[i] = scratch[i]
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def sort_small(values, n, scratch):
+    """Sort ``values[:n]`` (repeats allowed) ascending in place: :func:`sort_by_rank`
+    when ``n <= scratch.size``, else numpy's sort (whose code takes seconds to compile:
+    kernels that never sort more than ``scratch.size`` values call ``sort_by_rank``)."""
+    if n > scratch.size:
+        values[:n].sort()
+        return
+    sort_by_rank(values, n, scratch)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -133,9 +149,23 @@ def edge_balanced_chunks(indptr, nodes, chunks):
     chunks = min(n, chunks)
     bounds = np.empty(chunks + 1, np.int64)
     for c in range(chunks + 1):
-        bounds[c] = np.searchsorted(cost, cost[n] * c // max(chunks, 1))
+        bounds[c] = lower_bound(cost, cost[n] * c // max(chunks, 1))
     bounds[chunks] = n
     return bounds
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def lower_bound(sorted_values, x):
+    """The first index ``i`` with ``sorted_values[i] >= x`` (``np.searchsorted(...,
+    side="left")``, whose generic code takes a second to compile)."""
+    lo, hi = 0, sorted_values.size
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if sorted_values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @numba.njit(inline="always", nogil=True, cache=True)

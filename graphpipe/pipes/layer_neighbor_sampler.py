@@ -15,6 +15,7 @@ from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, derive_key
 from ..ops.edge_lookup import EdgeExclusion, drop_excluded
+from ..ops.compile import compile_sample_labor
 from ..ops.labor import Variates, sample_labor, vertex_normals
 from ..validation import check_edge_weights, check_importance_sampling, check_int
 from .base import Pipe, functional_pipe
@@ -144,6 +145,15 @@ class LayerNeighborSampler(SubgraphSampler):
         if exclude is None:
             return sample
         return drop_excluded(sample, exclude, nodes, self.graph.indptr, self.probs)
+
+    def compile_kernels(self) -> None:
+        """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
+        graph's dtypes and these options: the variates of ``batch_dependency > 1`` take
+        other kernels (:func:`graphpipe.pipes.compile.compile_kernels`)."""
+        compile_sample_labor(
+            self.graph.indptr, self.graph.indices, importance_sampling=self.importance_sampling,
+            dependent=self.batch_dependency > 1, probs=self.probs,
+        )  # fmt: skip
 
 
 class _NormalsCache:

@@ -10,6 +10,7 @@ from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, sample_neighbors
 from ..ops.edge_lookup import EdgeExclusion
+from ..ops.compile import compile_sample_neighbors
 from ..ops.neighbor_sampling import FanoutTooLarge
 from ..validation import check_edge_weights
 from .base import Pipe, functional_pipe
@@ -108,3 +109,7 @@ class NeighborSampler(SubgraphSampler):
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
 
+    def compile_kernels(self) -> None:
+        """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
+        graph's dtypes, these fanouts and options (:func:`graphpipe.pipes.compile.compile_kernels`)."""
+        compile_sample_neighbors(self.graph.indptr, self.graph.indices, self.fanouts, replace=self.replace, probs=self.probs)

@@ -19,6 +19,8 @@ def test_multiprocess_example_runs_with_torchrun():
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert f"2 ranks, {mode} minibatches of 64 seeds per rank" in done.stdout
     rows = [int(n) for n in re.findall(r"feature rows read \(all ranks\) (\d+)", done.stdout)]
-    assert len(rows) == 2 and all(n > 0 for n in rows)
+    assert len(rows) == 4 and all(n > 0 for n in rows)  # one per epoch
     found = re.findall(r"^GraphSAGE validation accuracy: (\d\.\d{4})$", done.stdout, flags=re.M)
-    assert len(found) == 1 and 0.0 <= float(found[0]) <= 1.0
+    # The features alone give 0.18-0.25 (the single-process examples' MLP at these sizes);
+    # the GNN got 0.49 here, 0.41-0.52 in the single-process example over seeds 0-2.
+    assert len(found) == 1 and float(found[0]) > 0.35, done.stdout

@@ -9,7 +9,7 @@ import torch
 from scipy import stats
 
 from graphpipe import CSCGraph
-from graphpipe.ops import derive_key, gpu_sampling, torch_random
+from graphpipe.ops import derive_key, gpu_sampling, sample_neighbors, torch_random
 from graphpipe.ops.unique_and_compact import unique_and_compact
 
 has_cuda = torch.cuda.is_available()
@@ -251,7 +251,6 @@ def test_cuda_equals_cpu_bit_for_bit(pinned):
 
 
 def test_same_edges_as_the_numba_neighbor_sampler():
-    ns = pytest.importorskip("graphpipe.ops.neighbor_sampling")
     graph = random_graph(num_nodes=300, max_deg=90, seed=7, weighted=True)
     w = graph.edge_attributes["w"]
     nodes = torch.randperm(300, generator=torch.Generator().manual_seed(8))[:200]
@@ -265,18 +264,17 @@ def test_same_edges_as_the_numba_neighbor_sampler():
     for case in cases:
         for seed in range(3):
             key = derive_key(seed, 11)
-            want = ns.sample_neighbors(graph.indptr, graph.indices, nodes, key=key, **case)
+            want = sample_neighbors(graph.indptr, graph.indices, nodes, key=key, **case)
             got = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, key=key, **case)
             for name, x, y in zip(("indptr", "indices", "edge_ids"), got[:3], want[:3]):
                 assert torch.equal(x, y), (case, name)
 
 
 def test_weighted_with_replacement_mostly_equals_numba():
-    ns = pytest.importorskip("graphpipe.ops.neighbor_sampling")
     graph = random_graph(num_nodes=300, max_deg=40, seed=9, weighted=True)
     w = graph.edge_attributes["w"]
     nodes = torch.arange(300)
-    want = ns.sample_neighbors(graph.indptr, graph.indices, nodes, 6, key=5, replace=True, probs=w)
+    want = sample_neighbors(graph.indptr, graph.indices, nodes, 6, key=5, replace=True, probs=w)
     got = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, 6, key=5, replace=True, probs=w)
     assert torch.equal(got.indptr, want.indptr)
     assert float((got.edge_ids == want.edge_ids).double().mean()) > 0.99

@@ -7,10 +7,13 @@ from graphpipe import CSCGraph
 from graphpipe.ops import derive_key, sample_labor
 from graphpipe.ops.gpu_sampling import sample_labor_torch
 from graphpipe.ops.labor import (
+    _SEGMENT,
     Variates,
     _labor0,
     _labor_variates_torch,
     _normal_quantile,
+    _order_key,
+    _smallest_candidates,
     _update_vertex_probabilities,
     labor_variates,
 )
@@ -299,16 +302,23 @@ def test_fixed_point_sum_is_the_same_for_any_thread_count(numba_threads):
     assert sums[0] == sums[1]
 
 
-def test_labor0_all_candidates_and_ties_fall_back_to_the_heap():
-    """Equal variates everywhere: every edge is a candidate (-10: the buffer overflows)
-    or none is (0), and ties go to the lower positions."""
-    graph = _star(degree=5000)
-    indptr, indices, nodes = graph.indptr.numpy(), graph.indices.numpy(), np.array([0])
-    for value in (-10.0, 0.0):
-        table = np.full(5001, value)
-        _, _, edge_ids, _, bad_ranges = _labor0(indptr, indices, nodes, 15, table, np.uint64(1), np.uint64(0), 1.0, 0.0, True, 4)
-        assert bad_ranges == 0
-        assert edge_ids.tolist() == list(range(15))
+@pytest.mark.parametrize("z, degree, scan", [(-10.0, 5000, "overflows"), (0.0, 5000, "is empty"), (0.0, 20, "is all")])
+def test_labor0_ties_and_the_heap_fallback(z, degree, scan):
+    """Equal variates everywhere (a table of one key): ties go to the lowest positions,
+    whether the candidate scan overflows its buffer (every edge is below the threshold,
+    about z = -2.5 here) or finds none (both fall back to the heap), or, with few more
+    in-edges than k, takes every edge as a candidate."""
+    k = 15
+    graph = _star(degree=degree)
+    indptr, indices = graph.indptr.numpy(), graph.indices.numpy()
+    table = np.full(degree + 1, _order_key(z), np.int64)
+    score, pos = (np.empty(4 * (k + 16) + _SEGMENT, np.int64) for _ in range(2))  # as _labor0 sizes them
+    heap_score, heap_pos = (np.empty(k + 1, np.int64) for _ in range(2))
+    found = _smallest_candidates(indices, 0, degree, k, score, pos, heap_score, heap_pos, np.empty(_SEGMENT, np.int64), table)
+    assert found == (scan == "is all")
+    _, _, edge_ids, _, bad_ranges = _labor0(indptr, indices, np.array([0]), k, table, 4)
+    assert bad_ranges == 0
+    assert edge_ids.tolist() == list(range(k))
 
 
 def test_wrong_normal_tables_are_rejected():

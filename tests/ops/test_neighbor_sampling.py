@@ -68,15 +68,18 @@ def test_edges_exist_and_counts(graph_builder, index_dtype, fanout, replace):
 
 
 @pytest.mark.parametrize("fanout", [10, 100])
-def test_high_degree_nodes(graph_builder, fanout):
-    """Degrees above 64, with a small fanout (array set) and a large one (hash set)."""
+@pytest.mark.parametrize("replace", [False, True])
+def test_high_degree_nodes(graph_builder, fanout, replace):
+    """Degrees above 64, with a small fanout (array set, draws sorted by rank) and a large
+    one (the kernel for large fanouts: hash set, draws sorted by a sort call)."""
     graph = graph_builder(400, 300, seed=2)
     nodes = torch.arange(400)
-    sample = sample_neighbors(graph.indptr, graph.indices, nodes, fanout, key=KEY)
-    _check_valid(graph, nodes, sample)
+    sample = sample_neighbors(graph.indptr, graph.indices, nodes, fanout, key=KEY, replace=replace)
+    _check_valid(graph, nodes, sample, replace)
     deg = graph.in_degrees()
     assert bool((deg > 100).any())
-    assert torch.equal(sample.indptr[1:] - sample.indptr[:-1], deg.clamp(max=fanout))
+    expected = torch.where(deg > 0, fanout, 0) if replace else deg.clamp(max=fanout)
+    assert torch.equal(sample.indptr[1:] - sample.indptr[:-1], expected)
 
 
 def _floyd_reference(vkey, start, d, k):

@@ -19,12 +19,8 @@ def _chain(data, method):
     return getattr(items, method)(data.graph, [4, 3], seed=9).fetch_feature(data.features, ["feat"])
 
 
-
-
 @pytest.mark.parametrize("method", ["sample_neighbor", "sample_layer_neighbor"])
 def test_default_rewrite_and_a_thread_pool_give_the_plain_batches(data, method):
-    if not hasattr(gp.ItemSampler(gp.ItemSet(1), 1), method):
-        pytest.skip(f"{method} is not registered yet")
     plain_pipe = _chain(data, method)
     plain = list(plain_pipe) + list(plain_pipe)
     loader = gp.DataLoader(_chain(data, method))

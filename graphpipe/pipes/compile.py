@@ -1,0 +1,146 @@
+"""Compiling the numba kernels of a pipe in the background, from when its loader is built.
+
+A process compiles each numba kernel when it first runs it, unless numba's on-disk
+cache has it (:mod:`graphpipe.ops.compile`): the first batch of a first run waits 5-20 s
+for its sampler's kernels. :func:`compile_kernels` starts that work as soon as a pipe is
+known, in a daemon thread, for exactly the kernels its stages use (their samplers,
+options, graph and feature dtypes), and logs one line when it takes long, so that a
+first run does not look like a hang. A batch that needs a kernel while the thread
+compiles it waits for numba's compiler lock, then uses the compiled code: nothing has
+to wait for the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import partial
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..feature_store import Feature
+from ..ops.compile import cache_dir, compile_gather_rows, compile_unique_and_compact
+from .base import Pipe, upstream
+from .feature_fetcher import FeatureFetcher
+from .subgraph_sampler import SubgraphSampler
+
+__all__ = ["CompileJob", "compile_kernels"]
+
+logger = logging.getLogger("graphpipe")
+
+# Tasks that end within this long loaded their kernels from the cache: no notice.
+NOTICE_AFTER_S = 1.0
+
+Task = Tuple[str, Callable[[], None]]
+
+# One notice at a time: loaders built back to back (training, validation) start jobs
+# that wait on the same compilations.
+_notice_lock = threading.Lock()
+_notice_shown = False
+
+
+class CompileJob:
+    """``tasks`` (``(name, function)`` pairs) run in order by a daemon thread, or here
+    when ``background`` is false.
+
+    ``wait()`` blocks until they are done and re-raises a task's exception. When they
+    take longer than ``notice_after`` seconds (numba's cache did not have the kernels),
+    one line goes to the ``graphpipe`` logger (printed on stderr unless logging is
+    configured otherwise), and one more when they end.
+    """
+
+    def __init__(self, tasks: Sequence[Task], background: bool = True, notice_after: float = NOTICE_AFTER_S):
+        self.tasks: List[Task] = list(tasks)
+        self.seconds: Optional[float] = None  # how long the tasks took, once done
+        self._error: Optional[BaseException] = None
+        self._current = 0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._noticed = False
+        self._timer = threading.Timer(notice_after, self._notice)
+        self._timer.daemon = True
+        self._timer.start()
+        if background:
+            threading.Thread(target=self._run, name="graphpipe-compile", daemon=True).start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        global _notice_shown
+        start = time.perf_counter()
+        try:
+            for self._current, (_, task) in enumerate(self.tasks):
+                task()
+        except BaseException as error:  # kept for wait(); a batch that runs the task raises it too
+            self._error = error
+        finally:
+            self.seconds = time.perf_counter() - start
+            self._timer.cancel()
+            with self._lock:
+                self._done.set()
+            if self._noticed:
+                logger.warning("graphpipe: kernels ready after %.1f s", self.seconds)
+                with _notice_lock:
+                    _notice_shown = False
+
+    def _notice(self) -> None:
+        global _notice_shown
+        with self._lock, _notice_lock:
+            if self._done.is_set() or _notice_shown:
+                return
+            self._noticed = _notice_shown = True
+            names = ", ".join(dict.fromkeys(name for name, _ in self.tasks[self._current :]))
+        logger.warning(
+            "graphpipe: compiling numba kernels for %s (a first run takes 10-40 s; later runs load them "
+            "from the cache in %s)",
+            names,
+            cache_dir(),
+        )
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the tasks (at most ``timeout`` seconds) and re-raise a task's
+        exception. Returns whether they are done."""
+        finished = self._done.wait(timeout)
+        if finished and self._error is not None:
+            raise self._error
+        return finished
+
+
+def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob:
+    """Start compiling (or loading from numba's cache) the CPU kernels the stages of
+    ``pipe`` use: a sampler's (its ``compile_kernels()`` and unique-and-compact, unless
+    its graph is on a GPU) and the row gathers of a ``FeatureFetcher``'s features,
+    upstream stages first (the order a batch needs them).
+
+    ``background=None`` runs the tasks in a daemon thread, unless numba's threading
+    layer is ``workqueue``, which aborts when parallel kernels start from two threads at
+    once: then they run here, before this returns (the same wait the first batch would
+    have), with the same notice.
+    """
+    tasks: List[Task] = []
+    for stage in reversed(upstream(pipe)):
+        name = type(stage).__name__
+        if isinstance(stage, SubgraphSampler) and not stage.graph.indptr.is_cuda:
+            compile_sampler = getattr(stage, "compile_kernels", None)  # a user's sampler may have none
+            if compile_sampler is not None:
+                tasks.append((name, compile_sampler))
+            tasks.append((name, partial(compile_unique_and_compact, stage.graph.num_nodes)))
+        if isinstance(stage, FeatureFetcher):
+            kinds = (("node", stage.node_feature_keys), ("edge", stage.edge_feature_keys))
+            for kind, keys in kinds:
+                for key in keys:
+                    feature = stage.features[kind, key]
+                    on_cpu = not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda)
+                    if type(feature) is Feature and on_cpu:  # not a GPU cache
+                        tasks.append((name, partial(compile_gather_rows, feature.data)))
+    if background is None:
+        from ..transforms.defaults import _kernels_thread_safe
+
+        background = _kernels_thread_safe()
+    return CompileJob(tasks, background=background)
+

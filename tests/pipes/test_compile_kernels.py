@@ -1,0 +1,87 @@
+"""compile_kernels(pipe) compiles what a pipe's batches run, in the background, and says so
+when it takes long."""
+
+import logging
+import threading
+import time
+
+import pytest
+import torch
+
+import graphpipe as gp
+from graphpipe.pipes.compile import CompileJob, compile_kernels
+
+
+def _pipe(graph_builder, sampler, **options):
+    graph = graph_builder(400, 60, seed=7, index_dtype=torch.int32, weights=True)
+    features = gp.FeatureStore({"feat": torch.randn(400, 5).to(torch.bfloat16)}, edge_features={"w": torch.rand(graph.num_edges)})
+    items = gp.ItemSet(torch.arange(400))
+    pipe = getattr(gp.ItemSampler(items, 64, seed=0), sampler)(graph, [80, 4], seed=0, **options)
+    return pipe.fetch_feature(features, ["feat"], ["w"])
+
+
+@pytest.mark.parametrize(
+    "sampler, options",
+    [
+        ("sample_neighbor", {}),
+        ("sample_neighbor", {"replace": True, "weights": "weight"}),
+        ("sample_layer_neighbor", {"batch_dependency": 3}),
+        ("sample_layer_neighbor", {"importance_sampling": -1}),
+        ("sample_layer_neighbor", {"weights": "weight"}),
+    ],
+)
+def test_a_pipe_compiles_nothing_after_its_job(graph_builder, no_compilation, sampler, options):
+    pipe = _pipe(graph_builder, sampler, **options)
+    job = compile_kernels(pipe)
+    assert [name for name, _ in job.tasks] == [type(pipe.source).__name__] * 2 + ["FeatureFetcher"] * 2
+    assert job.wait(timeout=600)
+    with no_compilation():
+        batches = list(gp.DataLoader(pipe, transforms=[]))
+    assert len(batches) == 7 and batches[0].node_features["feat"].dtype == torch.bfloat16
+
+
+def _slow_task():
+    time.sleep(0.3)
+
+
+def test_a_long_job_says_what_it_compiles_and_when_it_is_ready(caplog):
+    with caplog.at_level(logging.WARNING, logger="graphpipe"):
+        job = CompileJob([("FastStage", lambda: None), ("SlowStage", _slow_task)], notice_after=0.1)
+        assert job.wait(timeout=10)
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("graphpipe: compiling numba kernels for SlowStage (a first run takes")
+    assert "later runs load them from the cache in " in messages[0]
+    assert messages[1].startswith("graphpipe: kernels ready after 0.")
+    assert job.seconds >= 0.3
+
+
+def test_a_quick_job_is_silent(caplog):
+    with caplog.at_level(logging.WARNING, logger="graphpipe"):
+        job = CompileJob([("Stage", lambda: None)], notice_after=0.5)
+        assert job.wait(timeout=10)
+        time.sleep(0.6)
+    assert caplog.records == []
+
+
+def test_jobs_running_together_give_one_notice(caplog):
+    gate = threading.Event()
+    with caplog.at_level(logging.WARNING, logger="graphpipe"):
+        jobs = [CompileJob([(f"Stage{i}", lambda: gate.wait(10))], notice_after=0.05) for i in range(2)]
+        time.sleep(0.3)
+        gate.set()
+        assert all(job.wait(timeout=10) for job in jobs)
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2 and "compiling" in messages[0] and "ready" in messages[1], messages
+
+
+def test_a_failing_task_is_raised_by_wait_and_the_next_tasks_do_not_run():
+    ran = []
+
+    def fail():
+        raise ValueError("no kernel")
+
+    job = CompileJob([("A", fail), ("B", lambda: ran.append("B"))], background=False)
+    with pytest.raises(ValueError, match="no kernel"):
+        job.wait()
+    assert ran == [] and job.done()
