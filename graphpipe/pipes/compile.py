@@ -78,12 +78,13 @@ class CompileJob:
         finally:
             self.seconds = time.perf_counter() - start
             self._timer.cancel()
+            # The notices are written under the lock, and "ready" before wait() returns.
             with self._lock:
+                if self._noticed:
+                    logger.warning("graphpipe: kernels ready after %.1f s", self.seconds)
+                    with _notice_lock:
+                        _notice_shown = False
                 self._done.set()
-            if self._noticed:
-                logger.warning("graphpipe: kernels ready after %.1f s", self.seconds)
-                with _notice_lock:
-                    _notice_shown = False
 
     def _notice(self) -> None:
         global _notice_shown
@@ -92,12 +93,12 @@ class CompileJob:
                 return
             self._noticed = _notice_shown = True
             names = ", ".join(dict.fromkeys(name for name, _ in self.tasks[self._current :]))
-        logger.warning(
-            "graphpipe: compiling numba kernels for %s (a first run takes 10-40 s; later runs load them "
-            "from the cache in %s)",
-            names,
-            cache_dir(),
-        )
+            logger.warning(
+                "graphpipe: compiling numba kernels for %s (a first run takes 10-40 s; later runs load them "
+                "from the cache in %s)",
+                names,
+                cache_dir(),
+            )
 
     def done(self) -> bool:
         return self._done.is_set()
