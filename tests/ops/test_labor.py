@@ -39,6 +39,28 @@ def _star(degree=10, weights=None):
     return CSCGraph.from_coo(src, torch.zeros(degree, dtype=torch.int64), num_nodes=degree + 1, edge_attributes=attrs)
 
 
+def _disjoint_copies(indptr, indices, nodes, copies, probs=None):
+    """``copies`` disjoint copies of the in-neighbourhoods of ``nodes``, so that ONE call
+    samples ``copies`` independent trials: LABOR's variates belong to the sources, and
+    every copy has sources of its own. Destination ``i`` of copy ``c`` is node
+    ``c * len(nodes) + i``; sources follow. Returns ``(indptr, indices, probs, original)``
+    (int64 CSC, the weights per edge, and the original id of every node)."""
+    indptr, indices, nodes = indptr.long(), indices.long(), nodes.long()
+    n = nodes.numel()
+    ranges = [torch.arange(int(indptr[v]), int(indptr[v + 1])) for v in nodes.tolist()]
+    edges = torch.cat(ranges)
+    sources, local = torch.unique(indices[edges], return_inverse=True)
+    m = sources.numel()
+    copy = torch.arange(copies).repeat_interleave(edges.numel())
+    copy_indices = n * copies + copy * m + local.repeat(copies)
+    degrees = indptr[nodes + 1] - indptr[nodes]
+    copy_indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(degrees.repeat(copies), 0)])
+    copy_indptr = torch.cat([copy_indptr, copy_indptr[-1:].expand(m * copies)])  # sources: no in-edges
+    original = torch.cat([nodes.repeat(copies), sources.repeat(copies)])
+    copy_probs = None if probs is None else probs[edges].repeat(copies)
+    return copy_indptr, copy_indices, copy_probs, original
+
+
 @pytest.mark.parametrize("fanout", [1, 3, 7, 100, -1])
 def test_labor0_counts_edges_and_weights(graph_builder, fanout):
     graph = graph_builder(num_nodes=300, max_degree=40, seed=1)
@@ -81,12 +103,12 @@ def test_labor0_keeps_the_smallest_variates(dependent, num_nodes):
 
 def test_labor0_inclusion_probability_is_fanout_over_degree():
     graph = _star(degree=10)
-    nodes = torch.tensor([0])
-    hits = torch.zeros(10)
     trials = 3000
-    for k in range(trials):
-        s = sample_labor(graph.indptr, graph.indices, nodes, 3, variates=Variates(derive_key(11, k)))
-        hits[s.edge_ids] += 1
+    indptr, indices, _, _ = _disjoint_copies(graph.indptr, graph.indices, torch.tensor([0]), trials)
+    s = sample_labor(indptr, indices, torch.arange(trials), 3, variates=Variates(derive_key(11)))
+    positions = s.edge_ids - indptr[torch.arange(trials).repeat_interleave(3)]
+    assert torch.equal(s.indptr, torch.arange(trials + 1) * 3)
+    hits = torch.bincount(positions, minlength=10)
     # each edge in with probability 3/10: chi-square over the 10 edges
     assert stats.chisquare(hits.numpy(), np.full(10, trials * 0.3)).pvalue > 1e-3
 
@@ -134,19 +156,22 @@ def test_weighted_labor0_is_priority_sampling(graph_builder, fanout, dependent):
 def test_weighted_labor0_keeps_the_heavy_edges_together():
     """Weights 8:4:2:1:1:0.5:0:3, fanout 3, one destination: 3 edges every time, never the
     zero-weight one, the heaviest almost always, and the HT weights of each sample are
-    those of priority sampling."""
+    those of priority sampling. The trials are disjoint copies of the star, sampled in
+    one call."""
     weights = torch.tensor([8.0, 4.0, 2.0, 1.0, 1.0, 0.5, 0.0, 3.0])
     graph = _star(degree=8, weights=weights)
-    hits = np.zeros(8)
     trials = 2000
-    for k in range(trials):
-        variates = Variates(derive_key(3, k))
-        s = sample_labor(graph.indptr, graph.indices, torch.tensor([0]), 3, variates=variates, probs=weights)
-        assert s.edge_ids.numel() == 3
-        hits[s.edge_ids.numpy()] += 1
-        r = labor_variates(graph.indices.numpy(), np.uint64(variates.k0), np.uint64(0), 1.0, 0.0, False)
-        kept, w = _priority_reference(weights.numpy(), r, 3)
-        assert s.edge_ids.tolist() == kept.tolist() and np.allclose(s.edge_weights.numpy(), w, rtol=1e-5)
+    indptr, indices, probs, _ = _disjoint_copies(graph.indptr, graph.indices, torch.tensor([0]), trials, weights)
+    variates = Variates(derive_key(3))
+    s = sample_labor(indptr, indices, torch.arange(trials), 3, variates=variates, probs=probs)
+    assert torch.equal(s.indptr, torch.arange(trials + 1) * 3)
+    r = labor_variates(indices.numpy(), np.uint64(variates.k0), np.uint64(0), 1.0, 0.0, False)
+    positions = (s.edge_ids - indptr[torch.arange(trials).repeat_interleave(3)]).view(trials, 3).numpy()
+    edge_weights = s.edge_weights.view(trials, 3).numpy()
+    for trial in range(trials):
+        kept, w = _priority_reference(weights.numpy(), r[8 * trial : 8 * trial + 8], 3)
+        assert positions[trial].tolist() == kept.tolist() and np.allclose(edge_weights[trial], w, rtol=1e-5)
+    hits = np.bincount(positions.ravel(), minlength=8)
     assert hits[6] == 0 and hits.sum() == 3 * trials
     assert hits[0] > 0.9 * trials and (np.diff(hits[[0, 1, 7, 2, 3]]) < 0).all()
 
@@ -178,12 +203,12 @@ def test_weighted_labor0_mean_estimate_is_unbiased(graph_builder, weights):
         a = a / a.max()  # ratios: the sums of "huge" overflow, "subnormal" ones lose bits
         truth.append((a * h[indices[indptr[v] : indptr[v + 1]]]).sum() / a.sum())
 
-    def sample(k):
-        s = sample_labor(graph.indptr, graph.indices, nodes, 4, variates=Variates(derive_key(19, k)), probs=probs)
-        assert torch.equal(s.indptr[1:] - s.indptr[:-1], positive[nodes].clamp(max=4))
+    def sample(copy_indptr, copy_indices, copy_nodes, copy_probs, copies):
+        s = sample_labor(copy_indptr, copy_indices, copy_nodes, 4, variates=Variates(derive_key(19)), probs=copy_probs)
+        assert torch.equal(s.indptr[1:] - s.indptr[:-1], positive[nodes].clamp(max=4).repeat(copies))
         return s
 
-    assert_unbiased(sample, h, torch.stack(truth))
+    assert_unbiased(graph, nodes, h, torch.stack(truth), sample, probs)
 
 
 @pytest.mark.parametrize("importance_sampling", [0, -1])
@@ -195,24 +220,27 @@ def test_unbiased_mean_estimate(graph_builder, importance_sampling):
     indptr, indices = graph.indptr.long(), graph.indices.long()
     truth = torch.stack([h[indices[indptr[v] : indptr[v + 1]]].mean() for v in nodes])
 
-    def sample(k):
+    def sample(copy_indptr, copy_indices, copy_nodes, copy_probs, copies):
         return sample_labor(
-            graph.indptr, graph.indices, nodes, 4, variates=Variates(derive_key(9, k)),
+            copy_indptr, copy_indices, copy_nodes, 4, variates=Variates(derive_key(9)),
             importance_sampling=importance_sampling,
-        )
+        )  # fmt: skip
 
-    assert_unbiased(sample, h, truth)
+    assert_unbiased(graph, nodes, h, truth, sample)
 
 
-def assert_unbiased(sample, h, truth, trials=600):
-    """Over ``trials`` keys, ``Σ edge_weights · h[source]`` per destination of ``sample(k)``
-    (a LayerSample) averages to ``truth`` within 4.5 standard errors, and the estimates do
-    vary (a test that cannot fail on a constant)."""
-    estimates = torch.zeros(trials, truth.numel(), dtype=torch.float64)
-    for k in range(trials):
-        s = sample(k)
-        dst = torch.repeat_interleave(torch.arange(truth.numel()), s.indptr[1:] - s.indptr[:-1])
-        estimates[k].index_add_(0, dst, s.edge_weights.double() * h[s.indices])
+def assert_unbiased(graph, nodes, h, truth, sample, probs=None, trials=600):
+    """Over ``trials`` independent samples, ``Σ edge_weights · h[source]`` per destination
+    of ``nodes`` averages to ``truth`` within 4.5 standard errors, and the estimates do
+    vary (a test that cannot fail on a constant). The trials are disjoint copies of the
+    destinations' in-neighbourhoods (:func:`_disjoint_copies`), sampled in one call by
+    ``sample(indptr, indices, nodes, probs, copies)`` (a LayerSample)."""
+    indptr, indices, copy_probs, original = _disjoint_copies(graph.indptr, graph.indices, nodes, trials, probs)
+    s = sample(indptr, indices, torch.arange(trials * nodes.numel()), copy_probs, trials)
+    dst = torch.repeat_interleave(torch.arange(trials * nodes.numel()), s.indptr[1:] - s.indptr[:-1])
+    estimates = torch.zeros(trials * nodes.numel(), dtype=torch.float64)
+    estimates.index_add_(0, dst, s.edge_weights.double() * h[original[s.indices]])
+    estimates = estimates.view(trials, truth.numel())
     mean, se = estimates.mean(0), estimates.std(0) / trials**0.5
     z = (mean - truth) / se
     assert z.abs().max() < 4.5, z
