@@ -17,7 +17,10 @@ from graphpipe import CSCGraph
 
 from test_csc_graph_storage import graph, mapped_from
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps"),
+    pytest.mark.usefixtures("kernels_for_child_processes"),  # the children load them from the cache
+]
 
 
 def forking_dumps(obj) -> bytes:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("kernels_for_child_processes")  # the children load them from the cache
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -13,6 +13,8 @@ import textwrap
 import pytest
 import torch.distributed as dist
 
+pytestmark = pytest.mark.usefixtures("kernels_for_child_processes")  # the children load them from the cache
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPOCHS, KILL_AT = 2, 5  # the killed run dies after the 6th batch of epoch 0
 

@@ -25,7 +25,10 @@ FEAT_DIM = 4
 # minimal sampler defined here.
 KINDS = ("neighbor", "half") + (("labor",) if "sample_layer_neighbor" in Pipe._functional_names else ())
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
+    pytest.mark.usefixtures("kernels_for_child_processes"),  # the children load them from the cache
+]
 
 
 def power_law_coo(num_nodes=NUM_NODES, seed=0):

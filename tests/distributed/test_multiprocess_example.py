@@ -4,7 +4,11 @@ import os
 import re
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
+
+pytestmark = pytest.mark.usefixtures("kernels_for_child_processes")  # the children load them from the cache
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,6 +26,8 @@ from toy_pipes import (
     with_fake_subgraphs,
 )
 
+pytestmark = pytest.mark.usefixtures("kernels_for_child_processes")  # the children load them from the cache
+
 
 def _nothing_left_running():
     gc.collect()
