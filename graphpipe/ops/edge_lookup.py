@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .layer_sample import LayerSample
+from .selection import lower_bound_in
 
 __all__ = ["EdgeExclusion", "check_exclusion", "drop_excluded", "in_neighbours_sorted", "seed_edge_exclusion"]
 
@@ -48,24 +49,11 @@ class EdgeExclusion(NamedTuple):
 
 # ---------------------------------------------------------------- kernels' building blocks
 @numba.njit(inline="always", nogil=True, cache=True)
-def lower_bound(indices, start, end, u):
-    """The first position in ``[start, end)`` whose source is ``>= u`` (sources sorted)."""
-    lo, hi = start, end
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if indices[mid] < u:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(inline="always", nogil=True, cache=True)
 def count_source(indices, start, end, u, sorted_indices):
     """How many positions of ``[start, end)`` have source ``u`` (edges ``u -> v``)."""
     if sorted_indices:
-        lo = lower_bound(indices, start, end, u)
-        return lower_bound(indices, lo, end, u + 1) - lo
+        lo = lower_bound_in(indices, start, end, u)
+        return lower_bound_in(indices, lo, end, u + 1) - lo
     count = 0
     for p in range(start, end):
         count += indices[p] == u
@@ -76,7 +64,7 @@ def count_source(indices, start, end, u, sorted_indices):
 def has_source(indices, start, end, u, sorted_indices):
     """Whether some position of ``[start, end)`` has source ``u``."""
     if sorted_indices:
-        p = lower_bound(indices, start, end, u)
+        p = lower_bound_in(indices, start, end, u)
         return p < end and indices[p] == u
     for p in range(start, end):
         if indices[p] == u:
@@ -88,7 +76,7 @@ def has_source(indices, start, end, u, sorted_indices):
 def write_source_positions(indices, start, end, u, sorted_indices, out, at):
     """Write the positions of ``[start, end)`` with source ``u`` to ``out[at:]``, ascending;
     returns the index after the last one written."""
-    p = lower_bound(indices, start, end, u) if sorted_indices else start
+    p = lower_bound_in(indices, start, end, u) if sorted_indices else start
     while p < end:
         if indices[p] == u:
             out[at] = p

@@ -24,6 +24,7 @@ __all__ = [
     "heapify",
     "kth_smallest",
     "lower_bound",
+    "lower_bound_in",
     "max_output_edges",
     "offer",
     "range_is_bad",
@@ -158,7 +159,14 @@ def edge_balanced_chunks(indptr, nodes, chunks):
 def lower_bound(sorted_values, x):
     """The first index ``i`` with ``sorted_values[i] >= x`` (``np.searchsorted(...,
     side="left")``, whose generic code takes a second to compile)."""
-    lo, hi = 0, sorted_values.size
+    return lower_bound_in(sorted_values, 0, sorted_values.size, x)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def lower_bound_in(sorted_values, start, end, x):
+    """The first index in ``[start, end)`` with ``sorted_values[i] >= x`` (``end`` if none;
+    the values in that range are sorted)."""
+    lo, hi = start, end
     while lo < hi:
         mid = (lo + hi) >> 1
         if sorted_values[mid] < x:
