@@ -16,7 +16,7 @@ from .feature_store import Feature, FeatureStore
 from .disk_feature import DiskBasedFeature
 from .cpu_cache import CPUCachedFeature
 from .gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
-from .item_set import ItemSet
+from .item_set import HeteroItemSet, ItemSet, ItemSetDict
 from .loader import DataLoader
 from .minibatch import CSCFormat, MiniBatch, SampledSubgraph
 from .pipes import ItemSampler, Pipe, SubgraphSampler
@@ -45,6 +45,8 @@ __all__ = [
     "DataLoader",
     "ItemSampler",
     "ItemSet",
+    "HeteroItemSet",
+    "ItemSetDict",
     "MiniBatch",
     "Pipe",
     "SampledSubgraph",

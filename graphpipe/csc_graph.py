@@ -11,6 +11,15 @@ input), and :meth:`CSCGraph.map_edge_ids` turns sampled positions into those ids
 A graph is read-only once built (every array passed validation; assigning a field
 raises): build a new one, e.g. with ``dataclasses.replace(graph, indices=...)``.
 
+Heterogeneous (typed) graphs, GraphBolt's ``FusedCSCSamplingGraph`` layout: one CSC over
+global node ids in which the nodes of a type are contiguous (``node_type_offset``), every
+edge has a type (``type_per_edge``) and each destination's in-edges are grouped by edge
+type in ascending type id, so one kernel per layer samples every edge type (see
+:meth:`CSCGraph.from_hetero_edges`). Node types are names, edge types
+``"src_type:relation:dst_type"`` strings; ids of a type (``type-local`` ids, what
+``HeteroItemSet``s, typed MiniBatches and per-type features use) are global ids minus the
+type's offset, and ``original_edge_ids`` of a typed graph are edge ids within their type.
+
 Files: :meth:`CSCGraph.save` writes a ``torch.save`` archive with a format tag, a
 version and a CRC-32 of every array; :meth:`CSCGraph.load` checks them, and with
 ``mmap=True`` maps the file and only checks ``indptr`` (the ``O(num_edges)`` arrays are
@@ -25,11 +34,11 @@ import types
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import FrozenInstanceError, dataclass, field, fields
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 
-__all__ = ["CSCGraph", "smallest_index_dtype"]
+__all__ = ["CSCGraph", "smallest_index_dtype", "parse_edge_type"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
 
@@ -39,9 +48,11 @@ _INDPTR = 1  # and indptr non-decreasing: O(num_nodes)
 _FULL = 2  # and indices and original_edge_ids in range: O(num_nodes + num_edges)
 
 _FORMAT = "graphpipe.CSCGraph"
-_VERSION = 1
+_VERSION = 2
 _LEGACY_KEYS = frozenset({"indptr", "indices", "edge_attributes", "node_attributes"})  # save() before version 1
-_KEYS = _LEGACY_KEYS | {"format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
+_KEYS_V1 = _LEGACY_KEYS | {"format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
+_TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
+_KEYS = {1: _KEYS_V1, 2: _KEYS_V1 | set(_TYPE_KEYS)}
 # CRC-32 per chunk of an array's bytes: zlib releases the GIL, so the chunks of a large
 # array are checked on all cores (about 1.3 GB/s per core).
 _CHECKSUM_CHUNK_BYTES = 1 << 26
@@ -50,6 +61,18 @@ _CHECKSUM_CHUNK_BYTES = 1 << 26
 def smallest_index_dtype(max_value: int) -> torch.dtype:
     """int32 when every value up to ``max_value`` fits, else int64."""
     return torch.int32 if max_value < 2**31 else torch.int64
+
+
+def parse_edge_type(edge_type, where: str = "CSCGraph") -> Tuple[str, str, str]:
+    """``(src_type, relation, dst_type)`` of an edge type given as ``"src:relation:dst"``
+    (GraphBolt's form) or as a 3-tuple of strings (PyG's and DGL's)."""
+    parts = edge_type.split(":") if isinstance(edge_type, str) else edge_type
+    if not isinstance(parts, (tuple, list)) or len(parts) != 3 or not all(isinstance(p, str) and p for p in parts):
+        raise ValueError(
+            f"{where}: an edge type must be 'src_type:relation:dst_type' or a (src_type, relation, dst_type) "
+            f"tuple of non-empty strings, got {edge_type!r}"
+        )
+    return tuple(parts)
 
 
 @dataclass(init=False)
@@ -75,6 +98,14 @@ class CSCGraph:
             id, i.e. the edge's position in the COO list / ``edge_index`` it was built
             from. None when they are the same (input already grouped by target). Use
             :meth:`map_edge_ids`.
+        node_type_offset: typed graphs only (else None, as the three below):
+            ``[num_node_types + 1]`` int64, nodes of type ``i`` are the global ids
+            ``node_type_offset[i]:node_type_offset[i + 1]``.
+        type_per_edge: ``[num_edges]`` uint8 (int32 past 255 types) edge type id of the
+            edge at each CSC position, ascending within each destination's range.
+        node_type_to_id: node type name -> id (a read-only mapping).
+        edge_type_to_id: ``"src_type:relation:dst_type"`` -> id (a read-only mapping);
+            an edge of type ``t`` goes from a ``src_type`` node to a ``dst_type`` node.
         source_path: absolute path of the file this graph was mapped from by
             ``load(path, mmap=True)``, else None. Such a graph pickles as this path
             (worker processes map the file; nothing is copied). Not a constructor
@@ -87,6 +118,10 @@ class CSCGraph:
     edge_attributes: Mapping[str, torch.Tensor] = field(default_factory=dict)
     node_attributes: Mapping[str, torch.Tensor] = field(default_factory=dict)
     original_edge_ids: Optional[torch.Tensor] = None
+    node_type_offset: Optional[torch.Tensor] = None
+    type_per_edge: Optional[torch.Tensor] = None
+    node_type_to_id: Optional[Mapping[str, int]] = None
+    edge_type_to_id: Optional[Mapping[str, int]] = None
     source_path: Optional[str] = field(default=None, init=False, compare=False)
 
     def __init__(
@@ -96,8 +131,18 @@ class CSCGraph:
         edge_attributes: Optional[Mapping[str, torch.Tensor]] = None,
         node_attributes: Optional[Mapping[str, torch.Tensor]] = None,
         original_edge_ids: Optional[torch.Tensor] = None,
+        node_type_offset: Optional[torch.Tensor] = None,
+        type_per_edge: Optional[torch.Tensor] = None,
+        node_type_to_id: Optional[Mapping[str, int]] = None,
+        edge_type_to_id: Optional[Mapping[str, int]] = None,
     ):
-        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None)
+        typed = dict(
+            node_type_offset=node_type_offset,
+            type_per_edge=type_per_edge,
+            node_type_to_id=node_type_to_id,
+            edge_type_to_id=edge_type_to_id,
+        )
+        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed)
         self._check(_FULL)
 
     @classmethod
@@ -111,16 +156,18 @@ class CSCGraph:
         *,
         level: int,
         source_path: Optional[str] = None,
+        typed: Optional[dict] = None,
     ) -> "CSCGraph":
         """A graph checked only up to ``level`` (``_SHAPES``, ``_INDPTR`` or ``_FULL``):
         for arrays already validated (``to()``, unpickling) or whose ``O(num_edges)``
-        scans the caller leaves out on purpose (``load``)."""
+        scans the caller leaves out on purpose (``load``). ``typed``: the four typed
+        fields by name, or None for a homogeneous graph."""
         graph = cls.__new__(cls)
-        graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path)
+        graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed)
         graph._check(level)
         return graph
 
-    def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path):
+    def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed=None):
         def contiguous(t):
             return t.contiguous() if isinstance(t, torch.Tensor) else t
 
@@ -141,6 +188,14 @@ class CSCGraph:
             original_edge_ids=contiguous(original_edge_ids),
             source_path=source_path,
         )
+        typed = typed or {}
+        for name in ("node_type_offset", "type_per_edge"):
+            values[name] = contiguous(typed.get(name))
+        for name in ("node_type_to_id", "edge_type_to_id"):
+            mapping = typed.get(name)
+            if mapping is not None and not isinstance(mapping, Mapping):
+                raise ValueError(f"CSCGraph: `{name}` must be a mapping of type name -> id, got {type(mapping).__name__}")
+            values[name] = None if mapping is None else types.MappingProxyType(dict(mapping))
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -337,10 +392,134 @@ class CSCGraph:
             )
         return cls.from_coo(edge_index[0], edge_index[1], num_nodes, edge_attributes, node_attributes)
 
+    @classmethod
+    def from_hetero_edges(
+        cls,
+        edges: Mapping,
+        num_nodes: Mapping[str, int],
+        edge_attributes: Optional[Mapping[str, Mapping]] = None,
+    ) -> "CSCGraph":
+        """Build a typed graph from edge lists per edge type (PyG's ``edge_index_dict``).
+
+        Node types get ids in sorted name order (as DGL and GraphBolt number them) and
+        their nodes contiguous global ids in that order; edge types likewise, by sorted
+        ``"src:relation:dst"`` string. Each destination's in-edges are grouped by edge
+        type, and within a type keep their input order.
+
+        Args:
+            edges: edge type (``"src:relation:dst"`` or a ``(src, relation, dst)`` tuple)
+                -> ``[2, E]`` integer tensor (row 0 sources, row 1 targets) or a
+                ``(src, dst)`` pair of ``[E]`` tensors, in type-local node ids.
+            num_nodes: node type -> number of nodes (every type an edge type names).
+            edge_attributes: name -> {edge type -> ``[E, ...]`` tensor in input order};
+                every edge type must have it. Stored per CSC position.
+
+        ``original_edge_ids`` maps each CSC position to the edge's position in its
+        type's input list, so edge features per edge type are read by them.
+        """
+        where = "CSCGraph.from_hetero_edges"
+        if not isinstance(edges, Mapping) or not edges:
+            raise ValueError(f"{where}: `edges` must be a non-empty dict of edge type -> edge list, got {edges!r}")
+        if not isinstance(num_nodes, Mapping) or not num_nodes:
+            raise ValueError(f"{where}: `num_nodes` must be a non-empty dict of node type -> count, got {num_nodes!r}")
+        from .validation import check_int
+
+        counts = {str(t): check_int(n, f"num_nodes['{t}']", where, minimum=0) for t, n in num_nodes.items()}
+        node_types = sorted(counts)
+        node_type_to_id = {t: i for i, t in enumerate(node_types)}
+        offsets = [0]
+        for t in node_types:
+            offsets.append(offsets[-1] + counts[t])
+        typed_edges = {}
+        for etype, pair in edges.items():
+            src_type, relation, dst_type = parse_edge_type(etype, where)
+            name = f"{src_type}:{relation}:{dst_type}"
+            if name in typed_edges:
+                raise ValueError(f"{where}: edge type '{name}' is given twice in `edges`")
+            for node_type in (src_type, dst_type):
+                if node_type not in counts:
+                    raise ValueError(
+                        f"{where}: edge type '{name}' names node type '{node_type}', which `num_nodes` lacks; "
+                        f"known node types: {node_types}"
+                    )
+            src, dst = _edge_pair(pair, f"edges['{name}']", where)
+            for ids, node_type, end in ((src, src_type, "sources"), (dst, dst_type, "targets")):
+                if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= counts[node_type]):
+                    bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+                    raise ValueError(
+                        f"{where}: `edges['{name}']` {end} hold {node_type} id {bad}, out of range for "
+                        f"num_nodes['{node_type}']={counts[node_type]} (valid ids are 0..{counts[node_type] - 1})"
+                    )
+            typed_edges[name] = (src, dst, src_type, dst_type)
+        edge_types = sorted(typed_edges)
+        edge_type_to_id = {t: i for i, t in enumerate(edge_types)}
+        srcs, dsts, type_ids, local_ids = [], [], [], []
+        for t, name in enumerate(edge_types):
+            src, dst, src_type, dst_type = typed_edges[name]
+            srcs.append(src.to(torch.int64) + offsets[node_type_to_id[src_type]])
+            dsts.append(dst.to(torch.int64) + offsets[node_type_to_id[dst_type]])
+            type_ids.append(torch.full((src.numel(),), t, dtype=torch.int64))
+            local_ids.append(torch.arange(src.numel()))
+        src, dst = torch.cat(srcs), torch.cat(dsts)
+        total_nodes, num_edges = offsets[-1], src.numel()
+        # A stable sort by target keeps each target's in-edges in edge type order (the
+        # lists were concatenated by type id) and each type's in input order.
+        perm = torch.argsort(dst, stable=True)
+        counts_per_dst = torch.bincount(dst, minlength=total_nodes)
+        indptr = torch.zeros(total_nodes + 1, dtype=torch.int64)
+        torch.cumsum(counts_per_dst, 0, out=indptr[1:])
+        attributes = {}
+        for attr, per_type in (edge_attributes or {}).items():
+            if not isinstance(per_type, Mapping):
+                raise ValueError(f"{where}: `edge_attributes['{attr}']` must be a dict of edge type -> tensor")
+            given = {"{}:{}:{}".format(*parse_edge_type(t, where)): v for t, v in per_type.items()}
+            missing = [t for t in edge_types if t not in given]
+            if missing:
+                raise ValueError(f"{where}: `edge_attributes['{attr}']` lacks edge type(s) {missing}")
+            columns = []
+            for name in edge_types:
+                value = torch.as_tensor(given[name])
+                _check_edge_attr(f"{attr}['{name}']", value, typed_edges[name][0].numel())
+                columns.append(value)
+            attributes[attr] = torch.cat(columns)[perm]
+        type_per_edge = torch.cat(type_ids)[perm].to(torch.uint8 if len(edge_types) <= 256 else torch.int32)
+        max_local = max((e[0].numel() for e in typed_edges.values()), default=0)
+        return cls(
+            indptr.to(smallest_index_dtype(num_edges)),
+            src[perm].to(smallest_index_dtype(max(total_nodes - 1, 0))),
+            attributes,
+            original_edge_ids=torch.cat(local_ids)[perm].to(smallest_index_dtype(max(max_local - 1, 0))),
+            node_type_offset=torch.tensor(offsets, dtype=torch.int64),
+            type_per_edge=type_per_edge,
+            node_type_to_id=node_type_to_id,
+            edge_type_to_id=edge_type_to_id,
+        )
+
     # ------------------------------------------------------------------ properties
     @property
     def num_nodes(self) -> int:
         return self.indptr.numel() - 1
+
+    @property
+    def is_heterogeneous(self) -> bool:
+        """Whether the graph has node and edge types (``node_type_offset`` and the rest)."""
+        return self.node_type_offset is not None
+
+    @property
+    def node_types(self) -> List[str]:
+        """Node type names by id (``[]`` for a homogeneous graph)."""
+        return sorted(self.node_type_to_id or {}, key=self.node_type_to_id.__getitem__)
+
+    @property
+    def edge_types(self) -> List[str]:
+        """Edge type strings ``"src:relation:dst"`` by id (``[]`` for a homogeneous graph)."""
+        return sorted(self.edge_type_to_id or {}, key=self.edge_type_to_id.__getitem__)
+
+    @property
+    def num_nodes_per_type(self) -> Dict[str, int]:
+        """Node type -> number of nodes of that type."""
+        offsets = self.node_type_offset.tolist() if self.is_heterogeneous else []
+        return {t: offsets[i + 1] - offsets[i] for i, t in enumerate(self.node_types)}
 
     @property
     def num_edges(self) -> int:
@@ -410,6 +589,7 @@ class CSCGraph:
                 f"CSCGraph: length mismatch: `indptr[-1]` is {int(indptr[-1])} but `indices` "
                 f"has {num_edges} entries"
             )
+        typed_sizes = self._check_types(num_nodes, num_edges)
         if edge_ids is not None and edge_ids.numel() != num_edges:
             raise ValueError(
                 f"CSCGraph: `original_edge_ids` must have num_edges={num_edges} entries, got {edge_ids.numel()}"
@@ -432,6 +612,8 @@ class CSCGraph:
                 )
         if level < _FULL or num_edges == 0:
             return
+        if typed_sizes is not None:
+            self._check_typed_edges(*typed_sizes)
         lo, hi = int(indices.min()), int(indices.max())
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
@@ -439,7 +621,7 @@ class CSCGraph:
                 f"CSCGraph: `indices` holds node id {bad}, out of range for "
                 f"num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
             )
-        if edge_ids is not None:
+        if edge_ids is not None and typed_sizes is None:
             lo, hi = int(edge_ids.min()), int(edge_ids.max())
             if lo < 0 or hi >= num_edges:
                 raise ValueError(
@@ -455,9 +637,112 @@ class CSCGraph:
                     f"edge id {missing} is missing (another one appears twice)"
                 )
 
+    def _check_types(self, num_nodes: int, num_edges: int):
+        """O(types) checks of the typed fields; returns ``(node offsets, edges per type)``
+        for the O(num_edges) checks, or None for a homogeneous graph."""
+        typed = [self.node_type_offset, self.type_per_edge, self.node_type_to_id, self.edge_type_to_id]
+        if all(value is None for value in typed):
+            return None
+        if any(value is None for value in typed):
+            raise ValueError(
+                "CSCGraph: a typed graph needs all of `node_type_offset`, `type_per_edge`, `node_type_to_id` and "
+                "`edge_type_to_id`; got only "
+                + str([name for name, value in zip(_TYPE_KEYS, typed) if value is not None])
+            )
+        offset, per_edge = self.node_type_offset, self.type_per_edge
+        for name, mapping in (("node_type_to_id", self.node_type_to_id), ("edge_type_to_id", self.edge_type_to_id)):
+            ids = sorted(mapping.values()) if all(isinstance(v, int) and not isinstance(v, bool) for v in mapping.values()) else None
+            if ids != list(range(len(mapping))) or not all(isinstance(k, str) for k in mapping):
+                raise ValueError(f"CSCGraph: `{name}` must map type names to the ids 0..{len(mapping) - 1}, got {dict(mapping)}")
+        for name in self.edge_type_to_id:
+            src_type, _, dst_type = parse_edge_type(name)
+            for node_type in (src_type, dst_type):
+                if node_type not in self.node_type_to_id:
+                    raise ValueError(f"CSCGraph: edge type '{name}' names node type '{node_type}', not in `node_type_to_id`")
+        num_types = len(self.node_type_to_id)
+        if not isinstance(offset, torch.Tensor) or offset.dtype != torch.int64 or offset.shape != (num_types + 1,):
+            raise ValueError(
+                f"CSCGraph: `node_type_offset` must be a [num_node_types + 1] = [{num_types + 1}] int64 tensor, got "
+                f"{getattr(offset, 'dtype', type(offset).__name__)} {tuple(getattr(offset, 'shape', ()))}"
+            )
+        offsets = offset.tolist()
+        if offsets[0] != 0 or offsets[-1] != num_nodes or any(a > b for a, b in zip(offsets, offsets[1:])):
+            raise ValueError(
+                f"CSCGraph: `node_type_offset` must rise from 0 to num_nodes={num_nodes}, got {offsets}"
+            )
+        if (
+            not isinstance(per_edge, torch.Tensor)
+            or per_edge.dtype not in (torch.uint8, torch.int16, torch.int32, torch.int64)
+            or per_edge.shape != (num_edges,)
+        ):
+            raise ValueError(
+                f"CSCGraph: `type_per_edge` must be a [num_edges] = [{num_edges}] integer tensor, got "
+                f"{getattr(per_edge, 'dtype', type(per_edge).__name__)} {tuple(getattr(per_edge, 'shape', ()))}"
+            )
+        return offsets, num_edges
+
+    def _check_typed_edges(self, offsets: List[int], num_edges: int) -> None:
+        """O(num_edges): edge type ids in range, ascending within each destination, and
+        every edge's endpoints of its type's node types; type-local ``original_edge_ids``
+        a permutation of ``0..E_t - 1`` within each type."""
+        per_edge = self.type_per_edge.to(torch.int64)
+        num_edge_types = len(self.edge_type_to_id)
+        if int(per_edge.min()) < 0 or int(per_edge.max()) >= num_edge_types:
+            bad = int(per_edge.min()) if int(per_edge.min()) < 0 else int(per_edge.max())
+            raise ValueError(f"CSCGraph: `type_per_edge` holds {bad}, not an edge type id (0..{num_edge_types - 1})")
+        starts = torch.zeros(num_edges, dtype=torch.bool)
+        starts[self.indptr[:-1][self.indptr[:-1] < num_edges].to(torch.int64)] = True
+        falls = (per_edge[1:] < per_edge[:-1]) & ~starts[1:]
+        if bool(falls.any()):
+            e = int(falls.nonzero()[0]) + 1
+            raise ValueError(
+                f"CSCGraph: `type_per_edge` must be ascending within each destination's in-edges, but CSC position "
+                f"{e} has type {int(per_edge[e])} after {int(per_edge[e - 1])}"
+            )
+        src, dst = self.edge_index()
+        node_type = torch.bucketize(torch.stack([src, dst]), torch.tensor(offsets[1:]), right=True)
+        node_type_to_id = self.node_type_to_id
+        ends = torch.tensor(
+            [[node_type_to_id[parse_edge_type(name)[i]] for i in (0, 2)] for name in self.edge_types], dtype=torch.int64
+        ).reshape(-1, 2)
+        wrong = (node_type[0] != ends[per_edge, 0]) | (node_type[1] != ends[per_edge, 1])
+        if bool(wrong.any()):
+            e = int(wrong.nonzero()[0])
+            raise ValueError(
+                f"CSCGraph: the edge at CSC position {e} ({int(src[e])} -> {int(dst[e])}) has type "
+                f"'{self.edge_types[int(per_edge[e])]}', but its endpoints are of node types "
+                f"'{self.node_types[int(node_type[0, e])]}' -> '{self.node_types[int(node_type[1, e])]}'"
+            )
+        edge_ids = self.original_edge_ids
+        if edge_ids is None:
+            return
+        per_type = torch.bincount(per_edge, minlength=num_edge_types)
+        first = torch.cumsum(per_type, 0) - per_type
+        local = edge_ids.to(torch.int64)
+        if int(local.min()) < 0 or bool((local >= per_type[per_edge]).any()):
+            raise ValueError(
+                "CSCGraph: `original_edge_ids` of a typed graph must be edge ids within their type, in "
+                "0..E_t - 1 for E_t edges of type t"
+            )
+        seen = torch.zeros(num_edges, dtype=torch.bool)
+        seen[first[per_edge] + local] = True
+        if not bool(seen.all()):
+            raise ValueError(
+                "CSCGraph: `original_edge_ids` of a typed graph must number each type's edges 0..E_t - 1, each once"
+            )
+
+    def typed_fields(self) -> Optional[dict]:
+        """The four typed fields by name (``node_type_offset`` ... ``edge_type_to_id``),
+        or None for a homogeneous graph."""
+        if not self.is_heterogeneous:
+            return None
+        return {name: getattr(self, name) for name in _TYPE_KEYS}
+
     # ------------------------------------------------------------------ devices
     def _arrays(self) -> List[torch.Tensor]:
         extra = [] if self.original_edge_ids is None else [self.original_edge_ids]
+        if self.is_heterogeneous:
+            extra.append(self.type_per_edge)  # node_type_offset is small and read on the host
         return [self.indptr, self.indices, *extra, *self.edge_attributes.values(), *self.node_attributes.values()]
 
     def pin_memory_(self) -> "CSCGraph":
@@ -501,6 +786,11 @@ class CSCGraph:
             {k: moved(v) for k, v in self.node_attributes.items()},
             moved(self.original_edge_ids),
             level=_SHAPES,  # same values as this validated graph
+            typed=None if not self.is_heterogeneous else {
+                **self.typed_fields(),
+                "node_type_offset": self.node_type_offset,  # small: read on the host
+                "type_per_edge": moved(self.type_per_edge),
+            },
         )
 
     # ------------------------------------------------------------------ pickling
@@ -517,6 +807,7 @@ class CSCGraph:
             dict(self.edge_attributes),
             dict(self.node_attributes),
             self.original_edge_ids,
+            None if not self.is_heterogeneous else {k: v if isinstance(v, torch.Tensor) else dict(v) for k, v in self.typed_fields().items()},
         )
 
     # ------------------------------------------------------------------ storage
@@ -549,10 +840,16 @@ class CSCGraph:
             "edge_attributes": {k: _checksum(v) for k, v in arrays["edge_attributes"].items()},
             "node_attributes": {k: _checksum(v) for k, v in arrays["node_attributes"].items()},
         }
+        typed = self.typed_fields() or dict.fromkeys(_TYPE_KEYS)
+        for name in ("node_type_offset", "type_per_edge"):
+            arrays[name] = None if typed[name] is None else on_host(typed[name])
+            checksums[name] = None if arrays[name] is None else _checksum(arrays[name])
         state = {
             "format": _FORMAT,
             "version": _VERSION,
             **arrays,
+            "node_type_to_id": None if typed["node_type_to_id"] is None else dict(typed["node_type_to_id"]),
+            "edge_type_to_id": None if typed["edge_type_to_id"] is None else dict(typed["edge_type_to_id"]),
             "checksum_chunk_bytes": _CHECKSUM_CHUNK_BYTES,
             "checksums": checksums,
         }
@@ -620,16 +917,17 @@ class CSCGraph:
                     f"format tag {state.get('format')!r}, expected {_FORMAT!r})"
                 )
             version = state.get("version")
-            if not isinstance(version, int) or version != _VERSION:
+            if not isinstance(version, int) or version not in _KEYS:
                 newer = isinstance(version, int) and version > _VERSION
                 raise ValueError(
                     f"{where}: graph file format version {version!r}, but this graphpipe reads version "
-                    f"{_VERSION}" + ("; upgrade graphpipe to read it" if newer else "")
+                    f"{_VERSION} and older" + ("; upgrade graphpipe to read it" if newer else "")
                 )
-            if set(state) != _KEYS:
+            keys = _KEYS[version]
+            if set(state) != keys:
                 raise ValueError(
-                    f"{where}: wrong keys for a version {_VERSION} graph file: missing "
-                    f"{sorted(_KEYS - set(state))}, unexpected {sorted(map(str, set(state) - _KEYS))}; {again}"
+                    f"{where}: wrong keys for a version {version} graph file: missing "
+                    f"{sorted(keys - set(state))}, unexpected {sorted(map(str, set(state) - keys))}; {again}"
                 )
         for name in ("edge_attributes", "node_attributes"):
             if not isinstance(state[name], dict):
@@ -650,6 +948,7 @@ class CSCGraph:
                 state.get("original_edge_ids"),
                 level=level,
                 source_path=path if mmap else None,
+                typed=None if state.get("node_type_offset") is None else {name: state[name] for name in _TYPE_KEYS},
             )
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from error
@@ -657,6 +956,8 @@ class CSCGraph:
     def __repr__(self) -> str:
         edge_ids = "None" if self.original_edge_ids is None else str(self.original_edge_ids.dtype)
         source = "" if self.source_path is None else f", source_path='{self.source_path}'"
+        if self.is_heterogeneous:
+            source = f", node_types={self.num_nodes_per_type}, edge_types={self.edge_types}" + source
         return (
             f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"indptr={self.indptr.dtype}, indices={self.indices.dtype}, "
@@ -666,8 +967,8 @@ class CSCGraph:
         )
 
 
-def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids) -> CSCGraph:
-    return cls._build(indptr, indices, edge_attributes, node_attributes, original_edge_ids, level=_SHAPES)
+def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids, typed=None) -> CSCGraph:
+    return cls._build(indptr, indices, edge_attributes, node_attributes, original_edge_ids, level=_SHAPES, typed=typed)
 
 
 def _map_saved_graph(path: str, num_nodes: int, num_edges: int) -> CSCGraph:
@@ -699,8 +1000,9 @@ def _verify_checksums(where: str, state: dict, everything: bool) -> None:
     arrays = [("indptr", state["indptr"], stored.get("indptr"))]
     if everything:
         arrays.append(("indices", state["indices"], stored.get("indices")))
-        if state["original_edge_ids"] is not None:
-            arrays.append(("original_edge_ids", state["original_edge_ids"], stored.get("original_edge_ids")))
+        for name in ("original_edge_ids", "type_per_edge", "node_type_offset"):
+            if state.get(name) is not None:
+                arrays.append((name, state[name], stored.get(name)))
         for group in ("edge_attributes", "node_attributes"):
             table = stored.get(group) if isinstance(stored.get(group), dict) else {}
             arrays += [(f"{group}['{k}']", t, table.get(k)) for k, t in state[group].items()]
@@ -750,3 +1052,20 @@ def _check_edge_attr(name: str, t: torch.Tensor, num_edges: int) -> torch.Tensor
             f"rows, got shape {tuple(getattr(t, 'shape', ()))}"
         )
     return t
+
+
+def _edge_pair(pair, name: str, where: str):
+    """``(src, dst)`` 1-D integer tensors of an edge list given as ``[2, E]`` or a pair."""
+    if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        src, dst = torch.as_tensor(pair[0]), torch.as_tensor(pair[1])
+    else:
+        pair = torch.as_tensor(pair)
+        if pair.dim() != 2 or pair.size(0) != 2:
+            raise ValueError(f"{where}: `{name}` must be a [2, num_edges] tensor or a (src, dst) pair, got shape {tuple(pair.shape)}")
+        src, dst = pair[0], pair[1]
+    for end, ids in (("sources", src), ("targets", dst)):
+        if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise ValueError(f"{where}: `{name}` {end} must be a 1-D integer tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
+    if src.numel() != dst.numel():
+        raise ValueError(f"{where}: `{name}` has {src.numel()} sources and {dst.numel()} targets")
+    return src, dst

@@ -1,15 +1,16 @@
-"""ItemSet: the training items (seed nodes, optionally with labels) a sampler iterates."""
+"""ItemSet and HeteroItemSet: the training items (seed nodes, optionally with labels) a
+sampler iterates."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
 from .validation import as_int
 
-__all__ = ["ItemSet"]
+__all__ = ["ItemSet", "HeteroItemSet", "ItemSetDict"]
 
 
 class ItemSet:
@@ -85,6 +86,12 @@ class ItemSet:
             return None
         return self._items[self.names.index(name)]
 
+    def batch(self, rows: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """The MiniBatch fields of items ``rows`` (``[n]`` int64 positions): every named
+        field, and ``item_ids`` (a copy of ``rows``: a view would keep the epoch's order
+        alive, and ship it to worker processes)."""
+        return {**dict(zip(self.names, self[rows])), "item_ids": rows.clone()}
+
     def __repr__(self) -> str:
         fields = ", ".join(
             f"{n}: {tuple(t.shape)} {t.dtype}"
@@ -121,3 +128,68 @@ def _field(values, index: int) -> torch.Tensor:
     if values.dim() == 0:
         raise ValueError(f"ItemSet: field {index} is a 0-d tensor; items need a first dimension")
     return values
+
+
+class HeteroItemSet:
+    """Items of several node types (GraphBolt's ``HeteroItemSet``, also ``ItemSetDict``).
+
+    ``HeteroItemSet({"paper": ItemSet((seeds, labels), names=("seeds", "labels")), ...})``:
+    every :class:`ItemSet` holds type-local node ids of its type and the same field names.
+    The items are numbered type after type in the dict's order (item ``i`` of the second
+    type is item ``len(first) + i``), so an :class:`~graphpipe.ItemSampler` shuffles and
+    cuts them as one set; a batch's fields are dicts node type -> rows (only the types
+    the batch holds), e.g. ``minibatch.seeds == {"paper": ..., "author": ...}``, and
+    ``item_ids`` the items' positions within their type's ItemSet.
+
+    Args:
+        item_sets: node type -> :class:`ItemSet` (or a tensor of seed ids).
+    """
+
+    def __init__(self, item_sets: Mapping[str, Union[ItemSet, torch.Tensor]]):
+        if not isinstance(item_sets, Mapping) or len(item_sets) == 0:
+            raise ValueError(
+                f"HeteroItemSet: `item_sets` must be a non-empty dict of node type -> ItemSet, got {item_sets!r}"
+            )
+        sets = {}
+        for node_type, item_set in item_sets.items():
+            if not isinstance(node_type, str):
+                raise TypeError(f"HeteroItemSet: keys must be node type names (str), got {node_type!r}")
+            sets[node_type] = item_set if isinstance(item_set, ItemSet) else ItemSet(item_set, names="seeds")
+        names = {t: s.names for t, s in sets.items()}
+        first = next(iter(names.values()))
+        if first is None or any(n != first for n in names.values()):
+            raise ValueError(f"HeteroItemSet: every ItemSet needs the same field names, got {names}")
+        self._sets = sets
+        self.names: Tuple[str, ...] = first
+        lengths = [len(s) for s in sets.values()]
+        self._offsets = torch.tensor([0, *lengths]).cumsum(0)
+
+    @property
+    def item_sets(self) -> Dict[str, ItemSet]:
+        """Node type -> its :class:`ItemSet`."""
+        return dict(self._sets)
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def batch(self, rows: torch.Tensor) -> Dict[str, Dict[str, torch.Tensor]]:
+        """The MiniBatch fields of items ``rows`` (``[n]`` int64 positions in the whole
+        set): field name -> {node type -> rows of that type, in ``rows``' order}, and
+        ``item_ids`` -> {node type -> positions in that type's ItemSet}."""
+        kinds = torch.bucketize(rows, self._offsets[1:], right=True)
+        fields: Dict[str, Dict[str, torch.Tensor]] = {name: {} for name in (*self.names, "item_ids")}
+        for i, (node_type, item_set) in enumerate(self._sets.items()):
+            local = rows[kinds == i] - self._offsets[i]
+            if local.numel() == 0:
+                continue
+            for name, value in zip(self.names, item_set[local]):
+                fields[name][node_type] = value
+            fields["item_ids"][node_type] = local
+        return fields
+
+    def __repr__(self) -> str:
+        inner = ",\n".join(f"    {t!r}: {s!r}" for t, s in self._sets.items())
+        return f"HeteroItemSet(\n{inner},\n)"
+
+
+ItemSetDict = HeteroItemSet

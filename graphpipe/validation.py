@@ -1,6 +1,6 @@
 """Argument checks shared by stages: each error names the argument and the expected form."""
 
-from typing import List, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -14,6 +14,7 @@ __all__ = [
     "check_int",
     "check_node_ids",
     "check_node_pairs",
+    "check_typed_fanouts",
 ]
 
 # LABOR-k's largest k. LABOR-* (-1) iterates until the probabilities converge, which
@@ -70,6 +71,66 @@ def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
             f"or -1 for all neighbours), got {fanouts!r}"
         )
     return [_fanout(f, f"fanouts[{i}]", where) for i, f in enumerate(fanouts)]
+
+
+def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List[int]]:
+    """Fanouts for a typed graph: ``[num_layers][num_edge_types]`` ints, each ``>= 0``
+    (0: the layer samples no edge of that type) or ``-1`` (all of them).
+
+    Each layer's entry is one of: an int for every edge type (``>= 1`` or -1); a dict
+    ``{edge type: int}`` naming every edge type (``"src:relation:dst"`` or a tuple); or a
+    list / 1-D tensor of ``num_edge_types`` ints in edge type id order (GraphBolt's form;
+    a one-element tensor applies to every type)."""
+    from .csc_graph import parse_edge_type
+
+    if isinstance(fanouts, (str, bytes, Mapping)) or not isinstance(fanouts, (Sequence, torch.Tensor, np.ndarray)):
+        raise ValueError(
+            f"{where}: `fanouts` must be a non-empty list with one entry per GNN layer (an int, a dict of edge "
+            f"type -> int, or a list of {len(edge_types)} ints in edge type id order), got {fanouts!r}"
+        )
+    if isinstance(fanouts, (torch.Tensor, np.ndarray)):
+        fanouts = list(fanouts) if fanouts.ndim == 2 else fanouts.tolist()
+    if len(fanouts) == 0:
+        raise ValueError(f"{where}: `fanouts` must have one entry per GNN layer, got none")
+    layers = []
+    for i, entry in enumerate(fanouts):
+        name = f"fanouts[{i}]"
+        if isinstance(entry, Mapping):
+            given = {}
+            for key, value in entry.items():
+                etype = ":".join(parse_edge_type(key, where))
+                if etype not in edge_types:
+                    raise ValueError(f"{where}: `{name}` names unknown edge type {key!r}; the graph's edge types: {edge_types}")
+                given[etype] = value
+            missing = [t for t in edge_types if t not in given]
+            if missing:
+                raise ValueError(
+                    f"{where}: `{name}` has no fanout for edge type(s) {missing}; give every edge type one "
+                    f"(0 samples none of that type)"
+                )
+            values = [given[t] for t in edge_types]
+        elif isinstance(entry, (torch.Tensor, np.ndarray)) and entry.ndim == 1 and len(entry) != 1:
+            values = entry.tolist()
+        elif isinstance(entry, (list, tuple)):
+            values = list(entry)
+        else:
+            layers.append([_fanout(entry, name, where)] * len(edge_types))
+            continue
+        if len(values) != len(edge_types):
+            raise ValueError(
+                f"{where}: `{name}` has {len(values)} fanouts, but the graph has {len(edge_types)} edge types "
+                f"{edge_types} (give one per edge type, in id order, or a dict)"
+            )
+        layer = []
+        for etype, value in zip(edge_types, values):
+            fanout = as_int(value)
+            if fanout is None or fanout < -1:
+                raise ValueError(
+                    f"{where}: `{name}` for edge type '{etype}' must be an int >= 0 or -1 (all), got {value!r}"
+                )
+            layer.append(fanout)
+        layers.append(layer)
+    return layers
 
 
 def check_fanout(fanout, where: str) -> int:

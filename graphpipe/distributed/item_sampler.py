@@ -7,7 +7,7 @@ from typing import List, Optional, Union
 import torch
 import torch.distributed as dist
 
-from ..item_set import ItemSet
+from ..item_set import HeteroItemSet, ItemSet
 from ..minibatch import MiniBatch
 from ..pipes.base import Pipe, upstream
 from ..pipes.item_sampler import ItemSampler
@@ -58,7 +58,7 @@ class DistributedItemSampler(ItemSampler):
 
     def __init__(
         self,
-        item_set: Union[ItemSet, torch.Tensor, int],
+        item_set: Union[ItemSet, HeteroItemSet, torch.Tensor, int],
         batch_size: int,
         shuffle: bool = False,
         drop_last: bool = False,
@@ -137,7 +137,6 @@ class DistributedItemSampler(ItemSampler):
     def stream(self, epoch: int, start: int = 0):
         """This rank's batches ``start, start + 1, ...`` of epoch ``epoch``."""
         order = self.epoch_order(epoch)
-        names = self.item_set.names
         global_size = self.batch_size * self.world_size
         first_index = epoch * self.num_global_batches
         full, rest = divmod(len(self.item_set), global_size)
@@ -150,9 +149,7 @@ class DistributedItemSampler(ItemSampler):
                 base, extra = divmod(rest, self.world_size)
                 start = i * global_size + self.rank * base + min(self.rank, extra)
             rows = order[start : start + count]
-            values = dict(zip(names, self.item_set[rows]))
-            # A copy: a view would keep the epoch's whole order alive (and ship it to workers).
-            yield MiniBatch(**values, batch_index=first_index + i, item_ids=rows.clone())
+            yield MiniBatch(**self.item_set.batch(rows), batch_index=first_index + i)
 
 
 def _backend_for_cpu_and_cuda() -> Optional[str]:

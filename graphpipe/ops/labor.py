@@ -712,7 +712,7 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 
 # ---------------------------------------------------------------- entry point
-def _labor0_variates(indptr, nodes, fanout, variates: Variates):
+def _labor0_variates(indptr, nodes, fanout, variates: Variates, num_nodes: int):
     """The variates argument of :func:`_labor0`: ``(k0,)`` when independent; when
     dependent, the int64 order keys of ``z_t`` (``r_t = Φ(z_t)``) of every vertex if
     dependent variates (two Box-Muller normals and an erfc each, ~50x a hash) would
@@ -722,7 +722,6 @@ def _labor0_variates(indptr, nodes, fanout, variates: Variates):
     k0 = np.uint64(variates.k0)
     if not variates.dependent:
         return (k0,)
-    num_nodes = indptr.size - 1
     if fanout == -1 or _scanned_edges(indptr, nodes, fanout) < num_nodes:
         return (k0, np.uint64(variates.k1), float(variates.c0), float(variates.c1))
     normals = variates.normals or (lambda key: vertex_normals(np.uint64(key), num_nodes))
@@ -757,6 +756,7 @@ def sample_labor(
     variates: Variates,
     importance_sampling: int = 0,
     probs: Optional[torch.Tensor] = None,
+    num_nodes: Optional[int] = None,
 ) -> LayerSample:
     """LABOR-sample the in-edges of ``nodes`` for one layer (rules in the module doc).
 
@@ -771,6 +771,9 @@ def sample_labor(
         variates: the keys of the layer's per-vertex uniforms.
         importance_sampling: 0 (LABOR-0), ``k > 0`` (LABOR-k) or -1 (LABOR-*).
         probs: optional ``[num_edges]`` float32/float64 edge weights (weighted LABOR-0).
+        num_nodes: ids in ``indices`` are below it; default ``len(indptr) - 1``. Given
+            when ``indptr`` is not the graph's own (typed graphs sample through a table
+            of per-edge-type ranges, :mod:`graphpipe.ops.typed_sampling`).
 
     Returns:
         :class:`LayerSample` with int64 ``indptr``, ``indices`` (global), ``edge_ids``
@@ -787,6 +790,7 @@ def sample_labor(
     check_graph_arrays(indptr, indices, "sample_labor")
     check_probs(probs, indices.numel(), "sample_labor")
     nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
+    num_nodes = indptr.numel() - 1 if num_nodes is None else num_nodes
     k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
     c0, c1, dependent = float(variates.c0), float(variates.c1), bool(variates.dependent)
     if nodes.is_cuda or indptr.is_cuda:
@@ -803,14 +807,14 @@ def sample_labor(
     fanout = min(fanout, _FANOUT_CAP)
     chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
     if probs is None and importance_sampling == 0:
-        kernel_variates = _labor0_variates(indptr_np, nodes_np, fanout, variates)
+        kernel_variates = _labor0_variates(indptr_np, nodes_np, fanout, variates, num_nodes)
         *out, bad_ranges = _labor0(indptr_np, indices_np, nodes_np, fanout, kernel_variates, chunks)
         check_kernel_report(bad_ranges, 0, "sample_labor")
         return LayerSample(*(torch.from_numpy(a) for a in out))
     offsets, neighbour_ids, bad_ranges = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
     check_kernel_report(bad_ranges, 0, "sample_labor")
     vertices, local = unique_and_compact(
-        torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids), indptr.numel() - 1
+        torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids), num_nodes
     )
     vertices_np, local_np = vertices.numpy(), local.numpy()
     r = labor_variates(vertices_np, k0, k1, c0, c1, dependent)

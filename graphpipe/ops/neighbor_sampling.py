@@ -176,10 +176,12 @@ def _uniform_kernel(large_fanouts: bool):
     compilation)."""
 
     @numba.njit(parallel=True, nogil=True, cache=True)
-    def sample_uniform(indptr, indices, nodes, fanout, key, replace, max_out, ex_indptr, ex_pos):
+    def sample_uniform(indptr, indices, nodes, key_ids, fanout, key, replace, max_out, ex_indptr, ex_pos):
         """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
         ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
-        ``indices`` overlap instead of stalling the sampling arithmetic).
+        ``indices`` overlap instead of stalling the sampling arithmetic). Destination ``i``
+        draws its variates from ``hash2(key, key_ids[i])`` (its node id, or for typed
+        graphs its node and edge type, :mod:`graphpipe.ops.typed_sampling`).
 
         A destination with excluded in-edges (``ex_indptr``/``ex_pos``, an
         :class:`EdgeExclusion`) draws ranks among its ``d - x`` other in-edges, with the same
@@ -223,7 +225,7 @@ def _uniform_kernel(large_fanouts: bool):
                     continue
                 start = starts[i]
                 d = degrees[i]
-                vkey = hash2(key, nodes[i])
+                vkey = hash2(key, key_ids[i])
                 out = out_eids[lo : lo + k]
                 if fanout == -1 or (k == d and not replace):
                     for m in range(k):
@@ -340,7 +342,7 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace, max_out, ex_indptr, ex_pos):
+def _sample_weighted(indptr, indices, nodes, key_ids, probs, fanout, key, replace, max_out, ex_indptr, ex_pos):
     """Pass 1 checks the ranges and counts positive-weight in-edges per destination
     (noting the largest weight and whether scores need log space), pass 2 fills. The
     excluded in-edges of a destination (``ex_indptr``/``ex_pos``) are neither counted
@@ -387,7 +389,7 @@ def _sample_weighted(indptr, indices, nodes, probs, fanout, key, replace, max_ou
         if k == 0:
             continue
         pos = out_eids[lo : lo + k]
-        vkey = hash2(key, v)
+        vkey = hash2(key, key_ids[i])
         excluded = ex_pos[ex_indptr[i] : ex_indptr[i + 1]] if i < ex_indptr.size - 1 else ex_pos[:0]
         if replace and fanout != -1:
             _weighted_with_replacement(vkey, probs, start, d, k, largest[i], pos, excluded)
@@ -419,6 +421,7 @@ def sample_neighbors(
     replace: bool = False,
     probs: Optional[torch.Tensor] = None,
     exclude: Optional[EdgeExclusion] = None,
+    key_ids: Optional[torch.Tensor] = None,
 ) -> LayerSample:
     """Sample in-edges of ``nodes`` for one GNN layer (see the module doc for the rules).
 
@@ -438,6 +441,9 @@ def sample_neighbors(
             they are skipped while sampling: such a destination draws by the rules above
             among its other in-edges (``min(fanout, d - excluded)`` of them without
             replacement). The GPU path drops them from its sample instead.
+        key_ids: optional ``[num_dst]`` int64 ids that key each destination's variates
+            instead of its node id (CPU only): typed graphs sample per (node, edge type)
+            segment through a table of ranges (:mod:`graphpipe.ops.typed_sampling`).
 
     Returns:
         A :class:`LayerSample` (``edge_weights=None``): ``indptr`` ``[num_dst + 1]``,
@@ -460,6 +466,8 @@ def sample_neighbors(
     check_probs(probs, indices.numel(), "sample_neighbors")
     if exclude is not None:
         check_exclusion(exclude, indptr, nodes, "sample_neighbors")
+    if key_ids is not None and (nodes.is_cuda or indptr.is_cuda or key_ids.shape != nodes.shape):
+        raise ValueError("sample_neighbors: `key_ids` must be a CPU tensor shaped like `nodes`, with CPU `nodes` and graph")
     if nodes.is_cuda or indptr.is_cuda:  # GPU path: the graph in device or pinned host memory
         # The torch ops draw [num_dst, fanout] with replacement, whatever the degrees.
         if replace and fanout != -1 and fanout * nodes.numel() > max_output_edges(_BYTES_PER_EDGE):
@@ -468,7 +476,7 @@ def sample_neighbors(
         fanout = min(fanout, _FANOUT_CAP)
         sample = sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs)
         return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr)
-    return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude)
+    return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids)
 
 
 class FanoutTooLarge(ValueError):
@@ -484,10 +492,13 @@ def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> FanoutTooLarge:
     )
 
 
-def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude) -> LayerSample:
+def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids=None) -> LayerSample:
+    """The CPU kernels; destination ``i`` keys its variates by ``key_ids[i]`` (default: its
+    node id)."""
     indptr_np = indptr.contiguous().numpy()
     indices_np = indices.contiguous().numpy()
     nodes_np = nodes.contiguous().numpy()
+    key_ids_np = nodes_np if key_ids is None else key_ids.contiguous().numpy()
     key = np.uint64(key)
     max_out = max_output_edges(_BYTES_PER_EDGE)
     capped = min(fanout, _FANOUT_CAP)
@@ -498,12 +509,12 @@ def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude) ->
     try:
         if probs is None:
             kernel = _sample_uniform if capped <= _SMALL_FANOUT_MAX else _sample_uniform_large
-            out = kernel(indptr_np, indices_np, nodes_np, capped, key, bool(replace), max_out, *excluded)
+            out = kernel(indptr_np, indices_np, nodes_np, key_ids_np, capped, key, bool(replace), max_out, *excluded)
             bad_ranges, non_finite = out[3], 0
         else:
             probs_np = probs.contiguous().numpy()
             out = _sample_weighted(
-                indptr_np, indices_np, nodes_np, probs_np, capped, key, bool(replace), max_out, *excluded
+                indptr_np, indices_np, nodes_np, key_ids_np, probs_np, capped, key, bool(replace), max_out, *excluded
             )
             bad_ranges, non_finite = out[3], out[4]
     except MemoryError as error:

@@ -7,7 +7,7 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-from ..item_set import ItemSet
+from ..item_set import HeteroItemSet, ItemSet
 from ..minibatch import MiniBatch
 from ..ops.random import derive_key
 from ..validation import check_int
@@ -40,7 +40,9 @@ class ItemSampler(Pipe):
 
     Args:
         item_set: an :class:`ItemSet` (or a tensor of seed ids) with a ``seeds`` field
-            (node ids, or ``[N, 2]`` node pairs) and optionally ``labels`` and ``indexes``.
+            (node ids, or ``[N, 2]`` node pairs) and optionally ``labels`` and ``indexes``;
+            or a :class:`~graphpipe.HeteroItemSet` of such sets per node type, whose
+            batches hold dicts node type -> rows (heterogeneous graphs).
         batch_size: items per batch, ``>= 1``.
         shuffle: permute the items each epoch.
         drop_last: drop the last batch when it is smaller than ``batch_size``.
@@ -51,14 +53,14 @@ class ItemSampler(Pipe):
 
     def __init__(
         self,
-        item_set: Union[ItemSet, torch.Tensor, int],
+        item_set: Union[ItemSet, HeteroItemSet, torch.Tensor, int],
         batch_size: int,
         shuffle: bool = False,
         drop_last: bool = False,
         seed: Optional[int] = None,
     ):
         super().__init__()
-        if not isinstance(item_set, ItemSet):
+        if not isinstance(item_set, (ItemSet, HeteroItemSet)):
             item_set = ItemSet(item_set, names="seeds")
         if item_set.names is None or "seeds" not in item_set.names:
             raise ValueError(
@@ -71,16 +73,19 @@ class ItemSampler(Pipe):
                 f"ItemSampler: `item_set` field(s) {unknown} are not supported; known fields: "
                 f"{list(_MINIBATCH_FIELDS)}"
             )
-        seeds = item_set.field("seeds")
-        if seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool:
-            raise TypeError(f"ItemSampler: the `seeds` field must hold integer node ids, got dtype {seeds.dtype}")
-        if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) == 2)):
-            raise ValueError(
-                f"ItemSampler: the `seeds` field must be node ids of shape [N] or node pairs of shape [N, 2] "
-                f"(link prediction), got shape {tuple(seeds.shape)}"
-            )
-        if "indexes" in item_set.names and seeds.dim() != 2:
-            raise ValueError("ItemSampler: an `indexes` field groups node pairs; the `seeds` field must be [N, 2] pairs")
+        typed = item_set.item_sets if isinstance(item_set, HeteroItemSet) else {None: item_set}
+        for node_type, one_set in typed.items():
+            field = "the `seeds` field" if node_type is None else f"the `seeds` field of '{node_type}'"
+            seeds = one_set.field("seeds")
+            if seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool:
+                raise TypeError(f"ItemSampler: {field} must hold integer node ids, got dtype {seeds.dtype}")
+            if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) == 2)):
+                raise ValueError(
+                    f"ItemSampler: {field} must be node ids of shape [N] or node pairs of shape [N, 2] "
+                    f"(link prediction), got shape {tuple(seeds.shape)}"
+                )
+            if "indexes" in item_set.names and seeds.dim() != 2:
+                raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")
         self.item_set = item_set
         self.batch_size = check_int(batch_size, "batch_size", "ItemSampler", minimum=1)
         self.shuffle = shuffle
@@ -119,10 +124,7 @@ class ItemSampler(Pipe):
         """Batches ``start, start + 1, ...`` of epoch ``epoch``; batch ``i`` has
         ``batch_index = epoch * len(self) + i``."""
         order = self.epoch_order(epoch)
-        names = self.item_set.names
         first_index = epoch * len(self)
         for i in range(start, len(self)):
             rows = order[i * self.batch_size : (i + 1) * self.batch_size]
-            values = dict(zip(names, self.item_set[rows]))
-            # A copy: a view would keep the epoch's whole order alive (and ship it to workers).
-            yield MiniBatch(**values, batch_index=first_index + i, item_ids=rows.clone())
+            yield MiniBatch(**self.item_set.batch(rows), batch_index=first_index + i)

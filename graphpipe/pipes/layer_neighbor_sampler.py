@@ -146,6 +146,17 @@ class LayerNeighborSampler(SubgraphSampler):
             return sample
         return drop_excluded(sample, exclude, nodes, self.graph.indptr, self.probs)
 
+    def sample_segments(
+        self, bounds: torch.Tensor, segments: torch.Tensor, key_ids: torch.Tensor, fanout: int, layer: int, minibatch: MiniBatch
+    ) -> LayerSample:
+        """Typed graphs: LABOR over the segments' in-edges; a source node has one variate
+        per layer whatever the edge type (LABOR-k's vertex probabilities are solved over
+        the segments of one call: all edge types of a layer when they share a fanout)."""
+        return sample_labor(
+            bounds, self.graph.indices, segments, fanout, variates=self.variates(minibatch.batch_index, layer),
+            importance_sampling=self.importance_sampling, probs=self.probs, num_nodes=self.graph.num_nodes,
+        )  # fmt: skip
+
     def compile_kernels(self) -> None:
         """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
         graph's dtypes and these options: the variates of ``batch_dependency > 1`` take

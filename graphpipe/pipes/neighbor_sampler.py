@@ -109,7 +109,20 @@ class NeighborSampler(SubgraphSampler):
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
 
+    def sample_segments(
+        self, bounds: torch.Tensor, segments: torch.Tensor, key_ids: torch.Tensor, fanout: int, layer: int, minibatch: MiniBatch
+    ) -> LayerSample:
+        """Typed graphs: the segments' in-edges, each keyed by its node and edge type."""
+        try:
+            return sample_neighbors(
+                bounds, self.graph.indices, segments, fanout, key=self.layer_key(minibatch.batch_index, layer),
+                replace=self.replace, probs=self.probs, key_ids=key_ids,
+            )  # fmt: skip
+        except FanoutTooLarge as error:
+            raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
+
     def compile_kernels(self) -> None:
         """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
         graph's dtypes, these fanouts and options (:func:`graphpipe.pipes.compile.compile_kernels`)."""
-        compile_sample_neighbors(self.graph.indptr, self.graph.indices, self.fanouts, replace=self.replace, probs=self.probs)
+        fanouts = [f for layer in getattr(self, "edge_type_fanouts", [self.fanouts]) for f in layer if f != 0]
+        compile_sample_neighbors(self.graph.indptr, self.graph.indices, fanouts, replace=self.replace, probs=self.probs)

@@ -11,8 +11,9 @@ from ..csc_graph import CSCGraph, smallest_index_dtype
 from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
 from ..ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
-from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_node_pairs
+from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_node_pairs, check_typed_fanouts
 from .base import Pipe
+from .hetero_sampling import sample_hetero_subgraphs
 
 __all__ = ["SubgraphSampler"]
 
@@ -103,7 +104,10 @@ class SubgraphSampler(Pipe):
             )
         self.source = source
         self.graph = graph
-        self.fanouts: List[int] = check_fanouts(fanouts, name)
+        if graph.is_heterogeneous:
+            self._init_typed(fanouts)
+        else:
+            self.fanouts: List[int] = check_fanouts(fanouts, name)
         seed = None if seed is None else check_int(seed, "seed", name)
         self.cooperative = bool(cooperative)
         if self.cooperative:
@@ -113,6 +117,19 @@ class SubgraphSampler(Pipe):
         self.layout = layout
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids)
+
+    def _init_typed(self, fanouts) -> None:
+        """Typed graphs: ``edge_type_fanouts[layer][t]`` is the fanout of edge type id ``t``
+        (0: none sampled), ``fanouts[layer]`` one int when a layer uses one for every
+        type, else a dict edge type -> fanout."""
+        name = type(self).__name__
+        if self.graph.indptr.is_cuda:
+            raise NotImplementedError(f"{name}: heterogeneous graphs are sampled on the CPU; keep the graph in host memory")
+        self.edge_type_fanouts: List[List[int]] = check_typed_fanouts(fanouts, self.graph.edge_types, name)
+        self.fanouts = [
+            layer[0] if len(set(layer)) == 1 else dict(zip(self.graph.edge_types, layer))
+            for layer in self.edge_type_fanouts
+        ]
 
     def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids) -> None:
         """Check the exclusion arguments; map ``reverse_edge_ids`` to CSC positions."""
@@ -126,6 +143,10 @@ class SubgraphSampler(Pipe):
             raise ValueError(
                 f"{name}: `reverse_edge_ids` says which edges are reverses, but `include_reverse_edges` is False; "
                 f"pass include_reverse_edges=True to exclude them"
+            )
+        if exclude_seed_edges and self.graph.is_heterogeneous:
+            raise NotImplementedError(
+                f"{name}: `exclude_seed_edges=True` (link prediction) is not supported on heterogeneous graphs yet"
             )
         if exclude_seed_edges and self.cooperative:
             raise NotImplementedError(f"{name}: `exclude_seed_edges=True` is not supported with cooperative=True")
@@ -164,6 +185,15 @@ class SubgraphSampler(Pipe):
         ``layer``, none of the in-edges ``exclude`` names for the first destinations."""
         raise NotImplementedError
 
+    def sample_segments(
+        self, bounds: torch.Tensor, segments: torch.Tensor, key_ids: torch.Tensor, fanout: int, layer: int, minibatch: MiniBatch
+    ) -> LayerSample:
+        """Typed graphs: sample the in-edge ranges ``[bounds[s], bounds[s + 1])`` of the
+        segments ``s`` in ``segments`` (even positions) with ``fanout`` for GNN layer
+        ``layer``, segment ``i`` keyed by ``key_ids[i]`` where variates are per
+        destination (see :mod:`graphpipe.ops.typed_sampling`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not sample heterogeneous graphs")
+
     def compact_layer(self, nodes: torch.Tensor, sample: LayerSample) -> SampledSubgraph:
         """The :class:`SampledSubgraph` of one layer whose destinations are ``nodes``.
 
@@ -192,6 +222,8 @@ class SubgraphSampler(Pipe):
         name = type(self).__name__
         if minibatch.seeds is None:
             raise ValueError(f"{name}: the MiniBatch has no `seeds` to sample from")
+        if self.graph.is_heterogeneous:
+            return sample_hetero_subgraphs(self, minibatch)
         compacted_seeds = exclusion = None
         if minibatch.is_link_batch:
             pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)

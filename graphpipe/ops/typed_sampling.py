@@ -1,0 +1,128 @@
+"""Sampling one layer of a typed graph: one kernel call serves every edge type.
+
+A typed :class:`~graphpipe.CSCGraph` groups each destination's in-edges by edge type, so
+the in-edges of type ``t`` of destination ``v`` are a sub-range ``[lo, hi)`` of ``v``'s
+CSC range, found by two binary searches on ``type_per_edge``. :func:`typed_segments`
+lists these ranges for the layer's ``(v, t)`` pairs ("segments") interleaved as
+``[lo_0, hi_0, lo_1, hi_1, ...]``: read as an ``indptr`` with destinations ``0, 2, 4,
+...``, it lets the homogeneous kernels sample every segment of the layer in one call,
+each with the rules and the fanout of its edge type.
+
+Randomness stays keyed by vertices, never by positions: neighbor sampling keys segment
+``(v, t)`` by ``v * num_edge_types + t`` (so the edge types of one node draw independent
+variates) and LABOR keys every variate by its source node, as on homogeneous graphs.
+A segment's sample thus depends only on the key, ``v``, ``t`` and the fanout: the same in
+every batch, on every rank and for any thread count.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Tuple
+
+import numba
+import numpy as np
+import torch
+
+from .layer_sample import LayerSample
+from .selection import check_kernel_report, lower_bound_in, range_is_bad
+
+__all__ = ["typed_segments", "sample_typed_layer"]
+
+# sample(bounds, segment_nodes, key_ids, fanout) -> LayerSample over those segments.
+SegmentSampler = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], LayerSample]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _segments(indptr, type_per_edge, nodes, edge_types, num_edge_types, bounds, key_ids):
+    """Fill ``bounds[2i:2i + 2]`` with the in-edge range of type ``edge_types[i]`` of
+    ``nodes[i]`` and ``key_ids[i]``; the number of destinations whose range is bad."""
+    num_edges = type_per_edge.size
+    bad = 0
+    for i in numba.prange(nodes.size):
+        v = nodes[i]
+        t = edge_types[i]
+        start, end = np.int64(indptr[v]), np.int64(indptr[v + 1])
+        key_ids[i] = v * num_edge_types + t
+        if range_is_bad(start, end, num_edges):
+            bad += 1
+            bounds[2 * i] = 0
+            bounds[2 * i + 1] = 0
+            continue
+        lo = lower_bound_in(type_per_edge, start, end, t)
+        bounds[2 * i] = lo
+        bounds[2 * i + 1] = lower_bound_in(type_per_edge, lo, end, t + 1)
+    return bad
+
+
+def typed_segments(
+    indptr: torch.Tensor, type_per_edge: torch.Tensor, nodes: torch.Tensor, edge_types: torch.Tensor, num_edge_types: int
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The CSC ranges of the in-edges of type ``edge_types[i]`` of ``nodes[i]``.
+
+    Args:
+        indptr: ``[num_nodes + 1]`` the typed graph's CSC offsets (CPU).
+        type_per_edge: ``[num_edges]`` edge type ids, ascending within each destination.
+        nodes: ``[S]`` int64 global destination ids.
+        edge_types: ``[S]`` int64 edge type ids.
+        num_edge_types: the graph's number of edge types.
+
+    Returns:
+        ``(bounds, key_ids)``: ``[2 * S]`` int64 ``[lo_0, hi_0, lo_1, hi_1, ...]`` and
+        ``[S]`` int64 ``nodes * num_edge_types + edge_types``.
+    """
+    bounds = np.empty(2 * nodes.numel(), np.int64)
+    key_ids = np.empty(nodes.numel(), np.int64)
+    bad = _segments(
+        indptr.numpy(), type_per_edge.numpy(), nodes.numpy(), edge_types.numpy(), num_edge_types, bounds, key_ids
+    )
+    check_kernel_report(bad, 0, "typed_segments")
+    return torch.from_numpy(bounds), torch.from_numpy(key_ids)
+
+
+def sample_typed_layer(
+    indptr: torch.Tensor,
+    type_per_edge: torch.Tensor,
+    num_edge_types: int,
+    nodes: torch.Tensor,
+    edge_types: torch.Tensor,
+    fanouts: torch.Tensor,
+    sample: SegmentSampler,
+) -> LayerSample:
+    """Sample the segments ``(nodes[i], edge_types[i])`` of one layer.
+
+    Segments with equal fanouts are sampled in one call of ``sample``; callers order the
+    segments by edge type, so that a run of edge types with one fanout (usually all of
+    them) is one call.
+
+    Args:
+        indptr, type_per_edge, num_edge_types: the typed graph (CPU).
+        nodes: ``[S]`` int64 global destination ids.
+        edge_types: ``[S]`` int64 edge type ids.
+        fanouts: ``[S]`` int64 fanout of each segment (``-1``: all its in-edges).
+        sample: ``sample(bounds, segment_nodes, key_ids, fanout)`` samples the segments
+            ``segment_nodes`` (even positions of ``bounds``) with one fanout, e.g.
+            :func:`~graphpipe.ops.sample_neighbors` or :func:`~graphpipe.ops.sample_labor`
+            with ``indptr=bounds``.
+
+    Returns:
+        A :class:`LayerSample` with one destination per segment, in segment order; its
+        ``indices`` are global source ids and ``edge_ids`` CSC positions of the graph.
+    """
+    bounds, key_ids = typed_segments(indptr, type_per_edge, nodes, edge_types, num_edge_types)
+    num_segments = nodes.numel()
+    if num_segments == 0:
+        return sample(bounds.new_zeros(1), bounds.new_empty(0), key_ids, 1)
+    change = torch.nonzero(fanouts[1:] != fanouts[:-1]).flatten() + 1
+    cuts = [0, *change.tolist(), num_segments]
+    runs = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        runs.append(sample(bounds, torch.arange(2 * lo, 2 * hi, 2), key_ids[lo:hi], int(fanouts[lo])))
+    if len(runs) == 1:
+        return runs[0]
+    counts = torch.cat([run.indptr[1:] - run.indptr[:-1] for run in runs])
+    indptr_out = torch.zeros(num_segments + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=indptr_out[1:])
+    weights = None if runs[0].edge_weights is None else torch.cat([run.edge_weights for run in runs])
+    return LayerSample(
+        indptr_out, torch.cat([run.indices for run in runs]), torch.cat([run.edge_ids for run in runs]), weights
+    )
