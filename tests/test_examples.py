@@ -63,3 +63,15 @@ def test_ondisk_dataset_example_trains_from_a_graphbolt_directory():
     found = re.findall(r"^GraphSAGE validation accuracy: (\d\.\d{4})$", out, flags=re.M)
     assert len(found) == 1, out
     assert 0.0 <= float(found[0]) <= 1.0
+
+
+def test_hetero_rgcn_beats_the_mlp_on_paper_features():
+    pytest.importorskip("torch_geometric")
+    out = run_example("hetero_rgcn.py")
+    accuracy = {}
+    for model in ("MLP", "R-GCN"):
+        found = re.findall(rf"^{model} validation accuracy: (\d\.\d{{4}})$", out, flags=re.M)
+        assert len(found) == 1, out
+        accuracy[model] = float(found[0])
+    # Paper labels follow the typed graph more than the paper features.
+    assert accuracy["R-GCN"] > accuracy["MLP"] + 0.1, accuracy
