@@ -272,18 +272,29 @@ def hotness_from_degree(graph) -> torch.Tensor:
     return torch.bincount(graph.indices.to(torch.int64), minlength=graph.num_nodes)
 
 
-def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8) -> torch.Tensor:
+def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_type: Optional[str] = None) -> torch.Tensor:
     """``[num_rows]`` int64 access counts of ``input_nodes`` over the first ``num_batches``
     batches of ``pipe``'s epoch 0 (a sampling chain, before feature fetching). Nothing in
-    ``pipe`` changes: a loader over it still starts at epoch 0, batch_index 0."""
+    ``pipe`` changes: a loader over it still starts at epoch 0, batch_index 0.
+
+    Heterogeneous batches count the type-local ids of ``input_nodes[node_type]`` (the rows
+    of that type's features); ``node_type`` is required for them."""
     if num_batches < 1:
         raise ValueError(f"hotness_from_presampling: `num_batches` must be >= 1, got {num_batches}")
     counts = torch.zeros(num_rows, dtype=torch.int64)
     batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
     for i, minibatch in enumerate(batches):
-        if minibatch.input_nodes is None:
+        ids = minibatch.input_nodes
+        if ids is None:
             raise ValueError("hotness_from_presampling: batches have no `input_nodes`; pass a chain with a sampler")
-        counts += torch.bincount(minibatch.input_nodes.cpu(), minlength=num_rows)
+        if isinstance(ids, dict):
+            if node_type not in ids:
+                raise ValueError(
+                    f"hotness_from_presampling: the batches are heterogeneous; `node_type` must name one of their "
+                    f"node types {sorted(ids)}, got {node_type!r}"
+                )
+            ids = ids[node_type]
+        counts += torch.bincount(ids.cpu(), minlength=num_rows)
         if i + 1 == num_batches:
             break
     return counts

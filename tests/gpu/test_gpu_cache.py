@@ -211,6 +211,15 @@ def test_hotness_from_presampling_counts_input_nodes():
         hotness_from_presampling([MiniBatch()], 5)
 
 
+def test_hotness_from_presampling_counts_one_node_type_of_typed_batches():
+    batches = [MiniBatch(input_nodes={"paper": torch.tensor([0, 2]), "author": torch.tensor([1])}),
+               MiniBatch(input_nodes={"paper": torch.tensor([2]), "author": torch.tensor([0, 1])})]
+    assert hotness_from_presampling(batches, 3, node_type="paper").tolist() == [1, 0, 2]
+    assert hotness_from_presampling(batches, 2, node_type="author").tolist() == [1, 2]
+    with pytest.raises(ValueError, match=r"`node_type` must name one of their node types \['author', 'paper'\]"):
+        hotness_from_presampling(batches, 3)
+
+
 def test_hotter_rows_give_higher_hit_rate_than_cold_ones():
     gen = torch.Generator().manual_seed(5)
     ids = [(torch.rand(100, generator=gen) ** 4 * 200).long() for _ in range(20)]  # skewed to low ids
