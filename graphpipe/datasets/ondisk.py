@@ -40,7 +40,16 @@ Paths are relative to the directory. The graph is built once from the edge file 
 ``<directory>/graphpipe/graph.pt``, rebuilt when the edge files or the ``graph`` section
 change; GraphBolt's own ``preprocessed/`` folder is neither read nor written, so both
 libraries can share a directory. Features with ``in_memory: false`` stay on disk
-(memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does. Heterogeneous datasets (``type`` fields) are not read yet.
+(memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
+
+Heterogeneous datasets (GraphBolt's ``type`` fields) are read too: ``graph.nodes`` lists
+``{type: paper, num: N}`` entries, ``graph.edges`` one edge file per ``type:
+"src:relation:dst"`` (type-local ids), ``feature_data`` entries carry the node or edge
+``type`` (stored under ``(type, name)`` keys), and a task's sets list one entry per node
+``type``, read as a :class:`~graphpipe.HeteroItemSet`. The typed graph is built in
+memory (:meth:`~graphpipe.CSCGraph.from_hetero_edges`; the bounded-memory builder is
+homogeneous) and cached as above; typed ``graph.feature_data`` may give edge attributes
+(one file per edge type) but not node attributes.
 """
 
 from __future__ import annotations
@@ -58,8 +67,8 @@ import torch
 from ..csc_graph import CSCGraph
 from ..disk_feature import DiskBasedFeature
 from ..feature_store import Feature, FeatureStore
-from ..item_set import ItemSet
-from ._files import csv_to_npy, fingerprint, read_array
+from ..item_set import HeteroItemSet, ItemSet
+from ._files import csv_to_npy, fingerprint, read_array, read_csv
 
 __all__ = ["OnDiskDataset", "Task"]
 
@@ -165,7 +174,11 @@ class OnDiskDataset:
         return self.feature
 
     @property
-    def all_nodes_set(self) -> ItemSet:
+    def all_nodes_set(self):
+        """Every node id: an :class:`~graphpipe.ItemSet`, or a
+        :class:`~graphpipe.HeteroItemSet` of every type's ids for a typed graph."""
+        if self.graph.is_heterogeneous:
+            return HeteroItemSet({t: ItemSet(n, names="seeds") for t, n in self.graph.num_nodes_per_type.items() if n})
         return ItemSet(self.graph.num_nodes, names="seeds")
 
     def __repr__(self) -> str:
@@ -190,24 +203,32 @@ def _read_yaml(path: str, where: str):
             raise ValueError(f"{where}: '{path}' is not valid YAML: {error}") from error
 
 
-def _entry(entry, keys: Sequence[str], what: str, where: str) -> dict:
-    """A metadata entry checked to be a mapping with ``keys`` and no ``type`` (hetero)."""
+def _entry(entry, keys: Sequence[str], what: str, where: str, typed: Optional[bool] = False) -> dict:
+    """A metadata entry checked to be a mapping with ``keys`` and a ``type`` when
+    ``typed``, none when not (None: either)."""
     if not isinstance(entry, dict) or any(k not in entry for k in keys):
         raise ValueError(f"{where}: every {what} must be a mapping with {list(keys)}, got {entry!r}")
-    if entry.get("type") is not None:
-        raise NotImplementedError(
-            f"{where}: {what} of type {entry['type']!r}: heterogeneous datasets are not supported yet; "
-            "graphpipe reads homogeneous GraphBolt datasets (no `type` fields)"
+    has_type = entry.get("type") is not None
+    if typed is not None and has_type != typed:
+        kind = "a heterogeneous" if typed else "a homogeneous"
+        raise ValueError(
+            f"{where}: {what} {entry!r} {'lacks' if typed else 'has'} a `type`, but the graph is {kind} one "
+            f"(every node, edge, feature and set entry of a heterogeneous dataset names its type, and none of a "
+            f"homogeneous one)"
         )
     return entry
 
 
 def _load_graph(root: str, graph_meta: dict, cache_dir: str, force: bool, where: str) -> CSCGraph:
     nodes, edges = graph_meta.get("nodes"), graph_meta.get("edges")
-    if not isinstance(nodes, list) or len(nodes) != 1 or not isinstance(edges, list) or len(edges) != 1:
-        raise NotImplementedError(
-            f"{where}: `graph` must list one node entry and one edge entry (a homogeneous graph); "
-            "heterogeneous datasets are not supported yet"
+    if not isinstance(nodes, list) or not nodes or not isinstance(edges, list) or not edges:
+        raise ValueError(f"{where}: `graph` must list node entries and edge entries, got {graph_meta!r}")
+    if any(isinstance(n, dict) and n.get("type") is not None for n in nodes):
+        return _load_typed_graph(root, graph_meta, cache_dir, force, where)
+    if len(nodes) != 1 or len(edges) != 1:
+        raise ValueError(
+            f"{where}: a homogeneous `graph` lists one node entry and one edge entry (a heterogeneous one gives "
+            f"every entry a `type`), got {len(nodes)} and {len(edges)}"
         )
     num_nodes = _entry(nodes[0], ["num"], "graph node entry", where)["num"]
     edge_entry = _entry(edges[0], ["format", "path"], "graph edge entry", where)
@@ -227,20 +248,9 @@ def _load_graph(root: str, graph_meta: dict, cache_dir: str, force: bool, where:
     attributes = [_entry(f, ["domain", "name", "format", "path"], "graph feature", where)
                   for f in graph_meta.get("feature_data") or []]  # fmt: skip
     attribute_paths = [os.path.join(root, f["path"]) for f in attributes]
-    stamp = {
-        "version": _CACHE_VERSION,
-        "graph": json.loads(json.dumps(graph_meta, default=str)),
-        "files": fingerprint(edge_path, *[p for p in attribute_paths if os.path.isfile(p)]),
-    }
-    graph_file = os.path.join(cache_dir, "graph.pt")
-    stamp_file = os.path.join(cache_dir, "graph.json")
-    if not force and os.path.isfile(graph_file) and os.path.isfile(stamp_file):
-        with open(stamp_file) as f:
-            if json.load(f) == stamp:
-                return CSCGraph.load(graph_file, mmap=True)
-    os.makedirs(cache_dir, exist_ok=True)
-    if os.path.exists(stamp_file):
-        os.remove(stamp_file)
+    graph_file, stamp = _cached_graph(graph_meta, [edge_path, *attribute_paths], cache_dir, force)
+    if stamp is None:
+        return CSCGraph.load(graph_file, mmap=True)
     scratch = os.path.join(cache_dir, "edges.npy")
     try:
         if edge_entry["format"] == "csv":
@@ -255,9 +265,78 @@ def _load_graph(root: str, graph_meta: dict, cache_dir: str, force: bool, where:
             os.remove(scratch)
     if attributes:
         graph = _with_attributes(graph, attributes, attribute_paths, graph_file, where)
-    with open(stamp_file, "w") as f:
-        json.dump(stamp, f)
+    _write_stamp(cache_dir, stamp)
     return graph
+
+
+def _cached_graph(graph_meta: dict, paths: List[str], cache_dir: str, force: bool):
+    """``(graph file, stamp)``: the stamp to write once the graph is built, or None when the
+    cached graph is up to date with the ``graph`` section and the files ``paths``."""
+    stamp = {
+        "version": _CACHE_VERSION,
+        "graph": json.loads(json.dumps(graph_meta, default=str)),
+        "files": fingerprint(*[p for p in paths if os.path.isfile(p)]),
+    }
+    graph_file = os.path.join(cache_dir, "graph.pt")
+    stamp_file = os.path.join(cache_dir, "graph.json")
+    if not force and os.path.isfile(graph_file) and os.path.isfile(stamp_file):
+        with open(stamp_file) as f:
+            if json.load(f) == stamp:
+                return graph_file, None
+    os.makedirs(cache_dir, exist_ok=True)
+    if os.path.exists(stamp_file):
+        os.remove(stamp_file)
+    return graph_file, stamp
+
+
+def _write_stamp(cache_dir: str, stamp: dict) -> None:
+    with open(os.path.join(cache_dir, "graph.json"), "w") as f:
+        json.dump(stamp, f)
+
+
+def _load_typed_graph(root: str, graph_meta: dict, cache_dir: str, force: bool, where: str) -> CSCGraph:
+    """A heterogeneous ``graph`` section: node counts per type, one edge file per edge type."""
+    num_nodes = {}
+    for entry in graph_meta["nodes"]:
+        entry = _entry(entry, ["type", "num"], "graph node entry", where, typed=True)
+        num_nodes[str(entry["type"])] = entry["num"]
+    edge_entries = [_entry(e, ["type", "format", "path"], "graph edge entry", where, typed=True) for e in graph_meta["edges"]]
+    attributes = [_entry(f, ["domain", "type", "name", "format", "path"], "graph feature", where, typed=True)
+                  for f in graph_meta.get("feature_data") or []]  # fmt: skip
+    paths = [os.path.join(root, e["path"]) for e in edge_entries + attributes]
+    graph_file, stamp = _cached_graph(graph_meta, paths, cache_dir, force)
+    if stamp is None:
+        return CSCGraph.load(graph_file, mmap=True)
+    edges = {}
+    for entry in edge_entries:
+        path = os.path.join(root, entry["path"])
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{where}: the edge file of edge type {entry['type']!r} is missing: '{path}'")
+        if entry["format"] == "csv":
+            pairs = read_csv(path, np.int64).T
+        elif entry["format"] == "numpy":
+            pairs = np.load(path)
+        else:
+            raise ValueError(f"{where}: the edge `format` must be 'csv' or 'numpy', got {entry['format']!r}")
+        if pairs.ndim != 2 or pairs.shape[0] != 2:
+            raise ValueError(f"{where}: edge file '{path}' must hold [2, num_edges] (or csv lines 'src,dst'), got {pairs.shape}")
+        edges[entry["type"]] = torch.from_numpy(np.ascontiguousarray(pairs))
+    edge_attributes: Dict[str, Dict[str, torch.Tensor]] = {}
+    for entry, path in zip(attributes, paths[len(edge_entries) :]):
+        if entry["domain"] != "edge":
+            raise NotImplementedError(
+                f"{where}: graph feature '{entry['name']}' of {entry['domain']} type {entry['type']!r}: typed graphs "
+                f"take edge attributes only; list node data under the top-level `feature_data`"
+            )
+        data = torch.as_tensor(np.asarray(read_array(path, entry["format"], True, f"{where}: graph feature: ")))
+        edge_attributes.setdefault(entry["name"], {})[entry["type"]] = data
+    try:
+        graph = CSCGraph.from_hetero_edges(edges, num_nodes, edge_attributes)
+    except ValueError as error:
+        raise ValueError(f"{where}: graph: {error}") from error
+    graph.save(graph_file)
+    _write_stamp(cache_dir, stamp)
+    return CSCGraph.load(graph_file, mmap=True)
 
 
 def _with_attributes(graph: CSCGraph, attributes, paths, graph_file: str, where: str) -> CSCGraph:
@@ -285,9 +364,14 @@ def _with_attributes(graph: CSCGraph, attributes, paths, graph_file: str, where:
 
 
 def _feature_store(root: str, entries: list, graph: CSCGraph, disk_based: bool, where: str) -> FeatureStore:
+    """The top-level ``feature_data``: keyed by name, or by ``(type, name)`` for a typed graph."""
+    typed = graph.is_heterogeneous
     tables = {"node": {}, "edge": {}}
+    if typed:
+        edges_per_type = torch.bincount(graph.type_per_edge.to(torch.int64), minlength=len(graph.edge_types)).tolist()
+        rows_of = {"node": graph.num_nodes_per_type, "edge": dict(zip(graph.edge_types, edges_per_type))}
     for entry in entries:
-        entry = _entry(entry, ["domain", "name", "format", "path"], "feature_data entry", where)
+        entry = _entry(entry, ["domain", "name", "format", "path"], "feature_data entry", where, typed=typed)
         domain, name, path = entry["domain"], entry["name"], os.path.join(root, entry["path"])
         if domain not in tables:
             warnings.warn(f"{where}: skipping {domain!r} feature '{name}': graphpipe stores node and edge features")
@@ -301,12 +385,20 @@ def _feature_store(root: str, entries: list, graph: CSCGraph, disk_based: bool, 
             feature = DiskBasedFeature(path) if disk_based else Feature(path)
         else:
             feature = Feature(data)
-        rows = graph.num_nodes if domain == "node" else graph.num_edges
+        if typed:
+            if entry["type"] not in rows_of[domain]:
+                raise ValueError(
+                    f"{where}: {domain} feature '{name}' names unknown {domain} type {entry['type']!r}; the graph's "
+                    f"{domain} types: {sorted(rows_of[domain])}"
+                )
+            rows, key = rows_of[domain][entry["type"]], (entry["type"], name)
+        else:
+            rows, key = (graph.num_nodes if domain == "node" else graph.num_edges), name
         if feature.num_rows != rows:
             raise ValueError(
                 f"{where}: {domain} feature '{name}' ('{path}') has {feature.num_rows} rows, expected {rows}"
             )
-        tables[domain][name] = feature
+        tables[domain][key] = feature
     return FeatureStore(tables["node"], tables["edge"])
 
 
@@ -331,15 +423,25 @@ def _tasks(root: str, entries: list, selected: Optional[Sequence[str]], where: s
     return out
 
 
-def _item_set(root: str, entries, where: str) -> Optional[ItemSet]:
+def _item_set(root: str, entries, where: str):
+    """A task's set: an :class:`~graphpipe.ItemSet`, or with one entry per ``type`` a
+    :class:`~graphpipe.HeteroItemSet`."""
     if not entries:
         return None
-    if not isinstance(entries, list) or len(entries) != 1:
-        raise NotImplementedError(f"{where}: one untyped set expected (heterogeneous sets are not supported yet)")
-    entry = _entry(entries[0], ["data"], "set", where)
+    if not isinstance(entries, list):
+        raise ValueError(f"{where}: a set must be a list of entries, got {entries!r}")
+    if any(isinstance(e, dict) and e.get("type") is not None for e in entries):
+        typed = [_entry(e, ["type", "data"], "set", where, typed=True) for e in entries]
+        return HeteroItemSet({str(e["type"]): _one_item_set(root, e, f"{where} type {e['type']!r}") for e in typed})
+    if len(entries) != 1:
+        raise ValueError(f"{where}: an untyped set has one entry, got {len(entries)} (typed sets give each a `type`)")
+    return _one_item_set(root, _entry(entries[0], ["data"], "set", where), where)
+
+
+def _one_item_set(root: str, entry: dict, where: str) -> ItemSet:
     fields, names = [], []
     for data in entry["data"]:
-        data = _entry(data, ["format", "path"], "set data entry", where)
+        data = _entry(data, ["format", "path"], "set data entry", where, typed=None)
         array = read_array(os.path.join(root, data["path"]), data["format"], True, f"{where}: ")
         fields.append(torch.as_tensor(np.asarray(array)) if isinstance(array, np.ndarray) else array)
         name = data.get("name") or "seeds"
