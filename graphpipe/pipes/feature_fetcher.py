@@ -116,7 +116,8 @@ class FeatureFetcher(Pipe):
                 for node_type, names in self.node_feature_keys.items():
                     type_ids = ids.get(node_type, ids[_EMPTY])
                     for name in names:
-                        node_features[node_type, name] = self._read("node", node_type, name, type_ids, f"{field}['{node_type}']")
+                        where = f"{field}['{node_type}']"
+                        node_features[node_type, name] = self._read("node", node_type, name, type_ids, where)
             else:
                 self._check_untyped(ids, field)
                 for key in self.node_feature_keys:
@@ -135,7 +136,8 @@ class FeatureFetcher(Pipe):
                     for edge_type, names in self.edge_feature_keys.items():
                         type_ids = ids.get(edge_type, ids[_EMPTY])
                         for name in names:
-                            layer[edge_type, name] = self._read("edge", edge_type, name, type_ids, f"{field}['{edge_type}']")
+                            where = f"{field}['{edge_type}']"
+                            layer[edge_type, name] = self._read("edge", edge_type, name, type_ids, where)
                 else:
                     self._check_untyped(subgraph.original_edge_ids, field)
                     for key in self.edge_feature_keys:
