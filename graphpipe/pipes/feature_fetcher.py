@@ -112,9 +112,9 @@ class FeatureFetcher(Pipe):
                     "FeatureFetcher: the MiniBatch has neither `input_nodes` nor `seeds` to read node features for"
                 )
             if self.typed:
-                ids = self._typed_ids(ids, field)
+                ids, empty = self._typed_ids(ids, field)
                 for node_type, names in self.node_feature_keys.items():
-                    type_ids = ids.get(node_type, ids[_EMPTY])
+                    type_ids = ids.get(node_type, empty)
                     for name in names:
                         where = f"{field}['{node_type}']"
                         node_features[node_type, name] = self._read("node", node_type, name, type_ids, where)
@@ -132,9 +132,9 @@ class FeatureFetcher(Pipe):
             for i, (layer, subgraph) in enumerate(zip(edge_features, minibatch.sampled_subgraphs)):
                 field = f"sampled_subgraphs[{i}].original_edge_ids"
                 if self.typed:
-                    ids = self._typed_ids(subgraph.original_edge_ids, field)
+                    ids, empty = self._typed_ids(subgraph.original_edge_ids, field)
                     for edge_type, names in self.edge_feature_keys.items():
-                        type_ids = ids.get(edge_type, ids[_EMPTY])
+                        type_ids = ids.get(edge_type, empty)
                         for name in names:
                             where = f"{field}['{edge_type}']"
                             layer[edge_type, name] = self._read("edge", edge_type, name, type_ids, where)
@@ -189,16 +189,16 @@ class FeatureFetcher(Pipe):
                 out += [(kind, None, name) for name in keys]
         return out
 
-    def _typed_ids(self, ids, field: str) -> Dict[object, torch.Tensor]:
-        """``ids`` (type -> ids) of a typed batch, with an empty int64 tensor at ``_EMPTY``
-        (on the ids' device) for the types the batch lacks."""
+    def _typed_ids(self, ids, field: str) -> Tuple[Mapping[str, torch.Tensor], torch.Tensor]:
+        """``ids`` (type -> ids) of a typed batch, after checking it is a dict, and an empty
+        int64 tensor on the ids' device to read for the types the batch lacks."""
         if not isinstance(ids, Mapping):
             raise TypeError(
                 f"FeatureFetcher: the keys are per type (dicts), so `{field}` must be a dict of type -> ids "
                 f"(a heterogeneous batch), got {type(ids).__name__}; for a homogeneous batch pass lists of names"
             )
         device = next((t.device for t in ids.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        return {**ids, _EMPTY: torch.empty(0, dtype=torch.int64, device=device)}
+        return ids, torch.empty(0, dtype=torch.int64, device=device)
 
     def _check_untyped(self, ids, field: str) -> None:
         if isinstance(ids, Mapping):
@@ -221,9 +221,6 @@ class FeatureFetcher(Pipe):
             where = f"FeatureFetcher: {kind} feature '{name}'{of_type} ({feature.num_rows} rows)"
             check_node_ids(ids, feature.num_rows, field, where, kind=kind)
             raise
-
-
-_EMPTY = object()  # the key of a typed batch's empty ids (see FeatureFetcher._typed_ids)
 
 
 class _OutputBlocks:
