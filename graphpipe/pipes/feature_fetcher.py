@@ -84,16 +84,20 @@ class FeatureFetcher(Pipe):
             self.node_feature_keys = _typed_keys(features, "node", node_feature_keys, sampler)
             self.edge_feature_keys = _typed_keys(features, "edge", edge_feature_keys, sampler)
         else:
-            self.node_feature_keys = _checked_keys(features, "node", node_feature_keys)
-            self.edge_feature_keys = _checked_keys(features, "edge", edge_feature_keys)
-            if sampler is not None and sampler.graph.is_heterogeneous and (self.node_feature_keys or self.edge_feature_keys):
+            # Before the names are looked up: a typed store has none of them, and the fix is a dict.
+            node_feature_keys, edge_feature_keys = (
+                keys if isinstance(keys, str) else list(keys) for keys in (node_feature_keys, edge_feature_keys)
+            )
+            if sampler is not None and sampler.graph.is_heterogeneous and (node_feature_keys or edge_feature_keys):
                 graph = sampler.graph
                 raise TypeError(
                     f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is heterogeneous, so "
                     "`node_feature_keys` / `edge_feature_keys` must be dicts of type -> names, e.g. "
-                    f"node_feature_keys={{'{graph.node_types[0]}': {self.node_feature_keys or ['feat']}}}; "
+                    f"node_feature_keys={{'{graph.node_types[0]}': {node_feature_keys or ['feat']}}}; "
                     f"node types: {graph.node_types}, edge types: {graph.edge_types}"
                 )
+            self.node_feature_keys = _checked_keys(features, "node", node_feature_keys)
+            self.edge_feature_keys = _checked_keys(features, "edge", edge_feature_keys)
         if sampler is not None:
             _check_rows(self, sampler)
 

@@ -100,7 +100,7 @@ def test_construction_errors_name_the_argument_and_the_known_types():
         pipe.fetch_feature(store, node_feature_keys={"paper": ["year"], "author": ["year"]})
     with pytest.raises(TypeError, match=r"heterogeneous, so `node_feature_keys` / `edge_feature_keys` must be "
                        r"dicts of type -> names, e\.g\. node_feature_keys=\{'author': \['feat'\]\}"):
-        pipe.fetch_feature(FeatureStore({"feat": torch.zeros(50, 1)}), node_feature_keys=["feat"])
+        pipe.fetch_feature(store, node_feature_keys=["feat"])  # the typed store has no plain "feat": same advice
     with pytest.raises(TypeError, match=r"`edge_feature_keys` must be a dict of edge type -> names"):
         pipe.fetch_feature(store, node_feature_keys={"paper": ["feat"]}, edge_feature_keys=["eid"])
     with pytest.raises(TypeError, match=r"`node_feature_keys\['paper'\]` must be a list of names, got 'feat'"):
