@@ -10,11 +10,12 @@ use (so a store is cheap to build and pickles as paths, e.g. into worker process
 from __future__ import annotations
 
 import os
-from typing import Dict, Mapping, Optional, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
 
+from .csc_graph import parse_edge_type
 from .ops.gather import gather_rows, numpy_to_torch_dtype
 from .ops.uva_gather import cuda_or_warn_once, pin_in_place
 
@@ -127,44 +128,61 @@ class Feature:
 
 
 class FeatureStore:
-    """Named node and edge features.
+    """Named node and edge features, homogeneous or per node / edge type.
 
-    ``store["feat"]`` or ``store["node", "feat"]`` is a node :class:`Feature`,
-    ``store["edge", "w"]`` an edge feature (rows indexed by edge id).
+    Homogeneous stores key a table by its name: ``store["feat"]`` or
+    ``store["node", "feat"]`` is a node :class:`Feature`, ``store["edge", "w"]`` an edge
+    feature (rows indexed by edge id).
+
+    Typed stores (heterogeneous graphs) key a table by ``(type, name)``, as GraphBolt's
+    ``TorchBasedFeatureStore`` keys by ``(domain, type, name)``: ``store["node", "paper",
+    "feat"]`` has one row per ``paper`` node (type-local ids), ``store["edge",
+    "author:writes:paper", "w"]`` one row per edge of that type (ids within the type, as
+    ``SampledSubgraph.original_edge_ids[etype]``). Edge types are ``"src:relation:dst"``
+    strings; a ``(src, relation, dst)`` tuple (PyG's form) is accepted wherever an edge
+    type is and stored as the string. ``store[kind, key]`` also takes a key as
+    :attr:`node_keys` / :attr:`edge_keys` list it, and ``store[kind, None, name]`` is
+    the homogeneous ``name`` (GraphBolt's form).
 
     Args:
-        node_features: name -> table (see :class:`Feature`) with one row per node.
-        edge_features: name -> table with one row per edge.
+        node_features: ``name`` or ``(node_type, name)`` -> table (see :class:`Feature`)
+            with one row per node (of that type).
+        edge_features: ``name`` or ``(edge_type, name)`` -> table with one row per edge
+            (of that type).
     """
 
     def __init__(
         self,
-        node_features: Mapping[str, Union[Feature, FeatureData]],
-        edge_features: Optional[Mapping[str, Union[Feature, FeatureData]]] = None,
+        node_features: Mapping[Union[str, Tuple[str, str]], Union[Feature, FeatureData]],
+        edge_features: Optional[Mapping[Union[str, Tuple[object, str]], Union[Feature, FeatureData]]] = None,
     ):
-        self._features: Dict[str, Dict[str, Feature]] = {
-            "node": _as_features(node_features, "node_features"),
-            "edge": _as_features(edge_features or {}, "edge_features"),
+        self._features: Dict[str, Dict[FeatureKey, Feature]] = {
+            "node": _as_features(node_features, "node"),
+            "edge": _as_features(edge_features or {}, "edge"),
         }
 
     @property
-    def node_keys(self):
+    def node_keys(self) -> List[FeatureKey]:
+        """Node feature keys: names (homogeneous) and ``(node_type, name)`` pairs (typed)."""
         return list(self._features["node"])
 
     @property
-    def edge_keys(self):
+    def edge_keys(self) -> List[FeatureKey]:
+        """Edge feature keys: names and ``("src:relation:dst", name)`` pairs."""
         return list(self._features["edge"])
 
     def __getitem__(self, key) -> Feature:
-        kind, name = _split_key(key)
+        kind, feature_key = _split_key(key)
         features = self._features[kind]
-        if name not in features:
-            raise KeyError(f"FeatureStore: unknown {kind} feature '{name}'; known {kind} features: {list(features)}")
-        return features[name]
+        if feature_key not in features:
+            raise KeyError(
+                f"FeatureStore: unknown {kind} feature {_describe(feature_key)}; known {kind} features: {list(features)}"
+            )
+        return features[feature_key]
 
     def __contains__(self, key) -> bool:
-        kind, name = _split_key(key)
-        return name in self._features[kind]
+        kind, feature_key = _split_key(key)
+        return feature_key in self._features[kind]
 
     def pin_memory_(self) -> "FeatureStore":
         """Pin every feature in place (see :meth:`Feature.pin_memory_`); return self."""
@@ -175,32 +193,77 @@ class FeatureStore:
 
     def __repr__(self) -> str:
         lines = [
-            f"    {kind} '{name}': {feature!r},"
+            f"    {kind} {_describe(key)}: {feature!r},"
             for kind, features in self._features.items()
-            for name, feature in features.items()
+            for key, feature in features.items()
         ]
         return "FeatureStore(\n" + "\n".join(lines) + "\n)" if lines else "FeatureStore()"
 
 
-def _split_key(key) -> Tuple[str, str]:
+FeatureKey = Union[str, Tuple[str, str]]
+
+_TYPED_KEY_FORMS = (
+    "a typed feature is ('node', node_type, 'name') or ('edge', edge_type, 'name'), edge_type "
+    "'src:relation:dst' or a (src, relation, dst) tuple"
+)
+
+
+def _describe(key: FeatureKey) -> str:
+    return f"'{key}'" if isinstance(key, str) else f"'{key[1]}' of type '{key[0]}'"
+
+
+def _type_name(kind: str, type_name, where: str) -> str:
+    """A node type as given, an edge type as its ``"src:relation:dst"`` string."""
+    if kind == "edge":
+        return "{}:{}:{}".format(*parse_edge_type(type_name, where))
+    if not isinstance(type_name, str):
+        raise KeyError(f"{where}: a node type must be a str, got {type_name!r}")
+    return type_name
+
+
+def _split_key(key) -> Tuple[str, FeatureKey]:
+    """``(kind, name or (type, name))`` of a lookup key (see :class:`FeatureStore`)."""
+    where = "FeatureStore"
     if isinstance(key, str):
         return "node", key
-    if isinstance(key, tuple) and len(key) == 2 and key[0] in ("node", "edge") and isinstance(key[1], str):
-        return key
-    raise KeyError(f"FeatureStore: a key is 'name' or ('node' | 'edge', 'name'), got {key!r}")
+    if isinstance(key, tuple) and len(key) in (2, 3) and key[0] in ("node", "edge"):
+        kind = key[0]
+        if len(key) == 2 and isinstance(key[1], str):
+            return kind, key[1]
+        if len(key) == 2 and isinstance(key[1], tuple) and len(key[1]) == 2:
+            key = (kind, *key[1])
+        if len(key) == 3 and isinstance(key[2], str):
+            if key[1] is None:
+                return kind, key[2]
+            try:
+                return kind, (_type_name(kind, key[1], where), key[2])
+            except ValueError as err:
+                raise KeyError(str(err)) from err
+    raise KeyError(f"{where}: a key is 'name' or ('node' | 'edge', 'name'), got {key!r}; {_TYPED_KEY_FORMS}")
 
 
-def _as_features(features, name: str) -> Dict[str, Feature]:
+def _as_features(features, kind: str) -> Dict[FeatureKey, Feature]:
+    """``{name or (type, name): Feature}`` of a constructor argument (edge types normalised)."""
+    argument = f"{kind}_features"
+    where = f"FeatureStore: `{argument}`"
     if not isinstance(features, Mapping):
-        raise TypeError(f"FeatureStore: `{name}` must be a dict of name -> table, got {type(features).__name__}")
+        raise TypeError(f"{where} must be a dict of name -> table, got {type(features).__name__}")
     out = {}
     for key, data in features.items():
-        if not isinstance(key, str):
-            raise TypeError(f"FeatureStore: `{name}` keys must be str, got {key!r}")
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str):
+            try:
+                key = (_type_name(kind, key[0], where), key[1])
+            except (KeyError, ValueError) as err:
+                raise TypeError(f"{where} has key {key!r}: {err.args[0]}") from err
+        elif not isinstance(key, str):
+            type_form = "edge_type" if kind == "edge" else "node_type"
+            raise TypeError(f"{where} keys must be 'name' or ({type_form}, 'name'), got {key!r}")
+        if key in out:
+            raise ValueError(f"{where} gives {kind} feature {_describe(key)} twice")
         try:
             out[key] = data if isinstance(data, Feature) else Feature(data)
         except (TypeError, ValueError, FileNotFoundError) as err:
-            raise type(err)(f"FeatureStore: `{name}['{key}']`: {err}") from err
+            raise type(err)(f"FeatureStore: `{argument}[{key!r}]`: {err}") from err
     return out
 
 

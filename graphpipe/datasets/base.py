@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, Optional, Union
 
 import torch
 
 from ..csc_graph import CSCGraph
 from ..feature_store import FeatureStore
-from ..item_set import ItemSet
+from ..item_set import HeteroItemSet, ItemSet
 
 __all__ = ["NodeClassificationDataset"]
 
@@ -22,25 +22,38 @@ class NodeClassificationDataset:
         name: a short name, e.g. ``"karate_club"``.
         graph: the (symmetric) graph in CSC form.
         features: node features; key ``"feat"`` is ``[num_nodes, feature_dim]`` float32.
+            A typed (heterogeneous) dataset keys them ``(node_type, name)``, e.g.
+            ``features["node", "paper", "feat"]``.
         train_set, validation_set, test_set: disjoint :class:`~graphpipe.ItemSet` s with
             fields ``("seeds", "labels")``, both ``[n]`` int64 (None where a converted
-            dataset has no such split, e.g. ``from_pyg`` of a ``Data`` without masks).
-        num_classes: labels are in ``[0, num_classes)`` (None if unknown).
+            dataset has no such split, e.g. ``from_pyg`` of a ``Data`` without masks);
+            for a typed dataset :class:`~graphpipe.HeteroItemSet` s over the labelled
+            node types.
+        num_classes: labels are in ``[0, num_classes)`` (None if unknown; for several
+            labelled node types, over all of them).
         labels: ``[num_nodes]`` int64 label of every node (for evaluating on all nodes),
-            or None for an unlabelled converted dataset.
+            or None for an unlabelled converted dataset; for a typed dataset a dict node
+            type -> ``[num_nodes_of_type]`` labels of the labelled types.
     """
 
     name: str
     graph: CSCGraph
     features: FeatureStore
-    train_set: Optional[ItemSet]
-    validation_set: Optional[ItemSet]
-    test_set: Optional[ItemSet]
+    train_set: Optional[Union[ItemSet, HeteroItemSet]]
+    validation_set: Optional[Union[ItemSet, HeteroItemSet]]
+    test_set: Optional[Union[ItemSet, HeteroItemSet]]
     num_classes: Optional[int]
-    labels: Optional[torch.Tensor]
+    labels: Optional[Union[torch.Tensor, Dict[str, torch.Tensor]]]
 
     def __repr__(self) -> str:
-        feature_dim = self.features["feat"].row_shape[0] if "feat" in self.features else None
+        if self.graph.is_heterogeneous:
+            feature_dim = {
+                t: self.features["node", t, "feat"].row_shape[0]
+                for t in self.graph.node_types
+                if ("node", t, "feat") in self.features and self.features["node", t, "feat"].row_shape
+            }
+        else:
+            feature_dim = self.features["feat"].row_shape[0] if "feat" in self.features else None
         sizes = ", ".join(
             f"{name}={None if item_set is None else len(item_set)}"
             for name, item_set in (("train", self.train_set), ("validation", self.validation_set), ("test", self.test_set))

@@ -14,18 +14,28 @@ writing files:
 * labels (``y`` / ``ndata["label"]``) and the ``train``/``val``/``test`` masks become
   the item sets ``("seeds", "labels")``, seeds in increasing id order.
 
-Heterogeneous graphs (``HeteroData``, DGL graphs with several types) are not supported yet.
+Heterogeneous graphs (``HeteroData``, DGL graphs with several node or edge types) give
+the same dataset, typed (GraphBolt's form):
+
+* the graph is ``CSCGraph.from_hetero_edges`` of the edges per edge type
+  (``"src:relation:dst"``), in the source's edge order within each type, so
+  ``original_edge_ids`` are the source's edge ids within their type;
+* features are keyed ``(node_type, name)`` and ``(edge_type, name)``
+  (``store["node", "paper", "feat"]``);
+* ``labels`` is a dict node type -> labels over the node types that have labels, and
+  each split a :class:`~graphpipe.HeteroItemSet` over the labelled types that have a
+  mask for it (``minibatch.seeds == {"paper": ...}``).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import torch
 
 from ..csc_graph import CSCGraph
 from ..feature_store import FeatureStore
-from ..item_set import ItemSet
+from ..item_set import HeteroItemSet, ItemSet
 from .base import NodeClassificationDataset
 
 __all__ = ["from_pyg", "from_dgl"]
@@ -34,12 +44,15 @@ _SPLITS = ("train", "val", "test")
 
 
 def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> NodeClassificationDataset:
-    """A :class:`NodeClassificationDataset` of a ``torch_geometric.data.Data``.
+    """A :class:`NodeClassificationDataset` of a ``torch_geometric.data.Data`` or ``HeteroData``.
 
     Reads ``edge_index`` (``[2, num_edges]``, row 0 sources), ``num_nodes``, ``x``
     (stored as node feature ``"feat"``), ``y`` (``[num_nodes]`` or ``[num_nodes, 1]``
     labels), ``train_mask`` / ``val_mask`` / ``test_mask`` (``[num_nodes]`` bool) and
     every other node- or edge-level tensor (e.g. ``edge_attr``) as a feature of that name.
+    A ``HeteroData`` is read the same way per node type (``data["paper"].x``, ...) and
+    per edge type (``data["author", "writes", "paper"].edge_index``, ...); see the
+    module's docstring for the typed result.
 
     Args:
         data: the PyG graph.
@@ -48,7 +61,7 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
     """
     where = "from_pyg"
     if type(data).__name__ == "HeteroData":
-        raise NotImplementedError(f"{where}: HeteroData is not supported yet; convert a homogeneous Data")
+        return _from_pyg_hetero(data, name, num_classes)
     if not hasattr(data, "edge_index") or not hasattr(data, "is_node_attr"):
         raise TypeError(f"{where}: `data` must be a torch_geometric.data.Data, got {type(data).__name__}")
     if data.edge_index is None:
@@ -67,26 +80,84 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
 
 
 def from_dgl(graph, name: str = "dgl", num_classes: Optional[int] = None) -> NodeClassificationDataset:
-    """A :class:`NodeClassificationDataset` of a homogeneous ``dgl.DGLGraph``.
+    """A :class:`NodeClassificationDataset` of a ``dgl.DGLGraph``.
 
     Edges in DGL's edge id order (``graph.edges(order="eid")``); ``ndata["feat"]`` is
     node feature ``"feat"``, ``ndata["label"]`` the labels, ``ndata["train_mask"]`` /
     ``"val_mask"`` / ``"test_mask"`` the splits; every other ``ndata`` / ``edata``
-    tensor a node / edge feature of its name.
+    tensor a node / edge feature of its name. A heterograph (several node or edge
+    types) is read per node type (``graph.nodes[ntype].data``) and per canonical edge
+    type (``graph.edges(etype=..., order="eid")``, ``graph.edges[etype].data``); see
+    the module's docstring for the typed result.
     """
     where = "from_dgl"
     if not all(hasattr(graph, a) for a in ("edges", "ndata", "edata", "num_nodes")):
         raise TypeError(f"{where}: `graph` must be a dgl.DGLGraph, got {type(graph).__name__}")
-    if len(graph.ntypes) != 1 or len(graph.etypes) != 1:
-        raise NotImplementedError(
-            f"{where}: heterogeneous graphs ({len(graph.ntypes)} node types, {len(graph.etypes)} edge types) "
-            "are not supported yet"
-        )
+    if len(graph.ntypes) != 1 or len(graph.canonical_etypes) != 1:
+        return _from_dgl_hetero(graph, name, num_classes)
     src, dst = graph.edges(order="eid")
     csc = CSCGraph.from_coo(src, dst, num_nodes=graph.num_nodes())
     node_data = {k: v for k, v in graph.ndata.items() if isinstance(v, torch.Tensor)}
     edge_data = {k: v for k, v in graph.edata.items() if isinstance(v, torch.Tensor)}
     return _dataset(where, name, csc, node_data, edge_data, "feat", "label", num_classes)
+
+
+def _from_pyg_hetero(data, name: str, num_classes: Optional[int]) -> NodeClassificationDataset:
+    where = "from_pyg"
+    num_nodes = {}
+    for node_type in data.node_types:
+        count = data[node_type].num_nodes
+        if count is None:
+            raise ValueError(
+                f"{where}: node type '{node_type}' has no `num_nodes` and no node-level tensor to infer it from; "
+                f"set data['{node_type}'].num_nodes"
+            )
+        num_nodes[node_type] = count
+    edges = {}
+    for edge_type in data.edge_types:
+        edge_index = data[edge_type].get("edge_index")
+        if edge_index is None:
+            raise ValueError(
+                f"{where}: edge type {edge_type} has no `edge_index`; give every edge type a [2, num_edges] edge_index"
+            )
+        edges[edge_type] = edge_index
+    if not edges:
+        raise ValueError(f"{where}: the HeteroData has no edge types; the graph needs edges")
+    graph = CSCGraph.from_hetero_edges(edges, num_nodes)
+    node_data = {
+        node_type: {
+            key: value
+            for key, value in data[node_type].items()
+            if isinstance(value, torch.Tensor) and data[node_type].is_node_attr(key)
+        }
+        for node_type in data.node_types
+    }
+    edge_data = {
+        ":".join(edge_type): {
+            key: value
+            for key, value in data[edge_type].items()
+            if key != "edge_index" and isinstance(value, torch.Tensor) and data[edge_type].is_edge_attr(key)
+        }
+        for edge_type in data.edge_types
+    }
+    return _hetero_dataset(where, name, graph, node_data, edge_data, "x", "y", num_classes)
+
+
+def _from_dgl_hetero(graph, name: str, num_classes: Optional[int]) -> NodeClassificationDataset:
+    edge_types = graph.canonical_etypes
+    csc = CSCGraph.from_hetero_edges(
+        {edge_type: graph.edges(etype=edge_type, order="eid") for edge_type in edge_types},
+        {node_type: graph.num_nodes(node_type) for node_type in graph.ntypes},
+    )
+    node_data = {
+        node_type: {k: v for k, v in graph.nodes[node_type].data.items() if isinstance(v, torch.Tensor)}
+        for node_type in graph.ntypes
+    }
+    edge_data = {
+        ":".join(edge_type): {k: v for k, v in graph.edges[edge_type].data.items() if isinstance(v, torch.Tensor)}
+        for edge_type in edge_types
+    }
+    return _hetero_dataset("from_dgl", name, csc, node_data, edge_data, "feat", "label", num_classes)
 
 
 def _dataset(
@@ -99,30 +170,89 @@ def _dataset(
     label_key: str,
     num_classes: Optional[int],
 ) -> NodeClassificationDataset:
+    features, labels, sets = _node_items(where, "", graph.num_nodes, node_data, feature_key, label_key)
+    return NodeClassificationDataset(
+        name=name,
+        graph=graph,
+        features=FeatureStore(features, {key: value.contiguous() for key, value in edge_data.items()}),
+        train_set=sets["train"],
+        validation_set=sets["val"],
+        test_set=sets["test"],
+        num_classes=_num_classes(num_classes, [labels]),
+        labels=labels,
+    )
+
+
+def _hetero_dataset(
+    where: str,
+    name: str,
+    graph: CSCGraph,
+    node_data: Dict[str, Dict[str, torch.Tensor]],
+    edge_data: Dict[str, Dict[str, torch.Tensor]],
+    feature_key: str,
+    label_key: str,
+    num_classes: Optional[int],
+) -> NodeClassificationDataset:
+    """The typed dataset: features keyed by (type, name); labels and item sets over the
+    node types that have labels (or, if none has, over those with split masks)."""
+    counts = graph.num_nodes_per_type
+    node_features, labels, sets = {}, {}, {}
+    for node_type in graph.node_types:
+        what = f" of node type '{node_type}'"
+        features, labels[node_type], sets[node_type] = _node_items(
+            where, what, counts[node_type], node_data[node_type], feature_key, label_key
+        )
+        node_features.update({(node_type, key): value for key, value in features.items()})
+    edge_features = {
+        (edge_type, key): value.contiguous() for edge_type, tensors in edge_data.items() for key, value in tensors.items()
+    }
+    labelled = [t for t in graph.node_types if labels[t] is not None]
+    split_types = labelled or graph.node_types
+    splits = {}
+    for split in _SPLITS:
+        per_type = {t: sets[t][split] for t in split_types if sets[t][split] is not None}
+        splits[split] = HeteroItemSet(per_type) if per_type else None
+    return NodeClassificationDataset(
+        name=name,
+        graph=graph,
+        features=FeatureStore(node_features, edge_features),
+        train_set=splits["train"],
+        validation_set=splits["val"],
+        test_set=splits["test"],
+        num_classes=_num_classes(num_classes, [labels[t] for t in labelled]),
+        labels={t: labels[t] for t in labelled} or None,
+    )
+
+
+def _node_items(
+    where: str, what: str, num_nodes: int, node_data: Dict[str, torch.Tensor], feature_key: str, label_key: str
+) -> Tuple[Dict[str, torch.Tensor], Optional[torch.Tensor], Dict[str, Optional[ItemSet]]]:
+    """``(features, labels, {split: ItemSet or None})`` of one node set (a type's nodes,
+    named by ``what`` in errors): labels and ``{split}_mask`` tensors are taken out of
+    ``node_data``, the rest are features (``feature_key`` stored as ``"feat"``)."""
     node_data = dict(node_data)
     labels = node_data.pop(label_key, None)
     masks = {split: node_data.pop(f"{split}_mask", None) for split in _SPLITS}
     if labels is not None:
         if labels.dim() == 2 and labels.size(1) == 1:
             labels = labels[:, 0]
-        if labels.dim() != 1 or labels.size(0) != graph.num_nodes:
+        if labels.dim() != 1 or labels.size(0) != num_nodes:
             raise ValueError(
-                f"{where}: labels `{label_key}` must be [num_nodes] or [num_nodes, 1], got shape {tuple(labels.shape)}"
+                f"{where}: labels `{label_key}`{what} must be [num_nodes] or [num_nodes, 1] with num_nodes={num_nodes}, "
+                f"got shape {tuple(labels.shape)}"
             )
         if not labels.dtype.is_floating_point:
             labels = labels.to(torch.int64)
-            if num_classes is None and labels.numel():
-                num_classes = int(labels.max()) + 1
     features = {("feat" if key == feature_key else key): value.contiguous() for key, value in node_data.items()}
     sets = {}
     for split, mask in masks.items():
         if mask is None:
             sets[split] = None
             continue
-        if mask.dtype != torch.bool or mask.dim() != 1 or mask.size(0) != graph.num_nodes:
+        if mask.dtype != torch.bool or mask.dim() != 1 or mask.size(0) != num_nodes:
             raise ValueError(
-                f"{where}: `{split}_mask` must be a [num_nodes] bool tensor, got {mask.dtype} shape {tuple(mask.shape)} "
-                "(for several splits, select one column first)"
+                f"{where}: `{split}_mask`{what} must be a [num_nodes] bool tensor with num_nodes={num_nodes}, got "
+                f"{mask.dtype} shape {tuple(mask.shape)} (for several splits, select one column first)"
             )
         seeds = torch.nonzero(mask).view(-1)
         if seeds.numel() == 0:
@@ -131,13 +261,12 @@ def _dataset(
             sets[split] = ItemSet(seeds, names="seeds")
         else:
             sets[split] = ItemSet((seeds, labels[seeds]), names=("seeds", "labels"))
-    return NodeClassificationDataset(
-        name=name,
-        graph=graph,
-        features=FeatureStore(features, {key: value.contiguous() for key, value in edge_data.items()}),
-        train_set=sets["train"],
-        validation_set=sets["val"],
-        test_set=sets["test"],
-        num_classes=num_classes,
-        labels=labels,
-    )
+    return features, labels, sets
+
+
+def _num_classes(given: Optional[int], labels) -> Optional[int]:
+    """``given``, else one more than the largest integer label (over every labelled type)."""
+    if given is not None:
+        return given
+    integer = [t for t in labels if t is not None and not t.dtype.is_floating_point and t.numel()]
+    return max(int(t.max()) for t in integer) + 1 if integer else None
