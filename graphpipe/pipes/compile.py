@@ -132,13 +132,10 @@ def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob
                 tasks.append((name, compile_sampler))
             tasks.append((name, partial(compile_unique_and_compact, stage.graph.num_nodes)))
         if isinstance(stage, FeatureFetcher):
-            kinds = (("node", stage.node_feature_keys), ("edge", stage.edge_feature_keys))
-            for kind, keys in kinds:
-                for key in keys:
-                    feature = stage.features[kind, key]
-                    on_cpu = not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda)
-                    if type(feature) is Feature and on_cpu:  # not a GPU cache
-                        tasks.append((name, partial(compile_gather_rows, feature.data)))
+            for _, _, feature in stage.fetched_features():
+                on_cpu = not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda)
+                if type(feature) is Feature and on_cpu:  # not a GPU cache
+                    tasks.append((name, partial(compile_gather_rows, feature.data)))
     if background is None:
         from ..transforms.defaults import _kernels_thread_safe
 

@@ -64,5 +64,5 @@ def test_from_pyg_errors():
     data.train_mask = torch.stack([data.train_mask, data.train_mask], 1)
     with pytest.raises(ValueError, match="train_mask"):
         gp.datasets.from_pyg(data)
-    with pytest.raises(NotImplementedError, match="HeteroData"):
+    with pytest.raises(ValueError, match="the HeteroData has no edge types"):
         gp.datasets.from_pyg(pyg_data.HeteroData())

@@ -47,7 +47,7 @@ def test_from_dgl_matches_the_graph():
         torch.repeat_interleave(torch.arange(mb.seeds.numel()), mb.sampled_subgraphs[0].sampled_csc.indptr.diff().long())])
 
 
-def test_from_dgl_rejects_heterographs():
-    g = dgl.heterograph({("a", "r", "b"): ([0], [0])})
-    with pytest.raises(NotImplementedError, match="heterogeneous"):
-        gp.datasets.from_dgl(g)
+def test_from_dgl_reads_a_graph_with_two_node_types_as_typed():
+    g = dgl.heterograph({("a", "r", "b"): ([0, 1], [0, 0])})
+    graph = gp.datasets.from_dgl(g).graph
+    assert graph.is_heterogeneous and graph.edge_types == ["a:r:b"] and graph.num_nodes_per_type == {"a": 2, "b": 1}
