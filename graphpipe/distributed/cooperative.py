@@ -21,6 +21,13 @@ overlapping neighbourhoods the ranks sample and fetch fewer distinct vertices in
 than with independent batches. With a fixed seed the union over ranks of the sampled
 edges of a global batch equals what one process samples for that batch.
 
+Typed (heterogeneous) graphs take the same steps with every id type-local, as in their
+non-cooperative MiniBatches: a vertex's owner is that of its global id
+(``node_type_offset[type] +`` type-local id), the ids of all node types cross in one
+exchange per step, each rank samples its destinations' in-edges of every edge type
+with the typed kernel, and every exchange plan, feature and model exchange is per
+node type (:func:`_sample_typed_cooperatively`).
+
 Each exchange is one ``torch.distributed.all_to_all_single`` (gloo on CPU, NCCL on
 GPU) on the process group the :class:`~graphpipe.DistributedItemSampler` made for that
 stage, so the sampling thread, the feature thread and the training loop never
@@ -231,7 +238,7 @@ def _send_typed_to_owners(
         type's ids alone (``received_ids`` from rank 0's requests to the last rank's;
         ``ids[t][order]`` grouped by owner); ``sent`` and ``received`` are the
         ``[world_size, num_types]`` count matrices (row: the peer rank), with which
-        per-item values of type ``t`` follow the ids (:func:`_send_rows_of_type`).
+        per-item values of type ``t`` follow the ids (:func:`_send_typed_rows`).
     """
     num_types, num_parts = len(ids), partition.num_parts
     owners = [partition.owner(t_ids) for t_ids in ids]

@@ -171,6 +171,8 @@ def cooperative_rank(rank, world_size, batch_size, use_partition):
                 batches.append(summary(mb))
                 if kind == "neighbor" and not runs:
                     out["exchange_error"] = max(out.get("exchange_error", 0.0), exchange_error(mb, rank, world_size))
+                    with pytest.raises(ValueError, match=r"`h` must be a non-empty dict \{node type: rows\}"):
+                        gp.cooperative_exchange(mb, 0, torch.zeros(3, 2))  # refused before any collective
             runs.append(batches)
         out[kind] = runs
     return out
@@ -274,3 +276,8 @@ def test_cooperative_hetero_three_ranks_user_partition(tmp_path):
     reference("labor", 3)
     results = values(run_ranks(cooperative_rank, 3, tmp_path, args=(7, True)))
     check_against_reference(results, 7, True)
+    # Global ids 0-65 (authors) are rank 0's, 66-130 (authors, papers 0-60) rank 1's:
+    # rank 2 owns no seed of any batch, yet samples the papers and venues it owns further out.
+    for kind in KINDS:
+        assert all(b["seeds"] == {} and b["labels"] == {} for b in results[2][kind][0])
+        assert any(x.numel() for b in results[2][kind][0] for x in b["triples"][0].values())
