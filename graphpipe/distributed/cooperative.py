@@ -286,6 +286,7 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
     offsets = graph.node_type_offset.tolist()
     group, partition = source.sampling_group, source.partition
     seeds = check_typed_seeds(minibatch.seeds, graph, where)
+    item_fields = _item_field_templates(source.item_set, where)  # raises, if it must, before any collective
     routes, sent, received = _send_typed_to_owners(
         [seeds[t] + offsets[i] for i, t in enumerate(node_types)], partition, group
     )
@@ -294,7 +295,7 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
     # Labels and item ids follow their seeds; in flight while the layers are sampled.
     in_flight = {
         name: _send_typed_rows(getattr(minibatch, name), routes, sent, received, node_types, templates, group)
-        for name, templates in _item_field_templates(source.item_set, where).items()
+        for name, templates in item_fields.items()
     }
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
