@@ -99,6 +99,17 @@ class FakeTypedFetcher:
         self.node_feature_keys = {"venue": ["feat"], "paper": ["feat"], "author": ["feat"]}
 
 
+def typed_store():
+    """A FeatureStore of the typed tables when this checkout's store takes typed keys
+    (the typed FeatureFetcher), else None: the tests then use FakeTypedFetcher only."""
+    try:
+        store = gp.FeatureStore(node_features={(t, "feat"): table for t, table in feature_tables().items()})
+        store["node", "paper", "feat"]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return store
+
+
 def triples(subgraph):
     """{etype: [num_edges, 3] (dst, src, type-local edge id)} type-local node ids."""
     out = {}
@@ -164,10 +175,16 @@ def cooperative_rank(rank, world_size, batch_size, use_partition):
                 items(), batch_size, shuffle=True, seed=5, drop_uneven_inputs=True, partition=partition
             )
             sampler = make_sampler(kind, source, graph, True)
-            fetcher = FakeTypedFetcher(sampler)
+            store = typed_store() if kind == "neighbor" and not runs else None
+            if store is None:
+                fetcher = FakeTypedFetcher(sampler)
+                pipe = sampler
+            else:  # the library's typed FeatureFetcher calls fetch_node_features_cooperatively
+                pipe = sampler.fetch_feature(store, node_feature_keys=FakeTypedFetcher(None).node_feature_keys, cooperative=True)
             batches = []
-            for mb in gp.DataLoader(sampler):
-                mb.node_features = fetch_node_features_cooperatively(fetcher, mb)
+            for mb in gp.DataLoader(pipe):
+                if store is None:
+                    mb.node_features = fetch_node_features_cooperatively(fetcher, mb)
                 batches.append(summary(mb))
                 if kind == "neighbor" and not runs:
                     out["exchange_error"] = max(out.get("exchange_error", 0.0), exchange_error(mb, rank, world_size))
