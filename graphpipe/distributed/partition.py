@@ -11,6 +11,11 @@ every layer's output. Two fixed assignments:
   owns ``v`` (e.g. from METIS or the graph's communities). A locality-preserving
   partition keeps more of each neighbourhood on its owner, so fewer ids and rows cross
   ranks.
+
+On typed (heterogeneous) graphs vertices are keyed by their global id,
+``graph.node_type_offset[type] +`` type-local id: one partition of ``graph.num_nodes``
+ids covers every node type (a user assignment is indexed by global ids), and the hash
+partition spreads every type over the ranks.
 """
 
 from __future__ import annotations

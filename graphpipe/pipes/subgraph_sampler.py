@@ -279,7 +279,8 @@ class SubgraphSampler(Pipe):
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
         rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
         if self.cooperative:
-            if minibatch.is_link_batch:
+            # Typed seeds are a dict; node pairs of a type are refused where they are checked.
+            if not self.graph.is_heterogeneous and minibatch.is_link_batch:
                 raise NotImplementedError(
                     f"{type(self).__name__}: cooperative=True samples node seeds only; node pairs (link "
                     f"prediction) need independent batches (cooperative=False)"
