@@ -12,8 +12,7 @@ from typing import Dict, List, NamedTuple, Optional
 import torch
 
 from .csc_graph import parse_edge_type
-from .minibatch import MiniBatch, SampledSubgraph, _feature_key, _ranges
-from .ops import unique_and_compact
+from .minibatch import MiniBatch, SampledSubgraph, _add_hop, _feature_key, _frontier_in_edges
 
 __all__ = ["to_hetero_data", "hetero_blocks"]
 
@@ -192,31 +191,15 @@ def _typed_pruned_hops(layers: List[SampledSubgraph]) -> _TypedHops:
     for sg in hop_layers:
         picked, sources = {}, {t: [] for t in known}
         for etype, (src, _, dst) in ends.items():
-            csc = sg.sampled_csc[etype]
-            frontier = known[dst][frontier_start[dst] :]
-            degrees = csc.indptr[frontier + 1] - csc.indptr[frontier]
-            positions = _ranges(csc.indptr[frontier], degrees)
-            targets = torch.repeat_interleave(
-                torch.arange(frontier_start[dst], known[dst].numel(), device=frontier.device),
-                degrees,
-                output_size=positions.numel(),
-            )
-            picked[etype] = (positions, targets)
-            sources[src].append(csc.indices[positions])
+            picked[etype] = _frontier_in_edges(sg.sampled_csc[etype], known[dst], frontier_start[dst])
+            sources[src].append(sg.sampled_csc[etype].indices[picked[etype][0]])
         local_sources = {}
         for node_type, pieces in sources.items():
-            num_known = known[node_type].numel()
+            frontier_start[node_type] = known[node_type].numel()
             everything = torch.cat(pieces) if pieces else known[node_type].new_empty(0)
-            grown, local = unique_and_compact(known[node_type], everything, max(input_nodes[node_type].numel(), 1))
-            # The new nodes come in block-local order; renumber them by type-local id.
-            new = grown[num_known:]
-            order = torch.argsort(input_nodes[node_type][new])
-            relabel = torch.arange(grown.numel(), device=grown.device)
-            relabel[num_known + order] = relabel[num_known:].clone()
-            local_sources[node_type] = list(relabel[local].split([p.numel() for p in pieces]))
-            counts[node_type].append(new.numel())
-            frontier_start[node_type] = num_known
-            known[node_type] = torch.cat([known[node_type], new[order]])
+            known[node_type], local = _add_hop(known[node_type], everything, input_nodes[node_type])
+            local_sources[node_type] = list(local.split([p.numel() for p in pieces]))
+            counts[node_type].append(known[node_type].numel() - frontier_start[node_type])
         for etype, (src, _, _) in ends.items():
             positions, targets = picked[etype]
             edges[etype].append((torch.stack([local_sources[src].pop(0), targets]), positions))

@@ -480,25 +480,44 @@ def _pruned_hops(minibatch: MiniBatch) -> _PygHops:
     counts, edges = [known.numel()], []
     frontier_start = 0
     for sg in layers:
-        frontier = known[frontier_start:]
-        indptr = sg.sampled_csc.indptr
-        degrees = indptr[frontier + 1] - indptr[frontier]
-        positions = _ranges(indptr[frontier], degrees)
-        targets = torch.repeat_interleave(
-            torch.arange(frontier_start, known.numel(), device=known.device), degrees, output_size=positions.numel()
-        )
-        grown, local_sources = unique_and_compact(known, sg.sampled_csc.indices[positions], input_nodes.numel())
-        # The new nodes come in block-local order; renumber them by global id.
-        num_known = known.numel()
-        new = grown[num_known:]
-        order = torch.argsort(input_nodes[new])
-        relabel = torch.arange(grown.numel(), device=grown.device)
-        relabel[num_known + order] = relabel[num_known:].clone()
-        local_sources = relabel[local_sources]
+        positions, targets = _frontier_in_edges(sg.sampled_csc, known, frontier_start)
+        frontier_start = known.numel()
+        known, local_sources = _add_hop(known, sg.sampled_csc.indices[positions], input_nodes)
         edges.append((torch.stack([local_sources, targets]), positions))
-        counts.append(new.numel())
-        frontier_start, known = num_known, torch.cat([known, new[order]])
+        counts.append(known.numel() - frontier_start)
     return _PygHops(n_id=input_nodes[known], rows=known, num_sampled_nodes=counts, edges=edges)
+
+
+def _frontier_in_edges(csc: CSCFormat, known: torch.Tensor, frontier_start: int):
+    """The in-edges in ``csc`` of the frontier ``known[frontier_start:]`` (block-local
+    ids of the nodes first reached at the previous hop): ``(positions, targets)``, their
+    ``[E]`` int64 positions in ``csc`` and the ``[E]`` int64 positions in ``known`` of
+    their destinations."""
+    frontier = known[frontier_start:]
+    degrees = csc.indptr[frontier + 1] - csc.indptr[frontier]
+    positions = _ranges(csc.indptr[frontier], degrees)
+    targets = torch.repeat_interleave(
+        torch.arange(frontier_start, known.numel(), device=known.device), degrees, output_size=positions.numel()
+    )
+    return positions, targets
+
+
+def _add_hop(known: torch.Tensor, sources: torch.Tensor, input_nodes: torch.Tensor):
+    """Append a hop's new nodes to ``known`` (block-local ids, hop order).
+
+    ``sources``: ``[E]`` block-local ids of the hop's kept edges' sources;
+    ``input_nodes``: the ids they index, by which the new nodes are ordered (as a
+    ``"pyg"`` sampler orders them). Returns ``(known, local_sources)``: ``known`` with
+    the new nodes appended, and ``[E]`` int64 positions of ``sources`` in it.
+    """
+    num_known = known.numel()
+    grown, local_sources = unique_and_compact(known, sources, max(input_nodes.numel(), 1))
+    # The new nodes come in block-local order; renumber them by id.
+    new = grown[num_known:]
+    order = torch.argsort(input_nodes[new])
+    relabel = torch.arange(grown.numel(), device=grown.device)
+    relabel[num_known + order] = relabel[num_known:].clone()
+    return torch.cat([known, new[order]]), relabel[local_sources]
 
 
 def _numel(ids):
