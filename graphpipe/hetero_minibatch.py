@@ -46,8 +46,8 @@ def to_hetero_data(
       than the label feature) where ``t`` has it; on each seed type ``batch_size`` (its
       number of seeds, the first ``n_id``), ``input_id`` (``item_ids[t]``) and ``y``.
       ``y`` is the node feature ``(t, label_key)`` (one row per node; by default the
-      feature named ``"y"`` if there is one) on every type that has it, else
-      ``labels[t]`` (seeds only).
+      feature named ``"y"`` if there is one) on every type that has it; with no label
+      feature, ``labels[t]`` (seeds only) on each seed type.
     * edge type ``(src, rel, dst)``: ``edge_index`` ``[2, E]`` int64 (row 0: local ids
       of ``src`` nodes, row 1: of ``dst`` nodes), ``e_id`` ``[E]`` ids within the edge
       type, ``num_sampled_edges`` (``L`` ints), ``edge_weight`` when the sampler weights

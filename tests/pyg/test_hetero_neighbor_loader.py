@@ -267,3 +267,31 @@ def test_trim_to_layer_keeps_the_seed_outputs(layout, fanouts):
         for t, seeds in mb.seeds.items():
             n = seeds.numel()
             torch.testing.assert_close(trimmed[t][:n], full[t][:n], rtol=1e-5, atol=1e-5)
+
+
+def _with_features(mb):
+    mb.node_features = {(t, "feat"): NODE_TABLES[t][ids] for t, ids in mb.input_nodes.items()}
+    return mb
+
+
+@pytest.mark.parametrize("layout", ["pyg", "block"])
+def test_an_epoch_of_hetero_data_from_a_loader(layout):
+    """``pipe.transform(MiniBatch.to_pyg)`` in a DataLoader: one HeteroData per batch,
+    the batch that straddles two seed types carries both, and an epoch covers every item."""
+    pipe = gp.ItemSampler(ITEMS, BATCH_SIZE, shuffle=False).sample_neighbor(GRAPH, [3, 2], seed=1, layout=layout)
+    loader = gp.DataLoader(pipe.transform(_with_features).transform(gp.MiniBatch.to_pyg))
+    seen = {t: [] for t in ("author", "paper")}
+    sizes, num_seed_types = [], []
+    for data in loader:
+        seed_types = [t for t in data.node_types if "batch_size" in data[t]]
+        sizes.append(sum(data[t].batch_size for t in seed_types))
+        num_seed_types.append(len(seed_types))
+        for t in seed_types:
+            seeds = data[t].n_id[: data[t].batch_size]
+            assert torch.equal(data[t].y, LABELS[t][seeds])
+            assert torch.equal(data[t].x[: data[t].batch_size], NODE_TABLES[t][seeds])
+            seen[t].append(seeds)
+    assert all(size == BATCH_SIZE for size in sizes[:-1])
+    for t, parts in seen.items():
+        assert torch.equal(torch.cat(parts).sort().values, torch.arange(NUM_NODES[t]))
+    assert num_seed_types.count(2) == 1  # 60 authors, then papers: batch 7 holds 4 of each
