@@ -124,7 +124,8 @@ def _structure(data):
         for hop, (a, b) in enumerate(_hops(store.num_sampled_edges), start=1):
             src = data[src_type].n_id[store.edge_index[0, a:b]]
             dst = data[dst_type].n_id[store.edge_index[1, a:b]]
-            edges.update(zip([f"{src_type}:{rel}:{dst_type}"] * (b - a), src.tolist(), dst.tolist(), store.e_id[a:b].tolist(), [hop] * (b - a)))
+            etype = f"{src_type}:{rel}:{dst_type}"
+            edges.update((etype, u, v, e, hop) for u, v, e in zip(src.tolist(), dst.tolist(), store.e_id[a:b].tolist()))
     return nodes, edges
 
 
