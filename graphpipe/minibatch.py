@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Union
 
 import torch
 
@@ -62,26 +62,35 @@ class SampledSubgraph:
         return _fields_repr(self)
 
     @property
-    def num_src_nodes(self) -> int:
-        return self.original_row_node_ids.numel()
+    def is_heterogeneous(self) -> bool:
+        """Whether the fields are dicts by node type / edge type (a typed graph's layer)."""
+        return isinstance(self.sampled_csc, dict)
 
     @property
-    def num_dst_nodes(self) -> int:
-        return self.original_column_node_ids.numel()
+    def num_src_nodes(self) -> Union[int, Dict[str, int]]:
+        """The number of source nodes (per node type for a typed layer)."""
+        return _numel(self.original_row_node_ids)
 
     @property
-    def num_edges(self) -> int:
+    def num_dst_nodes(self) -> Union[int, Dict[str, int]]:
+        """The number of destination nodes (per node type for a typed layer)."""
+        return _numel(self.original_column_node_ids)
+
+    @property
+    def num_edges(self) -> Union[int, Dict[str, int]]:
+        """The number of sampled edges (per edge type for a typed layer)."""
+        if self.is_heterogeneous:
+            return {etype: csc.indices.numel() for etype, csc in self.sampled_csc.items()}
         return self.sampled_csc.indices.numel()
 
-    def edge_index(self) -> torch.Tensor:
-        """``[2, num_edges]`` int64 local (source, destination) ids, CSC order."""
-        indptr = self.sampled_csc.indptr
-        dst = torch.repeat_interleave(
-            torch.arange(indptr.numel() - 1, device=indptr.device),
-            indptr[1:] - indptr[:-1],
-            output_size=self.num_edges,
-        )
-        return torch.stack([self.sampled_csc.indices, dst])
+    def edge_index(self) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
+        """``[2, num_edges]`` int64 local (source, destination) ids, CSC order; for a
+        typed layer ``{edge type: [2, num_edges_of_type]}``, sources local to the source
+        type's ``original_row_node_ids`` and destinations to the destination type's
+        ``original_column_node_ids``."""
+        if self.is_heterogeneous:
+            return {etype: _csc_edge_index(csc) for etype, csc in self.sampled_csc.items()}
+        return _csc_edge_index(self.sampled_csc)
 
 
 @dataclass
@@ -104,7 +113,7 @@ class MiniBatch:
 
     Attributes:
         seeds: ``[batch_size]`` int64 node ids whose outputs are trained, or
-            ``[batch_size, 2]`` node pairs (link prediction).
+            ``[batch_size, 2]`` node pairs (link prediction). A typed batch (see below) has a dict.
         labels: ``[batch_size, ...]`` labels of the seeds, or None. For node pairs from a
             negative sampler: bool, True for positives (or the positives' own labels
             followed by zeros).
@@ -135,6 +144,14 @@ class MiniBatch:
         item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
             was cut from (set by the item samplers; PyG's ``input_id``). A negative
             sampler leaves it alone, so it counts the positives of a link batch.
+
+    Typed batches (from a :class:`~graphpipe.HeteroItemSet` on a typed graph) hold dicts,
+    every id type-local: ``seeds``, ``labels`` and ``item_ids`` by node type (only the
+    types in the batch), ``input_nodes`` by node type (every type of the graph),
+    ``sampled_subgraphs`` of typed :class:`SampledSubgraph` layers, ``node_features``
+    keyed by ``(node type, name)`` with rows of ``input_nodes[node type]`` and
+    ``edge_features`` by ``(edge type, name)``. :attr:`blocks` gives DGL heterograph
+    blocks and :meth:`to_pyg` a PyG ``HeteroData``.
     """
 
     seeds: Optional[torch.Tensor] = None
@@ -158,14 +175,29 @@ class MiniBatch:
         return len(self.sampled_subgraphs or ())
 
     @property
+    def is_heterogeneous(self) -> bool:
+        """Whether the batch is typed: ``seeds`` is a dict of node type -> ids."""
+        return isinstance(self.seeds, dict)
+
+    @property
     def batch_size(self) -> int:
-        """The number of seeds: nodes, or node pairs for link prediction."""
-        return 0 if self.seeds is None else self.seeds.shape[0]
+        """The number of seeds: nodes, or node pairs for link prediction (summed over
+        the node types of a typed batch)."""
+        if self.seeds is None:
+            return 0
+        if self.is_heterogeneous:
+            return sum(ids.shape[0] for ids in self.seeds.values())
+        return self.seeds.shape[0]
 
     @property
     def is_link_batch(self) -> bool:
-        """Whether the seeds are node pairs (``[batch_size, 2]``: link prediction)."""
-        return self.seeds is not None and self.seeds.dim() == 2
+        """Whether the seeds are node pairs (``[batch_size, 2]``: link prediction; for a
+        typed batch, whether any type's seeds are)."""
+        if self.seeds is None:
+            return False
+        if self.is_heterogeneous:
+            return any(ids.dim() == 2 for ids in self.seeds.values())
+        return self.seeds.dim() == 2
 
     # ------------------------------------------------------------------ moves
     def to(self, device, non_blocking: bool = False) -> "MiniBatch":
@@ -188,6 +220,11 @@ class MiniBatch:
         ``edata[dgl.EID]`` the graph's edge ids and, when the sampler set them,
         ``edata["edge_weights"]`` the estimator weights. Needs ``dgl`` (imported lazily)
         and a batch sampled with ``layout="block"``.
+
+        Typed batches give heterograph blocks, as GraphBolt's: canonical edge types
+        ``(src, rel, dst)``, ``srcnodes[ntype].data[dgl.NID]`` /
+        ``dstnodes[ntype].data[dgl.NID]`` type-local node ids and
+        ``edges[etype].data[dgl.EID]`` type-local edge ids.
         """
         if self.layout != "block":
             raise ValueError(
@@ -202,6 +239,10 @@ class MiniBatch:
             raise ImportError("MiniBatch.blocks needs DGL: pip install dgl") from err
         if not self.sampled_subgraphs:
             raise ValueError("MiniBatch.blocks: the batch has no sampled_subgraphs; add a sampler stage")
+        if self.sampled_subgraphs[0].is_heterogeneous:
+            from .hetero_minibatch import hetero_blocks
+
+            return hetero_blocks(self.sampled_subgraphs)
         blocks = []
         for sg in self.sampled_subgraphs:
             csc = sg.sampled_csc
@@ -260,6 +301,10 @@ class MiniBatch:
         when node labels were fetched as a node feature: ``label_key``, by default the
         node feature ``"y"`` if there is one. Otherwise ``y`` is ``labels`` (seeds only).
 
+        Typed batches give a ``HeteroData`` with NeighborLoader's heterogeneous fields:
+        see :func:`graphpipe.hetero_minibatch.to_hetero_data` (feature keys are names,
+        looked up per node / edge type). Typed node pairs are not supported yet.
+
         Node pairs (link prediction), as ``LinkNeighborLoader``: the first
         ``num_sampled_nodes[0]`` nodes are the pairs' distinct endpoints (ascending, as
         LinkNeighborLoader orders them), ``input_id`` is ``item_ids`` (the positive
@@ -286,6 +331,10 @@ class MiniBatch:
             raise ValueError(f"MiniBatch.to_pyg(): `neg_sampling` must be 'binary' or 'triplet', got {neg_sampling!r}")
         if neg_sampling == "triplet" and not self.is_link_batch:
             raise ValueError("MiniBatch.to_pyg(): neg_sampling='triplet' needs node-pair seeds (link prediction)")
+        if self.sampled_subgraphs[0].is_heterogeneous:
+            from .hetero_minibatch import to_hetero_data
+
+            return to_hetero_data(self, node_feature_key, edge_feature_key, label_key)
         node_keys = set(self.node_features)
         if label_key is None:
             label_key = "y" if "y" in node_keys else None
@@ -431,25 +480,62 @@ def _pruned_hops(minibatch: MiniBatch) -> _PygHops:
     counts, edges = [known.numel()], []
     frontier_start = 0
     for sg in layers:
-        frontier = known[frontier_start:]
-        indptr = sg.sampled_csc.indptr
-        degrees = indptr[frontier + 1] - indptr[frontier]
-        positions = _ranges(indptr[frontier], degrees)
-        targets = torch.repeat_interleave(
-            torch.arange(frontier_start, known.numel(), device=known.device), degrees, output_size=positions.numel()
-        )
-        grown, local_sources = unique_and_compact(known, sg.sampled_csc.indices[positions], input_nodes.numel())
-        # The new nodes come in block-local order; renumber them by global id.
-        num_known = known.numel()
-        new = grown[num_known:]
-        order = torch.argsort(input_nodes[new])
-        relabel = torch.arange(grown.numel(), device=grown.device)
-        relabel[num_known + order] = relabel[num_known:].clone()
-        local_sources = relabel[local_sources]
+        positions, targets = _frontier_in_edges(sg.sampled_csc, known, frontier_start)
+        frontier_start = known.numel()
+        known, local_sources = _add_hop(known, sg.sampled_csc.indices[positions], input_nodes)
         edges.append((torch.stack([local_sources, targets]), positions))
-        counts.append(new.numel())
-        frontier_start, known = num_known, torch.cat([known, new[order]])
+        counts.append(known.numel() - frontier_start)
     return _PygHops(n_id=input_nodes[known], rows=known, num_sampled_nodes=counts, edges=edges)
+
+
+def _frontier_in_edges(csc: CSCFormat, known: torch.Tensor, frontier_start: int):
+    """The in-edges in ``csc`` of the frontier ``known[frontier_start:]`` (block-local
+    ids of the nodes first reached at the previous hop): ``(positions, targets)``, their
+    ``[E]`` int64 positions in ``csc`` and the ``[E]`` int64 positions in ``known`` of
+    their destinations."""
+    frontier = known[frontier_start:]
+    degrees = csc.indptr[frontier + 1] - csc.indptr[frontier]
+    positions = _ranges(csc.indptr[frontier], degrees)
+    targets = torch.repeat_interleave(
+        torch.arange(frontier_start, known.numel(), device=known.device), degrees, output_size=positions.numel()
+    )
+    return positions, targets
+
+
+def _add_hop(known: torch.Tensor, sources: torch.Tensor, input_nodes: torch.Tensor):
+    """Append a hop's new nodes to ``known`` (block-local ids, hop order).
+
+    ``sources``: ``[E]`` block-local ids of the hop's kept edges' sources;
+    ``input_nodes``: the ids they index, by which the new nodes are ordered (as a
+    ``"pyg"`` sampler orders them). Returns ``(known, local_sources)``: ``known`` with
+    the new nodes appended, and ``[E]`` int64 positions of ``sources`` in it.
+    """
+    num_known = known.numel()
+    grown, local_sources = unique_and_compact(known, sources, max(input_nodes.numel(), 1))
+    # The new nodes come in block-local order; renumber them by id.
+    new = grown[num_known:]
+    order = torch.argsort(input_nodes[new])
+    relabel = torch.arange(grown.numel(), device=grown.device)
+    relabel[num_known + order] = relabel[num_known:].clone()
+    return torch.cat([known, new[order]]), relabel[local_sources]
+
+
+def _numel(ids):
+    """``ids.numel()``, or ``{key: ids[key].numel()}`` for a dict of tensors."""
+    if isinstance(ids, dict):
+        return {key: value.numel() for key, value in ids.items()}
+    return ids.numel()
+
+
+def _csc_edge_index(csc: CSCFormat) -> torch.Tensor:
+    """``[2, num_edges]`` int64 local (source, destination) ids of ``csc``, CSC order."""
+    indptr = csc.indptr
+    dst = torch.repeat_interleave(
+        torch.arange(indptr.numel() - 1, device=indptr.device),
+        indptr[1:] - indptr[:-1],
+        output_size=csc.indices.numel(),
+    )
+    return torch.stack([csc.indices, dst])
 
 
 def _ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
