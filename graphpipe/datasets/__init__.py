@@ -2,6 +2,8 @@
 
 * :func:`synthetic_node_classification`: a power-law graph of any size with planted
   communities, for benchmarks and examples.
+* :func:`synthetic_mag`: a heterogeneous graph shaped like ogbn-mag (papers, authors,
+  institutions, fields of study), any size, labels a relational GNN reads from the structure.
 * :func:`karate_club`: Zachary's karate club (34 nodes), for tests and tutorials.
 * :class:`OnDiskDataset`: a GraphBolt on-disk dataset directory, read as it is.
 * :func:`from_pyg`, :func:`from_dgl`: a PyG ``Data`` / DGL graph with its features and splits.
@@ -14,8 +16,9 @@ from .ondisk import OnDiskDataset, Task
 from .karate import karate_club
 from .ogb import ogb_node_dataset
 from .synthetic import rmat_edges, synthetic_node_classification
+from .synthetic_hetero import HeteroNodeClassificationDataset, synthetic_mag
 
 __all__ = [
-    "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl", "from_pyg", "karate_club",
-    "ogb_node_dataset", "rmat_edges", "synthetic_node_classification",
+    "HeteroNodeClassificationDataset", "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl",
+    "from_pyg", "karate_club", "ogb_node_dataset", "rmat_edges", "synthetic_mag", "synthetic_node_classification",
 ]
