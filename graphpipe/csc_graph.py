@@ -508,12 +508,14 @@ class CSCGraph:
     @property
     def node_types(self) -> List[str]:
         """Node type names by id (``[]`` for a homogeneous graph)."""
-        return sorted(self.node_type_to_id or {}, key=self.node_type_to_id.__getitem__)
+        ids = self.node_type_to_id or {}
+        return sorted(ids, key=ids.__getitem__)
 
     @property
     def edge_types(self) -> List[str]:
         """Edge type strings ``"src:relation:dst"`` by id (``[]`` for a homogeneous graph)."""
-        return sorted(self.edge_type_to_id or {}, key=self.edge_type_to_id.__getitem__)
+        ids = self.edge_type_to_id or {}
+        return sorted(ids, key=ids.__getitem__)
 
     @property
     def num_nodes_per_type(self) -> Dict[str, int]:
