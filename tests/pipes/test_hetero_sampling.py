@@ -7,7 +7,8 @@ import pytest
 import torch
 from scipy import stats
 
-from graphpipe import DataLoader, HeteroItemSet, ItemSampler, ItemSet, LayerNeighborSampler, MiniBatch, NeighborSampler
+from graphpipe import CSCGraph, DataLoader, HeteroItemSet, ItemSampler, ItemSet, MiniBatch
+from graphpipe import LayerNeighborSampler, NeighborSampler
 from graphpipe.csc_graph import parse_edge_type
 from hetero_graphs import EDGE_TYPES, NUM_NODES, check_typed_batch, hetero_graph, sampled_edges, typed_in_degrees
 
@@ -38,6 +39,33 @@ def test_every_edge_exists_and_counts_follow_the_fanouts(typed, kind, layout, fa
         minibatch = sample(sampler, seeds_of(seeds), batch_index)
         assert minibatch.layout == layout
         check_typed_batch(graph, edges, minibatch, sampler.edge_type_fanouts)
+
+
+@pytest.mark.parametrize("kind", ["neighbor", "labor"])
+def test_parallel_edges_and_int32_edge_type_ids(kind):
+    """Parallel edges count as distinct edges; past 256 edge types ``type_per_edge`` is int32."""
+    graph, edges = hetero_graph(seed=3, parallel=True)
+    sampler = SAMPLERS[kind](None, graph, [3, MIXED], seed=1)
+    check_typed_batch(graph, edges, sample(sampler, seeds_of({"paper": list(range(40))})), sampler.edge_type_fanouts)
+    gen = torch.Generator().manual_seed(0)
+    many = {f"a:r{i:03d}:b": (torch.randint(0, 5, (3,), generator=gen), torch.randint(0, 4, (3,), generator=gen)) for i in range(300)}
+    graph = CSCGraph.from_hetero_edges(many, {"a": 5, "b": 4})
+    assert graph.type_per_edge.dtype == torch.int32 and graph.edge_types[-1] == "a:r299:b"
+    sampler = SAMPLERS[kind](None, graph, [2], seed=1)
+    check_typed_batch(graph, many, sample(sampler, seeds_of({"b": [0, 1, 2, 3]})), sampler.edge_type_fanouts)
+
+
+@pytest.mark.parametrize("importance_sampling", [1, -1])
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_labor_with_importance_sampling_samples_existing_edges(typed, importance_sampling, layout):
+    """LABOR-k / LABOR-*: random counts, but every edge exists, none twice, none of a zero-fanout type."""
+    graph, edges = typed
+    sampler = LayerNeighborSampler(None, graph, [MIXED, 3], importance_sampling=importance_sampling, layout=layout, seed=6)
+    for b in range(3):
+        minibatch = sample(sampler, seeds_of({"paper": list(range(0, 40, 4)), "author": [0, 9]}), b)
+        check_typed_batch(graph, edges, minibatch, sampler.edge_type_fanouts, exact_counts=False)
+        weights = minibatch.sampled_subgraphs[1].edge_weights
+        assert all(bool((w > 0).all()) for w in weights.values())
 
 
 def test_replace_takes_exactly_fanout_per_type(typed):
