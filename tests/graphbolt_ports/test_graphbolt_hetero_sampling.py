@@ -2,7 +2,7 @@
 
 Ported from ``dmlc/dgl``: ``tests/python/pytorch/graphbolt/impl/test_fused_csc_sampling_graph.py``
 (``test_sample_neighbors_hetero``, ``test_sample_neighbors_fanouts``,
-``test_sample_neighbors_replace``, ``test_sample_neighbors_return_eids_hetero``,
+``test_sample_neighbors_replace``, ``test_sample_neighbors_return_eids_hetero``, ``test_from_dglgraph_heterogeneous``,
 ``test_sample_neighbors_hetero_pick_number``) and
 ``tests/python/pytorch/graphbolt/test_subgraph_sampler.py`` (``test_SubgraphSampler_Node_Hetero``,
 ``test_SubgraphSampler_unique_csc_format_Hetero_Node``,
@@ -325,3 +325,34 @@ def test_SubgraphSampler_Hetero_multifanout_per_layer(labor):
             assert len(sampled_subgraph.sampled_csc["n1:e1:n2"].indices) == indices_len[step]["n1:e1:n2"]
             assert len(sampled_subgraph.sampled_csc["n2:e2:n1"].indices) == indices_len[step]["n2:e2:n1"]
             assert_edges_exist(graph, sampled_subgraph)
+
+
+def test_from_dglgraph_heterogeneous():
+    """GraphBolt's ``from_dglgraph`` of a DGL heterograph, here ``CSCGraph.from_hetero_edges``
+    of the same edge lists (DGL's node counts: max id + 1 per type): the same type ids,
+    offsets and ``type_per_edge``, and ``original_edge_ids`` map back to the input edges."""
+    edges = {
+        ("author", "writes", "paper"): ([1, 2, 3, 4, 5, 2], [1, 2, 3, 4, 5, 4]),
+        ("author", "affiliated_with", "institution"): ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]),
+        ("paper", "has_topic", "field"): ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]),
+        ("paper", "cites", "paper"): ([2, 3, 4, 5, 6, 1], [1, 2, 3, 4, 5, 4]),
+    }
+    graph = CSCGraph.from_hetero_edges(edges, {"author": 6, "field": 6, "institution": 6, "paper": 7})
+    assert graph.num_nodes == 25 and graph.num_edges == 22
+    assert torch.equal(graph.node_type_offset, torch.tensor([0, 6, 12, 18, 25]))
+    assert graph.type_per_edge.tolist() == [3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 1, 2, 1, 2, 1, 2, 1, 1, 2, 2, 1, 2]
+    assert dict(graph.node_type_to_id) == {"author": 0, "field": 1, "institution": 2, "paper": 3}
+    assert dict(graph.edge_type_to_id) == {
+        "author:affiliated_with:institution": 0,
+        "author:writes:paper": 1,
+        "paper:cites:paper": 2,
+        "paper:has_topic:field": 3,
+    }
+    reverse_node_id = torch.cat([torch.arange(n) for n in graph.node_type_offset.diff().tolist()])
+    rows = reverse_node_id[graph.indices.to(torch.int64)]
+    columns = reverse_node_id[torch.arange(graph.num_nodes).repeat_interleave(graph.indptr.diff().to(torch.int64))]
+    by_name = {":".join(t): pair for t, pair in edges.items()}
+    for e in range(graph.num_edges):
+        src, dst = by_name[graph.edge_types[int(graph.type_per_edge[e])]]
+        original = int(graph.original_edge_ids[e])
+        assert (src[original], dst[original]) == (int(rows[e]), int(columns[e]))
