@@ -78,9 +78,9 @@ def test_replace_takes_exactly_fanout_per_type(typed):
     assert torch.unique(columns * 10_000 + eids).numel() < eids.numel()
 
 
-@pytest.mark.parametrize("kind", ["neighbor", "labor"])
+@pytest.mark.parametrize("kind, replace", [("neighbor", False), ("neighbor", True), ("labor", False)])
 @pytest.mark.parametrize("fanouts", [[3, 2], [-1, 2]])
-def test_weighted_sampling_never_takes_zero_weight_edges(typed, kind, fanouts):
+def test_weighted_sampling_never_takes_zero_weight_edges(typed, kind, replace, fanouts):
     graph, edges = typed
     weights = {}
     for etype in EDGE_TYPES:  # the input-order weights of each type, read back from the graph
@@ -88,10 +88,11 @@ def test_weighted_sampling_never_takes_zero_weight_edges(typed, kind, fanouts):
         mask = graph.type_per_edge.to(torch.int64) == graph.edge_type_to_id[etype]
         per_type[graph.original_edge_ids[mask].to(torch.int64)] = graph.edge_attributes["w"][mask]
         weights[etype] = per_type
-    sampler = SAMPLERS[kind](None, graph, fanouts, weights="w", seed=5)
+    options = {"replace": True} if replace else {}
+    sampler = SAMPLERS[kind](None, graph, fanouts, weights="w", seed=5, **options)
     for b in range(5):
         minibatch = sample(sampler, seeds_of({"paper": list(range(0, 40, 3)), "author": [1, 2, 3]}), b)
-        check_typed_batch(graph, edges, minibatch, sampler.edge_type_fanouts, weights=weights)
+        check_typed_batch(graph, edges, minibatch, sampler.edge_type_fanouts, replace=replace, weights=weights)
 
 
 def test_a_zero_fanout_samples_none_of_that_type_and_minus_one_all(typed):
