@@ -59,7 +59,7 @@ def hetero_graph(seed: int = 0, zero_weights: bool = True, parallel: bool = Fals
 def typed_in_degrees(edges, num_nodes, etype: str, weights: Optional[Dict[str, torch.Tensor]] = None) -> torch.Tensor:
     """``[num_nodes[dst]]`` int64 in-degree of type ``etype`` (positive-weight edges only
     when ``weights`` is given)."""
-    src, dst = edges[etype]
+    dst = edges[etype][1]
     keep = torch.ones(dst.numel(), dtype=torch.bool) if weights is None else weights[etype] > 0
     return torch.bincount(dst[keep], minlength=num_nodes[parse_edge_type(etype)[2]])
 

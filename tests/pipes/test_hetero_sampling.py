@@ -74,7 +74,7 @@ def test_replace_takes_exactly_fanout_per_type(typed):
     minibatch = sample(sampler, seeds_of({"paper": list(range(40)), "author": list(range(30))}))
     check_typed_batch(graph, edges, minibatch, sampler.edge_type_fanouts, replace=True)
     # With replacement some destination draws an edge twice (degree <= fanout somewhere).
-    src, dst, eids, columns = sampled_edges(minibatch, 1)["paper:cites:paper"]
+    _, _, eids, columns = sampled_edges(minibatch, 1)["paper:cites:paper"]
     assert torch.unique(columns * 10_000 + eids).numel() < eids.numel()
 
 
@@ -184,8 +184,8 @@ def test_a_nodes_sample_does_not_depend_on_the_rest_of_the_batch(typed, kind):
     for etype in graph.edge_types:
         if parse_edge_type(etype)[2] != "paper":
             continue
-        src_a, _, eid_a, _ = sampled_edges(a, 1)[etype]
-        src_b, dst_b, eid_b, _ = sampled_edges(b, 1)[etype]
+        _, _, eid_a, _ = sampled_edges(a, 1)[etype]
+        _, dst_b, eid_b, _ = sampled_edges(b, 1)[etype]
         assert torch.equal(eid_a, eid_b[dst_b == 7]), etype
 
 
@@ -225,7 +225,7 @@ def _hetero_pipe(graph, kind, item_seed=3):
 
 @pytest.mark.parametrize("kind", ["neighbor", "labor"])
 def test_worker_processes_give_the_batches_of_plain_iteration(typed, kind):
-    graph, edges = typed
+    graph, _ = typed
     plain = [(_layers(mb), {t: s.tolist() for t, s in mb.seeds.items()}) for mb in _hetero_pipe(graph, kind)]
     assert len(plain) == 5
     loader = DataLoader(_hetero_pipe(graph, kind), num_workers=2)
