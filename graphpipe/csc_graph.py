@@ -97,7 +97,8 @@ class CSCGraph:
             a permutation of ``0..num_edges - 1``: CSC position ``e`` -> the user's edge
             id, i.e. the edge's position in the COO list / ``edge_index`` it was built
             from. None when they are the same (input already grouped by target). Use
-            :meth:`map_edge_ids`.
+            :meth:`map_edge_ids`. Typed graphs: ids within the edge's type, never None
+            (given none, each type's edges are numbered in CSC order).
         node_type_offset: typed graphs only (else None, as the three below):
             ``[num_node_types + 1]`` int64, nodes of type ``i`` are the global ids
             ``node_type_offset[i]:node_type_offset[i + 1]``.

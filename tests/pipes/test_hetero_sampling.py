@@ -288,6 +288,8 @@ def test_bad_typed_fanouts(typed):
         LayerNeighborSampler(None, graph, [[1, 2, 3]])
     with pytest.raises(ValueError, match=r"`fanouts\[0\]` for edge type 'author:writes:paper' must be an int >= 0 or -1"):
         NeighborSampler(None, graph, [[-2, 1, 1, 1]])
+    with pytest.raises(ValueError, match=r"`fanouts\[1\]` must be an int >= 0 or -1 \(all\) for every edge type"):
+        NeighborSampler(None, graph, [2, -2])
     with pytest.raises(ValueError, match="`fanouts` must be a non-empty list with one entry per GNN layer"):
         NeighborSampler(None, graph, MIXED)
 
