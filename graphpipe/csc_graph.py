@@ -97,7 +97,8 @@ class CSCGraph:
             a permutation of ``0..num_edges - 1``: CSC position ``e`` -> the user's edge
             id, i.e. the edge's position in the COO list / ``edge_index`` it was built
             from. None when they are the same (input already grouped by target). Use
-            :meth:`map_edge_ids`.
+            :meth:`map_edge_ids`. Typed graphs: ids within the edge's type, never None
+            (given none, each type's edges are numbered in CSC order).
         node_type_offset: typed graphs only (else None, as the three below):
             ``[num_node_types + 1]`` int64, nodes of type ``i`` are the global ids
             ``node_type_offset[i]:node_type_offset[i + 1]``.
@@ -144,6 +145,10 @@ class CSCGraph:
         )
         self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed)
         self._check(_FULL)
+        if self.is_heterogeneous and self.original_edge_ids is None:
+            # Edge ids of a typed graph are ids within their type (what per-type edge
+            # features are indexed by); CSC positions are not, so number them here.
+            object.__setattr__(self, "original_edge_ids", _rank_within_type(self.type_per_edge, len(self.edge_type_to_id)))
 
     @classmethod
     def _build(
@@ -508,12 +513,14 @@ class CSCGraph:
     @property
     def node_types(self) -> List[str]:
         """Node type names by id (``[]`` for a homogeneous graph)."""
-        return sorted(self.node_type_to_id or {}, key=self.node_type_to_id.__getitem__)
+        ids = self.node_type_to_id or {}
+        return sorted(ids, key=ids.__getitem__)
 
     @property
     def edge_types(self) -> List[str]:
         """Edge type strings ``"src:relation:dst"`` by id (``[]`` for a homogeneous graph)."""
-        return sorted(self.edge_type_to_id or {}, key=self.edge_type_to_id.__getitem__)
+        ids = self.edge_type_to_id or {}
+        return sorted(ids, key=ids.__getitem__)
 
     @property
     def num_nodes_per_type(self) -> Dict[str, int]:
@@ -1052,6 +1059,19 @@ def _check_edge_attr(name: str, t: torch.Tensor, num_edges: int) -> torch.Tensor
             f"rows, got shape {tuple(getattr(t, 'shape', ()))}"
         )
     return t
+
+
+def _rank_within_type(type_per_edge: torch.Tensor, num_edge_types: int) -> torch.Tensor:
+    """``[num_edges]`` type-local edge ids of a typed graph given none: the rank of each
+    CSC position among the positions of its edge type (int32 when it fits)."""
+    per_edge = type_per_edge.to(torch.int64)
+    counts = torch.bincount(per_edge, minlength=num_edge_types)
+    order = torch.argsort(per_edge, stable=True)
+    first = torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
+    ranks = torch.empty_like(per_edge)
+    ranks[order] = torch.arange(per_edge.numel()) - first
+    largest = int(counts.max()) if counts.numel() else 0
+    return ranks.to(smallest_index_dtype(max(largest - 1, 0)))
 
 
 def _edge_pair(pair, name: str, where: str):

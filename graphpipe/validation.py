@@ -77,10 +77,10 @@ def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List
     """Fanouts for a typed graph: ``[num_layers][num_edge_types]`` ints, each ``>= 0``
     (0: the layer samples no edge of that type) or ``-1`` (all of them).
 
-    Each layer's entry is one of: an int for every edge type (``>= 1`` or -1); a dict
+    Each layer's entry is one of: an int for every edge type (a one-element tensor too,
+    as GraphBolt's ``torch.LongTensor([k])``; 0 samples nothing in that layer); a dict
     ``{edge type: int}`` naming every edge type (``"src:relation:dst"`` or a tuple); or a
-    list / 1-D tensor of ``num_edge_types`` ints in edge type id order (GraphBolt's form;
-    a one-element tensor applies to every type)."""
+    list / 1-D tensor of ``num_edge_types`` ints in edge type id order (GraphBolt's form)."""
     from .csc_graph import parse_edge_type
 
     if isinstance(fanouts, (str, bytes, Mapping)) or not isinstance(fanouts, (Sequence, torch.Tensor, np.ndarray)):
@@ -114,7 +114,13 @@ def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List
         elif isinstance(entry, (list, tuple)):
             values = list(entry)
         else:
-            layers.append([_fanout(entry, name, where)] * len(edge_types))
+            fanout = as_int(entry)
+            if fanout is None or fanout < -1:
+                raise ValueError(
+                    f"{where}: `{name}` must be an int >= 0 or -1 (all) for every edge type, a dict of edge type -> "
+                    f"int or a list of {len(edge_types)} ints, got {entry!r}"
+                )
+            layers.append([fanout] * len(edge_types))
             continue
         if len(values) != len(edge_types):
             raise ValueError(
