@@ -224,6 +224,11 @@ class SubgraphSampler(Pipe):
             raise ValueError(f"{name}: the MiniBatch has no `seeds` to sample from")
         if self.graph.is_heterogeneous:
             return sample_hetero_subgraphs(self, minibatch)
+        if isinstance(minibatch.seeds, dict):
+            raise ValueError(
+                f"{name}: `seeds` is a dict of node types {sorted(minibatch.seeds)} (from a HeteroItemSet), but the "
+                f"graph is homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
+            )
         compacted_seeds = exclusion = None
         if minibatch.is_link_batch:
             pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)

@@ -300,12 +300,7 @@ def test_dict_fanouts_on_a_homogeneous_graph(graph_builder):
         NeighborSampler(None, graph, [{"a:b:c": 2}])
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AttributeError,
-    reason="SubgraphSampler.sample_subgraphs calls MiniBatch.is_link_batch (seeds.dim()) before checking the "
-    "seeds of a homogeneous graph: typed seeds fail with AttributeError (fix in subgraph_sampler.py)",
-)  # fmt: skip
 def test_typed_seeds_on_a_homogeneous_graph(graph_builder):
     graph = graph_builder(num_nodes=50, max_degree=10)
-    with pytest.raises((TypeError, ValueError), match="`seeds`"):
+    with pytest.raises(ValueError, match=r"`seeds` is a dict of node types \['paper'\].*the graph is homogeneous"):
         NeighborSampler(None, graph, [2]).sample_subgraphs(MiniBatch(seeds={"paper": torch.tensor([0])}))
