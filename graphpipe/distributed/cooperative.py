@@ -46,7 +46,7 @@ import torch.distributed as dist
 from ..item_set import HeteroItemSet
 from ..minibatch import MiniBatch, SampledSubgraph
 from ..ops import unique_and_compact
-from ..pipes.hetero_sampling import check_typed_seeds, sample_hetero_subgraphs
+from ..pipes.hetero_sampling import check_typed_seeds, sample_hetero_layer
 from ..validation import check_node_ids
 from .item_sampler import find_distributed_item_sampler
 from .partition import Partition
@@ -269,7 +269,7 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
     Owners are keyed by global node ids (``node_type_offset[t] +`` type-local id), so
     the one :class:`Partition` over ``graph.num_nodes`` serves every node type. Per
     layer, each rank samples the in-edges of every edge type of the destinations it
-    owns (the typed kernel, one call, as :func:`sample_hetero_subgraphs`), compacts
+    owns (the typed kernel, one call: :func:`sample_hetero_layer`), compacts
     each node type's sources against that type's destinations, and sends the sources
     of all types to their owners in one exchange; each owner's next destinations of
     type ``t`` are its destinations of ``t`` followed by the new ones it received,
@@ -299,8 +299,7 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
     }
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        layer_batch = replace(minibatch, seeds=nodes, labels=None, item_ids=None)
-        subgraph = sample_hetero_subgraphs(_OneLayer(sampler, layer), layer_batch).sampled_subgraphs[0]
+        subgraph = sample_hetero_layer(sampler, {t: ids.to(torch.int64) for t, ids in nodes.items()}, layer, minibatch)
         plans = _plan_typed_exchange(subgraph.original_row_node_ids, nodes, offsets, partition, group, source.exchange_group)
         subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=plans))
         nodes = {t: plans[t].local_node_ids for t in node_types}
@@ -318,23 +317,6 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
         sampled_subgraphs=subgraphs,
         input_nodes=subgraphs[0].original_row_node_ids,
     )
-
-
-class _OneLayer:
-    """A typed ``sampler`` seen as the one-layer sampler of its layer ``layer``, so that
-    :func:`sample_hetero_subgraphs` samples and compacts that layer alone (block layout)
-    from the destinations this rank owns, with the keys of layer ``layer``."""
-
-    def __init__(self, sampler, layer: int):
-        self.graph = sampler.graph
-        self.layout = "block"
-        self.fanouts = [sampler.fanouts[layer]]
-        self.edge_type_fanouts = [sampler.edge_type_fanouts[layer]]
-        self._sampler = sampler
-        self._layer = layer
-
-    def sample_segments(self, bounds, segments, key_ids, fanout, layer, minibatch):
-        return self._sampler.sample_segments(bounds, segments, key_ids, fanout, self._layer, minibatch)
 
 
 def _item_field_templates(item_set, where: str) -> Dict[str, Dict[str, torch.Tensor]]:

@@ -67,10 +67,11 @@ def typed_segments(
         num_edge_types: the graph's number of edge types.
 
     Returns:
-        ``(bounds, key_ids)``: ``[2 * S]`` int64 ``[lo_0, hi_0, lo_1, hi_1, ...]`` and
-        ``[S]`` int64 ``nodes * num_edge_types + edge_types``.
+        ``(bounds, key_ids)``: ``[2 * S]`` ``[lo_0, hi_0, lo_1, hi_1, ...]`` of ``indptr``'s
+        dtype (so the sampling kernels run the code compiled for the graph's own
+        ``indptr``) and ``[S]`` int64 ``nodes * num_edge_types + edge_types``.
     """
-    bounds = np.empty(2 * nodes.numel(), np.int64)
+    bounds = np.empty(2 * nodes.numel(), indptr.numpy().dtype)
     key_ids = np.empty(nodes.numel(), np.int64)
     bad = _segments(
         indptr.numpy(), type_per_edge.numpy(), nodes.numpy(), edge_types.numpy(), num_edge_types, bounds, key_ids

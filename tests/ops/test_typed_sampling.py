@@ -26,7 +26,7 @@ def all_segments(graph):
 def test_segments_are_the_in_edges_of_that_type(graph):
     nodes, types = all_segments(graph)
     bounds, key_ids = typed_segments(graph.indptr, graph.type_per_edge, nodes, types, len(graph.edge_types))
-    assert bounds.dtype == key_ids.dtype == torch.int64 and bounds.numel() == 2 * nodes.numel()
+    assert bounds.dtype == graph.indptr.dtype and key_ids.dtype == torch.int64 and bounds.numel() == 2 * nodes.numel()
     per_edge = graph.type_per_edge.to(torch.int64)
     for i, (v, t) in enumerate(zip(nodes.tolist(), types.tolist())):
         lo, hi = int(graph.indptr[v]), int(graph.indptr[v + 1])
