@@ -250,7 +250,7 @@ def typed_batch_shape(minibatch) -> dict:
     shape = {"input_nodes": sum(int(ids.numel()) for ids in minibatch.input_nodes.values())}
     for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
         shape[f"sampled_edges_layer{layer}"] = sum(int(csc.indices.numel()) for csc in subgraph.sampled_csc.values())
-    shape["sampled_edges"] = sum(shape[f"sampled_edges_layer{layer}"] for layer in range(len(minibatch.sampled_subgraphs)))
+    shape["sampled_edges"] = sum(value for key, value in shape.items() if key.startswith("sampled_edges_layer"))
     return shape
 
 
@@ -447,7 +447,9 @@ def format_tables(results: dict) -> str:
             met = "yes" if _COMPARE[op](r, bound) else "**no**"
         shown = "n/a" if r is None else f"{r:.2f}x"
         lines.append(f"| {label} | {_fmt(mine)} | {_fmt(other)} | {shown} | {goal} | {met} |")
-    methods = [m for m, case in (("ns", "node"), ("labor0", "node"), ("lp", "lp"), ("hetero_ns", "hetero")) if case in cases]
+    methods = [
+        m for m, case in (("ns", "node"), ("labor0", "node"), ("lp", "lp"), ("hetero_ns", "hetero")) if case in cases
+    ]
     lines += ["", "GraphBolt gb.DataLoader it/s by num_workers:", ""]
     lines += [
         f"- {method}: " + ", ".join(

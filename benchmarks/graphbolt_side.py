@@ -142,7 +142,8 @@ def _hetero(directory, args, window):
 
     results = {}
     for name, method in (("hetero_ns", "sample_neighbor"), ("hetero_labor0", "sample_layer_neighbor")):
-        results[f"{name}_sampling"] = _summary(measure_rate(chain(method, fetch=False), inspect=typed_batch_shape, **window))
+        sampling = measure_rate(chain(method, fetch=False), inspect=typed_batch_shape, **window)
+        results[f"{name}_sampling"] = _summary(sampling)
     for workers in args.workers:
         loader = gb.DataLoader(chain("sample_neighbor", fetch=True), num_workers=workers)
         results[f"hetero_ns_loader_w{workers}"] = _summary(measure_rate(loader, **window))
@@ -158,7 +159,7 @@ def typed_batch_shape(minibatch):
     shape = {"input_nodes": sum(int(ids.numel()) for ids in minibatch.input_nodes.values())}
     for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
         shape[f"sampled_edges_layer{layer}"] = sum(int(csc.indices.numel()) for csc in subgraph.sampled_csc.values())
-    shape["sampled_edges"] = sum(shape[f"sampled_edges_layer{layer}"] for layer in range(len(minibatch.sampled_subgraphs)))
+    shape["sampled_edges"] = sum(value for key, value in shape.items() if key.startswith("sampled_edges_layer"))
     return shape
 
 
