@@ -161,8 +161,8 @@ def synthetic_mag(
     validation accuracy, a 2-layer full-graph R-GCN (mean aggregation per edge type) 98%.
 
     2M papers give 5.27M nodes, 113M edges and 2.7 GB of features; generating them took
-    28 CPU-seconds (60 s wall on two cores shared with other jobs), half of it the
-    kernel's page faults for the 4.5 GB the process writes. Numba compiles the kernels
+    24 s on two cores (27 CPU-seconds, 60 s wall when other jobs shared the cores), more
+    than half of it the kernel's page faults for the 4.5 GB the process writes. Numba compiles the kernels
     on the first call in a fresh install (about 15 s, cached on disk).
 
     Args:
