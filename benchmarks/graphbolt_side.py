@@ -11,8 +11,12 @@ node pairs in batch order, for link prediction). The graph becomes
 in RAM. Batches are cut from ``seeds.npy`` / ``pairs.npy`` in order (``shuffle=False``),
 so batch ``i`` has the same seeds as graphpipe's batch ``i``. Link prediction runs
 ``sample_uniform_negative(graph, 1)``, ``sample_neighbor`` and ``gb.exclude_seed_edges``
-(a transform after sampling, as GraphBolt's examples do). Prints one JSON object on the
-last line.
+(a transform after sampling, as GraphBolt's examples do). ``--cases hetero`` reads
+``DIR/hetero/``: ``indptr``, ``indices``, ``node_type_offset``, ``type_per_edge``
+(``gb.fused_csc_sampling_graph`` with the type maps of ``types.json``), ``feat_<node
+type>.npy`` (a ``gb.TorchBasedFeature`` per node type) and ``seeds.npy`` (paper ids in
+batch order, a ``gb.ItemSetDict`` of papers); every layer's fanout is a tensor with one
+entry per edge type. Prints one JSON object on the last line.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window", type=int, default=16)
-    parser.add_argument("--cases", nargs="+", choices=["node", "lp"], default=["node", "lp"])
+    parser.add_argument("--cases", nargs="+", choices=["node", "lp", "hetero"], default=["node", "lp"])
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
@@ -52,18 +56,24 @@ def main() -> None:
     def load(name):
         return torch.from_numpy(np.load(os.path.join(args.data, f"{name}.npy")))
 
+    window = dict(warmup=args.warmup, windows=args.windows, window=args.window)
+    results = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    if "hetero" in args.cases:
+        results.update(_hetero(os.path.join(args.data, "hetero"), args, window))
+    if not {"node", "lp"} & set(args.cases):
+        print(json.dumps(results))
+        return
+
     graph = gb.fused_csc_sampling_graph(load("indptr"), load("indices"))
     features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(load("feat"))})
     seeds = load("seeds").to(graph.indices.dtype)  # GraphBolt wants seeds of the graph's index dtype
     item_set = gb.ItemSet(seeds, names="seed_nodes")  # GraphBolt 2.1's name for seeds
-    window = dict(warmup=args.warmup, windows=args.windows, window=args.window)
 
     def chain(method, fetch):
         pipe = gb.ItemSampler(item_set, args.batch_size, shuffle=False)
         pipe = getattr(pipe, method)(graph, args.fanouts)
         return pipe.fetch_feature(features, node_feature_keys=["feat"]) if fetch else pipe
 
-    results = {"torch": torch.__version__, "threads": torch.get_num_threads()}
     if "lp" in args.cases:
         pairs = gb.ItemSet(load("pairs").to(graph.indices.dtype), names="seeds")
         results.update(_link_prediction(graph, features, pairs, args, window))
@@ -101,6 +111,56 @@ def _link_prediction(graph, features, pairs, args, window):
         gc.collect()
     print("graphbolt: lp done", file=sys.stderr, flush=True)
     return results
+
+
+def _hetero(directory, args, window):
+    """Typed NS and LABOR-0 sampling only, and NS with every node type's features through
+    ``gb.DataLoader`` per ``num_workers``, on the saved ogbn-mag-like graph."""
+
+    def load(name):
+        return torch.from_numpy(np.load(os.path.join(directory, f"{name}.npy")))
+
+    with open(os.path.join(directory, "types.json")) as f:
+        types = json.load(f)
+    graph = gb.fused_csc_sampling_graph(
+        load("indptr"), load("indices"), node_type_offset=load("node_type_offset"),
+        type_per_edge=load("type_per_edge"), node_type_to_id=types["node_type_to_id"],
+        edge_type_to_id=types["edge_type_to_id"],
+    )
+    node_types = list(types["node_type_to_id"])
+    features = gb.BasicFeatureStore(
+        {("node", node_type, "feat"): gb.TorchBasedFeature(load(f"feat_{node_type}")) for node_type in node_types}
+    )
+    item_set = gb.ItemSetDict({"paper": gb.ItemSet(load("seeds").to(graph.indices.dtype), names="seed_nodes")})
+    # One entry per edge type: a single-entry tensor would cap a node's neighbours over all
+    # of its edge types together.
+    fanouts = [torch.full((len(types["edge_type_to_id"]),), fanout, dtype=torch.int64) for fanout in args.fanouts]
+
+    def chain(method, fetch):
+        pipe = getattr(gb.ItemSampler(item_set, args.batch_size, shuffle=False), method)(graph, fanouts)
+        return pipe.fetch_feature(features, node_feature_keys={t: ["feat"] for t in node_types}) if fetch else pipe
+
+    results = {}
+    for name, method in (("hetero_ns", "sample_neighbor"), ("hetero_labor0", "sample_layer_neighbor")):
+        sampling = measure_rate(chain(method, fetch=False), inspect=typed_batch_shape, **window)
+        results[f"{name}_sampling"] = _summary(sampling)
+    for workers in args.workers:
+        loader = gb.DataLoader(chain("sample_neighbor", fetch=True), num_workers=workers)
+        results[f"hetero_ns_loader_w{workers}"] = _summary(measure_rate(loader, **window))
+        del loader
+        gc.collect()
+    print("graphbolt: hetero done", file=sys.stderr, flush=True)
+    return results
+
+
+def typed_batch_shape(minibatch):
+    """``batch_shape`` of a typed MiniBatch, as compare_graphbolt.py's ``typed_batch_shape``
+    (this file cannot import that one, which imports graphpipe)."""
+    shape = {"input_nodes": sum(int(ids.numel()) for ids in minibatch.input_nodes.values())}
+    for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
+        shape[f"sampled_edges_layer{layer}"] = sum(int(csc.indices.numel()) for csc in subgraph.sampled_csc.values())
+    shape["sampled_edges"] = sum(value for key, value in shape.items() if key.startswith("sampled_edges_layer"))
+    return shape
 
 
 def _summary(measured):

@@ -14,23 +14,22 @@ the same for any thread count):
 * every node of every type gets a *community* in ``[0, num_classes)`` (for papers: the
   label) and a power-law *activity* weight ``u ** (-1 / (degree_exponent - 1))``, ``u``
   uniform in (0, 1);
-* each relation draws its edges Chung-Lu style: one end (the *anchor*: the paper of
-  writes, cites and has_topic, the author of affiliated_with) with probability
-  proportional to its activity, the other end with probability proportional to its
-  activity among the nodes of the anchor's community with probability ``homophily``,
-  else among all nodes of its type. Expected degrees follow the activities, so they are
+* each relation draws its edges from one end, the *anchor* (the paper of writes, cites
+  and has_topic, the author of affiliated_with): anchor ``v`` gets ``activity[v]`` times
+  the relation's edges per unit of activity, rounded up or down at random, and each of
+  its edges ends at a node of the other type drawn in proportion to activity, among
+  the nodes of ``v``'s community with probability ``homophily``, else among all (a
+  Chung-Lu graph with planted communities). Degrees follow the activities, so they are
   power-law on both ends, and most edges join nodes of one community;
 * repeated edges (and self citations) are dropped, citations are made symmetric (one
   edge type ``paper:cites:paper`` holding both directions, as PyG's ``ToUndirected``
   makes it), and every other relation gets its reverse (``rev_writes``,
   ``rev_has_topic``, ``rev_affiliated_with``), so every node type receives messages;
-* paper features are ``mean[label] + feature_noise * noise`` (class means
-  ``N(0, I / feature_dim)``, noise of unit variance per dimension, roughly Gaussian):
-  weak alone. An author's features are the mean of its
-  papers', a field's the mean of its papers', an institution's the mean of its authors'
-  (zero for a node with none): OGB's MAG baselines likewise give the featureless types
-  features derived from the graph. Authors and fields mostly gather papers of their
-  community, so their features, and a paper's cited papers, carry much of the label.
+* every node's features are ``mean[community] + feature_noise * noise`` (class means
+  ``N(0, I / feature_dim)`` shared by all types, noise of unit variance per dimension,
+  roughly Gaussian): weak alone, but a paper's authors, fields and cited papers mostly
+  share its community, so averaging over them (what a relational GNN does) removes
+  much of the noise.
 
 The graph is built straight into the typed CSC layout (:meth:`CSCGraph.from_hetero_edges`
 would produce the same graph from the per-type edge lists in the order of
@@ -42,7 +41,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import numba
 import numpy as np
@@ -162,8 +161,8 @@ def synthetic_mag(
     validation accuracy, a 2-layer full-graph R-GCN (mean aggregation per edge type) 98%.
 
     2M papers give 5.27M nodes, 113M edges and 2.7 GB of features; generating them took
-    28 CPU-seconds (60 s wall on two cores shared with other jobs), half of it the
-    kernel's page faults for the 4.5 GB the process writes. Numba compiles the kernels
+    24 s on two cores (27 CPU-seconds, 60 s wall when other jobs shared the cores), more
+    than half of it the kernel's page faults for the 4.5 GB the process writes. Numba compiles the kernels
     on the first call in a fresh install (about 15 s, cached on disk).
 
     Args:
@@ -173,7 +172,7 @@ def synthetic_mag(
         homophily: fraction of each relation's edges drawn inside the anchor's community;
             about ``homophily + (1 - homophily) / num_classes`` of the edges join nodes
             of one community.
-        feature_noise: standard deviation of the per-dimension noise of paper features
+        feature_noise: standard deviation of the per-dimension noise of the features
             (class means are about 1.4 apart); larger makes a paper's own features less
             informative.
         degree_exponent: ``gamma`` of the power-law activities (expected degrees follow
@@ -217,7 +216,9 @@ def synthetic_mag(
     relations: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
     for relation, (src_type, dst_type, anchor_end, per_paper) in _RELATIONS.items():
         anchor_type, other_type = (dst_type, src_type) if anchor_end == "target" else (src_type, dst_type)
-        by_anchor = _draw_edges(seed, relation, homophily, nodes[anchor_type], nodes[other_type], per_paper * num_papers)
+        by_anchor = _draw_edges(
+            seed, relation, homophily, nodes[anchor_type], nodes[other_type], per_paper * num_papers
+        )
         if src_type == dst_type:
             indptr, ends = by_anchor
             starts = np.repeat(np.arange(num_nodes[src_type], dtype=ends.dtype), np.diff(indptr))
