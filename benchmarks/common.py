@@ -79,15 +79,23 @@ def _next(iterator, needed: int):
 
 
 def batch_shape(minibatch) -> Dict[str, int]:
-    """``input_nodes`` and ``sampled_edges`` (summed over layers) of a sampled MiniBatch.
+    """``input_nodes`` and ``sampled_edges`` (summed over layers) of a sampled MiniBatch,
+    and for typed batches (dict ``input_nodes``, a CSC per edge type) the sums over types
+    and ``sampled_edges_layer{i}`` per layer (layer 0: the input layer).
 
     Works for graphpipe and GraphBolt MiniBatches alike (both have ``input_nodes`` and
     ``sampled_subgraphs[i].sampled_csc.indices``).
     """
-    return {
-        "input_nodes": int(minibatch.input_nodes.numel()),
-        "sampled_edges": sum(int(s.sampled_csc.indices.numel()) for s in minibatch.sampled_subgraphs),
-    }
+    if not isinstance(minibatch.input_nodes, dict):
+        return {
+            "input_nodes": int(minibatch.input_nodes.numel()),
+            "sampled_edges": sum(int(s.sampled_csc.indices.numel()) for s in minibatch.sampled_subgraphs),
+        }
+    shape = {"input_nodes": sum(int(ids.numel()) for ids in minibatch.input_nodes.values())}
+    for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
+        shape[f"sampled_edges_layer{layer}"] = sum(int(csc.indices.numel()) for csc in subgraph.sampled_csc.values())
+    shape["sampled_edges"] = sum(value for key, value in shape.items() if key.startswith("sampled_edges_layer"))
+    return shape
 
 
 def consecutive_overlap(node_sets: Sequence[torch.Tensor]) -> float:

@@ -243,17 +243,6 @@ def _save_hetero(directory: str, dataset, seeds: torch.Tensor) -> None:
         json.dump({"node_type_to_id": dict(graph.node_type_to_id), "edge_type_to_id": dict(graph.edge_type_to_id)}, f)
 
 
-def typed_batch_shape(minibatch) -> dict:
-    """``batch_shape`` of a typed MiniBatch: input nodes and sampled edges summed over node
-    and edge types, and sampled edges per layer (``sampled_edges_layer0`` is the input
-    layer). The same function is in ``graphbolt_side.py``, which cannot import this file."""
-    shape = {"input_nodes": sum(int(ids.numel()) for ids in minibatch.input_nodes.values())}
-    for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
-        shape[f"sampled_edges_layer{layer}"] = sum(int(csc.indices.numel()) for csc in subgraph.sampled_csc.values())
-    shape["sampled_edges"] = sum(value for key, value in shape.items() if key.startswith("sampled_edges_layer"))
-    return shape
-
-
 def measure_graphpipe_hetero(dataset, seeds: torch.Tensor, args) -> dict:
     """Typed NS and LABOR-0 sampling on the ogbn-mag-like graph, and NS end to end with the
     features of every node type; see the module docstring."""
@@ -267,17 +256,11 @@ def measure_graphpipe_hetero(dataset, seeds: torch.Tensor, args) -> dict:
     results = {}
     for method, sample in samplers.items():
         pipe = sample(gp.ItemSampler(item_set, args.batch_size, shuffle=False))
-        results[f"{method}_sampling"] = _summary(measure_rate(pipe, inspect=typed_batch_shape, **window))
+        results[f"{method}_sampling"] = _summary(measure_rate(pipe, inspect=batch_shape, **window))
         _log(f"graphpipe {method} sampling: {results[f'{method}_sampling']['it_per_s']:.2f} it/s")
     keys = {node_type: ["feat"] for node_type in graph.node_types}
-    try:
-        pipe = samplers["hetero_ns"](gp.ItemSampler(item_set, args.batch_size, shuffle=False))
-        pipe = pipe.fetch_feature(dataset.features, node_feature_keys=keys)
-    except (TypeError, ValueError, KeyError) as err:
-        # Until the typed FeatureStore / FeatureFetcher are merged: ("paper", "feat") keys
-        # and {node type: names} are rejected. GraphBolt's side still runs.
-        _log(f"graphpipe hetero end to end SKIPPED: fetch_feature rejects typed feature keys ({err})")
-        return results
+    pipe = samplers["hetero_ns"](gp.ItemSampler(item_set, args.batch_size, shuffle=False))
+    pipe = pipe.fetch_feature(dataset.features, node_feature_keys=keys)
     loader = gp.DataLoader(pipe)
     results["hetero_ns_loader"] = _summary(measure_rate(loader, **window))
     loader.close()

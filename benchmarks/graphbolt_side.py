@@ -142,7 +142,7 @@ def _hetero(directory, args, window):
 
     results = {}
     for name, method in (("hetero_ns", "sample_neighbor"), ("hetero_labor0", "sample_layer_neighbor")):
-        sampling = measure_rate(chain(method, fetch=False), inspect=typed_batch_shape, **window)
+        sampling = measure_rate(chain(method, fetch=False), inspect=batch_shape, **window)
         results[f"{name}_sampling"] = _summary(sampling)
     for workers in args.workers:
         loader = gb.DataLoader(chain("sample_neighbor", fetch=True), num_workers=workers)
@@ -151,16 +151,6 @@ def _hetero(directory, args, window):
         gc.collect()
     print("graphbolt: hetero done", file=sys.stderr, flush=True)
     return results
-
-
-def typed_batch_shape(minibatch):
-    """``batch_shape`` of a typed MiniBatch, as compare_graphbolt.py's ``typed_batch_shape``
-    (this file cannot import that one, which imports graphpipe)."""
-    shape = {"input_nodes": sum(int(ids.numel()) for ids in minibatch.input_nodes.values())}
-    for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
-        shape[f"sampled_edges_layer{layer}"] = sum(int(csc.indices.numel()) for csc in subgraph.sampled_csc.values())
-    shape["sampled_edges"] = sum(value for key, value in shape.items() if key.startswith("sampled_edges_layer"))
-    return shape
 
 
 def _summary(measured):
