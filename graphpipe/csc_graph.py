@@ -556,13 +556,18 @@ class CSCGraph:
             int64 tensor shaped like ``positions``: ``original_edge_ids[positions]``, or
             ``positions`` itself (as int64, no copy if it is one) when the graph has no
             ``original_edge_ids``.
+
+        Raises:
+            ValueError: a position outside ``[0, num_edges)`` (CPU; a CUDA index raises
+                torch's device-side error).
         """
         if self.original_edge_ids is None:
             return positions.to(torch.int64)
-        # A pinned host graph sampled on the GPU: read the map through a zero-copy view.
+        from .ops.gather import take_as_int64
         from .ops.gpu_sampling import device_array
 
-        return device_array(self.original_edge_ids, positions.device)[positions].to(torch.int64)
+        # A pinned host graph sampled on the GPU: read the map through a zero-copy view.
+        return take_as_int64(device_array(self.original_edge_ids, positions.device), positions, "CSCGraph.map_edge_ids")
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:

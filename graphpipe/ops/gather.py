@@ -21,7 +21,7 @@ from numba.extending import intrinsic
 from ..validation import check_node_ids
 from .uva_gather import is_pinned, uva_gather
 
-__all__ = ["gather_rows"]
+__all__ = ["gather_rows", "take_as_int64"]
 
 Table = Union[torch.Tensor, np.ndarray]
 
@@ -64,6 +64,48 @@ def _gather_words(table, ids, out):
         row = table[np.uint64(ids[i])]  # ids >= 0: unsigned skips numba's wraparound check
         for j in range(width):
             out[i, j] = row[j]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _take_as_int64(table, positions, out):
+    """``out[i] = table[positions[i]]`` in parallel; the number of positions outside the
+    table (nothing is read for them)."""
+    n = np.uint64(table.size)
+    bad = 0
+    for i in numba.prange(positions.size):
+        p = np.uint64(positions[i])  # a negative position is a huge unsigned one
+        if p < n:
+            out[i] = table[p]
+        else:
+            bad += 1
+    return bad
+
+
+def take_as_int64(table: torch.Tensor, positions: torch.Tensor, where: str = "take_as_int64") -> torch.Tensor:
+    """``table[positions].to(torch.int64)`` in one parallel pass on the CPU (a sampled
+    layer's edge ids through a graph's id map: millions of scattered reads, which torch's
+    indexing does on one thread, then a second pass to widen them).
+
+    Args:
+        table: ``[n]`` int32/int64 tensor.
+        positions: integer tensor of any shape, values in ``[0, n)``.
+
+    Returns:
+        int64 tensor shaped like ``positions``. Tensors on other devices go through torch.
+
+    Raises:
+        ValueError: a position outside ``[0, n)``, naming ``where``.
+    """
+    if table.device.type != "cpu" or positions.device.type != "cpu":
+        return table[positions].to(torch.int64)
+    flat = positions.reshape(-1)
+    if flat.dtype not in (torch.int32, torch.int64):
+        flat = flat.to(torch.int64)
+    out = torch.empty(flat.shape, dtype=torch.int64)
+    bad = _take_as_int64(table.contiguous().numpy(), flat.contiguous().numpy(), out.numpy())
+    if bad:
+        raise ValueError(f"{where}: {bad} position(s) are outside [0, {table.numel()})")
+    return out.reshape(positions.shape)
 
 
 def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -93,3 +93,17 @@ def test_cuda_ids_and_tables():
         got = gather_rows(t, i)
         assert got.is_cuda
         assert torch.equal(got.cpu(), table[ids])
+
+
+@pytest.mark.parametrize("table_dtype", [torch.int32, torch.int64])
+def test_take_as_int64_equals_torch_indexing_and_refuses_positions_outside(table_dtype):
+    from graphpipe.ops.gather import take_as_int64
+
+    table = torch.randint(0, 2**31 - 1, (1000,), generator=torch.Generator().manual_seed(0)).to(table_dtype)
+    positions = torch.randint(0, 1000, (7, 300), generator=torch.Generator().manual_seed(1))
+    out = take_as_int64(table, positions)
+    assert out.dtype == torch.int64 and torch.equal(out, table[positions].to(torch.int64))
+    assert torch.equal(take_as_int64(table, positions.to(torch.int32)), out)
+    for bad in (1000, -1):
+        with pytest.raises(ValueError, match=r"where: 1 position\(s\) are outside \[0, 1000\)"):
+            take_as_int64(table, torch.tensor([3, bad, 5]), "where")
