@@ -17,7 +17,7 @@ every batch, on every rank and for any thread count.
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Sequence, Tuple
 
 import numba
 import numpy as np
@@ -26,7 +26,7 @@ import torch
 from .layer_sample import LayerSample
 from .selection import check_kernel_report, lower_bound_in, range_is_bad
 
-__all__ = ["typed_segments", "sample_typed_layer"]
+__all__ = ["typed_segments", "typed_segments_of_nodes", "sample_segments", "sample_typed_layer"]
 
 # sample(bounds, segment_nodes, key_ids, fanout) -> LayerSample over those segments.
 SegmentSampler = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], LayerSample]
@@ -52,6 +52,74 @@ def _segments(indptr, type_per_edge, nodes, edge_types, num_edge_types, bounds, 
         bounds[2 * i] = lo
         bounds[2 * i + 1] = lower_bound_in(type_per_edge, lo, end, t + 1)
     return bad
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _segments_of_nodes(indptr, type_per_edge, nodes, edge_types, first_segment, num_edge_types, bounds, key_ids):
+    """:func:`_segments` for every pair of ``nodes`` (one node type's destinations) and
+    ``edge_types`` (ascending ids): segment ``first_segment[j] + i`` is node ``i``'s
+    range of type ``edge_types[j]``. A node's range is read once for all its types."""
+    num_edges = type_per_edge.size
+    bad = 0
+    for i in numba.prange(nodes.size):
+        v = nodes[i]
+        start, end = np.int64(indptr[v]), np.int64(indptr[v + 1])
+        broken = range_is_bad(start, end, num_edges)
+        bad += broken
+        lo = start
+        for j in range(edge_types.size):
+            t = edge_types[j]
+            s = first_segment[j] + i
+            key_ids[s] = v * num_edge_types + t
+            if broken:
+                bounds[2 * s] = 0
+                bounds[2 * s + 1] = 0
+                continue
+            lo = lower_bound_in(type_per_edge, lo, end, t)
+            hi = lower_bound_in(type_per_edge, lo, end, t + 1)
+            bounds[2 * s] = lo
+            bounds[2 * s + 1] = hi
+            lo = hi
+    return bad
+
+
+def typed_segments_of_nodes(
+    indptr: torch.Tensor,
+    type_per_edge: torch.Tensor,
+    groups: Sequence[Tuple[torch.Tensor, Sequence[int]]],
+    num_edge_types: int,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`typed_segments` of every edge type of every node of ``groups``, ordered by
+    edge type, then node.
+
+    Args:
+        groups: ``(nodes, edge_types)`` per destination node type: ``[n]`` int64 global
+            ids and the (ascending) edge type ids whose segments they get; every edge
+            type appears in one group at most.
+
+    Returns:
+        ``(bounds, key_ids)`` as :func:`typed_segments` returns them, segments in
+        ascending edge type order, each edge type's in the order of its group's nodes.
+    """
+    indptr_np, types_np = indptr.numpy(), type_per_edge.numpy()
+    sizes = {t: nodes.numel() for nodes, edge_types in groups for t in edge_types}
+    first, total = {}, 0
+    for t in sorted(sizes):
+        first[t] = total
+        total += sizes[t]
+    bounds = np.empty(2 * total, indptr_np.dtype)
+    key_ids = np.empty(total, np.int64)
+    bad = 0
+    for nodes, edge_types in groups:
+        edge_types = sorted(edge_types)
+        if not edge_types or nodes.numel() == 0:
+            continue
+        bad += _segments_of_nodes(
+            indptr_np, types_np, nodes.numpy(), np.array(edge_types, np.int64), np.array([first[t] for t in edge_types], np.int64),
+            num_edge_types, bounds, key_ids,
+        )  # fmt: skip
+    check_kernel_report(bad, 0, "typed_segments")
+    return torch.from_numpy(bounds), torch.from_numpy(key_ids)
 
 
 def typed_segments(
@@ -110,7 +178,14 @@ def sample_typed_layer(
         ``indices`` are global source ids and ``edge_ids`` CSC positions of the graph.
     """
     bounds, key_ids = typed_segments(indptr, type_per_edge, nodes, edge_types, num_edge_types)
-    num_segments = nodes.numel()
+    return sample_segments(bounds, key_ids, fanouts, sample)
+
+
+def sample_segments(bounds: torch.Tensor, key_ids: torch.Tensor, fanouts: torch.Tensor, sample: SegmentSampler) -> LayerSample:
+    """Sample the segments of ``bounds``/``key_ids`` (:func:`typed_segments`), segment
+    ``i`` with ``fanouts[i]``: one call of ``sample`` per run of equal fanouts (see
+    :func:`sample_typed_layer`)."""
+    num_segments = key_ids.numel()
     if num_segments == 0:
         return sample(bounds.new_zeros(1), bounds.new_empty(0), key_ids, 1)
     change = torch.nonzero(fanouts[1:] != fanouts[:-1]).flatten() + 1

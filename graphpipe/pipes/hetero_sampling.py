@@ -8,7 +8,7 @@ GraphBolt's heterogeneous MiniBatches; the graph's kernels see global ids
    destination of type ``dst`` (all of them in block layout, the ones the previous
    layer added in pyg layout), ordered by edge type, then destination;
 2. one call of the sampler's :meth:`sample_segments` samples them all
-   (:func:`~graphpipe.ops.typed_sampling.sample_typed_layer`);
+   (:func:`~graphpipe.ops.typed_sampling.sample_segments`);
 3. each node type's sources (from every edge type that starts at it) are
    unique-and-compacted against that type's destinations, so every type's sources
    are its destinations followed by its new nodes, ascending.
@@ -30,7 +30,7 @@ import torch
 from ..csc_graph import parse_edge_type
 from ..minibatch import CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import unique_and_compact
-from ..ops.typed_sampling import sample_typed_layer
+from ..ops.typed_sampling import sample_segments, typed_segments_of_nodes
 from ..validation import check_node_ids
 
 __all__ = ["check_typed_seeds", "sample_hetero_layer", "sample_hetero_subgraphs"]
@@ -99,19 +99,21 @@ def sample_hetero_layer(
     fanouts = sampler.edge_type_fanouts[layer]
     sampled = [t for t in range(len(edge_types)) if fanouts[t] != 0]
     skipped = {t: 0 if frontier_start is None else frontier_start[ends[t][2]] for t in sampled}
-    destinations = {t: nodes[ends[t][2]][skipped[t] :] for t in sampled}
-    segment_nodes = torch.cat(
-        [destinations[t] + offsets[type_id[ends[t][2]]] for t in sampled] or [torch.empty(0, dtype=torch.int64)]
+    # The destinations of each node type, with the sampled edge types that end there.
+    groups = {}
+    for t in sampled:
+        dst_type = ends[t][2]
+        if dst_type not in groups:
+            groups[dst_type] = (nodes[dst_type][skipped[t] :] + offsets[type_id[dst_type]], [])
+        groups[dst_type][1].append(t)
+    bounds, key_ids = typed_segments_of_nodes(graph.indptr, graph.type_per_edge, list(groups.values()), len(edge_types))
+    sizes = [groups[ends[t][2]][0].numel() for t in sampled]
+    segment_fanouts = torch.repeat_interleave(
+        torch.tensor([fanouts[t] for t in sampled], dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64)
     )
-    sizes = [destinations[t].numel() for t in sampled]
-    segment_types = torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
-    segment_fanouts = torch.tensor(fanouts, dtype=torch.int64)[segment_types]
-    sample = sample_typed_layer(
-        graph.indptr,
-        graph.type_per_edge,
-        len(edge_types),
-        segment_nodes,
-        segment_types,
+    sample = sample_segments(
+        bounds,
+        key_ids,
         segment_fanouts,
         lambda bounds, segments, key_ids, fanout: sampler.sample_segments(bounds, segments, key_ids, fanout, layer, minibatch),
     )

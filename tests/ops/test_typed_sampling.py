@@ -36,6 +36,27 @@ def test_segments_are_the_in_edges_of_that_type(graph):
     assert int((bounds[1::2] - bounds[0::2]).sum()) == graph.num_edges
 
 
+def test_segments_of_node_groups_equal_the_pairs_in_edge_type_order(graph):
+    from graphpipe.ops.typed_sampling import typed_segments_of_nodes
+
+    offsets = graph.node_type_offset.tolist()
+    groups, pairs = {}, []
+    for t, name in enumerate(graph.edge_types):
+        dst_type = name.split(":")[2]
+        first, last = offsets[graph.node_type_to_id[dst_type]], offsets[graph.node_type_to_id[dst_type] + 1]
+        nodes = torch.arange(last - 1, first - 1, -1)  # descending: the order of a group's nodes is kept
+        groups.setdefault(dst_type, (nodes, []))[1].append(t)
+        pairs.append((nodes, torch.full_like(nodes, t)))
+    bounds, key_ids = typed_segments_of_nodes(graph.indptr, graph.type_per_edge, list(groups.values()), len(graph.edge_types))
+    nodes, types = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+    expected = typed_segments(graph.indptr, graph.type_per_edge, nodes, types, len(graph.edge_types))
+    assert torch.equal(bounds, expected[0]) and torch.equal(key_ids, expected[1])
+    bad_indptr = graph.indptr.clone()
+    bad_indptr[offsets[1]] = graph.num_edges + 5
+    with pytest.raises(ValueError, match="typed_segments"):
+        typed_segments_of_nodes(bad_indptr, graph.type_per_edge, list(groups.values()), len(graph.edge_types))
+
+
 def test_a_bad_destination_is_reported(graph):
     bad_indptr = graph.indptr.clone()
     bad_indptr[3] = graph.num_edges + 5
