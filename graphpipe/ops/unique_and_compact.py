@@ -44,8 +44,12 @@ _NUM_CHUNKS = 64
 # these bounds (a number fixed by the id range alone, as the chunks).
 _MIN_BUCKETS = 256
 _MAX_BUCKETS = 4096
-# Below this many ids (destinations plus sources) the serial hash path is faster.
-_PARALLEL_MIN_IDS = 1 << 15
+# Below this many ids (destinations plus sources) the serial hash path is faster. Measured
+# on 2 threads (uniform ids over 111M nodes, no destinations): 32k ids 1.4 ms serial vs
+# 1.9 ms bucketed, 64k 2.75 vs 2.81, 768k 105 vs 66. Skewed ids with few distinct ones
+# favour the serial hash (768k Zipf(1.3) ids: 42 vs 63 ms); sampled layers are far less
+# skewed than that.
+_PARALLEL_MIN_IDS = 1 << 16
 
 
 def unique_and_compact(
