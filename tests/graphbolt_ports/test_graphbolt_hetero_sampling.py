@@ -99,8 +99,12 @@ def assert_edges_exist(graph, subgraph):
         assert torch.equal(coo[etype][1][position[eids]], dst), etype
 
 
-@pytest.mark.parametrize("indptr_dtype", [torch.int32, torch.int64])
-@pytest.mark.parametrize("indices_dtype", [torch.int32, torch.int64])
+# GraphBolt runs every (indptr, indices) dtype pair; int32 offsets with int64 node ids (more
+# than 2**31 nodes but fewer edges) never come out of smallest_index_dtype, and each pair
+# compiles its own kernels (10 s on a cold cache), so that pair is left out.
+@pytest.mark.parametrize(
+    "indptr_dtype, indices_dtype", [(torch.int32, torch.int32), (torch.int64, torch.int32), (torch.int64, torch.int64)]
+)
 @pytest.mark.parametrize("labor", [False, True])
 def test_sample_neighbors_hetero(indptr_dtype, indices_dtype, labor):
     graph = fused_graph(indptr_dtype, indices_dtype)
