@@ -19,6 +19,36 @@ NUM_NODES = {"author": 30, "paper": 40, "venue": 5}
 EDGE_TYPES = ["author:writes:paper", "paper:cites:paper", "paper:written_by:author", "venue:hosts:paper"]
 
 
+def uniform_typed_edges(num_nodes: Dict[str, int], num_edges: Dict[str, int], gen: torch.Generator) -> Dict[str, torch.Tensor]:
+    """``{etype: [2, m]}`` int64 edges with uniform random endpoints of each edge type's
+    node types (parallel edges and self-loops allowed), ``num_edges[etype]`` of each type."""
+    edges = {}
+    for etype, m in num_edges.items():
+        src, _, dst = parse_edge_type(etype)
+        edges[etype] = torch.stack(
+            [torch.randint(num_nodes[src], (m,), generator=gen), torch.randint(num_nodes[dst], (m,), generator=gen)]
+        )
+    return edges
+
+
+def typed_edges(
+    graph: CSCGraph, edge_types: Optional[List[str]] = None
+) -> Dict[str, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``{etype: (src, dst, edge_ids)}`` of a typed graph (of ``edge_types``, default all):
+    every edge of the type in CSC order, endpoints as type-local int64 ids, ``edge_ids``
+    its ids within the type."""
+    offsets, type_id = graph.node_type_offset.tolist(), graph.node_type_to_id
+    src, dst = graph.edge_index()
+    per_edge = graph.type_per_edge.to(torch.int64)
+    out = {}
+    for etype in edge_types or graph.edge_types:
+        src_type, _, dst_type = parse_edge_type(etype)
+        at = per_edge == graph.edge_type_to_id[etype]
+        ids = graph.map_edge_ids(torch.nonzero(at).view(-1))
+        out[etype] = (src[at] - offsets[type_id[src_type]], dst[at] - offsets[type_id[dst_type]], ids)
+    return out
+
+
 def random_typed_edges(num_src: int, num_dst: int, max_degree: int, gen: torch.Generator, parallel: bool = False):
     """``(src, dst)`` int64 edge lists in a shuffled order: skewed in-degrees (some nodes
     none), distinct sources per destination unless ``parallel``."""

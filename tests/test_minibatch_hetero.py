@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import graphpipe as gp
+from hetero_graphs import uniform_typed_edges
 from graphpipe import MiniBatch
 
 NUM_NODES = {"author": 20, "paper": 30}
@@ -12,12 +13,7 @@ NUM_EDGES = {"author:writes:paper": 60, "paper:cites:paper": 80, "paper:written_
 
 def _typed_batch(layout="block"):
     g = torch.Generator().manual_seed(0)
-    edges = {}
-    for etype, m in NUM_EDGES.items():
-        src, _, dst = etype.split(":")
-        edges[etype] = torch.stack(
-            [torch.randint(NUM_NODES[src], (m,), generator=g), torch.randint(NUM_NODES[dst], (m,), generator=g)]
-        )
+    edges = uniform_typed_edges(NUM_NODES, NUM_EDGES, g)
     graph = gp.CSCGraph.from_hetero_edges(edges, NUM_NODES)
     items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(NUM_NODES["paper"]), names="seeds")})
     mb = next(iter(gp.ItemSampler(items, 8, seed=0).sample_neighbor(graph, [3, 2], seed=1, layout=layout)))

@@ -7,6 +7,7 @@ pyg_data = pytest.importorskip("torch_geometric.data")
 
 import graphpipe as gp  # noqa: E402
 from graphpipe.item_set import HeteroItemSet  # noqa: E402
+from hetero_graphs import typed_edges  # noqa: E402
 
 WRITES, CITES = ("author", "writes", "paper"), ("paper", "cites", "paper")
 
@@ -36,16 +37,11 @@ def test_from_pyg_hetero_keeps_the_typed_graph_features_and_splits():
     assert graph.is_heterogeneous and graph.num_nodes_per_type == {"author": 20, "paper": 30}
     assert graph.edge_types == ["author:writes:paper", "paper:cites:paper"]
     # Every CSC position of edge type t is the source's edge original_edge_ids[e] of that type.
-    src, dst = graph.edge_index()
-    offsets = graph.node_type_offset
-    for type_id, etype in enumerate(graph.edge_types):
-        src_type, _, dst_type = etype.split(":")
-        at = graph.type_per_edge.to(torch.int64) == type_id
-        eids = graph.map_edge_ids(torch.nonzero(at).view(-1))
+    for etype, (src, dst, eids) in typed_edges(graph).items():
         edge_index = data[tuple(etype.split(":"))].edge_index
         assert sorted(eids.tolist()) == list(range(edge_index.size(1)))
-        assert torch.equal(src[at] - offsets[graph.node_type_to_id[src_type]], edge_index[0, eids])
-        assert torch.equal(dst[at] - offsets[graph.node_type_to_id[dst_type]], edge_index[1, eids])
+        assert torch.equal(src, edge_index[0, eids])
+        assert torch.equal(dst, edge_index[1, eids])
     store = ds.features
     assert torch.equal(store["node", "paper", "feat"].data, data["paper"].x)
     assert torch.equal(store["node", "author", "feat"].data, data["author"].x)

@@ -3,6 +3,7 @@ import torch
 
 import graphpipe as gp
 from graphpipe.datasets import HeteroNodeClassificationDataset, synthetic_mag
+from hetero_graphs import typed_edges
 
 NUM_PAPERS = 3000
 NODE_TYPES = ["author", "field_of_study", "institution", "paper"]
@@ -24,12 +25,9 @@ def dataset():
 
 def _typed_edges(graph, edge_type):
     """``(src, dst)`` type-local int64 ids of ``edge_type``'s edges, by type-local edge id."""
-    src_type, _, dst_type = edge_type.split(":")
-    offsets, type_id = graph.node_type_offset.tolist(), graph.node_type_to_id
-    src, dst = graph.edge_index()
-    mask = graph.type_per_edge.to(torch.int64) == graph.edge_type_to_id[edge_type]
-    order = torch.argsort(graph.original_edge_ids[mask].to(torch.int64))
-    return src[mask][order] - offsets[type_id[src_type]], dst[mask][order] - offsets[type_id[dst_type]]
+    src, dst, ids = typed_edges(graph, [edge_type])[edge_type]
+    order = torch.argsort(ids)
+    return src[order], dst[order]
 
 
 def _pairs(src, dst):

@@ -9,6 +9,7 @@ import torch
 dgl = pytest.importorskip("dgl")
 
 import graphpipe as gp  # noqa: E402
+from hetero_graphs import uniform_typed_edges  # noqa: E402
 
 NUM_NODES = {"author": 40, "inst": 8, "paper": 60}
 NUM_EDGES = {
@@ -21,12 +22,7 @@ NUM_EDGES = {
 
 def _typed_batch(sampler="sample_neighbor"):
     g = torch.Generator().manual_seed(0)
-    edges = {}
-    for etype, m in NUM_EDGES.items():
-        src, _, dst = etype.split(":")
-        edges[etype] = torch.stack(
-            [torch.randint(NUM_NODES[src], (m,), generator=g), torch.randint(NUM_NODES[dst], (m,), generator=g)]
-        )
+    edges = uniform_typed_edges(NUM_NODES, NUM_EDGES, g)
     graph = gp.CSCGraph.from_hetero_edges(edges, NUM_NODES)
     items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(NUM_NODES["paper"]), names="seeds")})
     pipe = getattr(gp.ItemSampler(items, 8, shuffle=True, seed=0), sampler)(graph, [3, 2], seed=1)

@@ -8,6 +8,7 @@ dgl = pytest.importorskip("dgl")
 
 import graphpipe as gp  # noqa: E402
 from graphpipe.item_set import HeteroItemSet  # noqa: E402
+from hetero_graphs import typed_edges  # noqa: E402
 
 WRITES, CITES = ("author", "writes", "paper"), ("paper", "cites", "paper")
 
@@ -38,15 +39,10 @@ def test_from_dgl_heterograph_matches_the_graph():
     graph = ds.graph
     assert graph.is_heterogeneous and graph.num_nodes_per_type == {"author": 20, "paper": 30}
     assert graph.edge_types == ["author:writes:paper", "paper:cites:paper"]
-    src, dst = graph.edge_index()
-    offsets = graph.node_type_offset
-    for type_id, etype in enumerate(graph.edge_types):
-        src_type, _, dst_type = etype.split(":")
-        at = graph.type_per_edge.to(torch.int64) == type_id
-        eids = graph.map_edge_ids(torch.nonzero(at).view(-1))  # DGL's edge ids within the type
+    for etype, (src, dst, eids) in typed_edges(graph).items():  # eids: DGL's edge ids within the type
         dgl_src, dgl_dst = g.find_edges(eids, etype=tuple(etype.split(":")))
-        assert torch.equal(src[at] - offsets[graph.node_type_to_id[src_type]], dgl_src)
-        assert torch.equal(dst[at] - offsets[graph.node_type_to_id[dst_type]], dgl_dst)
+        assert torch.equal(src, dgl_src)
+        assert torch.equal(dst, dgl_dst)
     assert torch.equal(ds.features["node", "paper", "feat"].data, g.nodes["paper"].data["feat"])
     assert torch.equal(ds.features["node", "author", "feat"].data, g.nodes["author"].data["feat"])
     assert torch.equal(ds.features["edge", WRITES, "w"].data, g.edges[WRITES].data["w"])

@@ -17,6 +17,7 @@ from torch_geometric.nn import HeteroConv, SAGEConv  # noqa: E402
 from torch_geometric.utils import trim_to_layer  # noqa: E402
 
 import graphpipe as gp  # noqa: E402
+from hetero_graphs import uniform_typed_edges  # noqa: E402
 
 NUM_NODES = {"author": 60, "inst": 12, "paper": 80}
 NUM_EDGES = {
@@ -30,12 +31,7 @@ BATCH_SIZE = 8
 
 def _setup():
     g = torch.Generator().manual_seed(0)
-    edges = {}
-    for etype, m in NUM_EDGES.items():
-        src, _, dst = etype.split(":")
-        edges[etype] = torch.stack(
-            [torch.randint(NUM_NODES[src], (m,), generator=g), torch.randint(NUM_NODES[dst], (m,), generator=g)]
-        )
+    edges = uniform_typed_edges(NUM_NODES, NUM_EDGES, g)
     graph = gp.CSCGraph.from_hetero_edges(edges, NUM_NODES)
     node_tables = {t: torch.randn(n, 4, generator=g) for t, n in NUM_NODES.items()}
     edge_tables = {etype: torch.randn(m, 2, generator=g) for etype, m in NUM_EDGES.items()}
