@@ -10,6 +10,7 @@ import numba
 
 from . import planner
 from .pipes.base import Pipe, upstream
+from .pipes.compile import compile_kernels
 from .pipes.stages import Timed
 from .pipes.worker import ProcessWorkers
 from .validation import check_int
@@ -98,6 +99,9 @@ class DataLoader:
         # The chain as run. The Timed after the sink measures the time the training loop
         # waits for batches.
         self.rewritten: Pipe = _with_timers(_transformed(pipe, self.transforms))
+        # The kernels the stages run, compiled (or loaded from numba's cache) from now on
+        # in a daemon thread: a first run's first batch waits less, and a notice says why.
+        self.compile_job = compile_kernels(pipe)
         self._workers = find(self.rewritten, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
 

@@ -133,8 +133,8 @@ def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob
             tasks.append((name, partial(compile_unique_and_compact, stage.graph.num_nodes)))
         if isinstance(stage, FeatureFetcher):
             for _, _, feature in stage.fetched_features():
-                on_cpu = not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda)
-                if type(feature) is Feature and on_cpu:  # not a GPU cache
+                # A plain table on the CPU (caches and disk features have kernels of their own).
+                if type(feature) is Feature and not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda):
                     tasks.append((name, partial(compile_gather_rows, feature.data)))
     if background is None:
         from ..transforms.defaults import _kernels_thread_safe

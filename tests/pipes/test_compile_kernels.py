@@ -85,3 +85,18 @@ def test_a_failing_task_is_raised_by_wait_and_the_next_tasks_do_not_run():
     with pytest.raises(ValueError, match="no kernel"):
         job.wait()
     assert ran == [] and job.done()
+
+
+def test_a_loader_starts_the_job_of_the_pipe_it_was_given(graph_builder, no_compilation):
+    pipe = _pipe(graph_builder, "sample_layer_neighbor", importance_sampling=2)
+    loader = gp.DataLoader(pipe)
+    assert [name for name, _ in loader.compile_job.tasks] == ["LayerNeighborSampler"] * 2 + ["FeatureFetcher"] * 2
+    assert loader.compile_job.wait(timeout=600)
+    with no_compilation():
+        assert len(list(loader)) == 7
+
+
+def test_a_cached_feature_compiles_its_own_kernels(graph_builder):
+    features = gp.FeatureStore({"feat": gp.CPUCachedFeature(gp.Feature(torch.randn(400, 5)), 400 * 20)})
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(400)), 64).fetch_feature(features, ["feat"])
+    assert compile_kernels(pipe).tasks == []  # its table is not one array (it used to raise here)
