@@ -2,7 +2,7 @@
 
 A typed :class:`~graphpipe.CSCGraph` groups each destination's in-edges by edge type, so
 the in-edges of type ``t`` of destination ``v`` are a sub-range ``[lo, hi)`` of ``v``'s
-CSC range, found by two binary searches on ``type_per_edge``. :func:`typed_segments`
+CSC range, found by two binary searches on ``type_per_edge``. :func:`typed_segments_of_nodes`
 lists these ranges for the layer's ``(v, t)`` pairs ("segments") interleaved as
 ``[lo_0, hi_0, lo_1, hi_1, ...]``: read as an ``indptr`` with destinations ``0, 2, 4,
 ...``, it lets the homogeneous kernels sample every segment of the layer in one call,
@@ -26,39 +26,19 @@ import torch
 from .layer_sample import LayerSample
 from .selection import check_kernel_report, lower_bound_in, range_is_bad
 
-__all__ = ["typed_segments", "typed_segments_of_nodes", "sample_segments", "sample_typed_layer"]
+__all__ = ["typed_segments_of_nodes", "sample_segments"]
 
 # sample(bounds, segment_nodes, key_ids, fanout) -> LayerSample over those segments.
 SegmentSampler = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], LayerSample]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _segments(indptr, type_per_edge, nodes, edge_types, num_edge_types, bounds, key_ids):
-    """Fill ``bounds[2i:2i + 2]`` with the in-edge range of type ``edge_types[i]`` of
-    ``nodes[i]`` and ``key_ids[i]``; the number of destinations whose range is bad."""
-    num_edges = type_per_edge.size
-    bad = 0
-    for i in numba.prange(nodes.size):
-        v = nodes[i]
-        t = edge_types[i]
-        start, end = np.int64(indptr[v]), np.int64(indptr[v + 1])
-        key_ids[i] = v * num_edge_types + t
-        if range_is_bad(start, end, num_edges):
-            bad += 1
-            bounds[2 * i] = 0
-            bounds[2 * i + 1] = 0
-            continue
-        lo = lower_bound_in(type_per_edge, start, end, t)
-        bounds[2 * i] = lo
-        bounds[2 * i + 1] = lower_bound_in(type_per_edge, lo, end, t + 1)
-    return bad
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
 def _segments_of_nodes(indptr, type_per_edge, nodes, edge_types, first_segment, num_edge_types, bounds, key_ids):
-    """:func:`_segments` for every pair of ``nodes`` (one node type's destinations) and
-    ``edge_types`` (ascending ids): segment ``first_segment[j] + i`` is node ``i``'s
-    range of type ``edge_types[j]``. A node's range is read once for all its types."""
+    """Fill ``bounds[2s:2s + 2]`` with the in-edge range and ``key_ids[s]`` with the key
+    of every pair of ``nodes`` (one node type's destinations) and ``edge_types``
+    (ascending ids), where segment ``s = first_segment[j] + i`` is node ``i``'s range of
+    type ``edge_types[j]``; a node's range is read once for all its types. Returns the
+    number of destinations whose range is bad (their segments are empty)."""
     num_edges = type_per_edge.size
     bad = 0
     for i in numba.prange(nodes.size):
@@ -89,17 +69,22 @@ def typed_segments_of_nodes(
     groups: Sequence[Tuple[torch.Tensor, Sequence[int]]],
     num_edge_types: int,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """:func:`typed_segments` of every edge type of every node of ``groups``, ordered by
-    edge type, then node.
+    """The CSC ranges of the in-edges of every edge type of every node of ``groups``,
+    ordered by edge type, then node.
 
     Args:
+        indptr: ``[num_nodes + 1]`` the typed graph's CSC offsets (CPU).
+        type_per_edge: ``[num_edges]`` edge type ids, ascending within each destination.
         groups: ``(nodes, edge_types)`` per destination node type: ``[n]`` int64 global
             ids and the (ascending) edge type ids whose segments they get; every edge
             type appears in one group at most.
+        num_edge_types: the graph's number of edge types.
 
     Returns:
-        ``(bounds, key_ids)`` as :func:`typed_segments` returns them, segments in
-        ascending edge type order, each edge type's in the order of its group's nodes.
+        ``(bounds, key_ids)``: ``[2 * S]`` ``[lo_0, hi_0, lo_1, hi_1, ...]`` of
+        ``indptr``'s dtype (so the sampling kernels run the code compiled for the graph's
+        own ``indptr``) and ``[S]`` int64 ``node * num_edge_types + edge_type``; segments
+        in ascending edge type order, each edge type's in the order of its group's nodes.
     """
     indptr_np, types_np = indptr.numpy(), type_per_edge.numpy()
     sizes = {t: nodes.numel() for nodes, edge_types in groups for t in edge_types}
@@ -118,73 +103,22 @@ def typed_segments_of_nodes(
             indptr_np, types_np, nodes.numpy(), np.array(edge_types, np.int64), np.array([first[t] for t in edge_types], np.int64),
             num_edge_types, bounds, key_ids,
         )  # fmt: skip
-    check_kernel_report(bad, 0, "typed_segments")
+    check_kernel_report(bad, 0, "typed_segments_of_nodes")
     return torch.from_numpy(bounds), torch.from_numpy(key_ids)
-
-
-def typed_segments(
-    indptr: torch.Tensor, type_per_edge: torch.Tensor, nodes: torch.Tensor, edge_types: torch.Tensor, num_edge_types: int
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The CSC ranges of the in-edges of type ``edge_types[i]`` of ``nodes[i]``.
-
-    Args:
-        indptr: ``[num_nodes + 1]`` the typed graph's CSC offsets (CPU).
-        type_per_edge: ``[num_edges]`` edge type ids, ascending within each destination.
-        nodes: ``[S]`` int64 global destination ids.
-        edge_types: ``[S]`` int64 edge type ids.
-        num_edge_types: the graph's number of edge types.
-
-    Returns:
-        ``(bounds, key_ids)``: ``[2 * S]`` ``[lo_0, hi_0, lo_1, hi_1, ...]`` of ``indptr``'s
-        dtype (so the sampling kernels run the code compiled for the graph's own
-        ``indptr``) and ``[S]`` int64 ``nodes * num_edge_types + edge_types``.
-    """
-    bounds = np.empty(2 * nodes.numel(), indptr.numpy().dtype)
-    key_ids = np.empty(nodes.numel(), np.int64)
-    bad = _segments(
-        indptr.numpy(), type_per_edge.numpy(), nodes.numpy(), edge_types.numpy(), num_edge_types, bounds, key_ids
-    )
-    check_kernel_report(bad, 0, "typed_segments")
-    return torch.from_numpy(bounds), torch.from_numpy(key_ids)
-
-
-def sample_typed_layer(
-    indptr: torch.Tensor,
-    type_per_edge: torch.Tensor,
-    num_edge_types: int,
-    nodes: torch.Tensor,
-    edge_types: torch.Tensor,
-    fanouts: torch.Tensor,
-    sample: SegmentSampler,
-) -> LayerSample:
-    """Sample the segments ``(nodes[i], edge_types[i])`` of one layer.
-
-    Segments with equal fanouts are sampled in one call of ``sample``; callers order the
-    segments by edge type, so that a run of edge types with one fanout (usually all of
-    them) is one call.
-
-    Args:
-        indptr, type_per_edge, num_edge_types: the typed graph (CPU).
-        nodes: ``[S]`` int64 global destination ids.
-        edge_types: ``[S]`` int64 edge type ids.
-        fanouts: ``[S]`` int64 fanout of each segment (``-1``: all its in-edges).
-        sample: ``sample(bounds, segment_nodes, key_ids, fanout)`` samples the segments
-            ``segment_nodes`` (even positions of ``bounds``) with one fanout, e.g.
-            :func:`~graphpipe.ops.sample_neighbors` or :func:`~graphpipe.ops.sample_labor`
-            with ``indptr=bounds``.
-
-    Returns:
-        A :class:`LayerSample` with one destination per segment, in segment order; its
-        ``indices`` are global source ids and ``edge_ids`` CSC positions of the graph.
-    """
-    bounds, key_ids = typed_segments(indptr, type_per_edge, nodes, edge_types, num_edge_types)
-    return sample_segments(bounds, key_ids, fanouts, sample)
 
 
 def sample_segments(bounds: torch.Tensor, key_ids: torch.Tensor, fanouts: torch.Tensor, sample: SegmentSampler) -> LayerSample:
-    """Sample the segments of ``bounds``/``key_ids`` (:func:`typed_segments`), segment
-    ``i`` with ``fanouts[i]``: one call of ``sample`` per run of equal fanouts (see
-    :func:`sample_typed_layer`)."""
+    """Sample the segments of ``bounds``/``key_ids`` (:func:`typed_segments_of_nodes`),
+    segment ``i`` with ``fanouts[i]`` (``-1``: all its in-edges): one call of ``sample``
+    per run of equal fanouts, so a layer whose edge types share one fanout (usually all
+    of them) is one call.
+
+    ``sample(bounds, segment_nodes, key_ids, fanout)`` samples the segments
+    ``segment_nodes`` (even positions of ``bounds``) with one fanout, e.g.
+    :func:`~graphpipe.ops.sample_neighbors` or :func:`~graphpipe.ops.sample_labor` with
+    ``indptr=bounds``. Returns a :class:`LayerSample` with one destination per segment, in
+    segment order; its ``indices`` are global source ids and ``edge_ids`` CSC positions
+    of the graph."""
     num_segments = key_ids.numel()
     if num_segments == 0:
         return sample(bounds.new_zeros(1), bounds.new_empty(0), key_ids, 1)
