@@ -31,7 +31,14 @@ __all__ = [
     "compile_sample_labor",
     "compile_sample_neighbors",
     "compile_unique_and_compact",
+    "dtype_only",
 ]
+
+
+def dtype_only(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """An empty tensor of ``tensor``'s dtype (``None`` stays ``None``): what the compile
+    functions here read of a graph's arrays, small enough to send to another process."""
+    return None if tensor is None else torch.empty(0, dtype=tensor.dtype)
 
 
 def _two_edge_graph(indptr, indices, num_nodes, probs=None):
@@ -99,7 +106,7 @@ def compile_unique_and_compact(num_nodes: int) -> None:
 
 def compile_gather_rows(table) -> None:
     """Compile (or load) the kernel :func:`~graphpipe.ops.gather_rows` uses for rows of
-    ``table`` (a CPU tensor or numpy array), by reading row 0."""
+    ``table`` (a CPU tensor or numpy array; its first row is enough), by reading row 0."""
     if len(table):
         gather_rows(table, torch.zeros(1, dtype=torch.int64))
 

@@ -8,16 +8,28 @@ options, graph and feature dtypes), and logs one line when it takes long, so tha
 first run does not look like a hang. A batch that needs a kernel while the thread
 compiles it waits for numba's compiler lock, then uses the compiled code: nothing has
 to wait for the job.
+
+numba compiles one kernel at a time per process (that lock). When the job is still
+compiling after its notice (numba's cache did not have the kernels) and the machine has
+a second core, the tasks after the current one go to a helper process (``python -m
+graphpipe.pipes.compile_helper``), last first, which writes them to numba's on-disk
+cache while this process compiles the sampler: the batch then loads them from the
+cache instead of compiling them after the sampler's.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import pickle
+import subprocess
+import sys
 import threading
 import time
 from functools import partial
 from typing import Callable, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 from ..feature_store import Feature
@@ -48,12 +60,23 @@ class CompileJob:
     ``wait()`` blocks until they are done and re-raises a task's exception. When they
     take longer than ``notice_after`` seconds (numba's cache did not have the kernels),
     one line goes to the ``graphpipe`` logger (printed on stderr unless logging is
-    configured otherwise), and one more when they end.
+    configured otherwise), and one more when they end. With ``helper_process``, the
+    tasks after the current one then run in a helper process instead (their functions
+    must pickle); :attr:`handed_off` is the index of the first of them.
     """
 
-    def __init__(self, tasks: Sequence[Task], background: bool = True, notice_after: float = NOTICE_AFTER_S):
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        background: bool = True,
+        notice_after: float = NOTICE_AFTER_S,
+        helper_process: bool = False,
+    ):
         self.tasks: List[Task] = list(tasks)
         self.seconds: Optional[float] = None  # how long the tasks took, once done
+        self.handed_off: Optional[int] = None  # the tasks from here on ran in a helper process
+        self._helper_process = helper_process
+        self._helper: Optional[subprocess.Popen] = None
         self._error: Optional[BaseException] = None
         self._current = 0
         self._lock = threading.Lock()
@@ -71,8 +94,14 @@ class CompileJob:
         global _notice_shown
         start = time.perf_counter()
         try:
-            for self._current, (_, task) in enumerate(self.tasks):
+            for index, (_, task) in enumerate(self.tasks):
+                with self._lock:
+                    if self.handed_off is not None and index >= self.handed_off:
+                        break
+                    self._current = index
                 task()
+            if self._helper is not None:
+                self._helper.wait()  # its exit status is not checked: a batch reports a failing kernel
         except BaseException as error:  # kept for wait(); a batch that runs the task raises it too
             self._error = error
         finally:
@@ -99,6 +128,26 @@ class CompileJob:
                 names,
                 cache_dir(),
             )
+            if self._helper_process:
+                self._hand_off(self._current + 1)
+
+    def _hand_off(self, first: int) -> None:
+        """Start a helper process on ``tasks[first:]``, last first (called with the lock held)."""
+        if first >= len(self.tasks):
+            return
+        try:
+            payload = pickle.dumps([task for _, task in reversed(self.tasks[first:])])
+        except Exception:  # a task that does not pickle (a user's sampler) stays here
+            return
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))  # graphpipe, however imported
+        self._helper = subprocess.Popen(
+            [sys.executable, "-m", "graphpipe.pipes.compile_helper"], env=dict(os.environ, PYTHONPATH=path),
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self._helper.stdin.write(payload)
+        self._helper.stdin.close()
+        self.handed_off = first
 
     def done(self) -> bool:
         return self._done.is_set()
@@ -127,18 +176,27 @@ def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob
     for stage in reversed(upstream(pipe)):
         name = type(stage).__name__
         if isinstance(stage, SubgraphSampler) and not stage.graph.indptr.is_cuda:
-            compile_sampler = getattr(stage, "compile_kernels", None)  # a user's sampler may have none
-            if compile_sampler is not None:
-                tasks.append((name, compile_sampler))
+            compile_task = getattr(stage, "compile_task", None)  # a user's sampler may have none
+            if compile_task is not None:
+                tasks.append((name, compile_task()))
             tasks.append((name, partial(compile_unique_and_compact, stage.graph.num_nodes)))
         if isinstance(stage, FeatureFetcher):
             for _, _, feature in stage.fetched_features():
                 # A plain table on the CPU (caches and disk features have kernels of their own).
                 if type(feature) is Feature and not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda):
-                    tasks.append((name, partial(compile_gather_rows, feature.data)))
+                    tasks.append((name, partial(compile_gather_rows, _first_row(feature.data))))
     if background is None:
         from ..transforms.defaults import _kernels_thread_safe
 
         background = _kernels_thread_safe()
-    return CompileJob(tasks, background=background)
+    return CompileJob(tasks, background=background, helper_process=_cores() > 1)
+
+
+def _first_row(table):
+    """A copy of ``table[:1]``: the dtype and row shape the gather kernel is compiled for."""
+    return table[:1].clone() if isinstance(table, torch.Tensor) else np.array(table[:1])
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 

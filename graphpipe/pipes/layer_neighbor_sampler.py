@@ -6,7 +6,8 @@ import math
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import Optional, Sequence
+from functools import partial
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -15,7 +16,7 @@ from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, derive_key
 from ..ops.edge_lookup import EdgeExclusion, drop_excluded
-from ..ops.compile import compile_sample_labor
+from ..ops.compile import compile_sample_labor, dtype_only
 from ..ops.labor import Variates, sample_labor, vertex_normals
 from ..validation import check_edge_weights, check_importance_sampling, check_int
 from .base import Pipe, functional_pipe
@@ -157,13 +158,15 @@ class LayerNeighborSampler(SubgraphSampler):
             importance_sampling=self.importance_sampling, probs=self.probs, num_nodes=self.graph.num_nodes,
         )  # fmt: skip
 
-    def compile_kernels(self) -> None:
-        """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
-        graph's dtypes and these options: the variates of ``batch_dependency > 1`` take
-        other kernels (:func:`graphpipe.pipes.compile.compile_kernels`)."""
-        compile_sample_labor(
-            self.graph.indptr, self.graph.indices, importance_sampling=self.importance_sampling,
-            dependent=self.batch_dependency > 1, probs=self.probs,
+    def compile_task(self) -> Callable[[], None]:
+        """A picklable call that compiles (or loads from numba's cache) the CPU kernels of
+        ``sample_layer`` for this graph's dtypes and these options: the variates of
+        ``batch_dependency > 1`` take other kernels
+        (:func:`graphpipe.pipes.compile.compile_kernels`)."""
+        indptr, indices, probs = (dtype_only(t) for t in (self.graph.indptr, self.graph.indices, self.probs))
+        return partial(
+            compile_sample_labor, indptr, indices, importance_sampling=self.importance_sampling,
+            dependent=self.batch_dependency > 1, probs=probs,
         )  # fmt: skip
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from functools import partial
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -10,7 +11,7 @@ from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import LayerSample, sample_neighbors
 from ..ops.edge_lookup import EdgeExclusion
-from ..ops.compile import compile_sample_neighbors
+from ..ops.compile import compile_sample_neighbors, dtype_only
 from ..ops.neighbor_sampling import FanoutTooLarge
 from ..validation import check_edge_weights
 from .base import Pipe, functional_pipe
@@ -121,8 +122,10 @@ class NeighborSampler(SubgraphSampler):
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
 
-    def compile_kernels(self) -> None:
-        """Compile (or load from numba's cache) the CPU kernels of ``sample_layer`` for this
-        graph's dtypes, these fanouts and options (:func:`graphpipe.pipes.compile.compile_kernels`)."""
+    def compile_task(self) -> Callable[[], None]:
+        """A picklable call that compiles (or loads from numba's cache) the CPU kernels of
+        ``sample_layer`` for this graph's dtypes, these fanouts and options
+        (:func:`graphpipe.pipes.compile.compile_kernels`)."""
         fanouts = [f for layer in getattr(self, "edge_type_fanouts", [self.fanouts]) for f in layer if f != 0]
-        compile_sample_neighbors(self.graph.indptr, self.graph.indices, fanouts, replace=self.replace, probs=self.probs)
+        indptr, indices, probs = (dtype_only(t) for t in (self.graph.indptr, self.graph.indices, self.probs))
+        return partial(compile_sample_neighbors, indptr, indices, fanouts, replace=self.replace, probs=probs)

@@ -2,8 +2,10 @@
 when it takes long."""
 
 import logging
+import os
 import threading
 import time
+from functools import partial
 
 import pytest
 import torch
@@ -100,3 +102,13 @@ def test_a_cached_feature_compiles_its_own_kernels(graph_builder):
     features = gp.FeatureStore({"feat": gp.CPUCachedFeature(gp.Feature(torch.randn(400, 5)), 400 * 20)})
     pipe = gp.ItemSampler(gp.ItemSet(torch.arange(400)), 64).fetch_feature(features, ["feat"])
     assert compile_kernels(pipe).tasks == []  # its table is not one array (it used to raise here)
+
+
+def test_after_its_notice_a_job_hands_the_next_tasks_to_a_helper_process(tmp_path):
+    made = tmp_path / "made"
+    tasks = [("Slow", partial(time.sleep, 0.5)), ("Later", partial(os.mkdir, made))]
+    job = CompileJob(tasks, notice_after=0.05, helper_process=True)
+    assert job.wait(timeout=120)  # os.mkdir ran once (twice would raise FileExistsError here)
+    assert job.handed_off == 1 and made.is_dir()
+    quick = CompileJob([("Quick", lambda: None), ("Next", lambda: None)], notice_after=5, helper_process=True)
+    assert quick.wait(timeout=10) and quick.handed_off is None  # no notice: nothing handed off
