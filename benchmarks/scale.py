@@ -6,7 +6,8 @@ its memory cgroup, page cache included:
 1. confine the process to ``--memory-limit-gb`` with a memory cgroup (v1 or v2; needs
    permission to create one, as root in a container), so that neither the graph nor the
    features fit in the memory the process may use, page cache included;
-2. write an R-MAT edge list ``[2, num_edges]`` ``.npy`` in chunks, never holding it whole;
+2. write an R-MAT edge list ``[2, num_edges]`` ``.npy`` in chunks
+   (``gp.datasets.rmat_edge_chunks``), never holding it whole;
 3. ``CSCGraph.from_coo_files`` (bounded memory: 16 bytes per node plus a chunk), spot
    checked against the edge list, which is then removed to make room on disk;
 4. write a ``[num_nodes, feature_dim]`` feature table (row ``v`` holds ``v % 2048``,
@@ -111,11 +112,11 @@ def _own_cgroup(root: str) -> str:
 def write_edges(path: str, num_nodes: int, num_edges: int, chunk: int) -> None:
     dtype = np.int32 if num_nodes <= 2**31 else np.int64
     out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(2, num_edges))
-    for i, start in enumerate(range(0, num_edges, chunk)):
-        n = min(chunk, num_edges - start)
-        src, dst = gp.datasets.rmat_edges(num_nodes, n, seed=i)
-        out[0, start : start + n] = src.numpy()
-        out[1, start : start + n] = dst.numpy()
+    start = 0
+    for src, dst in gp.datasets.rmat_edge_chunks(num_nodes, num_edges, chunk, seed=0):
+        out[0, start : start + src.numel()] = src.numpy()
+        out[1, start : start + src.numel()] = dst.numpy()
+        start += src.numel()
     out.flush()
 
 
@@ -284,7 +285,7 @@ def end_to_end(args, chain, features_path: str, cache_fraction) -> dict:
     finally:
         batches.close()
         for thread in threading.enumerate():  # a stage left finishing a slow batch would read on
-            if thread.name.startswith("graphpipe") and thread is not threading.current_thread():
+            if thread.name.startswith(("graphpipe-prefetch", "graphpipe-pool")):
                 thread.join()
     rows_per_batch = float(np.mean(rate["stats"]))
     result = {"it_per_s": round(rate["it_per_s"], 3), "rows_per_batch": int(rows_per_batch)}

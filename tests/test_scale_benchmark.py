@@ -25,9 +25,10 @@ def test_scale_harness_runs_tiny(tmp_path):
     for step in ("write_edges", "build_csc", "write_features", "sample", "memmap", "disk_cache_0", "disk_cache_0.3"):
         assert results[step]["seconds"] >= 0
     assert results["sample"]["it_per_s"] > 0 and results["sample"]["input_nodes_per_batch"] > 20
-    # Every variant fetched the same batches (the harness checks each row's value).
-    rows = {results[name]["rows_per_batch"] for name in ("memmap", "disk_cache_0", "disk_cache_0.1", "disk_cache_0.3")}
-    assert len(rows) == 1 and rows.pop() > 20
+    # The same batches were measured (the harness checks each row's value); the cached
+    # variants measure later batches, after filling their caches.
+    assert results["memmap"]["rows_per_batch"] == results["disk_cache_0"]["rows_per_batch"] > 20
+    assert results["disk_cache_0.1"]["rows_per_batch"] == results["disk_cache_0.3"]["rows_per_batch"] > 20
     assert results["disk_cache_0"]["hit_rate"] == 0.0
     assert 0.0 < results["disk_cache_0.3"]["hit_rate"] < 1.0
     assert results["disk_cache_0.3"]["disk_rows_per_s"] < results["disk_cache_0.3"]["rows_per_batch"] * results["disk_cache_0.3"]["it_per_s"]

@@ -15,10 +15,10 @@ from .convert import from_dgl, from_pyg
 from .ondisk import OnDiskDataset, Task
 from .karate import karate_club
 from .ogb import ogb_node_dataset
-from .synthetic import rmat_edges, synthetic_node_classification
+from .synthetic import rmat_edge_chunks, rmat_edges, synthetic_node_classification
 from .synthetic_hetero import HeteroNodeClassificationDataset, synthetic_mag
 
 __all__ = [
     "HeteroNodeClassificationDataset", "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl",
-    "from_pyg", "karate_club", "ogb_node_dataset", "rmat_edges", "synthetic_mag", "synthetic_node_classification",
+    "from_pyg", "karate_club", "ogb_node_dataset", "rmat_edge_chunks", "rmat_edges", "synthetic_mag", "synthetic_node_classification",
 ]

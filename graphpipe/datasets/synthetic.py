@@ -15,7 +15,7 @@ of its arguments alone: the same on every run, platform and numba thread count.
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Iterator, Sequence, Tuple
 
 import numba
 import numpy as np
@@ -56,25 +56,53 @@ def rmat_edges(
     Returns:
         ``(src, dst)``, two ``[num_edges]`` int32 tensors (``num_nodes <= 2**31``).
     """
-    num_nodes = check_int(num_nodes, "num_nodes", "rmat_edges", minimum=1)
-    num_edges = check_int(num_edges, "num_edges", "rmat_edges", minimum=0)
+    num_nodes, num_edges = _check_rmat("rmat_edges", num_nodes, num_edges, a, b, c)
+    chunks = _rmat_chunks(num_nodes, num_edges, max(num_edges, 1), a, b, c, seed)
+    return next(chunks, (torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32)))
+
+
+def rmat_edge_chunks(
+    num_nodes: int,
+    num_edges: int,
+    chunk_edges: int,
+    a: float = 0.57,
+    b: float = 0.19,
+    c: float = 0.19,
+    seed: int = 0,
+) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`rmat_edges` ``(num_nodes, num_edges, a, b, c, seed)`` in consecutive chunks
+    of ``chunk_edges`` edges (the last may be shorter): their concatenation is exactly
+    those edges, while memory holds one chunk and the node relabelling (4 bytes per
+    node, drawn once). For edge lists larger than memory, written to disk chunk by chunk
+    (``benchmarks/scale.py``)."""
+    num_nodes, num_edges = _check_rmat("rmat_edge_chunks", num_nodes, num_edges, a, b, c)
+    chunk_edges = check_int(chunk_edges, "chunk_edges", "rmat_edge_chunks", minimum=1)
+    return _rmat_chunks(num_nodes, num_edges, chunk_edges, a, b, c, seed)
+
+
+def _check_rmat(where: str, num_nodes, num_edges, a, b, c) -> Tuple[int, int]:
+    """``(num_nodes, num_edges)`` as ints, after checking every argument."""
+    num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
+    num_edges = check_int(num_edges, "num_edges", where, minimum=0)
     for name, p in (("a", a), ("b", b), ("c", c)):
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"rmat_edges: `{name}` must be a probability in [0, 1], got {p!r}")
+            raise ValueError(f"{where}: `{name}` must be a probability in [0, 1], got {p!r}")
     if a + b + c > 1.0 + 1e-12:
-        raise ValueError(
-            f"rmat_edges: `a + b + c` must be <= 1 (d = 1 - a - b - c is the fourth quadrant), "
-            f"got {a + b + c!r}"
-        )
+        raise ValueError(f"{where}: `a + b + c` must be <= 1 (d = 1 - a - b - c is the fourth quadrant), got {a + b + c!r}")
     if num_nodes > 2**31:
-        raise ValueError(f"rmat_edges: `num_nodes` must be <= 2**31 (int32 node ids), got {num_nodes}")
+        raise ValueError(f"{where}: `num_nodes` must be <= 2**31 (int32 node ids), got {num_nodes}")
+    return num_nodes, num_edges
+
+
+def _rmat_chunks(num_nodes, num_edges, chunk_edges, a, b, c, seed):
     scale = max(int(num_nodes - 1).bit_length(), 1)
     relabel = np.argsort(_uniforms(_key(seed, _RELABEL), num_nodes), kind="stable").astype(np.int32)
-    src = np.empty(num_edges, dtype=relabel.dtype)
-    dst = np.empty(num_edges, dtype=relabel.dtype)
     thresholds = [min(round(p * 2**16), 2**16) for p in (a, a + b, a + b + c)]
-    _rmat_kernel(_key(seed, _RMAT), scale, num_nodes, *thresholds, relabel, src, dst)
-    return torch.from_numpy(src), torch.from_numpy(dst)
+    for first in range(0, num_edges, chunk_edges):
+        src = np.empty(min(chunk_edges, num_edges - first), dtype=relabel.dtype)
+        dst = np.empty_like(src)
+        _rmat_kernel(_key(seed, _RMAT), scale, num_nodes, *thresholds, relabel, first, src, dst)
+        yield torch.from_numpy(src), torch.from_numpy(dst)
 
 
 def synthetic_node_classification(
@@ -244,13 +272,15 @@ def _uniforms_kernel(key, out):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _rmat_kernel(key, scale, num_nodes, ta, tab, tabc, relabel, src, dst):
-    # Each level consumes 16 bits of uniform(key, e * levels_per_edge + k)'s hash: the
-    # sample is a pure function of the edge, the same for any thread count. Quadrant
+def _rmat_kernel(key, scale, num_nodes, ta, tab, tabc, relabel, first, src, dst):
+    # Edge ``first + i`` of the stream goes to ``src[i]``, ``dst[i]``. Each level consumes
+    # 16 bits of uniform(key, e * levels_per_edge + k)'s hash: the sample is a pure
+    # function of the edge, the same for any thread count and chunking. Quadrant
     # choice is branch-free: with thresholds ta <= tab <= tabc on r in [0, 2^16),
     # the row bit is r >= tab and the column bit the parity of the three comparisons.
     hashes_per_edge = (scale + 3) // 4
-    for e in numba.prange(src.size):
+    for i in numba.prange(src.size):
+        e = first + i
         u = 0
         v = 0
         bits = np.uint64(0)
@@ -261,8 +291,8 @@ def _rmat_kernel(key, scale, num_nodes, ta, tab, tabc, relabel, src, dst):
             bits >>= np.uint64(16)
             u = (u << 1) | np.int64(r >= tab)
             v = (v << 1) | (np.int64(r >= ta) ^ np.int64(r >= tab) ^ np.int64(r >= tabc))
-        src[e] = relabel[(u * num_nodes) >> scale]
-        dst[e] = relabel[(v * num_nodes) >> scale]
+        src[i] = relabel[(u * num_nodes) >> scale]
+        dst[i] = relabel[(v * num_nodes) >> scale]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

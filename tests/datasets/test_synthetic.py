@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.datasets import rmat_edges, synthetic_node_classification
+from graphpipe.datasets import rmat_edge_chunks, rmat_edges, synthetic_node_classification
 
 SMALL = dict(num_nodes=5000, avg_degree=20, num_classes=5, feature_dim=16)
 
@@ -144,6 +144,17 @@ def test_rmat_edges():
     usrc, udst = rmat_edges(1024, 20_000, a=0.25, b=0.25, c=0.25, seed=7)
     uniform = torch.bincount(torch.cat([usrc, udst]).long(), minlength=1024).float()
     assert skewed.max() > 10 * skewed.mean() and uniform.max() < 2 * uniform.mean()
+
+
+@pytest.mark.parametrize("chunk_edges", [1, 999, 7_000, 20_000, 50_000])
+def test_rmat_edge_chunks_concatenate_to_the_whole_stream(chunk_edges):
+    src, dst = rmat_edges(1000, 20_000, a=0.5, b=0.2, c=0.2, seed=3)
+    chunks = list(rmat_edge_chunks(1000, 20_000, chunk_edges, a=0.5, b=0.2, c=0.2, seed=3))
+    assert [s.numel() for s, _ in chunks][:-1] == [chunk_edges] * (len(chunks) - 1) and 0 < chunks[-1][0].numel() <= chunk_edges
+    assert torch.equal(torch.cat([s for s, _ in chunks]), src) and torch.equal(torch.cat([d for _, d in chunks]), dst)
+    assert list(rmat_edge_chunks(1000, 0, chunk_edges)) == []
+    with pytest.raises(ValueError, match="rmat_edge_chunks: `chunk_edges`"):
+        rmat_edge_chunks(1000, 10, 0)
 
 
 def test_rmat_quadrant_probabilities():
