@@ -7,7 +7,7 @@ default; fanouts [15, 10, 5], batch 1024, features fetched), for neighbor sampli
 LABOR-0: end-to-end it/s of a loader running each candidate plan given as ``plan=``,
 of the default transforms (``plan=None``) and of ``plan="auto"`` (timed after its
 calibration: it has chosen by then), each the median over ``--rounds`` rounds taken in
-turn. Prints, per sampler, every candidate's predicted it/s (from the auto loader's
+turn, each round starting one plan later. Prints, per sampler, every candidate's predicted it/s (from the auto loader's
 calibration) next to its measured it/s, and auto's rate as a fraction of the best fixed
 plan's.
 """
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--num-nodes", type=int, default=2_000_000)
     parser.add_argument("--avg-degree", type=int, default=34)
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=6)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--window", type=int, default=12)
@@ -56,8 +56,12 @@ def main() -> None:
         plans = {"auto": "auto", "default (plan=None)": None}
         plans.update({_name(row["plan"]): row["plan"] for row in auto.plan_report})
         rates = {label: [] for label in plans}
-        for _ in range(args.rounds):
-            for label, plan in plans.items():
+        labels = list(plans)
+        for round_ in range(args.rounds):
+            # Each round starts one plan later: none is always measured first (right after
+            # the calibration, or after the same neighbour's threads were stopped).
+            for label in labels[round_ % len(labels) :] + labels[: round_ % len(labels)]:
+                plan = plans[label]
                 loader = auto if plan == "auto" else gp.DataLoader(chain(method), plan=plan)
                 measured = measure_rate(loader, args.warmup, args.windows, args.window)
                 rates[label].append(measured["it_per_s"])
