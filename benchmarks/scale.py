@@ -179,6 +179,7 @@ def main():
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--cache-fractions", type=float, nargs="+", default=[0.0, 0.1, 0.3])
+    parser.add_argument("--no-memmap", action="store_true", help="skip the memmap loader (15 min at full size)")
     parser.add_argument("--io-threads", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=2, help="batches before each measurement")
     parser.add_argument("--cache-warmup", type=int, default=30, help="batches before measuring with a cache (filling it)")
@@ -239,7 +240,8 @@ def main():
 
         step("sample", sample)
 
-        variants = [("memmap", None)] + [(f"disk_cache_{fraction:g}", fraction) for fraction in args.cache_fractions]
+        variants = [] if args.no_memmap else [("memmap", None)]
+        variants += [(f"disk_cache_{fraction:g}", fraction) for fraction in args.cache_fractions]
         for name, fraction in variants:
             step(name, lambda: end_to_end(args, chain, features, fraction))
             if fraction is not None and fio_iops:
