@@ -233,8 +233,11 @@ def test_bad_arguments():
 
 
 _HANGING_SCRIPT = """
-import sys, time
+import signal, sys, time
 sys.path.insert(0, {toy_dir!r})
+# As in a terminal: a suite started in the background by a shell without job control
+# (`nohup ... &` in a script) ignores SIGINT, and its children inherit that.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import torch
 import graphpipe as gp
 from toy_pipes import WindowSampler
