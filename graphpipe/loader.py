@@ -101,7 +101,7 @@ class DataLoader:
         self.rewritten: Pipe = _with_timers(_transformed(pipe, self.transforms))
         # The kernels the stages run, compiled (or loaded from numba's cache) from now on
         # in a daemon thread: a first run's first batch waits less, and a notice says why.
-        self.compile_job = compile_kernels(pipe)
+        self.compile_job = compile_kernels(self.rewritten)
         self._workers = find(self.rewritten, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
 

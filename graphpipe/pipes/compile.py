@@ -29,6 +29,7 @@ import time
 from functools import partial
 from typing import Callable, List, Optional, Sequence, Tuple
 
+import numba
 import numpy as np
 import torch
 
@@ -37,6 +38,7 @@ from ..ops.compile import cache_dir, compile_gather_rows, compile_unique_and_com
 from .base import Pipe, upstream
 from .feature_fetcher import FeatureFetcher
 from .subgraph_sampler import SubgraphSampler
+from .worker import ProcessWorkers
 
 __all__ = ["CompileJob", "compile_kernels"]
 
@@ -163,17 +165,23 @@ class CompileJob:
 
 def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob:
     """Start compiling (or loading from numba's cache) the CPU kernels the stages of
-    ``pipe`` use: a sampler's (its ``compile_kernels()`` and unique-and-compact, unless
-    its graph is on a GPU) and the row gathers of a ``FeatureFetcher``'s features,
-    upstream stages first (the order a batch needs them).
+    ``pipe`` that run in this process use: a sampler's (its ``compile_task()`` and
+    unique-and-compact, unless its graph is on a GPU) and the row gathers of a
+    ``FeatureFetcher``'s features, upstream stages first (the order a batch needs them).
+    Stages upstream of ``ProcessWorkers`` are left to the worker processes.
 
     ``background=None`` runs the tasks in a daemon thread, unless numba's threading
     layer is ``workqueue``, which aborts when parallel kernels start from two threads at
     once: then they run here, before this returns (the same wait the first batch would
     have), with the same notice.
     """
+    here: List[Pipe] = []
+    for stage in upstream(pipe):  # sink first
+        if isinstance(stage, ProcessWorkers):
+            break
+        here.append(stage)
     tasks: List[Task] = []
-    for stage in reversed(upstream(pipe)):
+    for stage in reversed(here):
         name = type(stage).__name__
         if isinstance(stage, SubgraphSampler) and not stage.graph.indptr.is_cuda:
             compile_task = getattr(stage, "compile_task", None)  # a user's sampler may have none
@@ -189,14 +197,9 @@ def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob
         from ..transforms.defaults import _kernels_thread_safe
 
         background = _kernels_thread_safe()
-    return CompileJob(tasks, background=background, helper_process=_cores() > 1)
+    return CompileJob(tasks, background=background, helper_process=numba.config.NUMBA_NUM_THREADS > 1)
 
 
 def _first_row(table):
     """A copy of ``table[:1]``: the dtype and row shape the gather kernel is compiled for."""
     return table[:1].clone() if isinstance(table, torch.Tensor) else np.array(table[:1])
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-

@@ -112,3 +112,11 @@ def test_after_its_notice_a_job_hands_the_next_tasks_to_a_helper_process(tmp_pat
     assert job.handed_off == 1 and made.is_dir()
     quick = CompileJob([("Quick", lambda: None), ("Next", lambda: None)], notice_after=5, helper_process=True)
     assert quick.wait(timeout=10) and quick.handed_off is None  # no notice: nothing handed off
+
+
+def test_stages_in_worker_processes_are_left_to_them(graph_builder):
+    loader = gp.DataLoader(_pipe(graph_builder, "sample_neighbor"), num_workers=2)
+    try:
+        assert [name for name, _ in loader.compile_job.tasks] == ["FeatureFetcher"] * 2  # the sampler runs in the workers
+    finally:
+        loader.close()
