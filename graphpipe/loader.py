@@ -40,8 +40,9 @@ class DataLoader:
         plan: ``"auto"``: choose how to run the chain from measured costs instead of
             ``transforms`` (:mod:`graphpipe.planner`): the first epoch's first batches
             calibrate a cost model, the best predicted plans are measured for a few
-            batches each, the fastest is kept (:attr:`plan`, shown by :meth:`explain`),
-            and an epoch much slower than measured re-plans. A plan from
+            batches each, the best predicted is kept unless another measured clearly
+            faster (:attr:`plan`, shown by :meth:`explain`), and an epoch much slower
+            than measured re-plans. A plan from
             :attr:`plan` runs that plan without calibrating. ``None``: ``transforms``.
 
     The loader owns the edges: starting an epoch ends an unfinished one; leaving the
@@ -178,40 +179,48 @@ class DataLoader:
                 items.close()
             if row["measured_it_s"] is None:
                 return
-        best = max((row for row in self.plan_report if row["measured_it_s"] is not None), key=lambda row: row["measured_it_s"])
+        best = planner.choose(self.plan_report)
         self.plan, self._plan_rate = best["plan"], best["measured_it_s"]
         self.transforms = planner.plan_transforms(best["plan"])
         self.rewritten = _with_timers(_transformed(self.pipe, self.transforms))
         self._planning = False
 
     def _measure_stages(self, epoch: int, live: List[int]):
-        """Yield batches of the chain run inline with a timer after each stage; return the
+        """Yield batches of the chain run inline with a timer after each stage, its numba
+        kernels alternately on all the cores and on one thread (set around pulling each
+        batch: the loop keeps its own count); return the
         :class:`~graphpipe.planner.Calibration` (None if the epoch ended first)."""
         inline = _with_timers(self.pipe)
+        timers = planner.stage_timers(inline)
+        cores = numba.get_num_threads()
+        thread_counts = (cores, 1) if cores > 1 else (cores,)
+        batches: List[planner.CalibrationBatch] = []
         consumer = [0.0, 0.0]
-        measured = 0
         items = inline.stream(epoch, live[1])
         try:
-            for i, item in enumerate(items):
-                if i == 2:  # the first batches compile the kernels: measure from the third
-                    for timer in find(inline, Timed):
-                        timer.reset()
+            for i in range(planner.COMPILE_BATCHES + planner.CALIBRATION_BATCHES):
+                kernel_threads = thread_counts[i % len(thread_counts)]
+                before = _timer_readings(timers)
+                caller_threads = numba.get_num_threads()
+                numba.set_num_threads(kernel_threads)
+                try:
+                    item = next(items, None)
+                finally:
+                    numba.set_num_threads(caller_threads)
+                if item is None:
+                    return None
+                seconds = [(w1 - w0, c1 - c0) for (w0, c0), (w1, c1) in zip(before, _timer_readings(timers))]
                 live[1] += 1
                 wall, cpu = time.perf_counter(), time.process_time()
                 yield item
-                if i >= 2:
+                if i >= planner.COMPILE_BATCHES:
                     consumer[0] += time.perf_counter() - wall
                     consumer[1] += time.process_time() - cpu
-                    measured += 1
-                if measured == planner.CALIBRATION_BATCHES:
-                    break
+                    batches.append(planner.CalibrationBatch(kernel_threads, planner.sampled_edges(item), seconds))
         finally:
             items.close()
-        if measured < planner.CALIBRATION_BATCHES:
-            return None
-        return planner.Calibration(
-            planner.stage_costs(inline), consumer[0] / measured, consumer[1] / measured, numba.get_num_threads()
-        )
+        measured = len(batches)
+        return planner.calibrate(timers, batches, consumer[0] / measured, consumer[1] / measured, cores)
 
     def _check_drift(self, batches: int, seconds: float) -> None:
         """Re-plan in the next epoch when this one (all of it under the chosen plan) ran
@@ -298,9 +307,15 @@ class DataLoader:
             return []
         if self.plan_calibration is not None:
             cal = self.plan_calibration
-            lines.append(f"  measured inline, per batch ({cal.cores} cores): wall ms, core ms")
+            lines.append(
+                f"  measured inline, per batch of {cal.mean_edges:.0f} sampled edges: wall ms, core ms with kernels "
+                f"on {cal.cores} threads, then on 1"
+            )
             for cost in cal.stages:
-                lines.append(f"    {cost.label:<28} {1e3 * cost.wall_s:>8.2f} {1e3 * cost.cpu_s:>8.2f}")
+                lines.append(
+                    f"    {cost.label:<28} {1e3 * cost.wall_s:>8.2f} {1e3 * cost.cpu_s:>8.2f}"
+                    f" {1e3 * cost.wall_1_s:>8.2f} {1e3 * cost.cpu_1_s:>8.2f}"
+                )
             lines.append(f"    {'your training step':<28} {1e3 * cal.consumer_wall_s:>8.2f} {1e3 * cal.consumer_cpu_s:>8.2f}")
         if self.plan_report:
             lines.append("  candidates, best predicted first: predicted it/s, measured it/s")
@@ -413,6 +428,11 @@ def _with_timers(pipe: Pipe) -> Pipe:
     else:
         rebuilt = pipe
     return Timed(rebuilt)
+
+
+def _timer_readings(timers: Sequence[Timed]) -> List[tuple]:
+    """``(seconds, cpu_seconds)`` of each of ``timers`` now."""
+    return [(timer.seconds, timer.cpu_seconds) for timer in timers]
 
 
 def _upstream_timer(stage: Pipe) -> Optional[Timed]:

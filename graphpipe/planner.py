@@ -1,23 +1,29 @@
 """The execution planner behind ``DataLoader(pipe, plan="auto")``: measured costs in, a plan out.
 
 After DAHA (Wang et al., PVLDB 2024): per-stage costs are measured on the first batches,
-a cost model predicts the throughput of each candidate plan, and measurement decides.
+a cost model predicts the throughput of each candidate plan, and measurement confirms.
 
-1. **Calibration** (:func:`stage_costs`): the chain runs inline for a few batches;
-   every stage's wall and core-seconds per batch (the process's CPU time: the kernels'
-   threads included) and the training loop's own time between batches are measured
-   (after two unmeasured batches, which pay for compiling the kernels).
-2. **Prediction** (:func:`predict`): each candidate's batches per second from those
-   costs. A chain in one thread runs at the sum of its stages' wall times; stages in
-   their own threads run at the slowest of them; everything is capped by the cores,
-   ``cores / core-seconds per batch``. A pool of ``P`` sampler threads with kernels on
-   ``k = cores // P`` threads samples ``P`` batches at once, each in ``max(U / k, W)``
-   (``U`` core-seconds, ``W`` wall at every core: fewer threads per kernel are never
-   faster than all of them).
-3. **Measurement**: the best predicted candidates run for a short window each (the
-   batches go to the training loop as usual) and the fastest measured is kept. The
-   loader re-plans when an epoch (of at least ``DRIFT_MIN_SECONDS``) runs slower than
-   ``DRIFT`` times the chosen plan's measured rate.
+1. **Calibration** (:func:`calibrate`): the chain runs inline for a few batches (after
+   two unmeasured ones, which compile the kernels), alternately with numba kernels on
+   all ``C`` cores and on one thread. Each stage's wall and core-seconds (the process's
+   CPU time) per batch at both thread counts are ratio estimates on the batches' sampled
+   edges, so the two interleaved halves compare batches of the same size; the training
+   loop's time between batches is measured too.
+2. **Prediction** (:func:`predict`): a stage's wall on ``k`` kernel threads follows
+   Amdahl's law through its two measurements, ``W(k) = s + p / k``. A chain in one thread
+   runs at the sum of its stages' walls; stages in their own threads run at the slowest
+   of them (a pool of ``P`` sampler threads samples ``P`` batches at once with kernels on
+   ``C // P`` threads each, the fetcher's thread gathers on ``fetch_kernel_threads``,
+   kernels run elsewhere on all ``C``). Everything is capped by the cores, ``C`` over the
+   core-seconds a batch holds: a kernel on ``k`` threads has a static schedule, so beside
+   other busy threads it runs at the pace of its slowest thread and holds ``k`` cores for
+   its whole wall, ``k W(k)`` (waits at barriers included, which CPU time leaves out; its
+   CPU time if larger); other stages and the training step hold their CPU time.
+3. **Measurement** (:func:`choose`): the best predicted candidates run for a short window
+   each (the batches go to the training loop as usual); the best predicted is kept unless
+   another's window beat it by more than ``NOISE``. The loader re-plans when an epoch (of
+   at least ``DRIFT_MIN_SECONDS``) runs slower than ``DRIFT`` times the chosen plan's
+   measured rate.
 
 A plan is a plain dict (``{"name": "overlap", "pool": 2, "fetch_kernel_threads": 1}``),
 so ``loader.plan`` can be saved and passed back as ``plan=``. Batches never depend on the
@@ -27,7 +33,7 @@ plan: every plan runs the same stages on the same batch positions.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .pipes.base import Pipe
 from .pipes.feature_fetcher import FeatureFetcher
@@ -36,53 +42,108 @@ from .pipes.subgraph_sampler import SubgraphSampler
 from .transforms.defaults import gpu_side_streams, one_background_thread, overlap, pinned_copy
 from .transforms.graph import find, stages
 
-__all__ = ["Calibration", "Plan", "StageCost", "candidates", "plan_transforms", "predict", "ranked", "stage_costs"]
+__all__ = [
+    "Calibration", "CalibrationBatch", "Plan", "StageCost", "calibrate", "candidates", "choose", "plan_transforms",
+    "predict", "ranked", "sampled_edges", "stage_timers",
+]
 
 Plan = Dict[str, object]
-CALIBRATION_BATCHES = 8  # batches run inline to measure the stages
+COMPILE_BATCHES = 2  # batches run inline, unmeasured, first: they compile the kernels
+CALIBRATION_BATCHES = 8  # batches run inline to measure the stages, half of them with kernels on one thread
 MEASURED_CANDIDATES = 3  # best predicted plans measured before choosing
 WARMUP_BATCHES = 3  # batches of a candidate before its window (threads fill their queues)
 WINDOW_BATCHES = 8  # batches timed per candidate
+# One window of WINDOW_BATCHES batches moves 15-25% from run to run on a shared VM, so a
+# measured lead smaller than this does not overrule the prediction.
+NOISE = 0.15
 DRIFT = 0.6  # re-plan when an epoch runs below this fraction of the chosen plan's rate
 DRIFT_MIN_SECONDS = 1.0  # shorter epochs are too noisy to judge
 
 
 @dataclasses.dataclass(frozen=True)
 class StageCost:
-    """One stage's measured cost per batch: ``kind`` is "sampler", "fetcher" or "other"."""
+    """One stage's cost per batch (upstream stages excluded), wall and core-seconds, with
+    numba kernels on all the cores (``wall_s``, ``cpu_s``) and on one thread (``wall_1_s``,
+    ``cpu_1_s``). ``kind`` is "sampler", "fetcher" or "other"."""
 
     label: str
     kind: str
     wall_s: float
     cpu_s: float
+    wall_1_s: float
+    cpu_1_s: float
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
     """What the inline batches measured: the stages (upstream first), the training loop's
-    wall and core-seconds per batch, and the cores."""
+    wall and core-seconds per batch, the cores (numba's thread count), and the mean number
+    of sampled edges per batch that the stage costs are for."""
 
     stages: List[StageCost]
     consumer_wall_s: float
     consumer_cpu_s: float
     cores: int
+    mean_edges: float
 
 
-def stage_costs(timed: Pipe) -> List[StageCost]:
-    """Per-batch costs of the stages of ``timed`` (a chain with a ``Timed`` after every
-    stage, run inline), upstream first: each timer minus the one upstream of it."""
+class CalibrationBatch(NamedTuple):
+    """One measured inline batch: the numba threads its kernels ran on, its sampled edges,
+    and the ``(wall, cpu)`` seconds each timer of :func:`stage_timers` added."""
+
+    kernel_threads: int
+    edges: int
+    seconds: List[Tuple[float, float]]
+
+
+def stage_timers(timed: Pipe) -> List[Timed]:
+    """The timers of ``timed`` (a chain with a ``Timed`` after every stage), upstream first."""
+    return [stage for stage in reversed(stages(timed)) if isinstance(stage, Timed)]
+
+
+def sampled_edges(minibatch) -> int:
+    """The edges of ``minibatch``'s sampled subgraphs, over its layers and edge types (0 for
+    a batch without sampled subgraphs)."""
+    total = 0
+    for layer in getattr(minibatch, "sampled_subgraphs", None) or ():
+        edges = layer.num_edges
+        total += sum(edges.values()) if isinstance(edges, dict) else edges
+    return total
+
+
+def calibrate(
+    timers: Sequence[Timed], batches: Sequence[CalibrationBatch], consumer_wall_s: float, consumer_cpu_s: float, cores: int
+) -> Calibration:
+    """The :class:`Calibration` of the inline ``batches`` timed by ``timers`` (upstream first).
+
+    A stage's own time is its timer's minus the one upstream's (timers include the stages
+    upstream of them). Per thread count, its cost per batch is a ratio estimate,
+    ``sum(seconds) / sum(edges) * mean edges`` (the mean over all ``batches``): sampling and
+    fetching grow with the sampled edges, and the estimate takes out the difference in
+    batch sizes between the batches run on all cores and those run on one thread. Batches
+    without sampled edges give plain means.
+    """
+    mean_edges = sum(batch.edges for batch in batches) / len(batches)
+
+    def per_batch(kernel_threads: int, timer: Optional[int], field: int) -> float:
+        if timer is None:
+            return 0.0
+        runs = [batch for batch in batches if batch.kernel_threads == kernel_threads]
+        seconds = sum(batch.seconds[timer][field] for batch in runs)
+        edges = sum(batch.edges for batch in runs)
+        return seconds / edges * mean_edges if edges > 0 else seconds / len(runs)
+
     costs: List[StageCost] = []
-    previous: Optional[Timed] = None
-    for stage in reversed(stages(timed)):
-        if not isinstance(stage, Timed) or stage.batches == 0:
+    upstream: Optional[int] = None
+    for i, timer in enumerate(timers):
+        if timer.batches == 0:
             continue
-        wall = stage.seconds - (previous.seconds if previous is not None else 0.0)
-        cpu = stage.cpu_seconds - (previous.cpu_seconds if previous is not None else 0.0)
-        inner = stage.source
+        own = [max(per_batch(k, i, field) - per_batch(k, upstream, field), 0.0) for k in (cores, 1) for field in (0, 1)]
+        inner = timer.source
         kind = "sampler" if isinstance(inner, SubgraphSampler) else "fetcher" if isinstance(inner, FeatureFetcher) else "other"
-        costs.append(StageCost(inner.label(), kind, max(wall, 0.0) / stage.batches, max(cpu, 0.0) / stage.batches))
-        previous = stage
-    return costs
+        costs.append(StageCost(inner.label(), kind, *own))
+        upstream = i
+    return Calibration(costs, consumer_wall_s, consumer_cpu_s, cores, mean_edges)
 
 
 def candidates(cores: int, pipe: Pipe) -> List[Plan]:
@@ -121,31 +182,55 @@ def predict(plan: Plan, calibration: Calibration) -> float:
     """Predicted batches per second of ``plan`` (see the module docstring)."""
     costs, cores = calibration.stages, calibration.cores
     consumer = calibration.consumer_wall_s
-    core_seconds = sum(c.cpu_s for c in costs) + calibration.consumer_cpu_s
-    cap = cores / core_seconds if core_seconds > 0 else float("inf")
-    chain_wall = sum(c.wall_s for c in costs)
+    chain_wall = sum(cost.wall_s for cost in costs)
     name = plan["name"]
     if name == "inline":
         return _rate(chain_wall + consumer)
     if name == "one_thread":
+        kernel_threads = fetch_threads = cores
+    else:
+        pool, fetch_threads = int(plan["pool"]), int(plan["fetch_kernel_threads"])
+        kernel_threads = max(1, cores // pool)
+    threads = {"sampler": kernel_threads, "fetcher": fetch_threads, "other": cores}
+    held = sum(_cores_held(cost, threads[cost.kind], cores) for cost in costs) + calibration.consumer_cpu_s
+    cap = cores / held if held > 0 else float("inf")
+    if name == "one_thread":
         return min(_rate(chain_wall), _rate(consumer), cap)
-    pool, fetch_threads = int(plan["pool"]), int(plan["fetch_kernel_threads"])
-    kernel_threads = max(1, cores // pool)
     # Each background stage (a sampler's pool, a fetcher's thread) ends a thread's segment;
     # the other stages run in the segment of the next one downstream (or in the loop).
     segments: List[float] = []
     serial = 0.0
     for cost in costs:
-        if cost.kind == "sampler":
-            segments.append(serial + max(cost.cpu_s / kernel_threads, cost.wall_s) / pool)
-            serial = 0.0
-        elif cost.kind == "fetcher":
-            segments.append(serial + max(cost.cpu_s / fetch_threads, cost.wall_s))
-            serial = 0.0
-        else:
+        if cost.kind == "other":
             serial += cost.wall_s
+            continue
+        wall = _wall(cost, threads[cost.kind], cores)
+        segments.append(serial + (wall / pool if cost.kind == "sampler" else wall))
+        serial = 0.0
     segments.append(serial + consumer)
     return min(min(_rate(s) for s in segments), cap)
+
+
+def _wall(cost: StageCost, threads: int, cores: int) -> float:
+    """The stage's wall on ``threads`` kernel threads: ``s + p / threads`` through its walls
+    on one thread and on ``cores``, with ``s, p >= 0`` (its wall on ``cores`` kept as
+    measured: a kernel faster on one thread than on all is all serial, one more than
+    ``cores`` times faster on all is all parallel)."""
+    if cores == 1:
+        return cost.wall_s
+    parallel = min(max((cost.wall_1_s - cost.wall_s) * cores / (cores - 1), 0.0), cores * cost.wall_s)
+    return cost.wall_s - parallel / cores + parallel / threads
+
+
+def _cores_held(cost: StageCost, threads: int, cores: int) -> float:
+    """Core-seconds per batch that the stage keeps from other threads: its CPU time for a
+    stage without kernels; for a kernel on ``threads`` threads ``threads x wall`` (a static
+    schedule waits for its slowest thread) or its CPU time if larger (CPU time taken as
+    linear in the thread count between its two measurements)."""
+    if cost.kind == "other":
+        return cost.cpu_s
+    cpu = cost.cpu_s if cores == 1 else cost.cpu_1_s + (cost.cpu_s - cost.cpu_1_s) * (threads - 1) / (cores - 1)
+    return max(threads * _wall(cost, threads, cores), cpu)
 
 
 def _rate(seconds: float) -> float:
@@ -155,3 +240,12 @@ def _rate(seconds: float) -> float:
 def ranked(plans: Sequence[Plan], calibration: Calibration) -> List[Plan]:
     """``plans`` from the best predicted to the worst (ties: the simpler plan first)."""
     return sorted(plans, key=lambda plan: -predict(plan, calibration))
+
+
+def choose(rows: Sequence[Dict]) -> Dict:
+    """The row of ``rows`` (``DataLoader.plan_report``: best predicted first) whose plan to
+    run: the best predicted of the measured rows, unless another measured row's window
+    beat its window by more than ``NOISE``, then the fastest measured."""
+    measured = [row for row in rows if row["measured_it_s"] is not None]
+    predicted_best, fastest = measured[0], max(measured, key=lambda row: row["measured_it_s"])
+    return fastest if fastest["measured_it_s"] > (1 + NOISE) * predicted_best["measured_it_s"] else predicted_best
