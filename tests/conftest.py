@@ -1,4 +1,5 @@
-"""Shared fixtures: small random graphs, a numba thread-count switch, a no-compilation check.
+"""Shared fixtures: small random graphs, a numba thread-count switch, a no-compilation check,
+and the costly kernels compiled once, side by side, when the suite runs on two workers.
 
 The suite runs with the README's OpenMP settings for few cores (set here, before torch
 is imported; child processes inherit them): with OpenMP's default spinning, a tiny
@@ -111,3 +112,53 @@ def kernels_for_child_processes():
     compile_unique_and_compact(10**7)  # ids close together and spread out
     compile_gather_rows(torch.zeros(1, 8))
     synthetic_node_classification(num_nodes=500, seed=0)  # the generator's kernels
+
+
+# The costly kernels the suite compiles (4-13 s each with an empty numba cache), as calls of
+# graphpipe's compile functions: sampler kind, (indptr, indices[, probs]) dtypes, options.
+# A kernel missing here is only compiled later, by the first test that needs it.
+_I32, _I64, _F32, _F64 = torch.int32, torch.int64, torch.float32, torch.float64
+_COSTLY_KERNELS = [
+    ("labor", (_I32, _I32), {"dependent": True}),
+    ("labor", (_I64, _I64), {"dependent": True}),
+    ("labor", (_I32, _I32), {}),
+    ("labor", (_I64, _I64), {}),
+    ("labor", (_I64, _I32), {}),
+    ("labor", (_I32, _I32, _F32), {}),
+    ("labor", (_I32, _I32, _F64), {}),
+    ("labor", (_I64, _I64, _F32), {}),
+    ("labor", (_I64, _I64, _F64), {}),
+    ("labor", (_I64, _I32, _F32), {}),
+    ("neighbor", (_I32, _I32), {"fanouts": [5, 100]}),
+    ("neighbor", (_I64, _I64), {"fanouts": [5, 100]}),
+    ("neighbor", (_I64, _I32), {"fanouts": [5]}),
+    ("neighbor", (_I32, _I32, _F32), {}),
+    ("neighbor", (_I32, _I32, _F64), {}),
+    ("neighbor", (_I64, _I64, _F32), {}),
+    ("neighbor", (_I64, _I64, _F64), {}),
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def costly_kernels_shared_between_workers():
+    """Under pytest-xdist (the README runs the suite with ``-n 2``), worker ``i`` of ``n``
+    compiles every ``n``-th of the costly kernels before its first test. With an empty
+    numba cache the workers then compile them side by side, each once, into the on-disk
+    cache (the other worker loads them from there), instead of both compiling most of
+    them as their tests reach them. Without xdist, or with a warm cache, it costs
+    nothing: each test compiles or loads what it uses, as always."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or workers < 2:
+        return
+    from graphpipe.ops.compile import compile_sample_labor, compile_sample_neighbors
+
+    index = int(worker[2:])
+    for kind, dtypes, options in _COSTLY_KERNELS[index::workers]:
+        indptr, indices = torch.empty(0, dtype=dtypes[0]), torch.empty(0, dtype=dtypes[1])
+        probs = torch.empty(0, dtype=dtypes[2]) if len(dtypes) == 3 else None
+        if kind == "labor":
+            compile_sample_labor(indptr, indices, probs=probs, **options)
+        else:
+            options = dict(options)
+            compile_sample_neighbors(indptr, indices, options.pop("fanouts", [5]), probs=probs, **options)
