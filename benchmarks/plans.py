@@ -7,9 +7,12 @@ default; fanouts [15, 10, 5], batch 1024, features fetched), for neighbor sampli
 LABOR-0: end-to-end it/s of a loader running each candidate plan given as ``plan=``,
 of the default transforms (``plan=None``) and of ``plan="auto"`` (timed after its
 calibration: it has chosen by then), each the median over ``--rounds`` rounds taken in
-turn, each round starting one plan later. Prints, per sampler, every candidate's predicted it/s (from the auto loader's
-calibration) next to its measured it/s, and auto's rate as a fraction of the best fixed
-plan's.
+turn, each round starting one plan later. Prints, per sampler, every candidate's predicted
+it/s (from the auto loader's calibration) next to its measured it/s, auto's rate as a
+fraction of the best fixed plan's, and what the calibration cost: the wall time of its
+batches (after the first ``COMPILE_BATCHES``, which every plan spends compiling or loading
+the kernels) less the time the chosen plan takes for as many, as a fraction of an epoch
+of the train set under the chosen plan.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import itertools
 import os
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,9 +42,10 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=12)
     args = parser.parse_args()
     data = gp.datasets.synthetic_node_classification(num_nodes=args.num_nodes, avg_degree=args.avg_degree, seed=0)
-    calibration_batches = 2 + planner.CALIBRATION_BATCHES + planner.MEASURED_CANDIDATES * (
+    calibration_batches = planner.COMPILE_BATCHES + planner.CALIBRATION_BATCHES + planner.MEASURED_CANDIDATES * (
         planner.WARMUP_BATCHES + planner.WINDOW_BATCHES
     )
+    epoch_batches = -(-len(data.train_set) // args.batch_size)
 
     def chain(method):
         items = gp.ItemSampler(data.train_set, args.batch_size, shuffle=True, seed=0)
@@ -50,8 +55,12 @@ def main() -> None:
     for method, name in (("sample_neighbor", "NS"), ("sample_layer_neighbor", "LABOR-0")):
         auto = gp.DataLoader(chain(method), plan="auto")
         iterator = iter(auto)
-        for _ in itertools.islice(iterator, calibration_batches):
+        for _ in itertools.islice(iterator, planner.COMPILE_BATCHES):
             pass
+        start = time.perf_counter()
+        for _ in itertools.islice(iterator, calibration_batches - planner.COMPILE_BATCHES):
+            pass
+        calibration_s = time.perf_counter() - start
         iterator.close()
         plans = {"auto": "auto", "default (plan=None)": None}
         plans.update({_name(row["plan"]): row["plan"] for row in auto.plan_report})
@@ -79,6 +88,13 @@ def main() -> None:
         print(f"| **auto: {_name(auto.plan)}** | | | {median['auto']:.1f} |")
         print(f"\nauto / best fixed plan: {median['auto'] / best_fixed:.2f}; "
               f"auto / default: {median['auto'] / median['default (plan=None)']:.2f}")
+        chosen_rate = median["auto"]
+        cost_s = calibration_s - (calibration_batches - planner.COMPILE_BATCHES) / chosen_rate
+        epoch_s = epoch_batches / chosen_rate
+        print(f"calibration: {calibration_batches - planner.COMPILE_BATCHES} batches in {calibration_s:.2f} s, "
+              f"{cost_s:+.2f} s against the chosen plan = {cost_s / epoch_s:+.1%} of an epoch "
+              f"({epoch_batches} batches, {epoch_s:.1f} s)")
+        print("\n" + auto.explain())
 
 
 def _name(plan) -> str:

@@ -126,11 +126,13 @@ class DataLoader:
         span = self._epoch_span = [time.perf_counter(), None]
         live = self._live = [epoch, start]
         planned_before = not self._planning
+        iterator = None
         if self._planning:
-            yield from self._calibrate(epoch, live)
+            iterator = yield from self._calibrate(epoch, live)
         first = live[1]
         warm = None  # when the chain had filled its queues (drift is measured from there)
-        iterator = self.rewritten.stream(epoch, first)
+        if iterator is None:
+            iterator = self.rewritten.stream(epoch, first)
         try:
             for item in iterator:
                 live[1] += 1
@@ -147,43 +149,61 @@ class DataLoader:
 
     def _calibrate(self, epoch: int, live: List[int]):
         """Yield the epoch's next batches while choosing a plan (:mod:`graphpipe.planner`):
-        inline with a timer after each stage, then the best predicted plans for a short
-        window each; an epoch that ends first leaves the rest to the next one. Sets
-        :attr:`plan`, :attr:`plan_report`, :attr:`transforms` and the chain run."""
+        inline with a timer after each stage (which measures inline's rate too), then the
+        best predicted plans that are not measured yet for a window each; an epoch that ends
+        first leaves the rest to the next one. Sets :attr:`plan`, :attr:`plan_report`,
+        :attr:`transforms` and the chain run. Returns the last window's running batches when
+        its plan is kept (the epoch goes on with them: no batch in flight is thrown away),
+        else None."""
         if not self.plan_report:
             calibration = yield from self._measure_stages(epoch, live)
             if calibration is None:
-                return
+                return None
             self.plan_calibration = calibration
             ranked = planner.ranked(planner.candidates(calibration.cores, self.pipe), calibration)
             self.plan_report = [
-                {"plan": plan, "predicted_it_s": planner.predict(plan, calibration), "measured_it_s": None}
+                {
+                    "plan": plan,
+                    "predicted_it_s": planner.predict(plan, calibration),
+                    # The inline batches at every core measured inline's rate.
+                    "measured_it_s": planner.predict(plan, calibration) if plan["name"] == "inline" else None,
+                }
                 for plan in ranked
             ]
-        for row in self.plan_report[: planner.MEASURED_CANDIDATES]:
-            if row["measured_it_s"] is not None:
-                continue
-            chain = _with_timers(_transformed(self.pipe, planner.plan_transforms(row["plan"])))
-            items = chain.stream(epoch, live[1])
-            try:
+        window = None  # (row, chain, its running batches) of the last window
+        try:
+            for row in self.plan_report[: planner.MEASURED_CANDIDATES]:
+                if row["measured_it_s"] is not None:
+                    continue
+                if window is not None:
+                    window[2].close()
+                chain = _with_timers(_transformed(self.pipe, planner.plan_transforms(row["plan"])))
+                window = (row, chain, chain.stream(epoch, live[1]))
                 timed_from = None
-                for i, item in enumerate(items):
-                    if i == planner.WARMUP_BATCHES:
-                        timed_from = time.perf_counter()
+                for i, item in enumerate(window[2]):
                     live[1] += 1
                     yield item
-                    if i + 1 == planner.WARMUP_BATCHES + planner.WINDOW_BATCHES:
+                    # From the loop's end of one batch to its end of another: the window
+                    # counts as many batches made as it divides by.
+                    if i + 1 == planner.WARMUP_BATCHES:
+                        timed_from = time.perf_counter()
+                    elif i + 1 == planner.WARMUP_BATCHES + planner.WINDOW_BATCHES:
                         row["measured_it_s"] = planner.WINDOW_BATCHES / (time.perf_counter() - timed_from)
                         break
-            finally:
-                items.close()
-            if row["measured_it_s"] is None:
-                return
-        best = planner.choose(self.plan_report)
-        self.plan, self._plan_rate = best["plan"], best["measured_it_s"]
-        self.transforms = planner.plan_transforms(best["plan"])
-        self.rewritten = _with_timers(_transformed(self.pipe, self.transforms))
-        self._planning = False
+                if row["measured_it_s"] is None:
+                    return None
+            best = planner.choose(self.plan_report)
+            self.plan, self._plan_rate = best["plan"], best["measured_it_s"]
+            self.transforms = planner.plan_transforms(best["plan"])
+            self._planning = False
+            if window is not None and window[0] is best:
+                self.rewritten, running, window = window[1], window[2], None
+                return running
+            self.rewritten = _with_timers(_transformed(self.pipe, self.transforms))
+            return None
+        finally:
+            if window is not None:
+                window[2].close()
 
     def _measure_stages(self, epoch: int, live: List[int]):
         """Yield batches of the chain run inline with a timer after each stage, its numba

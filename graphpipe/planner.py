@@ -19,11 +19,12 @@ a cost model predicts the throughput of each candidate plan, and measurement con
    other busy threads it runs at the pace of its slowest thread and holds ``k`` cores for
    its whole wall, ``k W(k)`` (waits at barriers included, which CPU time leaves out; its
    CPU time if larger); other stages and the training step hold their CPU time.
-3. **Measurement** (:func:`choose`): the best predicted candidates run for a short window
-   each (the batches go to the training loop as usual); the best predicted is kept unless
-   another's window beat it by more than ``NOISE``. The loader re-plans when an epoch (of
-   at least ``DRIFT_MIN_SECONDS``) runs slower than ``DRIFT`` times the chosen plan's
-   measured rate.
+3. **Measurement** (:func:`choose`): the calibration's batches at every core measured
+   inline's rate; the best predicted plan, unless it is inline, runs for a short window
+   (the batches go to the training loop as usual; when it is kept the epoch goes on with
+   its threads). The best predicted is kept unless a measured one beat it by more than
+   ``NOISE``. The loader re-plans when an epoch (of at least ``DRIFT_MIN_SECONDS``) runs
+   slower than ``DRIFT`` times the chosen plan's measured rate.
 
 A plan is a plain dict (``{"name": "overlap", "pool": 2, "fetch_kernel_threads": 1}``),
 so ``loader.plan`` can be saved and passed back as ``plan=``. Batches never depend on the
@@ -50,9 +51,12 @@ __all__ = [
 Plan = Dict[str, object]
 COMPILE_BATCHES = 2  # batches run inline, unmeasured, first: they compile the kernels
 CALIBRATION_BATCHES = 8  # batches run inline to measure the stages, half of them with kernels on one thread
-MEASURED_CANDIDATES = 3  # best predicted plans measured before choosing
+# Best predicted plans measured before choosing (inline's rate comes from the calibration).
+# One: a window that cannot tell plans within NOISE apart only guards against a prediction
+# that is far off, and every window, with its switch of threads, costs a part of the epoch.
+MEASURED_CANDIDATES = 1
 WARMUP_BATCHES = 3  # batches of a candidate before its window (threads fill their queues)
-WINDOW_BATCHES = 8  # batches timed per candidate
+WINDOW_BATCHES = 12  # batches timed per candidate
 # One window of WINDOW_BATCHES batches moves 15-25% from run to run on a shared VM, so a
 # measured lead smaller than this does not overrule the prediction.
 NOISE = 0.15

@@ -48,18 +48,55 @@ def test_a_slow_stage_and_a_slow_training_step_move_the_plan_off_inline():
     """A 15 ms stage (it sleeps: no core used) and a 15 ms training step: inline takes both
     one after the other, a background thread overlaps them."""
     loader = gp.DataLoader(_chain(n=200, stage=_sleep_then(0.015)), plan="auto")
-    for _ in loader:  # 50 batches: calibration takes 2 + 8 inline, then 3 candidates x 11
+    for _ in loader:  # 50 batches: calibration takes 2 + 8 inline, then a window of 3 + 12
         time.sleep(0.015)
     assert loader.plan["name"] != "inline"
     predicted = {planner_name(row["plan"]): row["predicted_it_s"] for row in loader.plan_report}
     assert predicted["inline"] < 0.75 * max(predicted.values())
     measured = [row for row in loader.plan_report if row["measured_it_s"] is not None]
-    assert len(measured) == planner.MEASURED_CANDIDATES
+    # the best predicted plans' windows, and inline's rate from the calibration
+    assert [row["plan"]["name"] for row in measured][-1] == "inline"
+    assert len(measured) == planner.MEASURED_CANDIDATES + 1
+    assert measured[-1]["measured_it_s"] == measured[-1]["predicted_it_s"]
     chosen = next(row for row in measured if row["plan"] == loader.plan)
     assert chosen is planner.choose(loader.plan_report)
     assert (1 + planner.NOISE) * chosen["measured_it_s"] >= max(row["measured_it_s"] for row in measured)
     text = loader.explain()
     assert "chosen by plan='auto'" in text and "predicted it/s, measured it/s" in text
+
+
+def test_when_inline_is_predicted_best_no_window_runs(monkeypatch):
+    """Inline's rate is the calibration's own measurement: no other plan is measured."""
+    true_predict = planner.predict
+    monkeypatch.setattr(planner, "predict", lambda plan, cal: true_predict(plan, cal) * (10 if plan["name"] == "inline" else 1))
+    pipe = _chain(n=200)
+    loader = gp.DataLoader(pipe, plan="auto")
+    assert _summary(loader) == _summary(pipe)
+    assert loader.plan == {"name": "inline"} and loader.plan_report[0]["plan"] == loader.plan
+    assert [row["plan"] for row in loader.plan_report if row["measured_it_s"] is not None] == [{"name": "inline"}]
+    assert gp.transforms.find(loader.rewritten, (gp.pipes.Prefetcher, gp.pipes.ThreadPoolMap)) == []
+
+
+def test_a_kept_window_goes_on_running(monkeypatch):
+    """The epoch goes on with the window's chain when its plan is kept: no second chain of
+    that plan is built in the epoch."""
+    built = []
+    true_transformed = gp.loader._transformed
+    monkeypatch.setattr(gp.loader, "_transformed", lambda pipe, ts: built.append([t.__name__ for t in ts]) or true_transformed(pipe, ts))
+    pipe = _chain(n=200, stage=_sleep_then(0.002))
+    loader = gp.DataLoader(pipe, plan="auto")
+    built.clear()
+    got = []
+    for minibatch in loader:
+        got.append(minibatch)
+        time.sleep(0.002)
+    assert _summary(got) == _summary(pipe)
+    windows = [row["plan"] for row in loader.plan_report if row["measured_it_s"] is not None and row["plan"]["name"] != "inline"]
+    assert len(windows) == 1
+    if loader.plan == windows[0]:
+        assert len(built) == 1  # the window's chain, run to the end of the epoch
+    else:
+        assert len(built) == 2  # the window's chain, then the chosen plan's
 
 
 def planner_name(plan):
@@ -213,7 +250,9 @@ def test_bad_plans():
         gp.DataLoader(_chain(), plan="auto", transforms=[])
 
 
-def test_resuming_inside_the_calibration():
+def test_resuming_inside_the_calibration(monkeypatch):
+    true_predict = planner.predict  # one_thread predicted best: a window runs after the inline batches
+    monkeypatch.setattr(planner, "predict", lambda plan, cal: true_predict(plan, cal) * (10 if plan["name"] == "one_thread" else 1))
     pipe = _chain()
     want = _summary(pipe)
     loader = gp.DataLoader(pipe, plan="auto")
