@@ -55,7 +55,7 @@ CALIBRATION_BATCHES = 8  # batches run inline to measure the stages, half of the
 # One: a window that cannot tell plans within NOISE apart only guards against a prediction
 # that is far off, and every window, with its switch of threads, costs a part of the epoch.
 MEASURED_CANDIDATES = 1
-WARMUP_BATCHES = 3  # batches of a candidate before its window (threads fill their queues)
+WARMUP_BATCHES = 4  # batches of a candidate before its window (its threads start, fill their queues)
 WINDOW_BATCHES = 12  # batches timed per candidate
 # One window of WINDOW_BATCHES batches moves 15-25% from run to run on a shared VM, so a
 # measured lead smaller than this does not overrule the prediction.
