@@ -114,13 +114,16 @@ def kernels_for_child_processes():
     synthetic_node_classification(num_nodes=500, seed=0)  # the generator's kernels
 
 
-# The costly kernels the suite compiles (4-13 s each with an empty numba cache), as calls of
-# graphpipe's compile functions: sampler kind, (indptr, indices[, probs]) dtypes, options.
+# The costly kernels the suite compiles (3-13 s each with an empty numba cache), as calls of
+# graphpipe's compile functions: op, (indptr, indices[, probs]) dtypes, options.
 # A kernel missing here is only compiled later, by the first test that needs it.
 _I32, _I64, _F32, _F64 = torch.int32, torch.int64, torch.float32, torch.float64
-_COSTLY_KERNELS = [
-    ("labor", (_I32, _I32), {"dependent": True}),
+_COSTLY_KERNELS = [  # costliest first: every n-th of them makes shares of about equal cost
     ("labor", (_I64, _I64), {"dependent": True}),
+    ("labor", (_I32, _I32), {"dependent": True}),
+    ("unique_and_compact", (), {}),
+    ("neighbor", (_I32, _I32), {"fanouts": [5, 100]}),
+    ("neighbor", (_I64, _I64), {"fanouts": [5, 100]}),
     ("labor", (_I32, _I32), {}),
     ("labor", (_I64, _I64), {}),
     ("labor", (_I64, _I32), {}),
@@ -129,13 +132,11 @@ _COSTLY_KERNELS = [
     ("labor", (_I64, _I64, _F32), {}),
     ("labor", (_I64, _I64, _F64), {}),
     ("labor", (_I64, _I32, _F32), {}),
-    ("neighbor", (_I32, _I32), {"fanouts": [5, 100]}),
-    ("neighbor", (_I64, _I64), {"fanouts": [5, 100]}),
-    ("neighbor", (_I64, _I32), {"fanouts": [5]}),
     ("neighbor", (_I32, _I32, _F32), {}),
     ("neighbor", (_I32, _I32, _F64), {}),
     ("neighbor", (_I64, _I64, _F32), {}),
     ("neighbor", (_I64, _I64, _F64), {}),
+    ("neighbor", (_I64, _I32), {"fanouts": [5]}),
 ]
 
 
@@ -144,17 +145,19 @@ def costly_kernels_shared_between_workers():
     """Under pytest-xdist (the README runs the suite with ``-n 2``), worker ``i`` of ``n``
     compiles every ``n``-th of the costly kernels before its first test. With an empty
     numba cache the workers then compile them side by side, each once, into the on-disk
-    cache (the other worker loads them from there), instead of both compiling most of
-    them as their tests reach them. Without xdist, or with a warm cache, it costs
-    nothing: each test compiles or loads what it uses, as always."""
+    cache (the others load them from there when their tests need them), instead of
+    several compiling the same ones as their tests reach them. Without xdist, or with a
+    warm cache, it costs nothing: each test compiles or loads what it uses, as always."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw") or workers < 2:
         return
-    from graphpipe.ops.compile import compile_sample_labor, compile_sample_neighbors
+    from graphpipe.ops.compile import compile_sample_labor, compile_sample_neighbors, compile_unique_and_compact
 
-    index = int(worker[2:])
-    for kind, dtypes, options in _COSTLY_KERNELS[index::workers]:
+    for kind, dtypes, options in _COSTLY_KERNELS[int(worker[2:]) :: workers]:
+        if kind == "unique_and_compact":
+            compile_unique_and_compact(10**7)
+            continue
         indptr, indices = torch.empty(0, dtype=dtypes[0]), torch.empty(0, dtype=dtypes[1])
         probs = torch.empty(0, dtype=dtypes[2]) if len(dtypes) == 3 else None
         if kind == "labor":
