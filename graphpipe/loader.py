@@ -338,10 +338,13 @@ class DataLoader:
                 )
             lines.append(f"    {'your training step':<28} {1e3 * cal.consumer_wall_s:>8.2f} {1e3 * cal.consumer_cpu_s:>8.2f}")
         if self.plan_report:
-            lines.append("  candidates, best predicted first: predicted it/s, measured it/s")
+            lines.append("  candidates, best predicted first: predicted it/s, measured it/s, prediction error")
             for row in self.plan_report:
-                measured = "-" if row["measured_it_s"] is None else f"{row['measured_it_s']:.1f}"
-                lines.append(f"    {_plan_name(row['plan']):<48} {row['predicted_it_s']:>9.1f} {measured:>9}")
+                measured, error = "-", ""
+                if row["measured_it_s"] is not None:
+                    measured = f"{row['measured_it_s']:.1f}"
+                    error = f"{row['predicted_it_s'] / row['measured_it_s'] - 1:+.0%}"
+                lines.append(f"    {_plan_name(row['plan']):<48} {row['predicted_it_s']:>9.1f} {measured:>9} {error:>6}")
         return lines
 
     def to_graphviz(self) -> str:

@@ -153,7 +153,11 @@ def calibrate(
 def candidates(cores: int, pipe: Pipe) -> List[Plan]:
     """The plans weighed for ``pipe`` on ``cores`` cores: inline, one background thread,
     and overlapped stages with 1, 2, 4 or 8 sampler batches at once (at most ``cores``),
-    the fetcher's gather on a quarter of the cores or all of them."""
+    the fetcher's gather on a quarter of the cores or all of them.
+
+    Worker processes are not weighed: they need the script's ``__main__`` guard and a
+    picklable chain, which the loader cannot check before it starts them, so they stay
+    the user's choice (``num_workers=``)."""
     plans: List[Plan] = [{"name": "inline"}, {"name": "one_thread"}]
     if not find(pipe, (SubgraphSampler, FeatureFetcher)):
         return plans

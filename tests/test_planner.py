@@ -62,7 +62,11 @@ def test_a_slow_stage_and_a_slow_training_step_move_the_plan_off_inline():
     assert chosen is planner.choose(loader.plan_report)
     assert (1 + planner.NOISE) * chosen["measured_it_s"] >= max(row["measured_it_s"] for row in measured)
     text = loader.explain()
-    assert "chosen by plan='auto'" in text and "predicted it/s, measured it/s" in text
+    assert "chosen by plan='auto'" in text and "predicted it/s, measured it/s, prediction error" in text
+    # the window's prediction error, as explain() prints it
+    window = measured[0]
+    error = f"{window['predicted_it_s'] / window['measured_it_s'] - 1:+.0%}"
+    assert any(line.split()[-1] == error and line.split()[-2] == f"{window['measured_it_s']:.1f}" for line in text.splitlines())
 
 
 def test_when_inline_is_predicted_best_no_window_runs(monkeypatch):
