@@ -86,7 +86,7 @@ def main():
     parser.add_argument("--small", action="store_true", help="a tiny demo dataset and run, for tests")
     args = parser.parse_args()
     if args.small:
-        args.num_nodes, args.epochs, args.batch_size = 3000, 2, 128
+        args.num_nodes, args.epochs, args.batch_size = 3000, 5, 128
     with tempfile.TemporaryDirectory() as scratch:
         path = args.path
         if path is None:

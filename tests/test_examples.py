@@ -62,7 +62,9 @@ def test_ondisk_dataset_example_trains_from_a_graphbolt_directory():
     assert "OnDiskDataset(name='synthetic_ondisk'" in out and "num_nodes=3000" in out
     found = re.findall(r"^GraphSAGE validation accuracy: (\d\.\d{4})$", out, flags=re.M)
     assert len(found) == 1, out
-    assert 0.0 <= float(found[0]) <= 1.0
+    # 10 classes: chance is 0.1; trained from the directory it reaches 0.30 in 5 epochs.
+    # Labels, features or splits read out of line with each other would stay near chance.
+    assert float(found[0]) > 0.2, out
 
 
 def test_hetero_rgcn_beats_the_mlp_on_paper_features():
