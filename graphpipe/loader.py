@@ -39,11 +39,11 @@ class DataLoader:
             ``fetch_feature`` in this many worker processes (for Python-heavy samplers).
         plan: ``"auto"``: choose how to run the chain from measured costs instead of
             ``transforms`` (:mod:`graphpipe.planner`): the first epoch's first batches
-            calibrate a cost model, the best predicted plans are measured for a few
-            batches each, the best predicted is kept unless another measured clearly
-            faster (:attr:`plan`, shown by :meth:`explain`), and an epoch much slower
-            than measured re-plans. A plan from
-            :attr:`plan` runs that plan without calibrating. ``None``: ``transforms``.
+            calibrate a cost model (and measure inline's rate), the best predicted plan
+            runs for a window of batches unless it is inline, the best predicted is kept
+            unless a measured one was clearly faster (:attr:`plan`, shown by
+            :meth:`explain`), and an epoch much slower than measured re-plans. A plan
+            from :attr:`plan` runs that plan without calibrating. ``None``: ``transforms``.
 
     The loader owns the edges: starting an epoch ends an unfinished one; leaving the
     loop (``break``, an exception, KeyboardInterrupt) stops the epoch's threads; worker
