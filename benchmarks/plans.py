@@ -41,8 +41,6 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=6)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--window", type=int, default=30)
-    args = parser.parse_args()
-    data = gp.datasets.synthetic_node_classification(num_nodes=args.num_nodes, avg_degree=args.avg_degree, seed=0)
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()
     data = gp.datasets.synthetic_node_classification(num_nodes=args.num_nodes, avg_degree=args.avg_degree, seed=0)
