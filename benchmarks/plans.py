@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import graphpipe as gp  # noqa: E402
 from common import measure_rate  # noqa: E402
-from graphpipe import planner  # noqa: E402
 
 
 def main() -> None:

@@ -127,13 +127,13 @@ class DataLoader:
         live = self._live = [epoch, start]
         planned_before = not self._planning
         iterator = None
-        if self._planning:
-            iterator = yield from self._calibrate(epoch, live)
-        first = live[1]
-        warm = None  # when the chain had filled its queues (drift is measured from there)
-        if iterator is None:
-            iterator = self.rewritten.stream(epoch, first)
         try:
+            if self._planning:
+                iterator = yield from self._calibrate(epoch, live)
+            first = live[1]
+            warm = None  # when the chain had filled its queues (drift is measured from there)
+            if iterator is None:
+                iterator = self.rewritten.stream(epoch, first)
             for item in iterator:
                 live[1] += 1
                 yield item
@@ -142,7 +142,8 @@ class DataLoader:
             if planned_before and warm is not None:
                 self._check_drift(live[1] - first - planner.WARMUP_BATCHES, time.perf_counter() - warm)
         finally:
-            iterator.close()
+            if iterator is not None:
+                iterator.close()
             span[1] = time.perf_counter()
             if self._live is live:
                 self._live = None
@@ -161,15 +162,10 @@ class DataLoader:
                 return None
             self.plan_calibration = calibration
             ranked = planner.ranked(planner.candidates(calibration.cores, self.pipe), calibration)
-            self.plan_report = [
-                {
-                    "plan": plan,
-                    "predicted_it_s": planner.predict(plan, calibration),
-                    # The inline batches at every core measured inline's rate.
-                    "measured_it_s": planner.predict(plan, calibration) if plan["name"] == "inline" else None,
-                }
-                for plan in ranked
-            ]
+            self.plan_report = [{"plan": plan, "predicted_it_s": planner.predict(plan, calibration)} for plan in ranked]
+            for row in self.plan_report:
+                # The inline batches at every core measured inline's rate.
+                row["measured_it_s"] = row["predicted_it_s"] if row["plan"]["name"] == "inline" else None
         window = None  # (row, chain, its running batches) of the last window
         try:
             for row in self.plan_report[: planner.MEASURED_CANDIDATES]:
@@ -230,13 +226,14 @@ class DataLoader:
                 if item is None:
                     return None
                 seconds = [(w1 - w0, c1 - c0) for (w0, c0), (w1, c1) in zip(before, _timer_readings(timers))]
+                edges = planner.sampled_edges(item)  # before the loop may change the batch
                 live[1] += 1
                 wall, cpu = time.perf_counter(), time.process_time()
                 yield item
                 if i >= planner.COMPILE_BATCHES:
                     consumer[0] += time.perf_counter() - wall
                     consumer[1] += time.process_time() - cpu
-                    batches.append(planner.CalibrationBatch(kernel_threads, planner.sampled_edges(item), seconds))
+                    batches.append(planner.CalibrationBatch(kernel_threads, edges, seconds))
         finally:
             items.close()
         measured = len(batches)
@@ -341,10 +338,12 @@ class DataLoader:
             lines.append("  candidates, best predicted first: predicted it/s, measured it/s, prediction error")
             for row in self.plan_report:
                 measured, error = "-", ""
-                if row["measured_it_s"] is not None:
+                if row["plan"]["name"] == "inline" and row["measured_it_s"] is not None:
+                    measured, error = f"{row['measured_it_s']:.1f}", "(calibration)"
+                elif row["measured_it_s"] is not None:
                     measured = f"{row['measured_it_s']:.1f}"
                     error = f"{row['predicted_it_s'] / row['measured_it_s'] - 1:+.0%}"
-                lines.append(f"    {_plan_name(row['plan']):<48} {row['predicted_it_s']:>9.1f} {measured:>9} {error:>6}")
+                lines.append(f"    {_plan_name(row['plan']):<48} {row['predicted_it_s']:>9.1f} {measured:>9} {error:>6}".rstrip())
         return lines
 
     def to_graphviz(self) -> str:

@@ -120,31 +120,30 @@ def calibrate(
 ) -> Calibration:
     """The :class:`Calibration` of the inline ``batches`` timed by ``timers`` (upstream first).
 
-    A stage's own time is its timer's minus the one upstream's (timers include the stages
-    upstream of them). Per thread count, its cost per batch is a ratio estimate,
-    ``sum(seconds) / sum(edges) * mean edges`` (the mean over all ``batches``): sampling and
-    fetching grow with the sampled edges, and the estimate takes out the difference in
-    batch sizes between the batches run on all cores and those run on one thread. Batches
-    without sampled edges give plain means.
+    A stage's own time per batch is its timer's minus the one upstream's (timers include
+    the stages upstream of them). Per thread count, a sampler's or fetcher's cost per
+    batch is a ratio estimate, ``sum(seconds) / sum(edges) * mean edges`` (the mean over
+    all ``batches``): sampling and fetching grow with the sampled edges, and the estimate
+    takes out the difference in batch sizes between the batches run on all cores and
+    those run on one thread. Other stages (the item sampler, your transforms), and all
+    stages of batches without sampled edges, give plain means.
     """
     mean_edges = sum(batch.edges for batch in batches) / len(batches)
-
-    def per_batch(kernel_threads: int, timer: Optional[int], field: int) -> float:
-        if timer is None:
-            return 0.0
-        runs = [batch for batch in batches if batch.kernel_threads == kernel_threads]
-        seconds = sum(batch.seconds[timer][field] for batch in runs)
-        edges = sum(batch.edges for batch in runs)
-        return seconds / edges * mean_edges if edges > 0 else seconds / len(runs)
-
     costs: List[StageCost] = []
     upstream: Optional[int] = None
     for i, timer in enumerate(timers):
         if timer.batches == 0:
             continue
-        own = [max(per_batch(k, i, field) - per_batch(k, upstream, field), 0.0) for k in (cores, 1) for field in (0, 1)]
         inner = timer.source
         kind = "sampler" if isinstance(inner, SubgraphSampler) else "fetcher" if isinstance(inner, FeatureFetcher) else "other"
+        own = []
+        for k in (cores, 1):
+            runs = [batch for batch in batches if batch.kernel_threads == k]
+            edges = sum(batch.edges for batch in runs)
+            for field in (0, 1):
+                seconds = sum(b.seconds[i][field] - (b.seconds[upstream][field] if upstream is not None else 0.0) for b in runs)
+                per_batch = seconds / edges * mean_edges if kind != "other" and edges > 0 else seconds / len(runs)
+                own.append(max(per_batch, 0.0))
         costs.append(StageCost(inner.label(), kind, *own))
         upstream = i
     return Calibration(costs, consumer_wall_s, consumer_cpu_s, cores, mean_edges)
@@ -252,8 +251,9 @@ def ranked(plans: Sequence[Plan], calibration: Calibration) -> List[Plan]:
 
 def choose(rows: Sequence[Dict]) -> Dict:
     """The row of ``rows`` (``DataLoader.plan_report``: best predicted first) whose plan to
-    run: the best predicted of the measured rows, unless another measured row's window
-    beat its window by more than ``NOISE``, then the fastest measured."""
+    run: the best predicted of the measured rows (a window, or inline's calibration),
+    unless another measured row's rate beat its rate by more than ``NOISE``, then the
+    fastest measured."""
     measured = [row for row in rows if row["measured_it_s"] is not None]
     predicted_best, fastest = measured[0], max(measured, key=lambda row: row["measured_it_s"])
     return fastest if fastest["measured_it_s"] > (1 + NOISE) * predicted_best["measured_it_s"] else predicted_best

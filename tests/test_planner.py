@@ -40,7 +40,7 @@ def test_the_plan_never_changes_the_batches():
     pipe = _chain()
     loader = gp.DataLoader(pipe, plan="auto")
     got = [_summary(loader) for _ in range(3)]
-    assert loader.plan is not None  # chosen in the second epoch (40 batches each)
+    assert loader.plan is not None  # chosen in the first epoch (40 batches, 26 to choose)
     assert got == [_summary(pipe) for _ in range(3)]
 
 
@@ -48,7 +48,7 @@ def test_a_slow_stage_and_a_slow_training_step_move_the_plan_off_inline():
     """A 15 ms stage (it sleeps: no core used) and a 15 ms training step: inline takes both
     one after the other, a background thread overlaps them."""
     loader = gp.DataLoader(_chain(n=200, stage=_sleep_then(0.015)), plan="auto")
-    for _ in loader:  # 50 batches: calibration takes 2 + 8 inline, then a window of 3 + 12
+    for _ in loader:  # 50 batches: calibration takes 2 + 8 inline, then a window of 4 + 12
         time.sleep(0.015)
     assert loader.plan["name"] != "inline"
     predicted = {planner_name(row["plan"]): row["predicted_it_s"] for row in loader.plan_report}
@@ -83,24 +83,38 @@ def test_when_inline_is_predicted_best_no_window_runs(monkeypatch):
 
 def test_a_kept_window_goes_on_running(monkeypatch):
     """The epoch goes on with the window's chain when its plan is kept: no second chain of
-    that plan is built in the epoch."""
+    that plan is built in the epoch; when inline wins over the window, a chain of it is."""
     built = []
     true_transformed = gp.loader._transformed
-    monkeypatch.setattr(gp.loader, "_transformed", lambda pipe, ts: built.append([t.__name__ for t in ts]) or true_transformed(pipe, ts))
-    pipe = _chain(n=200, stage=_sleep_then(0.002))
+    monkeypatch.setattr(gp.loader, "_transformed", lambda pipe, ts: built.append(ts) or true_transformed(pipe, ts))
+    for keep_window in (True, False):
+        pipe = _chain(n=200, stage=_sleep_then(0.002))
+        inline_row = lambda rows: next(row for row in rows if row["plan"]["name"] == "inline")  # noqa: E731
+        monkeypatch.setattr(planner, "choose", (lambda rows: rows[0]) if keep_window else inline_row)
+        loader = gp.DataLoader(pipe, plan="auto")
+        built.clear()
+        got = []
+        for minibatch in loader:
+            got.append(minibatch)
+            time.sleep(0.002)
+        assert _summary(got) == _summary(pipe)
+        window = loader.plan_report[0]
+        assert window["plan"]["name"] != "inline" and window["measured_it_s"] is not None
+        assert loader.plan == (window["plan"] if keep_window else {"name": "inline"})
+        # the window's chain, run to the end of the epoch; or it, then inline's
+        assert len(built) == (1 if keep_window else 2)
+
+
+def test_an_epoch_that_ends_while_choosing_goes_on_choosing_in_the_next():
+    """20 batches an epoch, 26 to choose (10 inline, a window of 16): the window is cut
+    off by the end of the first epoch and runs again in the second."""
+    pipe = _chain(n=80, stage=_sleep_then(0.002))
     loader = gp.DataLoader(pipe, plan="auto")
-    built.clear()
-    got = []
-    for minibatch in loader:
-        got.append(minibatch)
-        time.sleep(0.002)
-    assert _summary(got) == _summary(pipe)
-    windows = [row["plan"] for row in loader.plan_report if row["measured_it_s"] is not None and row["plan"]["name"] != "inline"]
-    assert len(windows) == 1
-    if loader.plan == windows[0]:
-        assert len(built) == 1  # the window's chain, run to the end of the epoch
-    else:
-        assert len(built) == 2  # the window's chain, then the chosen plan's
+    first = _summary(loader)
+    assert loader.plan is None and loader.plan_calibration is not None
+    second = _summary(loader)
+    assert loader.plan is not None
+    assert [first, second] == [_summary(pipe) for _ in range(2)]
 
 
 def planner_name(plan):
@@ -183,19 +197,19 @@ def test_a_measured_lead_within_the_noise_keeps_the_best_predicted():
 
 
 def test_stage_costs_are_ratio_estimates_on_the_sampled_edges():
-    """Batches on 2 threads have 100 edges, on 1 thread 300: a stage at 0.1 ms per edge
+    """Batches on 2 threads have 100 edges, on 1 thread 300: a fetcher at 0.1 ms per edge
     costs the same per batch of the mean 200 edges at both counts, although its plain means
-    differ threefold."""
+    differ threefold. The item sampler, 1 ms a batch whatever its edges, is a plain mean."""
     pipe = _chain()  # ItemSampler -> FeatureFetcher
     timers = [SimpleNamespace(batches=4, source=pipe.source), SimpleNamespace(batches=4, source=pipe)]
     small = CalibrationBatch(2, 100, [(0.001, 0.001), (0.011, 0.021)])
-    large = CalibrationBatch(1, 300, [(0.003, 0.003), (0.033, 0.033)])
+    large = CalibrationBatch(1, 300, [(0.001, 0.001), (0.031, 0.031)])
     calibration = planner.calibrate(timers, [small, large, small, large], 0.002, 0.001, 2)
     items, fetcher = calibration.stages
     assert (items.label, items.kind, fetcher.kind) == (pipe.source.label(), "other", "fetcher")
     assert calibration.mean_edges == 200
     assert (fetcher.wall_s, fetcher.cpu_s, fetcher.wall_1_s, fetcher.cpu_1_s) == pytest.approx((0.020, 0.040, 0.020, 0.020))
-    assert (items.wall_s, items.wall_1_s) == pytest.approx((0.002, 0.002))
+    assert (items.wall_s, items.wall_1_s) == pytest.approx((0.001, 0.001))
     no_edges = planner.calibrate(timers, [small._replace(edges=0), large._replace(edges=0)], 0.002, 0.001, 2)
     assert (no_edges.stages[1].wall_s, no_edges.stages[1].wall_1_s) == pytest.approx((0.010, 0.030))
     assert (no_edges.consumer_wall_s, no_edges.mean_edges) == (0.002, 0)
@@ -264,8 +278,8 @@ def test_resuming_inside_the_calibration(monkeypatch):
     for minibatch in loader:
         head.append(minibatch)
         if len(head) == 15:  # past the inline batches, inside a candidate's window
+            state = loader.state_dict()  # a checkpoint taken in the loop, as in training
             break
-    state = loader.state_dict()
     resumed = gp.DataLoader(pipe, plan="auto")
     resumed.load_state_dict(state)
     assert _summary(head) + _summary(resumed) == want

@@ -105,7 +105,7 @@ def _run_here(config, mode, workdir):
     from ``torch.manual_seed(0)`` as in a fresh process, so the run is the same."""
     namespace = {"__name__": "train"}
     exec(compile(SCRIPT, "train.py", "exec"), namespace)
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(devices=[]):
         namespace["main"](config, mode, str(workdir), 0, 1)
 
 
