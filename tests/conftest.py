@@ -7,6 +7,7 @@ parallel kernel call took 1-25 ms instead of 0.06-0.09 ms on the 2-core machine.
 """
 
 import contextlib
+import functools
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -18,6 +19,12 @@ import torch  # noqa: E402
 from numba.core import event  # noqa: E402
 
 from graphpipe import CSCGraph  # noqa: E402
+from graphpipe.ops.compile import (  # noqa: E402
+    compile_gather_rows,
+    compile_sample_labor,
+    compile_sample_neighbors,
+    compile_unique_and_compact,
+)
 
 
 def random_graph(num_nodes=200, max_degree=40, seed=0, index_dtype=torch.int64, weights=False) -> CSCGraph:
@@ -97,12 +104,6 @@ def kernels_for_child_processes():
     compiling them, several ranks at once on 2 cores. The tests in this process compile
     the same kernels anyway: this only does it before the first child starts."""
     from graphpipe.datasets import synthetic_node_classification
-    from graphpipe.ops.compile import (
-        compile_gather_rows,
-        compile_sample_labor,
-        compile_sample_neighbors,
-        compile_unique_and_compact,
-    )
 
     graph = CSCGraph.from_coo(torch.tensor([1, 2]), torch.tensor([0, 0]), num_nodes=3)
     assert graph.indptr.dtype == graph.indices.dtype == torch.int32
@@ -115,28 +116,33 @@ def kernels_for_child_processes():
 
 
 # The costly kernels the suite compiles (3-13 s each with an empty numba cache), as calls of
-# graphpipe's compile functions: op, (indptr, indices[, probs]) dtypes, options.
-# A kernel missing here is only compiled later, by the first test that needs it.
-_I32, _I64, _F32, _F64 = torch.int32, torch.int64, torch.float32, torch.float64
-_COSTLY_KERNELS = [  # costliest first: every n-th of them makes shares of about equal cost
-    ("labor", (_I64, _I64), {"dependent": True}),
-    ("labor", (_I32, _I32), {"dependent": True}),
-    ("unique_and_compact", (), {}),
-    ("neighbor", (_I32, _I32), {"fanouts": [5, 100]}),
-    ("neighbor", (_I64, _I64), {"fanouts": [5, 100]}),
-    ("labor", (_I32, _I32), {}),
-    ("labor", (_I64, _I64), {}),
-    ("labor", (_I64, _I32), {}),
-    ("labor", (_I32, _I32, _F32), {}),
-    ("labor", (_I32, _I32, _F64), {}),
-    ("labor", (_I64, _I64, _F32), {}),
-    ("labor", (_I64, _I64, _F64), {}),
-    ("labor", (_I64, _I32, _F32), {}),
-    ("neighbor", (_I32, _I32, _F32), {}),
-    ("neighbor", (_I32, _I32, _F64), {}),
-    ("neighbor", (_I64, _I64, _F32), {}),
-    ("neighbor", (_I64, _I64, _F64), {}),
-    ("neighbor", (_I64, _I32), {"fanouts": [5]}),
+# graphpipe's compile functions for the dtypes of (indptr, indices[, probs]) the suite uses,
+# costliest first: every n-th of them makes shares of about equal cost. A kernel missing
+# here is only compiled later, by the first test that needs it.
+def _of(dtype):
+    return torch.empty(0, dtype=dtype)
+
+
+_I32, _I64, _F32, _F64 = _of(torch.int32), _of(torch.int64), _of(torch.float32), _of(torch.float64)
+_COSTLY_KERNELS = [
+    functools.partial(compile_sample_labor, _I64, _I64, dependent=True),
+    functools.partial(compile_sample_labor, _I32, _I32, dependent=True),
+    functools.partial(compile_unique_and_compact, 10**7),
+    functools.partial(compile_sample_neighbors, _I32, _I32, [5, 100]),
+    functools.partial(compile_sample_neighbors, _I64, _I64, [5, 100]),
+    functools.partial(compile_sample_labor, _I32, _I32),
+    functools.partial(compile_sample_labor, _I64, _I64),
+    functools.partial(compile_sample_labor, _I64, _I32),
+    functools.partial(compile_sample_labor, _I32, _I32, probs=_F32),
+    functools.partial(compile_sample_labor, _I32, _I32, probs=_F64),
+    functools.partial(compile_sample_labor, _I64, _I64, probs=_F32),
+    functools.partial(compile_sample_labor, _I64, _I64, probs=_F64),
+    functools.partial(compile_sample_labor, _I64, _I32, probs=_F32),
+    functools.partial(compile_sample_neighbors, _I32, _I32, [5], probs=_F32),
+    functools.partial(compile_sample_neighbors, _I32, _I32, [5], probs=_F64),
+    functools.partial(compile_sample_neighbors, _I64, _I64, [5], probs=_F32),
+    functools.partial(compile_sample_neighbors, _I64, _I64, [5], probs=_F64),
+    functools.partial(compile_sample_neighbors, _I64, _I32, [5]),
 ]
 
 
@@ -152,16 +158,5 @@ def costly_kernels_shared_between_workers():
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw") or workers < 2:
         return
-    from graphpipe.ops.compile import compile_sample_labor, compile_sample_neighbors, compile_unique_and_compact
-
-    for kind, dtypes, options in _COSTLY_KERNELS[int(worker[2:]) :: workers]:
-        if kind == "unique_and_compact":
-            compile_unique_and_compact(10**7)
-            continue
-        indptr, indices = torch.empty(0, dtype=dtypes[0]), torch.empty(0, dtype=dtypes[1])
-        probs = torch.empty(0, dtype=dtypes[2]) if len(dtypes) == 3 else None
-        if kind == "labor":
-            compile_sample_labor(indptr, indices, probs=probs, **options)
-        else:
-            options = dict(options)
-            compile_sample_neighbors(indptr, indices, options.pop("fanouts", [5]), probs=probs, **options)
+    for compile_kernels in _COSTLY_KERNELS[int(worker[2:]) :: workers]:
+        compile_kernels()
