@@ -8,7 +8,11 @@
         ...
 """
 
-from . import datasets
+from . import _numba_cache
+
+_numba_cache.install()  # before any kernel is saved: several processes may compile at once
+
+from . import datasets  # noqa: E402
 from . import ops
 from . import transforms
 from .csc_graph import CSCGraph
