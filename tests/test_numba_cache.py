@@ -21,14 +21,20 @@ MODULE = textwrap.dedent(  # a result that tells the compiled signature apart
     """
 )
 
+# The lock as ``import graphpipe`` installs it, loaded alone: a child importing the whole
+# package (and torch) would spend seconds of the suite's two cores before compiling.
 CHILD = textwrap.dedent(
     """
-    import os, sys, time
+    import importlib.util, os, sys, time
     import numpy as np
-    import graphpipe  # installs the lock
+    spec = importlib.util.spec_from_file_location("lock", os.path.join(sys.argv[3], "graphpipe", "_numba_cache.py"))
+    lock = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lock)
+    lock.install()
     sys.path.insert(0, sys.argv[1])
     import kernel
     dtype = np.dtype(sys.argv[2])
+    open(os.path.join(sys.argv[1], "ready-" + sys.argv[2]), "w").close()
     while not os.path.exists(os.path.join(sys.argv[1], "go")):  # all start compiling together
         time.sleep(0.001)
     print(kernel.width(np.full(3, 1.5, dtype)))
@@ -42,10 +48,15 @@ def test_kernels_saved_at_once_by_several_processes_all_load_right(tmp_path):
     (tmp_path / "kernel.py").write_text(MODULE)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
     children = [
-        subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), dtype], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), dtype, ROOT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for dtype in DTYPES
     ]
-    time.sleep(3)  # the children import numba and graphpipe, then wait for "go"
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"ready-{dtype}").exists() for dtype in DTYPES):  # imports done
+        assert time.monotonic() < deadline and all(child.poll() is None for child in children), [
+            child.communicate() for child in children if child.poll() is not None
+        ]
+        time.sleep(0.01)
     (tmp_path / "go").touch()
     outputs = [child.communicate(timeout=120) for child in children]
     assert [child.returncode for child in children] == [0] * len(DTYPES), [err for _, err in outputs]
