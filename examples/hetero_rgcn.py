@@ -116,7 +116,7 @@ def main():
     if args.epochs < 1:
         parser.error("--epochs must be >= 1")
     if args.small:
-        args.num_papers, args.epochs, args.batch_size = 4_000, 2, 128
+        args.num_papers, args.epochs, args.batch_size = 2_000, 1, 128
 
     ds = gp.datasets.synthetic_mag(num_papers=args.num_papers, seed=0)
     print(ds)
