@@ -117,7 +117,10 @@ class Variates(NamedTuple):
     normals: Optional[Callable[[int], np.ndarray]] = None
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+# _normal, _variate and _order_key are compiled once and called (LLVM inlines them):
+# inlined in numba's IR, a dependent kernel copied them at each of ~30 uses and took
+# twice as long to compile (11 s against 6 on the 2-core machine), for the same speed.
+@numba.njit(nogil=True, cache=True)
 def _normal(key, t):
     """A standard normal from (key, t): Box-Muller on two counter-based uniforms."""
     u1 = uniform_open(key, np.uint64(2) * np.uint64(t))
@@ -125,7 +128,7 @@ def _normal(key, t):
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def _variate(t, k0, k1, c0, c1, dependent):
     if not dependent:
         return uniform(k0, t)
@@ -153,7 +156,7 @@ def _float_bits(typingctx, value):
     return signature, codegen
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def _order_key(x):
     """An int64 ordered as the float64 ``x`` (not NaN) is: its bits, the magnitude bits
     of negative values flipped (``+ 0.0`` makes -0.0 into 0.0, which it equals)."""
