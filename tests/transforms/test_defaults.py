@@ -73,8 +73,19 @@ def test_thread_pool_wraps_every_stage_of_the_type():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")
-def test_pinned_copy_leaves_the_pipe_unchanged_without_cuda():
-    pipe = karate_chain().copy_to("cuda")
+def _cuda_chain_without_cuda(monkeypatch):
+    """``karate_chain().copy_to("cuda")`` where CUDA is not available: it warns (once per
+    process, so the record of earlier warnings is emptied first) and stays on the CPU."""
+    from graphpipe.ops import uva_gather
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
+    with pytest.warns(UserWarning, match=r"copy_to\('cuda'\): CUDA is not available; batches stay on the CPU"):
+        return karate_chain().copy_to("cuda")
+
+
+def test_pinned_copy_leaves_the_pipe_unchanged_without_cuda(monkeypatch):
+    pipe = _cuda_chain_without_cuda(monkeypatch)
     assert pinned_copy(pipe) is pipe
 
 
@@ -139,8 +150,8 @@ def test_gpu_side_streams_graph_with_cuda_reported(monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")
-def test_gpu_side_streams_leaves_the_pipe_unchanged_without_cuda():
-    pipe = karate_chain().copy_to("cuda")
+def test_gpu_side_streams_leaves_the_pipe_unchanged_without_cuda(monkeypatch):
+    pipe = _cuda_chain_without_cuda(monkeypatch)
     assert gpu_side_streams(pipe) is pipe
 
 
