@@ -115,7 +115,7 @@ def kernels_for_child_processes():
     synthetic_node_classification(num_nodes=500, seed=0)  # the generator's kernels
 
 
-# The costly kernels the suite compiles (3-13 s each with an empty numba cache), as calls of
+# The costly kernels the suite compiles (3-7 s each with an empty numba cache), as calls of
 # graphpipe's compile functions for the dtypes of (indptr, indices[, probs]) the suite uses,
 # costliest first: every n-th of them makes shares of about equal cost. A kernel missing
 # here is only compiled later, by the first test that needs it.
