@@ -91,7 +91,8 @@ def overlap_stages(pipe: Pipe) -> Pipe:
       needs no synchronisation inside a batch and does not suffer from power-law
       imbalance between destinations: on 2 cores, LABOR-0 end-to-end went from 24-30
       to 37-39 it/s, neighbor sampling from 44-57 to 52-61. ``P`` is capped because
-      every batch in flight holds its memory.
+      every batch in flight holds its memory (the pool keeps ``2 P`` submitted, so that
+      a thread done early starts the next batch).
     * A feature fetcher on CPU ids gets a ``prefetch`` whose thread runs its gather on
       ``max(1, C // 4)`` threads (a gather is bound by memory, and the sampler pool
       already uses every core). Fetchers of CUDA ids and cooperative samplers (whose

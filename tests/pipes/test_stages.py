@@ -113,6 +113,22 @@ def test_thread_pool_map_runs_the_stage_on_several_batches_in_order():
     assert _graphpipe_threads() == []
 
 
+def test_a_pool_thread_done_early_starts_a_later_batch_while_a_slow_one_runs():
+    """With 2 threads, item 0 blocks until item 2 has started: the thread that finished
+    item 1 must take item 2 while item 0 still runs (it waited for item 0 to be handed
+    out before, so this ran into the 10 s timeout), and the order stays the same."""
+    item_2_started = threading.Event()
+
+    def work(x):
+        if x == 0:
+            assert item_2_started.wait(10), "item 2 did not start while item 0 was running"
+        if x == 2:
+            item_2_started.set()
+        return 2 * x
+
+    assert list(ThreadPoolMap(Transform(Recorder(6, []), work), 2)) == [2 * i for i in range(6)]
+
+
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 numba threads")
 def test_kernel_threads_set_numba_threads_of_the_background_threads():
     def numba_threads(_):
