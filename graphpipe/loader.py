@@ -374,7 +374,7 @@ class DataLoader:
             if timer is None:
                 continue
             located, label = stage, stage.label()
-            pulled = stage.source.source if stage.wraps_source else getattr(stage, "source", None)
+            pulled = stage.wrapped_stages()[-1].source if stage.wraps_source else getattr(stage, "source", None)
             if isinstance(pulled, Pipe) and where[id(pulled)] != where[id(stage)]:
                 # A boundary (a background thread, worker processes): its timer is the wait.
                 work, wait = 0.0, timer.seconds
@@ -384,7 +384,8 @@ class DataLoader:
                 own = timer.seconds - (upstream_timer.seconds if upstream_timer is not None else 0.0)
                 work, wait = own, 0.0
                 if stage.wraps_source:
-                    located, label = stage.source, f"{stage.source.label()} in {label}"
+                    wrapped = " + ".join(inner.label() for inner in reversed(stage.wrapped_stages()))
+                    located, label = stage.source, f"{wrapped} in {label}"
                     # A wrapper whose work runs in other threads (a pool) adds it up in
                     # work_seconds; its own timer is then the wait for results.
                     if getattr(stage, "work_seconds", None) is not None:
@@ -443,8 +444,12 @@ def _with_timers(pipe: Pipe) -> Pipe:
     """
     source = getattr(pipe, "source", None)
     if pipe.wraps_source:
-        inner = _with_timers(source.source) if isinstance(source.source, Pipe) else source.source
-        rebuilt = with_source(pipe, with_source(source, inner))
+        wrapped = pipe.wrapped_stages()
+        inner = wrapped[-1].source
+        inner = _with_timers(inner) if isinstance(inner, Pipe) else inner
+        for stage in reversed(wrapped):
+            inner = with_source(stage, inner)
+        rebuilt = with_source(pipe, inner)
     elif isinstance(source, Pipe):
         rebuilt = with_source(pipe, _with_timers(source))
     else:

@@ -184,6 +184,49 @@ def test_a_kernel_that_scales_perfectly_gives_pool_sizes_alike():
     assert pool1 == pytest.approx(pool2, rel=0.01)
 
 
+def test_a_whole_batch_pool_fetches_in_the_sampling_segment_and_wins_a_tie():
+    """A pool of whole batches runs the fetcher in the sampler's segment, ``(W_s + W_f) /
+    pool``; where the cores' cap binds, it and overlapped stages are predicted alike, and
+    the whole-batch pool (fewer threads) ranks first."""
+    batch_pool = {"name": "batch_pool", "pool": 2}
+    # NS-like on 2 cores: W(1) 12 ms sampling, 4 ms fetching; the cap 2 / 16.15 ms binds.
+    capped = _calibration((0.007, 0.014, 0.012, 0.012), (0.0025, 0.005, 0.004, 0.004), cores=2)
+    assert planner.predict(batch_pool, capped) == pytest.approx(2 / (0.0001 + 0.012 + 0.004 + 0.001))
+    assert planner.predict(batch_pool, capped) == planner.predict(_overlap(2), capped)
+    assert planner.ranked([_overlap(2), batch_pool], capped)[0] == _overlap(2)
+    assert planner.ranked(planner.candidates(2, _chain(fanouts=[2])), capped)[0] == batch_pool
+    # A fetcher slower than the sampler (8 ms and 6 ms on one thread): in its own thread it
+    # is the bottleneck (1 / 8 ms); in the pool each thread takes (6 + 8) ms a batch.
+    slow_fetch = _calibration((0.003, 0.006, 0.006, 0.006), (0.004, 0.008, 0.008, 0.008), cores=2, consumer=0.0)
+    assert planner.predict(batch_pool, slow_fetch) == pytest.approx(1 / (0.0001 + 0.014 / 2))
+    assert planner.predict(_overlap(2), slow_fetch) == pytest.approx(1 / 0.008)
+    assert planner.ranked([_overlap(2), batch_pool], slow_fetch)[0] == batch_pool
+
+
+def test_whole_batch_pools_are_candidates_only_where_a_fetcher_reads_a_sampler():
+    names = lambda pipe: [planner_name(plan) for plan in planner.candidates(2, pipe)]  # noqa: E731
+    assert names(_chain(fanouts=[2])) == ["inline", "one_thread", "batch_pool", "overlap1,1", "overlap2,1", "overlap1,2", "overlap2,2"]
+    # a transform between the sampler and the fetcher: nothing to run in one thread
+    data = gp.datasets.karate_club()
+    split = gp.ItemSampler(gp.ItemSet(34), 4).sample_neighbor(data.graph, [2]).transform(lambda mb: mb).fetch_feature(data.features, ["feat"])
+    assert "batch_pool" not in names(split)
+    assert names(_chain()) == ["inline", "one_thread", "overlap1,1", "overlap2,1", "overlap1,2", "overlap2,2"]  # no sampler
+
+
+def test_a_whole_batch_pool_gives_the_plain_batches_and_says_where_they_run():
+    pipe = _chain(fanouts=[3, 2])
+    loader = gp.DataLoader(pipe, plan={"name": "batch_pool", "pool": 2})
+    assert _summary(loader) == _summary(pipe)
+    text = loader.explain()
+    assert "Plan: batch_pool(pool=2) (given)" in text
+    kernels = "pool of 2 threads, kernels on " + ("1 thread" if numba.get_num_threads() < 4 else f"{numba.get_num_threads() // 2} threads")
+    assert f"NeighborSampler   runs in: {kernels}" in text and f"FeatureFetcher    runs in: {kernels}" in text
+    (pool,) = gp.transforms.find(loader.rewritten, gp.pipes.ThreadPoolMap)
+    assert pool.stages == 2 and [type(s).__name__ for s in pool.wrapped_stages()] == ["FeatureFetcher", "NeighborSampler"]
+    row = loader.stats()["NeighborSampler + FeatureFetcher in ThreadPoolMap(2)"]
+    assert row["batches"] == len(pipe) and row["work_s"] > 0 and row["where"] == kernels
+
+
 def test_a_measured_lead_within_the_noise_keeps_the_best_predicted():
     def rows(*measured):
         return [{"plan": _overlap(pool), "predicted_it_s": 40.0 - pool, "measured_it_s": m} for pool, m in enumerate(measured, 1)]

@@ -72,6 +72,12 @@ class Pipe(IterableDataset):
         """Where ``source.process`` runs, for a stage with ``wraps_source``."""
         raise NotImplementedError(f"{type(self).__name__} does not wrap its source")
 
+    def wrapped_stages(self) -> List["Pipe"]:
+        """The stages whose ``process`` this one runs itself, downstream first: its source
+        for a stage with ``wraps_source`` (a pool over a run of stages lists them all), none
+        otherwise. It pulls from the last one's source."""
+        return [self.source] if self.wraps_source else []
+
     def label(self) -> str:
         """A short name for ``explain()``: the class, and the size of a placement stage."""
         return type(self).__name__

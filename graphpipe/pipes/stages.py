@@ -41,7 +41,7 @@ import time
 import warnings
 from collections import deque
 from concurrent.futures import Future
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 import numba
 import torch
@@ -311,7 +311,11 @@ class ThreadPoolMap(Pipe):
     Batches come out in the order they went in. ``_SUBMITTED_PER_THREAD`` times
     ``num_threads`` batches are submitted ahead, so a thread that finishes its batch
     starts the next one instead of idling until a slower batch before it is done
-    (batches of a power-law graph differ in cost); finished batches wait for their turn. ``work_seconds`` adds up the time the
+    (batches of a power-law graph differ in cost); finished batches wait for their turn.
+    ``stages``: how many stages, ``stage`` and those right before it, each batch goes
+    through in its pool thread (2 with a fetcher as ``stage``: a batch is sampled and its
+    features fetched in one thread, with no thread between them); the pool pulls the
+    first one's source. ``work_seconds`` adds up the time the
     pool spent in the work (for :meth:`graphpipe.DataLoader.stats`). ``kernel_threads``:
     numba threads per pool thread (``None``: all cores; 1 runs each batch's kernels
     serially, the batches in parallel, with no per-kernel thread synchronisation).
@@ -319,13 +323,27 @@ class ThreadPoolMap(Pipe):
 
     wraps_source = True
 
-    def __init__(self, stage: Pipe, num_threads: int, kernel_threads: Optional[int] = None):
+    def __init__(self, stage: Pipe, num_threads: int, kernel_threads: Optional[int] = None, stages: int = 1):
         super().__init__()
-        _per_batch_function(stage, "ThreadPoolMap")
         self.source = stage
+        self.stages = check_int(stages, "stages", "ThreadPoolMap", minimum=1)
+        for wrapped in self.wrapped_stages():
+            _per_batch_function(wrapped, "ThreadPoolMap")
         self.num_threads = check_int(num_threads, "num_threads", "ThreadPoolMap", minimum=1)
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
+
+    def wrapped_stages(self) -> List[Pipe]:
+        run = [self.source]
+        while len(run) < self.stages:
+            upstream_stage = getattr(run[-1], "source", None)
+            if not isinstance(upstream_stage, Pipe):
+                raise ValueError(
+                    f"ThreadPoolMap: `stages` is {self.stages}, but only {len(run)} stage(s) end at "
+                    f"{type(self.source).__name__}"
+                )
+            run.append(upstream_stage)
+        return run
 
     def wrapped_location(self, here: str) -> str:
         return f"pool of {self.num_threads} threads{_kernel_threads(self)}"
@@ -335,17 +353,20 @@ class ThreadPoolMap(Pipe):
 
     def stream(self, epoch: int, start: int = 0):
         self.work_seconds = 0.0
-        work = self.source.process
+        run = self.wrapped_stages()[::-1]  # upstream first
+        functions = [stage.process for stage in run]
 
         def timed(item):
             start = time.perf_counter()
-            return work(item), time.perf_counter() - start
+            for function in functions:
+                item = function(item)
+            return item, time.perf_counter() - start
 
         pool = _DaemonThreadPool(
             self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", _set_kernel_threads, (self.kernel_threads,)
         )
         try:
-            futures = (pool.submit(timed, item) for item in self.source.source.stream(epoch, start))
+            futures = (pool.submit(timed, item) for item in run[0].source.stream(epoch, start))
             for future in _delayed(futures, _SUBMITTED_PER_THREAD * self.num_threads - 1):
                 result, seconds = future.result()
                 self.work_seconds += seconds

@@ -34,8 +34,10 @@ def placement(pipe: Pipe) -> Dict[int, str]:
         where[id(stage)] = here
         upstream_here = stage.upstream_location(here, new_thread)
         if stage.wraps_source:
-            where[id(stage.source)] = stage.wrapped_location(here)
-            stage = stage.source.source
+            wrapped = stage.wrapped_stages()
+            for inner in wrapped:
+                where[id(inner)] = stage.wrapped_location(here)
+            stage = wrapped[-1].source
         else:
             stage = getattr(stage, "source", None)
         here = upstream_here

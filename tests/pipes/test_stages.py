@@ -113,6 +113,31 @@ def test_thread_pool_map_runs_the_stage_on_several_batches_in_order():
     assert _graphpipe_threads() == []
 
 
+def test_a_pool_over_two_stages_runs_both_in_one_pool_thread_per_batch():
+    ran_in = []
+
+    def first(x):
+        ran_in.append(("first", x, threading.current_thread().name))
+        return x + 1
+
+    def second(x):
+        ran_in.append(("second", x, threading.current_thread().name))
+        return 10 * x
+
+    pool = ThreadPoolMap(Transform(Transform(Recorder(6, []), first), second), 2, stages=2)
+    assert list(pool) == [10 * (i + 1) for i in range(6)]
+    assert all(name.startswith("graphpipe-pool") for _, _, name in ran_in)
+    thread_of = {(step, x): name for step, x, name in ran_in}
+    assert all(thread_of["first", i] == thread_of["second", i + 1] for i in range(6))  # one thread a batch
+    assert [type(stage).__name__ for stage in pool.wrapped_stages()] == ["Transform", "Transform"]
+    with pytest.raises(TypeError, match=r"ThreadPoolMap: Recorder has no per-batch function"):
+        ThreadPoolMap(Transform(Transform(Recorder(6, []), first), second), 2, stages=3)
+    with pytest.raises(ValueError, match=r"ThreadPoolMap: `stages` is 2, but only 1 stage\(s\) end at Transform"):
+        ThreadPoolMap(Transform([1, 2], first), 2, stages=2)
+    with pytest.raises(ValueError, match=r"ThreadPoolMap: `stages` must be an int >= 1, got 0"):
+        ThreadPoolMap(Transform(Recorder(6, []), first), 2, stages=0)
+
+
 def test_a_pool_thread_done_early_starts_a_later_batch_while_a_slow_one_runs():
     """With 2 threads, item 0 blocks until item 2 has started: the thread that finished
     item 1 must take item 2 while item 0 still runs (it waited for item 0 to be handed
