@@ -15,7 +15,8 @@ a cost model predicts the throughput of each candidate plan, and measurement con
    of them (a pool of ``P`` sampler threads samples ``P`` batches at once with kernels on
    ``C // P`` threads each, the fetcher's thread gathers on ``fetch_kernel_threads``,
    kernels run elsewhere on all ``C``; a whole-batch pool also fetches in the sampler's
-   threads, ``(W_s + W_f) / P``). Everything is capped by the cores, ``C`` over the
+   threads, ``(W_s + W_f) / P``; the thread feeding a pool runs the stages before it
+   meanwhile). Everything is capped by the cores, ``C`` over the
    core-seconds a batch holds: a kernel on ``k`` threads has a static schedule, so beside
    other busy threads it runs at the pace of its slowest thread and holds ``k`` cores for
    its whole wall, ``k W(k)`` (waits at barriers included, which CPU time leaves out; its
@@ -217,23 +218,29 @@ def predict(plan: Plan, calibration: Calibration) -> float:
     if name == "one_thread":
         return min(_rate(chain_wall), _rate(consumer), cap)
     # Each background stage (a sampler's pool, a fetcher's thread) ends a thread's segment;
-    # the other stages run in the segment of the next one downstream (or in the loop).
-    # In a whole-batch pool, a fetcher right after a sampler runs in the sampler's segment.
+    # the other stages run in the segment of the next one downstream (or in the loop). A
+    # pool's threads work on P batches while the thread feeding it runs the stages before
+    # it; in a whole-batch pool, a fetcher right after a sampler works in the same threads.
     segments: List[float] = []
     serial = 0.0
-    previous = None
+    pooled: Optional[List[float]] = None  # [feeding thread's, pool's] seconds per batch
     for cost in costs:
         if cost.kind == "other":
             serial += cost.wall_s
-            previous = cost.kind
+            pooled = None
             continue
         wall = _wall(cost, threads[cost.kind], cores)
-        if name == "batch_pool" and cost.kind == "fetcher" and previous == "sampler":
-            segments[-1] += wall / pool
+        if cost.kind == "sampler":
+            pooled = [serial, wall]
+            segments.append(max(serial, wall / pool))
+        elif name == "batch_pool" and pooled is not None:
+            pooled[1] += wall
+            segments[-1] = max(pooled[0], pooled[1] / pool)
+            pooled = None
         else:
-            segments.append(serial + (wall / pool if cost.kind == "sampler" else wall))
+            segments.append(serial + wall)
+            pooled = None
         serial = 0.0
-        previous = cost.kind
     segments.append(serial + consumer)
     return min(min(_rate(s) for s in segments), cap)
 

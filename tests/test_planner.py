@@ -151,14 +151,21 @@ def test_predictions_follow_the_cost_model():
     # for its wall, in a pool of 4 each batch holds one.
     serial = _calibration((0.010, 0.010, 0.010, 0.010), (0.002, 0.002, 0.002, 0.002))
     assert planner.predict(one, serial) == pytest.approx(4 / (0.0001 + 4 * 0.010 + 4 * 0.002 + 0.001))
-    # the pool's segment 1 / (0.0001 + 0.010 / 4) is above the cores' cap
+    # the pool's segment 1 / (0.010 / 4) is above the cores' cap
     assert planner.predict(_overlap(4), serial) == pytest.approx(4 / (0.0001 + 0.010 + 0.002 + 0.001))
     assert planner.ranked([inline, one, _overlap(2), _overlap(4)], serial)[0] == _overlap(4)
     # Amdahl through W(1) = 10 ms and W(4) = 4 ms: p = 8 ms, s = 2 ms, so W(2) = 6 ms; the
     # kernels spin (30 ms of CPU on 4 threads, 10 on 1): 16.7 ms on 2, above 2 x W(2).
     spinning = _calibration((0.004, 0.030, 0.010, 0.010), (0.002, 0.002, 0.002, 0.002))
     held = 0.0001 + (0.010 + 0.020 / 3) + 0.002 + 0.001
-    assert planner.predict(_overlap(2), spinning) == pytest.approx(min(1 / (0.0001 + 0.006 / 2), 4 / held))
+    assert planner.predict(_overlap(2), spinning) == pytest.approx(min(1 / (0.006 / 2), 4 / held))
+    # The thread feeding a pool runs the stages before it while the pool samples: an 8 ms
+    # item stage and 10 ms batches two at a time give 1 / 8 ms, not 1 / (8 + 5) ms.
+    fed = Calibration(
+        [StageCost("Transform", "other", 0.008, 0.0, 0.008, 0.0), StageCost("NeighborSampler", "sampler", 0.010, 0.010, 0.010, 0.010)],
+        0.0, 0.0, 2, 1000.0,
+    )
+    assert planner.predict(_overlap(2), fed) == pytest.approx(1 / 0.008)
     # A stage that only waits (no core) and a slow training step: overlap them.
     waiting = Calibration([StageCost("Transform", "other", 0.015, 0.0, 0.015, 0.0)], 0.015, 0.015, 2, 0.0)
     assert planner.predict(one, waiting) == pytest.approx(1 / 0.015)
@@ -170,7 +177,7 @@ def test_a_kernel_that_scales_poorly_runs_more_batches_at_once():
     on one core; a pool of 1 runs them on 2 threads, which hold both cores for 8 ms."""
     poor = _calibration((0.008, 0.010, 0.010, 0.010), (0.002, 0.002, 0.002, 0.002), cores=2)
     pool2, pool1 = planner.predict(_overlap(2), poor), planner.predict(_overlap(1), poor)
-    # pool 2: segment 1 / (0.0001 + 0.010 / 2) = 196, cap 2 / (0.0001 + 0.010 + 0.002 + 0.001)
+    # pool 2: segment 1 / (0.010 / 2) = 200, cap 2 / (0.0001 + 0.010 + 0.002 + 0.001)
     assert pool2 == pytest.approx(2 / 0.0131)
     # pool 1: segment 1 / (0.0001 + 0.008) = 123, cap 2 / (0.0001 + 2 x 0.008 + 0.002 + 0.001)
     assert pool1 == pytest.approx(2 / 0.0191)
@@ -196,9 +203,10 @@ def test_a_whole_batch_pool_fetches_in_the_sampling_segment_and_wins_a_tie():
     assert planner.ranked([_overlap(2), batch_pool], capped)[0] == _overlap(2)
     assert planner.ranked(planner.candidates(2, _chain(fanouts=[2])), capped)[0] == batch_pool
     # A fetcher slower than the sampler (8 ms and 6 ms on one thread): in its own thread it
-    # is the bottleneck (1 / 8 ms); in the pool each thread takes (6 + 8) ms a batch.
+    # is the bottleneck (1 / 8 ms); in the pool each thread takes (6 + 8) ms a batch, two
+    # at once, and the cores' cap binds (the item sampler's thread feeds the pool meanwhile).
     slow_fetch = _calibration((0.003, 0.006, 0.006, 0.006), (0.004, 0.008, 0.008, 0.008), cores=2, consumer=0.0)
-    assert planner.predict(batch_pool, slow_fetch) == pytest.approx(1 / (0.0001 + 0.014 / 2))
+    assert planner.predict(batch_pool, slow_fetch) == pytest.approx(2 / (0.0001 + 0.006 + 0.008))
     assert planner.predict(_overlap(2), slow_fetch) == pytest.approx(1 / 0.008)
     assert planner.ranked([_overlap(2), batch_pool], slow_fetch)[0] == batch_pool
 
