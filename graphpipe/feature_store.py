@@ -38,6 +38,9 @@ class Feature:
     """
 
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
+    # Whether ``read`` may run in several threads at once (a whole-batch pool fetches each
+    # batch in its own thread); a subclass whose reads change unlocked state sets False.
+    concurrent_reads = True
     path: Optional[str] = None  # the .npy file of a path-backed feature
     _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
 

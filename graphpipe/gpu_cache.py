@@ -60,6 +60,8 @@ class GPUCachedFeature(Feature):
     ``feature.read(ids)``.
     """
 
+    concurrent_reads = False  # the slot map, the clock and the hit counts change on every read
+
     def __init__(
         self,
         feature: Feature,

@@ -42,7 +42,7 @@ from .pipes.base import Pipe
 from .pipes.feature_fetcher import FeatureFetcher
 from .pipes.stages import Timed
 from .pipes.subgraph_sampler import SubgraphSampler
-from .transforms.defaults import batch_pool, gpu_side_streams, one_background_thread, overlap, pinned_copy
+from .transforms.defaults import batch_pool, batch_pool_targets, gpu_side_streams, one_background_thread, overlap, pinned_copy
 from .transforms.graph import find, stages
 
 __all__ = [
@@ -154,8 +154,8 @@ def calibrate(
 def candidates(cores: int, pipe: Pipe) -> List[Plan]:
     """The plans weighed for ``pipe`` on ``cores`` cores, simplest first (the first of
     plans predicted alike wins): inline, one background thread, whole batches (sampled
-    and fetched in one thread) in a pool of 2, 4 or 8 threads (at most ``cores``) when a
-    fetcher reads a sampler's batches, and overlapped stages with 1, 2, 4 or 8 sampler
+    and fetched in one thread) in a pool of 2 threads when a fetcher reads a sampler's
+    batches (:func:`~graphpipe.transforms.defaults.batch_pool_targets`), and overlapped stages with 1, 2, 4 or 8 sampler
     batches at once, the fetcher's gather on a quarter of the cores or all of them.
     A whole-batch pool comes before the overlapped stages: it keeps as many threads busy
     as there are cores where they add the fetcher's thread, whose switches the model
@@ -168,8 +168,10 @@ def candidates(cores: int, pipe: Pipe) -> List[Plan]:
     if not find(pipe, (SubgraphSampler, FeatureFetcher)):
         return plans
     pools = [p for p in (1, 2, 4, 8) if p <= cores] or [1]
-    if any(isinstance(fetcher.source, SubgraphSampler) for fetcher in find(pipe, FeatureFetcher)):
-        plans.extend({"name": "batch_pool", "pool": pool} for pool in pools if pool > 1)
+    if cores >= 2 and batch_pool_targets(pipe):
+        # A pool of 2 only: each thread's batches in flight hold the fetcher's output blocks
+        # (FeatureFetcher keeps 8 per feature), and larger pools were not measured.
+        plans.append({"name": "batch_pool", "pool": 2})
     for fetch_kernel_threads in sorted({max(1, cores // 4), cores}):
         for pool in pools:
             plans.append({"name": "overlap", "pool": pool, "fetch_kernel_threads": fetch_kernel_threads})

@@ -221,6 +221,22 @@ def test_whole_batch_pools_are_candidates_only_where_a_fetcher_reads_a_sampler()
     assert names(_chain()) == ["inline", "one_thread", "overlap1,1", "overlap2,1", "overlap1,2", "overlap2,2"]  # no sampler
 
 
+def test_a_fetcher_whose_feature_is_not_safe_in_several_threads_stays_out_of_the_pool():
+    """A GPU cache's reads change its slot map and clock: its fetcher keeps one thread."""
+    data = gp.datasets.karate_club()
+    cached = gp.gpu_cached_feature(data.features, "feat", max_bytes=10 * 34 * 4, policy="clock", device="cpu")
+    pipe = gp.ItemSampler(gp.ItemSet(34), 4, shuffle=True, seed=1).sample_neighbor(data.graph, [3], seed=2).fetch_feature(cached, ["feat"])
+    assert gp.transforms.defaults.batch_pool_targets(pipe) == []
+    assert "batch_pool" not in [plan["name"] for plan in planner.candidates(2, pipe)]
+    plain = gp.ItemSampler(gp.ItemSet(34), 4, shuffle=True, seed=1).sample_neighbor(data.graph, [3], seed=2).fetch_feature(data.features, ["feat"])
+    assert gp.transforms.defaults.batch_pool_targets(plain) == [plain]
+    loader = gp.DataLoader(pipe, plan={"name": "batch_pool", "pool": 2})
+    assert [mb.node_features["feat"].sum().item() for mb in loader] == [mb.node_features["feat"].sum().item() for mb in plain]
+    (pool,) = gp.transforms.find(loader.rewritten, gp.pipes.ThreadPoolMap)
+    assert pool.stages == 1 and "FeatureFetcher    runs in: thread" in loader.explain()  # its own thread
+
+
+@pytest.mark.skipif(not gp.transforms.defaults._kernels_thread_safe(), reason="numba's workqueue layer: one background thread")
 def test_a_whole_batch_pool_gives_the_plain_batches_and_says_where_they_run():
     pipe = _chain(fanouts=[3, 2])
     loader = gp.DataLoader(pipe, plan={"name": "batch_pool", "pool": 2})

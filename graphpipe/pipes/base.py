@@ -54,8 +54,9 @@ class Pipe(IterableDataset):
     through two hooks that :func:`graphpipe.transforms.placement`, ``explain()`` and
     ``stats()`` read: :meth:`upstream_location` (a background thread or worker processes
     run everything upstream elsewhere) and, for a stage with ``wraps_source = True`` (a
-    thread pool, a CUDA stream: it calls ``source.process`` itself and pulls from
-    ``source.source``), :meth:`wrapped_location`. Every other stage runs where its
+    thread pool, a CUDA stream: it calls the ``process`` of :meth:`wrapped_stages`, its
+    source and maybe the stages right before it, itself and pulls from the last one's
+    source), :meth:`wrapped_location`. Every other stage runs where its
     consumer pulls it.
     """
 

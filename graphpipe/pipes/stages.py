@@ -307,7 +307,8 @@ class ThreadPoolMap(Pipe):
 
     ``stage`` (any stage with a per-batch ``process``, not a collective one) is not
     iterated itself: this pipe pulls ``stage.source`` in the consumer's thread and
-    submits ``stage.process`` to a pool of ``num_threads`` threads.
+    submits ``stage.process`` to a pool of ``num_threads`` threads (with ``stages`` > 1,
+    the run of stages ending at ``stage``, below).
     Batches come out in the order they went in. ``_SUBMITTED_PER_THREAD`` times
     ``num_threads`` batches are submitted ahead, so a thread that finishes its batch
     starts the next one instead of idling until a slower batch before it is done

@@ -26,7 +26,7 @@ from ..pipes.worker import ProcessWorkers, Shard
 from .graph import consumer_of, find, insert_after, replace_stage, stages, with_source
 
 __all__ = [
-    "batch_pool", "default_transforms", "gpu_side_streams", "one_background_thread", "overlap", "overlap_stages",
+    "batch_pool", "batch_pool_targets", "default_transforms", "gpu_side_streams", "one_background_thread", "overlap", "overlap_stages",
     "pinned_copy", "process_workers", "thread_pool",
 ]
 
@@ -129,8 +129,9 @@ def overlap(pool: int, fetch_kernel_threads: int) -> PipeTransform:
 def batch_pool(pool: int) -> PipeTransform:
     """Sample a batch and fetch its features in the same thread of a pool of ``pool``
     threads (kernels on ``max(1, C // pool)`` threads each): ``pool`` whole batches at
-    once, and no third thread between sampling and fetching, for a fetcher that reads a
-    sampler's batches directly on the CPU; everything else as :func:`overlap_stages`.
+    once, and no third thread between sampling and fetching, for the fetchers of
+    :func:`batch_pool_targets`; other samplers and fetchers as :func:`overlap` with the
+    same pool and kernel threads.
 
     With ``pool`` no more than the cores, as many threads compute as there are cores: on
     2 cores the default layout (a pool of 2 sampling, a thread fetching) ran neighbor
@@ -142,9 +143,9 @@ def batch_pool(pool: int) -> PipeTransform:
             return one_background_thread(pipe)
         kernel_threads = max(1, numba.get_num_threads() // pool)
         while True:
-            fetcher = next((stage for stage in _batch_pool_targets(pipe)), None)
+            fetcher = next(iter(batch_pool_targets(pipe)), None)
             if fetcher is None:
-                return _overlapped(pipe, pool, None)
+                return _overlapped(pipe, pool, kernel_threads)
             pipe = insert_after(
                 pipe, fetcher, lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=kernel_threads, stages=2), _QUEUE)
             )
@@ -153,20 +154,21 @@ def batch_pool(pool: int) -> PipeTransform:
     return in_batch_pool
 
 
-def _batch_pool_targets(pipe: Pipe):
-    """Fetchers on CPU ids that read a sampler's batches directly, neither of them
-    collective or already placed off their consumer's thread."""
+def batch_pool_targets(pipe: Pipe) -> List[FeatureFetcher]:
+    """The fetchers :func:`batch_pool` runs in a pool with their sampler: on CPU ids,
+    reading a sampler's batches directly, neither of them collective or already placed
+    off their consumer's thread, every feature read safe in several threads at once."""
     targets = {id(stage) for stage in _overlap_targets(pipe)}
-    for fetcher in find(pipe, FeatureFetcher):
-        sampler = fetcher.source
-        if (
-            isinstance(sampler, SubgraphSampler)
-            and id(fetcher) in targets
-            and id(sampler) in targets
-            and not (fetcher.collective or sampler.collective)
-            and not _reads_cuda_batches(fetcher)
-        ):
-            yield fetcher
+    return [
+        fetcher
+        for fetcher in find(pipe, FeatureFetcher)
+        if isinstance(fetcher.source, SubgraphSampler)
+        and id(fetcher) in targets
+        and id(fetcher.source) in targets
+        and not (fetcher.collective or fetcher.source.collective)
+        and not _reads_cuda_batches(fetcher)
+        and all(feature.concurrent_reads for _, _, feature in fetcher.fetched_features())
+    ]
 
 
 def one_background_thread(pipe: Pipe) -> Pipe:
