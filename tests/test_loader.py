@@ -296,7 +296,8 @@ def test_ctrl_c_gets_through_a_hung_background_stage(tmp_path, stage):
     assert waited < 8, f"the process took {waited:.1f} s to exit after Ctrl-C"
 
 
-def test_close_returns_while_a_background_stage_is_stuck_and_warns():
+def test_close_returns_while_a_background_stage_is_stuck_and_warns(monkeypatch):
+    monkeypatch.setattr(gp.pipes.stages, "_STOP_TIMEOUT_S", 0.5)  # (2 s in use) a stuck stage is waited for this long
     release = threading.Event()
 
     def stuck(minibatch):
