@@ -159,7 +159,7 @@ def candidates(cores: int, pipe: Pipe) -> List[Plan]:
     batches at once, the fetcher's gather on a quarter of the cores or all of them.
     A whole-batch pool comes before the overlapped stages: it keeps as many threads busy
     as there are cores where they add the fetcher's thread, whose switches the model
-    does not count (on 2 cores it sampled NS 7% faster).
+    does not count (on 2 cores it ran NS 0-7% faster than the default).
 
     Worker processes are not weighed: they need the script's ``__main__`` guard and a
     picklable chain, which the loader cannot check before it starts them, so they stay

@@ -134,8 +134,9 @@ def batch_pool(pool: int) -> PipeTransform:
     same pool and kernel threads.
 
     With ``pool`` no more than the cores, as many threads compute as there are cores: on
-    2 cores the default layout (a pool of 2 sampling, a thread fetching) ran neighbor
-    sampling end to end at 101.5 it/s, this one at 108.4 (LABOR-0 55.2 and 56.0)."""
+    2 cores, where the default layout (a pool of 2 sampling, a thread fetching) keeps three
+    busy, it ran neighbor sampling end to end 0-7% faster than the default in four
+    side-by-side runs (``benchmarks/RESULTS.md``), LABOR-0 1-4%."""
     check_int(pool, "pool", "batch_pool", minimum=1)
 
     def in_batch_pool(pipe: Pipe) -> Pipe:
