@@ -42,7 +42,9 @@ from .pipes.base import Pipe
 from .pipes.feature_fetcher import FeatureFetcher
 from .pipes.stages import Timed
 from .pipes.subgraph_sampler import SubgraphSampler
-from .transforms.defaults import batch_pool, batch_pool_targets, gpu_side_streams, one_background_thread, overlap, pinned_copy
+from .transforms.defaults import (
+    batch_pool, batch_pool_targets, gpu_side_streams, one_background_thread, overlap, pinned_copy,
+)
 from .transforms.graph import find, stages
 
 __all__ = [
@@ -155,8 +157,9 @@ def candidates(cores: int, pipe: Pipe) -> List[Plan]:
     """The plans weighed for ``pipe`` on ``cores`` cores, simplest first (the first of
     plans predicted alike wins): inline, one background thread, whole batches (sampled
     and fetched in one thread) in a pool of 2 threads when a fetcher reads a sampler's
-    batches (:func:`~graphpipe.transforms.defaults.batch_pool_targets`), and overlapped stages with 1, 2, 4 or 8 sampler
-    batches at once, the fetcher's gather on a quarter of the cores or all of them.
+    batches (:func:`~graphpipe.transforms.defaults.batch_pool_targets`), and overlapped
+    stages with 1, 2, 4 or 8 sampler batches at once, the fetcher's gather on a quarter
+    of the cores or all of them.
     A whole-batch pool comes before the overlapped stages: it keeps as many threads busy
     as there are cores where they add the fetcher's thread, whose switches the model
     does not count (on 2 cores it ran NS 0-7% faster than the default).
@@ -225,23 +228,22 @@ def predict(plan: Plan, calibration: Calibration) -> float:
     # it; in a whole-batch pool, a fetcher right after a sampler works in the same threads.
     segments: List[float] = []
     serial = 0.0
-    pooled: Optional[List[float]] = None  # [feeding thread's, pool's] seconds per batch
+    sampled: Optional[Tuple[float, float]] = None  # the feeding thread's and the sampler's seconds
     for cost in costs:
         if cost.kind == "other":
             serial += cost.wall_s
-            pooled = None
+            sampled = None
             continue
         wall = _wall(cost, threads[cost.kind], cores)
         if cost.kind == "sampler":
-            pooled = [serial, wall]
+            sampled = (serial, wall)
             segments.append(max(serial, wall / pool))
-        elif name == "batch_pool" and pooled is not None:
-            pooled[1] += wall
-            segments[-1] = max(pooled[0], pooled[1] / pool)
-            pooled = None
+        elif name == "batch_pool" and sampled is not None:
+            segments[-1] = max(sampled[0], (sampled[1] + wall) / pool)
+            sampled = None
         else:
             segments.append(serial + wall)
-            pooled = None
+            sampled = None
         serial = 0.0
     segments.append(serial + consumer)
     return min(min(_rate(s) for s in segments), cap)

@@ -316,8 +316,8 @@ class ThreadPoolMap(Pipe):
     ``stages``: how many stages, ``stage`` and those right before it, each batch goes
     through in its pool thread (2 with a fetcher as ``stage``: a batch is sampled and its
     features fetched in one thread, with no thread between them); the pool pulls the
-    first one's source. ``work_seconds`` adds up the time the
-    pool spent in the work (for :meth:`graphpipe.DataLoader.stats`). ``kernel_threads``:
+    first one's source. ``work_seconds`` adds up the time the pool spent in the work
+    (for :meth:`graphpipe.DataLoader.stats`). ``kernel_threads``:
     numba threads per pool thread (``None``: all cores; 1 runs each batch's kernels
     serially, the batches in parallel, with no per-kernel thread synchronisation).
     """

@@ -26,8 +26,8 @@ from ..pipes.worker import ProcessWorkers, Shard
 from .graph import consumer_of, find, insert_after, replace_stage, stages, with_source
 
 __all__ = [
-    "batch_pool", "batch_pool_targets", "default_transforms", "gpu_side_streams", "one_background_thread", "overlap", "overlap_stages",
-    "pinned_copy", "process_workers", "thread_pool",
+    "batch_pool", "batch_pool_targets", "default_transforms", "gpu_side_streams", "one_background_thread", "overlap",
+    "overlap_stages", "pinned_copy", "process_workers", "thread_pool",
 ]
 
 PipeTransform = Callable[[Pipe], Pipe]
@@ -143,13 +143,15 @@ def batch_pool(pool: int) -> PipeTransform:
         if not _kernels_thread_safe():
             return one_background_thread(pipe)
         kernel_threads = max(1, numba.get_num_threads() // pool)
+
+        def with_its_sampler_in_a_pool(fetcher: Pipe) -> Pipe:
+            return Prefetcher(ThreadPoolMap(fetcher, pool, kernel_threads=kernel_threads, stages=2), _QUEUE)
+
         while True:
             fetcher = next(iter(batch_pool_targets(pipe)), None)
             if fetcher is None:
                 return _overlapped(pipe, pool, kernel_threads)
-            pipe = insert_after(
-                pipe, fetcher, lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=kernel_threads, stages=2), _QUEUE)
-            )
+            pipe = insert_after(pipe, fetcher, with_its_sampler_in_a_pool)
 
     in_batch_pool.__name__ = in_batch_pool.__qualname__ = f"batch_pool(pool={pool})"
     return in_batch_pool
