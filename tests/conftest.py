@@ -147,16 +147,28 @@ _COSTLY_KERNELS = [
 
 
 @pytest.fixture(scope="session", autouse=True)
-def costly_kernels_shared_between_workers():
+def costly_kernels_shared_between_workers(request):
     """Under pytest-xdist (the README runs the suite with ``-n 2``), worker ``i`` of ``n``
     compiles every ``n``-th of the costly kernels before its first test. With an empty
     numba cache the workers then compile them side by side, each once, into the on-disk
     cache (the others load them from there when their tests need them), instead of
-    several compiling the same ones as their tests reach them. Without xdist, or with a
-    warm cache, it costs nothing: each test compiles or loads what it uses, as always."""
+    several compiling the same ones as their tests reach them. Without xdist, with a
+    warm cache, or for a subset chosen by marker (``-m cuda``: most of these kernels are
+    not used), it costs nothing: each test compiles or loads what it uses, as always."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if not worker.startswith("gw") or workers < 2:
+    if not worker.startswith("gw") or workers < 2 or request.config.getoption("markexpr"):
         return
     for compile_kernels in _COSTLY_KERNELS[int(worker[2:]) :: workers]:
         compile_kernels()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` need a CUDA device: without one they are skipped (the GPU
+    machine runs them with ``pytest -m cuda``; see benchmarks/gpu/run_all.sh)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)

@@ -110,7 +110,7 @@ def test_pin_without_cuda_warns_once_and_is_a_no_op(monkeypatch):
     assert torch.equal(store["a"].read(_ids(1)), table[1:2])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_pin_memory_registers_in_place(tmp_path):
     table = torch.randn(100, 8)
     ptr = table.data_ptr()

@@ -89,7 +89,7 @@ def test_pin_memory_without_cuda_is_a_no_op():
     assert mb.pin_memory() is mb
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_pin_memory_pins_every_tensor():
     _, _, mb = _batch(weighted=True)
     pinned = mb.pin_memory()

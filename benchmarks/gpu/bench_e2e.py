@@ -1,11 +1,11 @@
 """End-to-end it/s with features pinned on the host: CPU path vs GPU sampling + UVA fetch
 (+ GPU cache at 10% and 30% of rows), and overlap efficiency.
 
-    python benchmarks/gpu/bench_e2e.py [--log2-nodes 24] [--avg-degree 15] [--sampler NS|LABOR-0]
+    python benchmarks/gpu/bench_e2e.py [--log2-nodes 24] [--avg-degree 15] [--sampler NS|LABOR-0] [--smoke]
 
 Graph: R-MAT with 2**log2_nodes nodes, 100-dim float32 features pinned in place; fanouts
 [15, 10, 5], batch 1024; the consumer runs a 3-layer GraphSAGE-mean forward and backward
-(hidden 256). For each configuration it reports the loader's it/s, the rate of every stage
+(``--hidden``, 256). For each configuration it reports the loader's it/s, the rate of every stage
 run alone (sampling, fetching, training on prepared batches) and the overlap efficiency
 (e2e it/s divided by the slowest stage's rate; target >= 0.9).
 """
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from common import emit, power_law_graph, require_cuda
+from common import emit, power_law_graph, require_cuda, sync
 import graphpipe as gp
 
 FANOUTS = [15, 10, 5]
@@ -51,11 +51,11 @@ def rate(iterable, n, step=lambda x: None):
     it = iter(iterable)
     for _ in range(3):
         step(next(it))
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     for _ in range(n):
         step(next(it))
-    torch.cuda.synchronize()
+    sync()
     return n / (time.perf_counter() - t0)
 
 
@@ -65,15 +65,19 @@ def main():
     parser.add_argument("--avg-degree", type=int, default=15)
     parser.add_argument("--sampler", default="NS", choices=["NS", "LABOR-0"])
     parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--smoke", action="store_true", help="tiny run; on CPU tensors without a GPU")
     args = parser.parse_args()
-    device = require_cuda()
+    if args.smoke:
+        args.log2_nodes, args.batches, args.hidden = 13, 3, 8
+    device = require_cuda(allow_cpu=args.smoke)
     num_nodes = 1 << args.log2_nodes
     graph = power_law_graph(num_nodes, num_nodes * args.avg_degree)
     table = np.full((num_nodes, 100), 0.5, dtype=np.float32)
     features = gp.FeatureStore({"feat": table}).pin_memory_()
     labels = torch.randint(0, 10, (num_nodes,))
     items = gp.ItemSet((torch.arange(num_nodes), labels), names=("seeds", "labels"))
-    model = SAGEMean([100, 256, 256, 10]).to(device)
+    model = SAGEMean([100, args.hidden, args.hidden, 10]).to(device)
     opt = torch.optim.Adam(model.parameters())
 
     def sampled(seeds, g):

@@ -29,7 +29,10 @@ def device_name() -> str:
 
 
 def cuda_ms(fn: Callable[[], object], warmup: int = 3, iters: int = 10) -> float:
-    """Median milliseconds of ``fn()`` on the current stream, measured with CUDA events."""
+    """Median milliseconds of ``fn()`` on the current stream, measured with CUDA events
+    (wall clock on a CPU-only smoke run)."""
+    if not torch.cuda.is_available():
+        return wall_ms(fn, warmup, iters)
     for _ in range(warmup):
         fn()
     times = []
@@ -43,6 +46,12 @@ def cuda_ms(fn: Callable[[], object], warmup: int = 3, iters: int = 10) -> float
     return statistics.median(times)
 
 
+def sync() -> None:
+    """Wait for the GPU's queued work (nothing to wait for on a CPU-only smoke run)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def wall_ms(fn: Callable[[], object], warmup: int = 2, iters: int = 10) -> float:
     """Median wall-clock milliseconds of ``fn()`` (synchronising CUDA after each call)."""
     for _ in range(warmup):
@@ -51,8 +60,7 @@ def wall_ms(fn: Callable[[], object], warmup: int = 2, iters: int = 10) -> float
     for _ in range(iters):
         t0 = time.perf_counter()
         fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        sync()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
@@ -67,5 +75,5 @@ def power_law_graph(num_nodes: int, num_edges: int, seed: int = 0) -> gp.CSCGrap
 
 def emit(record: dict) -> None:
     """Print one result as a JSON line (collect them into benchmarks/RESULTS.md)."""
-    record = {"device": device_name(), "torch": torch.__version__, **record}
+    record = {"device": device_name(), "cpu_cores": len(os.sched_getaffinity(0)), "torch": torch.__version__, **record}
     print(json.dumps(record), flush=True)

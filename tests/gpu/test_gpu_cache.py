@@ -232,7 +232,7 @@ def test_hotter_rows_give_higher_hit_rate_than_cold_ones():
     assert hot.hit_rate > 0.5 > cold.hit_rate
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 def test_cuda_cache_over_pinned_feature_matches_and_syncs_twice_per_read():
     data = table(5000, 100)
     feature = Feature(data.clone()).pin_memory_()

@@ -9,7 +9,6 @@ import torch
 
 import graphpipe as gp
 
-has_cuda = torch.cuda.is_available()
 
 
 def setup(num_nodes=2000, seed=0):
@@ -56,7 +55,7 @@ def test_cpu_fallback_runs_the_same_user_code():
     assert 0.0 < cached["feat"].hit_rate < 1.0
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 @pytest.mark.parametrize("graph_place", ["pinned", "device"])
 @pytest.mark.parametrize("policy", [None, "static", "clock"])
 def test_gpu_chain_equals_cpu_chain(graph_place, policy):
@@ -76,7 +75,7 @@ def test_gpu_chain_equals_cpu_chain(graph_place, policy):
     assert_same_batches(got_loader, want)
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 def test_gpu_sampling_syncs_only_for_output_sizes():
     """Per layer: the seeds' id check, candidate/output counts and torch.unique's size."""
     graph, feats, items = setup()

@@ -12,7 +12,6 @@ from graphpipe import CSCGraph
 from graphpipe.ops import derive_key, gpu_sampling, sample_neighbors, torch_random
 from graphpipe.ops.unique_and_compact import unique_and_compact
 
-has_cuda = torch.cuda.is_available()
 
 
 def random_graph(num_nodes=60, max_deg=25, seed=0, weighted=False):
@@ -222,7 +221,7 @@ def test_unique_and_compact_torch_matches_reference_contract():
         assert bool((new[1:] > new[:-1]).all()) and not bool(torch.isin(new, dst).any())
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 @pytest.mark.parametrize("pinned", [False, True])
 def test_cuda_equals_cpu_bit_for_bit(pinned):
     graph = random_graph(weighted=True)
@@ -280,7 +279,7 @@ def test_weighted_with_replacement_mostly_equals_numba():
     assert float((got.edge_ids == want.edge_ids).double().mean()) > 0.99
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 def test_sample_neighbors_dispatches_cuda_tensors_to_the_torch_op():
     from graphpipe.ops.neighbor_sampling import sample_neighbors
 

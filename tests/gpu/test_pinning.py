@@ -40,7 +40,7 @@ def test_to_same_device_returns_self_and_to_copies_arrays():
     assert moved.node_attributes["x"].device.type == target
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 def test_pin_registers_in_place_and_views_read_it():
     g = graph()
     ptrs = [g.indptr.data_ptr(), g.indices.data_ptr()]
@@ -52,7 +52,7 @@ def test_pin_registers_in_place_and_views_read_it():
     assert g.pin_memory_() is g  # twice is fine
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 def test_pin_in_place_unregisters_when_collected():
     t = torch.arange(1 << 16)
     uva_gather.pin_in_place(t)

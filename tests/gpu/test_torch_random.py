@@ -56,7 +56,7 @@ def test_uniform_range_and_mean():
     assert float(uo.min()) > 0.0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_cuda_equals_cpu():
     key = nrandom.derive_key(11)
     counters = torch.randint(-(2**63), 2**63 - 1, (100_000,), dtype=torch.int64)

@@ -86,7 +86,7 @@ def test_without_cuda_nothing_is_pinned_and_views_refuse():
         uva.zero_copy_view(table)
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 def test_zero_copy_view_aliases_registered_numpy_memory():
     from graphpipe.feature_store import Feature
 
@@ -101,7 +101,7 @@ def test_zero_copy_view_aliases_registered_numpy_memory():
     assert torch.equal(uva.uva_gather(feature.data, ids).cpu(), torch.from_numpy(array[[63, 3, 0]]))
 
 
-@pytest.mark.skipif(not has_cuda, reason="needs CUDA")
+@pytest.mark.cuda
 def test_unpinned_table_is_refused_by_view():
     with pytest.raises(ValueError, match="must be pinned"):
         uva.zero_copy_view(torch.zeros(3, 3))

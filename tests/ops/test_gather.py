@@ -85,7 +85,7 @@ def test_bad_table_and_out_errors():
         gather_rows(torch.zeros(4, 3), torch.tensor([0, 1]), out=torch.empty(2, 4))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_cuda_ids_and_tables():
     table = torch.randn(100, 8)
     ids = torch.randint(0, 100, (64,))

@@ -39,7 +39,7 @@ def test_bad_device():
         CopyTo([], "gpu0")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_copy_pinned_batch_to_cuda():
     mb = MiniBatch(seeds=torch.arange(4)).pin_memory()
     (out,) = list(CopyTo([mb], "cuda", non_blocking=True))

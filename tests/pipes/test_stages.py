@@ -209,7 +209,7 @@ def test_side_stream_needs_a_cuda_device():
         SideStream(copy)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_side_stream_copies_on_its_own_stream_and_the_consumer_waits():
     streams = []
 

@@ -106,7 +106,7 @@ def test_pinned_copy_graph_with_cuda_reported(monkeypatch):
     assert re.search(r"11\. Waiter +runs in: main thread", text)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_pinned_copy_stages_copies_on_a_side_stream():
     pipe = karate_chain().copy_to("cuda")
     new = pinned_copy(pipe)
