@@ -110,7 +110,12 @@ class CPUCachedFeature(Feature):
         return self
 
     def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` int32/int64) as ``[n, *row_shape]`` on the CPU."""
+        """Rows ``ids`` (``[n]`` int32/int64) as ``[n, *row_shape]``: on the CPU, or, for
+        ids on a GPU, gathered on the CPU and copied to that GPU (as ``Feature.read``)."""
+        rows = self._read_host(ids, out)
+        return rows.to(ids.device) if isinstance(ids, torch.Tensor) and ids.is_cuda else rows
+
+    def _read_host(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         ids = torch.as_tensor(ids)
         if ids.dim() != 1 or ids.dtype not in (torch.int32, torch.int64):
             raise ValueError(f"CPUCachedFeature.read: `ids` must be a 1-D int32/int64 tensor, got {ids.dtype} {tuple(ids.shape)}")

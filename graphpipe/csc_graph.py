@@ -778,9 +778,9 @@ class CSCGraph:
         Without CUDA, ``to("cuda")`` warns once per process and returns the graph on the
         CPU, as :meth:`pin_memory_` does, so CPU code keeps working.
         """
-        from .ops.uva_gather import cuda_or_warn_once
+        from .ops.uva_gather import cuda_or_warn_once, resolve_device
 
-        device = torch.device(device)
+        device = resolve_device(device)
         if device.type == "cuda" and not cuda_or_warn_once(
             "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU"
         ):

@@ -116,10 +116,12 @@ class DiskBasedFeature(Feature):
 
     def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Rows ``ids`` (``[n]`` int32/int64, each in ``[0, num_rows)``) as
-        ``[n, *row_shape]`` on the CPU, written into ``out`` when given."""
+        ``[n, *row_shape]`` on the CPU, written into ``out`` when given; for ids on a GPU,
+        then copied to that GPU (as ``Feature.read``)."""
+        device = ids.device if isinstance(ids, torch.Tensor) and ids.is_cuda else None
         ids, out = self._prepare(ids, out)
         self._read_into(ids, out)
-        return out
+        return out if device is None else out.to(device)
 
     def read_async(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> Future:
         """Start reading rows ``ids``; a Future of the result (as :meth:`read`)."""

@@ -10,6 +10,7 @@ use (so a store is cheap to build and pickles as paths, e.g. into worker process
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
@@ -98,20 +99,18 @@ class Feature:
 
         The GPU can then read rows in place (UVA) and copy them asynchronously; the
         registration lasts as long as the table. A numpy table is wrapped as a tensor
-        (no copy). A read-only memory map (a ``.npy`` path) cannot be registered: pass
-        ``numpy.load(path, mmap_mode="r+")`` instead. Without CUDA this is a no-op that
-        warns once per process.
+        (no copy); a memory-mapped one (a ``.npy`` path, read-only) is registered
+        read-only, which pins the file's pages in memory: the whole table must fit in RAM.
+        Without CUDA this is a no-op that warns once per process.
         """
         if not cuda_or_warn_once("Feature.pin_memory_(): CUDA is not available; features stay unpinned"):
             return self
         data = self.data
         if isinstance(data, np.ndarray):
-            if not data.flags.writeable:
-                raise ValueError(
-                    "Feature.pin_memory_(): the table is read-only (a .npy path is mapped with "
-                    "mmap_mode='r'); pass numpy.load(path, mmap_mode='r+') to pin a file in place"
-                )
-            data = self._data = torch.from_numpy(data)
+            with warnings.catch_warnings():
+                # A read-only map: torch warns that writes would be undefined; nothing writes it.
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                data = self._data = torch.from_numpy(data)
         pin_in_place(data)
         return self
 

@@ -32,6 +32,8 @@ from typing import Optional, Union
 import torch
 
 from .feature_store import Feature, FeatureStore
+from .ops.gather import gather_valid_rows
+from .ops.uva_gather import resolve_device
 
 __all__ = [
     "GPUCachedFeature",
@@ -80,7 +82,7 @@ class GPUCachedFeature(Feature):
             raise ValueError(f"GPUCachedFeature: `max_bytes` must be an int >= 0, got {max_bytes!r}")
         self.feature = feature
         self.policy = policy
-        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = resolve_device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
         self.capacity = min(num_rows, max_bytes // row_nbytes)
@@ -158,10 +160,17 @@ class GPUCachedFeature(Feature):
         if num_misses:
             misses = torch.nonzero_static(~hit, size=num_misses).view(-1)
             unique_misses, inverse = torch.unique(ids[misses], return_inverse=True)
-            rows = self.feature.read(unique_misses).to(self.device)
+            rows = self._read_misses(unique_misses)
             out[misses] = rows[inverse]
             self._admit(unique_misses, rows)
         return out
+
+    def _read_misses(self, rows: torch.Tensor) -> torch.Tensor:
+        """The backing rows ``rows`` (checked by :meth:`read`) on the cache's device. A plain
+        table's are gathered without a second range check (a host sync on a GPU)."""
+        if type(self.feature).read is Feature.read:
+            return gather_valid_rows(self.feature.data, rows).to(self.device)
+        return self.feature.read(rows).to(self.device)
 
     # ------------------------------------------------------------------ statistics
     @property
@@ -222,7 +231,7 @@ class GPUCachedFeature(Feature):
         second_pass = torch.cumsum((~clear).to(torch.int64), 0)
         victim = torch.where(clear, first_pass <= m, second_pass <= m - num_clear)
         # Position of the last victim in hand order: where the hand stops.
-        last_first = torch.searchsorted(first_pass, torch.as_tensor(m, device=self.device))
+        last_first = torch.searchsorted(first_pass, torch.full((), m, device=self.device))  # no copy from the host
         last_second = torch.searchsorted(second_pass, (m - num_clear).clamp(min=1))
         enough = num_clear >= m
         last = torch.where(enough, last_first, last_second)

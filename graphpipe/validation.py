@@ -186,7 +186,7 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str, kin
             # numpy's reductions: torch's threaded aminmax takes milliseconds on a busy machine
             lo, hi = int(ids.numpy().min()), int(ids.numpy().max())
         else:
-            lo, hi = (int(x) for x in torch.aminmax(ids))
+            lo, hi = torch.stack(torch.aminmax(ids)).tolist()  # one host read of both
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
             raise ValueError(

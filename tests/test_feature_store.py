@@ -118,7 +118,15 @@ def test_pin_memory_registers_in_place(tmp_path):
     assert feature.data.data_ptr() == ptr and table.is_pinned()
     assert torch.equal(feature.read(_ids(3, 5)), table[[3, 5]])
     np.save(tmp_path / "x.npy", table.numpy())
-    writable = Feature(np.load(tmp_path / "x.npy", mmap_mode="r+")).pin_memory_()
-    assert writable.data.is_pinned() and torch.equal(writable.read(_ids(7).cuda()).cpu(), table[[7]])
-    with pytest.raises(ValueError, match=r"the table is read-only .*mmap_mode='r\+'"):
-        Feature(str(tmp_path / "x.npy")).pin_memory_()
+    # Memory-mapped files: writable, copy-on-write and read-only (a path) are all
+    # registered read-only for the device, and read in place through a zero-copy view.
+    for mapped in (np.load(tmp_path / "x.npy", mmap_mode="r+"), np.load(tmp_path / "x.npy", mmap_mode="c"),
+                   str(tmp_path / "x.npy")):
+        feature = Feature(mapped).pin_memory_()
+        assert feature.data.is_pinned(), mapped
+        assert torch.equal(feature.read(_ids(7, 99, 7).cuda()).cpu(), table[[7, 99, 7]])
+        view = uva_gather.zero_copy_view(feature.data)
+        assert view.is_cuda and view.data_ptr() == feature.data.data_ptr()
+        assert torch.equal(view[torch.tensor([3, 0], device="cuda")].cpu(), table[[3, 0]])
+        assert torch.equal(uva_gather.uva_gather(feature.data, _ids(98, 1).cuda()).cpu(), table[[98, 1]])
+    torch.cuda.synchronize()  # no CUDA error left behind by the registrations

@@ -326,7 +326,6 @@ def test_construction_explain_and_stats_walk_source_links_and_pickle_no_tensor(m
     torch's traverse_dps, pickled every stage with its tensors: 0.9 s here), and a loose
     absolute bound of 50 ms (construction takes ~1-5 ms; pickling the weights alone takes
     longer than the bound)."""
-    import pickle
     import time
 
     num_nodes, num_edges = 1000, 50_000_000

@@ -104,10 +104,10 @@ def main():
     parser.add_argument("--rows", type=int, nargs="+", default=[150_000, 1_000_000])
     parser.add_argument("--cache-gb", type=float, default=4.0, help="0: skip the cache-hit gather")
     parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--smoke", action="store_true", help="tiny cache-hit run only; on CPU tensors without a GPU")
+    parser.add_argument("--smoke", action="store_true", help="tiny run (cache hits only on CPU tensors without a GPU)")
     args = parser.parse_args()
     if args.smoke:
-        args.cache_gb, args.rows = 0.001, [1000]
+        args.table_gb, args.row_bytes, args.rows, args.cache_gb = 0.01, [400], [1000], 0.001
     device = require_cuda(allow_cpu=args.smoke)
     if device.type == "cuda":
         for row_bytes in args.row_bytes:

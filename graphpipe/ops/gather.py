@@ -21,7 +21,7 @@ from numba.extending import intrinsic
 from ..validation import check_node_ids
 from .uva_gather import is_pinned, uva_gather
 
-__all__ = ["gather_rows", "take_as_int64"]
+__all__ = ["gather_rows", "gather_valid_rows", "take_as_int64"]
 
 Table = Union[torch.Tensor, np.ndarray]
 
@@ -125,6 +125,13 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
     if table.ndim < 1:
         raise ValueError("gather_rows: `table` must have at least 1 dimension (rows), got a scalar")
     ids = check_node_ids(ids, table.shape[0], "ids", "gather_rows")
+    return gather_valid_rows(table, ids, out)
+
+
+def gather_valid_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`gather_rows` for int64 ``ids`` the caller has checked to be in
+    ``[0, num_rows)`` (a GPU cache reading its misses): no second check, which on a GPU
+    costs a host synchronisation."""
     if ids.is_cuda or (isinstance(table, torch.Tensor) and table.is_cuda):
         return _gather_cuda(table, ids, out)
     return _gather_cpu(table, ids, out)

@@ -26,6 +26,8 @@ check it without a GPU.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import warnings
 import weakref
 from typing import Optional, Tuple, Union
@@ -33,7 +35,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
-__all__ = ["is_pinned", "pin_in_place", "uva_gather", "zero_copy_view"]
+__all__ = ["is_pinned", "pin_in_place", "resolve_device", "uva_gather", "zero_copy_view"]
 
 Table = Union[torch.Tensor, np.ndarray]
 
@@ -42,6 +44,15 @@ _TILE_WORDS = 2048
 _PROGRAMS_PER_SM = 2
 _kernel = None
 _CUDA_ERROR_ALREADY_REGISTERED = 712
+_CUDA_ERROR_NOT_SUPPORTED = 801
+# cudaHostRegister flags. Portable (every device's context) and mapped (an address the
+# device can read; under UVA the host address) are what UVA reads need. Read-only: the
+# device only reads the memory, so its pages are pinned without write access: a
+# read-only memory map can be registered, and a private (copy-on-write) one is not
+# copied into anonymous memory page by page.
+_HOST_REGISTER_PORTABLE_MAPPED = 1 | 2
+_HOST_REGISTER_READ_ONLY = 8
+_libcudart = None
 
 
 class _CudaArrayInterface:
@@ -101,26 +112,70 @@ def cuda_or_warn_once(message: str) -> bool:
     return False
 
 
+def resolve_device(device: Union[int, str, torch.device, None] = None) -> torch.device:
+    """``device`` as a ``torch.device`` with its CUDA index filled in (default: CUDA).
+
+    ``torch.device("cuda") != torch.device("cuda:0")``, while every CUDA tensor's
+    ``.device`` has an index; and an index-less device means the *calling thread's*
+    current device, which is device 0 in a background stage thread. Resolving it once,
+    where a stage or cache is built, fixes both. Without CUDA the device is returned as is.
+    """
+    device = torch.device("cuda" if device is None else device)
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
     """Page-lock a contiguous CPU tensor's memory in place (``cudaHostRegister``, no copy).
 
-    Returns ``tensor``. The registration ends when ``tensor`` is garbage-collected (views
-    made by :func:`zero_copy_view` keep it alive). Needs CUDA; tensors that are empty,
-    already pinned or on a GPU are left as they are.
+    Registered read-only for the device (the GPU reads tables and graphs, never writes
+    them), so memory-mapped files can be pinned, read-only ones included; where the
+    device does not support that, registered plainly. Returns ``tensor``. The
+    registration ends when ``tensor`` is garbage-collected (views made by
+    :func:`zero_copy_view` keep it alive). Needs CUDA; tensors that are empty, already
+    pinned or on a GPU are left as they are.
     """
     if tensor.is_cuda or tensor.numel() == 0 or tensor.is_pinned():
         return tensor
     if not tensor.is_contiguous():
         raise ValueError("pin_in_place: `tensor` must be contiguous")
     cudart = torch.cuda.cudart()
-    ptr = tensor.data_ptr()
-    err = int(cudart.cudaHostRegister(ptr, tensor.numel() * tensor.element_size(), 0))
-    if err == _CUDA_ERROR_ALREADY_REGISTERED:
+    ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
+    result = cudart.cudaHostRegister(ptr, nbytes, _HOST_REGISTER_PORTABLE_MAPPED | _HOST_REGISTER_READ_ONLY)
+    if int(result) == _CUDA_ERROR_NOT_SUPPORTED:
+        _clear_last_cuda_error()
+        result = cudart.cudaHostRegister(ptr, nbytes, _HOST_REGISTER_PORTABLE_MAPPED)
+    err = int(result)
+    if err == _CUDA_ERROR_ALREADY_REGISTERED:  # part of the range is: leave it to its owner
+        _clear_last_cuda_error()
         return tensor
     if err != 0:
-        raise RuntimeError(f"pin_in_place: cudaHostRegister failed with CUDA error {err}")
+        _clear_last_cuda_error()
+        raise RuntimeError(
+            f"pin_in_place: cudaHostRegister of {nbytes} bytes failed with CUDA error {err} "
+            f"({cudart.cudaGetErrorString(result)})"
+        )
     weakref.finalize(tensor, cudart.cudaHostUnregister, ptr)
     return tensor
+
+
+def _clear_last_cuda_error() -> None:
+    """Reset the thread's last CUDA runtime error after a failed ``cudaHostRegister``.
+
+    The runtime keeps the failure as the last error, and torch reads that after its next
+    kernel launch and reports it as the kernel's. ``torch.cuda.cudart()`` has no
+    ``cudaGetLastError``, so call it in the ``libcudart`` torch loaded (nothing to do
+    where torch links the runtime statically: then no such library is mapped).
+    """
+    global _libcudart
+    if _libcudart is None:
+        with open("/proc/self/maps") as maps:
+            path = next((line.split()[-1] for line in maps if "/libcudart.so" in line), None)
+        if path is None:
+            return
+        _libcudart = ctypes.CDLL(path)
+    _libcudart.cudaGetLastError()
 
 
 def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = None) -> torch.Tensor:
@@ -137,9 +192,12 @@ def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = N
             "Feature.pin_memory_()), and CUDA must be available"
         )
     ptr, num_rows, row_nbytes = _host_bytes(table)
-    device = torch.device("cuda" if device is None else device)
+    device = resolve_device(device)
     dtype, row_shape = _table_dtype_and_row_shape(table)
     rows = torch.as_tensor(_CudaArrayInterface(ptr, (num_rows, row_nbytes), table), device=device)
+    if rows.data_ptr() != ptr:
+        # torch copied instead of aliasing: it placed the memory on another device.
+        raise RuntimeError(f"zero_copy_view: the pinned table could not be viewed in place on {device}")
     return rows.view(dtype).reshape((num_rows,) + row_shape)
 
 
@@ -238,10 +296,12 @@ def uva_gather(
         max_programs = _PROGRAMS_PER_SM * _num_sms(ids.device)
     sorted_ids, perm = torch.sort(ids.to(torch.int64))
     out_words = out.view(n, -1).view(torch.uint8).view(word)
-    _gather_kernel()[(min(num_tiles, max_programs),)](
-        words, sorted_ids, perm, out_words, n, row_words, words.numel(), num_tiles,
-        ROWS=rows_per_program, BLOCK_W=block_w, LINE_WORDS=line_words,
-    )
+    # Triton launches on the thread's current device: make it ids' (a stage thread's is 0).
+    with torch.cuda.device(ids.device) if ids.is_cuda else contextlib.nullcontext():
+        _gather_kernel()[(min(num_tiles, max_programs),)](
+            words, sorted_ids, perm, out_words, n, row_words, words.numel(), num_tiles,
+            ROWS=rows_per_program, BLOCK_W=block_w, LINE_WORDS=line_words,
+        )
     return out
 
 

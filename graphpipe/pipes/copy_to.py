@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..ops.uva_gather import cuda_or_warn_once
+from ..ops.uva_gather import cuda_or_warn_once, resolve_device
 from .base import Pipe, functional_pipe
 
 __all__ = ["CopyTo"]
@@ -35,6 +35,7 @@ class CopyTo(Pipe):
             f"copy_to('{self.device}'): CUDA is not available; batches stay on the CPU"
         ):
             self.device = torch.device("cpu")
+        self.device = resolve_device(self.device)  # cuda -> cuda:k, the building thread's device
         self.non_blocking = bool(non_blocking)
 
     def copy(self, item):

@@ -47,6 +47,7 @@ import numba
 import torch
 
 from ..minibatch import _apply
+from ..ops.uva_gather import resolve_device
 from ..validation import check_int
 from .base import Pipe, functional_pipe
 
@@ -423,7 +424,7 @@ class SideStream(Pipe):
         super().__init__()
         _per_batch_function(stage, "SideStream")
         self.source = stage
-        self.device = torch.device(device) if device is not None else getattr(stage, "device", torch.device("cuda"))
+        self.device = resolve_device(device if device is not None else getattr(stage, "device", None))
         if self.device.type != "cuda":
             raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
 

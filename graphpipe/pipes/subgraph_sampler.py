@@ -223,6 +223,12 @@ class SubgraphSampler(Pipe):
         if minibatch.seeds is None:
             raise ValueError(f"{name}: the MiniBatch has no `seeds` to sample from")
         if self.graph.is_heterogeneous:
+            seeds = minibatch.seeds.values() if isinstance(minibatch.seeds, dict) else [minibatch.seeds]
+            if any(t.is_cuda for t in seeds):
+                raise NotImplementedError(
+                    f"{name}: heterogeneous graphs are sampled on the CPU, but the seeds are on a GPU; "
+                    f"put copy_to('cuda') after the sampler (and the feature fetcher), not before it"
+                )
             return sample_hetero_subgraphs(self, minibatch)
         if isinstance(minibatch.seeds, dict):
             raise ValueError(

@@ -60,3 +60,72 @@ def test_pin_in_place_unregisters_when_collected():
     del t  # the finaliser unregisters: a new registration of fresh memory must work
     u = uva_gather.pin_in_place(torch.arange(1 << 16))
     assert u.is_pinned()
+
+
+class FakeCudart:
+    """Stands in for ``torch.cuda.cudart()``: records cudaHostRegister calls and answers
+    with the given error codes, in turn."""
+
+    def __init__(self, *answers):
+        self.answers, self.calls, self.unregistered = list(answers), [], []
+
+    def cudaHostRegister(self, ptr, nbytes, flags):
+        self.calls.append((ptr, nbytes, flags))
+        return self.answers.pop(0)
+
+    def cudaHostUnregister(self, ptr):
+        self.unregistered.append(ptr)
+        return 0
+
+    def cudaGetErrorString(self, err):
+        return f"error {err}"
+
+
+@pytest.mark.skipif(has_cuda, reason="fakes the CUDA runtime")
+@pytest.mark.parametrize(
+    "answers,flags,outcome",
+    [
+        ([0], [11], "registered"),  # portable | mapped | read-only: a memory-mapped file may be pinned
+        ([801, 0], [11, 3], "registered"),  # read-only not supported by the device: plain registration
+        ([712], [11], "left alone"),  # part of the range is registered already
+        ([1], [11], "error"),
+    ],
+)
+def test_pin_in_place_registers_read_only_and_clears_the_error_it_leaves(monkeypatch, answers, flags, outcome):
+    fake, cleared = FakeCudart(*answers), []
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    monkeypatch.setattr(uva_gather, "_clear_last_cuda_error", lambda: cleared.append(True))
+    tensor = torch.arange(6, dtype=torch.float32)
+    if outcome == "error":
+        with pytest.raises(RuntimeError, match=r"cudaHostRegister of 24 bytes failed with CUDA error 1 \(error 1\)"):
+            uva_gather.pin_in_place(tensor)
+    else:
+        assert uva_gather.pin_in_place(tensor) is tensor
+    assert fake.calls == [(tensor.data_ptr(), 24, f) for f in flags]
+    assert len(cleared) == sum(1 for a in answers if a != 0)  # every failed call's error is cleared
+    ptr = tensor.data_ptr()
+    del tensor
+    assert fake.unregistered == ([ptr] if outcome == "registered" else [])
+
+
+@pytest.mark.skipif(has_cuda, reason="fakes the CUDA runtime")
+def test_resolve_device_fills_in_the_current_cuda_index(monkeypatch):
+    assert uva_gather.resolve_device("cpu") == torch.device("cpu")
+    assert uva_gather.resolve_device("cuda") == torch.device("cuda")  # no CUDA: left as it is
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert uva_gather.resolve_device(None) == torch.device("cuda:1")
+    assert uva_gather.resolve_device("cuda") == torch.device("cuda:1")
+    assert uva_gather.resolve_device("cuda:0") == torch.device("cuda:0")
+
+
+@pytest.mark.cuda
+def test_devices_without_an_index_compare_equal_to_the_tensors_made_on_them():
+    """torch.device("cuda") != torch.device("cuda:0"): what is built for "cuda" resolves it."""
+    g = graph().to("cuda")
+    assert g.to("cuda") is g and g.to(torch.device("cuda")) is g
+    from graphpipe import Feature, GPUCachedFeature
+
+    cache = GPUCachedFeature(Feature(torch.rand(10, 4)), 5 * 16, "clock", device="cuda")
+    out = torch.empty(3, 4, device="cuda")
+    assert cache.read(torch.tensor([1, 2, 1], device="cuda"), out) is out

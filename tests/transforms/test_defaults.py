@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.pipes import FeatureFetcher, Prefetcher, SideStream, SubgraphSampler, ThreadPoolMap, Transform, Waiter
+from graphpipe.pipes import FeatureFetcher, Prefetcher, SideStream, SubgraphSampler, ThreadPoolMap, Transform
 from graphpipe.transforms import (
     default_transforms,
     gpu_side_streams,
