@@ -219,15 +219,30 @@ def _randint(vkeys: torch.Tensor, draws, n: torch.Tensor) -> torch.Tensor:
 
 def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
     """``[num_dst, k]`` ascending positions: Floyd's uniform ``k``-subset of ``[0, d)`` for
-    every row (meaningful where ``d > k``). Step ``s`` draws ``t`` in ``[0, j]``,
-    ``j = d - k + s``; ``t`` joins unless already chosen, then ``j`` does."""
-    chosen = torch.empty(deg.numel(), k, dtype=torch.int64, device=deg.device)
-    for s in range(k):
-        j = deg - k + s
-        t = _randint(vkeys, torch.full_like(vkeys, s), (j + 1).clamp(min=1))
-        taken = (chosen[:, :s] == t[:, None]).any(dim=1)
-        chosen[:, s] = torch.where(taken, j, t)
-    return torch.sort(chosen, dim=1).values
+    every row (meaningful where ``d > k``). Step ``s`` draws ``t_s`` in ``[0, j_s]``,
+    ``j_s = d - k + s``; ``t_s`` joins unless already chosen, then ``j_s`` does.
+
+    All steps at once, in a fixed number of ops (on a GPU each op is a kernel launch): a
+    step's draw is already chosen iff an earlier draw equals it (an earlier draw always
+    ends up in the set), or it equals ``j_r`` of the one earlier step ``r = t_s - (d - k)``
+    and ``j_r`` was chosen, i.e. that step's draw was already chosen. So "already chosen"
+    is an OR of the first condition down a chain of earlier steps: pointer jumping
+    resolves it in ``ceil(log2 k)`` rounds.
+    """
+    steps = torch.arange(k, device=deg.device)
+    j = deg[:, None] - k + steps
+    t = _randint(vkeys[:, None], steps, (j + 1).clamp(min=1))
+    # An earlier equal draw: after a stable sort by value, every draw but the first of its value.
+    values, order = torch.sort(t, dim=1, stable=True)
+    repeat = torch.zeros_like(values, dtype=torch.bool)
+    repeat[:, 1:] = values[:, 1:] == values[:, :-1]
+    taken = torch.zeros_like(repeat).scatter_(1, order, repeat)
+    link = t - (deg[:, None] - k)  # the step whose j equals the draw, if an earlier one
+    link = torch.where((link >= 0) & (link < steps), link, steps)  # else itself: the chain ends
+    for _ in range(max(1, (k - 1).bit_length())):
+        taken = taken | taken.gather(1, link)
+        link = link.gather(1, link)
+    return torch.sort(torch.where(taken, j, t), dim=1).values
 
 
 def _with_replacement(indptr, indices, nodes, fanout, start, deg, bad, vkeys, weights) -> LayerSample:

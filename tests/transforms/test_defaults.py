@@ -132,6 +132,7 @@ def test_default_transforms_list():
 
 def test_gpu_side_streams_graph_with_cuda_reported(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # what "cuda" resolves to
     graph = gp.datasets.karate_club().graph
     features = gp.datasets.karate_club().features
     pipe = (
@@ -142,6 +143,7 @@ def test_gpu_side_streams_graph_with_cuda_reported(monkeypatch):
         "ItemSampler", "CopyTo", "NeighborSampler", "SideStream", "Prefetcher", "Waiter",
         "FeatureFetcher", "SideStream", "Prefetcher", "Waiter",
     ]
+    assert [side.device for side in find(new, SideStream)] == [torch.device("cuda:0")] * 2
     assert _types(gpu_side_streams(new)) == _types(new)  # idempotent
     assert _types(overlap_stages(new)) == _types(new)  # already in background threads
     # samplers and fetchers on CPU batches (before the copy) stay as they are
