@@ -331,3 +331,27 @@ def test_public_ops_on_cuda_equal_the_numba_kernels_edge_for_edge(place, tmp_pat
     # Φ(z) on the GPU and the CPU's order keys may round apart on near ties: almost all edges agree.
     assert float((got.edge_ids.cpu() == want.edge_ids).double().mean()) > 0.99
     torch.cuda.synchronize()
+
+
+def test_uniform_sampling_launches_as_many_ops_for_any_fanout():
+    """On a GPU every torch op is a kernel launch: Floyd's steps run all at once, so a
+    layer's op count grows only by the pointer-jumping rounds (log2 of the fanout), not
+    by one round of hashing per draw."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CountOps(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.count += 1
+            return func(*args, **(kwargs or {}))
+
+    graph = random_graph(num_nodes=300, max_deg=90, seed=7)
+    nodes = torch.arange(300)
+    counts = {}
+    for fanout in (2, 64):
+        with CountOps() as ops:
+            gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, fanout, key=1)
+        counts[fanout] = ops.count
+    rounds = (64 - 1).bit_length() - (2 - 1).bit_length()
+    assert counts[64] - counts[2] <= 3 * rounds, counts
