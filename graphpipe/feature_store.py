@@ -99,8 +99,10 @@ class Feature:
 
         The GPU can then read rows in place (UVA) and copy them asynchronously; the
         registration lasts as long as the table. A numpy table is wrapped as a tensor
-        (no copy); a memory-mapped one (a ``.npy`` path, read-only) is registered
-        read-only, which pins the file's pages in memory: the whole table must fit in RAM.
+        (no copy). A memory-mapped one (a ``.npy`` path maps read-only) is registered
+        read-only for the device, which locks the file's pages in RAM: the table must fit
+        in memory. Where the device or the kernel refuses to pin a memory map, it stays
+        unpinned, with a warning: its rows are then gathered on the CPU and copied.
         Without CUDA this is a no-op that warns once per process.
         """
         if not cuda_or_warn_once("Feature.pin_memory_(): CUDA is not available; features stay unpinned"):
@@ -110,7 +112,17 @@ class Feature:
             with warnings.catch_warnings():
                 # A read-only map: torch warns that writes would be undefined; nothing writes it.
                 warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-                data = self._data = torch.from_numpy(data)
+                table = torch.from_numpy(data)
+            if isinstance(data, np.memmap):
+                try:
+                    pin_in_place(table)
+                except RuntimeError as error:
+                    warnings.warn(
+                        f"Feature.pin_memory_(): a memory-mapped table stays unpinned (its rows are gathered "
+                        f"on the CPU and copied): {error}"
+                    )
+                    return self
+            self._data = data = table
         pin_in_place(data)
         return self
 

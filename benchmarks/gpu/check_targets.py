@@ -25,7 +25,10 @@ def load(path: str) -> List[dict]:
             for line in lines:
                 line = line.strip()
                 if line.startswith("{"):
-                    records.append(json.loads(line))
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError:  # a line cut short when its step was stopped
+                        continue
     return records
 
 

@@ -44,12 +44,10 @@ _TILE_WORDS = 2048
 _PROGRAMS_PER_SM = 2
 _kernel = None
 _CUDA_ERROR_ALREADY_REGISTERED = 712
-_CUDA_ERROR_NOT_SUPPORTED = 801
 # cudaHostRegister flags. Portable (every device's context) and mapped (an address the
 # device can read; under UVA the host address) are what UVA reads need. Read-only: the
-# device only reads the memory, so its pages are pinned without write access: a
-# read-only memory map can be registered, and a private (copy-on-write) one is not
-# copied into anonymous memory page by page.
+# device only reads the memory, so its pages are pinned without write access, and a
+# read-only memory map can be registered.
 _HOST_REGISTER_PORTABLE_MAPPED = 1 | 2
 _HOST_REGISTER_READ_ONLY = 8
 _libcudart = None
@@ -127,12 +125,14 @@ def resolve_device(device: Union[int, str, torch.device, None] = None) -> torch.
 
 
 def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
-    """Page-lock a contiguous CPU tensor's memory in place (``cudaHostRegister``, no copy).
+    """Page-lock a contiguous CPU tensor's memory in place (``cudaHostRegister``, no copy),
+    for memory the GPU only reads (feature tables, graph arrays): do not pin this way a
+    buffer that device-to-host copies write into.
 
-    Registered read-only for the device (the GPU reads tables and graphs, never writes
-    them), so memory-mapped files can be pinned, read-only ones included; where the
-    device does not support that, registered plainly. Returns ``tensor``. The
-    registration ends when ``tensor`` is garbage-collected (views made by
+    Registered read-only for the device where it supports that
+    (``cudaDevAttrHostRegisterReadOnlySupported``), which lets a read-only memory map be
+    pinned; elsewhere registered plainly. Pinning locks the pages in RAM. Returns
+    ``tensor``. The registration ends when ``tensor`` is garbage-collected (views made by
     :func:`zero_copy_view` keep it alive). Needs CUDA; tensors that are empty, already
     pinned or on a GPU are left as they are.
     """
@@ -142,22 +142,22 @@ def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
         raise ValueError("pin_in_place: `tensor` must be contiguous")
     cudart = torch.cuda.cudart()
     ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
-    result = cudart.cudaHostRegister(ptr, nbytes, _HOST_REGISTER_PORTABLE_MAPPED | _HOST_REGISTER_READ_ONLY)
-    if int(result) == _CUDA_ERROR_NOT_SUPPORTED:
+    failed = []
+    for flags in (_HOST_REGISTER_PORTABLE_MAPPED | _HOST_REGISTER_READ_ONLY, _HOST_REGISTER_PORTABLE_MAPPED):
+        result = cudart.cudaHostRegister(ptr, nbytes, flags)
+        if int(result) == 0:
+            weakref.finalize(tensor, cudart.cudaHostUnregister, ptr)
+            return tensor
         _clear_last_cuda_error()
-        result = cudart.cudaHostRegister(ptr, nbytes, _HOST_REGISTER_PORTABLE_MAPPED)
-    err = int(result)
-    if err == _CUDA_ERROR_ALREADY_REGISTERED:  # part of the range is: leave it to its owner
-        _clear_last_cuda_error()
-        return tensor
-    if err != 0:
-        _clear_last_cuda_error()
-        raise RuntimeError(
-            f"pin_in_place: cudaHostRegister of {nbytes} bytes failed with CUDA error {err} "
-            f"({cudart.cudaGetErrorString(result)})"
-        )
-    weakref.finalize(tensor, cudart.cudaHostUnregister, ptr)
-    return tensor
+        if int(result) == _CUDA_ERROR_ALREADY_REGISTERED:  # part of the range is: leave it to its owner
+            return tensor
+        failed.append(f"{int(result)} ({cudart.cudaGetErrorString(result)})")
+    raise RuntimeError(
+        f"pin_in_place: cudaHostRegister of {nbytes} bytes failed: read-only registration with CUDA error "
+        f"{failed[0]}, plain registration with {failed[1]}. A read-only memory map can only be pinned where "
+        "the device supports read-only registration; elsewhere map the file with mmap_mode='c' or load it "
+        "into memory"
+    )
 
 
 def _clear_last_cuda_error() -> None:
@@ -166,16 +166,20 @@ def _clear_last_cuda_error() -> None:
     The runtime keeps the failure as the last error, and torch reads that after its next
     kernel launch and reports it as the kernel's. ``torch.cuda.cudart()`` has no
     ``cudaGetLastError``, so call it in the ``libcudart`` torch loaded (nothing to do
-    where torch links the runtime statically: then no such library is mapped).
+    where torch links the runtime statically, or the library cannot be opened again: the
+    error that follows then names the registration's failure as the last error).
     """
     global _libcudart
-    if _libcudart is None:
-        with open("/proc/self/maps") as maps:
-            path = next((line.split()[-1] for line in maps if "/libcudart.so" in line), None)
-        if path is None:
-            return
-        _libcudart = ctypes.CDLL(path)
-    _libcudart.cudaGetLastError()
+    try:
+        if _libcudart is None:
+            with open("/proc/self/maps") as maps:
+                path = next((line.split(maxsplit=5)[-1].strip() for line in maps if "/libcudart.so" in line), None)
+            if path is None:
+                return
+            _libcudart = ctypes.CDLL(path)
+        _libcudart.cudaGetLastError()
+    except OSError:
+        return
 
 
 def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = None) -> torch.Tensor:

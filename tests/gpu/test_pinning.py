@@ -87,8 +87,10 @@ class FakeCudart:
     [
         ([0], [11], "registered"),  # portable | mapped | read-only: a memory-mapped file may be pinned
         ([801, 0], [11, 3], "registered"),  # read-only not supported by the device: plain registration
+        ([1, 0], [11, 3], "registered"),  # whatever the first error: plain registration
         ([712], [11], "left alone"),  # part of the range is registered already
-        ([1], [11], "error"),
+        ([801, 712], [11, 3], "left alone"),
+        ([801, 1], [11, 3], "error"),
     ],
 )
 def test_pin_in_place_registers_read_only_and_clears_the_error_it_leaves(monkeypatch, answers, flags, outcome):
@@ -97,7 +99,8 @@ def test_pin_in_place_registers_read_only_and_clears_the_error_it_leaves(monkeyp
     monkeypatch.setattr(uva_gather, "_clear_last_cuda_error", lambda: cleared.append(True))
     tensor = torch.arange(6, dtype=torch.float32)
     if outcome == "error":
-        with pytest.raises(RuntimeError, match=r"cudaHostRegister of 24 bytes failed with CUDA error 1 \(error 1\)"):
+        with pytest.raises(RuntimeError, match=r"cudaHostRegister of 24 bytes failed: read-only registration with "
+                                               r"CUDA error 801 \(error 801\), plain registration with 1 \(error 1\)"):
             uva_gather.pin_in_place(tensor)
     else:
         assert uva_gather.pin_in_place(tensor) is tensor
@@ -129,3 +132,25 @@ def test_devices_without_an_index_compare_equal_to_the_tensors_made_on_them():
     cache = GPUCachedFeature(Feature(torch.rand(10, 4)), 5 * 16, "clock", device="cuda")
     out = torch.empty(3, 4, device="cuda")
     assert cache.read(torch.tensor([1, 2, 1], device="cuda"), out) is out
+
+
+@pytest.mark.skipif(has_cuda, reason="fakes the CUDA runtime")
+def test_a_memory_map_the_device_cannot_pin_stays_unpinned_with_a_warning(monkeypatch, tmp_path):
+    import numpy as np
+
+    from graphpipe import Feature
+
+    np.save(tmp_path / "x.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(uva_gather, "_clear_last_cuda_error", lambda: None)
+    fake = FakeCudart(801, 1)  # no read-only registration; the plain one refused (a read-only map)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    feature = Feature(str(tmp_path / "x.npy"))
+    with pytest.warns(UserWarning, match=r"a memory-mapped table stays unpinned .* read-only registration with "
+                                         r"CUDA error 801"):
+        assert feature.pin_memory_() is feature
+    assert isinstance(feature.data, np.memmap) and len(fake.calls) == 2
+    assert feature.read(torch.tensor([4])).tolist() == [[8.0, 9.0]]
+    fake.answers = [1, 1]
+    with pytest.raises(RuntimeError, match="plain registration with 1"):  # memory that is not a map: an error
+        Feature(torch.zeros(3, 2)).pin_memory_()
