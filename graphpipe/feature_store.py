@@ -107,23 +107,23 @@ class Feature:
         """
         if not cuda_or_warn_once("Feature.pin_memory_(): CUDA is not available; features stay unpinned"):
             return self
-        data = self.data
+        data = table = self.data
         if isinstance(data, np.ndarray):
             with warnings.catch_warnings():
                 # A read-only map: torch warns that writes would be undefined; nothing writes it.
                 warnings.filterwarnings("ignore", "The given NumPy array is not writable")
                 table = torch.from_numpy(data)
-            if isinstance(data, np.memmap):
-                try:
-                    pin_in_place(table)
-                except RuntimeError as error:
-                    warnings.warn(
-                        f"Feature.pin_memory_(): a memory-mapped table stays unpinned (its rows are gathered "
-                        f"on the CPU and copied): {error}"
-                    )
-                    return self
-            self._data = data = table
-        pin_in_place(data)
+        try:
+            pin_in_place(table)
+        except RuntimeError as error:
+            if not isinstance(data, np.memmap):
+                raise
+            warnings.warn(
+                f"Feature.pin_memory_(): a memory-mapped table stays unpinned (its rows are gathered "
+                f"on the CPU and copied): {error}"
+            )
+            return self
+        self._data = table
         return self
 
     def __getstate__(self):

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from common import emit, power_law_graph, require_cuda
+from common import emit, power_law_graph, require_cuda, sync
 from graphpipe.ops import derive_key, gpu_sampling, torch_random
 from graphpipe.ops.labor import Variates, sample_labor
 from graphpipe.ops.neighbor_sampling import sample_neighbors
@@ -39,14 +39,12 @@ def run(name, where, layer_op, uc_op, num_nodes, device, iters):
     batches = [torch.randint(0, num_nodes, (1024,), generator=gen).unique().to(device) for _ in range(iters + 3)]
     for b in batches[:3]:
         sample_layers(layer_op, uc_op, b, lambda layer: derive_key(0, 0, layer))
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    sync()
     t0, edges, inputs = time.perf_counter(), 0, 0
     for i, b in enumerate(batches[3:]):
         n, e = sample_layers(layer_op, uc_op, b, lambda layer: derive_key(0, i, layer))
         edges, inputs = edges + e, inputs + n
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    sync()
     seconds = time.perf_counter() - t0
     emit({"bench": "sampling", "sampler": name, "graph_in": where, "it/s": round(iters / seconds, 1),
           "edges/s": round(edges / seconds), "input_nodes/batch": inputs // iters, "fanouts": FANOUTS})
