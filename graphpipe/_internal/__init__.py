@@ -1,0 +1,1 @@
+"""Helpers no user calls: file safety, checks, device helpers."""

@@ -1,0 +1,132 @@
+"""Writing caches and scratch files without following planted symlinks, and reading
+only inside a directory the user named.
+
+A dataset directory is untrusted: any entry in it may be a symlink placed there. So
+graphpipe
+
+* writes only into a directory it checked is a real directory (not a symlink);
+* writes every file first into a private scratch directory it created itself
+  (``mkdtemp``: a new name, mode 0700), then renames it into place: ``rename`` replaces
+  a symlink at the destination instead of writing through it;
+* reads a path a dataset file names only after resolving it (symlinks included) and
+  checking that it stays inside the dataset directory.
+
+Scratch directories are named ``.graphpipe-tmp-<pid>-*``; one left by a killed process
+is removed by the next :func:`scratch_directory` in the same directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import tempfile
+from typing import Iterator
+
+__all__ = ["real_directory", "scratch_directory", "publish", "inside", "remove_stale_scratch"]
+
+_SCRATCH_PREFIX = ".graphpipe-tmp-"
+
+
+def real_directory(path: str | os.PathLike, what: str, create: bool = False) -> str:
+    """``path`` as a string after checking it is a directory and not a symlink
+    (creating it when ``create`` and it is missing; its parent must exist).
+
+    Raises:
+        FileNotFoundError: it is missing (and ``create`` is false, or its parent is missing).
+        ValueError: it is a symlink or not a directory.
+    """
+    path = os.fspath(path)
+    if create:
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"{what}: cannot create directory '{path}': its parent directory does not exist"
+            ) from None
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what}: directory '{path}' does not exist") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ValueError(
+            f"{what}: '{path}' is a symlink; graphpipe writes only into real directories "
+            f"(remove the link, or point at its target)"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"{what}: '{path}' exists and is not a directory")
+    return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_scratch(directory: str) -> None:
+    """Remove scratch directories in ``directory`` left by processes that no longer run."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(_SCRATCH_PREFIX):
+            continue
+        pid = name[len(_SCRATCH_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        entry = os.path.join(directory, name)
+        if stat.S_ISDIR(os.lstat(entry).st_mode):  # never follow a link planted under the prefix
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch_directory(directory: str | os.PathLike, what: str) -> Iterator[str]:
+    """A new private directory inside the real directory ``directory``, removed (with
+    what is left in it) on exit; files made in it are moved out with :func:`publish`."""
+    directory = real_directory(directory, what)
+    remove_stale_scratch(directory)
+    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=directory)
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def publish(source: str, destination: str | os.PathLike) -> None:
+    """Move the file ``source`` (made in a scratch directory beside it) to
+    ``destination``, replacing a file or a symlink there (never writing through one)."""
+    destination = os.fspath(destination)
+    try:
+        if stat.S_ISDIR(os.lstat(destination).st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory, not replaced", destination)
+    except FileNotFoundError:
+        pass
+    os.replace(source, destination)
+
+
+def inside(root: str | os.PathLike, path: str | os.PathLike, what: str) -> str:
+    """``path`` (relative to ``root`` unless absolute) resolved through every symlink,
+    after checking that it stays inside ``root`` (also resolved).
+
+    Raises:
+        ValueError: naming ``what`` (the entry that gave the path) when it points outside.
+    """
+    root_real = os.path.realpath(os.fspath(root))
+    resolved = os.path.realpath(os.path.join(root_real, os.fspath(path)))
+    if os.path.commonpath([root_real, resolved]) != root_real:
+        raise ValueError(
+            f"{what}: '{os.fspath(path)}' resolves to '{resolved}', outside the directory "
+            f"'{root_real}'; paths a dataset names must stay inside it (pass the directories "
+            f"you trust to the loader's argument for outside paths to allow it)"
+        )
+    return resolved
