@@ -6,14 +6,18 @@ from __future__ import annotations
 import gzip
 import os
 import warnings
+import zlib
 from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
 
+from .._internal.safe_files import publish, scratch_directory
+
 __all__ = ["csv_shape", "read_csv", "csv_to_npy", "read_array", "fingerprint"]
 
 _BLOCK_BYTES = 1 << 26
+_CSV_FORM = "numeric rows 'a,b,...' (ASCII, no header), optionally gzipped as '.gz'"
 
 
 def _open(path: str):
@@ -21,37 +25,57 @@ def _open(path: str):
 
 
 def _line_blocks(path: str, block_bytes: int = _BLOCK_BYTES) -> Iterator[bytes]:
-    """Whole lines of ``path``, ``block_bytes`` at a time (each block ends at a newline)."""
-    with _open(path) as f:
-        rest = b""
-        while True:
-            data = f.read(block_bytes)
-            if not data:
-                break
-            data = rest + data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
-                continue
-            rest = data[cut:]
-            yield data[:cut]
-        if rest.strip():
-            yield rest + b"\n"
+    """Whole lines of ``path``, ``block_bytes`` at a time (each block ends at a newline).
 
-
+    Raises:
+        ValueError: naming ``path`` for a ``.gz`` file that is not gzip, truncated or corrupted.
+    """
+    try:
+        with _open(path) as f:
+            rest = b""
+            while True:
+                data = f.read(block_bytes)
+                if not data:
+                    break
+                data = rest + data
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = data
+                    continue
+                rest = data[cut:]
+                yield data[:cut]
+            if rest.strip():
+                yield rest + b"\n"
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise ValueError(
+            f"'{path}' cannot be decompressed ({type(error).__name__}: {error}): a '.gz' file must be a whole "
+            f"gzip file (truncated by an interrupted download or copy, or not gzip at all?)"
+        ) from error
 def csv_shape(path: str) -> Tuple[int, int]:
-    """``(rows, columns)`` of a numeric CSV file without a header (blank lines not allowed)."""
+    """``(rows, columns)`` of a numeric CSV file without a header (blank lines not allowed).
+
+    Raises:
+        ValueError: naming ``path`` when it is empty or cannot be decompressed.
+    """
     rows, columns = 0, None
     for block in _line_blocks(path):
         if columns is None:
             columns = block[: block.index(b"\n")].count(b",") + 1
         rows += block.count(b"\n")
-    return rows, columns or 0
+    if not rows:
+        raise ValueError(f"'{path}' is empty; expected {_CSV_FORM}")
+    return rows, columns
 
 
 def _parse(block: bytes, dtype, columns: int, path: str, first_row: int) -> np.ndarray:
     rows = block.count(b"\n")
-    text = block.replace(b"\r", b"").rstrip(b"\n").replace(b"\n", b",").decode("ascii")
+    try:
+        text = block.replace(b"\r", b"").rstrip(b"\n").replace(b"\n", b",").decode("ascii")
+    except UnicodeDecodeError as error:
+        line = first_row + block[: error.start].count(b"\n")
+        raise ValueError(
+            f"'{path}': row {line} holds a non-ASCII byte ({block[error.start]:#04x}); expected {_CSV_FORM}"
+        ) from None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy warns (and stops) at the first value it cannot parse
         try:
@@ -61,7 +85,7 @@ def _parse(block: bytes, dtype, columns: int, path: str, first_row: int) -> np.n
     if values is None or values.size != rows * columns:
         raise ValueError(
             f"'{path}': rows {first_row}..{first_row + rows - 1} do not hold {columns} comma-separated "
-            f"numbers each (a header, a blank line or a malformed value?)"
+            f"numbers each (a header, a blank line or a malformed value?); expected {_CSV_FORM}"
         )
     return values.reshape(rows, columns)
 
@@ -79,20 +103,20 @@ def csv_to_npy(path: str, out_path: str, dtype, transpose: bool = False) -> np.n
     time (memory: a block of 64 MiB of text), returning it memory-mapped read-only.
 
     The array is ``[rows, columns]``, or ``[columns, rows]`` with ``transpose`` (an edge
-    list ``src,dst`` per line becomes GraphBolt's ``[2, num_edges]``).
+    list ``src,dst`` per line becomes GraphBolt's ``[2, num_edges]``). It is written in a
+    private scratch directory beside ``out_path`` (whose directory must be a real one, not
+    a symlink) and renamed over ``out_path``: a symlink there is replaced, not followed,
+    and a killed conversion leaves only the scratch directory, removed by the next one.
     """
     rows, columns = csv_shape(path)
     shape = (columns, rows) if transpose else (rows, columns)
-    temporary = f"{out_path}.{os.getpid()}.tmp.npy"
-    try:
+    with scratch_directory(os.path.dirname(os.path.abspath(out_path)), f"converting '{path}'") as scratch:
+        temporary = os.path.join(scratch, "array.npy")
         out = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=shape)
         _fill_from_csv(path, out.T if transpose else out, columns)
         out.flush()
         del out
-        os.replace(temporary, out_path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        publish(temporary, out_path)
     return np.load(out_path, mmap_mode="r")
 
 
@@ -106,16 +130,30 @@ def _fill_from_csv(path: str, out: np.ndarray, columns: int) -> None:
 
 def read_array(path: str, fmt: str, in_memory: bool = True, where: str = "") -> np.ndarray | torch.Tensor:
     """An array file as GraphBolt names it: ``fmt`` ``"numpy"`` (a ``.npy``, memory-mapped
-    when not ``in_memory``) or ``"torch"`` (a tensor saved with ``torch.save``)."""
+    when not ``in_memory``) or ``"torch"`` (a tensor saved with ``torch.save``), of a
+    bool, integer or floating dtype (no pickled objects: ``allow_pickle=False``,
+    ``weights_only=True``)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{where}no such file: '{path}'")
     if fmt == "numpy":
         try:
-            return np.load(path, mmap_mode=None if in_memory else "r")
+            data = np.load(path, mmap_mode=None if in_memory else "r", allow_pickle=False)
         except Exception as error:
             raise ValueError(f"{where}'{path}' is not a readable .npy file ({error})") from error
+        if not isinstance(data, np.ndarray):
+            raise ValueError(f"{where}'{path}' holds a {type(data).__name__} (an .npz archive?), expected one .npy array")
+        if data.dtype.kind not in "biuf" or data.dtype.itemsize > 8 or not data.dtype.isnative:
+            raise ValueError(
+                f"{where}'{path}' holds dtype {data.dtype.str} ({data.dtype}), which graphpipe does not read; "
+                f"expected a bool, integer or floating dtype of at most 8 bytes in native byte order "
+                f"(e.g. float32, int64): convert it with numpy.save(path, array.astype(...))"
+            )
+        return data
     if fmt == "torch":
-        data = torch.load(path, weights_only=True)
+        try:
+            data = torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as error:
+            raise ValueError(f"{where}'{path}' is not a tensor file written by torch.save ({error})") from error
         if not isinstance(data, torch.Tensor):
             raise ValueError(f"{where}'{path}' holds a {type(data).__name__}, expected a tensor")
         return data
@@ -123,10 +161,21 @@ def read_array(path: str, fmt: str, in_memory: bool = True, where: str = "") -> 
 
 
 def fingerprint(*paths: Optional[str]) -> list:
-    """``[path, size, mtime_ns]`` of each file, to tell when a cache is stale."""
+    """``[path, device, inode, size, mtime_ns, ctime_ns]`` of each file, to tell when a
+    cache is stale.
+
+    Size and mtime alone miss a file replaced by one of the same size whose mtime was
+    restored (``cp -p``, ``rsync -a``, ``tar``, ``os.utime``). The kernel sets ``ctime``
+    on every write, rename, ``utime`` and ``chmod``, and no system call sets it to a chosen
+    value, and a replaced file has a new inode: so a changed file changes its fingerprint
+    (or at worst a harmless change, e.g. a ``chmod``, rebuilds the cache). This costs one
+    ``stat`` per file, where hashing the content would read every input at every open. It
+    also means a cache copied or shipped with a dataset never matches, so a planted
+    ``graph.json`` cannot vouch for a planted graph.
+    """
     out = []
     for path in paths:
         if path is not None:
-            stat = os.stat(path)
-            out.append([os.path.abspath(path), stat.st_size, stat.st_mtime_ns])
+            info = os.stat(path)
+            out.append([os.path.abspath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns])
     return out
