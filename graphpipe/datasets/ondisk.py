@@ -202,8 +202,8 @@ class OnDiskDataset:
         default_cache = cache_dir is None
         cache_dir = os.path.join(path, "graphpipe") if default_cache else os.path.abspath(os.fspath(cache_dir))
         self.graph = _load_graph(files, metadata["graph"], cache_dir, default_cache, options, force_preprocess)
-        self.feature = _feature_store(files, _list(metadata, "feature_data", "metadata.yaml", where), self.graph, disk_based_features)
-        self.tasks = _tasks(files, _list(metadata, "tasks", "metadata.yaml", where), tasks)
+        self.feature = _feature_store(files, _list(metadata, "feature_data", "", where), self.graph, disk_based_features)
+        self.tasks = _tasks(files, _list(metadata, "tasks", "", where), tasks)
 
     def load(self, tasks: Optional[Sequence[str]] = None) -> "OnDiskDataset":
         """GraphBolt's two-step API: the dataset is loaded already; ``tasks`` keeps
@@ -298,7 +298,7 @@ def _list(section: dict, key: str, at: str, where: str) -> list:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"{where}: metadata.yaml {at}: `{key}` must be a list of entries, got {value!r}")
+        raise ValueError(f"{where}: metadata.yaml{' ' + at if at else ''}: `{key}` must be a list of entries, got {value!r}")
     return value
 
 
