@@ -527,7 +527,7 @@ def _over_all_node_types(graph: CSCGraph, name: str, tables: Dict[str, torch.Ten
         if table.dim() == 0 or table.shape[0] != counts[node_type] or table.shape[1:] != first.shape[1:] or table.dtype != first.dtype:
             raise ValueError(
                 f"{where}: {at} of node type {node_type!r} has dtype {table.dtype} shape {tuple(table.shape)}, expected "
-                f"[{counts[node_type]}, {', '.join(map(str, first.shape[1:]))}] {first.dtype} (one row per node, every "
+                f"{[counts[node_type], *first.shape[1:]]} {first.dtype} (one row per node, every "
                 f"type alike)"
             )
     return torch.cat([tables[t] for t in graph.node_types])
