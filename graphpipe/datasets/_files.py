@@ -4,17 +4,21 @@ GraphBolt's ``numpy`` / ``torch`` array files."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import warnings
 import zlib
-from typing import Iterator, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from .._internal.safe_files import publish, scratch_directory
+from .._internal.safe_files import publish, real_directory, regular_file, scratch_directory
 
-__all__ = ["csv_shape", "read_csv", "csv_to_npy", "read_array", "fingerprint"]
+__all__ = [
+    "csv_shape", "read_csv", "csv_to_npy", "read_array", "fingerprint", "trusted_directories", "cache_is_fresh",
+    "publish_cache",
+]  # fmt: skip
 
 _BLOCK_BYTES = 1 << 26
 _CSV_FORM = "numeric rows 'a,b,...' (ASCII, no header), optionally gzipped as '.gz'"
@@ -179,3 +183,75 @@ def fingerprint(*paths: Optional[str]) -> list:
             info = os.stat(path)
             out.append([os.path.abspath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns])
     return out
+
+
+def trusted_directories(directories, where: str) -> List[str]:
+    """The ``trusted_directories`` argument checked: a list of existing directories."""
+    form = "a list of directories, e.g. trusted_directories=['/data/features']"
+    if isinstance(directories, (str, bytes, os.PathLike)) or not isinstance(directories, (list, tuple)):
+        raise TypeError(f"{where}: `trusted_directories` must be {form}, got {directories!r}")
+    out = []
+    for directory in directories:
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"{where}: `trusted_directories` must be {form}, got an entry {directory!r}")
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"{where}: `trusted_directories` entry '{os.fspath(directory)}' is not a directory")
+        out.append(os.path.abspath(os.fspath(directory)))
+    return out
+
+
+def cache_is_fresh(cache_dir: str, stamp_name: str, stamp: dict, where: str) -> Optional[List[str]]:
+    """The names of the cached files when the cache in ``cache_dir`` was built from the
+    inputs ``stamp`` describes (see :func:`fingerprint`), else None.
+
+    Up to date means: the stamp file ``stamp_name`` (written by :func:`publish_cache`)
+    holds ``stamp`` and the fingerprint of every file it lists, each still a regular file
+    (not a symlink) with that fingerprint, in a real directory.
+
+    Raises:
+        ValueError: ``cache_dir`` is a symlink or not a directory.
+    """
+    if not os.path.lexists(cache_dir):
+        return None
+    real_directory(cache_dir, f"{where}: cache directory (pass another one as `cache_dir`)")
+    stamp_file = os.path.join(cache_dir, stamp_name)
+    if not regular_file(stamp_file):
+        return None
+    try:
+        with os.fdopen(os.open(stamp_file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or not isinstance(saved.get("cache"), dict):
+        return None
+    outputs = saved.pop("cache")
+    if saved != json.loads(json.dumps(stamp)):
+        return None
+    for name, expected in outputs.items():
+        path = os.path.join(cache_dir, name)
+        if os.path.basename(name) != name or not regular_file(path) or fingerprint(path) != expected:
+            return None
+    return list(outputs)
+
+
+def publish_cache(scratch: str, cache_dir: str, stamp_name: str, stamp: dict, names: Sequence[str],
+                  stale: Iterable[str] = ()) -> None:  # fmt: skip
+    """Move the files ``names`` from ``scratch`` (a :func:`scratch_directory` in
+    ``cache_dir``) into ``cache_dir``, remove the files ``stale`` (outputs of an earlier
+    build this one does not have), then write the stamp file ``stamp_name``: ``stamp``
+    and the fingerprint of each published file (what :func:`cache_is_fresh` checks).
+
+    The old stamp goes first, so an interrupted publish leaves a cache that is rebuilt,
+    never one a stamp vouches for; files are renamed into place (a symlink there is
+    replaced, not followed).
+    """
+    stamp_file = os.path.join(cache_dir, stamp_name)
+    for name in (stamp_name, *stale):
+        if os.path.lexists(os.path.join(cache_dir, name)):
+            os.remove(os.path.join(cache_dir, name))
+    for name in names:
+        publish(os.path.join(scratch, name), os.path.join(cache_dir, name))
+    written = os.path.join(scratch, stamp_name)
+    with open(written, "x") as f:
+        json.dump({**stamp, "cache": {name: fingerprint(os.path.join(cache_dir, name)) for name in names}}, f)
+    publish(written, stamp_file)

@@ -73,12 +73,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .._internal.safe_files import inside, publish, real_directory, regular_file, scratch_directory
+from .._internal.safe_files import inside, real_directory, scratch_directory
 from ..csc_graph import CSCGraph
 from ..disk_feature import DiskBasedFeature
 from ..feature_store import Feature, FeatureStore
 from ..item_set import HeteroItemSet, ItemSet
-from ._files import csv_to_npy, fingerprint, read_array, read_csv
+from ._files import cache_is_fresh, csv_to_npy, fingerprint, publish_cache, read_array, read_csv
+from ._files import trusted_directories as check_trusted_directories
 
 __all__ = ["OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
 
@@ -185,7 +186,7 @@ class OnDiskDataset:
                             ("auto_cast_to_optimal_dtype", auto_cast_to_optimal_dtype)):  # fmt: skip
             if not isinstance(value, bool):
                 raise TypeError(f"{where}: `{name}` must be True or False, got {value!r}")
-        trusted = _trusted_directories(trusted_directories, where)
+        trusted = check_trusted_directories(trusted_directories, where)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{where}: no such directory")
         metadata_path = os.path.join(path, "metadata.yaml")
@@ -231,20 +232,6 @@ class OnDiskDataset:
             f"num_edges={self.graph.num_edges}, node_features={self.feature.node_keys}, "
             f"edge_features={self.feature.edge_keys}, tasks={[t.metadata.get('name') for t in self.tasks]})"
         )
-
-
-def _trusted_directories(directories, where: str) -> List[str]:
-    form = "a list of directories, e.g. trusted_directories=['/data/features']"
-    if isinstance(directories, (str, bytes, os.PathLike)) or not isinstance(directories, (list, tuple)):
-        raise TypeError(f"{where}: `trusted_directories` must be {form}, got {directories!r}")
-    out = []
-    for directory in directories:
-        if not isinstance(directory, (str, os.PathLike)):
-            raise TypeError(f"{where}: `trusted_directories` must be {form}, got an entry {directory!r}")
-        if not os.path.isdir(directory):
-            raise FileNotFoundError(f"{where}: `trusted_directories` entry '{os.fspath(directory)}' is not a directory")
-        out.append(os.path.abspath(os.fspath(directory)))
-    return out
 
 
 def _read_yaml(path: str, where: str):
@@ -389,8 +376,8 @@ def _load_graph(files: _Files, graph_meta: dict, cache_dir: str, default_cache: 
         "options": options,
         "files": fingerprint(*[p for p in edge_paths + attribute_paths if os.path.isfile(p)]),
     }
-    graph_file, stamp_file = os.path.join(cache_dir, "graph.pt"), os.path.join(cache_dir, "graph.json")
-    if not force and _cache_is_fresh(cache_dir, graph_file, stamp_file, stamp, where):
+    graph_file = os.path.join(cache_dir, "graph.pt")
+    if not force and cache_is_fresh(cache_dir, "graph.json", stamp, where) == ["graph.pt"]:
         return CSCGraph.load(graph_file, mmap=True)
     _cache_directory(cache_dir, default_cache, where)
     with scratch_directory(cache_dir, f"{where}: cache") as scratch:
@@ -405,15 +392,7 @@ def _load_graph(files: _Files, graph_meta: dict, cache_dir: str, default_cache: 
         if graph is not base:
             graph.save(built)
         del graph, base
-        # No stamp while the graph is replaced: an interrupted publish leaves a cache that
-        # is rebuilt, never one that a stamp vouches for.
-        if os.path.lexists(stamp_file):
-            os.remove(stamp_file)
-        publish(built, graph_file)
-        stamp_built = os.path.join(scratch, "graph.json")
-        with open(stamp_built, "x") as f:
-            json.dump({**stamp, "cache": fingerprint(graph_file)}, f)
-        publish(stamp_built, stamp_file)
+        publish_cache(scratch, cache_dir, "graph.json", stamp, ["graph.pt"])
     return CSCGraph.load(graph_file, mmap=True)
 
 
@@ -426,24 +405,6 @@ def _preprocessed_hint(root: str) -> str:
         "fused_csc_sampling_graph.pt'); numpy.save(edge file, numpy.stack([g.indices.numpy(), "
         "numpy.repeat(numpy.arange(g.total_num_nodes), numpy.diff(g.csc_indptr.numpy()))]))"
     )
-
-
-def _cache_is_fresh(cache_dir: str, graph_file: str, stamp_file: str, stamp: dict, where: str) -> bool:
-    """Whether the cache holds a graph built from the current inputs: ``graph.json``
-    matches ``stamp`` and fingerprints ``graph.pt`` as written (both regular files, not
-    symlinks, in a real directory)."""
-    if not os.path.lexists(cache_dir):
-        return False
-    real_directory(cache_dir, f"{where}: cache directory (pass another one as `cache_dir`)")
-    if not (regular_file(graph_file) and regular_file(stamp_file)):
-        return False
-    try:
-        descriptor = os.open(stamp_file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(descriptor) as f:
-            saved = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return saved == {**stamp, "cache": fingerprint(graph_file)}
 
 
 def _cache_directory(cache_dir: str, default_cache: bool, where: str) -> None:
