@@ -64,8 +64,8 @@ file per edge type, stored per CSC position.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+import reprlib
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -90,6 +90,10 @@ _CACHE_VERSION = 2
 #: GraphBolt's name of the edge attribute ``include_original_edge_id=True`` adds.
 ORIGINAL_EDGE_ID = "_ORIGINAL_EDGE_ID"
 _OPT_IN = "OnDiskDataset(..., trusted_directories=[...])"
+# Metadata values in messages: bounded, since YAML aliases can nest a small file into a
+# huge structure ("billion laughs"), which a plain repr would expand.
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxdict, _SHOW.maxlist, _SHOW.maxstring, _SHOW.maxother = 3, 8, 8, 120, 120
 
 
 @dataclass
@@ -185,7 +189,7 @@ class OnDiskDataset:
         for name, value in (("include_original_edge_id", include_original_edge_id),
                             ("auto_cast_to_optimal_dtype", auto_cast_to_optimal_dtype)):  # fmt: skip
             if not isinstance(value, bool):
-                raise TypeError(f"{where}: `{name}` must be True or False, got {value!r}")
+                raise TypeError(f"{where}: `{name}` must be True or False, got {_SHOW.repr(value)}")
         trusted = check_trusted_directories(trusted_directories, where)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{where}: no such directory")
@@ -197,7 +201,10 @@ class OnDiskDataset:
             raise ValueError(f"{where}: metadata.yaml must be a mapping with a `graph` section (nodes and edges)")
         self.path = path
         self.metadata = metadata
-        self.dataset_name = str(metadata.get("dataset_name") or os.path.basename(path))
+        name = metadata.get("dataset_name")
+        if name is not None and not isinstance(name, (str, int, float)):
+            raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
+        self.dataset_name = str(name or os.path.basename(path))
         files = _Files(path, trusted, where)
         options = {"include_original_edge_id": include_original_edge_id, "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype}
         default_cache = cache_dir is None
@@ -285,7 +292,7 @@ def _list(section: dict, key: str, at: str, where: str) -> list:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"{where}: metadata.yaml{' ' + at if at else ''}: `{key}` must be a list of entries, got {value!r}")
+        raise ValueError(f"{where}: metadata.yaml{' ' + at if at else ''}: `{key}` must be a list of entries, got {_SHOW.repr(value)}")
     return value
 
 
@@ -295,22 +302,22 @@ def _entry(entry, at: str, where: str, required: Dict[str, _Spec], optional: Dic
     whose ``required`` and present ``optional`` fields have their expected form, and with
     a ``type`` when ``typed``, none when not (None: either)."""
     if not isinstance(entry, dict):
-        raise ValueError(f"{where}: metadata.yaml {at} must be a mapping with fields {list(required)}, got {entry!r}")
+        raise ValueError(f"{where}: metadata.yaml {at} must be a mapping with fields {list(required)}, got {_SHOW.repr(entry)}")
     has_type = entry.get("type") is not None
     if typed is not None and has_type != typed:
         kind = "a heterogeneous" if typed else "a homogeneous"
         raise ValueError(
             f"{where}: metadata.yaml {at} {'lacks' if typed else 'has'} a `type`, but the graph is {kind} one "
             f"(every node, edge, feature and set entry of a heterogeneous dataset names its type, and none of a "
-            f"homogeneous one); the entry is {entry!r}"
+            f"homogeneous one); the entry is {_SHOW.repr(entry)}"
         )
     for key, (check, form) in required.items():
         if entry.get(key) is None:
-            raise ValueError(f"{where}: metadata.yaml {at} lacks `{key}` ({form}); the entry is {entry!r}")
+            raise ValueError(f"{where}: metadata.yaml {at} lacks `{key}` ({form}); the entry is {_SHOW.repr(entry)}")
     for key, (check, form) in {**required, **optional}.items():
         value = entry.get(key)
         if value is not None and not check(value):
-            raise ValueError(f"{where}: metadata.yaml {at}: `{key}` must be {form}, got {value!r}")
+            raise ValueError(f"{where}: metadata.yaml {at}: `{key}` must be {form}, got {_SHOW.repr(value)}")
     return entry
 
 
@@ -340,7 +347,7 @@ def _load_graph(files: _Files, graph_meta: dict, cache_dir: str, default_cache: 
     nodes, edges = graph_meta.get("nodes"), graph_meta.get("edges")
     for key, value in (("nodes", nodes), ("edges", edges)):
         if not _ITEMS[0](value):
-            raise ValueError(f"{where}: metadata.yaml graph: `{key}` must be {_ITEMS[1]}, got {value!r}")
+            raise ValueError(f"{where}: metadata.yaml graph: `{key}` must be {_ITEMS[1]}, got {_SHOW.repr(value)}")
     attributes = _list(graph_meta, "feature_data", "graph", where)
     typed = any(isinstance(n, dict) and n.get("type") is not None for n in nodes)
     if typed:
@@ -372,7 +379,10 @@ def _load_graph(files: _Files, graph_meta: dict, cache_dir: str, default_cache: 
                                     + ("" if typed else _preprocessed_hint(files.root)))  # fmt: skip
     stamp = {
         "version": _CACHE_VERSION,
-        "graph": json.loads(json.dumps(graph_meta, default=str)),
+        # the fields the build reads (not the whole section: extra fields change nothing)
+        "graph": [[[e.get(k) for k in ("type", "num")] for e in node_entries],
+                  [[e.get(k) for k in ("type", "format", "path")] for e in edge_entries],
+                  [[f.get(k) for k in ("domain", "type", "name", "format", "path")] for f in attributes]],  # fmt: skip
         "options": options,
         "files": fingerprint(*[p for p in edge_paths + attribute_paths if os.path.isfile(p)]),
     }
@@ -612,7 +622,7 @@ def _item_set(files: _Files, entries, at: str):
     if not entries:
         return None
     if not isinstance(entries, list):
-        raise ValueError(f"{where}: metadata.yaml {at} must be a list of entries, got {entries!r}")
+        raise ValueError(f"{where}: metadata.yaml {at} must be a list of entries, got {_SHOW.repr(entries)}")
     if any(isinstance(e, dict) and e.get("type") is not None for e in entries):
         typed = {}
         for i, e in enumerate(entries):

@@ -136,3 +136,25 @@ def test_a_feature_with_fewer_rows_is_refused_and_more_rows_accepted(tmp_path):
         gp.datasets.OnDiskDataset(tmp_path)
     np.save(tmp_path / "node_data" / "feat.npy", np.ones((310, 8), np.float32))  # padding, nodes added later
     assert gp.datasets.OnDiskDataset(tmp_path).feature["feat"].num_rows == 310
+
+
+BOMB = """\
+a: &a [1, 1, 1, 1, 1, 1]
+b: &b [*a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e]
+"""  # YAML aliases: 60 lines of text, 6**6 numbers when expanded
+
+
+def test_yaml_aliases_are_not_expanded_into_messages_or_the_cache_stamp(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    text = (tmp_path / "metadata.yaml").read_text()
+    (tmp_path / "metadata.yaml").write_text(BOMB + text.replace("    - num: 300", "    - num: 300\n      note: *f"))
+    gp.datasets.OnDiskDataset(tmp_path)  # an extra field is ignored, and not stamped
+    assert os.path.getsize(tmp_path / "graphpipe" / "graph.json") < 4000
+    (tmp_path / "metadata.yaml").write_text(BOMB + text.replace(NUMPY_EDGES, "    - *f"))
+    with pytest.raises(ValueError, match=r"graph.edges\[0\] must be a mapping with fields \['format', 'path'\]") as error:
+        gp.datasets.OnDiskDataset(tmp_path)
+    assert len(str(error.value)) < 2000
