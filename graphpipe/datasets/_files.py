@@ -17,7 +17,7 @@ from .._internal.safe_files import publish, real_directory, regular_file, scratc
 
 __all__ = [
     "csv_shape", "read_csv", "csv_to_npy", "read_array", "fingerprint", "trusted_directories", "cache_is_fresh",
-    "publish_cache",
+    "make_cache_directory", "publish_cache",
 ]  # fmt: skip
 
 _BLOCK_BYTES = 1 << 26
@@ -232,6 +232,18 @@ def cache_is_fresh(cache_dir: str, stamp_name: str, stamp: dict, where: str) -> 
         if os.path.basename(name) != name or not regular_file(path) or fingerprint(path) != expected:
             return None
     return list(outputs)
+
+
+def make_cache_directory(cache_dir: str, default_cache: bool, where: str) -> None:
+    """Create the cache directory if needed (and its parents for one the caller named,
+    not ``default_cache``) and check it is a real directory, not a symlink."""
+    what = f"{where}: cache directory"
+    try:
+        if not default_cache:
+            os.makedirs(os.path.dirname(cache_dir), exist_ok=True)
+        real_directory(cache_dir, what + " (pass another one as `cache_dir`)", create=True)
+    except PermissionError as error:
+        raise PermissionError(f"{what} '{cache_dir}' cannot be created ({error}); pass a writable `cache_dir`") from error
 
 
 def publish_cache(scratch: str, cache_dir: str, stamp_name: str, stamp: dict, names: Sequence[str],

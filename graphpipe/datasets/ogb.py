@@ -39,12 +39,12 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
-from .._internal.safe_files import inside, real_directory, scratch_directory
+from .._internal.safe_files import inside, scratch_directory
 from ..csc_graph import CSCGraph
 from ..feature_store import FeatureStore
 from ..item_set import ItemSet
 from ..ops.csc_build import coo_id_range
-from ._files import cache_is_fresh, csv_to_npy, fingerprint, publish_cache, read_array, read_csv
+from ._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
 from ._files import trusted_directories as check_trusted_directories
 from .base import NodeClassificationDataset
 
@@ -116,7 +116,8 @@ def ogb_node_dataset(
         names = ["edge.csv.gz", "num-node-list.csv.gz", "node-label.csv.gz"]
         names += [f for f in ("node-feat.csv.gz", "edge-feat.csv.gz") if os.path.isfile(os.path.join(raw, f))]
     inputs = {f: _input(root, os.path.join("raw", f), trusted, where) for f in names}
-    split_files = [_input(root, os.path.join(os.path.relpath(split_dir, root), f"{s}.csv.gz"), trusted, where) for s in _SPLITS]
+    split_relative = os.path.relpath(split_dir, root)
+    split_files = [_input(root, os.path.join(split_relative, f"{s}.csv.gz"), trusted, where) for s in _SPLITS]
     default_cache = cache_dir is None
     cache = os.path.join(root, "graphpipe") if default_cache else os.path.abspath(os.fspath(cache_dir))
     stamp = {
@@ -127,9 +128,7 @@ def ogb_node_dataset(
     }
     cached = None if force_preprocess else cache_is_fresh(cache, "ogb.json", stamp, where)
     if cached is None:
-        if not default_cache:
-            os.makedirs(os.path.dirname(cache), exist_ok=True)
-        real_directory(cache, f"{where}: cache directory (pass another one as `cache_dir`)", create=True)
+        make_cache_directory(cache, default_cache, where)
         with scratch_directory(cache, f"{where}: cache") as scratch:
             cached = _convert(inputs, binary, split_files, scratch, bool(add_inverse_edge), where)
             stale = {"node_feat.npy", "edge_feat.npy"} - set(cached)  # of an earlier conversion
@@ -303,4 +302,6 @@ def _npz_to_npy(path: str, key: str, out_path: str, where: str) -> None:
                         break
                     out.write(block)
             except (zipfile.BadZipFile, zlib.error, EOFError) as error:
-                raise ValueError(f"{where}: '{path}' member {key}.npy cannot be read ({error}); download it again") from error
+                raise ValueError(
+                    f"{where}: '{path}' member {key}.npy cannot be read ({error}); download it again"
+                ) from error

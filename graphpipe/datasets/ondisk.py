@@ -39,15 +39,15 @@ Paths are relative to the directory. The graph is built once from the edge file 
 :meth:`graphpipe.CSCGraph.from_coo_files` (bounded memory) and cached in
 ``<directory>/graphpipe/graph.pt``, rebuilt when the edge files, the ``graph`` section or
 the options change; GraphBolt's own ``preprocessed/`` folder is neither read nor written,
-so both libraries can share a directory.
+so both libraries can share a directory. Features with ``in_memory: false`` stay on disk
+(memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
 
 A dataset directory is untrusted input (it may come from a download): every path in
 ``metadata.yaml`` is resolved, symlinks included, and must stay inside the directory
 (``trusted_directories`` names more places it may point into); arrays are read without
 unpickling (``allow_pickle=False``, ``weights_only=True``, YAML safe loading); the cache
 is written only into a real directory (``graphpipe/`` as a symlink is refused), through a
-private scratch directory and a rename, so no planted symlink is written through. Features with ``in_memory: false`` stay on disk
-(memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
+private scratch directory and a rename, so no planted symlink is written through.
 
 Heterogeneous datasets (GraphBolt's ``type`` fields) are read too: ``graph.nodes`` lists
 ``{type: paper, num: N}`` entries, ``graph.edges`` one edge file per ``type:
@@ -73,12 +73,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .._internal.safe_files import inside, real_directory, scratch_directory
+from .._internal.safe_files import inside, scratch_directory
 from ..csc_graph import CSCGraph
 from ..disk_feature import DiskBasedFeature
 from ..feature_store import Feature, FeatureStore
 from ..item_set import HeteroItemSet, ItemSet
-from ._files import cache_is_fresh, csv_to_npy, fingerprint, publish_cache, read_array, read_csv
+from ._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
 from ._files import trusted_directories as check_trusted_directories
 
 __all__ = ["OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
@@ -206,7 +206,10 @@ class OnDiskDataset:
             raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
         self.dataset_name = str(name or os.path.basename(path))
         files = _Files(path, trusted, where)
-        options = {"include_original_edge_id": include_original_edge_id, "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype}
+        options = {
+            "include_original_edge_id": include_original_edge_id,
+            "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype,
+        }
         default_cache = cache_dir is None
         cache_dir = os.path.join(path, "graphpipe") if default_cache else os.path.abspath(os.fspath(cache_dir))
         self.graph = _load_graph(files, metadata["graph"], cache_dir, default_cache, options, force_preprocess)
@@ -292,7 +295,9 @@ def _list(section: dict, key: str, at: str, where: str) -> list:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"{where}: metadata.yaml{' ' + at if at else ''}: `{key}` must be a list of entries, got {_SHOW.repr(value)}")
+        raise ValueError(
+            f"{where}: metadata.yaml{' ' + at if at else ''}: `{key}` must be a list of entries, got {_SHOW.repr(value)}"
+        )
     return value
 
 
@@ -302,7 +307,9 @@ def _entry(entry, at: str, where: str, required: Dict[str, _Spec], optional: Dic
     whose ``required`` and present ``optional`` fields have their expected form, and with
     a ``type`` when ``typed``, none when not (None: either)."""
     if not isinstance(entry, dict):
-        raise ValueError(f"{where}: metadata.yaml {at} must be a mapping with fields {list(required)}, got {_SHOW.repr(entry)}")
+        raise ValueError(
+            f"{where}: metadata.yaml {at} must be a mapping with fields {list(required)}, got {_SHOW.repr(entry)}"
+        )
     has_type = entry.get("type") is not None
     if typed is not None and has_type != typed:
         kind = "a heterogeneous" if typed else "a homogeneous"
@@ -342,7 +349,9 @@ class _Files:
 
 
 # ---------------------------------------------------------------- the graph and its cache
-def _load_graph(files: _Files, graph_meta: dict, cache_dir: str, default_cache: bool, options: dict, force: bool) -> CSCGraph:
+def _load_graph(
+    files: _Files, graph_meta: dict, cache_dir: str, default_cache: bool, options: dict, force: bool
+) -> CSCGraph:
     where = files.where
     nodes, edges = graph_meta.get("nodes"), graph_meta.get("edges")
     for key, value in (("nodes", nodes), ("edges", edges)):
@@ -389,12 +398,14 @@ def _load_graph(files: _Files, graph_meta: dict, cache_dir: str, default_cache: 
     graph_file = os.path.join(cache_dir, "graph.pt")
     if not force and cache_is_fresh(cache_dir, "graph.json", stamp, where) == ["graph.pt"]:
         return CSCGraph.load(graph_file, mmap=True)
-    _cache_directory(cache_dir, default_cache, where)
+    make_cache_directory(cache_dir, default_cache, where)
     with scratch_directory(cache_dir, f"{where}: cache") as scratch:
         built = os.path.join(scratch, "graph.pt")
         if typed:
             base = None
-            graph = _build_typed_graph(files, node_entries, edge_entries, edge_paths, attributes, attribute_at, attribute_paths)
+            graph = _build_typed_graph(
+                files, node_entries, edge_entries, edge_paths, attributes, attribute_at, attribute_paths
+            )
         else:  # saved to `built` by the builder; saved again only if attributes or options change it
             base = _build_graph(files, node_entries[0], edge_entries[0], edge_paths[0], scratch, built)
             graph = _with_attributes(base, attributes, attribute_at, attribute_paths, where)
@@ -417,17 +428,6 @@ def _preprocessed_hint(root: str) -> str:
     )
 
 
-def _cache_directory(cache_dir: str, default_cache: bool, where: str) -> None:
-    """Create the cache directory if needed and check it is a real directory."""
-    what = f"{where}: cache directory"
-    try:
-        if not default_cache:
-            os.makedirs(os.path.dirname(cache_dir), exist_ok=True)
-        real_directory(cache_dir, what + " (pass another one as `cache_dir`)", create=True)
-    except PermissionError as error:
-        raise PermissionError(f"{what} '{cache_dir}' cannot be created ({error}); pass a writable `cache_dir`") from error
-
-
 def _build_graph(files: _Files, node_entry: dict, edge_entry: dict, edge_path: str, scratch: str, built: str) -> CSCGraph:
     """The homogeneous graph of the edge file, built with bounded memory into ``built``."""
     where = files.where
@@ -442,7 +442,9 @@ def _build_graph(files: _Files, node_entry: dict, edge_entry: dict, edge_path: s
         raise ValueError(f"{where}: {at}: {error}") from error
 
 
-def _build_typed_graph(files: _Files, node_entries, edge_entries, edge_paths, attributes, attribute_at, attribute_paths) -> CSCGraph:
+def _build_typed_graph(
+    files: _Files, node_entries, edge_entries, edge_paths, attributes, attribute_at, attribute_paths
+) -> CSCGraph:
     """A heterogeneous graph: node counts per type, one edge file per edge type, and
     ``graph.feature_data`` attributes per type (in memory)."""
     where = files.where
@@ -473,7 +475,9 @@ def _build_typed_graph(files: _Files, node_entries, edge_entries, edge_paths, at
     except ValueError as error:
         raise ValueError(f"{where}: metadata.yaml graph: {error}") from error
     if per_type["node"]:
-        node_attributes = {name: _over_all_node_types(graph, name, tables, where) for name, tables in per_type["node"].items()}
+        node_attributes = {
+            name: _over_all_node_types(graph, name, tables, where) for name, tables in per_type["node"].items()
+        }
         graph = dataclasses.replace(graph, node_attributes=node_attributes)
     return graph
 
@@ -495,11 +499,11 @@ def _over_all_node_types(graph: CSCGraph, name: str, tables: Dict[str, torch.Ten
     first = tables[graph.node_types[0]]
     for node_type in graph.node_types:
         table = tables[node_type]
-        if table.dim() == 0 or table.shape[0] != counts[node_type] or table.shape[1:] != first.shape[1:] or table.dtype != first.dtype:
+        expected = (counts[node_type], *first.shape[1:])
+        if table.dim() == 0 or tuple(table.shape) != expected or table.dtype != first.dtype:
             raise ValueError(
                 f"{where}: {at} of node type {node_type!r} has dtype {table.dtype} shape {tuple(table.shape)}, expected "
-                f"{[counts[node_type], *first.shape[1:]]} {first.dtype} (one row per node, every "
-                f"type alike)"
+                f"{list(expected)} {first.dtype} (one row per node, every type alike)"
             )
     return torch.cat([tables[t] for t in graph.node_types])
 
@@ -520,7 +524,8 @@ def _with_attributes(graph: CSCGraph, attributes, attribute_at, paths, where: st
                     f"{where}: metadata.yaml {at} ('{path}') has shape {tuple(data.shape)}, expected one row per "
                     f"edge ({graph.num_edges})"
                 )
-            edge_attributes[entry["name"]] = data if graph.original_edge_ids is None else data[graph.original_edge_ids.long()]
+            edge_ids = graph.original_edge_ids
+            edge_attributes[entry["name"]] = data if edge_ids is None else data[edge_ids.long()]
     try:
         return dataclasses.replace(graph, node_attributes=node_attributes, edge_attributes=edge_attributes)
     except ValueError as error:
@@ -559,7 +564,10 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
                        {"type": _NODE_TYPE if domain == "node" else _EDGE_TYPE, "in_memory": _BOOL}, typed=typed)  # fmt: skip
         domain, name = entry["domain"], entry["name"]
         if domain not in tables:
-            warnings.warn(f"{where}: skipping metadata.yaml {at}: {domain!r} features are not read (graphpipe stores node and edge features)")
+            warnings.warn(
+                f"{where}: skipping metadata.yaml {at}: {domain!r} features are not read (graphpipe stores node "
+                f"and edge features)"
+            )
             continue
         path = files.path(entry, at)
         in_memory = entry.get("in_memory", True) is not False
@@ -632,7 +640,10 @@ def _item_set(files: _Files, entries, at: str):
             typed[e["type"]] = _one_item_set(files, e, f"{at}[{i}]")
         return HeteroItemSet(typed)
     if len(entries) != 1:
-        raise ValueError(f"{where}: metadata.yaml {at}: an untyped set has one entry, got {len(entries)} (typed sets give each a `type`)")
+        raise ValueError(
+            f"{where}: metadata.yaml {at}: an untyped set has one entry, got {len(entries)} (typed sets give each "
+            f"a `type`)"
+        )
     return _one_item_set(files, _entry(entries[0], f"{at}[0]", where, {"data": _ITEMS}), f"{at}[0]")
 
 
@@ -641,7 +652,9 @@ def _one_item_set(files: _Files, entry: dict, at: str) -> ItemSet:
     fields, names = [], []
     for i, data in enumerate(entry["data"]):
         data_at = _named(f"{at}.data[{i}]", data, "field")
-        data = _entry(data, data_at, where, {"format": _ARRAY_FORMAT, "path": _PATH}, {"name": _NAME, "in_memory": _BOOL}, typed=None)
+        data = _entry(
+            data, data_at, where, {"format": _ARRAY_FORMAT, "path": _PATH}, {"name": _NAME, "in_memory": _BOOL}, typed=None
+        )
         array = read_array(files.path(data, data_at), data["format"], True, f"{where}: metadata.yaml {data_at}: ")
         fields.append(torch.as_tensor(np.asarray(array)) if isinstance(array, np.ndarray) else array)
         name = data.get("name") or "seeds"
