@@ -74,7 +74,7 @@ def csv_shape(path: str) -> Tuple[int, int]:
 def _parse(block: bytes, dtype, columns: int, path: str, first_row: int) -> np.ndarray:
     rows = block.count(b"\n")
     try:
-        text = block.replace(b"\r", b"").rstrip(b"\n").replace(b"\n", b",").decode("ascii")
+        text = block.decode("ascii").replace("\r", "").rstrip("\n").replace("\n", ",")
     except UnicodeDecodeError as error:
         line = first_row + block[: error.start].count(b"\n")
         raise ValueError(
