@@ -11,8 +11,9 @@ graphpipe
 * reads a path a dataset file names only after resolving it (symlinks included) and
   checking that it stays inside the dataset directory.
 
-Scratch directories are named ``.graphpipe-tmp-<pid>-*``; one left by a killed process
-is removed by the next :func:`scratch_directory` in the same directory.
+Scratch directories are named ``.graphpipe-tmp-<pid>-<host>-*``; one left by a killed
+process is removed by the next :func:`scratch_directory` in the same directory on the same
+host (a directory shared over NFS may hold live scratch of other machines' processes).
 """
 
 from __future__ import annotations
@@ -20,14 +21,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
+import socket
 import stat
 import tempfile
-from typing import Iterator
+from typing import Iterator, Sequence
 
-__all__ = ["real_directory", "scratch_directory", "publish", "inside", "remove_stale_scratch"]
+__all__ = ["real_directory", "scratch_directory", "publish", "inside", "regular_file", "remove_stale_scratch"]
 
 _SCRATCH_PREFIX = ".graphpipe-tmp-"
+
+
+def _host() -> str:
+    """This machine's name as it goes into scratch names (no ``-``, which separates fields)."""
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
 
 
 def real_directory(path: str | os.PathLike, what: str, create: bool = False) -> str:
@@ -73,15 +81,20 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_scratch(directory: str) -> None:
-    """Remove scratch directories in ``directory`` left by processes that no longer run."""
+    """Remove scratch directories in ``directory`` left by processes of this host that no
+    longer run (names without a host, ``.graphpipe-tmp-<pid>-<random>``, count as this host's)."""
     try:
         names = os.listdir(directory)
     except OSError:
         return
+    host = _host()
     for name in names:
         if not name.startswith(_SCRATCH_PREFIX):
             continue
-        pid = name[len(_SCRATCH_PREFIX):].split("-", 1)[0]
+        fields = name[len(_SCRATCH_PREFIX):].split("-")
+        pid = fields[0]
+        if len(fields) not in (2, 3) or (len(fields) == 3 and fields[1] != host):
+            continue
         if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
             continue
         entry = os.path.join(directory, name)
@@ -95,7 +108,7 @@ def scratch_directory(directory: str | os.PathLike, what: str) -> Iterator[str]:
     what is left in it) on exit; files made in it are moved out with :func:`publish`."""
     directory = real_directory(directory, what)
     remove_stale_scratch(directory)
-    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=directory)
+    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-{_host()}-", dir=directory)
     try:
         yield scratch
     finally:
@@ -114,19 +127,37 @@ def publish(source: str, destination: str | os.PathLike) -> None:
     os.replace(source, destination)
 
 
-def inside(root: str | os.PathLike, path: str | os.PathLike, what: str) -> str:
+def regular_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file itself (not a symlink to one): graphpipe reads
+    its own cache files only then, so a planted link is never taken for a cache."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def inside(
+    root: str | os.PathLike,
+    path: str | os.PathLike,
+    what: str,
+    trusted: Sequence[str | os.PathLike] = (),
+    opt_in: str = "the loader's argument for trusted directories",
+) -> str:
     """``path`` (relative to ``root`` unless absolute) resolved through every symlink,
-    after checking that it stays inside ``root`` (also resolved).
+    after checking that it stays inside ``root`` or one of the ``trusted`` directories
+    (all resolved too).
 
     Raises:
-        ValueError: naming ``what`` (the entry that gave the path) when it points outside.
+        ValueError: naming ``what`` (the entry that gave the path) when it points outside;
+            the message tells to pass a directory holding it in ``opt_in``.
     """
-    root_real = os.path.realpath(os.fspath(root))
-    resolved = os.path.realpath(os.path.join(root_real, os.fspath(path)))
-    if os.path.commonpath([root_real, resolved]) != root_real:
-        raise ValueError(
-            f"{what}: '{os.fspath(path)}' resolves to '{resolved}', outside the directory "
-            f"'{root_real}'; paths a dataset names must stay inside it (pass the directories "
-            f"you trust to the loader's argument for outside paths to allow it)"
-        )
-    return resolved
+    resolved = os.path.realpath(os.path.join(os.path.realpath(os.fspath(root)), os.fspath(path)))
+    allowed = [os.path.realpath(os.fspath(d)) for d in (root, *trusted)]
+    if any(os.path.commonpath([d, resolved]) == d for d in allowed):
+        return resolved
+    raise ValueError(
+        f"{what}: '{os.fspath(path)}' resolves to '{resolved}', outside the directory '{allowed[0]}'"
+        + (f" and the trusted directories {allowed[1:]}" if trusted else "")
+        + f"; files a dataset names must stay inside it (symlinks included). If you trust this "
+        f"location, pass a directory that holds it in {opt_in}"
+    )

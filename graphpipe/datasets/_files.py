@@ -4,16 +4,24 @@ GraphBolt's ``numpy`` / ``torch`` array files."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import warnings
-from typing import Iterator, Optional, Tuple
+import zlib
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-__all__ = ["csv_shape", "read_csv", "csv_to_npy", "read_array", "fingerprint"]
+from .._internal.safe_files import publish, real_directory, regular_file, scratch_directory
+
+__all__ = [
+    "csv_shape", "read_csv", "csv_to_npy", "read_array", "fingerprint", "trusted_directories", "cache_is_fresh",
+    "make_cache_directory", "publish_cache",
+]  # fmt: skip
 
 _BLOCK_BYTES = 1 << 26
+_CSV_FORM = "numeric rows 'a,b,...' (ASCII, no header), optionally gzipped as '.gz'"
 
 
 def _open(path: str):
@@ -21,37 +29,57 @@ def _open(path: str):
 
 
 def _line_blocks(path: str, block_bytes: int = _BLOCK_BYTES) -> Iterator[bytes]:
-    """Whole lines of ``path``, ``block_bytes`` at a time (each block ends at a newline)."""
-    with _open(path) as f:
-        rest = b""
-        while True:
-            data = f.read(block_bytes)
-            if not data:
-                break
-            data = rest + data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
-                continue
-            rest = data[cut:]
-            yield data[:cut]
-        if rest.strip():
-            yield rest + b"\n"
+    """Whole lines of ``path``, ``block_bytes`` at a time (each block ends at a newline).
 
-
+    Raises:
+        ValueError: naming ``path`` for a ``.gz`` file that is not gzip, truncated or corrupted.
+    """
+    try:
+        with _open(path) as f:
+            rest = b""
+            while True:
+                data = f.read(block_bytes)
+                if not data:
+                    break
+                data = rest + data
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = data
+                    continue
+                rest = data[cut:]
+                yield data[:cut]
+            if rest.strip():
+                yield rest + b"\n"
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise ValueError(
+            f"'{path}' cannot be decompressed ({type(error).__name__}: {error}): a '.gz' file must be a whole "
+            f"gzip file (truncated by an interrupted download or copy, or not gzip at all?)"
+        ) from error
 def csv_shape(path: str) -> Tuple[int, int]:
-    """``(rows, columns)`` of a numeric CSV file without a header (blank lines not allowed)."""
+    """``(rows, columns)`` of a numeric CSV file without a header (blank lines not allowed).
+
+    Raises:
+        ValueError: naming ``path`` when it is empty or cannot be decompressed.
+    """
     rows, columns = 0, None
     for block in _line_blocks(path):
         if columns is None:
             columns = block[: block.index(b"\n")].count(b",") + 1
         rows += block.count(b"\n")
-    return rows, columns or 0
+    if not rows:
+        raise ValueError(f"'{path}' is empty; expected {_CSV_FORM}")
+    return rows, columns
 
 
 def _parse(block: bytes, dtype, columns: int, path: str, first_row: int) -> np.ndarray:
     rows = block.count(b"\n")
-    text = block.replace(b"\r", b"").rstrip(b"\n").replace(b"\n", b",").decode("ascii")
+    try:
+        text = block.decode("ascii").replace("\r", "").rstrip("\n").replace("\n", ",")
+    except UnicodeDecodeError as error:
+        line = first_row + block[: error.start].count(b"\n")
+        raise ValueError(
+            f"'{path}': row {line} holds a non-ASCII byte ({block[error.start]:#04x}); expected {_CSV_FORM}"
+        ) from None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy warns (and stops) at the first value it cannot parse
         try:
@@ -61,7 +89,7 @@ def _parse(block: bytes, dtype, columns: int, path: str, first_row: int) -> np.n
     if values is None or values.size != rows * columns:
         raise ValueError(
             f"'{path}': rows {first_row}..{first_row + rows - 1} do not hold {columns} comma-separated "
-            f"numbers each (a header, a blank line or a malformed value?)"
+            f"numbers each (a header, a blank line or a malformed value?); expected {_CSV_FORM}"
         )
     return values.reshape(rows, columns)
 
@@ -79,20 +107,20 @@ def csv_to_npy(path: str, out_path: str, dtype, transpose: bool = False) -> np.n
     time (memory: a block of 64 MiB of text), returning it memory-mapped read-only.
 
     The array is ``[rows, columns]``, or ``[columns, rows]`` with ``transpose`` (an edge
-    list ``src,dst`` per line becomes GraphBolt's ``[2, num_edges]``).
+    list ``src,dst`` per line becomes GraphBolt's ``[2, num_edges]``). It is written in a
+    private scratch directory beside ``out_path`` (whose directory must be a real one, not
+    a symlink) and renamed over ``out_path``: a symlink there is replaced, not followed,
+    and a killed conversion leaves only the scratch directory, removed by the next one.
     """
     rows, columns = csv_shape(path)
     shape = (columns, rows) if transpose else (rows, columns)
-    temporary = f"{out_path}.{os.getpid()}.tmp.npy"
-    try:
+    with scratch_directory(os.path.dirname(os.path.abspath(out_path)), f"converting '{path}'") as scratch:
+        temporary = os.path.join(scratch, "array.npy")
         out = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=shape)
         _fill_from_csv(path, out.T if transpose else out, columns)
         out.flush()
         del out
-        os.replace(temporary, out_path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        publish(temporary, out_path)
     return np.load(out_path, mmap_mode="r")
 
 
@@ -106,16 +134,30 @@ def _fill_from_csv(path: str, out: np.ndarray, columns: int) -> None:
 
 def read_array(path: str, fmt: str, in_memory: bool = True, where: str = "") -> np.ndarray | torch.Tensor:
     """An array file as GraphBolt names it: ``fmt`` ``"numpy"`` (a ``.npy``, memory-mapped
-    when not ``in_memory``) or ``"torch"`` (a tensor saved with ``torch.save``)."""
+    when not ``in_memory``) or ``"torch"`` (a tensor saved with ``torch.save``), of a
+    bool, integer or floating dtype (no pickled objects: ``allow_pickle=False``,
+    ``weights_only=True``)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{where}no such file: '{path}'")
     if fmt == "numpy":
         try:
-            return np.load(path, mmap_mode=None if in_memory else "r")
+            data = np.load(path, mmap_mode=None if in_memory else "r", allow_pickle=False)
         except Exception as error:
             raise ValueError(f"{where}'{path}' is not a readable .npy file ({error})") from error
+        if not isinstance(data, np.ndarray):
+            raise ValueError(f"{where}'{path}' holds a {type(data).__name__} (an .npz archive?), expected one .npy array")
+        if data.dtype.kind not in "biuf" or data.dtype.itemsize > 8 or not data.dtype.isnative:
+            raise ValueError(
+                f"{where}'{path}' holds dtype {data.dtype.str} ({data.dtype}), which graphpipe does not read; "
+                f"expected a bool, integer or floating dtype of at most 8 bytes in native byte order "
+                f"(e.g. float32, int64): convert it with numpy.save(path, array.astype(...))"
+            )
+        return data
     if fmt == "torch":
-        data = torch.load(path, weights_only=True)
+        try:
+            data = torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as error:
+            raise ValueError(f"{where}'{path}' is not a tensor file written by torch.save ({error})") from error
         if not isinstance(data, torch.Tensor):
             raise ValueError(f"{where}'{path}' holds a {type(data).__name__}, expected a tensor")
         return data
@@ -123,10 +165,105 @@ def read_array(path: str, fmt: str, in_memory: bool = True, where: str = "") -> 
 
 
 def fingerprint(*paths: Optional[str]) -> list:
-    """``[path, size, mtime_ns]`` of each file, to tell when a cache is stale."""
+    """``[path, device, inode, size, mtime_ns, ctime_ns]`` of each file, to tell when a
+    cache is stale.
+
+    Size and mtime alone miss a file replaced by one of the same size whose mtime was
+    restored (``cp -p``, ``rsync -a``, ``tar``, ``os.utime``). The kernel sets ``ctime``
+    on every write, rename, ``utime`` and ``chmod``, and no system call sets it to a chosen
+    value, and a replaced file has a new inode: so a changed file changes its fingerprint
+    (or at worst a harmless change, e.g. a ``chmod``, rebuilds the cache). This costs one
+    ``stat`` per file, where hashing the content would read every input at every open. It
+    also means a cache copied or shipped with a dataset never matches, so a planted
+    ``graph.json`` cannot vouch for a planted graph.
+    """
     out = []
     for path in paths:
         if path is not None:
-            stat = os.stat(path)
-            out.append([os.path.abspath(path), stat.st_size, stat.st_mtime_ns])
+            info = os.stat(path)
+            out.append([os.path.abspath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns])
     return out
+
+
+def trusted_directories(directories, where: str) -> List[str]:
+    """The ``trusted_directories`` argument checked: a list of existing directories."""
+    form = "a list of directories, e.g. trusted_directories=['/data/features']"
+    if isinstance(directories, (str, bytes, os.PathLike)) or not isinstance(directories, (list, tuple)):
+        raise TypeError(f"{where}: `trusted_directories` must be {form}, got {directories!r}")
+    out = []
+    for directory in directories:
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"{where}: `trusted_directories` must be {form}, got an entry {directory!r}")
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"{where}: `trusted_directories` entry '{os.fspath(directory)}' is not a directory")
+        out.append(os.path.abspath(os.fspath(directory)))
+    return out
+
+
+def cache_is_fresh(cache_dir: str, stamp_name: str, stamp: dict, where: str) -> Optional[List[str]]:
+    """The names of the cached files when the cache in ``cache_dir`` was built from the
+    inputs ``stamp`` describes (see :func:`fingerprint`), else None.
+
+    Up to date means: the stamp file ``stamp_name`` (written by :func:`publish_cache`)
+    holds ``stamp`` and the fingerprint of every file it lists, each still a regular file
+    (not a symlink) with that fingerprint, in a real directory.
+
+    Raises:
+        ValueError: ``cache_dir`` is a symlink or not a directory.
+    """
+    if not os.path.lexists(cache_dir):
+        return None
+    real_directory(cache_dir, f"{where}: cache directory (pass another one as `cache_dir`)")
+    stamp_file = os.path.join(cache_dir, stamp_name)
+    if not regular_file(stamp_file):
+        return None
+    try:
+        with os.fdopen(os.open(stamp_file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or not isinstance(saved.get("cache"), dict):
+        return None
+    outputs = saved.pop("cache")
+    if saved != json.loads(json.dumps(stamp)):
+        return None
+    for name, expected in outputs.items():
+        path = os.path.join(cache_dir, name)
+        if os.path.basename(name) != name or not regular_file(path) or fingerprint(path) != expected:
+            return None
+    return list(outputs)
+
+
+def make_cache_directory(cache_dir: str, default_cache: bool, where: str) -> None:
+    """Create the cache directory if needed (and its parents for one the caller named,
+    not ``default_cache``) and check it is a real directory, not a symlink."""
+    what = f"{where}: cache directory"
+    try:
+        if not default_cache:
+            os.makedirs(os.path.dirname(cache_dir), exist_ok=True)
+        real_directory(cache_dir, what + " (pass another one as `cache_dir`)", create=True)
+    except PermissionError as error:
+        raise PermissionError(f"{what} '{cache_dir}' cannot be created ({error}); pass a writable `cache_dir`") from error
+
+
+def publish_cache(scratch: str, cache_dir: str, stamp_name: str, stamp: dict, names: Sequence[str],
+                  stale: Iterable[str] = ()) -> None:  # fmt: skip
+    """Move the files ``names`` from ``scratch`` (a :func:`scratch_directory` in
+    ``cache_dir``) into ``cache_dir``, remove the files ``stale`` (outputs of an earlier
+    build this one does not have), then write the stamp file ``stamp_name``: ``stamp``
+    and the fingerprint of each published file (what :func:`cache_is_fresh` checks).
+
+    The old stamp goes first, so an interrupted publish leaves a cache that is rebuilt,
+    never one a stamp vouches for; files are renamed into place (a symlink there is
+    replaced, not followed).
+    """
+    stamp_file = os.path.join(cache_dir, stamp_name)
+    for name in (stamp_name, *stale):
+        if os.path.lexists(os.path.join(cache_dir, name)):
+            os.remove(os.path.join(cache_dir, name))
+    for name in names:
+        publish(os.path.join(scratch, name), os.path.join(cache_dir, name))
+    written = os.path.join(scratch, stamp_name)
+    with open(written, "x") as f:
+        json.dump({**stamp, "cache": {name: fingerprint(os.path.join(cache_dir, name)) for name in names}}, f)
+    publish(written, stamp_file)

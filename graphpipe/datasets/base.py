@@ -26,7 +26,8 @@ class NodeClassificationDataset:
             ``features["node", "paper", "feat"]``.
         train_set, validation_set, test_set: disjoint :class:`~graphpipe.ItemSet` s with
             fields ``("seeds", "labels")``, both ``[n]`` int64 (None where a converted
-            dataset has no such split, e.g. ``from_pyg`` of a ``Data`` without masks);
+            dataset has no such split, e.g. ``from_pyg`` of a ``Data`` without masks,
+            which warns);
             for a typed dataset :class:`~graphpipe.HeteroItemSet` s over the labelled
             node types.
         num_classes: labels are in ``[0, num_classes)`` (None if unknown; for several

@@ -12,7 +12,12 @@ writing files:
   graphpipe's and GraphBolt's examples read;
 * edge features: every edge-level tensor, by its name;
 * labels (``y`` / ``ndata["label"]``) and the ``train``/``val``/``test`` masks become
-  the item sets ``("seeds", "labels")``, seeds in increasing id order.
+  the item sets ``("seeds", "labels")``, seeds in increasing id order; a split without a
+  mask (or with an empty one) is None, with a warning saying so.
+
+PyG decides which tensors are node-level by their row count; ``x``, ``y`` and the masks
+are read as node-level whatever their rows. A feature table with more rows than nodes is
+kept (padding, nodes added later), one with fewer is refused, naming it.
 
 Heterogeneous graphs (``HeteroData``, DGL graphs with several node or edge types) give
 the same dataset, typed (GraphBolt's form):
@@ -29,6 +34,7 @@ the same dataset, typed (GraphBolt's form):
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, Mapping, Optional, Tuple
 
 import torch
@@ -41,6 +47,10 @@ from .base import NodeClassificationDataset
 __all__ = ["from_pyg", "from_dgl"]
 
 _SPLITS = ("train", "val", "test")
+_SET_NAMES = {"train": "train_set", "val": "validation_set", "test": "test_set"}
+# PyG keys that are node-level whatever their row count (PyG classifies tensors by it, so
+# an `x` with more or fewer rows than num_nodes would otherwise be dropped unseen).
+_PYG_NODE_KEYS = ("x", "y", "train_mask", "val_mask", "test_mask")
 
 
 def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> NodeClassificationDataset:
@@ -61,7 +71,9 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
     """
     where = "from_pyg"
     if type(data).__name__ == "HeteroData":
-        return _from_pyg_hetero(data, name, num_classes)
+        dataset = _from_pyg_hetero(data, name, num_classes)
+        _warn_missing_splits(dataset, where)
+        return dataset
     if not hasattr(data, "edge_index") or not hasattr(data, "is_node_attr"):
         raise TypeError(f"{where}: `data` must be a torch_geometric.data.Data, got {type(data).__name__}")
     if data.edge_index is None:
@@ -72,11 +84,15 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
     for key, value in data.items():
         if key == "edge_index" or not isinstance(value, torch.Tensor):
             continue
-        if data.is_edge_attr(key):
+        if key in _PYG_NODE_KEYS:
+            node_data[key] = value
+        elif data.is_edge_attr(key):
             edge_data[key] = value
         elif data.is_node_attr(key):
             node_data[key] = value
-    return _dataset(where, name, graph, node_data, edge_data, "x", "y", num_classes)
+    dataset = _dataset(where, name, graph, node_data, edge_data, "x", "y", num_classes)
+    _warn_missing_splits(dataset, where)
+    return dataset
 
 
 def from_dgl(graph, name: str = "dgl", num_classes: Optional[int] = None) -> NodeClassificationDataset:
@@ -94,12 +110,16 @@ def from_dgl(graph, name: str = "dgl", num_classes: Optional[int] = None) -> Nod
     if not all(hasattr(graph, a) for a in ("edges", "ndata", "edata", "num_nodes")):
         raise TypeError(f"{where}: `graph` must be a dgl.DGLGraph, got {type(graph).__name__}")
     if len(graph.ntypes) != 1 or len(graph.canonical_etypes) != 1:
-        return _from_dgl_hetero(graph, name, num_classes)
+        dataset = _from_dgl_hetero(graph, name, num_classes)
+        _warn_missing_splits(dataset, where)
+        return dataset
     src, dst = graph.edges(order="eid")
     csc = CSCGraph.from_coo(src, dst, num_nodes=graph.num_nodes())
     node_data = {k: v for k, v in graph.ndata.items() if isinstance(v, torch.Tensor)}
     edge_data = {k: v for k, v in graph.edata.items() if isinstance(v, torch.Tensor)}
-    return _dataset(where, name, csc, node_data, edge_data, "feat", "label", num_classes)
+    dataset = _dataset(where, name, csc, node_data, edge_data, "feat", "label", num_classes)
+    _warn_missing_splits(dataset, where)
+    return dataset
 
 
 def _from_pyg_hetero(data, name: str, num_classes: Optional[int]) -> NodeClassificationDataset:
@@ -128,7 +148,7 @@ def _from_pyg_hetero(data, name: str, num_classes: Optional[int]) -> NodeClassif
         node_type: {
             key: value
             for key, value in data[node_type].items()
-            if isinstance(value, torch.Tensor) and data[node_type].is_node_attr(key)
+            if isinstance(value, torch.Tensor) and (key in _PYG_NODE_KEYS or data[node_type].is_node_attr(key))
         }
         for node_type in data.node_types
     }
@@ -243,6 +263,12 @@ def _node_items(
             )
         if not labels.dtype.is_floating_point:
             labels = labels.to(torch.int64)
+    for key, value in node_data.items():
+        if value.dim() == 0 or value.size(0) < num_nodes:
+            raise ValueError(
+                f"{where}: node feature `{key}`{what} has shape {tuple(value.shape)}, expected one row per node "
+                f"({num_nodes} nodes; more rows are kept, e.g. padding)"
+            )
     features = {("feat" if key == feature_key else key): value.contiguous() for key, value in node_data.items()}
     sets = {}
     for split, mask in masks.items():
@@ -262,6 +288,19 @@ def _node_items(
         else:
             sets[split] = ItemSet((seeds, labels[seeds]), names=("seeds", "labels"))
     return features, labels, sets
+
+
+def _warn_missing_splits(dataset: NodeClassificationDataset, where: str) -> None:
+    """Say which splits are None (no mask, or an empty one), and what to do instead."""
+    missing = [split for split in _SPLITS if getattr(dataset, _SET_NAMES[split]) is None]
+    if missing:
+        warnings.warn(
+            f"{where}: no {', '.join(f'`{s}_mask`' for s in missing)} (or an empty one): the dataset's "
+            f"{', '.join(_SET_NAMES[s] for s in missing)} {'is' if len(missing) == 1 else 'are'} None. To train, make "
+            f"an item set of the nodes to use, e.g. gp.ItemSet((seeds, dataset.labels[seeds]), names=('seeds', "
+            f"'labels')), or give the data boolean [num_nodes] masks",
+            stacklevel=3,
+        )
 
 
 def _num_classes(given: Optional[int], labels) -> Optional[int]:

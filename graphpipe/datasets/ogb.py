@@ -16,6 +16,13 @@ files; the graph is built with :meth:`graphpipe.CSCGraph.from_coo_files`), into 
 beside it, ``<root>/graphpipe/``. Later calls map the cache: the graph and the features
 stay on disk until read.
 
+The folder is read as untrusted input, as :class:`~graphpipe.datasets.OnDiskDataset`
+reads one: its files must resolve (symlinks included) inside ``root`` unless the caller
+names ``trusted_directories``, npz members are read without unpickling, node ids are
+checked before anything is built from them, and the cache is written through a private
+scratch directory renamed into a real directory (planted symlinks are replaced, never
+followed).
+
 The graph holds OGB's edges as ``PygNodePropPredDataset`` / ``DglNodePropPredDataset``
 build them: with ``add_inverse_edge`` (OGB's ``master.csv`` sets it for ogbn-products and
 ogbn-proteins) edge ``i`` of the file becomes edges ``2i`` (``u -> v``) and ``2i + 1``
@@ -24,18 +31,21 @@ ogbn-proteins) edge ``i`` of the file becomes edges ``2i`` (``u -> v``) and ``2i
 
 from __future__ import annotations
 
-import json
 import os
 import zipfile
-from typing import Optional
+import zlib
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
 
+from .._internal.safe_files import inside, scratch_directory
 from ..csc_graph import CSCGraph
 from ..feature_store import FeatureStore
 from ..item_set import ItemSet
-from ._files import csv_to_npy, fingerprint, read_csv
+from ..ops.csc_build import coo_id_range
+from ._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
+from ._files import trusted_directories as check_trusted_directories
 from .base import NodeClassificationDataset
 
 __all__ = ["ogb_node_dataset"]
@@ -48,8 +58,10 @@ _ADD_INVERSE_EDGE = {
     "ogbn_arxiv": False,
     "ogbn_papers100M": False,
 }
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 _CHUNK = 1 << 24
+_OPT_IN = "ogb_node_dataset(..., trusted_directories=[...])"
+_SPLITS = ("train", "valid", "test")
 
 
 def ogb_node_dataset(
@@ -58,6 +70,8 @@ def ogb_node_dataset(
     add_inverse_edge: Optional[bool] = None,
     force_preprocess: bool = False,
     cache_dir: Optional[str | os.PathLike] = None,
+    *,
+    trusted_directories: Sequence[str | os.PathLike] = (),
 ) -> NodeClassificationDataset:
     """An OGB node-property-prediction dataset from its folder on local disk.
 
@@ -70,7 +84,12 @@ def ogb_node_dataset(
             undirected datasets; default from OGB's table for the known ``ogbn_*``
             folder names, else False.
         force_preprocess: convert again even if the cache is up to date.
-        cache_dir: where the converted files go (default ``<root>/graphpipe``).
+        cache_dir: where the converted files go (default ``<root>/graphpipe``); a real
+            directory, not a symlink.
+        trusted_directories: directories outside ``root`` that its files may resolve
+            into, e.g. where ``raw/`` is a symlink to another disk:
+            ``trusted_directories=["/bigdisk/ogbn_papers100M"]``. By default every file
+            must resolve inside ``root``.
 
     Returns:
         A :class:`NodeClassificationDataset`: ``graph`` mapped from the cache,
@@ -82,6 +101,7 @@ def ogb_node_dataset(
     """
     root = os.path.abspath(os.fspath(root))
     where = f"ogb_node_dataset('{root}')"
+    trusted = check_trusted_directories(trusted_directories, where)
     raw = os.path.join(root, "raw")
     if not os.path.isdir(raw):
         raise FileNotFoundError(f"{where}: no raw/ folder (expected OGB's layout: '{raw}/edge.csv.gz', ...)")
@@ -91,37 +111,35 @@ def ogb_node_dataset(
     split_dir = _split_dir(root, split, where)
     binary = os.path.isfile(os.path.join(raw, "data.npz"))
     if binary:
-        sources = [os.path.join(raw, "data.npz"), _required(os.path.join(raw, "node-label.npz"), where)]
+        names = ["data.npz", "node-label.npz"]
     else:
-        sources = [_required(os.path.join(raw, f), where) for f in ("edge.csv.gz", "num-node-list.csv.gz", "node-label.csv.gz")]
-        sources += [p for p in (os.path.join(raw, f) for f in ("node-feat.csv.gz", "edge-feat.csv.gz")) if os.path.isfile(p)]
-    split_files = [_required(os.path.join(split_dir, f"{s}.csv.gz"), where) for s in ("train", "valid", "test")]
-    cache = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else os.path.join(root, "graphpipe")
+        names = ["edge.csv.gz", "num-node-list.csv.gz", "node-label.csv.gz"]
+        names += [f for f in ("node-feat.csv.gz", "edge-feat.csv.gz") if os.path.isfile(os.path.join(raw, f))]
+    inputs = {f: _input(root, os.path.join("raw", f), trusted, where) for f in names}
+    split_relative = os.path.relpath(split_dir, root)
+    split_files = [_input(root, os.path.join(split_relative, f"{s}.csv.gz"), trusted, where) for s in _SPLITS]
+    default_cache = cache_dir is None
+    cache = os.path.join(root, "graphpipe") if default_cache else os.path.abspath(os.fspath(cache_dir))
     stamp = {
         "version": _CACHE_VERSION,
         "add_inverse_edge": bool(add_inverse_edge),
         "split": os.path.basename(split_dir),
-        "files": fingerprint(*sources, *split_files),
+        "files": fingerprint(*inputs.values(), *split_files),
     }
-    stamp_file = os.path.join(cache, "ogb.json")
-    fresh = False
-    if not force_preprocess and os.path.isfile(stamp_file):
-        with open(stamp_file) as f:
-            fresh = json.load(f) == stamp
-    if not fresh:
-        os.makedirs(cache, exist_ok=True)
-        if os.path.exists(stamp_file):
-            os.remove(stamp_file)
-        _convert(raw, binary, split_files, cache, bool(add_inverse_edge), where)
-        with open(stamp_file, "w") as f:
-            json.dump(stamp, f)
+    cached = None if force_preprocess else cache_is_fresh(cache, "ogb.json", stamp, where)
+    if cached is None:
+        make_cache_directory(cache, default_cache, where)
+        with scratch_directory(cache, f"{where}: cache") as scratch:
+            cached = _convert(inputs, binary, split_files, scratch, bool(add_inverse_edge), where)
+            stale = {"node_feat.npy", "edge_feat.npy"} - set(cached)  # of an earlier conversion
+            publish_cache(scratch, cache, "ogb.json", stamp, cached, stale)
 
     graph = CSCGraph.load(os.path.join(cache, "graph.pt"), mmap=True)
     labels = torch.from_numpy(np.load(os.path.join(cache, "labels.npy")))
-    node_features = {"feat": os.path.join(cache, "node_feat.npy")} if os.path.isfile(os.path.join(cache, "node_feat.npy")) else {}
-    edge_features = {"feat": os.path.join(cache, "edge_feat.npy")} if os.path.isfile(os.path.join(cache, "edge_feat.npy")) else {}
+    node_features = {"feat": os.path.join(cache, "node_feat.npy")} if "node_feat.npy" in cached else {}
+    edge_features = {"feat": os.path.join(cache, "edge_feat.npy")} if "edge_feat.npy" in cached else {}
     sets = []
-    for s in ("train", "valid", "test"):
+    for s in _SPLITS:
         seeds = torch.from_numpy(np.load(os.path.join(cache, f"{s}.npy")))
         sets.append(ItemSet((seeds, labels[seeds]), names=("seeds", "labels")) if seeds.numel() else None)
     return NodeClassificationDataset(
@@ -136,10 +154,13 @@ def ogb_node_dataset(
     )
 
 
-def _required(path: str, where: str) -> str:
+def _input(root: str, relative: str, trusted: List[str], where: str) -> str:
+    """The input file ``root/relative`` resolved (refused outside ``root`` and the trusted
+    directories)."""
+    path = os.path.join(root, relative)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{where}: missing file '{path}' (OGB's node-property-prediction layout)")
-    return path
+    return inside(root, relative, f"{where}: '{relative}'", trusted, _OPT_IN)
 
 
 def _split_dir(root: str, split: Optional[str], where: str) -> str:
@@ -154,54 +175,75 @@ def _split_dir(root: str, split: Optional[str], where: str) -> str:
     return os.path.join(splits, split)
 
 
-def _convert(raw: str, binary: bool, split_files, cache: str, add_inverse_edge: bool, where: str) -> None:
-    """Write graph.pt, node_feat.npy, edge_feat.npy, labels.npy and the split .npy files."""
-    edges_file = os.path.join(cache, "edges.npy")
-    scratch = [edges_file, os.path.join(cache, "edges_both.npy"), os.path.join(cache, "edge_feat_once.npy")]
-    for stale in ("node_feat.npy", "edge_feat.npy"):  # of an earlier conversion
-        if os.path.exists(os.path.join(cache, stale)):
-            os.remove(os.path.join(cache, stale))
+def _convert(inputs: dict, binary: bool, split_files, scratch: str, add_inverse_edge: bool, where: str) -> List[str]:
+    """Write graph.pt, labels.npy, the split .npy files and, when the dataset has them,
+    node_feat.npy and edge_feat.npy into ``scratch``; return their names."""
+    out = ["graph.pt", "labels.npy", *(f"{s}.npy" for s in _SPLITS)]
+    edges_file = os.path.join(scratch, "edges.npy")
+    edge_feat_once = os.path.join(scratch, "edge_feat_once.npy")
+    if binary:
+        npz = inputs["data.npz"]
+        members = _npz_members(npz, where)
+        _npz_to_npy(npz, "edge_index", edges_file, where)
+        num_nodes = int(np.sum(_npz_small(npz, "num_nodes_list", where)))
+        if "node_feat" in members:
+            _npz_to_npy(npz, "node_feat", os.path.join(scratch, "node_feat.npy"), where)
+            out.append("node_feat.npy")
+        if "edge_feat" in members:
+            _npz_to_npy(npz, "edge_feat", edge_feat_once, where)
+        for name in ("node_feat", "edge_feat"):  # a bool, integer or floating table, no pickled objects
+            if name in members:
+                read_array(os.path.join(scratch, "node_feat.npy" if name == "node_feat" else edge_feat_once), "numpy",
+                           False, f"{where}: '{npz}' member {name}: ")  # fmt: skip
+        labels = _npz_small(inputs["node-label.npz"], "node_label", where)
+        edge_source = f"'{npz}' (member edge_index)"
+    else:
+        csv_to_npy(inputs["edge.csv.gz"], edges_file, np.int64, transpose=True)
+        num_nodes = int(read_csv(inputs["num-node-list.csv.gz"], np.int64).sum())
+        if "node-feat.csv.gz" in inputs:
+            csv_to_npy(inputs["node-feat.csv.gz"], os.path.join(scratch, "node_feat.npy"), np.float32)
+            out.append("node_feat.npy")
+        if "edge-feat.csv.gz" in inputs:
+            csv_to_npy(inputs["edge-feat.csv.gz"], edge_feat_once, np.float32)
+        labels = read_csv(inputs["node-label.csv.gz"], np.float64)
+        edge_source = f"'{inputs['edge.csv.gz']}'"
+    edges = _checked_edges(edges_file, num_nodes, edge_source, where)  # before anything is built from them
+    if os.path.isfile(edge_feat_once):
+        _interleave_rows(np.load(edge_feat_once, mmap_mode="r"), os.path.join(scratch, "edge_feat.npy"), add_inverse_edge)
+        out.append("edge_feat.npy")
+    if add_inverse_edge:
+        edges_file = os.path.join(scratch, "edges_both.npy")
+        _interleave_inverse_edges(edges, edges_file)
+    del edges
+    labels = np.asarray(labels, dtype=np.float64).reshape(labels.shape[0], -1)[:, 0]
+    if labels.shape[0] != num_nodes:
+        raise ValueError(f"{where}: the node labels have {labels.shape[0]} rows, the graph {num_nodes} nodes")
+    np.save(os.path.join(scratch, "labels.npy"), np.where(np.isnan(labels), -1, labels).astype(np.int64))
+    for path, s in zip(split_files, _SPLITS):
+        seeds = read_csv(path, np.int64).reshape(-1)
+        if seeds.size and (seeds.min() < 0 or seeds.max() >= num_nodes):
+            raise ValueError(f"{where}: '{path}' holds node ids outside 0..{num_nodes - 1}")
+        np.save(os.path.join(scratch, f"{s}.npy"), seeds)
     try:
-        if binary:
-            npz = os.path.join(raw, "data.npz")
-            members = _npz_members(npz)
-            _npz_to_npy(npz, "edge_index", edges_file, where)
-            num_nodes = int(np.sum(_npz_small(npz, "num_nodes_list")))
-            if "node_feat" in members:
-                _npz_to_npy(npz, "node_feat", os.path.join(cache, "node_feat.npy"), where)
-            if "edge_feat" in members:
-                _npz_to_npy(npz, "edge_feat", scratch[2], where)
-            labels = _npz_small(os.path.join(raw, "node-label.npz"), "node_label")
-        else:
-            csv_to_npy(os.path.join(raw, "edge.csv.gz"), edges_file, np.int64, transpose=True)
-            num_nodes = int(read_csv(os.path.join(raw, "num-node-list.csv.gz"), np.int64).sum())
-            if os.path.isfile(os.path.join(raw, "node-feat.csv.gz")):
-                csv_to_npy(os.path.join(raw, "node-feat.csv.gz"), os.path.join(cache, "node_feat.npy"), np.float32)
-            if os.path.isfile(os.path.join(raw, "edge-feat.csv.gz")):
-                csv_to_npy(os.path.join(raw, "edge-feat.csv.gz"), scratch[2], np.float32)
-            labels = read_csv(os.path.join(raw, "node-label.csv.gz"), np.float64)
-        if os.path.isfile(scratch[2]):
-            _interleave_rows(np.load(scratch[2], mmap_mode="r"), os.path.join(cache, "edge_feat.npy"), add_inverse_edge)
-        if add_inverse_edge:
-            _interleave_inverse_edges(np.load(edges_file, mmap_mode="r"), scratch[1])
-            edges_file = scratch[1]
-        labels = np.asarray(labels, dtype=np.float64).reshape(labels.shape[0], -1)[:, 0]
-        if labels.shape[0] != num_nodes:
-            raise ValueError(f"{where}: the node labels have {labels.shape[0]} rows, the graph {num_nodes} nodes")
-        np.save(os.path.join(cache, "labels.npy"), np.where(np.isnan(labels), -1, labels).astype(np.int64))
-        for path, s in zip(split_files, ("train", "valid", "test")):
-            seeds = read_csv(path, np.int64).reshape(-1)
-            if seeds.size and (seeds.min() < 0 or seeds.max() >= num_nodes):
-                raise ValueError(f"{where}: '{path}' holds node ids outside 0..{num_nodes - 1}")
-            np.save(os.path.join(cache, f"{s}.npy"), seeds)
-        try:
-            CSCGraph.from_coo_files(os.path.join(cache, "graph.pt"), edges_file, num_nodes=num_nodes)
-        except ValueError as error:
-            raise ValueError(f"{where}: the edge list: {error}") from error
-    finally:
-        for path in scratch:
-            if os.path.exists(path):
-                os.remove(path)
+        CSCGraph.from_coo_files(os.path.join(scratch, "graph.pt"), edges_file, num_nodes=num_nodes)
+    except ValueError as error:
+        raise ValueError(f"{where}: the edge list: {error}") from error
+    return out
+
+
+def _checked_edges(path: str, num_nodes: int, source: str, where: str) -> np.ndarray:
+    """The ``[2, E]`` edge list ``path`` (converted from ``source``) mapped, after checking
+    its dtype, shape and that every id is in ``[0, num_nodes)``."""
+    edges = np.load(path, mmap_mode="r")
+    if edges.ndim != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
+        raise ValueError(f"{where}: the edge list {source} must be [2, num_edges] integers, got {edges.dtype} {edges.shape}")
+    lo, hi = coo_id_range(edges[0], edges[1], _CHUNK)
+    if lo < 0 or hi >= num_nodes:
+        raise ValueError(
+            f"{where}: the edge list {source} holds node id {lo if lo < 0 else hi}, outside 0..{num_nodes - 1} "
+            f"(num-node-list gives {num_nodes} nodes)"
+        )
+    return edges
 
 
 def _interleave_inverse_edges(edges: np.ndarray, out_path: str) -> None:
@@ -229,15 +271,18 @@ def _interleave_rows(rows: np.ndarray, out_path: str, twice: bool) -> None:
     out.flush()
 
 
-def _npz_members(path: str):
-    with zipfile.ZipFile(path) as z:
-        return {n[:-4] for n in z.namelist() if n.endswith(".npy")}
+def _npz_members(path: str, where: str):
+    try:
+        with zipfile.ZipFile(path) as z:
+            return {n[:-4] for n in z.namelist() if n.endswith(".npy")}
+    except zipfile.BadZipFile as error:
+        raise ValueError(f"{where}: '{path}' is not a readable .npz (zip) file ({error}); download it again") from error
 
 
-def _npz_small(path: str, key: str) -> np.ndarray:
-    with np.load(path) as data:
+def _npz_small(path: str, key: str, where: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as data:
         if key not in data:
-            raise ValueError(f"'{path}' has no array '{key}' (it holds {sorted(data.files)})")
+            raise ValueError(f"{where}: '{path}' has no array '{key}' (it holds {sorted(data.files)})")
         return data[key]
 
 
@@ -249,9 +294,14 @@ def _npz_to_npy(path: str, key: str, out_path: str, where: str) -> None:
             member = z.open(f"{key}.npy")
         except KeyError:
             raise ValueError(f"{where}: '{path}' has no array '{key}'") from None
-        with member, open(out_path, "wb") as out:
-            while True:
-                block = member.read(1 << 26)
-                if not block:
-                    break
-                out.write(block)
+        with member, open(out_path, "xb") as out:
+            try:
+                while True:
+                    block = member.read(1 << 26)
+                    if not block:
+                        break
+                    out.write(block)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+                raise ValueError(
+                    f"{where}: '{path}' member {key}.npy cannot be read ({error}); download it again"
+                ) from error

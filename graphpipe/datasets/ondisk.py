@@ -37,10 +37,17 @@ layout, ``dgl.graphbolt.OnDiskDataset``)::
 
 Paths are relative to the directory. The graph is built once from the edge file with
 :meth:`graphpipe.CSCGraph.from_coo_files` (bounded memory) and cached in
-``<directory>/graphpipe/graph.pt``, rebuilt when the edge files or the ``graph`` section
-change; GraphBolt's own ``preprocessed/`` folder is neither read nor written, so both
-libraries can share a directory. Features with ``in_memory: false`` stay on disk
+``<directory>/graphpipe/graph.pt``, rebuilt when the edge files, the ``graph`` section or
+the options change; GraphBolt's own ``preprocessed/`` folder is neither read nor written,
+so both libraries can share a directory. Features with ``in_memory: false`` stay on disk
 (memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
+
+A dataset directory is untrusted input (it may come from a download): every path in
+``metadata.yaml`` is resolved, symlinks included, and must stay inside the directory
+(``trusted_directories`` names more places it may point into); arrays are read without
+unpickling (``allow_pickle=False``, ``weights_only=True``, YAML safe loading); the cache
+is written only into a real directory (``graphpipe/`` as a symlink is refused), through a
+private scratch directory and a rename, so no planted symlink is written through.
 
 Heterogeneous datasets (GraphBolt's ``type`` fields) are read too: ``graph.nodes`` lists
 ``{type: paper, num: N}`` entries, ``graph.edges`` one edge file per ``type:
@@ -48,34 +55,45 @@ Heterogeneous datasets (GraphBolt's ``type`` fields) are read too: ``graph.nodes
 ``type`` (stored under ``(type, name)`` keys), and a task's sets list one entry per node
 ``type``, read as a :class:`~graphpipe.HeteroItemSet`. The typed graph is built in
 memory (:meth:`~graphpipe.CSCGraph.from_hetero_edges`; the bounded-memory builder is
-homogeneous) and cached as above; typed ``graph.feature_data`` may give edge attributes
-(one file per edge type) but not node attributes.
+homogeneous) and cached as above. Typed ``graph.feature_data`` entries become graph
+attributes as in GraphBolt: a node attribute lists one file per node type and is stored
+over all nodes (type after type, in the graph's node type order), an edge attribute one
+file per edge type, stored per CSC position.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+import reprlib
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
+from .._internal.safe_files import inside, scratch_directory
 from ..csc_graph import CSCGraph
 from ..disk_feature import DiskBasedFeature
 from ..feature_store import Feature, FeatureStore
 from ..item_set import HeteroItemSet, ItemSet
-from ._files import csv_to_npy, fingerprint, read_array, read_csv
+from ._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
+from ._files import trusted_directories as check_trusted_directories
 
-__all__ = ["OnDiskDataset", "Task"]
+__all__ = ["OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
 
 # GraphBolt 2.1 called the seed field of node tasks "seed_nodes"; 2.2 and graphpipe's
 # ItemSampler call it "seeds".
 _FIELD_RENAMES = {"seed_nodes": "seeds"}
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
+#: GraphBolt's name of the edge attribute ``include_original_edge_id=True`` adds.
+ORIGINAL_EDGE_ID = "_ORIGINAL_EDGE_ID"
+_OPT_IN = "OnDiskDataset(..., trusted_directories=[...])"
+# Metadata values in messages: bounded, since YAML aliases can nest a small file into a
+# huge structure ("billion laughs"), which a plain repr would expand.
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxdict, _SHOW.maxlist, _SHOW.maxstring, _SHOW.maxother = 3, 8, 8, 120, 120
 
 
 @dataclass
@@ -116,13 +134,30 @@ class OnDiskDataset:
     Args:
         path: the dataset directory (holding ``metadata.yaml``).
         tasks: names of the tasks to read (default all).
-        force_preprocess: rebuild the cached graph even if it is up to date.
+        force_preprocess: rebuild the cached graph even if it is up to date (a stale
+            cache is always rebuilt).
         cache_dir: where the graph cache goes (default ``<path>/graphpipe``), e.g. for
-            a read-only dataset directory.
+            a read-only dataset directory. It must be a real directory, not a symlink.
         disk_based_features: open ``in_memory: false`` numpy features as
             :class:`~graphpipe.DiskBasedFeature` (rows read with ``pread``, no page
             cache with ``O_DIRECT``; wrap them in a :class:`~graphpipe.CPUCachedFeature`)
             instead of memory maps.
+        include_original_edge_id: GraphBolt's option: also store each edge's position
+            in its edge file (within its edge type) as the edge attribute
+            ``"_ORIGINAL_EDGE_ID"`` (:data:`ORIGINAL_EDGE_ID`, GraphBolt's name). The
+            graph has these ids as ``graph.original_edge_ids`` either way (graphpipe's
+            samplers and edge features use them); the attribute is for scripts that read
+            ``graph.edge_attributes[gb.ORIGINAL_EDGE_ID]``.
+        auto_cast_to_optimal_dtype: GraphBolt's option: with True (the default) the
+            graph's ``indptr``, ``indices`` and ``original_edge_ids`` are int32 where
+            their values fit, else int64; with False always int64. Unlike GraphBolt,
+            item sets keep the dtype of their files either way (GraphBolt casts seeds to
+            int32), and a typed graph's ``node_type_offset`` is int64.
+        trusted_directories: directories outside ``path`` that paths in
+            ``metadata.yaml`` may point into (directly or through symlinks), e.g. a
+            shared feature store: ``trusted_directories=["/data/features"]``. By default
+            every path must stay inside ``path``; one that leaves it is refused with an
+            error naming the entry. Only arguments grant this, never a dataset file.
 
     Attributes:
         dataset_name: ``dataset_name`` from the metadata (or the directory's name).
@@ -134,7 +169,7 @@ class OnDiskDataset:
         all_nodes_set: an :class:`~graphpipe.ItemSet` of every node id.
         metadata: the parsed ``metadata.yaml``.
 
-    Requires PyYAML (``pip install graphpipe[ondisk]`` or ``pip install pyyaml``).
+    Requires PyYAML (``pip install 'graphpipe-gnn[ondisk]'`` or ``pip install pyyaml``).
     """
 
     def __init__(
@@ -144,22 +179,42 @@ class OnDiskDataset:
         force_preprocess: bool = False,
         cache_dir: Optional[str | os.PathLike] = None,
         disk_based_features: bool = False,
+        *,
+        include_original_edge_id: bool = False,
+        auto_cast_to_optimal_dtype: bool = True,
+        trusted_directories: Sequence[str | os.PathLike] = (),
     ):
         path = os.path.abspath(os.fspath(path))
         where = f"OnDiskDataset('{path}')"
+        for name, value in (("include_original_edge_id", include_original_edge_id),
+                            ("auto_cast_to_optimal_dtype", auto_cast_to_optimal_dtype)):  # fmt: skip
+            if not isinstance(value, bool):
+                raise TypeError(f"{where}: `{name}` must be True or False, got {_SHOW.repr(value)}")
+        trusted = check_trusted_directories(trusted_directories, where)
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"{where}: no such directory")
         metadata_path = os.path.join(path, "metadata.yaml")
         if not os.path.isfile(metadata_path):
             raise FileNotFoundError(f"{where}: no metadata.yaml in the directory (expected '{metadata_path}')")
-        metadata = _read_yaml(metadata_path, where)
+        metadata = _read_yaml(inside(path, "metadata.yaml", f"{where}: metadata.yaml", trusted, _OPT_IN), where)
         if not isinstance(metadata, dict) or not isinstance(metadata.get("graph"), dict):
             raise ValueError(f"{where}: metadata.yaml must be a mapping with a `graph` section (nodes and edges)")
         self.path = path
         self.metadata = metadata
-        self.dataset_name = str(metadata.get("dataset_name") or os.path.basename(path))
-        cache_dir = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else os.path.join(path, "graphpipe")
-        self.graph = _load_graph(path, metadata["graph"], cache_dir, force_preprocess, where)
-        self.feature = _feature_store(path, metadata.get("feature_data") or [], self.graph, disk_based_features, where)
-        self.tasks = _tasks(path, metadata.get("tasks") or [], tasks, where)
+        name = metadata.get("dataset_name")
+        if name is not None and not isinstance(name, (str, int, float)):
+            raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
+        self.dataset_name = str(name or os.path.basename(path))
+        files = _Files(path, trusted, where)
+        options = {
+            "include_original_edge_id": include_original_edge_id,
+            "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype,
+        }
+        default_cache = cache_dir is None
+        cache_dir = os.path.join(path, "graphpipe") if default_cache else os.path.abspath(os.fspath(cache_dir))
+        self.graph = _load_graph(files, metadata["graph"], cache_dir, default_cache, options, force_preprocess)
+        self.feature = _feature_store(files, _list(metadata, "feature_data", "", where), self.graph, disk_based_features)
+        self.tasks = _tasks(files, _list(metadata, "tasks", "", where), tasks)
 
     def load(self, tasks: Optional[Sequence[str]] = None) -> "OnDiskDataset":
         """GraphBolt's two-step API: the dataset is loaded already; ``tasks`` keeps
@@ -194,227 +249,372 @@ def _read_yaml(path: str, where: str):
         import yaml
     except ImportError as error:
         raise ImportError(
-            f"{where}: reading metadata.yaml needs PyYAML: pip install pyyaml (or graphpipe[ondisk])"
+            f"{where}: reading metadata.yaml needs PyYAML: pip install 'graphpipe-gnn[ondisk]' (or pip install pyyaml)"
         ) from error
-    with open(path) as f:
+    with open(path, "rb") as f:
         try:
             return yaml.safe_load(f)
         except yaml.YAMLError as error:
             raise ValueError(f"{where}: '{path}' is not valid YAML: {error}") from error
 
 
-def _entry(entry, keys: Sequence[str], what: str, where: str, typed: Optional[bool] = False) -> dict:
-    """A metadata entry checked to be a mapping with ``keys`` and a ``type`` when
-    ``typed``, none when not (None: either)."""
-    if not isinstance(entry, dict) or any(k not in entry for k in keys):
-        raise ValueError(f"{where}: every {what} must be a mapping with {list(keys)}, got {entry!r}")
+# ---------------------------------------------------------------- metadata.yaml schema
+# Each field: (check, the expected form in words). Required fields must not be null;
+# optional ones may be absent or null (GraphBolt writes `type: null` for untyped sets).
+_Spec = Tuple[Callable[[Any], bool], str]
+
+
+def _is_name(v) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+_PATH: _Spec = (_is_name, "a path relative to the dataset directory (a non-empty string)")
+_EDGE_FORMAT: _Spec = (lambda v: v in ("csv", "numpy"), "'csv' or 'numpy'")
+_ARRAY_FORMAT: _Spec = (lambda v: v in ("numpy", "torch"), "'numpy' or 'torch'")
+_COUNT: _Spec = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0")
+_NAME: _Spec = (_is_name, "a non-empty string")
+_BOOL: _Spec = (lambda v: isinstance(v, bool), "true or false")
+_NODE_TYPE: _Spec = (
+    lambda v: _is_name(v) and ":" not in v,
+    "a node type name: a non-empty string without ':' (':' separates the parts of an edge type)",
+)
+_EDGE_TYPE: _Spec = (
+    lambda v: isinstance(v, str) and len(v.split(":")) == 3 and all(v.split(":")),
+    "an edge type 'src_type:relation:dst_type' (three non-empty names)",
+)
+_SET_TYPE: _Spec = (
+    lambda v: _NODE_TYPE[0](v) or _EDGE_TYPE[0](v),
+    "a node type (no ':') or an edge type 'src_type:relation:dst_type'",
+)
+_ITEMS: _Spec = (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list of entries")
+
+
+def _list(section: dict, key: str, at: str, where: str) -> list:
+    """``section[key]`` as a list (absent or null: empty)."""
+    value = section.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(
+            f"{where}: metadata.yaml{' ' + at if at else ''}: `{key}` must be a list of entries, got {_SHOW.repr(value)}"
+        )
+    return value
+
+
+def _entry(entry, at: str, where: str, required: Dict[str, _Spec], optional: Dict[str, _Spec] = {},
+           typed: Optional[bool] = False) -> dict:  # fmt: skip
+    """A metadata entry (``at`` names it, e.g. ``graph.edges[0]``) checked to be a mapping
+    whose ``required`` and present ``optional`` fields have their expected form, and with
+    a ``type`` when ``typed``, none when not (None: either)."""
+    if not isinstance(entry, dict):
+        raise ValueError(
+            f"{where}: metadata.yaml {at} must be a mapping with fields {list(required)}, got {_SHOW.repr(entry)}"
+        )
     has_type = entry.get("type") is not None
     if typed is not None and has_type != typed:
         kind = "a heterogeneous" if typed else "a homogeneous"
         raise ValueError(
-            f"{where}: {what} {entry!r} {'lacks' if typed else 'has'} a `type`, but the graph is {kind} one "
+            f"{where}: metadata.yaml {at} {'lacks' if typed else 'has'} a `type`, but the graph is {kind} one "
             f"(every node, edge, feature and set entry of a heterogeneous dataset names its type, and none of a "
-            f"homogeneous one)"
+            f"homogeneous one); the entry is {_SHOW.repr(entry)}"
         )
+    for key, (check, form) in required.items():
+        if entry.get(key) is None:
+            raise ValueError(f"{where}: metadata.yaml {at} lacks `{key}` ({form}); the entry is {_SHOW.repr(entry)}")
+    for key, (check, form) in {**required, **optional}.items():
+        value = entry.get(key)
+        if value is not None and not check(value):
+            raise ValueError(f"{where}: metadata.yaml {at}: `{key}` must be {form}, got {_SHOW.repr(value)}")
     return entry
 
 
-def _load_graph(root: str, graph_meta: dict, cache_dir: str, force: bool, where: str) -> CSCGraph:
+def _named(at: str, entry, kind: str) -> str:
+    """``at`` with the entry's name, for messages: ``feature_data[2] (node feature 'feat')``
+    (``kind`` may use the entry's ``{domain}``)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        return at
+    return f"{at} ({kind.format(domain=entry.get('domain', ''))} '{entry['name']}')".replace("( ", "(")
+
+
+class _Files:
+    """Paths named in ``metadata.yaml``, resolved inside the dataset directory."""
+
+    def __init__(self, root: str, trusted: List[str], where: str):
+        self.root, self.trusted, self.where = root, trusted, where
+
+    def path(self, entry: dict, at: str) -> str:
+        """The resolved ``path`` of ``entry`` (refused outside the dataset directory and
+        the trusted directories)."""
+        return inside(self.root, entry["path"], f"{self.where}: metadata.yaml {at} `path`", self.trusted, _OPT_IN)
+
+
+# ---------------------------------------------------------------- the graph and its cache
+def _load_graph(
+    files: _Files, graph_meta: dict, cache_dir: str, default_cache: bool, options: dict, force: bool
+) -> CSCGraph:
+    where = files.where
     nodes, edges = graph_meta.get("nodes"), graph_meta.get("edges")
-    if not isinstance(nodes, list) or not nodes or not isinstance(edges, list) or not edges:
-        raise ValueError(f"{where}: `graph` must list node entries and edge entries, got {graph_meta!r}")
-    if any(isinstance(n, dict) and n.get("type") is not None for n in nodes):
-        return _load_typed_graph(root, graph_meta, cache_dir, force, where)
-    if len(nodes) != 1 or len(edges) != 1:
-        raise ValueError(
-            f"{where}: a homogeneous `graph` lists one node entry and one edge entry (a heterogeneous one gives "
-            f"every entry a `type`), got {len(nodes)} and {len(edges)}"
-        )
-    num_nodes = _entry(nodes[0], ["num"], "graph node entry", where)["num"]
-    edge_entry = _entry(edges[0], ["format", "path"], "graph edge entry", where)
-    edge_path = os.path.join(root, edge_entry["path"])
-    if edge_entry["format"] not in ("csv", "numpy"):
-        raise ValueError(f"{where}: the edge `format` must be 'csv' or 'numpy', got {edge_entry['format']!r}")
-    if not os.path.isfile(edge_path):
-        hint = ""
-        if os.path.isfile(os.path.join(root, "preprocessed", "fused_csc_sampling_graph.pt")):
-            hint = (
-                "; only GraphBolt's preprocessed graph is there, which needs DGL's C++ library to read: "
-                "in an environment with DGL, save its edges with g = torch.load('preprocessed/"
-                "fused_csc_sampling_graph.pt'); numpy.save(edge file, numpy.stack([g.indices.numpy(), "
-                "numpy.repeat(numpy.arange(g.total_num_nodes), numpy.diff(g.csc_indptr.numpy()))]))"
+    for key, value in (("nodes", nodes), ("edges", edges)):
+        if not _ITEMS[0](value):
+            raise ValueError(f"{where}: metadata.yaml graph: `{key}` must be {_ITEMS[1]}, got {_SHOW.repr(value)}")
+    attributes = _list(graph_meta, "feature_data", "graph", where)
+    typed = any(isinstance(n, dict) and n.get("type") is not None for n in nodes)
+    if typed:
+        node_entries = [_entry(n, f"graph.nodes[{i}]", where, {"type": _NODE_TYPE, "num": _COUNT}, typed=True)
+                        for i, n in enumerate(nodes)]  # fmt: skip
+        edge_entries = [_entry(e, f"graph.edges[{i}]", where, {"type": _EDGE_TYPE, "format": _EDGE_FORMAT, "path": _PATH},
+                               typed=True) for i, e in enumerate(edges)]  # fmt: skip
+    else:
+        if len(nodes) != 1 or len(edges) != 1:
+            raise ValueError(
+                f"{where}: metadata.yaml: a homogeneous `graph` lists one node entry and one edge entry (a "
+                f"heterogeneous one gives every entry a `type`), got {len(nodes)} and {len(edges)}"
             )
-        raise FileNotFoundError(f"{where}: the edge file is missing: '{edge_path}'{hint}")
-    attributes = [_entry(f, ["domain", "name", "format", "path"], "graph feature", where)
-                  for f in graph_meta.get("feature_data") or []]  # fmt: skip
-    attribute_paths = [os.path.join(root, f["path"]) for f in attributes]
-    graph_file, stamp = _cached_graph(graph_meta, [edge_path, *attribute_paths], cache_dir, force)
-    if stamp is None:
+        node_entries = [_entry(nodes[0], "graph.nodes[0]", where, {"num": _COUNT})]
+        edge_entries = [_entry(edges[0], "graph.edges[0]", where, {"format": _EDGE_FORMAT, "path": _PATH})]
+    attribute_at = [_named(f"graph.feature_data[{i}]", f, "{domain} attribute") for i, f in enumerate(attributes)]
+    attributes = [
+        _entry(f, at, where, {"domain": (lambda v: v in ("node", "edge"), "'node' or 'edge'"), "name": _NAME,
+                              "format": _ARRAY_FORMAT, "path": _PATH},
+               {"type": _NODE_TYPE if isinstance(f, dict) and f.get("domain") == "node" else _EDGE_TYPE, "in_memory": _BOOL},
+               typed=typed)
+        for f, at in zip(attributes, attribute_at)
+    ]  # fmt: skip
+    edge_paths = [files.path(e, f"graph.edges[{i}]") for i, e in enumerate(edge_entries)]
+    attribute_paths = [files.path(f, at) for f, at in zip(attributes, attribute_at)]
+    for i, (entry, path) in enumerate(zip(edge_entries, edge_paths)):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{where}: metadata.yaml graph.edges[{i}]: the edge file is missing: '{path}'"
+                                    + ("" if typed else _preprocessed_hint(files.root)))  # fmt: skip
+    stamp = {
+        "version": _CACHE_VERSION,
+        # the fields the build reads (not the whole section: extra fields change nothing)
+        "graph": [[[e.get(k) for k in ("type", "num")] for e in node_entries],
+                  [[e.get(k) for k in ("type", "format", "path")] for e in edge_entries],
+                  [[f.get(k) for k in ("domain", "type", "name", "format", "path")] for f in attributes]],  # fmt: skip
+        "options": options,
+        "files": fingerprint(*[p for p in edge_paths + attribute_paths if os.path.isfile(p)]),
+    }
+    graph_file = os.path.join(cache_dir, "graph.pt")
+    if not force and cache_is_fresh(cache_dir, "graph.json", stamp, where) == ["graph.pt"]:
         return CSCGraph.load(graph_file, mmap=True)
-    scratch = os.path.join(cache_dir, "edges.npy")
+    make_cache_directory(cache_dir, default_cache, where)
+    with scratch_directory(cache_dir, f"{where}: cache") as scratch:
+        built = os.path.join(scratch, "graph.pt")
+        if typed:
+            base = None
+            graph = _build_typed_graph(
+                files, node_entries, edge_entries, edge_paths, attributes, attribute_at, attribute_paths
+            )
+        else:  # saved to `built` by the builder; saved again only if attributes or options change it
+            base = _build_graph(files, node_entries[0], edge_entries[0], edge_paths[0], scratch, built)
+            graph = _with_attributes(base, attributes, attribute_at, attribute_paths, where)
+        graph = _with_options(graph, **options)
+        if graph is not base:
+            graph.save(built)
+        del graph, base
+        publish_cache(scratch, cache_dir, "graph.json", stamp, ["graph.pt"])
+    return CSCGraph.load(graph_file, mmap=True)
+
+
+def _preprocessed_hint(root: str) -> str:
+    if not os.path.isfile(os.path.join(root, "preprocessed", "fused_csc_sampling_graph.pt")):
+        return ""
+    return (
+        "; only GraphBolt's preprocessed graph is there, which needs DGL's C++ library to read: "
+        "in an environment with DGL, save its edges with g = torch.load('preprocessed/"
+        "fused_csc_sampling_graph.pt'); numpy.save(edge file, numpy.stack([g.indices.numpy(), "
+        "numpy.repeat(numpy.arange(g.total_num_nodes), numpy.diff(g.csc_indptr.numpy()))]))"
+    )
+
+
+def _build_graph(files: _Files, node_entry: dict, edge_entry: dict, edge_path: str, scratch: str, built: str) -> CSCGraph:
+    """The homogeneous graph of the edge file, built with bounded memory into ``built``."""
+    where = files.where
+    at = f"metadata.yaml graph.edges[0] ('{edge_path}')"
+    edges = edge_path
     try:
         if edge_entry["format"] == "csv":
-            csv_to_npy(edge_path, scratch, np.int64, transpose=True)
-            edge_path = scratch
+            edges = os.path.join(scratch, "edges.npy")
+            csv_to_npy(edge_path, edges, np.int64, transpose=True)
+        return CSCGraph.from_coo_files(built, edges, num_nodes=node_entry["num"])
+    except ValueError as error:
+        raise ValueError(f"{where}: {at}: {error}") from error
+
+
+def _build_typed_graph(
+    files: _Files, node_entries, edge_entries, edge_paths, attributes, attribute_at, attribute_paths
+) -> CSCGraph:
+    """A heterogeneous graph: node counts per type, one edge file per edge type, and
+    ``graph.feature_data`` attributes per type (in memory)."""
+    where = files.where
+    num_nodes = {}
+    for i, entry in enumerate(node_entries):
+        if entry["type"] in num_nodes:
+            raise ValueError(f"{where}: metadata.yaml graph.nodes[{i}]: node type {entry['type']!r} is listed twice")
+        num_nodes[entry["type"]] = entry["num"]
+    edges = {}
+    for i, (entry, path) in enumerate(zip(edge_entries, edge_paths)):
+        at = f"metadata.yaml graph.edges[{i}] ({entry['type']!r}, '{path}')"
         try:
-            graph = CSCGraph.from_coo_files(graph_file, edge_path, num_nodes=num_nodes)
+            pairs = read_csv(path, np.int64).T if entry["format"] == "csv" else read_array(path, "numpy", True)
         except ValueError as error:
-            raise ValueError(f"{where}: edge file '{os.path.join(root, edge_entry['path'])}': {error}") from error
-    finally:
-        if os.path.exists(scratch):
-            os.remove(scratch)
-    if attributes:
-        graph = _with_attributes(graph, attributes, attribute_paths, graph_file, where)
-    _write_stamp(cache_dir, stamp)
+            raise ValueError(f"{where}: {at}: {error}") from error
+        if pairs.ndim != 2 or pairs.shape[0] != 2 or pairs.dtype.kind not in "iu":
+            raise ValueError(
+                f"{where}: {at} must hold [2, num_edges] integer node ids (or csv lines 'src,dst'), got "
+                f"{pairs.dtype} {pairs.shape}"
+            )
+        edges[entry["type"]] = torch.from_numpy(np.ascontiguousarray(pairs))
+    per_type: Dict[str, Dict[str, Dict[str, torch.Tensor]]] = {"node": {}, "edge": {}}
+    for entry, at, path in zip(attributes, attribute_at, attribute_paths):
+        data = torch.as_tensor(np.asarray(read_array(path, entry["format"], True, f"{where}: metadata.yaml {at}: ")))
+        per_type[entry["domain"]].setdefault(entry["name"], {})[entry["type"]] = data
+    try:
+        graph = CSCGraph.from_hetero_edges(edges, num_nodes, per_type["edge"])
+    except ValueError as error:
+        raise ValueError(f"{where}: metadata.yaml graph: {error}") from error
+    if per_type["node"]:
+        node_attributes = {
+            name: _over_all_node_types(graph, name, tables, where) for name, tables in per_type["node"].items()
+        }
+        graph = dataclasses.replace(graph, node_attributes=node_attributes)
     return graph
 
 
-def _cached_graph(graph_meta: dict, paths: List[str], cache_dir: str, force: bool):
-    """``(graph file, stamp)``: the stamp to write once the graph is built, or None when the
-    cached graph is up to date with the ``graph`` section and the files ``paths``."""
-    stamp = {
-        "version": _CACHE_VERSION,
-        "graph": json.loads(json.dumps(graph_meta, default=str)),
-        "files": fingerprint(*[p for p in paths if os.path.isfile(p)]),
-    }
-    graph_file = os.path.join(cache_dir, "graph.pt")
-    stamp_file = os.path.join(cache_dir, "graph.json")
-    if not force and os.path.isfile(graph_file) and os.path.isfile(stamp_file):
-        with open(stamp_file) as f:
-            if json.load(f) == stamp:
-                return graph_file, None
-    os.makedirs(cache_dir, exist_ok=True)
-    if os.path.exists(stamp_file):
-        os.remove(stamp_file)
-    return graph_file, stamp
-
-
-def _write_stamp(cache_dir: str, stamp: dict) -> None:
-    with open(os.path.join(cache_dir, "graph.json"), "w") as f:
-        json.dump(stamp, f)
-
-
-def _load_typed_graph(root: str, graph_meta: dict, cache_dir: str, force: bool, where: str) -> CSCGraph:
-    """A heterogeneous ``graph`` section: node counts per type, one edge file per edge type."""
-    num_nodes = {}
-    for entry in graph_meta["nodes"]:
-        entry = _entry(entry, ["type", "num"], "graph node entry", where, typed=True)
-        num_nodes[str(entry["type"])] = entry["num"]
-    edge_entries = [_entry(e, ["type", "format", "path"], "graph edge entry", where, typed=True) for e in graph_meta["edges"]]
-    attributes = [_entry(f, ["domain", "type", "name", "format", "path"], "graph feature", where, typed=True)
-                  for f in graph_meta.get("feature_data") or []]  # fmt: skip
-    paths = [os.path.join(root, e["path"]) for e in edge_entries + attributes]
-    graph_file, stamp = _cached_graph(graph_meta, paths, cache_dir, force)
-    if stamp is None:
-        return CSCGraph.load(graph_file, mmap=True)
-    edges = {}
-    for entry in edge_entries:
-        path = os.path.join(root, entry["path"])
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{where}: the edge file of edge type {entry['type']!r} is missing: '{path}'")
-        if entry["format"] == "csv":
-            pairs = read_csv(path, np.int64).T
-        elif entry["format"] == "numpy":
-            pairs = np.load(path)
-        else:
-            raise ValueError(f"{where}: the edge `format` must be 'csv' or 'numpy', got {entry['format']!r}")
-        if pairs.ndim != 2 or pairs.shape[0] != 2:
-            raise ValueError(f"{where}: edge file '{path}' must hold [2, num_edges] (or csv lines 'src,dst'), got {pairs.shape}")
-        edges[entry["type"]] = torch.from_numpy(np.ascontiguousarray(pairs))
-    edge_attributes: Dict[str, Dict[str, torch.Tensor]] = {}
-    for entry, path in zip(attributes, paths[len(edge_entries) :]):
-        if entry["domain"] != "edge":
-            raise NotImplementedError(
-                f"{where}: graph feature '{entry['name']}' of {entry['domain']} type {entry['type']!r}: typed graphs "
-                f"take edge attributes only; list node data under the top-level `feature_data`"
+def _over_all_node_types(graph: CSCGraph, name: str, tables: Dict[str, torch.Tensor], where: str) -> torch.Tensor:
+    """GraphBolt's layout of a typed node attribute: ``[num_nodes, ...]`` over all nodes,
+    each type's rows at its ``node_type_offset``; every node type must give one."""
+    at = f"metadata.yaml graph.feature_data: node attribute '{name}'"
+    counts = graph.num_nodes_per_type
+    unknown = sorted(set(tables) - set(counts))
+    missing = [t for t in graph.node_types if t not in tables]
+    if unknown or missing:
+        raise ValueError(
+            f"{where}: {at} must list one file per node type (as GraphBolt requires): "
+            + (f"unknown type(s) {unknown}; " if unknown else "")
+            + (f"missing type(s) {missing}; " if missing else "")
+            + f"the graph's node types are {graph.node_types}"
+        )
+    first = tables[graph.node_types[0]]
+    for node_type in graph.node_types:
+        table = tables[node_type]
+        expected = (counts[node_type], *first.shape[1:])
+        if table.dim() == 0 or tuple(table.shape) != expected or table.dtype != first.dtype:
+            raise ValueError(
+                f"{where}: {at} of node type {node_type!r} has dtype {table.dtype} shape {tuple(table.shape)}, expected "
+                f"{list(expected)} {first.dtype} (one row per node, every type alike)"
             )
-        data = torch.as_tensor(np.asarray(read_array(path, entry["format"], True, f"{where}: graph feature: ")))
-        edge_attributes.setdefault(entry["name"], {})[entry["type"]] = data
-    try:
-        graph = CSCGraph.from_hetero_edges(edges, num_nodes, edge_attributes)
-    except ValueError as error:
-        raise ValueError(f"{where}: graph: {error}") from error
-    graph.save(graph_file)
-    _write_stamp(cache_dir, stamp)
-    return CSCGraph.load(graph_file, mmap=True)
+    return torch.cat([tables[t] for t in graph.node_types])
 
 
-def _with_attributes(graph: CSCGraph, attributes, paths, graph_file: str, where: str) -> CSCGraph:
-    """The graph with the ``graph.feature_data`` arrays as node/edge attributes (edge
-    arrays are in edge-file order: permuted to CSC order), saved over ``graph_file``."""
+def _with_attributes(graph: CSCGraph, attributes, attribute_at, paths, where: str) -> CSCGraph:
+    """The graph with the homogeneous ``graph.feature_data`` arrays as node/edge
+    attributes (edge arrays are in edge-file order: permuted to CSC order)."""
+    if not attributes:
+        return graph
     node_attributes, edge_attributes = {}, {}
-    for entry, path in zip(attributes, paths):
-        data = torch.as_tensor(np.asarray(read_array(path, entry["format"], True, f"{where}: graph feature: ")))
+    for entry, at, path in zip(attributes, attribute_at, paths):
+        data = torch.as_tensor(np.asarray(read_array(path, entry["format"], True, f"{where}: metadata.yaml {at}: ")))
         if entry["domain"] == "node":
             node_attributes[entry["name"]] = data
-        elif entry["domain"] == "edge":
-            if data.shape[0] != graph.num_edges:
-                raise ValueError(
-                    f"{where}: graph feature '{path}' has {data.shape[0]} rows, the graph {graph.num_edges} edges"
-                )
-            edge_attributes[entry["name"]] = data if graph.original_edge_ids is None else data[graph.original_edge_ids.long()]
         else:
-            raise ValueError(f"{where}: graph feature `domain` must be 'node' or 'edge', got {entry['domain']!r}")
+            if data.dim() == 0 or data.shape[0] != graph.num_edges:
+                raise ValueError(
+                    f"{where}: metadata.yaml {at} ('{path}') has shape {tuple(data.shape)}, expected one row per "
+                    f"edge ({graph.num_edges})"
+                )
+            edge_ids = graph.original_edge_ids
+            edge_attributes[entry["name"]] = data if edge_ids is None else data[edge_ids.long()]
     try:
-        graph = dataclasses.replace(graph, node_attributes=node_attributes, edge_attributes=edge_attributes)
+        return dataclasses.replace(graph, node_attributes=node_attributes, edge_attributes=edge_attributes)
     except ValueError as error:
-        raise ValueError(f"{where}: graph feature_data: {error}") from error
-    graph.save(graph_file)
-    return CSCGraph.load(graph_file, mmap=True)
+        raise ValueError(f"{where}: metadata.yaml graph.feature_data: {error}") from error
 
 
-def _feature_store(root: str, entries: list, graph: CSCGraph, disk_based: bool, where: str) -> FeatureStore:
+def _with_options(graph: CSCGraph, include_original_edge_id: bool, auto_cast_to_optimal_dtype: bool) -> CSCGraph:
+    """GraphBolt's two build options (see :class:`OnDiskDataset`)."""
+    changes: Dict[str, Any] = {}
+    edge_ids = graph.original_edge_ids
+    if not auto_cast_to_optimal_dtype:
+        changes.update(indptr=graph.indptr.to(torch.int64), indices=graph.indices.to(torch.int64))
+        if edge_ids is not None:
+            edge_ids = changes["original_edge_ids"] = edge_ids.to(torch.int64)
+    if include_original_edge_id:
+        if edge_ids is None:  # the file was in CSC order already: positions are the ids
+            dtype = torch.int32 if auto_cast_to_optimal_dtype and graph.num_edges <= 2**31 else torch.int64
+            edge_ids = torch.arange(graph.num_edges, dtype=dtype)
+        changes["edge_attributes"] = {**graph.edge_attributes, ORIGINAL_EDGE_ID: edge_ids}
+    return dataclasses.replace(graph, **changes) if changes else graph
+
+
+# ---------------------------------------------------------------- features and tasks
+def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bool) -> FeatureStore:
     """The top-level ``feature_data``: keyed by name, or by ``(type, name)`` for a typed graph."""
+    where = files.where
     typed = graph.is_heterogeneous
     tables = {"node": {}, "edge": {}}
     if typed:
         edges_per_type = torch.bincount(graph.type_per_edge.to(torch.int64), minlength=len(graph.edge_types)).tolist()
         rows_of = {"node": graph.num_nodes_per_type, "edge": dict(zip(graph.edge_types, edges_per_type))}
-    for entry in entries:
-        entry = _entry(entry, ["domain", "name", "format", "path"], "feature_data entry", where, typed=typed)
-        domain, name, path = entry["domain"], entry["name"], os.path.join(root, entry["path"])
+    for i, entry in enumerate(entries):
+        at = _named(f"feature_data[{i}]", entry, "{domain} feature")
+        domain = entry.get("domain") if isinstance(entry, dict) else None
+        entry = _entry(entry, at, where, {"domain": _NAME, "name": _NAME, "format": _ARRAY_FORMAT, "path": _PATH},
+                       {"type": _NODE_TYPE if domain == "node" else _EDGE_TYPE, "in_memory": _BOOL}, typed=typed)  # fmt: skip
+        domain, name = entry["domain"], entry["name"]
         if domain not in tables:
-            warnings.warn(f"{where}: skipping {domain!r} feature '{name}': graphpipe stores node and edge features")
+            warnings.warn(
+                f"{where}: skipping metadata.yaml {at}: {domain!r} features are not read (graphpipe stores node "
+                f"and edge features)"
+            )
             continue
-        in_memory = entry.get("in_memory", True)
-        data = read_array(path, entry["format"], in_memory, f"{where}: feature '{name}': ")
+        path = files.path(entry, at)
+        in_memory = entry.get("in_memory", True) is not False
+        data = read_array(path, entry["format"], in_memory, f"{where}: metadata.yaml {at}: ")
+        if data.ndim == 0:
+            raise ValueError(f"{where}: metadata.yaml {at} ('{path}') holds a scalar, expected one row per {domain}")
         if data.ndim == 1:  # GraphBolt's TorchBasedFeature reads a [n] table as [n, 1]
             feature = Feature(data.reshape(-1, 1))
         elif isinstance(data, np.memmap):
-            # Path-backed: pickles as its path, opened again where used.
+            # Path-backed (the resolved path): pickles as its path, opened again where used.
             feature = DiskBasedFeature(path) if disk_based else Feature(path)
         else:
             feature = Feature(data)
         if typed:
             if entry["type"] not in rows_of[domain]:
                 raise ValueError(
-                    f"{where}: {domain} feature '{name}' names unknown {domain} type {entry['type']!r}; the graph's "
-                    f"{domain} types: {sorted(rows_of[domain])}"
+                    f"{where}: metadata.yaml {at}: {domain} feature '{name}' names unknown {domain} type "
+                    f"{entry['type']!r}; the graph's {domain} types: {sorted(rows_of[domain])}"
                 )
             rows, key = rows_of[domain][entry["type"]], (entry["type"], name)
         else:
             rows, key = (graph.num_nodes if domain == "node" else graph.num_edges), name
-        if feature.num_rows != rows:
+        if feature.num_rows < rows:  # more rows are allowed (padding, nodes added later), as in GraphBolt
             raise ValueError(
-                f"{where}: {domain} feature '{name}' ('{path}') has {feature.num_rows} rows, expected {rows}"
+                f"{where}: metadata.yaml {at}: {domain} feature '{name}' ('{path}') has {feature.num_rows} rows, "
+                f"expected {rows} (one per {domain}; more are allowed)"
             )
         tables[domain][key] = feature
     return FeatureStore(tables["node"], tables["edge"])
 
 
-def _tasks(root: str, entries: list, selected: Optional[Sequence[str]], where: str) -> List[Task]:
+def _tasks(files: _Files, entries: list, selected: Optional[Sequence[str]]) -> List[Task]:
+    where = files.where
     if isinstance(selected, str):
         selected = [selected]
+    elif selected is not None and (not isinstance(selected, (list, tuple)) or not all(isinstance(t, str) for t in selected)):
+        raise TypeError(f"{where}: `tasks` must be a task name or a list of task names, got {selected!r}")
     out = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where}: every task must be a mapping, got {entry!r}")
+    for i, entry in enumerate(entries):
+        at = f"tasks[{i}]"
+        entry = _entry(entry, _named(at, entry, "task"), where, {}, {"name": _NAME}, typed=None)
         metadata = {k: v for k, v in entry.items() if k not in ("train_set", "validation_set", "test_set")}
         if selected is not None and metadata.get("name") not in selected:
             continue
         sets = {}
         for set_name in ("train_set", "validation_set", "test_set"):
-            sets[set_name] = _item_set(root, entry.get(set_name), f"{where}: task {metadata.get('name')!r} {set_name}")
+            sets[set_name] = _item_set(files, entry.get(set_name), f"{at}.{set_name}")
         out.append(Task(metadata, **sets))
     if selected is not None:
         missing = set(selected) - {t.metadata.get("name") for t in out}
@@ -423,30 +623,43 @@ def _tasks(root: str, entries: list, selected: Optional[Sequence[str]], where: s
     return out
 
 
-def _item_set(root: str, entries, where: str):
+def _item_set(files: _Files, entries, at: str):
     """A task's set: an :class:`~graphpipe.ItemSet`, or with one entry per ``type`` a
     :class:`~graphpipe.HeteroItemSet`."""
+    where = files.where
     if not entries:
         return None
     if not isinstance(entries, list):
-        raise ValueError(f"{where}: a set must be a list of entries, got {entries!r}")
+        raise ValueError(f"{where}: metadata.yaml {at} must be a list of entries, got {_SHOW.repr(entries)}")
     if any(isinstance(e, dict) and e.get("type") is not None for e in entries):
-        typed = [_entry(e, ["type", "data"], "set", where, typed=True) for e in entries]
-        return HeteroItemSet({str(e["type"]): _one_item_set(root, e, f"{where} type {e['type']!r}") for e in typed})
+        typed = {}
+        for i, e in enumerate(entries):
+            e = _entry(e, f"{at}[{i}]", where, {"type": _SET_TYPE, "data": _ITEMS}, typed=True)
+            if e["type"] in typed:
+                raise ValueError(f"{where}: metadata.yaml {at}[{i}]: type {e['type']!r} is listed twice")
+            typed[e["type"]] = _one_item_set(files, e, f"{at}[{i}]")
+        return HeteroItemSet(typed)
     if len(entries) != 1:
-        raise ValueError(f"{where}: an untyped set has one entry, got {len(entries)} (typed sets give each a `type`)")
-    return _one_item_set(root, _entry(entries[0], ["data"], "set", where), where)
+        raise ValueError(
+            f"{where}: metadata.yaml {at}: an untyped set has one entry, got {len(entries)} (typed sets give each "
+            f"a `type`)"
+        )
+    return _one_item_set(files, _entry(entries[0], f"{at}[0]", where, {"data": _ITEMS}), f"{at}[0]")
 
 
-def _one_item_set(root: str, entry: dict, where: str) -> ItemSet:
+def _one_item_set(files: _Files, entry: dict, at: str) -> ItemSet:
+    where = files.where
     fields, names = [], []
-    for data in entry["data"]:
-        data = _entry(data, ["format", "path"], "set data entry", where, typed=None)
-        array = read_array(os.path.join(root, data["path"]), data["format"], True, f"{where}: ")
+    for i, data in enumerate(entry["data"]):
+        data_at = _named(f"{at}.data[{i}]", data, "field")
+        data = _entry(
+            data, data_at, where, {"format": _ARRAY_FORMAT, "path": _PATH}, {"name": _NAME, "in_memory": _BOOL}, typed=None
+        )
+        array = read_array(files.path(data, data_at), data["format"], True, f"{where}: metadata.yaml {data_at}: ")
         fields.append(torch.as_tensor(np.asarray(array)) if isinstance(array, np.ndarray) else array)
         name = data.get("name") or "seeds"
         names.append(_FIELD_RENAMES.get(name, name))
     try:
         return ItemSet(tuple(fields), names=tuple(names))
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}: {error}") from error
+        raise ValueError(f"{where}: metadata.yaml {at}: {error}") from error

@@ -52,7 +52,9 @@ def test_from_pyg_trains_through_a_pipe():
 
 def test_from_pyg_without_labels_or_masks():
     data = pyg_data.Data(edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=4)
-    ds = gp.datasets.from_pyg(data)
+    with pytest.warns(UserWarning, match=r"no `train_mask`, `val_mask`, `test_mask` \(or an empty one\): the dataset's "
+                                         r"train_set, validation_set, test_set are None"):  # fmt: skip
+        ds = gp.datasets.from_pyg(data)
     assert ds.graph.num_nodes == 4 and ds.labels is None and ds.train_set is None and ds.num_classes is None
     assert "train=None" in repr(ds)
 
@@ -66,3 +68,47 @@ def test_from_pyg_errors():
         gp.datasets.from_pyg(data)
     with pytest.raises(ValueError, match="the HeteroData has no edge types"):
         gp.datasets.from_pyg(pyg_data.HeteroData())
+
+
+def test_from_pyg_x_with_fewer_rows_is_refused_and_more_rows_kept():
+    data = pyg_data.Data(x=torch.randn(50, 5), edge_index=torch.tensor([[0, 1], [1, 59]]), num_nodes=60)
+    assert not data.is_node_attr("x")  # PyG no longer calls it node-level: it was dropped unseen
+    with pytest.raises(ValueError, match=r"from_pyg: node feature `x` has shape \(50, 5\), expected one row per node \(60 nodes"):
+        gp.datasets.from_pyg(data)
+    data = make_data()
+    data.num_nodes = 40  # x has 50 rows: padding
+    data.y, data.year = data.y[:40], data.year[:40]
+    data.train_mask, data.val_mask, data.test_mask = data.train_mask[:40], data.val_mask[:40], data.test_mask[:40]
+    data.edge_index = data.edge_index % 40
+    ds = gp.datasets.from_pyg(data)
+    assert ds.features["feat"].num_rows == 50 and torch.equal(ds.features["feat"].read(torch.arange(50)), data.x)
+    assert ds.graph.num_nodes == 40
+
+
+def test_from_pyg_labels_and_masks_of_the_wrong_length_are_refused():
+    data = make_data()
+    data.y = data.y[:45]  # PyG no longer calls it node-level: it was dropped, labels None
+    with pytest.raises(ValueError, match=r"labels `y` must be \[num_nodes\] or \[num_nodes, 1\] with num_nodes=50"):
+        gp.datasets.from_pyg(data)
+    data = make_data()
+    data.val_mask = data.val_mask[:45]
+    with pytest.raises(ValueError, match=r"`val_mask` must be a \[num_nodes\] bool tensor with num_nodes=50"):
+        gp.datasets.from_pyg(data)
+
+
+def test_from_pyg_hetero_x_with_fewer_rows_names_the_type():
+    data = pyg_data.HeteroData()
+    data["paper"].x = torch.randn(5, 2)
+    data["paper"].num_nodes = 8
+    data["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1], [1, 7]])
+    with pytest.raises(ValueError, match=r"node feature `x` of node type 'paper' has shape \(5, 2\), expected one row per node \(8 nodes"):
+        gp.datasets.from_pyg(data)
+
+
+def test_from_pyg_says_which_splits_are_missing():
+    data = make_data()
+    del data.test_mask
+    with pytest.warns(UserWarning, match=r"from_pyg: no `test_mask` \(or an empty one\): the dataset's test_set is None\. "
+                                         r"To train, make an item set"):  # fmt: skip
+        ds = gp.datasets.from_pyg(data)
+    assert ds.test_set is None and ds.train_set is not None

@@ -104,7 +104,7 @@ def test_bad_edges_and_heterogeneous_graphs(tmp_path):
         gp.datasets.OnDiskDataset(tmp_path)
     text = (tmp_path / "metadata.yaml").read_text().replace("    - num: 300", "    - type: paper\n      num: 300")
     (tmp_path / "metadata.yaml").write_text(text)
-    with pytest.raises(ValueError, match=r"every graph edge entry must be a mapping with \['type', 'format', 'path'\]"):
+    with pytest.raises(ValueError, match=r"graph.edges\[0\] lacks a `type`, but the graph is a heterogeneous one"):
         gp.datasets.OnDiskDataset(tmp_path)
 
 

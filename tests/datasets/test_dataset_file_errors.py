@@ -1,0 +1,160 @@
+"""Bad dataset files and metadata.yaml entries give errors that name the file or the entry
+and the expected form (issue 29)."""
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("yaml")
+
+import graphpipe as gp  # noqa: E402
+from graphbolt_layout import write_graphbolt_dataset  # noqa: E402
+from graphpipe.datasets import _files  # noqa: E402
+from test_ondisk_hetero import write as write_typed  # noqa: E402
+
+
+def whole_gzip(text: bytes) -> bytes:
+    return gzip.compress(text)
+
+
+BAD_CSV = {
+    # name: (file name, bytes, regex of the message after the file name)
+    "empty": ("a.csv", b"", "is empty; expected numeric rows"),
+    "empty gzip": ("a.csv.gz", whole_gzip(b""), "is empty; expected numeric rows"),
+    "non-ASCII": ("a.csv", "0,1\n2,\u00e9\n".encode(), r"row 1 holds a non-ASCII byte \(0xc3\)"),
+    "truncated gzip": ("a.csv.gz", whole_gzip(b"0,1\n2,3\n" * 1000)[:-30], "cannot be decompressed .*truncated"),
+    "not gzip": ("a.csv.gz", b"0,1\n2,3\n", "cannot be decompressed .*BadGzipFile.*not gzip at all"),
+    "corrupted gzip": ("a.csv.gz", whole_gzip(b"0,1\n2,3\n" * 1000)[:20] + b"\xff" * 40 + whole_gzip(b"0,1\n" * 1000)[60:],
+                       "cannot be decompressed"),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CSV))
+@pytest.mark.parametrize("reader", ["read_csv", "csv_to_npy"])
+def test_bad_csv_files_are_named(tmp_path, case, reader):
+    name, data, message = BAD_CSV[case]
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match=f"'{path}'.*{message}"):
+        if reader == "read_csv":
+            _files.read_csv(str(path), np.int64)
+        else:
+            _files.csv_to_npy(str(path), str(tmp_path / "out.npy"), np.int64)
+    assert sorted(os.listdir(tmp_path)) == [name]  # nothing left behind
+
+
+def test_a_bad_edge_csv_names_the_entry_and_the_file(tmp_path):
+    write_graphbolt_dataset(tmp_path, "csv")
+    (tmp_path / "edge_data" / "edges.csv").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"metadata.yaml graph.edges\[0\] \('.*edges.csv'\): '.*edges.csv' is empty"):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+NUMPY_EDGES = "    - format: numpy\n      path: edge_data/edges.npy"
+BAD_METADATA = {
+    # name: (old text, new text, regex of the message)
+    "edge path null": (NUMPY_EDGES, "    - format: numpy\n      path: null",
+                       r"graph.edges\[0\] lacks `path` \(a path relative to the dataset directory \(a non-empty string\)\)"),
+    "edge path int": (NUMPY_EDGES, "    - format: numpy\n      path: 5",
+                      r"graph.edges\[0\]: `path` must be a path relative to the dataset directory .*got 5"),
+    "edge format": (NUMPY_EDGES, "    - format: parquet\n      path: edge_data/edges.npy",
+                    r"graph.edges\[0\]: `format` must be 'csv' or 'numpy', got 'parquet'"),
+    "edge not a mapping": (NUMPY_EDGES, "    - edge_data/edges.npy",
+                           r"graph.edges\[0\] must be a mapping with fields \['format', 'path'\], got 'edge_data/edges.npy'"),
+    "feature path list": ("path: node_data/feat.npy", "path: [a.npy, b.npy]",
+                          r"feature_data\[0\] \(node feature 'feat'\): `path` must be .* got \['a.npy', 'b.npy'\]"),
+    "feature format": ("format: torch\n    path: node_data/year.pt", "format: pickle\n    path: node_data/year.pt",
+                       r"feature_data\[1\] \(node feature 'year'\): `format` must be 'numpy' or 'torch', got 'pickle'"),
+    "in_memory": ("in_memory: false\n    path: node_data/feat.npy", "in_memory: sometimes\n    path: node_data/feat.npy",
+                  r"feature_data\[0\] \(node feature 'feat'\): `in_memory` must be true or false, got 'sometimes'"),
+    "negative count": ("- num: 300", "- num: -3", r"graph.nodes\[0\]: `num` must be an integer >= 0, got -3"),
+    "count as text": ("- num: 300", "- num: lots", r"graph.nodes\[0\]: `num` must be an integer >= 0, got 'lots'"),
+    "set data path": ("path: set/train_seeds.npy", "path: {a: 1}",
+                      r"tasks\[0\].train_set\[0\].data\[0\] \(field 'seeds'\): `path` must be .* got \{'a': 1\}"),
+    "set without data": ("    train_set:\n      - data:", "    train_set:\n      - other:",
+                         r"tasks\[0\].train_set\[0\] lacks `data` \(a non-empty list of entries\)"),
+    "feature_data not a list": ("feature_data:\n  - domain: node\n    name: feat",
+                                "feature_data: 3\nunused:\n  - domain: node\n    name: feat",
+                                r"metadata.yaml: `feature_data` must be a list of entries, got 3"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_METADATA))
+def test_metadata_fields_of_the_wrong_kind_name_the_entry(tmp_path, case):
+    write_graphbolt_dataset(tmp_path, "numpy", seed_name="seeds")
+    old, new, message = BAD_METADATA[case]
+    text = (tmp_path / "metadata.yaml").read_text()
+    assert old in text
+    (tmp_path / "metadata.yaml").write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError, match=message):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+BAD_TYPES = {
+    "node type with ':'": ("    - type: author\n      num: 30", "    - type: \"co:author\"\n      num: 30",
+                           r"graph.nodes\[1\]: `type` must be a node type name: a non-empty string without ':'"),
+    "edge type of two parts": ('    - type: "author:writes:paper"\n      format: csv', '    - type: "author:paper"\n      format: csv',
+                               r"graph.edges\[0\]: `type` must be an edge type 'src_type:relation:dst_type'"),
+    "feature of a node type with ':'": ("    type: author\n    name: feat", "    type: \"a:b\"\n    name: feat",
+                                        r"feature_data\[1\] \(node feature 'feat'\): `type` must be a node type name"),
+    "node type twice": ("    - type: author\n      num: 30", "    - type: paper\n      num: 30",
+                        r"graph.nodes\[1\]: node type 'paper' is listed twice"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TYPES))
+def test_bad_type_names_are_refused(tmp_path, case):
+    write_typed(tmp_path)
+    old, new, message = BAD_TYPES[case]
+    text = (tmp_path / "metadata.yaml").read_text()
+    assert old in text
+    (tmp_path / "metadata.yaml").write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError, match=message):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+@pytest.mark.parametrize("array", [np.array(["a", "b"] * 150), np.zeros(300, ">f4"), np.zeros(300, np.complex64),
+                                   np.zeros(300, np.dtype([("a", np.int32)]))], ids=["text", "big-endian", "complex", "record"])  # fmt: skip
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_unsupported_dtypes_are_named(tmp_path, array, in_memory):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    if in_memory:
+        text = (tmp_path / "metadata.yaml").read_text()
+        (tmp_path / "metadata.yaml").write_text(text.replace("in_memory: false\n    path: node_data/feat.npy", "path: node_data/feat.npy"))
+    np.save(tmp_path / "node_data" / "feat.npy", array)
+    with pytest.raises(ValueError, match=r"feature_data\[0\] \(node feature 'feat'\): '.*feat.npy' holds dtype .*expected a bool, "
+                                         r"integer or floating dtype"):  # fmt: skip
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_a_feature_with_fewer_rows_is_refused_and_more_rows_accepted(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    np.save(tmp_path / "node_data" / "feat.npy", np.ones((299, 8), np.float32))
+    with pytest.raises(ValueError, match=r"feature_data\[0\] \(node feature 'feat'\): .* has 299 rows, expected 300"):
+        gp.datasets.OnDiskDataset(tmp_path)
+    np.save(tmp_path / "node_data" / "feat.npy", np.ones((310, 8), np.float32))  # padding, nodes added later
+    assert gp.datasets.OnDiskDataset(tmp_path).feature["feat"].num_rows == 310
+
+
+BOMB = """\
+a: &a [1, 1, 1, 1, 1, 1]
+b: &b [*a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e]
+"""  # YAML aliases: 60 lines of text, 6**6 numbers when expanded
+
+
+def test_yaml_aliases_are_not_expanded_into_messages_or_the_cache_stamp(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    text = (tmp_path / "metadata.yaml").read_text()
+    (tmp_path / "metadata.yaml").write_text(BOMB + text.replace("    - num: 300", "    - num: 300\n      note: *f"))
+    gp.datasets.OnDiskDataset(tmp_path)  # an extra field is ignored, and not stamped
+    assert os.path.getsize(tmp_path / "graphpipe" / "graph.json") < 4000
+    (tmp_path / "metadata.yaml").write_text(BOMB + text.replace(NUMPY_EDGES, "    - *f"))
+    with pytest.raises(ValueError, match=r"graph.edges\[0\] must be a mapping with fields \['format', 'path'\]") as error:
+        gp.datasets.OnDiskDataset(tmp_path)
+    assert len(str(error.value)) < 2000
