@@ -297,21 +297,38 @@ class CSCGraph:
 
         For graphs whose edge list or CSC is larger than the memory the process may use:
         the edges are read ``chunk_edges`` at a time from memory-mapped ``.npy`` files and
-        the CSC arrays are written into memory-mapped files beside ``path`` (removed at
-        the end), ``block_edges`` output slots per pass (see
-        :func:`graphpipe.ops.csc_build.coo_to_csc_chunked`). Process memory stays at
-        about 16 bytes per node plus a chunk; disk needs room for the CSC twice while
-        the file is written. The result equals ``from_coo(src, dst, num_nodes)``: same
-        ``indptr``, ``indices`` and ``original_edge_ids`` (int32 where they fit).
+        the CSC arrays are written into memory-mapped files in a private scratch
+        directory beside ``path`` (removed at the end, and by the next build if this
+        process is killed), ``block_edges`` output slots at a time (see
+        :func:`graphpipe.ops.csc_build.coo_to_csc_chunked`; the cost is linear in the
+        number of edges for any ``chunk_edges`` and ``block_edges``). Process memory stays
+        at about 16 bytes per node plus a chunk; disk needs room for the CSC twice while
+        the file is written, plus 4 or 8 bytes per edge when the CSC takes more than one
+        block of ``block_edges``. The result equals ``from_coo(src, dst, num_nodes)``: same
+        ``indptr``, ``indices`` and ``original_edge_ids`` (int32 where they fit). The file
+        is moved into place at the end (a symlink at ``path`` is replaced, not written
+        through).
 
         Args:
-            path: the graph file to write (as :meth:`save`).
+            path: the graph file to write (as :meth:`save`); its directory must exist.
             src: a ``.npy`` file of ``[num_edges]`` source ids, or of ``[2, num_edges]``
                 (row 0 sources, row 1 targets, GraphBolt's and PyG's layout) when ``dst``
-                is None.
+                is None; integers (int32 or int64 best; any native-byte-order integer
+                dtype works).
             dst: a ``.npy`` file of ``[num_edges]`` target ids.
             num_nodes: defaults to ``max id + 1``.
+            chunk_edges: edges read per kernel launch; values below 65,536 are raised
+                to it (a chunk is a view of the mapped input, not a buffer).
+            block_edges: output slots one block writes (the window of the output whose
+                pages it dirties); values below 65,536 are raised to it.
+
+        Raises:
+            FileNotFoundError: an edge file or the directory of ``path`` is missing.
+            ValueError: naming the argument (and file): edge files of the wrong shape or
+                dtype, ids out of range, or a ``num_nodes`` (given, or ``max id + 1``)
+                whose ``indptr`` would not fit in this machine's memory.
         """
+        from ._internal.safe_files import scratch_directory
         from .ops.csc_build import coo_id_range, coo_to_csc_chunked
         from .validation import check_int
 
@@ -320,7 +337,7 @@ class CSCGraph:
         where = "CSCGraph.from_coo_files"
         chunk_edges = check_int(chunk_edges, "chunk_edges", where, minimum=1)
         block_edges = check_int(block_edges, "block_edges", where, minimum=1)
-        path = os.fspath(path)
+        destination, directory = _output_file(path, where)
         src_array = _open_edge_file(src, "src", where)
         if dst is None:
             if src_array.ndim != 2 or src_array.shape[0] != 2:
@@ -344,22 +361,28 @@ class CSCGraph:
         lo, hi = coo_id_range(src_array, dst_array, chunk_edges)
         if lo < 0:
             raise ValueError(f"{where}: node ids must be >= 0, the edge files hold {lo}")
-        if num_nodes is None:
+        inferred = num_nodes is None
+        if inferred:
             num_nodes = hi + 1
         num_nodes = check_int(num_nodes, "num_nodes", where, minimum=0)
         if hi >= num_nodes:
             raise ValueError(
                 f"{where}: node id {hi} out of range for num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
             )
+        _check_indptr_fits(num_nodes, hi if inferred else None, where)
         num_edges = src_array.shape[0]
         index_dtype = _numpy_index_dtype(max(num_nodes - 1, 0))
         edge_id_dtype = _numpy_index_dtype(max(num_edges - 1, 0))
-        scratch = [f"{path}.{os.getpid()}.{name}.tmp.npy" for name in ("indices", "edge_ids")]
-        try:
-            indices = np.lib.format.open_memmap(scratch[0], mode="w+", dtype=index_dtype, shape=(num_edges,))
-            edge_ids = np.lib.format.open_memmap(scratch[1], mode="w+", dtype=edge_id_dtype, shape=(num_edges,))
+        with scratch_directory(directory, f"{where}: the directory of `path`") as scratch:
+
+            def scratch_array(name, dtype):  # a sparse file: disk is used only where written
+                return np.lib.format.open_memmap(os.path.join(scratch, name), mode="w+", dtype=dtype, shape=(num_edges,))
+
+            indices = scratch_array("indices.npy", index_dtype)
+            edge_ids = scratch_array("edge_ids.npy", edge_id_dtype)
+            positions = scratch_array("positions.npy", edge_id_dtype)
             indptr, already_sorted = coo_to_csc_chunked(
-                src_array, dst_array, num_nodes, indices, edge_ids, chunk_edges, block_edges
+                src_array, dst_array, num_nodes, indices, edge_ids, chunk_edges, block_edges, positions
             )
             graph = cls._build(
                 torch.from_numpy(indptr).to(smallest_index_dtype(num_edges)),
@@ -367,13 +390,9 @@ class CSCGraph:
                 original_edge_ids=None if already_sorted else torch.from_numpy(edge_ids),
                 level=_INDPTR,  # ids were range-checked above; the fill places each edge once
             )
-            graph.save(path)
-            del graph, indices, edge_ids
-        finally:
-            for file in scratch:
-                if os.path.exists(file):
-                    os.remove(file)
-        return cls.load(path, mmap=True)
+            graph._write(destination, scratch)
+            del graph, indices, edge_ids, positions
+        return cls.load(destination, mmap=True)
 
     @classmethod
     def from_edge_index(
@@ -827,11 +846,25 @@ class CSCGraph:
         """Write the graph to ``path`` (``torch.save`` format, from host memory).
 
         The file holds a format tag and version, every array, and a CRC-32 per 64 MiB of
-        each array, which :meth:`load` checks. It is written next to ``path`` and moved
-        over it at the end, so an interrupted save leaves no truncated file, and a
-        process that has mapped the old file keeps reading the old one.
+        each array, which :meth:`load` checks. It is written in a private scratch
+        directory beside ``path`` and moved over it at the end, so an interrupted save
+        leaves no truncated file (a killed one's scratch directory is removed by the
+        next save there), a symlink at ``path`` is replaced rather than written through,
+        and a process that has mapped the old file keeps reading the old one.
+
+        Raises:
+            FileNotFoundError: the directory of ``path`` does not exist.
         """
-        path = os.fspath(path)
+        from ._internal.safe_files import scratch_directory
+
+        where = "CSCGraph.save"
+        destination, directory = _output_file(path, where)
+        with scratch_directory(directory, f"{where}: the directory of `path`") as scratch:
+            self._write(destination, scratch)
+
+    def _write(self, destination: str, scratch: str) -> None:
+        """Save into the private directory ``scratch``, then move the file to ``destination``."""
+        from ._internal.safe_files import publish
 
         def on_host(t: torch.Tensor) -> torch.Tensor:
             t = t.detach().cpu()
@@ -865,14 +898,9 @@ class CSCGraph:
             "checksum_chunk_bytes": _CHECKSUM_CHUNK_BYTES,
             "checksums": checksums,
         }
-        temporary = f"{path}.{os.getpid()}.tmp"
-        try:
-            torch.save(state, temporary)
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.remove(temporary)
-            raise
+        written = os.path.join(scratch, "graph.pt")
+        torch.save(state, written)
+        publish(written, destination)
 
     @classmethod
     def load(
@@ -1040,6 +1068,41 @@ def _numpy_index_dtype(max_value: int):
     return np.int32 if smallest_index_dtype(max_value) == torch.int32 else np.int64
 
 
+def _output_file(path, where: str) -> Tuple[str, str]:
+    """``(file, directory)``: the absolute path of the output ``path`` with its directory
+    resolved through symlinks, after checking the directory exists and ``path`` is not one."""
+    given = os.path.abspath(os.fspath(path))
+    directory = os.path.realpath(os.path.dirname(given))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            f"{where}: `path` '{given}': its directory '{os.path.dirname(given)}' does not exist; create it first"
+        )
+    file = os.path.join(directory, os.path.basename(given))
+    if os.path.isdir(file) and not os.path.islink(file):
+        raise IsADirectoryError(f"{where}: `path` '{given}' is a directory; name the graph file to write")
+    return file, directory
+
+
+def _check_indptr_fits(num_nodes: int, max_id: Optional[int], where: str) -> None:
+    """Refuse a ``num_nodes`` whose ``indptr`` and cursor (16 bytes per node) exceed this
+    machine's memory, naming ``num_nodes`` (``max_id``: the id it was inferred from)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return  # unknown here: numpy's MemoryError says it
+    needed = 16 * (num_nodes + 1)
+    if needed <= memory:
+        return
+    size = f"{needed / 2**30:.3g} GiB for `indptr` and its cursor (16 bytes per node), more than this machine's {memory / 2**30:.3g} GiB of memory"
+    if max_id is not None:
+        raise ValueError(
+            f"{where}: `num_nodes` was not given, so it is the largest node id in the edge files + 1 = {num_nodes}, "
+            f"which needs {size}. An id of {max_id} is likely not a node id of this graph (ids must be "
+            f"0..num_nodes - 1): renumber the nodes, or pass `num_nodes` (ids at or beyond it are refused)"
+        )
+    raise ValueError(f"{where}: `num_nodes`={num_nodes} needs {size}")
+
+
 def _open_edge_file(file, name: str, where: str):
     """Map the ``.npy`` file ``file`` read-only, checking that it holds integers."""
     import numpy as np
@@ -1052,8 +1115,12 @@ def _open_edge_file(file, name: str, where: str):
         array = np.load(file, mmap_mode="r")
     except Exception as error:
         raise ValueError(f"{where}: `{name}`: '{os.fspath(file)}' is not a readable .npy file ({error})") from error
-    if not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{where}: `{name}`: '{os.fspath(file)}' must hold integers, got dtype {array.dtype}")
+    if array.dtype.kind not in "iu" or not array.dtype.isnative:
+        raise ValueError(
+            f"{where}: `{name}`: '{os.fspath(file)}' must hold integers (int32 or int64; any int/uint dtype of this "
+            f"machine's byte order), got dtype {array.dtype.str if array.dtype.kind in 'iu' else array.dtype}"
+            + ("; convert it with array.astype(array.dtype.newbyteorder('='))" if array.dtype.kind in "iu" else "")
+        )
     return array
 
 
