@@ -63,6 +63,9 @@ def smallest_index_dtype(max_value: int) -> torch.dtype:
     return torch.int32 if max_value < 2**31 else torch.int64
 
 
+_NO_COLON = "':' separates the parts of 'src_type:relation:dst_type' edge type strings, so type names cannot hold it; rename the type"
+
+
 def parse_edge_type(edge_type, where: str = "CSCGraph") -> Tuple[str, str, str]:
     """``(src_type, relation, dst_type)`` of an edge type given as ``"src:relation:dst"``
     (GraphBolt's form) or as a 3-tuple of strings (PyG's and DGL's)."""
@@ -72,6 +75,9 @@ def parse_edge_type(edge_type, where: str = "CSCGraph") -> Tuple[str, str, str]:
             f"{where}: an edge type must be 'src_type:relation:dst_type' or a (src_type, relation, dst_type) "
             f"tuple of non-empty strings, got {edge_type!r}"
         )
+    for role, part in zip(("source node type", "relation", "destination node type"), parts):
+        if ":" in part:
+            raise ValueError(f"{where}: the {role} '{part}' of edge type {edge_type!r} contains ':'; {_NO_COLON}")
     return tuple(parts)
 
 
@@ -100,7 +106,8 @@ class CSCGraph:
             :meth:`map_edge_ids`. Typed graphs: ids within the edge's type, never None
             (given none, each type's edges are numbered in CSC order).
         node_type_offset: typed graphs only (else None, as the three below):
-            ``[num_node_types + 1]`` int64, nodes of type ``i`` are the global ids
+            ``[num_node_types + 1]`` int64 (given as another integer dtype, e.g.
+            GraphBolt's int32, converted once), nodes of type ``i`` are the global ids
             ``node_type_offset[i]:node_type_offset[i + 1]``.
         type_per_edge: ``[num_edges]`` uint8 (int32 past 255 types) edge type id of the
             edge at each CSC position, ascending within each destination's range.
@@ -196,6 +203,9 @@ class CSCGraph:
         typed = typed or {}
         for name in ("node_type_offset", "type_per_edge"):
             values[name] = contiguous(typed.get(name))
+        offset = values["node_type_offset"]
+        if isinstance(offset, torch.Tensor) and not (offset.is_floating_point() or offset.is_complex() or offset.dtype == torch.bool):
+            values["node_type_offset"] = offset.to(torch.int64)  # GraphBolt's are int32
         for name in ("node_type_to_id", "edge_type_to_id"):
             mapping = typed.get(name)
             if mapping is not None and not isinstance(mapping, Mapping):
@@ -449,6 +459,9 @@ class CSCGraph:
         from .validation import check_int
 
         counts = {str(t): check_int(n, f"num_nodes['{t}']", where, minimum=0) for t, n in num_nodes.items()}
+        for node_type in counts:
+            if ":" in node_type:
+                raise ValueError(f"{where}: node type '{node_type}' in `num_nodes` contains ':'; {_NO_COLON}")
         node_types = sorted(counts)
         node_type_to_id = {t: i for i, t in enumerate(node_types)}
         offsets = [0]
@@ -685,6 +698,9 @@ class CSCGraph:
             ids = sorted(mapping.values()) if all(isinstance(v, int) and not isinstance(v, bool) for v in mapping.values()) else None
             if ids != list(range(len(mapping))) or not all(isinstance(k, str) for k in mapping):
                 raise ValueError(f"CSCGraph: `{name}` must map type names to the ids 0..{len(mapping) - 1}, got {dict(mapping)}")
+        for node_type in self.node_type_to_id:
+            if ":" in node_type:
+                raise ValueError(f"CSCGraph: `node_type_to_id` names node type '{node_type}', which contains ':'; {_NO_COLON}")
         for name in self.edge_type_to_id:
             src_type, _, dst_type = parse_edge_type(name)
             for node_type in (src_type, dst_type):
@@ -693,7 +709,8 @@ class CSCGraph:
         num_types = len(self.node_type_to_id)
         if not isinstance(offset, torch.Tensor) or offset.dtype != torch.int64 or offset.shape != (num_types + 1,):
             raise ValueError(
-                f"CSCGraph: `node_type_offset` must be a [num_node_types + 1] = [{num_types + 1}] int64 tensor, got "
+                f"CSCGraph: `node_type_offset` must be a [num_node_types + 1] = [{num_types + 1}] integer tensor "
+                f"(int64; other integer dtypes are converted to it), got "
                 f"{getattr(offset, 'dtype', type(offset).__name__)} {tuple(getattr(offset, 'shape', ()))}"
             )
         offsets = offset.tolist()
