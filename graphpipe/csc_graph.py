@@ -29,12 +29,14 @@ same file instead of copying the graph.
 
 from __future__ import annotations
 
+import math
 import os
 import types
+import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import FrozenInstanceError, dataclass, field, fields
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -843,19 +845,29 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ pickling
     def __reduce__(self):
-        # A mapped graph travels as its path (worker processes map the same file); any
-        # other graph as its arrays, as a dataclass would (torch's multiprocessing
-        # reductions then share them), without scanning them again on arrival.
+        # A graph mapped by load(mmap=True) travels as its path, and an array that is a
+        # memory map of a file (np.memmap, np.load(mmap_mode=...)) as that file's name,
+        # offset, shape and dtype: worker processes map the same file. Any other array
+        # travels by value, as a dataclass would (torch's multiprocessing reductions then
+        # share it), without scanning it again on arrival.
         if self.source_path is not None:
             return _map_saved_graph, (self.source_path, self.num_nodes, self.num_edges)
+        mappings = _FileMappings()
+
+        def by_file(t):
+            return mappings.backing(t) or t
+
+        typed = None
+        if self.is_heterogeneous:
+            typed = {k: by_file(v) if isinstance(v, torch.Tensor) else dict(v) for k, v in self.typed_fields().items()}
         return _unpickle_graph, (
             type(self),
-            self.indptr,
-            self.indices,
-            dict(self.edge_attributes),
-            dict(self.node_attributes),
-            self.original_edge_ids,
-            None if not self.is_heterogeneous else {k: v if isinstance(v, torch.Tensor) else dict(v) for k, v in self.typed_fields().items()},
+            by_file(self.indptr),
+            by_file(self.indices),
+            {k: by_file(v) for k, v in self.edge_attributes.items()},
+            {k: by_file(v) for k, v in self.node_attributes.items()},
+            None if self.original_edge_ids is None else by_file(self.original_edge_ids),
+            typed,
         )
 
     # ------------------------------------------------------------------ storage
@@ -1025,7 +1037,134 @@ class CSCGraph:
 
 
 def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids, typed=None) -> CSCGraph:
-    return cls._build(indptr, indices, edge_attributes, node_attributes, original_edge_ids, level=_SHAPES, typed=typed)
+    def mapped(value):
+        return value.open() if isinstance(value, _MappedArray) else value
+
+    return cls._build(
+        mapped(indptr),
+        mapped(indices),
+        {k: mapped(v) for k, v in edge_attributes.items()},
+        {k: mapped(v) for k, v in node_attributes.items()},
+        mapped(original_edge_ids),
+        level=_SHAPES,
+        typed=None if typed is None else {k: mapped(v) for k, v in typed.items()},
+    )
+
+
+class _MappedArray(NamedTuple):
+    """A CPU tensor that is a memory map of a file, pickled as where it lies in the file."""
+
+    path: str
+    offset: int  # of its first byte in the file
+    shape: Tuple[int, ...]
+    dtype: torch.dtype
+    writable: bool  # whether the original mapping was (then this one is copy-on-write)
+    identity: Tuple[int, int, int, int]  # (st_dev, st_ino, st_size, st_mtime_ns) when pickled
+
+    def open(self) -> torch.Tensor:
+        import numpy as np
+
+        try:
+            info = os.stat(self.path)
+        except OSError as error:
+            raise ValueError(f"CSCGraph: cannot map '{self.path}' again to unpickle the graph ({error})") from error
+        if (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) != self.identity:
+            raise ValueError(
+                f"CSCGraph: '{self.path}' changed after the graph was pickled (another file, size or modification "
+                f"time); the graph's arrays were memory maps of it: build the graph again"
+            )
+        nbytes = math.prod(self.shape) * self.dtype.itemsize
+        mode = "c" if self.writable else "r"  # "c": private, as the by-value copy would be
+        data = np.memmap(self.path, dtype=np.uint8, mode=mode, offset=self.offset, shape=(nbytes,))
+        with warnings.catch_warnings():  # a read-only map stays read-only, as the original
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(data).view(self.dtype).reshape(self.shape)
+
+
+class _FileMappings:
+    """This process's memory maps of files (Linux's ``/proc/self/maps``), read once, to
+    find which tensors lie in one; empty elsewhere."""
+
+    def __init__(self):
+        self._areas: Optional[list] = None
+        self._written: Optional[Dict[int, bool]] = None
+
+    def _read_areas(self) -> list:
+        areas = []
+        try:
+            with open("/proc/self/maps") as maps:
+                lines = maps.read().splitlines()
+        except OSError:
+            return areas
+        for line in lines:
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or not parts[5].startswith("/") or parts[5].endswith(" (deleted)"):
+                continue
+            if parts[5].startswith("/dev/shm/torch_"):
+                continue  # torch's own shared memory (file_system strategy): torch's reductions pass it on
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            areas.append((start, end, parts[1], int(parts[2], 16), int(parts[4]), parts[5]))
+        return areas
+
+    def _copied_on_write(self, start: int) -> bool:
+        """Whether the private mapping starting at ``start`` has pages no longer the file's."""
+        if self._written is None:
+            self._written = {}
+            current = None
+            try:
+                with open("/proc/self/smaps") as smaps:
+                    for line in smaps:
+                        if line.startswith("Anonymous:"):
+                            if current is not None:
+                                self._written[current] = int(line.split()[1]) > 0
+                        elif "-" in line.split(maxsplit=1)[0]:
+                            current = int(line.split("-", 1)[0], 16)
+            except OSError:
+                pass
+        return self._written.get(start, True)
+
+    def backing(self, t: torch.Tensor) -> Optional[_MappedArray]:
+        """Where the contiguous CPU tensor ``t`` lies in a file, or None if it does not
+        lie in one mapping (of a file that still has that name) whose pages are all
+        the file's."""
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.numel() == 0 or not t.is_contiguous():
+            return None
+        if self._areas is None:
+            self._areas = self._read_areas()
+        begin = t.data_ptr()
+        end = begin + t.numel() * t.element_size()
+        covering = [a for a in self._areas if a[0] < end and a[1] > begin]
+        covering.sort()
+        if not covering or covering[0][0] > begin or covering[-1][1] < end:
+            return None
+        first = covering[0]
+        for previous, area in zip(covering, covering[1:]):  # one file, contiguous in memory and in the file
+            if area[0] != previous[1] or area[4:] != first[4:] or area[3] != previous[3] + previous[1] - previous[0]:
+                return None
+        for area in covering:
+            private_and_writable = "p" in area[2] and "w" in area[2]
+            if private_and_writable and self._copied_on_write(area[0]):
+                return None
+        path = first[5]
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        if info.st_ino != first[4]:
+            return None  # the name now names another file
+        return _MappedArray(
+            path=path,
+            offset=first[3] + begin - first[0],
+            shape=tuple(t.shape),
+            dtype=t.dtype,
+            writable="w" in first[2],
+            identity=(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns),
+        )
+
+
+def _file_backing(t: torch.Tensor) -> Optional[_MappedArray]:
+    """Where the CPU tensor ``t`` lies in a memory-mapped file (see :class:`_FileMappings`)."""
+    return _FileMappings().backing(t)
 
 
 def _map_saved_graph(path: str, num_nodes: int, num_edges: int) -> CSCGraph:

@@ -292,6 +292,20 @@ def test_a_graph_of_memory_maps_pickles_as_its_files(tmp_path, mode):
     assert pickle.loads(pickle.dumps(copy)).num_edges == graph.num_edges  # and again from a worker
 
 
+def test_a_graph_of_memory_maps_goes_to_workers_without_shared_memory(tmp_path):
+    import io
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (registers torch's reductions with ForkingPickler)
+
+    graph = mapped_graph(tmp_path, "r")
+    buffer = io.BytesIO()
+    ForkingPickler(buffer).dump(graph)  # what DataLoader(num_workers>0) sends
+    assert len(buffer.getvalue()) < 4096
+    assert not graph.indices.is_shared() and not graph.edge_attributes["weight"].is_shared()
+    assert torch.equal(pickle.loads(buffer.getvalue()).indices, graph.indices)
+
+
 def test_a_written_private_map_is_pickled_by_value(tmp_path):
     graph = mapped_graph(tmp_path, "c")
     graph.edge_attributes["weight"][0] = 7.0  # copy-on-write: the file still holds the old value
@@ -307,28 +321,3 @@ def test_a_mapped_file_replaced_after_pickling_is_reported(tmp_path):
     np.save(tmp_path / "indptr.npy", np.zeros(5, np.int64))
     with pytest.raises(ValueError, match=r"indptr.npy' changed after the graph was pickled"):
         pickle.loads(data)
-
-
-# ---------------------------------------------------------------- item 11: a foreign `graph`
-def test_check_graph_points_to_the_constructor_to_use():
-    from graphpipe.validation import check_graph
-
-    graph = CSCGraph.from_coo(torch.tensor([0]), torch.tensor([0]))
-    assert check_graph(graph, "Sampler") is graph
-    with pytest.raises(TypeError, match=r"Sampler: `graph` must be a graphpipe.CSCGraph, got Tensor.*CSCGraph.from_edge_index"):
-        check_graph(torch.tensor([[0, 1], [1, 0]]), "Sampler")
-    torch_geometric = pytest.importorskip("torch_geometric")
-    data = torch_geometric.data.Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
-    with pytest.raises(TypeError, match=r"got Data.*graphpipe.datasets.from_pyg\(data\).*CSCGraph.from_edge_index"):
-        check_graph(data, "Sampler")
-
-
-def test_check_graph_on_networkx_and_a_dataset():
-    from graphpipe.datasets import karate_club
-    from graphpipe.validation import check_graph
-
-    with pytest.raises(TypeError, match=r"got .*Dataset.*dataset.graph"):
-        check_graph(karate_club(), "Sampler")
-    networkx = pytest.importorskip("networkx")
-    with pytest.raises(TypeError, match=r"got Graph \(networkx\).*CSCGraph.from_coo"):
-        check_graph(networkx.path_graph(3), "Sampler")
