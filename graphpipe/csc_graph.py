@@ -24,7 +24,10 @@ Files: :meth:`CSCGraph.save` writes a ``torch.save`` archive with a format tag, 
 version and a CRC-32 of every array; :meth:`CSCGraph.load` checks them, and with
 ``mmap=True`` maps the file and only checks ``indptr`` (the ``O(num_edges)`` arrays are
 read when sampled). Such a graph is pickled as its path, so worker processes map the
-same file instead of copying the graph.
+same file instead of copying the graph; likewise an array that is a memory map of a file
+(``torch.from_numpy(np.load(path, mmap_mode="r"))``, ``np.memmap``) is pickled as the
+file's name, offset, shape and dtype (Linux, where ``/proc/self/maps`` tells), and
+checked to be the same file (size, modification time) when it is mapped again.
 """
 
 from __future__ import annotations
