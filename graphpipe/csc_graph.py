@@ -24,17 +24,22 @@ Files: :meth:`CSCGraph.save` writes a ``torch.save`` archive with a format tag, 
 version and a CRC-32 of every array; :meth:`CSCGraph.load` checks them, and with
 ``mmap=True`` maps the file and only checks ``indptr`` (the ``O(num_edges)`` arrays are
 read when sampled). Such a graph is pickled as its path, so worker processes map the
-same file instead of copying the graph.
+same file instead of copying the graph; likewise an array that is a memory map of a file
+(``torch.from_numpy(np.load(path, mmap_mode="r"))``, ``np.memmap``) is pickled as the
+file's name, offset, shape and dtype (Linux, where ``/proc/self/maps`` tells), and
+checked to be the same file (size, modification time) when it is mapped again.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import types
+import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import FrozenInstanceError, dataclass, field, fields
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -63,6 +68,9 @@ def smallest_index_dtype(max_value: int) -> torch.dtype:
     return torch.int32 if max_value < 2**31 else torch.int64
 
 
+_NO_COLON = "':' separates the parts of 'src_type:relation:dst_type' edge type strings, so type names cannot hold it; rename the type"
+
+
 def parse_edge_type(edge_type, where: str = "CSCGraph") -> Tuple[str, str, str]:
     """``(src_type, relation, dst_type)`` of an edge type given as ``"src:relation:dst"``
     (GraphBolt's form) or as a 3-tuple of strings (PyG's and DGL's)."""
@@ -72,6 +80,9 @@ def parse_edge_type(edge_type, where: str = "CSCGraph") -> Tuple[str, str, str]:
             f"{where}: an edge type must be 'src_type:relation:dst_type' or a (src_type, relation, dst_type) "
             f"tuple of non-empty strings, got {edge_type!r}"
         )
+    for role, part in zip(("source node type", "relation", "destination node type"), parts):
+        if ":" in part:
+            raise ValueError(f"{where}: the {role} '{part}' of edge type {edge_type!r} contains ':'; {_NO_COLON}")
     return tuple(parts)
 
 
@@ -100,7 +111,8 @@ class CSCGraph:
             :meth:`map_edge_ids`. Typed graphs: ids within the edge's type, never None
             (given none, each type's edges are numbered in CSC order).
         node_type_offset: typed graphs only (else None, as the three below):
-            ``[num_node_types + 1]`` int64, nodes of type ``i`` are the global ids
+            ``[num_node_types + 1]`` int64 (given as another integer dtype, e.g.
+            GraphBolt's int32, converted once), nodes of type ``i`` are the global ids
             ``node_type_offset[i]:node_type_offset[i + 1]``.
         type_per_edge: ``[num_edges]`` uint8 (int32 past 255 types) edge type id of the
             edge at each CSC position, ascending within each destination's range.
@@ -196,6 +208,9 @@ class CSCGraph:
         typed = typed or {}
         for name in ("node_type_offset", "type_per_edge"):
             values[name] = contiguous(typed.get(name))
+        offset = values["node_type_offset"]
+        if isinstance(offset, torch.Tensor) and not (offset.is_floating_point() or offset.is_complex() or offset.dtype == torch.bool):
+            values["node_type_offset"] = offset.to(torch.int64)  # GraphBolt's are int32
         for name in ("node_type_to_id", "edge_type_to_id"):
             mapping = typed.get(name)
             if mapping is not None and not isinstance(mapping, Mapping):
@@ -297,21 +312,38 @@ class CSCGraph:
 
         For graphs whose edge list or CSC is larger than the memory the process may use:
         the edges are read ``chunk_edges`` at a time from memory-mapped ``.npy`` files and
-        the CSC arrays are written into memory-mapped files beside ``path`` (removed at
-        the end), ``block_edges`` output slots per pass (see
-        :func:`graphpipe.ops.csc_build.coo_to_csc_chunked`). Process memory stays at
-        about 16 bytes per node plus a chunk; disk needs room for the CSC twice while
-        the file is written. The result equals ``from_coo(src, dst, num_nodes)``: same
-        ``indptr``, ``indices`` and ``original_edge_ids`` (int32 where they fit).
+        the CSC arrays are written into memory-mapped files in a private scratch
+        directory beside ``path`` (removed at the end, and by the next build if this
+        process is killed), ``block_edges`` output slots at a time (see
+        :func:`graphpipe.ops.csc_build.coo_to_csc_chunked`; the cost is linear in the
+        number of edges for any ``chunk_edges`` and ``block_edges``). Process memory stays
+        at about 16 bytes per node plus a chunk; disk needs room for the CSC twice while
+        the file is written, plus 4 or 8 bytes per edge when the CSC takes more than one
+        block of ``block_edges``. The result equals ``from_coo(src, dst, num_nodes)``: same
+        ``indptr``, ``indices`` and ``original_edge_ids`` (int32 where they fit). The file
+        is moved into place at the end (a symlink at ``path`` is replaced, not written
+        through).
 
         Args:
-            path: the graph file to write (as :meth:`save`).
+            path: the graph file to write (as :meth:`save`); its directory must exist.
             src: a ``.npy`` file of ``[num_edges]`` source ids, or of ``[2, num_edges]``
                 (row 0 sources, row 1 targets, GraphBolt's and PyG's layout) when ``dst``
-                is None.
+                is None; integers (int32 or int64 best; any native-byte-order integer
+                dtype works).
             dst: a ``.npy`` file of ``[num_edges]`` target ids.
             num_nodes: defaults to ``max id + 1``.
+            chunk_edges: edges read per kernel launch; values below 65,536 are raised
+                to it (a chunk is a view of the mapped input, not a buffer).
+            block_edges: output slots one block writes (the window of the output whose
+                pages it dirties); values below 65,536 are raised to it.
+
+        Raises:
+            FileNotFoundError: an edge file or the directory of ``path`` is missing.
+            ValueError: naming the argument (and file): edge files of the wrong shape or
+                dtype, ids out of range, or a ``num_nodes`` (given, or ``max id + 1``)
+                whose ``indptr`` would not fit in this machine's memory.
         """
+        from ._internal.safe_files import scratch_directory
         from .ops.csc_build import coo_id_range, coo_to_csc_chunked
         from .validation import check_int
 
@@ -320,7 +352,7 @@ class CSCGraph:
         where = "CSCGraph.from_coo_files"
         chunk_edges = check_int(chunk_edges, "chunk_edges", where, minimum=1)
         block_edges = check_int(block_edges, "block_edges", where, minimum=1)
-        path = os.fspath(path)
+        destination, directory = _output_file(path, where)
         src_array = _open_edge_file(src, "src", where)
         if dst is None:
             if src_array.ndim != 2 or src_array.shape[0] != 2:
@@ -344,22 +376,28 @@ class CSCGraph:
         lo, hi = coo_id_range(src_array, dst_array, chunk_edges)
         if lo < 0:
             raise ValueError(f"{where}: node ids must be >= 0, the edge files hold {lo}")
-        if num_nodes is None:
+        inferred = num_nodes is None
+        if inferred:
             num_nodes = hi + 1
         num_nodes = check_int(num_nodes, "num_nodes", where, minimum=0)
         if hi >= num_nodes:
             raise ValueError(
                 f"{where}: node id {hi} out of range for num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
             )
+        _check_indptr_fits(num_nodes, hi if inferred else None, where)
         num_edges = src_array.shape[0]
         index_dtype = _numpy_index_dtype(max(num_nodes - 1, 0))
         edge_id_dtype = _numpy_index_dtype(max(num_edges - 1, 0))
-        scratch = [f"{path}.{os.getpid()}.{name}.tmp.npy" for name in ("indices", "edge_ids")]
-        try:
-            indices = np.lib.format.open_memmap(scratch[0], mode="w+", dtype=index_dtype, shape=(num_edges,))
-            edge_ids = np.lib.format.open_memmap(scratch[1], mode="w+", dtype=edge_id_dtype, shape=(num_edges,))
+        with scratch_directory(directory, f"{where}: the directory of `path`") as scratch:
+
+            def scratch_array(name, dtype):  # a sparse file: disk is used only where written
+                return np.lib.format.open_memmap(os.path.join(scratch, name), mode="w+", dtype=dtype, shape=(num_edges,))
+
+            indices = scratch_array("indices.npy", index_dtype)
+            edge_ids = scratch_array("edge_ids.npy", edge_id_dtype)
+            positions = scratch_array("positions.npy", edge_id_dtype)
             indptr, already_sorted = coo_to_csc_chunked(
-                src_array, dst_array, num_nodes, indices, edge_ids, chunk_edges, block_edges
+                src_array, dst_array, num_nodes, indices, edge_ids, chunk_edges, block_edges, positions
             )
             graph = cls._build(
                 torch.from_numpy(indptr).to(smallest_index_dtype(num_edges)),
@@ -367,13 +405,9 @@ class CSCGraph:
                 original_edge_ids=None if already_sorted else torch.from_numpy(edge_ids),
                 level=_INDPTR,  # ids were range-checked above; the fill places each edge once
             )
-            graph.save(path)
-            del graph, indices, edge_ids
-        finally:
-            for file in scratch:
-                if os.path.exists(file):
-                    os.remove(file)
-        return cls.load(path, mmap=True)
+            graph._write(destination, scratch)
+            del graph, indices, edge_ids, positions
+        return cls.load(destination, mmap=True)
 
     @classmethod
     def from_edge_index(
@@ -430,6 +464,9 @@ class CSCGraph:
         from .validation import check_int
 
         counts = {str(t): check_int(n, f"num_nodes['{t}']", where, minimum=0) for t, n in num_nodes.items()}
+        for node_type in counts:
+            if ":" in node_type:
+                raise ValueError(f"{where}: node type '{node_type}' in `num_nodes` contains ':'; {_NO_COLON}")
         node_types = sorted(counts)
         node_type_to_id = {t: i for i, t in enumerate(node_types)}
         offsets = [0]
@@ -666,6 +703,9 @@ class CSCGraph:
             ids = sorted(mapping.values()) if all(isinstance(v, int) and not isinstance(v, bool) for v in mapping.values()) else None
             if ids != list(range(len(mapping))) or not all(isinstance(k, str) for k in mapping):
                 raise ValueError(f"CSCGraph: `{name}` must map type names to the ids 0..{len(mapping) - 1}, got {dict(mapping)}")
+        for node_type in self.node_type_to_id:
+            if ":" in node_type:
+                raise ValueError(f"CSCGraph: `node_type_to_id` names node type '{node_type}', which contains ':'; {_NO_COLON}")
         for name in self.edge_type_to_id:
             src_type, _, dst_type = parse_edge_type(name)
             for node_type in (src_type, dst_type):
@@ -674,7 +714,8 @@ class CSCGraph:
         num_types = len(self.node_type_to_id)
         if not isinstance(offset, torch.Tensor) or offset.dtype != torch.int64 or offset.shape != (num_types + 1,):
             raise ValueError(
-                f"CSCGraph: `node_type_offset` must be a [num_node_types + 1] = [{num_types + 1}] int64 tensor, got "
+                f"CSCGraph: `node_type_offset` must be a [num_node_types + 1] = [{num_types + 1}] integer tensor "
+                f"(int64; other integer dtypes are converted to it), got "
                 f"{getattr(offset, 'dtype', type(offset).__name__)} {tuple(getattr(offset, 'shape', ()))}"
             )
         offsets = offset.tolist()
@@ -807,19 +848,29 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ pickling
     def __reduce__(self):
-        # A mapped graph travels as its path (worker processes map the same file); any
-        # other graph as its arrays, as a dataclass would (torch's multiprocessing
-        # reductions then share them), without scanning them again on arrival.
+        # A graph mapped by load(mmap=True) travels as its path, and an array that is a
+        # memory map of a file (np.memmap, np.load(mmap_mode=...)) as that file's name,
+        # offset, shape and dtype: worker processes map the same file. Any other array
+        # travels by value, as a dataclass would (torch's multiprocessing reductions then
+        # share it), without scanning it again on arrival.
         if self.source_path is not None:
             return _map_saved_graph, (self.source_path, self.num_nodes, self.num_edges)
+        mappings = _FileMappings()
+
+        def by_file(t):
+            return mappings.backing(t) or t
+
+        typed = None
+        if self.is_heterogeneous:
+            typed = {k: by_file(v) if isinstance(v, torch.Tensor) else dict(v) for k, v in self.typed_fields().items()}
         return _unpickle_graph, (
             type(self),
-            self.indptr,
-            self.indices,
-            dict(self.edge_attributes),
-            dict(self.node_attributes),
-            self.original_edge_ids,
-            None if not self.is_heterogeneous else {k: v if isinstance(v, torch.Tensor) else dict(v) for k, v in self.typed_fields().items()},
+            by_file(self.indptr),
+            by_file(self.indices),
+            {k: by_file(v) for k, v in self.edge_attributes.items()},
+            {k: by_file(v) for k, v in self.node_attributes.items()},
+            None if self.original_edge_ids is None else by_file(self.original_edge_ids),
+            typed,
         )
 
     # ------------------------------------------------------------------ storage
@@ -827,11 +878,25 @@ class CSCGraph:
         """Write the graph to ``path`` (``torch.save`` format, from host memory).
 
         The file holds a format tag and version, every array, and a CRC-32 per 64 MiB of
-        each array, which :meth:`load` checks. It is written next to ``path`` and moved
-        over it at the end, so an interrupted save leaves no truncated file, and a
-        process that has mapped the old file keeps reading the old one.
+        each array, which :meth:`load` checks. It is written in a private scratch
+        directory beside ``path`` and moved over it at the end, so an interrupted save
+        leaves no truncated file (a killed one's scratch directory is removed by the
+        next save there), a symlink at ``path`` is replaced rather than written through,
+        and a process that has mapped the old file keeps reading the old one.
+
+        Raises:
+            FileNotFoundError: the directory of ``path`` does not exist.
         """
-        path = os.fspath(path)
+        from ._internal.safe_files import scratch_directory
+
+        where = "CSCGraph.save"
+        destination, directory = _output_file(path, where)
+        with scratch_directory(directory, f"{where}: the directory of `path`") as scratch:
+            self._write(destination, scratch)
+
+    def _write(self, destination: str, scratch: str) -> None:
+        """Save into the private directory ``scratch``, then move the file to ``destination``."""
+        from ._internal.safe_files import publish
 
         def on_host(t: torch.Tensor) -> torch.Tensor:
             t = t.detach().cpu()
@@ -865,14 +930,9 @@ class CSCGraph:
             "checksum_chunk_bytes": _CHECKSUM_CHUNK_BYTES,
             "checksums": checksums,
         }
-        temporary = f"{path}.{os.getpid()}.tmp"
-        try:
-            torch.save(state, temporary)
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.remove(temporary)
-            raise
+        written = os.path.join(scratch, "graph.pt")
+        torch.save(state, written)
+        publish(written, destination)
 
     @classmethod
     def load(
@@ -980,7 +1040,134 @@ class CSCGraph:
 
 
 def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids, typed=None) -> CSCGraph:
-    return cls._build(indptr, indices, edge_attributes, node_attributes, original_edge_ids, level=_SHAPES, typed=typed)
+    def mapped(value):
+        return value.open() if isinstance(value, _MappedArray) else value
+
+    return cls._build(
+        mapped(indptr),
+        mapped(indices),
+        {k: mapped(v) for k, v in edge_attributes.items()},
+        {k: mapped(v) for k, v in node_attributes.items()},
+        mapped(original_edge_ids),
+        level=_SHAPES,
+        typed=None if typed is None else {k: mapped(v) for k, v in typed.items()},
+    )
+
+
+class _MappedArray(NamedTuple):
+    """A CPU tensor that is a memory map of a file, pickled as where it lies in the file."""
+
+    path: str
+    offset: int  # of its first byte in the file
+    shape: Tuple[int, ...]
+    dtype: torch.dtype
+    writable: bool  # whether the original mapping was (then this one is copy-on-write)
+    identity: Tuple[int, int, int, int]  # (st_dev, st_ino, st_size, st_mtime_ns) when pickled
+
+    def open(self) -> torch.Tensor:
+        import numpy as np
+
+        try:
+            info = os.stat(self.path)
+        except OSError as error:
+            raise ValueError(f"CSCGraph: cannot map '{self.path}' again to unpickle the graph ({error})") from error
+        if (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) != self.identity:
+            raise ValueError(
+                f"CSCGraph: '{self.path}' changed after the graph was pickled (another file, size or modification "
+                f"time); the graph's arrays were memory maps of it: build the graph again"
+            )
+        nbytes = math.prod(self.shape) * self.dtype.itemsize
+        mode = "c" if self.writable else "r"  # "c": private, as the by-value copy would be
+        data = np.memmap(self.path, dtype=np.uint8, mode=mode, offset=self.offset, shape=(nbytes,))
+        with warnings.catch_warnings():  # a read-only map stays read-only, as the original
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(data).view(self.dtype).reshape(self.shape)
+
+
+class _FileMappings:
+    """This process's memory maps of files (Linux's ``/proc/self/maps``), read once, to
+    find which tensors lie in one; empty elsewhere."""
+
+    def __init__(self):
+        self._areas: Optional[list] = None
+        self._written: Optional[Dict[int, bool]] = None
+
+    def _read_areas(self) -> list:
+        areas = []
+        try:
+            with open("/proc/self/maps") as maps:
+                lines = maps.read().splitlines()
+        except OSError:
+            return areas
+        for line in lines:
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or not parts[5].startswith("/") or parts[5].endswith(" (deleted)"):
+                continue
+            if parts[5].startswith("/dev/shm/torch_"):
+                continue  # torch's own shared memory (file_system strategy): torch's reductions pass it on
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            areas.append((start, end, parts[1], int(parts[2], 16), int(parts[4]), parts[5]))
+        return areas
+
+    def _copied_on_write(self, start: int) -> bool:
+        """Whether the private mapping starting at ``start`` has pages no longer the file's."""
+        if self._written is None:
+            self._written = {}
+            current = None
+            try:
+                with open("/proc/self/smaps") as smaps:
+                    for line in smaps:
+                        if line.startswith("Anonymous:"):
+                            if current is not None:
+                                self._written[current] = int(line.split()[1]) > 0
+                        elif "-" in line.split(maxsplit=1)[0]:
+                            current = int(line.split("-", 1)[0], 16)
+            except OSError:
+                pass
+        return self._written.get(start, True)
+
+    def backing(self, t: torch.Tensor) -> Optional[_MappedArray]:
+        """Where the contiguous CPU tensor ``t`` lies in a file, or None if it does not
+        lie in one mapping (of a file that still has that name) whose pages are all
+        the file's."""
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.numel() == 0 or not t.is_contiguous():
+            return None
+        if self._areas is None:
+            self._areas = self._read_areas()
+        begin = t.data_ptr()
+        end = begin + t.numel() * t.element_size()
+        covering = [a for a in self._areas if a[0] < end and a[1] > begin]
+        covering.sort()
+        if not covering or covering[0][0] > begin or covering[-1][1] < end:
+            return None
+        first = covering[0]
+        for previous, area in zip(covering, covering[1:]):  # one file, contiguous in memory and in the file
+            if area[0] != previous[1] or area[4:] != first[4:] or area[3] != previous[3] + previous[1] - previous[0]:
+                return None
+        for area in covering:
+            private_and_writable = "p" in area[2] and "w" in area[2]
+            if private_and_writable and self._copied_on_write(area[0]):
+                return None
+        path = first[5]
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        if info.st_ino != first[4]:
+            return None  # the name now names another file
+        return _MappedArray(
+            path=path,
+            offset=first[3] + begin - first[0],
+            shape=tuple(t.shape),
+            dtype=t.dtype,
+            writable="w" in first[2],
+            identity=(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns),
+        )
+
+
+def _file_backing(t: torch.Tensor) -> Optional[_MappedArray]:
+    """Where the CPU tensor ``t`` lies in a memory-mapped file (see :class:`_FileMappings`)."""
+    return _FileMappings().backing(t)
 
 
 def _map_saved_graph(path: str, num_nodes: int, num_edges: int) -> CSCGraph:
@@ -1040,6 +1227,41 @@ def _numpy_index_dtype(max_value: int):
     return np.int32 if smallest_index_dtype(max_value) == torch.int32 else np.int64
 
 
+def _output_file(path, where: str) -> Tuple[str, str]:
+    """``(file, directory)``: the absolute path of the output ``path`` with its directory
+    resolved through symlinks, after checking the directory exists and ``path`` is not one."""
+    given = os.path.abspath(os.fspath(path))
+    directory = os.path.realpath(os.path.dirname(given))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            f"{where}: `path` '{given}': its directory '{os.path.dirname(given)}' does not exist; create it first"
+        )
+    file = os.path.join(directory, os.path.basename(given))
+    if os.path.isdir(file) and not os.path.islink(file):
+        raise IsADirectoryError(f"{where}: `path` '{given}' is a directory; name the graph file to write")
+    return file, directory
+
+
+def _check_indptr_fits(num_nodes: int, max_id: Optional[int], where: str) -> None:
+    """Refuse a ``num_nodes`` whose ``indptr`` and cursor (16 bytes per node) exceed this
+    machine's memory, naming ``num_nodes`` (``max_id``: the id it was inferred from)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return  # unknown here: numpy's MemoryError says it
+    needed = 16 * (num_nodes + 1)
+    if needed <= memory:
+        return
+    size = f"{needed / 2**30:.3g} GiB for `indptr` and its cursor (16 bytes per node), more than this machine's {memory / 2**30:.3g} GiB of memory"
+    if max_id is not None:
+        raise ValueError(
+            f"{where}: `num_nodes` was not given, so it is the largest node id in the edge files + 1 = {num_nodes}, "
+            f"which needs {size}. An id of {max_id} is likely not a node id of this graph (ids must be "
+            f"0..num_nodes - 1): renumber the nodes, or pass `num_nodes` (ids at or beyond it are refused)"
+        )
+    raise ValueError(f"{where}: `num_nodes`={num_nodes} needs {size}")
+
+
 def _open_edge_file(file, name: str, where: str):
     """Map the ``.npy`` file ``file`` read-only, checking that it holds integers."""
     import numpy as np
@@ -1052,8 +1274,12 @@ def _open_edge_file(file, name: str, where: str):
         array = np.load(file, mmap_mode="r")
     except Exception as error:
         raise ValueError(f"{where}: `{name}`: '{os.fspath(file)}' is not a readable .npy file ({error})") from error
-    if not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{where}: `{name}`: '{os.fspath(file)}' must hold integers, got dtype {array.dtype}")
+    if array.dtype.kind not in "iu" or not array.dtype.isnative:
+        raise ValueError(
+            f"{where}: `{name}`: '{os.fspath(file)}' must hold integers (int32 or int64; any int/uint dtype of this "
+            f"machine's byte order), got dtype {array.dtype.str if array.dtype.kind in 'iu' else array.dtype}"
+            + ("; convert it with array.astype(array.dtype.newbyteorder('='))" if array.dtype.kind in "iu" else "")
+        )
     return array
 
 

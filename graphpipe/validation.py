@@ -10,10 +10,12 @@ __all__ = [
     "check_edge_weights",
     "check_fanout",
     "check_fanouts",
+    "check_graph",
     "check_importance_sampling",
     "check_int",
     "check_node_ids",
     "check_node_pairs",
+    "check_reverse_edge_ids",
     "check_typed_fanouts",
 ]
 
@@ -244,3 +246,72 @@ def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
                 f"{where}: `weights` attribute {name!r} must be non-negative, got minimum {float(probs.min())}"
             )
     return probs.contiguous()
+
+
+def check_graph(graph, where: str):
+    """``graph`` if it is a :class:`graphpipe.CSCGraph`; else a TypeError naming ``where``
+    and the constructor that builds one from what was passed (a PyG ``Data``, an
+    ``edge_index`` tensor, a networkx or DGL graph, a graphpipe dataset)."""
+    from .csc_graph import CSCGraph
+
+    if isinstance(graph, CSCGraph):
+        return graph
+    kind = type(graph)
+    module = kind.__module__.split(".")[0]
+    name = kind.__name__ if module in ("builtins", "graphpipe") else f"{kind.__name__} ({module})"
+    if module == "torch_geometric":
+        hint = (
+            "graphpipe.datasets.from_pyg(data) builds the graph with its features, labels and splits "
+            "(its .graph is the CSCGraph); for the graph alone, CSCGraph.from_edge_index(data.edge_index, "
+            "num_nodes=data.num_nodes)"
+        )
+        if kind.__name__ == "HeteroData":
+            hint += " (a HeteroData: from_pyg, or CSCGraph.from_hetero_edges(data.edge_index_dict, num_nodes))"
+    elif module == "dgl":
+        hint = "graphpipe.datasets.from_dgl(graph) (its .graph is the CSCGraph)"
+    elif module == "networkx":
+        hint = (
+            "number its nodes 0..n-1 (networkx.convert_node_labels_to_integers), then CSCGraph.from_coo(src, dst, "
+            "num_nodes=G.number_of_nodes()) with src, dst = torch.tensor(list(G.edges)).T (add the reversed edges "
+            "of an undirected graph); or PyG's torch_geometric.utils.from_networkx, then graphpipe.datasets.from_pyg"
+        )
+    elif isinstance(graph, (torch.Tensor, np.ndarray)):
+        hint = (
+            "a [2, num_edges] edge_index (row 0 sources, row 1 targets) becomes one with "
+            "CSCGraph.from_edge_index(edge_index, num_nodes=...); separate source and target lists with "
+            "CSCGraph.from_coo(src, dst, num_nodes=...)"
+        )
+    elif isinstance(getattr(graph, "graph", None), CSCGraph):
+        hint = "this is a dataset: pass dataset.graph"
+    else:
+        hint = (
+            "build one with CSCGraph.from_edge_index (PyG's [2, num_edges] edge_index), CSCGraph.from_coo "
+            "(source and target lists), graphpipe.datasets.from_pyg / from_dgl, or CSCGraph.load (a saved graph)"
+        )
+    raise TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {name}; {hint}")
+
+
+def check_reverse_edge_ids(reverse_edge_ids, num_edges: int, where: str) -> torch.Tensor:
+    """``reverse_edge_ids`` (user edge id -> user edge id of its reverse; DGL's
+    ``reverse_eids``) as a ``[num_edges]`` int64 CPU tensor, after checking it is a 1-D
+    integer tensor or numpy array (lists too) of ``num_edges`` ids in ``[0, num_edges)``."""
+    expected = (
+        f"a [num_edges] = [{num_edges}] integer tensor or numpy array (edge id -> the id of its reverse edge)"
+    )
+    value = reverse_edge_ids
+    if isinstance(value, (list, tuple)):
+        try:
+            value = torch.tensor(value)
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got a list that is not one") from None
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu":
+            raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got a numpy array of dtype {value.dtype}")
+        value = torch.from_numpy(value.astype(np.int64, copy=False))
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got {type(value).__name__}")
+    if value.dim() != 1 or value.numel() != num_edges:
+        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got shape {tuple(value.shape)}")
+    if value.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got dtype {value.dtype}")
+    return check_node_ids(value.cpu(), num_edges, "reverse_edge_ids", where, kind="edge")

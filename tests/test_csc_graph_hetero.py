@@ -187,7 +187,7 @@ def test_unknown_node_type_in_an_edge_type(typed):
         ([0, 30, 70, 74], r"`node_type_offset` must rise from 0 to num_nodes=75, got \[0, 30, 70, 74\]"),
         ([0, 40, 30, 75], r"`node_type_offset` must rise from 0 to num_nodes=75"),
         ([1, 30, 70, 75], r"`node_type_offset` must rise from 0"),
-        ([0, 30, 75], r"`node_type_offset` must be a \[num_node_types \+ 1\] = \[4\] int64 tensor"),
+        ([0, 30, 75], r"`node_type_offset` must be a \[num_node_types \+ 1\] = \[4\] integer tensor"),
     ],
 )
 def test_node_type_offset_must_cover_the_nodes(typed, offsets, message):
@@ -198,8 +198,8 @@ def test_node_type_offset_must_cover_the_nodes(typed, offsets, message):
 
 def test_other_bad_typed_fields(typed):
     graph, _ = typed
-    with pytest.raises(ValueError, match=r"`node_type_offset` must be a .* int64 tensor, got torch.int32"):
-        replaced(graph, node_type_offset=graph.node_type_offset.to(torch.int32))
+    with pytest.raises(ValueError, match=r"`node_type_offset` must be a .* integer tensor .*, got torch.float32"):
+        replaced(graph, node_type_offset=graph.node_type_offset.to(torch.float32))
     with pytest.raises(ValueError, match=r"`type_per_edge` must be a \[num_edges\] = \[448\] integer tensor"):
         replaced(graph, type_per_edge=graph.type_per_edge[:-1])
     with pytest.raises(ValueError, match=r"`type_per_edge` must be a .* integer tensor, got torch.float32"):

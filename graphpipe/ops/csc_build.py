@@ -3,23 +3,35 @@
 :func:`coo_to_csc_chunked` reads the edge arrays ``src``/``dst`` (numpy arrays or
 ``numpy.memmap`` s of files larger than RAM) in chunks of ``chunk_edges`` edges and
 writes the CSC arrays into output arrays the caller provides (``numpy.memmap`` s of
-files, for graphs whose CSC does not fit in memory either). Two passes:
+files, for graphs whose CSC does not fit in memory either). The destination nodes are
+split into *blocks* whose edges take at most ``block_edges`` output slots, and the
+output is written one block at a time: the writes of one block stay within one window
+of the output, so the dirty pages of a memory-mapped output are bounded by the block,
+not the graph (a graph larger than RAM would otherwise thrash the page cache).
 
-1. **count**: in-degrees of every node (and the range of ``src`` and whether ``dst``
-   is already sorted), one chunk at a time;
-2. **fill**: for each *block* of destination nodes whose edges take at most
-   ``block_edges`` output slots, scan the chunks again and write each edge of the block
-   at ``cursor[dst]++``. The writes of one block stay within one window of the output,
-   so the dirty pages of a memory-mapped output are bounded by the block, not the
-   graph (a graph larger than RAM would otherwise thrash the page cache).
+1. **count**: in-degrees of every node (and whether ``dst`` is already sorted), one
+   chunk at a time;
+2. **distribute** (only with more than one block): the input position of every edge is
+   written into ``scratch`` at its block's window, in input order (one sequential
+   stream per block);
+3. **fill**: for each block, the edges listed in its window of ``scratch`` (or every
+   edge, with one block) are placed at ``cursor[dst]++``.
+
+Each pass reads every edge once, so the cost is linear in the number of edges whatever
+``chunk_edges`` and ``block_edges`` are: ``O(num_edges / chunk_edges + num_blocks)``
+kernel launches. Both are raised to at least ``2**16`` (:data:`MIN_CHUNK_EDGES`,
+:data:`MIN_BLOCK_EDGES`): a smaller chunk only adds launches (it is a view of the input,
+not a buffer), and a smaller window bounds no fewer dirty pages worth the launches and
+flushes. Input already sorted by destination is copied block by block.
 
 Edges keep their input order within a node (a stable grouping, as
 :meth:`graphpipe.CSCGraph.from_coo`), so ``original_edge_ids[e]`` is the input position
-of the edge at CSC position ``e``. Memory: ``indptr`` and a cursor (16 bytes per node)
-plus the chunk being read (a view of the memory map); nothing of size ``num_edges`` is
-allocated. The kernels split the nodes into one range per thread, each thread scanning
-the chunk for its own range: no atomics, and the result does not depend on the number
-of threads.
+of the edge at CSC position ``e``. Memory: ``indptr`` and a cursor (16 bytes per node),
+two small arrays per block, plus the chunk being read (a view of the memory map);
+nothing of size ``num_edges`` is allocated except ``scratch`` when the caller gives
+none. The kernels split the nodes (or blocks) into one range per thread, each thread
+scanning the chunk for its own range: no atomics, and the result does not depend on the
+number of threads.
 """
 
 from __future__ import annotations
@@ -29,19 +41,26 @@ from typing import Optional, Tuple
 import numba
 import numpy as np
 
-__all__ = ["coo_to_csc_chunked", "coo_id_range"]
+__all__ = ["coo_to_csc_chunked", "coo_id_range", "MIN_CHUNK_EDGES", "MIN_BLOCK_EDGES"]
+
+MIN_CHUNK_EDGES = 1 << 16  # smaller `chunk_edges` are raised to this
+MIN_BLOCK_EDGES = 1 << 16  # smaller `block_edges` are raised to this
 
 
 def coo_id_range(src: np.ndarray, dst: np.ndarray, chunk_edges: int = 1 << 24) -> Tuple[int, int]:
     """``(min, max)`` node id over ``src`` and ``dst`` (``(0, -1)`` without edges), read
-    ``chunk_edges`` at a time."""
-    lo, hi = np.iinfo(np.int64).max, -1
+    ``chunk_edges`` (at least :data:`MIN_CHUNK_EDGES`) at a time."""
+    if src.shape[0] == 0:
+        return 0, -1
+    chunk_edges = max(chunk_edges, MIN_CHUNK_EDGES)
+    lo, hi = None, None
     for start in range(0, src.shape[0], chunk_edges):
         for array in (src, dst):
             chunk = array[start : start + chunk_edges]
-            lo = min(lo, int(chunk.min()))
-            hi = max(hi, int(chunk.max()))
-    return (0, -1) if hi < 0 and lo == np.iinfo(np.int64).max else (lo, hi)
+            low, high = int(chunk.min()), int(chunk.max())
+            lo = low if lo is None else min(lo, low)
+            hi = high if hi is None else max(hi, high)
+    return lo, hi
 
 
 def coo_to_csc_chunked(
@@ -52,6 +71,7 @@ def coo_to_csc_chunked(
     edge_ids_out: Optional[np.ndarray],
     chunk_edges: int = 1 << 24,
     block_edges: int = 1 << 28,
+    scratch: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, bool]:
     """Group the edges ``src[e] -> dst[e]`` by destination, writing into the outputs.
 
@@ -62,10 +82,13 @@ def coo_to_csc_chunked(
         indices_out: ``[num_edges]`` integer array receiving the sources in CSC order.
         edge_ids_out: ``[num_edges]`` integer array receiving each CSC position's input
             position, or None if not wanted.
-        chunk_edges: edges read per step.
-        block_edges: output slots written per fill pass (the window of the output that
-            one pass dirties); the number of passes over the input is about
-            ``num_edges / block_edges``.
+        chunk_edges: edges read per kernel launch (at least :data:`MIN_CHUNK_EDGES`).
+        block_edges: output slots written per block (the window of the output that
+            one block dirties; at least :data:`MIN_BLOCK_EDGES`).
+        scratch: ``[num_edges]`` integer array able to hold ``num_edges - 1``, where the
+            edges' input positions are grouped by block when the output takes more than
+            one block (a memory map of a scratch file for graphs larger than memory;
+            allocated in memory when None). Not used with one block or sorted input.
 
     Returns:
         ``(indptr, already_sorted)``: ``[num_nodes + 1]`` int64, and whether ``dst`` was
@@ -73,8 +96,22 @@ def coo_to_csc_chunked(
         ``arange(num_edges)`` and ``edge_ids_out`` is left unwritten).
     """
     num_edges = src.shape[0]
+    chunk_edges = max(chunk_edges, MIN_CHUNK_EDGES)
+    block_edges = max(block_edges, MIN_BLOCK_EDGES)
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)  # in-degrees at [1:], then their prefix sums
-    parts = _node_ranges(num_nodes)
+    parts = _ranges(num_nodes)
+    with_edge_ids = edge_ids_out is not None
+    edge_ids = edge_ids_out if with_edge_ids else _NO_EDGE_IDS
+    if scratch is None:
+        scratch = _NO_POSITIONS  # allocated below if needed, as the same type
+    # Every kernel for these types is compiled (or loaded from numba's cache) before the
+    # first pass, on empty inputs: a build does not grow (LLVM's memory) midway, and a
+    # compile error comes before hours of passes.
+    none, two = np.zeros(0, np.int64), np.zeros(2, np.int64)
+    _count_kernel(dst[:0], parts, indptr[1:])
+    _fill_kernel(src[:0], dst[:0], 0, parts, indptr, indices_out, edge_ids, with_edge_ids)
+    _distribute_kernel(dst[:0], 0, two, two, none, scratch)
+    _gather_fill_kernel(src, dst, scratch[:0], parts, indptr, indices_out, edge_ids, with_edge_ids)
     already_sorted = True
     previous = -1
     for start in range(0, num_edges, chunk_edges):
@@ -85,42 +122,70 @@ def coo_to_csc_chunked(
             previous = int(chunk[-1])
     np.cumsum(indptr, out=indptr)
 
+    block_starts = _block_starts(indptr, block_edges)  # [num_blocks + 1] node ids
+    windows = indptr[block_starts]  # block b writes output slots [windows[b], windows[b + 1])
+    if already_sorted:  # CSC order is input order: copy, one window at a time
+        for w0, w1 in zip(windows[:-1].tolist(), windows[1:].tolist()):
+            for start in range(w0, w1, chunk_edges):
+                stop = min(start + chunk_edges, w1)
+                indices_out[start:stop] = src[start:stop]
+            _flush(indices_out)
+        return indptr, True
+
     cursor = indptr[:-1].copy()
-    if already_sorted:  # CSC order is input order: the edge ids would be arange(num_edges)
-        edge_ids_out = None
-    for v0, v1 in _node_blocks(indptr, block_edges):
-        block_parts = _node_ranges(v1 - v0) + v0
+    num_blocks = block_starts.size - 1
+    if num_blocks == 1:  # the whole output is one window: place each chunk's edges directly
         for start in range(0, num_edges, chunk_edges):
             stop = min(start + chunk_edges, num_edges)
-            _fill_kernel(
-                src[start:stop], dst[start:stop], start, block_parts, cursor, indices_out,
-                edge_ids_out if edge_ids_out is not None else _NO_EDGE_IDS, edge_ids_out is not None,
-            )
-        for out in (indices_out, edge_ids_out):
-            if isinstance(out, np.memmap):
-                out.flush()
-    return indptr, already_sorted
+            _fill_kernel(src[start:stop], dst[start:stop], start, parts, cursor, indices_out, edge_ids, with_edge_ids)
+        _flush(indices_out, edge_ids_out)
+        return indptr, False
+
+    if scratch is _NO_POSITIONS:
+        scratch = np.empty(num_edges, dtype=np.int64)
+    block_cursor = windows[:-1].copy()
+    block_parts = _ranges(num_blocks)  # thread t distributes the edges of blocks [block_parts[t], block_parts[t + 1])
+    for start in range(0, num_edges, chunk_edges):
+        _distribute_kernel(dst[start : start + chunk_edges], start, block_starts, block_parts, block_cursor, scratch)
+    _flush(scratch)
+    for b in range(num_blocks):
+        v0, v1 = int(block_starts[b]), int(block_starts[b + 1])
+        node_parts = _ranges(v1 - v0) + v0
+        for start in range(int(windows[b]), int(windows[b + 1]), chunk_edges):
+            stop = min(start + chunk_edges, int(windows[b + 1]))
+            _gather_fill_kernel(src, dst, scratch[start:stop], node_parts, cursor, indices_out, edge_ids, with_edge_ids)
+        _flush(indices_out, edge_ids_out)
+    return indptr, False
 
 
 _NO_EDGE_IDS = np.empty(0, dtype=np.int64)
+_NO_POSITIONS = np.empty(0, dtype=np.int64)
 
 
-def _node_ranges(num_nodes: int) -> np.ndarray:
-    """Boundaries ``[T + 1]`` int64 splitting ``[0, num_nodes)`` into one range per thread."""
-    parts = max(1, min(numba.get_num_threads(), num_nodes))
-    return (np.arange(parts + 1, dtype=np.int64) * num_nodes) // parts
+def _flush(*arrays) -> None:
+    for array in arrays:
+        if isinstance(array, np.memmap):
+            array.flush()
 
 
-def _node_blocks(indptr: np.ndarray, block_edges: int):
-    """Consecutive node ranges ``(v0, v1)`` covering all nodes, each holding at most
-    ``block_edges`` edges unless a single node has more."""
+def _ranges(count: int) -> np.ndarray:
+    """Boundaries ``[T + 1]`` int64 splitting ``[0, count)`` into one range per thread."""
+    parts = max(1, min(numba.get_num_threads(), count))
+    return (np.arange(parts + 1, dtype=np.int64) * count) // parts
+
+
+def _block_starts(indptr: np.ndarray, block_edges: int) -> np.ndarray:
+    """``[num_blocks + 1]`` int64 node boundaries of consecutive node ranges covering all
+    nodes, each holding at most ``block_edges`` edges unless a single node has more."""
     num_nodes = indptr.size - 1
-    v0 = 0
-    while v0 < num_nodes:
+    starts = [0]
+    while starts[-1] < num_nodes:
+        v0 = starts[-1]
         v1 = int(np.searchsorted(indptr, indptr[v0] + block_edges, side="right")) - 1
-        v1 = min(max(v1, v0 + 1), num_nodes)
-        yield v0, v1
-        v0 = v1
+        starts.append(min(max(v1, v0 + 1), num_nodes))
+    if num_nodes == 0:
+        starts.append(0)
+    return np.array(starts, dtype=np.int64)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -157,4 +222,37 @@ def _fill_kernel(src, dst, first_edge, parts, cursor, indices, edge_ids, with_ed
                 indices[position] = src[e]
                 if with_edge_ids:
                     edge_ids[position] = first_edge + e
+                cursor[v] = position + 1
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _distribute_kernel(dst, first_edge, block_starts, block_parts, block_cursor, positions):
+    # Thread t appends the input positions of the edges of blocks [block_parts[t],
+    # block_parts[t + 1]) to their blocks' windows of `positions`, in input order.
+    for t in numba.prange(block_parts.size - 1):
+        lo = block_starts[block_parts[t]]
+        hi = block_starts[block_parts[t + 1]]
+        for e in range(dst.size):
+            v = dst[e]
+            if lo <= v < hi:
+                b = np.searchsorted(block_starts, v, side="right") - 1
+                slot = block_cursor[b]
+                positions[slot] = first_edge + e
+                block_cursor[b] = slot + 1
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _gather_fill_kernel(src, dst, positions, parts, cursor, indices, edge_ids, with_edge_ids):
+    # As _fill_kernel, for the edges at input `positions` (ascending).
+    for t in numba.prange(parts.size - 1):
+        lo = parts[t]
+        hi = parts[t + 1]
+        for k in range(positions.size):
+            e = positions[k]
+            v = dst[e]
+            if lo <= v < hi:
+                position = cursor[v]
+                indices[position] = src[e]
+                if with_edge_ids:
+                    edge_ids[position] = e
                 cursor[v] = position + 1
