@@ -10,6 +10,7 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import derive_key, sample_uniform_negatives
+from ..ops.negative_sampling import check_negative_ratio
 from ..ops.edge_lookup import in_neighbours_sorted
 from ..validation import check_int, check_node_pairs
 from .base import Pipe, functional_pipe
@@ -80,7 +81,7 @@ class UniformNegativeSampler(Pipe):
             )
         self.source = source
         self.graph = graph
-        self.negative_ratio = check_int(negative_ratio, "negative_ratio", name, minimum=1)
+        self.negative_ratio = check_negative_ratio(negative_ratio, 1, name)
         self.exclude_existing_edges = exclude_existing_edges
         # Edges are looked up by binary search where every node's sources are sorted.
         self.sorted_indices = exclude_existing_edges and in_neighbours_sorted(graph.indptr, graph.indices)
