@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import List, Optional, Sequence
 
+import numpy as np
 import torch
 
 from ..csc_graph import CSCGraph, smallest_index_dtype
@@ -307,11 +308,15 @@ def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: s
     ``reverse_edge_ids`` (user edge id -> user edge id of its reverse), after checking
     that every edge maps to one with swapped endpoints. ``O(num_edges)``, once."""
     num_edges = graph.num_edges
-    if not isinstance(reverse_edge_ids, torch.Tensor) or reverse_edge_ids.shape != (num_edges,):
-        raise ValueError(
-            f"{where}: `reverse_edge_ids` must be a [num_edges] = [{num_edges}] tensor (edge id -> the id of its "
-            f"reverse edge), got {getattr(reverse_edge_ids, 'shape', type(reverse_edge_ids).__name__)}"
-        )
+    expected = f"a [num_edges] = [{num_edges}] integer tensor or numpy array (edge id -> the id of its reverse edge)"
+    if isinstance(reverse_edge_ids, np.ndarray):  # DGL users hold reverse_eids as numpy arrays
+        if not np.issubdtype(reverse_edge_ids.dtype, np.integer):
+            raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got a numpy array of {reverse_edge_ids.dtype}")
+        reverse_edge_ids = torch.from_numpy(reverse_edge_ids.astype(np.int64))
+    if not isinstance(reverse_edge_ids, torch.Tensor):
+        raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got {type(reverse_edge_ids).__name__}")
+    if reverse_edge_ids.shape != (num_edges,):
+        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got shape {tuple(reverse_edge_ids.shape)}")
     reverse = check_node_ids(reverse_edge_ids.cpu(), num_edges, "reverse_edge_ids", where, kind="edge")
     user_ids = graph.map_edge_ids(torch.arange(num_edges))  # CSC position -> user id
     position_of = torch.empty(num_edges, dtype=torch.int64)
