@@ -12,7 +12,7 @@ from ..csc_graph import CSCGraph, smallest_index_dtype
 from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
 from ..ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
-from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_node_pairs, check_typed_fanouts
+from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_typed_fanouts
 from .base import Pipe
 from .hetero_sampling import sample_hetero_subgraphs
 
@@ -59,9 +59,10 @@ class SubgraphSampler(Pipe):
     DGL's ``EID``, edge features fetched by them) are the ids of the edges as the user
     gave them to ``CSCGraph.from_edge_index`` / ``from_coo``.
 
-    Link prediction: ``seeds`` may be ``[N, 2]`` node pairs. The layers are then sampled
-    from the pairs' distinct endpoints (ascending: the last layer's destinations), and
-    ``compacted_seeds`` holds the pairs in those local ids. With
+    Link prediction: ``seeds`` may be ``[N, 2]`` node pairs, or ``[N, k]`` hyperlinks
+    (GraphBolt's, ``k > 2`` nodes each). The layers are then sampled from their distinct
+    nodes (ascending: the last layer's destinations), and ``compacted_seeds`` holds the
+    pairs (hyperlinks) in those local ids, ``[N, k]``. With
     ``exclude_seed_edges=True`` no layer contains an edge ``u -> v`` of a pair ``(u,
     v)`` of ``seeds`` (positives and negatives alike, as GraphBolt's
     ``exclude_seed_edges``; parallel edges included), so the model never sees an edge it
@@ -238,11 +239,16 @@ class SubgraphSampler(Pipe):
             )
         compacted_seeds = exclusion = None
         if minibatch.is_link_batch:
-            pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
-            nodes, local = unique_and_compact(pairs.new_empty(0), pairs.reshape(-1), self.graph.num_nodes)
-            compacted_seeds = local.view(-1, 2)
+            links = _check_links(minibatch.seeds, self.graph.num_nodes, name)
+            nodes, local = unique_and_compact(links.new_empty(0), links.reshape(-1), self.graph.num_nodes)
+            compacted_seeds = local.view(links.shape)
             if self.exclude_seed_edges:
-                exclusion = self.seed_edge_exclusion(pairs, compacted_seeds, nodes.numel())
+                if links.size(1) != 2:
+                    raise ValueError(
+                        f"{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), got hyperlinks of "
+                        f"shape {tuple(links.shape)}"
+                    )
+                exclusion = self.seed_edge_exclusion(links, compacted_seeds, nodes.numel())
         elif self.exclude_seed_edges:
             raise ValueError(
                 f"{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), got seeds of shape "
@@ -301,6 +307,17 @@ class SubgraphSampler(Pipe):
 
             return sample_subgraphs_cooperatively(self, minibatch)
         return self.sample_subgraphs(minibatch)
+
+
+def _check_links(seeds: torch.Tensor, num_nodes: int, where: str) -> torch.Tensor:
+    """``seeds``, ``[N, k]`` node pairs (``k == 2``) or hyperlinks (``k > 2``), as int64
+    after checking every id is in ``[0, num_nodes)``."""
+    if seeds.size(1) < 2:
+        raise ValueError(
+            f"{where}: 2-D `seeds` must be node pairs [N, 2] or hyperlinks [N, k] with k >= 2, got shape "
+            f"{tuple(seeds.shape)} (node seeds are 1-D)"
+        )
+    return check_node_ids(seeds.reshape(-1), num_nodes, "seeds", where).view(seeds.shape)
 
 
 def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: str) -> torch.Tensor:
