@@ -13,7 +13,8 @@ from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
 from ..ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
 from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_typed_fanouts
-from .base import Pipe
+from .base import Pipe, upstream
+from .feature_fetcher import FeatureFetcher
 from .hetero_sampling import sample_hetero_subgraphs
 
 __all__ = ["SubgraphSampler"]
@@ -92,7 +93,8 @@ class SubgraphSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         if not isinstance(graph, CSCGraph):
-            raise TypeError(f"{name}: `graph` must be a graphpipe.CSCGraph, got {type(graph).__name__}")
+            raise not_a_graph(graph, name)
+        _check_no_fetch_before(source, name)
         if not isinstance(layout, str) or layout not in LAYOUTS:
             raise ValueError(
                 f"{name}: `layout` must be 'block' (GraphBolt/DGL blocks: every layer samples all its "
@@ -307,6 +309,44 @@ class SubgraphSampler(Pipe):
 
             return sample_subgraphs_cooperatively(self, minibatch)
         return self.sample_subgraphs(minibatch)
+
+
+def not_a_graph(graph, where: str) -> TypeError:
+    """The error for a ``graph`` argument that is not a :class:`CSCGraph`: it names what
+    was passed and the constructor that makes a graph of it."""
+    kind = type(graph).__name__
+    module = type(graph).__module__.split(".")[0]
+    if module == "torch_geometric":
+        how = (
+            f"a PyG {kind}: build the graph with graphpipe.datasets.from_pyg(data).graph (with features and "
+            f"splits) or CSCGraph.from_edge_index(data.edge_index, data.num_nodes)"
+        )
+    elif module == "dgl":
+        how = f"a DGL {kind}: build the graph with graphpipe.datasets.from_dgl(g).graph"
+    elif module == "networkx":
+        how = (
+            f"a networkx {kind}: build the graph with CSCGraph.from_edge_index(torch.tensor(list(g.edges)).t(), "
+            f"g.number_of_nodes()) (nodes numbered 0..n-1)"
+        )
+    elif isinstance(graph, (torch.Tensor, np.ndarray)):
+        how = (
+            f"a {kind} of shape {tuple(graph.shape)}: build the graph with CSCGraph.from_edge_index(edge_index, "
+            f"num_nodes) from a [2, num_edges] edge index, or CSCGraph.from_coo(src, dst, num_nodes)"
+        )
+    else:
+        how = f"{kind}: build the graph with CSCGraph.from_edge_index, CSCGraph.from_coo or graphpipe.datasets.from_pyg / from_dgl"
+    return TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {how}")
+
+
+def _check_no_fetch_before(source, where: str) -> None:
+    """Refuse node features fetched upstream of a sampler: they are the rows of the seeds
+    (or of an earlier sampler's nodes), not of the ``input_nodes`` this sampler makes."""
+    if any(isinstance(stage, FeatureFetcher) and stage.node_feature_keys for stage in upstream(source)):
+        raise ValueError(
+            f"{where}: a fetch_feature stage upstream of this sampler reads node features before the sampler "
+            f"makes the batch's input_nodes, so they would be the seeds' rows only; put fetch_feature after the "
+            f"sampler: ItemSampler(...).sample_neighbor(graph, fanouts).fetch_feature(features, keys)"
+        )
 
 
 def _check_links(seeds: torch.Tensor, num_nodes: int, where: str) -> torch.Tensor:
