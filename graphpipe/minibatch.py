@@ -323,7 +323,7 @@ class MiniBatch:
             from torch_geometric.data import Data
         except ImportError as err:
             raise ImportError(
-                "MiniBatch.to_pyg() needs PyTorch Geometric: pip install 'graphpipe[pyg]'"
+                "MiniBatch.to_pyg() needs PyTorch Geometric: pip install 'graphpipe-gnn[pyg]' (or pip install torch_geometric)"
             ) from err
         if not self.sampled_subgraphs:
             raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
