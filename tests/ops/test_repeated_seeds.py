@@ -47,14 +47,15 @@ def test_repeated_destinations_take_their_first_position(id_range, num_distinct,
     assert local.tolist() == want_local
 
 
-def test_a_batch_of_repeated_seeds_is_the_same_for_every_thread_count(graph_builder, numba_threads):
+@pytest.mark.parametrize("sampler, options", [("sample_neighbor", {}), ("sample_layer_neighbor", {"importance_sampling": 2})])
+def test_a_batch_of_repeated_seeds_is_the_same_for_every_thread_count(sampler, options, graph_builder, numba_threads):
     graph = graph_builder(num_nodes=3000, max_degree=30, seed=4)
     # Oversampled items: every seed appears twice in its batch, at aligned positions.
     seeds = torch.arange(0, 3000, 7)
     items = gp.ItemSet(torch.stack([seeds, seeds]).reshape(-1), names="seeds")
 
     def batches():
-        pipe = gp.ItemSampler(items, batch_size=len(items), shuffle=False).sample_neighbor(graph, [5, 5], seed=3)
+        pipe = getattr(gp.ItemSampler(items, batch_size=len(items), shuffle=False), sampler)(graph, [5, 5], seed=3, **options)
         return [
             [(s.sampled_csc.indptr, s.sampled_csc.indices, s.original_row_node_ids) for s in mb.sampled_subgraphs]
             for mb in pipe
