@@ -168,24 +168,25 @@ def sample_graph_neighbors(
             f"{where}: `probs_name`={probs_name!r} is not an edge attribute of the graph; known edge attributes: "
             f"{sorted(graph.edge_attributes)}"
         )
-    probs = None if probs_name is None else check_edge_weights(graph, probs_name, where)
     key = int(torch.randint(0, 2**62, ()))
+    if graph.is_heterogeneous and (len(counts) > 1 or len(graph.edge_types) == 1):
+        # A fanout per edge type: one layer of the typed sampler, its sources mapped back to their ids.
+        sampler = NeighborSampler(None, graph, [counts], replace=replace, weights=probs_name, seed=key)
+        layer = sampler.sample_subgraphs(MiniBatch(seeds=check_typed_seeds(seeds, graph, where))).sampled_subgraphs[0]
+        csc = {
+            etype: CSCFormat(part.indptr, layer.original_row_node_ids[parse_edge_type(etype)[0]][part.indices])
+            for etype, part in layer.sampled_csc.items()
+        }
+        return SampledSubgraph(csc, None, None, layer.original_edge_ids)
+    probs = None if probs_name is None else check_edge_weights(graph, probs_name, where)
     if not graph.is_heterogeneous:
         if isinstance(seeds, Mapping):
             raise TypeError(f"{where}: the graph is homogeneous, so `seeds` must be a tensor of node ids, got a dict")
         nodes = check_node_ids(seeds, graph.num_nodes, "seeds", where)
         indptr, indices, positions = _sampled(graph, nodes, counts[0], key, replace, probs)
         return SampledSubgraph(CSCFormat(indptr, indices), None, None, graph.map_edge_ids(positions))
-    nodes = check_typed_seeds(seeds, graph, where)
-    if len(counts) > 1 or len(graph.edge_types) == 1:  # a fanout per edge type: one layer of the typed sampler
-        sampler = NeighborSampler(None, graph, [counts], replace=replace, weights=probs_name, seed=key)
-        layer = sampler.sample_subgraphs(MiniBatch(seeds=nodes)).sampled_subgraphs[0]
-        csc = {
-            etype: CSCFormat(part.indptr, layer.original_row_node_ids[parse_edge_type(etype)[0]][part.indices])
-            for etype, part in layer.sampled_csc.items()
-        }
-        return SampledSubgraph(csc, None, None, layer.original_edge_ids)
     # One fanout for all edge types: a node draws among all its in-edges, then they are split by type.
+    nodes = check_typed_seeds(seeds, graph, where)
     offsets = graph.node_type_offset.tolist()
     type_id = graph.node_type_to_id
     csc: Dict[str, CSCFormat] = {}
