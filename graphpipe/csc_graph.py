@@ -1025,6 +1025,16 @@ class CSCGraph:
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from error
 
+    def sample_neighbors(self, seeds, fanouts, replace: bool = False, probs_name: Optional[str] = None):
+        """One layer of in-edges of ``seeds`` (a tensor, or node type -> ids for a typed
+        graph) with ``fanouts`` (one, or one per edge type), as GraphBolt's
+        ``FusedCSCSamplingGraph.sample_neighbors``: a not-compacted
+        :class:`~graphpipe.SampledSubgraph` whose ``sampled_csc`` holds the sources' ids
+        in the graph. See :func:`graphpipe.pipes.neighbor_sampler.sample_graph_neighbors`."""
+        from .pipes.neighbor_sampler import sample_graph_neighbors
+
+        return sample_graph_neighbors(self, seeds, fanouts, replace=replace, probs_name=probs_name)
+
     def __repr__(self) -> str:
         edge_ids = "None" if self.original_edge_ids is None else str(self.original_edge_ids.dtype)
         source = "" if self.source_path is None else f", source_path='{self.source_path}'"

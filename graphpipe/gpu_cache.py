@@ -33,7 +33,7 @@ import torch
 
 from .feature_store import Feature, FeatureStore
 from .ops.gather import gather_valid_rows
-from .ops.uva_gather import resolve_device
+from .ops.uva_gather import cuda_or_warn_once, resolve_device
 
 __all__ = [
     "GPUCachedFeature",
@@ -56,7 +56,9 @@ class GPUCachedFeature(Feature):
         policy: ``"static"`` or ``"clock"`` (see the module docs).
         hotness: optional ``[num_rows]`` scores; the hottest rows are loaded at once
             (``"static"``: for good; ``"clock"``: as a warm start).
-        device: where the cache lives; default CUDA if available, else CPU.
+        device: where the cache lives; default CUDA. Without CUDA, a CUDA device (the
+            default included) warns once per process and the cache lives in host memory,
+            as ``copy_to('cuda')`` stays on the CPU; ``device="cpu"`` asks for that quietly.
 
     ``read(ids)`` returns ``[n, *row_shape]`` on ``device``, equal to
     ``feature.read(ids)``.
@@ -82,7 +84,12 @@ class GPUCachedFeature(Feature):
             raise ValueError(f"GPUCachedFeature: `max_bytes` must be an int >= 0, got {max_bytes!r}")
         self.feature = feature
         self.policy = policy
-        self.device = resolve_device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        device = torch.device("cuda" if device is None else device)
+        if device.type == "cuda" and not cuda_or_warn_once(
+            "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)"
+        ):
+            device = torch.device("cpu")
+        self.device = resolve_device(device)
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
         self.capacity = min(num_rows, max_bytes // row_nbytes)

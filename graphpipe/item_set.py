@@ -27,6 +27,10 @@ class ItemSet:
     ``names`` names the fields, one per tensor (e.g. ``("seeds", "labels")``); the
     :class:`~graphpipe.ItemSampler` copies fields called ``seeds`` and ``labels`` into the
     MiniBatch fields of the same name. With one field and no names, the field is ``seeds``.
+
+    An ItemSet may be empty (a split with no items of one node type, in a
+    :class:`HeteroItemSet`); an :class:`~graphpipe.ItemSampler` refuses a set with no
+    items at all.
     """
 
     def __init__(
@@ -36,8 +40,8 @@ class ItemSet:
     ):
         count = _count(items)
         if count is not None:
-            if count < 1:
-                raise ValueError(f"ItemSet: `items` as an int must be >= 1, got {count} (empty item set)")
+            if count < 0:
+                raise ValueError(f"ItemSet: `items` as an int is a number of items, >= 0, got {count}")
             items = (torch.arange(count),)
         elif isinstance(items, tuple):
             items = tuple(_field(t, i) for i, t in enumerate(items))
@@ -52,8 +56,6 @@ class ItemSet:
                     f"ItemSet: all fields must have the same length, but field 0 has {length} "
                     f"rows and field {i} has {t.size(0)}"
                 )
-        if length == 0:
-            raise ValueError("ItemSet: the item set is empty (0 items); give at least one item")
         if names is None:
             names = ("seeds",) if len(items) == 1 else None
         elif isinstance(names, str):
@@ -139,7 +141,8 @@ class HeteroItemSet:
     type is item ``len(first) + i``), so an :class:`~graphpipe.ItemSampler` shuffles and
     cuts them as one set; a batch's fields are dicts node type -> rows (only the types
     the batch holds), e.g. ``minibatch.seeds == {"paper": ..., "author": ...}``, and
-    ``item_ids`` the items' positions within their type's ItemSet.
+    ``item_ids`` the items' positions within their type's ItemSet. A type may have no
+    items (a split without that type): no batch holds it.
 
     Args:
         item_sets: node type -> :class:`ItemSet` (or a tensor of seed ids).

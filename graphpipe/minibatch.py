@@ -137,10 +137,10 @@ class MiniBatch:
             ranking metrics such as MRR. A negative sampler sets ``arange(P)`` for the
             ``P`` positives and each negative its positive's index; an ItemSet may give
             them (e.g. fixed evaluation negatives).
-        compacted_seeds: ``[batch_size, 2]`` int64, node pairs only, set by the
-            samplers: ``seeds`` in local ids, positions in
-            ``sampled_subgraphs[-1].original_column_node_ids`` (the pairs' distinct
-            endpoints, ascending, which are also the first ``input_nodes``).
+        compacted_seeds: ``[batch_size, 2]`` int64, node pairs only (``[batch_size, k]``
+            for GraphBolt's hyperlinks), set by the samplers: ``seeds`` in local ids,
+            positions in ``sampled_subgraphs[-1].original_column_node_ids`` (the pairs'
+            distinct endpoints, ascending, which are also the first ``input_nodes``).
         item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
             was cut from (set by the item samplers; PyG's ``input_id``). A negative
             sampler leaves it alone, so it counts the positives of a link batch.
@@ -191,8 +191,8 @@ class MiniBatch:
 
     @property
     def is_link_batch(self) -> bool:
-        """Whether the seeds are node pairs (``[batch_size, 2]``: link prediction; for a
-        typed batch, whether any type's seeds are)."""
+        """Whether the seeds are node pairs (``[batch_size, 2]``: link prediction) or
+        hyperlinks (``[batch_size, k]``); for a typed batch, whether any type's seeds are."""
         if self.seeds is None:
             return False
         if self.is_heterogeneous:
@@ -323,7 +323,7 @@ class MiniBatch:
             from torch_geometric.data import Data
         except ImportError as err:
             raise ImportError(
-                "MiniBatch.to_pyg() needs PyTorch Geometric: pip install 'graphpipe[pyg]'"
+                "MiniBatch.to_pyg() needs PyTorch Geometric: pip install 'graphpipe-gnn[pyg]' (or pip install torch_geometric)"
             ) from err
         if not self.sampled_subgraphs:
             raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
@@ -404,6 +404,11 @@ def _add_link_fields(data, minibatch: MiniBatch, neg_sampling: str) -> None:
         raise ValueError(
             "MiniBatch.to_pyg(): the node-pair batch has no compacted_seeds; sample it with a graphpipe sampler "
             "(sample_neighbor / sample_layer_neighbor), which sets them"
+        )
+    if pairs.size(1) != 2:
+        raise ValueError(
+            f"MiniBatch.to_pyg(): the seeds are hyperlinks of {pairs.size(1)} nodes each (GraphBolt's [N, k] "
+            f"items), which PyG's loaders have no form for; to_pyg() takes node seeds or node pairs [N, 2]"
         )
     if neg_sampling == "binary":
         data.edge_label_index = pairs.t().contiguous()

@@ -117,3 +117,25 @@ def test_errors_name_the_argument():
         ItemSampler(HeteroItemSet({"a": torch.arange(2), "b": torch.rand(2)}), batch_size=1)
     with pytest.raises(ValueError, match="needs a field named 'seeds'"):
         ItemSampler(HeteroItemSet({"a": ItemSet(torch.arange(2), names="labels")}), batch_size=1)
+
+
+@pytest.mark.parametrize("form", ["int64 tensor", "float tensor", "ItemSet(0)"])
+def test_a_type_with_no_items_is_accepted_and_never_batched(form):
+    empty = {"int64 tensor": lambda: torch.tensor([], dtype=torch.int64), "float tensor": lambda: torch.tensor([]), "ItemSet(0)": lambda: ItemSet(0)}[form]()
+    items = HeteroItemSet({"paper": torch.arange(5), "author": empty, "venue": torch.arange(3) + 10})
+    assert len(items) == 8
+    batches = list(ItemSampler(items, batch_size=3, shuffle=True, seed=1))
+    assert all("author" not in mb.seeds for mb in batches)
+    seen = sorted((t, s) for mb in batches for t, ids in mb.seeds.items() for s in ids.tolist())
+    assert seen == [("paper", i) for i in range(5)] + [("venue", 10 + i) for i in range(3)]
+
+
+def test_typed_splits_with_an_empty_type_keep_their_fields():
+    split = {
+        "paper": ItemSet((torch.arange(4), torch.arange(4) % 2), names=("seeds", "labels")),
+        "author": ItemSet((torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)), names=("seeds", "labels")),
+    }
+    minibatch = next(iter(ItemSampler(HeteroItemSet(split), batch_size=10)))
+    assert set(minibatch.seeds) == set(minibatch.labels) == {"paper"}
+    with pytest.raises(ValueError, match=r"ItemSampler: `item_set` has no items"):
+        ItemSampler(HeteroItemSet({"paper": ItemSet(0), "author": torch.zeros(0, dtype=torch.int64)}), batch_size=2)

@@ -23,8 +23,7 @@ def test_tuple_fields_and_indexing():
 @pytest.mark.parametrize(
     "items, names, error, match",
     [
-        (0, None, ValueError, "empty item set"),
-        (torch.tensor([], dtype=torch.int64), None, ValueError, "empty"),
+        (-1, None, ValueError, r"`items` as an int is a number of items, >= 0, got -1"),
         ((torch.arange(3), torch.arange(4)), ("seeds", "labels"), ValueError, "same length"),
         ((torch.arange(3), torch.arange(3)), ("seeds",), ValueError, "one name per tensor"),
         ("abc", None, TypeError, "must be an int, a tensor, a list/range/array \\(one field\\) or a tuple"),
@@ -55,3 +54,10 @@ def test_a_tuple_is_one_field_per_entry_in_any_form():
 @pytest.mark.parametrize("count", [np.int64(3), torch.tensor(3)])
 def test_an_integer_count_in_any_form_is_arange(count):
     assert ItemSet(count).items[0].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("items", [0, torch.tensor([], dtype=torch.int64), (torch.zeros(0, 2, dtype=torch.int64), torch.zeros(0))])
+def test_an_item_set_may_be_empty(items):
+    s = ItemSet(items, names="seeds" if not isinstance(items, tuple) else ("seeds", "labels"))
+    assert len(s) == 0
+    assert [t.shape[0] for t in s.items] == [0] * len(s.items)

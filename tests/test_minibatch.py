@@ -224,8 +224,20 @@ def test_to_pyg_feature_choice_and_errors(monkeypatch):
         broken.to_pyg("feat")
     monkeypatch.setitem(sys.modules, "torch_geometric", None)
     monkeypatch.setitem(sys.modules, "torch_geometric.data", None)
-    with pytest.raises(ImportError, match=r"needs PyTorch Geometric"):
+    with pytest.raises(ImportError, match=r"needs PyTorch Geometric: pip install 'graphpipe-gnn\[pyg\]'"):
         mb.to_pyg("feat")
+
+
+def test_install_hints_name_the_distribution_graphpipe_gnn():
+    """The index's `graphpipe` is an unrelated project: hints say graphpipe-gnn[...]."""
+    import pathlib
+    import re
+
+    package = pathlib.Path(__file__).resolve().parent.parent / "graphpipe"
+    for name in ("minibatch.py", "hetero_minibatch.py", "item_set.py", "feature_store.py", "gpu_cache.py", "cpu_cache.py"):
+        assert not re.search(r"graphpipe\[", (package / name).read_text()), name
+    for path in [*(package / "ops").glob("*.py"), *(package / "pipes").glob("*.py")]:
+        assert not re.search(r"graphpipe\[", path.read_text()), path
 
 
 def test_repr_shows_shapes_and_dtypes_not_values():

@@ -318,17 +318,17 @@ def unique_and_compact_torch(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -
     """``unique_and_compact`` with torch ops (any device), same contract.
 
     Returns ``(unique_nodes, local_src)``: ``dst_nodes`` first in their order, then the
-    other source ids once each, ascending; ``unique_nodes[local_src] == src_nodes``.
-    One host synchronisation (``torch.unique``'s output size).
+    other source ids once each, ascending; ``unique_nodes[local_src] == src_nodes`` (a
+    repeated destination id: its first position, a deterministic minimum). Two host
+    synchronisations (the output sizes of ``torch.unique`` and of the new ids).
     """
     dst_nodes, src_nodes = dst_nodes.to(torch.int64), src_nodes.to(torch.int64)
     num_dst = dst_nodes.numel()
     uniq, inverse = torch.unique(torch.cat([dst_nodes, src_nodes]), sorted=True, return_inverse=True)
     device = uniq.device
-    is_dst = torch.zeros(uniq.numel(), dtype=torch.bool, device=device)
-    is_dst[inverse[:num_dst]] = True
-    new_rank = torch.cumsum((~is_dst).to(torch.int64), 0) - 1
-    local_of_uniq = num_dst + new_rank
-    local_of_uniq[inverse[:num_dst]] = torch.arange(num_dst, device=device)
-    unique_nodes = torch.empty_like(uniq).scatter_(0, local_of_uniq, uniq)
+    first = torch.full((uniq.numel(),), num_dst, dtype=torch.int64, device=device)
+    first.scatter_reduce_(0, inverse[:num_dst], torch.arange(num_dst, device=device), reduce="amin")
+    is_new = first == num_dst
+    local_of_uniq = torch.where(is_new, num_dst + torch.cumsum(is_new.to(torch.int64), 0) - 1, first)
+    unique_nodes = torch.cat([dst_nodes, uniq[is_new]])
     return unique_nodes, local_of_uniq[inverse[num_dst:]]

@@ -26,12 +26,29 @@ from ..validation import check_int, check_node_pairs
 from . import torch_random
 from .edge_lookup import has_source
 from .random import hash2, uniform
+from .selection import max_output_edges
 
-__all__ = ["MAX_ATTEMPTS", "sample_uniform_negatives"]
+__all__ = ["MAX_ATTEMPTS", "check_negative_ratio", "sample_uniform_negatives"]
 
 # Draws per negative before giving up on a source that points at (nearly) every node:
 # a source whose out-edges cover a fraction f of the nodes fails with probability f**1000.
 MAX_ATTEMPTS = 1000
+# Bytes a batch holds per negative: the draw, its seed pair and its index (int64), its label.
+_BYTES_PER_NEGATIVE = 40
+
+
+def check_negative_ratio(negative_ratio, num_pairs: int, where: str) -> int:
+    """``negative_ratio`` as an int ``>= 1`` whose ``num_pairs * negative_ratio`` negatives
+    fit in the machine's memory; a ValueError naming ``negative_ratio`` otherwise."""
+    negative_ratio = check_int(negative_ratio, "negative_ratio", where, minimum=1)
+    most = max_output_edges(_BYTES_PER_NEGATIVE)
+    if num_pairs * negative_ratio > most:
+        raise ValueError(
+            f"{where}: `negative_ratio`={negative_ratio}: {num_pairs * negative_ratio} negatives for {num_pairs} "
+            f"positive pair(s) would not fit in the machine's memory (at most {most}, {_BYTES_PER_NEGATIVE} bytes "
+            f"each); use a smaller negative_ratio or batch_size"
+        )
+    return negative_ratio
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -90,7 +107,8 @@ def sample_uniform_negatives(
         ``i`` holds the negatives of pair ``i``, whose source they keep.
 
     Raises:
-        ValueError: bad arguments (naming them), or, with ``exclude_edges``, a source
+        ValueError: bad arguments (naming them; a ``negative_ratio`` whose negatives would
+            not fit in memory), or, with ``exclude_edges``, a source
             with edges to nearly every node (no non-edge found in ``MAX_ATTEMPTS`` draws).
     """
     where = "sample_uniform_negatives"
@@ -99,6 +117,7 @@ def sample_uniform_negatives(
     if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
         raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
     pairs = check_node_pairs(pairs, num_nodes, "pairs", where)
+    check_negative_ratio(negative_ratio, pairs.shape[0], where)
     if exclude_edges:
         if indptr is None or indices is None:
             raise ValueError(f"{where}: `exclude_edges=True` needs the graph's `indptr` and `indices`")

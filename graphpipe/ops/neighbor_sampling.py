@@ -168,14 +168,19 @@ def _skip_excluded(out, k, start, excluded):
         out[m] = start + r + j
 
 
-def _uniform_kernel(large_fanouts: bool):
+def _uniform_kernel(large_fanouts: bool, name: str):
     """The uniform sampling kernel, with (``large_fanouts``) or without the code for
     fanouts above ``_SMALL_FANOUT_MAX`` (Floyd's hash set and a sort call): numba
     compiles every branch a kernel has, taken or not, and that code is most of the
     compile time of the usual fanouts (a branch on a closure constant is dropped before
-    compilation)."""
+    compilation).
 
-    @numba.njit(parallel=True, nogil=True, cache=True)
+    Each variant is named ``name`` (its qualified name too): numba names a kernel's cache
+    files and its object code's symbols after the qualified name, and two variants
+    sharing one (``_uniform_kernel.<locals>.sample_uniform``) loaded each other's code
+    from the cache in a later process (``SystemError: ... returned a result with an
+    exception set``)."""
+
     def sample_uniform(indptr, indices, nodes, key_ids, fanout, key, replace, max_out, ex_indptr, ex_pos):
         """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
         ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
@@ -248,11 +253,12 @@ def _uniform_kernel(large_fanouts: bool):
             out_src[e] = indices[np.uint64(out_eids[e])]  # unsigned: no wraparound check
         return out_indptr, out_src, out_eids, 0
 
-    return sample_uniform
+    sample_uniform.__name__ = sample_uniform.__qualname__ = name
+    return numba.njit(parallel=True, nogil=True, cache=True)(sample_uniform)
 
 
-_sample_uniform = _uniform_kernel(large_fanouts=False)
-_sample_uniform_large = _uniform_kernel(large_fanouts=True)
+_sample_uniform = _uniform_kernel(large_fanouts=False, name="_sample_uniform")
+_sample_uniform_large = _uniform_kernel(large_fanouts=True, name="_sample_uniform_large")
 
 
 @numba.njit(nogil=True, cache=True)

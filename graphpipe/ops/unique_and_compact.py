@@ -13,7 +13,9 @@ CPU tensors go through one fused numba kernel, chosen by how dense the ids are:
 * sparse, few ids (under ``_PARALLEL_MIN_IDS``): one open-addressing hash table finds
   the new ids, which a radix sort then orders. Serial: starting threads costs more.
 
-Every path gives the same result, whatever the number of threads.
+Every path gives the same result, whatever the number of threads. A destination id
+given more than once (a seed repeated in a batch) is the local id of its first position,
+decided without races.
 
 Tensors on other devices (GPUs) use the torch ops of
 :func:`~graphpipe.ops.gpu_sampling.unique_and_compact_torch`.
@@ -58,7 +60,9 @@ def unique_and_compact(
     """Give every node of a sampled layer a local id, destination nodes first.
 
     Args:
-        dst_nodes: ``[num_dst]`` int64 distinct global ids (the layer's destinations).
+        dst_nodes: ``[num_dst]`` int64 global ids (the layer's destinations; an id may
+            repeat, e.g. a seed drawn twice: it then keeps every position, and sources
+            with that id take the first).
         src_nodes: ``[num_edges]`` int64 global ids of sampled sources (repeats allowed).
         num_nodes: every id must be in ``[0, num_nodes)`` (ids taken from a graph): for
             a dense id range this saves the pass that finds the largest id.
@@ -67,7 +71,8 @@ def unique_and_compact(
         ``(unique_nodes, local_src)``: ``unique_nodes`` ``[num_src]`` int64 is
         ``dst_nodes`` followed by the source ids that are not destinations, each once, in
         ascending id order; ``local_src`` ``[num_edges]`` int64 gives
-        ``unique_nodes[local_src] == src_nodes``.
+        ``unique_nodes[local_src] == src_nodes`` (a source that is a destination: the
+        destination's first position).
 
     Raises:
         ValueError: an id is negative, or not below ``num_nodes`` when it is given.
@@ -193,9 +198,11 @@ def _unique_dense(dst, src, max_id):
                 unique_nodes[next_id] = x
                 next_id += 1
                 bits &= bits - np.uint64(1)
-    for i in numba.prange(num_dst):
+    # Serial and backwards, so that a repeated destination keeps its first position (in
+    # parallel, the threads writing its positions raced).
+    for i in range(num_dst - 1, -1, -1):
         local[np.uint64(dst[i])] = i
-        unique_nodes[i] = dst[i]
+    unique_nodes[:num_dst] = dst
     local_src = np.empty(src.shape[0], np.int64)
     for e in numba.prange(src.shape[0]):
         local_src[e] = local[np.uint64(src[e])]
@@ -275,13 +282,13 @@ def _unique_bucketed(dst, src, max_id, num_chunks):
         for k in range(bucket_start[b], bucket_start[b + 1]):
             x = ids[k]
             slot = _find_slot(keys, x, mask, base)
-            if positions[k] < num_dst:
+            if keys[slot] == -1:  # first seen (positions ascend: a repeated destination keeps its first)
                 keys[slot] = x
-                values[slot] = positions[k]
-            elif keys[slot] == -1:
-                keys[slot] = x
-                new_ids[bucket_start[b] + found] = x
-                found += 1
+                if positions[k] < num_dst:
+                    values[slot] = positions[k]
+                else:
+                    new_ids[bucket_start[b] + found] = x
+                    found += 1
             slots[k] = slot
         _order_ids(new_ids[bucket_start[b] : bucket_start[b] + found], np.int64(b) << shift, shift)
         num_new[b + 1] = found
@@ -363,8 +370,9 @@ def _unique_hashed(dst, src):
     values = np.empty(size, np.int64)
     for i in range(num_dst):
         slot = _find_slot(keys, dst[i], mask)
-        keys[slot] = dst[i]
-        values[slot] = i
+        if keys[slot] == -1:  # a repeated destination keeps its first position
+            keys[slot] = dst[i]
+            values[slot] = i
     new_ids = np.empty(src.shape[0], np.int64)
     num_new = 0
     src_slot = np.empty(src.shape[0], np.int64)

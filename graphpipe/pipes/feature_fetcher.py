@@ -39,9 +39,11 @@ class FeatureFetcher(Pipe):
     ``[0, *row_shape]`` tensor, so every batch has the same keys.
 
     When a sampler upstream samples from a :class:`~graphpipe.CSCGraph`, the requested
-    features are checked when the stage is built: each node feature needs one row per
-    node (of its type: ``graph.num_nodes_per_type[ntype]``), each edge feature one row
-    per edge (of its type), and a typed graph needs dict keys naming its types.
+    features are checked when the stage is built: each node feature needs a row for
+    every node (of its type: ``graph.num_nodes_per_type[ntype]``), each edge feature one
+    for every edge (of its type), and a typed graph needs dict keys naming its types.
+    Tables may have more rows (padding, nodes added later), as GraphBolt's and PyG's
+    stores allow: every id a batch reads is checked to be in range.
 
     Args:
         source: pipe of MiniBatches.
@@ -347,9 +349,9 @@ def _typed_keys(features: FeatureStore, kind: str, keys, sampler: Optional[Pipe]
 
 
 def _check_rows(fetcher: FeatureFetcher, sampler: Pipe) -> None:
-    """Node features need one row per node of the sampler's graph (of their type), edge
-    features one per edge (of their type): a shorter table would only fail when a batch
-    first reaches a missing row."""
+    """Node features need a row for every node of the sampler's graph (of their type),
+    edge features for every edge (of their type): a shorter table would only fail when a
+    batch first reaches a missing row. Longer tables are fine."""
     graph = sampler.graph
     if fetcher.typed:
         edge_counts = torch.bincount(graph.type_per_edge.to(torch.int64), minlength=len(graph.edge_types)).tolist()
@@ -358,10 +360,10 @@ def _check_rows(fetcher: FeatureFetcher, sampler: Pipe) -> None:
         counts = {"node": {None: graph.num_nodes}, "edge": {None: graph.num_edges}}
     for kind, type_name, name in fetcher._requested():
         rows, count = fetcher.features[kind, type_name, name].num_rows, counts[kind][type_name]
-        if rows != count:
+        if rows < count:
             of_type = "" if type_name is None else f" of type '{type_name}'"
             raise ValueError(
                 f"FeatureFetcher: {kind} feature '{name}'{of_type} has {rows} rows, but the graph of the upstream "
-                f"{type(sampler).__name__} has {count} {kind}s{of_type}; a {kind} feature needs one row per "
-                f"{kind}{of_type} ({count} rows)"
+                f"{type(sampler).__name__} has {count} {kind}s{of_type}; a {kind} feature needs a row for every "
+                f"{kind}{of_type} (at least {count} rows)"
             )

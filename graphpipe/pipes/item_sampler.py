@@ -36,11 +36,14 @@ class ItemSampler(Pipe):
     Link prediction: ``seeds`` may be ``[N, 2]`` node pairs ``(source, destination)``,
     batched by pair (GraphBolt's ``ItemSet(pairs, names="seeds")``); add ``labels`` and
     ``indexes`` for pairs that carry their own negatives (GraphBolt's evaluation sets),
-    or a negative sampler downstream (``.sample_uniform_negative(graph, k)``).
+    or a negative sampler downstream (``.sample_uniform_negative(graph, k)``). ``[N, k]``
+    seeds with ``k > 2`` are GraphBolt's hyperlinks: ``k`` nodes per item, sampled from
+    all of them (negative sampling and seed-edge exclusion take pairs only).
 
     Args:
         item_set: an :class:`ItemSet` (or a tensor of seed ids) with a ``seeds`` field
-            (node ids, or ``[N, 2]`` node pairs) and optionally ``labels`` and ``indexes``;
+            (node ids, ``[N, 2]`` node pairs or ``[N, k]`` hyperlinks) and optionally
+            ``labels`` and ``indexes``;
             or a :class:`~graphpipe.HeteroItemSet` of such sets per node type, whose
             batches hold dicts node type -> rows (heterogeneous graphs).
         batch_size: items per batch, ``>= 1``.
@@ -60,8 +63,17 @@ class ItemSampler(Pipe):
         seed: Optional[int] = None,
     ):
         super().__init__()
+        if item_set is None:
+            raise TypeError(
+                "ItemSampler: `item_set` is None; give an ItemSet of the seeds, e.g. gp.ItemSet(seed_ids, "
+                "names='seeds') (a dataset's split is None when the data has no such split: from_pyg gives "
+                "train_set=None for a Data without train_mask)"
+            )
         if not isinstance(item_set, (ItemSet, HeteroItemSet)):
-            item_set = ItemSet(item_set, names="seeds")
+            try:
+                item_set = ItemSet(item_set, names="seeds")
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"ItemSampler: `item_set`: {error}") from error
         if item_set.names is None or "seeds" not in item_set.names:
             raise ValueError(
                 f"ItemSampler: `item_set` needs a field named 'seeds', got names={item_set.names}; "
@@ -77,15 +89,17 @@ class ItemSampler(Pipe):
         for node_type, one_set in typed.items():
             field = "the `seeds` field" if node_type is None else f"the `seeds` field of '{node_type}'"
             seeds = one_set.field("seeds")
-            if seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool:
+            if len(one_set) and (seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool):
                 raise TypeError(f"ItemSampler: {field} must hold integer node ids, got dtype {seeds.dtype}")
-            if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) == 2)):
+            if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) >= 2)):
                 raise ValueError(
-                    f"ItemSampler: {field} must be node ids of shape [N] or node pairs of shape [N, 2] "
-                    f"(link prediction), got shape {tuple(seeds.shape)}"
+                    f"ItemSampler: {field} must be node ids of shape [N], node pairs of shape [N, 2] (link "
+                    f"prediction) or hyperlinks of shape [N, k] (k >= 2 nodes each), got shape {tuple(seeds.shape)}"
                 )
             if "indexes" in item_set.names and seeds.dim() != 2:
                 raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")
+        if len(item_set) == 0:
+            raise ValueError(f"ItemSampler: `item_set` has no items ({item_set!r}); give at least one")
         self.item_set = item_set
         self.batch_size = check_int(batch_size, "batch_size", "ItemSampler", minimum=1)
         self.shuffle = shuffle

@@ -10,9 +10,11 @@ import torch
 from ..csc_graph import CSCGraph
 from ..minibatch import MiniBatch
 from ..ops import derive_key, sample_uniform_negatives
+from ..ops.negative_sampling import check_negative_ratio
 from ..ops.edge_lookup import in_neighbours_sorted
 from ..validation import check_int, check_node_pairs
 from .base import Pipe, functional_pipe
+from .subgraph_sampler import not_a_graph
 
 __all__ = ["UniformNegativeSampler", "with_negatives"]
 
@@ -70,7 +72,7 @@ class UniformNegativeSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         if not isinstance(graph, CSCGraph):
-            raise TypeError(f"{name}: `graph` must be a graphpipe.CSCGraph, got {type(graph).__name__}")
+            raise not_a_graph(graph, name)
         if not isinstance(exclude_existing_edges, bool):
             raise TypeError(f"{name}: `exclude_existing_edges` must be a bool, got {exclude_existing_edges!r}")
         if exclude_existing_edges and (graph.indptr.is_cuda or graph.indices.is_cuda):
@@ -80,7 +82,7 @@ class UniformNegativeSampler(Pipe):
             )
         self.source = source
         self.graph = graph
-        self.negative_ratio = check_int(negative_ratio, "negative_ratio", name, minimum=1)
+        self.negative_ratio = check_negative_ratio(negative_ratio, 1, name)
         self.exclude_existing_edges = exclude_existing_edges
         # Edges are looked up by binary search where every node's sources are sorted.
         self.sorted_indices = exclude_existing_edges and in_neighbours_sorted(graph.indptr, graph.indices)

@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import List, Optional, Sequence
 
+import numpy as np
 import torch
 
 from ..csc_graph import CSCGraph, smallest_index_dtype
 from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
 from ..ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
-from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_node_pairs, check_typed_fanouts
-from .base import Pipe
+from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_typed_fanouts
+from .base import Pipe, upstream
+from .feature_fetcher import FeatureFetcher
 from .hetero_sampling import sample_hetero_subgraphs
 
 __all__ = ["SubgraphSampler"]
@@ -58,9 +60,10 @@ class SubgraphSampler(Pipe):
     DGL's ``EID``, edge features fetched by them) are the ids of the edges as the user
     gave them to ``CSCGraph.from_edge_index`` / ``from_coo``.
 
-    Link prediction: ``seeds`` may be ``[N, 2]`` node pairs. The layers are then sampled
-    from the pairs' distinct endpoints (ascending: the last layer's destinations), and
-    ``compacted_seeds`` holds the pairs in those local ids. With
+    Link prediction: ``seeds`` may be ``[N, 2]`` node pairs, or ``[N, k]`` hyperlinks
+    (GraphBolt's, ``k > 2`` nodes each). The layers are then sampled from their distinct
+    nodes (ascending: the last layer's destinations), and ``compacted_seeds`` holds the
+    pairs (hyperlinks) in those local ids, ``[N, k]``. With
     ``exclude_seed_edges=True`` no layer contains an edge ``u -> v`` of a pair ``(u,
     v)`` of ``seeds`` (positives and negatives alike, as GraphBolt's
     ``exclude_seed_edges``; parallel edges included), so the model never sees an edge it
@@ -90,7 +93,8 @@ class SubgraphSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         if not isinstance(graph, CSCGraph):
-            raise TypeError(f"{name}: `graph` must be a graphpipe.CSCGraph, got {type(graph).__name__}")
+            raise not_a_graph(graph, name)
+        _check_no_fetch_before(source, name)
         if not isinstance(layout, str) or layout not in LAYOUTS:
             raise ValueError(
                 f"{name}: `layout` must be 'block' (GraphBolt/DGL blocks: every layer samples all its "
@@ -237,11 +241,16 @@ class SubgraphSampler(Pipe):
             )
         compacted_seeds = exclusion = None
         if minibatch.is_link_batch:
-            pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
-            nodes, local = unique_and_compact(pairs.new_empty(0), pairs.reshape(-1), self.graph.num_nodes)
-            compacted_seeds = local.view(-1, 2)
+            links = _check_links(minibatch.seeds, self.graph.num_nodes, name)
+            nodes, local = unique_and_compact(links.new_empty(0), links.reshape(-1), self.graph.num_nodes)
+            compacted_seeds = local.view(links.shape)
             if self.exclude_seed_edges:
-                exclusion = self.seed_edge_exclusion(pairs, compacted_seeds, nodes.numel())
+                if links.size(1) != 2:
+                    raise ValueError(
+                        f"{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), got hyperlinks of "
+                        f"shape {tuple(links.shape)}"
+                    )
+                exclusion = self.seed_edge_exclusion(links, compacted_seeds, nodes.numel())
         elif self.exclude_seed_edges:
             raise ValueError(
                 f"{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), got seeds of shape "
@@ -302,16 +311,69 @@ class SubgraphSampler(Pipe):
         return self.sample_subgraphs(minibatch)
 
 
+def not_a_graph(graph, where: str) -> TypeError:
+    """The error for a ``graph`` argument that is not a :class:`CSCGraph`: it names what
+    was passed and the constructor that makes a graph of it."""
+    kind = type(graph).__name__
+    module = type(graph).__module__.split(".")[0]
+    if module == "torch_geometric":
+        how = (
+            f"a PyG {kind}: build the graph with graphpipe.datasets.from_pyg(data).graph (with features and "
+            f"splits) or CSCGraph.from_edge_index(data.edge_index, data.num_nodes)"
+        )
+    elif module == "dgl":
+        how = f"a DGL {kind}: build the graph with graphpipe.datasets.from_dgl(g).graph"
+    elif module == "networkx":
+        how = (
+            f"a networkx {kind}: build the graph with CSCGraph.from_edge_index(torch.tensor(list(g.edges)).t(), "
+            f"g.number_of_nodes()) (nodes numbered 0..n-1)"
+        )
+    elif isinstance(graph, (torch.Tensor, np.ndarray)):
+        how = (
+            f"a {kind} of shape {tuple(graph.shape)}: build the graph with CSCGraph.from_edge_index(edge_index, "
+            f"num_nodes) from a [2, num_edges] edge index, or CSCGraph.from_coo(src, dst, num_nodes)"
+        )
+    else:
+        how = f"{kind}: build the graph with CSCGraph.from_edge_index, CSCGraph.from_coo or graphpipe.datasets.from_pyg / from_dgl"
+    return TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {how}")
+
+
+def _check_no_fetch_before(source, where: str) -> None:
+    """Refuse node features fetched upstream of a sampler: they are the rows of the seeds
+    (or of an earlier sampler's nodes), not of the ``input_nodes`` this sampler makes."""
+    if any(isinstance(stage, FeatureFetcher) and stage.node_feature_keys for stage in upstream(source)):
+        raise ValueError(
+            f"{where}: a fetch_feature stage upstream of this sampler reads node features before the sampler "
+            f"makes the batch's input_nodes, so they would be the seeds' rows only; put fetch_feature after the "
+            f"sampler: ItemSampler(...).sample_neighbor(graph, fanouts).fetch_feature(features, keys)"
+        )
+
+
+def _check_links(seeds: torch.Tensor, num_nodes: int, where: str) -> torch.Tensor:
+    """``seeds``, ``[N, k]`` node pairs (``k == 2``) or hyperlinks (``k > 2``), as int64
+    after checking every id is in ``[0, num_nodes)``."""
+    if seeds.size(1) < 2:
+        raise ValueError(
+            f"{where}: 2-D `seeds` must be node pairs [N, 2] or hyperlinks [N, k] with k >= 2, got shape "
+            f"{tuple(seeds.shape)} (node seeds are 1-D)"
+        )
+    return check_node_ids(seeds.reshape(-1), num_nodes, "seeds", where).view(seeds.shape)
+
+
 def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: str) -> torch.Tensor:
     """``[num_edges]``: CSC position -> CSC position of its reverse edge, from the user's
     ``reverse_edge_ids`` (user edge id -> user edge id of its reverse), after checking
     that every edge maps to one with swapped endpoints. ``O(num_edges)``, once."""
     num_edges = graph.num_edges
-    if not isinstance(reverse_edge_ids, torch.Tensor) or reverse_edge_ids.shape != (num_edges,):
-        raise ValueError(
-            f"{where}: `reverse_edge_ids` must be a [num_edges] = [{num_edges}] tensor (edge id -> the id of its "
-            f"reverse edge), got {getattr(reverse_edge_ids, 'shape', type(reverse_edge_ids).__name__)}"
-        )
+    expected = f"a [num_edges] = [{num_edges}] integer tensor or numpy array (edge id -> the id of its reverse edge)"
+    if isinstance(reverse_edge_ids, np.ndarray):  # DGL users hold reverse_eids as numpy arrays
+        if not np.issubdtype(reverse_edge_ids.dtype, np.integer):
+            raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got a numpy array of {reverse_edge_ids.dtype}")
+        reverse_edge_ids = torch.from_numpy(reverse_edge_ids.astype(np.int64))
+    if not isinstance(reverse_edge_ids, torch.Tensor):
+        raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got {type(reverse_edge_ids).__name__}")
+    if reverse_edge_ids.shape != (num_edges,):
+        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got shape {tuple(reverse_edge_ids.shape)}")
     reverse = check_node_ids(reverse_edge_ids.cpu(), num_edges, "reverse_edge_ids", where, kind="edge")
     user_ids = graph.map_edge_ids(torch.arange(num_edges))  # CSC position -> user id
     position_of = torch.empty(num_edges, dtype=torch.int64)

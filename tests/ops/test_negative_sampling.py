@@ -154,3 +154,10 @@ def test_bad_inputs_raise_errors_naming_the_argument(graph_builder):
 def test_empty_batch():
     negatives = sample_uniform_negatives(torch.zeros(0, 2, dtype=torch.int64), 10, 2, key=KEY)
     assert negatives.shape == (0, 2)
+
+
+@pytest.mark.parametrize("ratio", [10**12, 2**63, 2**70])
+def test_a_ratio_too_large_for_memory_is_refused_naming_it(ratio):
+    pairs = torch.tensor([[0, 1], [2, 3]])
+    with pytest.raises(ValueError, match=rf"`negative_ratio`={ratio}: {2 * ratio} negatives .* would not fit in the machine's memory"):
+        sample_uniform_negatives(pairs, 50, ratio, key=KEY)

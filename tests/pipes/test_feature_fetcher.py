@@ -131,7 +131,6 @@ def _sampled_chain():
     "node, edge, match",
     [
         ({"feat": torch.zeros(NUM_NODES - 5, 2)}, {}, r"node feature 'feat' has 25 rows, .* has 30 nodes"),
-        ({"feat": torch.zeros(NUM_NODES + 1, 2)}, {}, r"node feature 'feat' has 31 rows, .* has 30 nodes"),
         ({}, {"w": torch.zeros(NUM_NODES)}, r"edge feature 'w' has 30 rows, .* has 60 edges"),
     ],
 )
@@ -141,6 +140,20 @@ def test_tables_of_the_wrong_size_fail_at_construction(node, edge, match):
     for chain in (_sampled_chain(), _sampled_chain().transform(lambda mb: mb)):
         with pytest.raises(ValueError, match=r"FeatureFetcher: " + match):
             chain.fetch_feature(store, node_feature_keys=list(node), edge_feature_keys=list(edge))
+
+
+def test_tables_with_more_rows_than_the_graph_are_accepted_and_reads_stay_checked():
+    """GraphBolt and PyG accept padded tables (or nodes added later): only the ids read
+    must be in range."""
+    node_table = torch.arange(NUM_NODES + 10).repeat(2, 1).t().contiguous()
+    store = FeatureStore({"id": node_table}, {"eid": torch.arange(NUM_EDGES + 3)})
+    pipe = _sampled_chain().fetch_feature(store, node_feature_keys=["id"], edge_feature_keys=["eid"])
+    for mb in pipe:
+        assert torch.equal(mb.node_features["id"], node_table[mb.input_nodes])
+        for layer, subgraph in zip(mb.edge_features, mb.sampled_subgraphs):
+            assert torch.equal(layer["eid"], subgraph.original_edge_ids)
+    with pytest.raises(ValueError, match=r"node feature 'id' \(40 rows\): `seeds` holds node id 45, out of range"):
+        pipe.fetch(MiniBatch(seeds=torch.tensor([3, 45])))
 
 
 def test_an_out_of_range_edge_id_is_named_as_one_at_fetch_time():

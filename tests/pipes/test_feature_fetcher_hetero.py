@@ -113,14 +113,16 @@ def test_construction_errors_name_the_argument_and_the_known_types():
 
 def test_row_counts_per_type_are_checked_against_the_graph():
     _, graph, store = _graph_and_store()
-    short = FeatureStore({("paper", "feat"): torch.zeros(20, 4)}, {(WRITES, "w"): torch.zeros(70)})
+    short = FeatureStore({("paper", "feat"): torch.zeros(20, 4)}, {(WRITES, "w"): torch.zeros(40)})
     with pytest.raises(ValueError, match=r"node feature 'feat' of type 'paper' has 20 rows, but the graph of the "
                        r"upstream NeighborSampler has 30 nodes of type 'paper'"):
         _pipe(graph).fetch_feature(short, node_feature_keys={"paper": ["feat"]})
-    # 70 rows is the number of edges of paper:cites:paper, not of author:writes:paper (50).
-    with pytest.raises(ValueError, match=r"edge feature 'w' of type 'author:writes:paper' has 70 rows, but the "
+    # Counted per edge type: 40 rows cover every edge of a type with fewer, not author:writes:paper (50).
+    with pytest.raises(ValueError, match=r"edge feature 'w' of type 'author:writes:paper' has 40 rows, but the "
                        r"graph of the upstream NeighborSampler has 50 edges of type 'author:writes:paper'"):
         _pipe(graph).fetch_feature(short, edge_feature_keys={WRITES: ["w"]})
+    longer = FeatureStore({("paper", "feat"): torch.zeros(35, 4)}, {(WRITES, "w"): torch.zeros(70)})
+    _pipe(graph).fetch_feature(longer, node_feature_keys={"paper": ["feat"]}, edge_feature_keys={WRITES: ["w"]})
 
 
 def test_batch_kind_must_match_the_keys_and_ids_are_checked():

@@ -82,9 +82,9 @@ def test_node_pairs_are_batched_by_pair_with_labels_indexes_and_item_ids():
         assert torch.equal(mb.labels, labels[mb.item_ids]) and torch.equal(mb.indexes, indexes[mb.item_ids])
 
 
-def test_seeds_must_be_node_ids_or_pairs():
-    with pytest.raises(ValueError, match=r"node ids of shape \[N\] or node pairs of shape \[N, 2\].*\(4, 3\)"):
-        ItemSampler(ItemSet(torch.zeros(4, 3, dtype=torch.int64), names="seeds"), 2)
+def test_seeds_must_be_node_ids_pairs_or_hyperlinks():
+    with pytest.raises(ValueError, match=r"node ids of shape \[N\], node pairs of shape \[N, 2\].*hyperlinks of shape \[N, k\].*\(4, 1\)"):
+        ItemSampler(ItemSet(torch.zeros(4, 1, dtype=torch.int64), names="seeds"), 2)
     with pytest.raises(ValueError, match=r"got shape \(4, 2, 1\)"):
         ItemSampler(ItemSet(torch.zeros(4, 2, 1, dtype=torch.int64), names="seeds"), 2)
     with pytest.raises(TypeError, match="`seeds` field must hold integer node ids, got dtype torch.float32"):
@@ -105,3 +105,25 @@ def test_batch_size_and_seed_as_numpy_or_tensor_integers(batch_size):
 def test_non_integer_seed_is_rejected(seed):
     with pytest.raises(ValueError, match=r"ItemSampler: `seed` must be an int, got"):
         ItemSampler(ItemSet(4), 2, shuffle=True, seed=seed)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_hyperlinks_are_batched_by_item(shuffle, batch_size):
+    """GraphBolt's test_ItemSet_hyperlink: [N, 3] seeds, each row kept whole."""
+    seeds = torch.arange(0, 3 * 103).reshape(-1, 3)
+    batches = _epoch(ItemSampler(ItemSet(seeds, names="seeds"), batch_size, shuffle=shuffle, seed=2))
+    assert len(batches) == -(-103 // batch_size)
+    for mb in batches:
+        assert mb.seeds.shape == (mb.item_ids.numel(), 3) and mb.is_link_batch
+        assert torch.equal(mb.seeds, seeds[mb.item_ids])
+    assert sorted(torch.cat([mb.item_ids for mb in batches]).tolist()) == list(range(103))
+
+
+def test_none_or_an_empty_item_set_is_refused_naming_item_set():
+    with pytest.raises(TypeError, match=r"ItemSampler: `item_set` is None; give an ItemSet of the seeds.*from_pyg gives train_set=None"):
+        ItemSampler(None, 2)
+    with pytest.raises(ValueError, match=r"ItemSampler: `item_set` has no items"):
+        ItemSampler(ItemSet(torch.tensor([], dtype=torch.int64)), 2)
+    with pytest.raises(TypeError, match=r"ItemSampler: `item_set`: ItemSet: `items` must be an int, a tensor"):
+        ItemSampler("seeds", 2)

@@ -108,3 +108,19 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
     queries = gp.ItemSet((pairs, torch.ones(20), torch.arange(20)), names=("seeds", "labels", "indexes"))
     with pytest.raises(ValueError, match="already has `indexes`"):
         next(iter(gp.ItemSampler(queries, 5).sample_uniform_negative(graph, 1)))
+
+
+@pytest.mark.parametrize("ratio", [10**12, 2**63])
+def test_a_ratio_too_large_for_memory_is_refused_when_the_pipe_is_built(graph_builder, ratio):
+    graph = graph_builder(50, 10, seed=5)
+    source = gp.ItemSampler(gp.ItemSet(_edge_pairs(graph)[:20], names="seeds"), 5)
+    with pytest.raises(ValueError, match=rf"UniformNegativeSampler: `negative_ratio`={ratio}: .*would not fit in the machine's memory"):
+        source.sample_uniform_negative(graph, ratio)
+
+
+def test_a_batch_whose_negatives_do_not_fit_is_refused_naming_the_ratio(graph_builder, monkeypatch):
+    graph = graph_builder(50, 10, seed=5)
+    monkeypatch.setattr("graphpipe.ops.negative_sampling.max_output_edges", lambda bytes_per_negative: 100)
+    pipe = gp.ItemSampler(gp.ItemSet(_edge_pairs(graph)[:20], names="seeds"), 5).sample_uniform_negative(graph, 30)
+    with pytest.raises(ValueError, match=r"`negative_ratio`=30: 150 negatives for 5 positive pair\(s\) would not fit"):
+        next(iter(pipe))

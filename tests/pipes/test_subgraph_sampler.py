@@ -3,6 +3,7 @@ endpoints, compacted_seeds, and seed-edge exclusion in every layer."""
 
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
@@ -112,6 +113,9 @@ def test_reverse_by_map_spares_parallel_reverse_edges():
 
     assert sampled(torch.tensor([2, 3, 0, 1])) == []
     assert sampled(torch.tensor([2, 2, 0, 0])) == [3]
+    # DGL's reverse_eids as a numpy array (any integer dtype) samples the same.
+    assert sampled(np.array([2, 3, 0, 1])) == []
+    assert sampled(np.array([2, 2, 0, 0], dtype=np.int32)) == [3]
 
 
 @pytest.mark.parametrize("layout", ["block", "pyg"])
@@ -148,6 +152,13 @@ def test_exclusion_arguments_are_checked():
         source.sample_neighbor(
             graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse + graph.num_edges
         )
+    for bad, error, match in [
+        (reverse.numpy().astype(np.float64), TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got a numpy array of float64"),
+        (reverse.tolist(), TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got list"),
+        (reverse.numpy()[:-1], ValueError, rf"`reverse_edge_ids` must be a \[num_edges\] = \[{graph.num_edges}\] .*got shape \({graph.num_edges - 1},\)"),
+    ]:
+        with pytest.raises(error, match=match):
+            source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=bad)
     not_reverse = torch.arange(graph.num_edges)
     with pytest.raises(ValueError, match=r"`reverse_edge_ids` must map every edge u -> v to an edge v -> u"):
         source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=not_reverse)

@@ -1,0 +1,52 @@
+"""Misuse that used to pass silently or with an unhelpful error: features fetched before
+the sampler, and a graph that is not a CSCGraph (errors point to the constructors)."""
+
+import numpy as np
+import pytest
+import torch
+
+import graphpipe as gp
+
+
+def _graph():
+    return gp.CSCGraph.from_coo(torch.tensor([1, 2, 0, 3]), torch.tensor([0, 1, 2, 2]), num_nodes=4)
+
+
+@pytest.mark.parametrize("sampler", ["sample_neighbor", "sample_layer_neighbor"])
+def test_fetch_feature_before_the_sampler_is_refused_when_the_pipe_is_built(sampler):
+    store = gp.FeatureStore({"feat": torch.randn(4, 3)})
+    items = gp.ItemSampler(gp.ItemSet(4), 2)
+    with pytest.raises(ValueError, match=r"a fetch_feature stage upstream of this sampler .* seeds' rows only; put "
+                       r"fetch_feature after the sampler"):
+        getattr(items.fetch_feature(store, ["feat"]), sampler)(_graph(), [2])
+    with pytest.raises(ValueError, match="fetch_feature stage upstream"):  # also with stages in between
+        getattr(items.fetch_feature(store, ["feat"]).transform(lambda mb: mb), sampler)(_graph(), [2])
+    getattr(items, sampler)(_graph(), [2]).fetch_feature(store, ["feat"])  # the right order
+
+
+def _not_graphs():
+    from torch_geometric.data import Data
+
+    edge_index = torch.tensor([[1, 2, 0], [0, 1, 2]])
+    cases = [
+        (Data(edge_index=edge_index, num_nodes=3), r"got a PyG Data: build the graph with graphpipe\.datasets\.from_pyg\(data\)\.graph"),
+        (edge_index, r"got a Tensor of shape \(2, 3\): build the graph with CSCGraph\.from_edge_index\(edge_index, num_nodes\)"),
+        (edge_index.numpy(), r"got a ndarray of shape \(2, 3\): .*CSCGraph\.from_coo\(src, dst, num_nodes\)"),
+        ("graph.pt", r"got str: build the graph with CSCGraph\.from_edge_index, CSCGraph\.from_coo"),
+    ]
+    try:
+        import networkx
+
+        cases.append((networkx.path_graph(3), r"got a networkx Graph: build the graph with CSCGraph\.from_edge_index\("))
+    except ImportError:
+        pass
+    return cases
+
+
+@pytest.mark.parametrize("stage", ["sample_neighbor", "sample_layer_neighbor", "sample_uniform_negative"])
+def test_a_graph_that_is_not_a_cscgraph_gets_an_error_naming_it_and_the_constructor(stage):
+    pytest.importorskip("torch_geometric")
+    items = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 1]]), names="seeds"), 1)
+    for graph, match in _not_graphs():
+        with pytest.raises(TypeError, match=r"`graph` must be a graphpipe\.CSCGraph, " + match):
+            getattr(items, stage)(graph, [2] if stage != "sample_uniform_negative" else 1)
