@@ -293,25 +293,24 @@ def check_graph(graph, where: str):
 
 def check_reverse_edge_ids(reverse_edge_ids, num_edges: int, where: str) -> torch.Tensor:
     """``reverse_edge_ids`` (user edge id -> user edge id of its reverse; DGL's
-    ``reverse_eids``) as a ``[num_edges]`` int64 CPU tensor, after checking it is a 1-D
-    integer tensor or numpy array (lists too) of ``num_edges`` ids in ``[0, num_edges)``."""
-    expected = (
-        f"a [num_edges] = [{num_edges}] integer tensor or numpy array (edge id -> the id of its reverse edge)"
-    )
+    ``reverse_eids``) as a ``[num_edges]`` int64 CPU tensor: an integer tensor, numpy array
+    or list of ``num_edges`` ids in ``[0, num_edges)``. TypeError for another kind of value,
+    ValueError for another shape or an id out of range."""
+    expected = f"a [num_edges] = [{num_edges}] integer tensor or numpy array (edge id -> the id of its reverse edge)"
     value = reverse_edge_ids
     if isinstance(value, (list, tuple)):
         try:
             value = torch.tensor(value)
         except (TypeError, ValueError, RuntimeError, OverflowError):
-            raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got a list that is not one") from None
+            raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got a list that is not one") from None
     elif isinstance(value, np.ndarray):
         if value.dtype.kind not in "iu":
-            raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got a numpy array of dtype {value.dtype}")
+            raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got a numpy array of dtype {value.dtype}")
         value = torch.from_numpy(value.astype(np.int64, copy=False))
     if not isinstance(value, torch.Tensor):
-        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got {type(value).__name__}")
+        raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got {type(value).__name__}")
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got dtype {value.dtype}")
     if value.dim() != 1 or value.numel() != num_edges:
         raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got shape {tuple(value.shape)}")
-    if value.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
-        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got dtype {value.dtype}")
     return check_node_ids(value.cpu(), num_edges, "reverse_edge_ids", where, kind="edge")

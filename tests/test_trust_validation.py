@@ -43,18 +43,18 @@ def test_reverse_edge_ids_in_every_integer_form(form):
 
 
 @pytest.mark.parametrize(
-    "value, message",
+    "value, error, message",
     [
-        (np.array([1.0, 0.0]), r"numpy array of dtype float64"),
-        (np.array([1, 0, 0]), r"got shape \(3,\)"),
-        (torch.tensor([[1, 0]]), r"got shape \(1, 2\)"),
-        (torch.tensor([1.0, 0.0]), r"got dtype torch.float32"),
-        ("01", r"got str"),
-        (np.array([1, 2]), r"edge id 2, out of range"),
+        (np.array([1.0, 0.0]), TypeError, r"numpy array of dtype float64"),
+        (np.array([1, 0, 0]), ValueError, r"got shape \(3,\)"),
+        (torch.tensor([[1, 0]]), ValueError, r"got shape \(1, 2\)"),
+        (torch.tensor([1.0, 0.0]), TypeError, r"got dtype torch.float32"),
+        ("01", TypeError, r"got str"),
+        (np.array([1, 2]), ValueError, r"edge id 2, out of range"),
     ],
 )
-def test_bad_reverse_edge_ids_name_the_argument_and_the_form(value, message):
-    with pytest.raises(ValueError, match=r"Sampler: `reverse_edge_ids`"):
+def test_bad_reverse_edge_ids_name_the_argument_and_the_form(value, error, message):
+    with pytest.raises(error, match=r"Sampler: `reverse_edge_ids`"):
         check_reverse_edge_ids(value, 2, "Sampler")
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         check_reverse_edge_ids(value, 2, "Sampler")

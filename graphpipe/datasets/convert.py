@@ -248,8 +248,10 @@ def _node_items(
     where: str, what: str, num_nodes: int, node_data: Dict[str, torch.Tensor], feature_key: str, label_key: str
 ) -> Tuple[Dict[str, torch.Tensor], Optional[torch.Tensor], Dict[str, Optional[ItemSet]]]:
     """``(features, labels, {split: ItemSet or None})`` of one node set (a type's nodes,
-    named by ``what`` in errors): labels and ``{split}_mask`` tensors are taken out of
-    ``node_data``, the rest are features (``feature_key`` stored as ``"feat"``)."""
+    named by ``what`` in errors): ``{split}_mask`` tensors are taken out of ``node_data``,
+    the rest are features (``feature_key`` stored as ``"feat"``); the labels stay a
+    feature too (under ``label_key``), so fetching it gives every batch node's label, as
+    PyG's NeighborLoader's ``y``."""
     node_data = dict(node_data)
     labels = node_data.pop(label_key, None)
     masks = {split: node_data.pop(f"{split}_mask", None) for split in _SPLITS}
@@ -270,6 +272,8 @@ def _node_items(
                 f"({num_nodes} nodes; more rows are kept, e.g. padding)"
             )
     features = {("feat" if key == feature_key else key): value.contiguous() for key, value in node_data.items()}
+    if labels is not None:
+        features[label_key] = labels
     sets = {}
     for split, mask in masks.items():
         if mask is None:

@@ -12,9 +12,8 @@ from ..minibatch import MiniBatch
 from ..ops import derive_key, sample_uniform_negatives
 from ..ops.negative_sampling import check_negative_ratio
 from ..ops.edge_lookup import in_neighbours_sorted
-from ..validation import check_int, check_node_pairs
+from ..validation import check_graph, check_int, check_node_pairs
 from .base import Pipe, functional_pipe
-from .subgraph_sampler import not_a_graph
 
 __all__ = ["UniformNegativeSampler", "with_negatives"]
 
@@ -71,8 +70,7 @@ class UniformNegativeSampler(Pipe):
     ):
         super().__init__()
         name = type(self).__name__
-        if not isinstance(graph, CSCGraph):
-            raise not_a_graph(graph, name)
+        check_graph(graph, name)
         if not isinstance(exclude_existing_edges, bool):
             raise TypeError(f"{name}: `exclude_existing_edges` must be a bool, got {exclude_existing_edges!r}")
         if exclude_existing_edges and (graph.indptr.is_cuda or graph.indices.is_cuda):

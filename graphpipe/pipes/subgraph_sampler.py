@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import List, Optional, Sequence
 
-import numpy as np
 import torch
 
 from ..csc_graph import CSCGraph, smallest_index_dtype
 from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
 from ..ops import LayerSample, derive_key, unique_and_compact
 from ..ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
-from ..validation import check_edge_weights, check_fanouts, check_int, check_node_ids, check_typed_fanouts
+from ..validation import (
+    check_edge_weights, check_fanouts, check_graph, check_int, check_node_ids, check_reverse_edge_ids, check_typed_fanouts,
+)
 from .base import Pipe, upstream
 from .feature_fetcher import FeatureFetcher
 from .hetero_sampling import sample_hetero_subgraphs
@@ -92,8 +93,7 @@ class SubgraphSampler(Pipe):
     ):
         super().__init__()
         name = type(self).__name__
-        if not isinstance(graph, CSCGraph):
-            raise not_a_graph(graph, name)
+        check_graph(graph, name)
         _check_no_fetch_before(source, name)
         if not isinstance(layout, str) or layout not in LAYOUTS:
             raise ValueError(
@@ -311,33 +311,6 @@ class SubgraphSampler(Pipe):
         return self.sample_subgraphs(minibatch)
 
 
-def not_a_graph(graph, where: str) -> TypeError:
-    """The error for a ``graph`` argument that is not a :class:`CSCGraph`: it names what
-    was passed and the constructor that makes a graph of it."""
-    kind = type(graph).__name__
-    module = type(graph).__module__.split(".")[0]
-    if module == "torch_geometric":
-        how = (
-            f"a PyG {kind}: build the graph with graphpipe.datasets.from_pyg(data).graph (with features and "
-            f"splits) or CSCGraph.from_edge_index(data.edge_index, data.num_nodes)"
-        )
-    elif module == "dgl":
-        how = f"a DGL {kind}: build the graph with graphpipe.datasets.from_dgl(g).graph"
-    elif module == "networkx":
-        how = (
-            f"a networkx {kind}: build the graph with CSCGraph.from_edge_index(torch.tensor(list(g.edges)).t(), "
-            f"g.number_of_nodes()) (nodes numbered 0..n-1)"
-        )
-    elif isinstance(graph, (torch.Tensor, np.ndarray)):
-        how = (
-            f"a {kind} of shape {tuple(graph.shape)}: build the graph with CSCGraph.from_edge_index(edge_index, "
-            f"num_nodes) from a [2, num_edges] edge index, or CSCGraph.from_coo(src, dst, num_nodes)"
-        )
-    else:
-        how = f"{kind}: build the graph with CSCGraph.from_edge_index, CSCGraph.from_coo or graphpipe.datasets.from_pyg / from_dgl"
-    return TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {how}")
-
-
 def _check_no_fetch_before(source, where: str) -> None:
     """Refuse node features fetched upstream of a sampler: they are the rows of the seeds
     (or of an earlier sampler's nodes), not of the ``input_nodes`` this sampler makes."""
@@ -365,16 +338,7 @@ def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: s
     ``reverse_edge_ids`` (user edge id -> user edge id of its reverse), after checking
     that every edge maps to one with swapped endpoints. ``O(num_edges)``, once."""
     num_edges = graph.num_edges
-    expected = f"a [num_edges] = [{num_edges}] integer tensor or numpy array (edge id -> the id of its reverse edge)"
-    if isinstance(reverse_edge_ids, np.ndarray):  # DGL users hold reverse_eids as numpy arrays
-        if not np.issubdtype(reverse_edge_ids.dtype, np.integer):
-            raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got a numpy array of {reverse_edge_ids.dtype}")
-        reverse_edge_ids = torch.from_numpy(reverse_edge_ids.astype(np.int64))
-    if not isinstance(reverse_edge_ids, torch.Tensor):
-        raise TypeError(f"{where}: `reverse_edge_ids` must be {expected}, got {type(reverse_edge_ids).__name__}")
-    if reverse_edge_ids.shape != (num_edges,):
-        raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got shape {tuple(reverse_edge_ids.shape)}")
-    reverse = check_node_ids(reverse_edge_ids.cpu(), num_edges, "reverse_edge_ids", where, kind="edge")
+    reverse = check_reverse_edge_ids(reverse_edge_ids, num_edges, where)
     user_ids = graph.map_edge_ids(torch.arange(num_edges))  # CSC position -> user id
     position_of = torch.empty(num_edges, dtype=torch.int64)
     position_of[user_ids] = torch.arange(num_edges)

@@ -33,12 +33,23 @@ def test_from_pyg_matches_the_data():
     assert torch.equal(ds.features["feat"].read(ids), data.x)
     assert torch.equal(ds.features["year"].read(ids), data.year)
     assert torch.equal(ds.features["edge", "edge_attr"].read(columns), data.edge_attr[columns])
-    assert set(ds.features.node_keys) == {"feat", "year"} and ds.features.edge_keys == ["edge_attr"]
+    assert set(ds.features.node_keys) == {"feat", "year", "y"} and ds.features.edge_keys == ["edge_attr"]
+    assert torch.equal(ds.features["y"].read(ids), data.y)  # NeighborLoader's y: every node's label
     assert torch.equal(ds.labels, data.y) and ds.num_classes == int(data.y.max()) + 1
     for item_set, mask in ((ds.train_set, data.train_mask), (ds.validation_set, data.val_mask), (ds.test_set, data.test_mask)):
         seeds = torch.nonzero(mask).view(-1)
         assert torch.equal(item_set.field("seeds"), seeds)
         assert torch.equal(item_set.field("labels"), data.y[seeds])
+
+
+def test_from_pyg_labels_of_every_batch_node_as_neighborloader_y():
+    pytest.importorskip("torch_geometric")
+    data = make_data()
+    ds = gp.datasets.from_pyg(data)
+    pipe = gp.ItemSampler(ds.train_set, 4).sample_neighbor(ds.graph, [2, 2], layout="pyg").fetch_feature(ds.features, ["feat", "y"])
+    batch = next(iter(pipe)).to_pyg()
+    assert batch.y.shape[0] == batch.num_nodes > batch.batch_size
+    assert torch.equal(batch.y, data.y[batch.n_id]) and torch.equal(batch.x, data.x[batch.n_id])
 
 
 def test_from_pyg_trains_through_a_pipe():

@@ -47,7 +47,8 @@ def test_from_pyg_hetero_keeps_the_typed_graph_features_and_splits():
     assert torch.equal(store["node", "author", "feat"].data, data["author"].x)
     assert torch.equal(store["node", "paper", "year"].data, data["paper"].year)
     assert torch.equal(store["edge", WRITES, "edge_attr"].data, data[WRITES].edge_attr)
-    assert ("node", "paper", "y") not in store and ("node", "paper", "train_mask") not in store
+    assert torch.equal(store["node", "paper", "y"].data, data["paper"].y)  # every node's label, as NeighborLoader's y
+    assert ("node", "paper", "train_mask") not in store
     assert set(ds.labels) == {"paper"} and torch.equal(ds.labels["paper"], data["paper"].y)
     assert ds.num_classes == int(data["paper"].y.max()) + 1
     for item_set, mask in ((ds.train_set, "train_mask"), (ds.validation_set, "val_mask"), (ds.test_set, "test_mask")):

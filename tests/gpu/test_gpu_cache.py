@@ -157,13 +157,13 @@ def test_out_buffer_int32_ids_and_cpu_ids():
 def test_bad_arguments():
     feature = Feature(table())
     with pytest.raises(ValueError, match="`policy` must be one of"):
-        GPUCachedFeature(feature, 100, "lru")
+        GPUCachedFeature(feature, 100, "lru", device=device)
     with pytest.raises(ValueError, match="`max_bytes` must be an int >= 0"):
-        GPUCachedFeature(feature, -1)
+        GPUCachedFeature(feature, -1, device=device)
     with pytest.raises(TypeError, match="`feature` must be a graphpipe Feature"):
-        GPUCachedFeature(table(), 100)
+        GPUCachedFeature(table(), 100, device=device)
     with pytest.raises(ValueError, match=r"`hotness` must be a 1-D tensor with one score per row \(200\)"):
-        GPUCachedFeature(feature, 100, hotness=torch.ones(3))
+        GPUCachedFeature(feature, 100, hotness=torch.ones(3), device=device)
     cache = GPUCachedFeature(feature, 100, device=device)
     with pytest.raises(ValueError, match=r"row id 200, out of range: valid ids are 0..199"):
         cache.read(torch.tensor([0, 200]))
@@ -184,7 +184,7 @@ def test_gpu_cached_feature_replaces_one_key_in_a_new_store():
     ids = torch.tensor([3, 3, 199])
     assert torch.equal(cached["feat"].read(ids).cpu(), store["feat"].read(ids))
     with pytest.raises(KeyError, match="unknown node feature 'nope'"):
-        gpu_cached_feature(store, "nope", 100)
+        gpu_cached_feature(store, "nope", 100, device=device)
 
 
 def test_cache_works_over_memmap_and_pin_is_a_fallback_without_cuda(tmp_path):
@@ -236,7 +236,7 @@ def test_hotter_rows_give_higher_hit_rate_than_cold_ones():
 def test_cuda_cache_over_pinned_feature_matches_and_syncs_twice_per_read():
     data = table(5000, 100)
     feature = Feature(data.clone()).pin_memory_()
-    cache = GPUCachedFeature(feature, 1000 * 400, "clock")
+    cache = GPUCachedFeature(feature, 1000 * 400, "clock", device=device)
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):
         ids = (torch.rand(3000, generator=gen) ** 2 * 5000).long().cuda()

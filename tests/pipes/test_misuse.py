@@ -29,15 +29,15 @@ def _not_graphs():
 
     edge_index = torch.tensor([[1, 2, 0], [0, 1, 2]])
     cases = [
-        (Data(edge_index=edge_index, num_nodes=3), r"got a PyG Data: build the graph with graphpipe\.datasets\.from_pyg\(data\)\.graph"),
-        (edge_index, r"got a Tensor of shape \(2, 3\): build the graph with CSCGraph\.from_edge_index\(edge_index, num_nodes\)"),
-        (edge_index.numpy(), r"got a ndarray of shape \(2, 3\): .*CSCGraph\.from_coo\(src, dst, num_nodes\)"),
-        ("graph.pt", r"got str: build the graph with CSCGraph\.from_edge_index, CSCGraph\.from_coo"),
+        (Data(edge_index=edge_index, num_nodes=3), r"got Data \(torch_geometric\); graphpipe\.datasets\.from_pyg\(data\)"),
+        (edge_index, r"got Tensor \(torch\); a \[2, num_edges\] edge_index .*CSCGraph\.from_edge_index\(edge_index"),
+        (edge_index.numpy(), r"got ndarray \(numpy\); .*CSCGraph\.from_coo\(src, dst, num_nodes=\.\.\.\)"),
+        ("graph.pt", r"got str; build one with CSCGraph\.from_edge_index"),
     ]
     try:
         import networkx
 
-        cases.append((networkx.path_graph(3), r"got a networkx Graph: build the graph with CSCGraph\.from_edge_index\("))
+        cases.append((networkx.path_graph(3), r"got Graph \(networkx\); .*CSCGraph\.from_coo\("))
     except ImportError:
         pass
     return cases

@@ -153,8 +153,8 @@ def test_exclusion_arguments_are_checked():
             graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse + graph.num_edges
         )
     for bad, error, match in [
-        (reverse.numpy().astype(np.float64), TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got a numpy array of float64"),
-        (reverse.tolist(), TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got list"),
+        (reverse.numpy().astype(np.float64), TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got a numpy array of dtype float64"),
+        ("reverse", TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got str"),
         (reverse.numpy()[:-1], ValueError, rf"`reverse_edge_ids` must be a \[num_edges\] = \[{graph.num_edges}\] .*got shape \({graph.num_edges - 1},\)"),
     ]:
         with pytest.raises(error, match=match):
