@@ -145,8 +145,8 @@ def test_the_collector_finalizing_a_worker_loader_waits_for_nothing_and_no_threa
     gc.collect()
     assert time.monotonic() - start < 0.5  # stopping waits up to 2 s, then terminates
     deadline = time.monotonic() + 10
-    while multiprocessing.active_children() and time.monotonic() < deadline:
-        time.sleep(0.05)  # the worker exits after its batch
+    while not _nothing_left_running() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the worker exits after its batch, then the loader thread waiting for it
     assert _nothing_left_running()
 
 
