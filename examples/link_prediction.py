@@ -12,7 +12,7 @@ node's noisy features reveal poorly and its neighbourhood well, so the GNN wins 
 (test MRR about 0.55 against 0.3 with the defaults; with the graph's default 60% of
 community edges, links are driven by degree, which both models pick up about equally).
 
-    python examples/link_prediction.py                   # about a minute on 2 CPU cores
+    python examples/link_prediction.py                   # 20 s on 2 CPU cores (35 s on a first run)
     python examples/link_prediction.py --small           # seconds (used by the tests)
     python examples/link_prediction.py --predictor dot --device cuda --num-nodes 500000
 """

@@ -4,7 +4,7 @@ Trains on the built-in synthetic power-law graph (R-MAT with planted communities
 ``graphpipe.datasets.synthetic_node_classification``) and compares with an MLP trained
 on the same node features: the labels follow the graph, so the GNN wins clearly.
 
-    python examples/node_classification.py                  # a few minutes on 2 CPU cores
+    python examples/node_classification.py                  # 25 s on 2 CPU cores (35 s on a first run)
     python examples/node_classification.py --small          # seconds (used by the tests)
     python examples/node_classification.py --device cuda --num-nodes 2000000
 """

@@ -46,9 +46,10 @@ from .transforms.defaults import (
     batch_pool, batch_pool_targets, gpu_side_streams, one_background_thread, overlap, pinned_copy,
 )
 from .transforms.graph import find, stages
+from .validation import as_int
 
 __all__ = [
-    "Calibration", "CalibrationBatch", "Plan", "StageCost", "calibrate", "candidates", "choose", "plan_transforms",
+    "Calibration", "CalibrationBatch", "Plan", "StageCost", "calibrate", "candidates", "check_plan", "choose", "plan_transforms",
     "predict", "ranked", "sampled_edges", "stage_timers",
 ]
 
@@ -181,23 +182,59 @@ def candidates(cores: int, pipe: Pipe) -> List[Plan]:
     return plans
 
 
-def plan_transforms(plan: Plan) -> List[Callable[[Pipe], Pipe]]:
-    """The transforms that run ``plan`` (GPU side streams and pinned copies around it, which
-    change nothing on the CPU)."""
+# The form of each plan: its keys besides "name".
+_PLAN_FORMS = {
+    "inline": {},
+    "one_thread": {},
+    "batch_pool": {"pool": "P"},
+    "overlap": {"pool": "P", "fetch_kernel_threads": "K"},
+}
+MAX_POOL = 64  # a plan's sampler batches at once (threads of its pool); the candidates use 1-8
+
+
+def check_plan(plan) -> Plan:
+    """``plan`` after checking that it is a plan (a dict from ``loader.plan``); a ValueError
+    names the key and the plan's form otherwise. ``P`` (``pool``): sampler batches at once,
+    one thread each, 1 to ``MAX_POOL``; ``K`` (``fetch_kernel_threads``): the fetcher's
+    kernel threads, ``>= 1`` (capped at numba's thread count when it runs)."""
     name = plan.get("name") if isinstance(plan, dict) else None
+    if not isinstance(name, str) or name not in _PLAN_FORMS:
+        raise ValueError(
+            "DataLoader: `plan` must be None, 'auto' or a plan from loader.plan (a dict whose 'name' is 'inline', "
+            f"'one_thread', 'batch_pool' or 'overlap'), got {plan!r}"
+        )
+    keys = _PLAN_FORMS[name]
+    form = "{" + ", ".join([f"'name': '{name}'"] + [f"'{key}': {letter}" for key, letter in keys.items()]) + "}"
+    form += {"batch_pool": f" with P in [1, {MAX_POOL}]", "overlap": f" with P in [1, {MAX_POOL}] and K >= 1"}.get(name, "")
+    missing = [key for key in keys if key not in plan]
+    unknown = [key for key in plan if key != "name" and key not in keys]
+    if missing or unknown:
+        problems = ([f"lacks {missing}"] if missing else []) + ([f"has unknown key(s) {unknown}"] if unknown else [])
+        raise ValueError(f"DataLoader: `plan` {plan!r} {' and '.join(problems)}; the form of a '{name}' plan is {form}")
+    for key, maximum in (("pool", MAX_POOL), ("fetch_kernel_threads", None)):
+        if key in keys:
+            value = as_int(plan[key])
+            if value is None or value < 1 or (maximum is not None and value > maximum):
+                expected = f"an int in [1, {maximum}]" if maximum is not None else "an int >= 1"
+                raise ValueError(
+                    f"DataLoader: `plan['{key}']` must be {expected}, got {plan[key]!r}; the form of a '{name}' plan "
+                    f"is {form}"
+                )
+    return plan
+
+
+def plan_transforms(plan: Plan) -> List[Callable[[Pipe], Pipe]]:
+    """The transforms that run ``plan`` (checked by :func:`check_plan`; GPU side streams and
+    pinned copies around it, which change nothing on the CPU)."""
+    name = check_plan(plan)["name"]
     if name == "inline":
         middle: List[Callable[[Pipe], Pipe]] = []
     elif name == "one_thread":
         middle = [one_background_thread]
     elif name == "overlap":
         middle = [overlap(plan["pool"], plan["fetch_kernel_threads"])]
-    elif name == "batch_pool":
-        middle = [batch_pool(plan["pool"])]
     else:
-        raise ValueError(
-            "DataLoader: `plan` must be None, 'auto' or a plan from loader.plan (a dict whose 'name' is 'inline', "
-            f"'one_thread', 'batch_pool' or 'overlap'), got {plan!r}"
-        )
+        middle = [batch_pool(plan["pool"])]
     return [gpu_side_streams, *middle, pinned_copy]
 
 

@@ -77,3 +77,17 @@ def test_hetero_rgcn_beats_the_mlp_on_paper_features():
         accuracy[model] = float(found[0])
     # Paper labels follow the typed graph more than the paper features.
     assert accuracy["R-GCN"] > accuracy["MLP"] + 0.1, accuracy
+
+
+def test_hetero_rgcns_defaults_are_the_run_its_docstring_times():
+    """100,000 papers for 4 epochs took 30 min on a busy 2-core machine against a docstring
+    saying "a few minutes"; 20,000 papers for 3 epochs took 24 s (R-GCN 95%, MLP 22%)."""
+    pytest.importorskip("torch_geometric")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hetero_rgcn", ROOT / "examples" / "hetero_rgcn.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    args = example.parse_args([])
+    assert (args.num_papers, args.epochs, args.batch_size) == (20_000, 3, 1024)
+    assert "python examples/hetero_rgcn.py            # 25 s on 2 CPU cores" in example.__doc__

@@ -213,8 +213,9 @@ def test_break_keyboard_interrupt_close_and_del_stop_every_thread():
     next(first)
     second = iter(loader)  # a new epoch ends the unfinished one
     assert _threads() == [] and next(second).batch_index == 40  # epoch 4
-    del loader  # the iterator `second` still holds the epoch (and the loader)
-    assert len(_threads()) == 1
+    del loader  # the threads stop; the iterator holds what it runs, not the loader
+    assert _threads() == []
+    assert next(second).batch_index == 41 and len(_threads()) == 1  # used again: they start again
     del first, second
     assert _threads() == []
 

@@ -1,4 +1,5 @@
 import json
+import re
 import time
 from types import SimpleNamespace
 
@@ -333,6 +334,26 @@ def test_bad_plans():
         gp.DataLoader(_chain(), plan="fastest")
     with pytest.raises(ValueError, match=r"pass `plan` or `transforms`/`num_workers`, not both"):
         gp.DataLoader(_chain(), plan="auto", transforms=[])
+
+
+@pytest.mark.parametrize(
+    "plan, says",
+    [
+        ({"name": "overlap", "fetch_kernel_threads": 1}, r"`plan` \{'name': 'overlap', 'fetch_kernel_threads': 1\} lacks \['pool'\]"),
+        ({"name": "overlap", "pool": 100_000, "fetch_kernel_threads": 1}, r"`plan\['pool'\]` must be an int in \[1, 64\], got 100000"),
+        ({"name": "batch_pool", "pool": "2"}, r"`plan\['pool'\]` must be an int in \[1, 64\], got '2'"),
+        ({"name": "overlap", "pool": 2, "fetch_kernel_threads": 0}, r"`plan\['fetch_kernel_threads'\]` must be an int >= 1, got 0"),
+        ({"name": "inline", "pool": 2}, r"has unknown key\(s\) \['pool'\]; the form of a 'inline' plan is \{'name': 'inline'\}$"),
+    ],
+)
+def test_a_plan_without_its_keys_or_with_a_huge_pool_is_refused_with_its_form(plan, says):
+    with pytest.raises(ValueError, match=says):
+        gp.DataLoader(_chain(), plan=plan)
+    name = plan["name"]
+    form = {"overlap": "{'name': 'overlap', 'pool': P, 'fetch_kernel_threads': K} with P in [1, 64] and K >= 1",
+            "batch_pool": "{'name': 'batch_pool', 'pool': P} with P in [1, 64]", "inline": "{'name': 'inline'}"}[name]
+    with pytest.raises(ValueError, match=re.escape(f"the form of a '{name}' plan is {form}")):
+        gp.DataLoader(_chain(), plan=plan)
 
 
 def test_resuming_inside_the_calibration(monkeypatch):

@@ -15,6 +15,7 @@ of its arguments alone: the same on every run, platform and numba thread count.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Iterator, Sequence, Tuple
 
 import numba
@@ -25,6 +26,7 @@ from ..csc_graph import CSCGraph, smallest_index_dtype
 from ..feature_store import FeatureStore
 from ..item_set import ItemSet
 from ..ops.random import derive_key, hash2, uniform, uniform_open
+from ..pipes.compile import CompileJob
 from ..validation import check_int
 from .base import NodeClassificationDataset
 
@@ -32,6 +34,9 @@ __all__ = ["rmat_edges", "synthetic_node_classification"]
 
 # Independent random streams of one seed, one per generation step.
 _RMAT, _RELABEL, _LABELS, _REWIRE, _SPLIT, _MEANS, _FEATURES = range(7)
+# Compiling the generator's kernels, once per install, on 2 cores, for the notice (with an
+# empty numba cache: 4.9-5.3 s on a quiet machine).
+GENERATION_FIRST_RUN = "5-10 s"
 
 
 def rmat_edges(
@@ -170,6 +175,15 @@ def synthetic_node_classification(
             f"summing to at most 1, got {split!r}"
         )
 
+    # The kernels first, on a tiny graph: compiling them takes long once (a notice says so).
+    tiny = partial(_generate, 256, 8, 2, 4, 0.5, 1.0, (0.3, 0.3, 0.3), 0)
+    CompileJob([(where, tiny)], background=False, first_run=GENERATION_FIRST_RUN, kernel=_rmat_kernel).wait()
+    return _generate(num_nodes, avg_degree, num_classes, feature_dim, rewire_fraction, feature_noise, split, seed)
+
+
+def _generate(num_nodes, avg_degree, num_classes, feature_dim, rewire_fraction, feature_noise, split, seed):
+    """:func:`synthetic_node_classification`'s dataset, for checked arguments."""
+    where = "synthetic_node_classification"
     src, dst = rmat_edges(num_nodes, num_nodes * avg_degree // 2, seed=seed)
     src, dst = src.numpy(), dst.numpy()
     labels = np.minimum(

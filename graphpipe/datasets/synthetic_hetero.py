@@ -51,6 +51,7 @@ from ..csc_graph import _INDPTR, CSCGraph, smallest_index_dtype
 from ..feature_store import FeatureStore
 from ..item_set import HeteroItemSet, ItemSet
 from ..ops.random import hash2, uniform, uniform_bits
+from ..pipes.compile import CompileJob
 from ..validation import check_int
 from .synthetic import (
     _alias_tables,
@@ -81,6 +82,9 @@ _NODE_TYPES = ("author", "field_of_study", "institution", "paper")  # sorted: th
 
 # Random streams of one seed: communities and activities per node type, edges per
 # relation, then features and the split (numbers apart from synthetic.py's 0..6).
+# Compiling the generator's kernels, once per install, on 2 cores, for the notice (with an
+# empty numba cache: 5.8 s on a quiet machine).
+MAG_FIRST_RUN = "5-10 s"
 _STREAM_BASE = 100
 _COMMUNITY = {t: _STREAM_BASE + i for i, t in enumerate(_NODE_TYPES)}
 _ACTIVITY = {t: _STREAM_BASE + 10 + i for i, t in enumerate(_NODE_TYPES)}
@@ -207,7 +211,14 @@ def synthetic_mag(
     sizes = [int(f * num_papers) for f in split]
     if min(sizes) < 1:
         raise ValueError(f"{where}: `split` {split!r} leaves an empty set among {num_papers} papers; use more papers")
+    # The kernels first, on a tiny graph: compiling them takes long once (a notice says so).
+    tiny = functools.partial(_generate, 64, 2, 4, 0.5, 1.0, 2.5, [51, 6, 6], 0)
+    CompileJob([(where, tiny)], background=False, first_run=MAG_FIRST_RUN, kernel=_draw_other_ends).wait()
+    return _generate(num_papers, num_classes, feature_dim, homophily, feature_noise, degree_exponent, sizes, seed)
 
+
+def _generate(num_papers, num_classes, feature_dim, homophily, feature_noise, degree_exponent, sizes, seed):
+    """:func:`synthetic_mag`'s dataset, for checked arguments (``sizes``: papers per split)."""
     num_nodes = {"paper": num_papers}
     num_nodes.update({t: max(1, round(rate * num_papers)) for t, rate in _NODES_PER_PAPER.items()})
     nodes = {t: _Nodes(num_nodes[t], num_classes, degree_exponent, seed, t) for t in _NODE_TYPES}

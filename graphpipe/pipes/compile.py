@@ -32,6 +32,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numba
 import numpy as np
 import torch
+from numba.core import event
 
 from ..feature_store import Feature
 from ..ops.compile import cache_dir, compile_gather_rows, compile_unique_and_compact
@@ -46,6 +47,11 @@ logger = logging.getLogger("graphpipe")
 
 # Tasks that end within this long loaded their kernels from the cache: no notice.
 NOTICE_AFTER_S = 1.0
+# How long a first run's compilation takes on 2 cores, for the notice: with an empty numba
+# cache, 5.4-6.5 s from DataLoader() to the first batch of sample_neighbor and
+# sample_layer_neighbor on the 200k-node synthetic graph, and 9.2-9.8 s to the job's end
+# (its helper process included), with the machine otherwise quiet.
+LOADER_FIRST_RUN = "5-10 s"
 
 Task = Tuple[str, Callable[[], None]]
 
@@ -62,7 +68,9 @@ class CompileJob:
     ``wait()`` blocks until they are done and re-raises a task's exception. When they
     take longer than ``notice_after`` seconds (numba's cache did not have the kernels),
     one line goes to the ``graphpipe`` logger (printed on stderr unless logging is
-    configured otherwise), and one more when they end. With ``helper_process``, the
+    configured otherwise), saying that a first run takes ``first_run`` and where numba
+    caches ``kernel`` (one of the kernels; graphpipe's ops by default), and one more when
+    they end. With ``helper_process``, the
     tasks after the current one then run in a helper process instead (their functions
     must pickle); :attr:`handed_off` is the index of the first of them.
     """
@@ -73,8 +81,12 @@ class CompileJob:
         background: bool = True,
         notice_after: float = NOTICE_AFTER_S,
         helper_process: bool = False,
+        first_run: str = LOADER_FIRST_RUN,
+        kernel=None,
     ):
         self.tasks: List[Task] = list(tasks)
+        self.first_run = first_run
+        self._cache_dir = partial(cache_dir, kernel) if kernel is not None else cache_dir
         self.seconds: Optional[float] = None  # how long the tasks took, once done
         self.handed_off: Optional[int] = None  # the tasks from here on ran in a helper process
         self._helper_process = helper_process
@@ -95,6 +107,7 @@ class CompileJob:
     def _run(self) -> None:
         global _notice_shown
         start = time.perf_counter()
+        _in_job.active = True  # its compilations have this job's notice
         try:
             for index, (_, task) in enumerate(self.tasks):
                 with self._lock:
@@ -107,6 +120,7 @@ class CompileJob:
         except BaseException as error:  # kept for wait(); a batch that runs the task raises it too
             self._error = error
         finally:
+            _in_job.active = False
             self.seconds = time.perf_counter() - start
             self._timer.cancel()
             # The notices are written under the lock, and "ready" before wait() returns.
@@ -125,10 +139,11 @@ class CompileJob:
             self._noticed = _notice_shown = True
             names = ", ".join(dict.fromkeys(name for name, _ in self.tasks[self._current :]))
             logger.warning(
-                "graphpipe: compiling numba kernels for %s (a first run takes 10-40 s; later runs load them "
+                "graphpipe: compiling numba kernels for %s (a first run takes %s on 2 cores; later runs load them "
                 "from the cache in %s)",
                 names,
-                cache_dir(),
+                self.first_run,
+                self._cache_dir(),
             )
             if self._helper_process:
                 self._hand_off(self._current + 1)
@@ -161,6 +176,76 @@ class CompileJob:
         if finished and self._error is not None:
             raise self._error
         return finished
+
+
+class _InJob(threading.local):
+    active = False  # this thread is running a CompileJob's tasks
+
+
+_in_job = _InJob()
+
+
+class _OnDemandNotice(event.Listener):
+    """Says why a batch waits when it needs a graphpipe kernel that no job compiled
+    (numba compiles it on demand, in the batch's thread): one line on the ``graphpipe``
+    logger when the compilation takes longer than ``NOTICE_AFTER_S``, one when it ends.
+
+    A cold first epoch's last, partial batch did this silently for 9-19 s: its layers
+    hold few ids spread over the graph, which ``unique_and_compact`` gives to its
+    sparse-id (hash) kernel, while every full batch used the dense one. The loader's job
+    compiles that kernel too, but in its helper process, which had not written it to the
+    cache by the end of a short epoch (a 13-batch epoch ended 3 s before it on a quiet
+    machine). Compilations in a CompileJob (which has its own notice) and of functions
+    outside graphpipe are not reported;
+    numba compiles one function at a time (its compiler lock), so one counter of nested
+    compilations is enough."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._compilation = 0  # counts the reported compilations; the one running, if any
+        self._running: Optional[Tuple[threading.Timer, float]] = None  # its timer and start
+        self._noticed = False
+
+    def on_start(self, ev) -> None:
+        self._depth += 1
+        function = ev.data["dispatcher"].py_func
+        module = getattr(function, "__module__", None) or ""
+        if self._depth > 1 or _in_job.active or not module.startswith("graphpipe."):
+            return
+        with self._lock:
+            self._compilation += 1
+            timer = threading.Timer(NOTICE_AFTER_S, self._notice, (f"{module}.{function.__qualname__}", self._compilation))
+            timer.daemon = True
+            self._running = (timer, time.perf_counter())
+            timer.start()
+
+    def on_end(self, ev) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        with self._lock:
+            running, self._running = self._running, None
+            if running is not None:
+                running[0].cancel()
+                if self._noticed:
+                    self._noticed = False
+                    logger.warning("graphpipe: kernel ready after %.1f s", time.perf_counter() - running[1])
+
+    def _notice(self, name: str, compilation: int) -> None:
+        with self._lock:
+            if self._running is None or compilation != self._compilation:
+                return  # ended meanwhile
+            self._noticed = True
+            logger.warning(
+                "graphpipe: a batch waits for numba to compile %s (its first use in this install, e.g. by a "
+                "smaller last batch; later runs load it from the cache in %s)",
+                name,
+                cache_dir(),
+            )
+
+
+event.register("numba:compile", _OnDemandNotice())
 
 
 def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob:

@@ -26,19 +26,34 @@ stage                  where the work runs
 Every background thread has a bounded queue and a stop event; an exception in it is
 re-raised in the consumer (the original exception object, so its traceback still
 shows the frames of the background thread). Leaving a loop early (``break``,
-``close()``, garbage collection, KeyboardInterrupt) stops and joins the threads, waiting
-at most 2 s for the batch each is computing: threads are daemons, and one still running
-then (a long kernel cannot be interrupted) is left to finish with a warning, so Ctrl-C
-always gets through.
+``close()``, KeyboardInterrupt) stops and joins the threads, waiting at most 2 s for the
+batch each is computing: threads are daemons, and one still running then (a long kernel
+cannot be interrupted) is left to finish with a warning, so Ctrl-C always gets through.
+Two places only signal or wait less:
+
+* Inside the garbage collector (an iterator or a loader in a reference cycle), stopping
+  signals and does not wait: the collector can run while CPython holds its thread-list
+  lock (it did inside ``sys._current_frames()``), and a join there releases the GIL with
+  that lock held, which deadlocks every thread. The threads end on their own at their
+  next poll (50 ms) or batch.
+* At interpreter exit, threads not stopped yet (an unfinished epoch's iterator still
+  referenced) are stopped and waited for, 2 s at most, by an ``atexit`` hook. Python 3.11
+  kills a daemon thread that wants the GIL after finalization began with
+  ``pthread_exit``, whose unwinding through torch's C++ frames (a tensor freed, an op
+  returning) called ``std::terminate``: "terminate called without an active exception",
+  SIGABRT, in most runs of a script that ended mid-epoch.
 """
 
 from __future__ import annotations
 
+import atexit
+import gc
 import itertools
 import queue
 import threading
 import time
 import warnings
+import weakref
 from collections import deque
 from concurrent.futures import Future
 from typing import Callable, Iterable, Iterator, List, Optional
@@ -64,6 +79,24 @@ _STOP_TIMEOUT_S = 2.0
 # (LABOR-0: 51.8-54.4 and 54.0-55.5), four interleaved pairs on the 2M-node benchmark graph.
 _SUBMITTED_PER_THREAD = 2
 _thread_ids = itertools.count(1)
+# Background threads and pools not asked to stop yet (stopped at exit by _stop_at_exit).
+_running: "weakref.WeakSet" = weakref.WeakSet()
+_running_lock = threading.Lock()
+# The ident of the thread the garbage collector is running in, else None (set by _on_gc).
+_collector_thread: List[Optional[int]] = [None]
+
+
+def _on_gc(phase: str, info) -> None:
+    _collector_thread[0] = threading.get_ident() if phase == "start" else None
+
+
+gc.callbacks.append(_on_gc)
+
+
+def in_collector() -> bool:
+    """Whether this thread is running the garbage collector (a finalizer it called):
+    stopping then signals and does not wait (see the module docstring)."""
+    return _collector_thread[0] == threading.get_ident()
 
 
 def _per_batch_function(stage: Pipe, where: str) -> Callable:
@@ -120,7 +153,10 @@ class _BackgroundThread:
         self.queue: queue.Queue = queue.Queue(maxsize)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(make_iterator, kernel_threads), name=name, daemon=True)
+        self.threads = [self.thread]
         self.thread.start()
+        with _running_lock:
+            _running.add(self)
 
     def _run(self, make_iterator, kernel_threads) -> None:
         iterator = None
@@ -154,10 +190,16 @@ class _BackgroundThread:
                 if not self.thread.is_alive() and self.queue.empty():
                     return _Failure(RuntimeError(f"background thread {self.thread.name} ended without a result"))
 
+    def signal_stop(self) -> None:
+        """Tell the thread to stop at its next poll, without waiting for it."""
+        with _running_lock:
+            _running.discard(self)
+        self.stop_event.set()
+
     def stop(self) -> None:
         """Stop the thread and wait up to ``_STOP_TIMEOUT_S`` for it to finish the item it is
         computing; warn and leave it behind if it is still running then."""
-        self.stop_event.set()
+        self.signal_stop()
         while True:
             try:
                 self.queue.get_nowait()
@@ -167,11 +209,11 @@ class _BackgroundThread:
 
 
 def _join_or_warn(threads) -> None:
-    """Join ``threads`` within ``_STOP_TIMEOUT_S`` in all; warn about those still running."""
-    deadline = time.monotonic() + _STOP_TIMEOUT_S
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    running = [thread.name for thread in threads if thread.is_alive()]
+    """Join ``threads`` within ``_STOP_TIMEOUT_S`` in all; warn about those still running.
+    Inside the garbage collector: return at once (see the module docstring)."""
+    if in_collector():
+        return
+    running = _join(threads)
     if running:
         warnings.warn(
             f"graphpipe: background thread(s) {', '.join(running)} still running a batch {_STOP_TIMEOUT_S:g} s "
@@ -180,6 +222,14 @@ def _join_or_warn(threads) -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def _join(threads) -> List[str]:
+    """Join ``threads`` within ``_STOP_TIMEOUT_S`` in all; the names of those still running."""
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [thread.name for thread in threads if thread.is_alive()]
 
 
 class _DaemonThreadPool:
@@ -197,6 +247,8 @@ class _DaemonThreadPool:
         ]
         for thread in self.threads:
             thread.start()
+        with _running_lock:
+            _running.add(self)
 
     def _work(self, initializer, initargs) -> None:
         try:
@@ -223,8 +275,11 @@ class _DaemonThreadPool:
         self.tasks.put((future, fn, arg))
         return future
 
-    def shutdown(self) -> None:
-        """Cancel the calls not started yet and stop the threads (see :func:`_join_or_warn`)."""
+    def signal_stop(self) -> None:
+        """Cancel the calls not started yet and tell the threads to stop after their current
+        call, without waiting for them."""
+        with _running_lock:
+            _running.discard(self)
         while True:
             try:
                 task = self.tasks.get_nowait()
@@ -234,7 +289,25 @@ class _DaemonThreadPool:
                 task[0].cancel()
         for _ in self.threads:
             self.tasks.put(None)
+
+    def shutdown(self) -> None:
+        """:meth:`signal_stop`, then wait for the threads (see :func:`_join_or_warn`)."""
+        self.signal_stop()
         _join_or_warn(self.threads)
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """Stop the background threads and pools still running (an unfinished epoch whose
+    iterator is still referenced) before the interpreter finalizes, waiting
+    ``_STOP_TIMEOUT_S`` at most (see the module docstring), without a warning: the
+    threads of a stop that already warned (Ctrl-C in a long kernel) are among them.
+    Background threads are told first, so none feeds a pool after the pool was told."""
+    with _running_lock:
+        running = sorted(_running, key=lambda stage: isinstance(stage, _DaemonThreadPool))
+    for stage in running:
+        stage.signal_stop()
+    _join([thread for stage in running for thread in stage.threads])
 
 
 def _drain(producer: _BackgroundThread) -> Iterator:

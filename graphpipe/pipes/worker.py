@@ -43,9 +43,9 @@ from torch._utils import ExceptionWrapper
 
 from .base import Pipe, upstream
 from ..validation import check_int
-from .stages import Timed
+from .stages import Timed, in_collector
 
-__all__ = ["ProcessWorkers", "Shard"]
+__all__ = ["ProcessWorkers", "Shard", "check_main_guard"]
 
 _POLL_S = 0.05
 _JOIN_TIMEOUT_S = 2.0  # how long stopping waits for busy workers before terminating them
@@ -101,12 +101,13 @@ def _put(out, item, serving) -> bool:
     return False
 
 
-def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shutdown, consumer_pid: int) -> None:
-    """Body of worker process ``rank``: serve epochs of its shard of ``pipe`` until told to stop.
+def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop, consumer_pid: int) -> None:
+    """Body of worker process ``rank``: serve epochs of its shard of ``pipe`` until told to stop
+    (``stop.value`` set, a ``None`` command, or the consumer gone).
 
     A command ``(run, epoch, start)`` starts an epoch at its batch ``start``; every message is tagged with ``run``, so
     the consumer can drop what an aborted run left in the queue. The run ends early when
-    ``current`` (the run the consumer wants) changes.
+    ``current.value`` (the run the consumer wants) changes.
     """
     # The consumer handles Ctrl-C and stops the workers; at shutdown nothing left in the
     # queue matters, so the process exits without flushing it.
@@ -119,7 +120,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
     timed = [stage for stage in upstream(pipe) if isinstance(stage, Timed)]
-    while not shutdown.is_set():
+    while not stop.value:
         try:
             command = commands.get(timeout=_POLL_S)
         except queue.Empty:
@@ -131,7 +132,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, shut
         run, epoch, start = command
 
         def serving():
-            return current.value == run and not shutdown.is_set() and _process_exists(consumer_pid)
+            return current.value == run and not stop.value and _process_exists(consumer_pid)
 
         for stage in timed:
             stage.reset()
@@ -192,8 +193,16 @@ def _unguarded_main_line() -> Optional[Tuple[str, int]]:
     workers then runs in every worker. Seen from the main thread's stack, it is a
     module-level frame of ``__main__`` whose line is in no guard, or (inside a worker
     that re-runs the script) any module-level frame of ``__mp_main__``.
+
+    Only the calling thread's own frames are walked, in the main thread (elsewhere it
+    returns None): walking other threads' frames (``sys._current_frames()``) runs with
+    CPython's thread-list lock held, and a garbage collection inside it that finalized a
+    loader once deadlocked every thread. A DataLoader checks in the main thread when an
+    epoch starts worker processes (:func:`check_main_guard`).
     """
-    frame = sys._current_frames().get(threading.main_thread().ident)
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    frame = sys._getframe(1)
     while frame is not None:
         code, name = frame.f_code, frame.f_globals.get("__name__")
         if code.co_name == "<module>" and name in ("__main__", "__mp_main__"):
@@ -213,7 +222,9 @@ def _unguarded_main_line() -> Optional[Tuple[str, int]]:
     return None
 
 
-def _check_main_guard(num_workers: int) -> None:
+def check_main_guard(num_workers: int) -> None:
+    """Raise if the main script starts worker processes from unguarded module-level code
+    (see :func:`_unguarded_main_line`); a no-op outside the main thread."""
     unguarded = _unguarded_main_line()
     if unguarded is None:
         return
@@ -232,20 +243,21 @@ class _WorkerPool:
     """``num_workers`` processes serving epochs of one chain; see :class:`ProcessWorkers`."""
 
     def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int):
-        _check_main_guard(num_workers)
+        check_main_guard(num_workers)
         context = mp.get_context("forkserver")
         context.set_forkserver_preload(["graphpipe"])
-        self.current = context.Value("q", 0)
-        self.shutdown = context.Event()
+        # Shared memory without locks: stopping (from a finalizer too) only writes them.
+        self.current = context.RawValue("q", 0)  # the run the consumer wants, 0: none
+        self.stop = context.RawValue("b", 0)  # 1: every worker exits
         self.commands = [context.Queue() for _ in range(num_workers)]
         self.results = [context.Queue(buffer_size) for _ in range(num_workers)]
         self.processes = []
         self.last_run = 0
-        self._finalizer = weakref.finalize(self, _stop_pool, self.processes, self.commands, self.results, self.shutdown)
+        self._finalizer = weakref.finalize(self, _stop_pool, self.processes, self.commands, self.results, self.stop)
         for rank in range(num_workers):
             process = context.Process(
                 target=_serve,
-                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.shutdown, os.getpid()),
+                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.stop, os.getpid()),
                 name=f"graphpipe-worker-{rank}",
                 daemon=True,
             )
@@ -271,10 +283,14 @@ class _WorkerPool:
         self._finalizer()
 
 
-def _stop_pool(processes, commands, results, shutdown) -> None:
+def _stop_pool(processes, commands, results, stop) -> None:
     """Ask the workers to stop; terminate those still busy after ``_JOIN_TIMEOUT_S`` in all
-    (a batch in a long kernel), so that close() and Ctrl-C return promptly."""
-    shutdown.set()
+    (a batch in a long kernel), so that close() and Ctrl-C return promptly. Inside the
+    garbage collector only ``stop`` is set: the workers see it within ``_POLL_S`` and
+    exit, and nothing here waits (see :mod:`graphpipe.pipes.stages`)."""
+    stop.value = 1
+    if in_collector():
+        return
     for command in commands:
         command.put(None)
     deadline = time.monotonic() + _JOIN_TIMEOUT_S
@@ -334,6 +350,10 @@ class ProcessWorkers(Pipe):
 
     def label(self) -> str:
         return f"ProcessWorkers({self.num_workers})"
+
+    def running(self) -> bool:
+        """Whether the worker processes are up (the next epoch starts none)."""
+        return self._pool is not None and self._pool.alive()
 
     def close(self) -> None:
         """Stop the worker processes (the next epoch starts new ones)."""

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from toy_pipes import (
     live_graphpipe_threads,
     python_chain,
     same_minibatch,
+    three_seconds_from_batch_1,
     with_fake_subgraphs,
 )
 
@@ -119,6 +121,32 @@ def test_early_break_ends_the_epoch_and_close_or_del_stop_the_workers():
     assert len(multiprocessing.active_children()) == 2
     del loader
     del iterator
+    assert _nothing_left_running()
+
+
+def test_the_collector_finalizing_a_worker_loader_waits_for_nothing_and_no_thread_walks_others(monkeypatch):
+    """A loader in a reference cycle is finalized by the garbage collector, which can run
+    while CPython holds its thread-list lock (it ran inside sys._current_frames(), called
+    by the main-guard check from a loader thread): joining the workers there deadlocked
+    every thread. The check walks the main thread's own frames when the epoch starts, and
+    the finalizer only tells the (busy) worker to stop."""
+
+    def walk_other_threads():
+        raise AssertionError("sys._current_frames() called")
+
+    monkeypatch.setattr(sys, "_current_frames", walk_other_threads)
+    loader = gp.DataLoader(python_chain(three_seconds_from_batch_1), num_workers=1)
+    iterator = iter(loader)
+    assert next(iterator).batch_index == 0
+    time.sleep(0.3)  # the worker is in batch 1's 3 s
+    loader.cycle = (loader, iterator)
+    del loader, iterator
+    start = time.monotonic()
+    gc.collect()
+    assert time.monotonic() - start < 0.5  # stopping waits up to 2 s, then terminates
+    deadline = time.monotonic() + 10
+    while not _nothing_left_running() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the worker exits after its batch, then the loader thread waiting for it
     assert _nothing_left_running()
 
 

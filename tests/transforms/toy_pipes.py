@@ -96,3 +96,10 @@ def with_fake_subgraphs(minibatch):
 
 def same_minibatch(minibatch):
     return minibatch
+
+
+def three_seconds_from_batch_1(minibatch):
+    """Busy for 3 s from batch 1 on: longer than stopping waits for a worker (2 s)."""
+    if minibatch.batch_index >= 1:
+        time.sleep(3)
+    return minibatch
