@@ -228,18 +228,6 @@ def test_to_pyg_feature_choice_and_errors(monkeypatch):
         mb.to_pyg("feat")
 
 
-def test_install_hints_name_the_distribution_graphpipe_gnn():
-    """The index's `graphpipe` is an unrelated project: hints say graphpipe-gnn[...]."""
-    import pathlib
-    import re
-
-    package = pathlib.Path(__file__).resolve().parent.parent / "graphpipe"
-    for name in ("minibatch.py", "hetero_minibatch.py", "item_set.py", "feature_store.py", "gpu_cache.py", "cpu_cache.py"):
-        assert not re.search(r"graphpipe\[", (package / name).read_text()), name
-    for path in [*(package / "ops").glob("*.py"), *(package / "pipes").glob("*.py")]:
-        assert not re.search(r"graphpipe\[", path.read_text()), path
-
-
 def test_repr_shows_shapes_and_dtypes_not_values():
     _, _, mb = _batch(weighted=True)
     mb = replace(mb, node_features={"feat": torch.full((mb.input_nodes.numel(), 300), 123456.0)})
