@@ -143,11 +143,14 @@ def test_the_collector_finalizing_a_worker_loader_waits_for_nothing_and_no_threa
     del loader, iterator
     start = time.monotonic()
     gc.collect()
-    assert time.monotonic() - start < 0.5  # stopping waits up to 2 s, then terminates
+    collecting = time.monotonic() - start
     deadline = time.monotonic() + 10
     while not _nothing_left_running() and time.monotonic() < deadline:
         time.sleep(0.05)  # the worker exits after its batch, then the loader thread waiting for it
     assert _nothing_left_running()
+    # A stop that waited would take 2 s (then terminate) or forever; under a loaded machine the
+    # collection itself may take some tenths of a second.
+    assert collecting < 1.5
 
 
 def test_unpicklable_worker_chains_get_a_clear_error():
