@@ -1,7 +1,7 @@
 """Minor page faults and CPU time per batch of the NS and LABOR-0 chains, loader and plain.
 
     RETAIN=0 OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000 .venv/bin/python benchmarks/page_faults.py
-    RETAIN=1 ... (opts in to graphpipe.allocator.retain_freed_memory() first)
+    RETAIN=1 ... (opts in to graphpipe._internal.allocator.retain_freed_memory() first)
 
 Fault counts do not depend on the machine's load, unlike times: the numbers in RESULTS.md's
 stage-protocol section come from this script on the 2M-node benchmark graph (``N`` nodes).
@@ -18,7 +18,7 @@ WARMUP, MEASURED = 8, 30
 
 def main() -> None:
     if os.environ.get("RETAIN") == "1":
-        from graphpipe.allocator import retain_freed_memory
+        from graphpipe._internal.allocator import retain_freed_memory
 
         print("retain_freed_memory:", retain_freed_memory())
     data = gp.datasets.synthetic_node_classification(num_nodes=int(os.environ.get("N", "2000000")), avg_degree=34, seed=0)

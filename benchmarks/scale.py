@@ -51,8 +51,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import graphpipe as gp  # noqa: E402
 from common import measure_rate  # noqa: E402
-from graphpipe.cpu_cache import CPUCachedFeature  # noqa: E402
-from graphpipe.disk_feature import DiskBasedFeature  # noqa: E402
+from graphpipe.features.cpu_cache import CPUCachedFeature  # noqa: E402
+from graphpipe.features.disk import DiskBasedFeature  # noqa: E402
 
 _CHECK_MODULUS = 2048  # every integer below it is exact in float16
 

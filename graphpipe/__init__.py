@@ -8,25 +8,26 @@
         ...
 """
 
-from . import _numba_cache
+from graphpipe._internal import numba_cache
 
-_numba_cache.install()  # before any kernel is saved: several processes may compile at once
+numba_cache.install()  # before any kernel is saved: several processes may compile at once
 
-from . import datasets  # noqa: E402
-from . import ops
-from . import transforms
-from .csc_graph import CSCGraph
-from .feature_store import Feature, FeatureStore
-from .disk_feature import DiskBasedFeature
-from .cpu_cache import CPUCachedFeature
-from .gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
-from .item_set import HeteroItemSet, ItemSet, ItemSetDict
-from .loader import DataLoader
-from .minibatch import CSCFormat, MiniBatch, SampledSubgraph
-from .pipes import ItemSampler, Pipe, SubgraphSampler
-from .pipes import LayerNeighborSampler, NeighborSampler, UniformNegativeSampler
-from .pipes import CopyTo, FeatureFetcher, Transform
-from .distributed import DistributedItemSampler, cooperative_exchange
+from graphpipe import datasets  # noqa: E402
+from graphpipe import ops
+from graphpipe import loading, transforms
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.features.disk import DiskBasedFeature
+from graphpipe.features.cpu_cache import CPUCachedFeature
+from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet, ItemSetDict
+from graphpipe.loading.loader import DataLoader
+from graphpipe.batch.minibatch import CSCFormat, MiniBatch, SampledSubgraph
+from graphpipe.pipes import ItemSampler, Pipe, SubgraphSampler
+from graphpipe.pipes import LayerNeighborSampler, NeighborSampler, UniformNegativeSampler
+from graphpipe.pipes import CopyTo, FeatureFetcher, Transform
+from graphpipe.distributed import cooperative_exchange
+from graphpipe.pipes import DistributedItemSampler
 
 __version__ = "0.1.0"
 

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from graphpipe import CSCGraph
-from graphpipe.csc_graph import parse_edge_type
+from graphpipe.graph.edge_types import parse_edge_type
 
 NUM_NODES = {"author": 30, "paper": 40, "venue": 5}
 EDGE_TYPES = ["author:writes:paper", "paper:cites:paper", "paper:written_by:author", "venue:hosts:paper"]

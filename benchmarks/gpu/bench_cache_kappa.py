@@ -15,7 +15,7 @@ import torch
 
 from common import emit, power_law_graph
 import graphpipe as gp
-from graphpipe.gpu_cache import GPUCachedFeature
+from graphpipe.features.gpu_cache import GPUCachedFeature
 
 
 def hit_rate(pipe, cache, warmup, batches):

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from common import cuda_ms, emit, require_cuda, wall_ms
-from graphpipe.feature_store import Feature
-from graphpipe.gpu_cache import GPUCachedFeature
+from graphpipe.features.store import Feature
+from graphpipe.features.gpu_cache import GPUCachedFeature
 from graphpipe.ops.gather import gather_rows
 from graphpipe.ops.uva_gather import uva_gather, zero_copy_view
 

@@ -10,13 +10,13 @@
 * :func:`ogb_node_dataset`: an OGB node-property-prediction dataset already on local disk.
 """
 
-from .base import NodeClassificationDataset
-from .convert import from_dgl, from_pyg
-from .ondisk import OnDiskDataset, Task
-from .karate import karate_club
-from .ogb import ogb_node_dataset
-from .synthetic import rmat_edge_chunks, rmat_edges, synthetic_node_classification
-from .synthetic_hetero import HeteroNodeClassificationDataset, synthetic_mag
+from graphpipe.datasets.base import NodeClassificationDataset
+from graphpipe.datasets.convert import from_dgl, from_pyg
+from graphpipe.datasets.ondisk import OnDiskDataset, Task
+from graphpipe.datasets.karate import karate_club
+from graphpipe.datasets.ogb import ogb_node_dataset
+from graphpipe.datasets.synthetic import rmat_edge_chunks, rmat_edges, synthetic_node_classification
+from graphpipe.datasets.synthetic_hetero import HeteroNodeClassificationDataset, synthetic_mag
 
 __all__ = [
     "HeteroNodeClassificationDataset", "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl",

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .._internal.safe_files import publish, real_directory, regular_file, scratch_directory
+from graphpipe._internal.safe_files import publish, real_directory, regular_file, scratch_directory
 
 __all__ = [
     "csv_shape", "read_csv", "csv_to_npy", "read_array", "fingerprint", "trusted_directories", "cache_is_fresh",

@@ -7,9 +7,9 @@ from typing import Dict, Optional, Union
 
 import torch
 
-from ..csc_graph import CSCGraph
-from ..feature_store import FeatureStore
-from ..item_set import HeteroItemSet, ItemSet
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.features.store import FeatureStore
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 
 __all__ = ["NodeClassificationDataset"]
 

@@ -39,10 +39,10 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import torch
 
-from ..csc_graph import CSCGraph
-from ..feature_store import FeatureStore
-from ..item_set import HeteroItemSet, ItemSet
-from .base import NodeClassificationDataset
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.features.store import FeatureStore
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet
+from graphpipe.datasets.base import NodeClassificationDataset
 
 __all__ = ["from_pyg", "from_dgl"]
 

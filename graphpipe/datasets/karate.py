@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..csc_graph import CSCGraph
-from ..feature_store import FeatureStore
-from ..item_set import ItemSet
-from .base import NodeClassificationDataset
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.features.store import FeatureStore
+from graphpipe.batch.item_set import ItemSet
+from graphpipe.datasets.base import NodeClassificationDataset
 
 __all__ = ["karate_club"]
 

@@ -39,14 +39,14 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
-from .._internal.safe_files import inside, scratch_directory
-from ..csc_graph import CSCGraph
-from ..feature_store import FeatureStore
-from ..item_set import ItemSet
-from ..ops.csc_build import coo_id_range
-from ._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
-from ._files import trusted_directories as check_trusted_directories
-from .base import NodeClassificationDataset
+from graphpipe._internal.safe_files import inside, scratch_directory
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.features.store import FeatureStore
+from graphpipe.batch.item_set import ItemSet
+from graphpipe.ops.csc_build import coo_id_range
+from graphpipe.datasets._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
+from graphpipe.datasets._files import trusted_directories as check_trusted_directories
+from graphpipe.datasets.base import NodeClassificationDataset
 
 __all__ = ["ogb_node_dataset"]
 

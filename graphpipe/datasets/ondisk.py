@@ -73,13 +73,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .._internal.safe_files import inside, scratch_directory
-from ..csc_graph import CSCGraph
-from ..disk_feature import DiskBasedFeature
-from ..feature_store import Feature, FeatureStore
-from ..item_set import HeteroItemSet, ItemSet
-from ._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
-from ._files import trusted_directories as check_trusted_directories
+from graphpipe._internal.safe_files import inside, scratch_directory
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.features.disk import DiskBasedFeature
+from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet
+from graphpipe.datasets._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
+from graphpipe.datasets._files import trusted_directories as check_trusted_directories
 
 __all__ = ["OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
 

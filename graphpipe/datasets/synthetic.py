@@ -22,13 +22,13 @@ import numba
 import numpy as np
 import torch
 
-from ..csc_graph import CSCGraph, smallest_index_dtype
-from ..feature_store import FeatureStore
-from ..item_set import ItemSet
-from ..ops.random import derive_key, hash2, uniform, uniform_open
-from ..pipes.compile import CompileJob
-from ..validation import check_int
-from .base import NodeClassificationDataset
+from graphpipe.graph.csc_graph import CSCGraph, smallest_index_dtype
+from graphpipe.features.store import FeatureStore
+from graphpipe.batch.item_set import ItemSet
+from graphpipe.ops.random import derive_key, hash2, uniform, uniform_open
+from graphpipe.loading.compile import CompileJob
+from graphpipe._internal.checks import check_int
+from graphpipe.datasets.base import NodeClassificationDataset
 
 __all__ = ["rmat_edges", "synthetic_node_classification"]
 

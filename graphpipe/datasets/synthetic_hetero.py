@@ -47,13 +47,13 @@ import numba
 import numpy as np
 import torch
 
-from ..csc_graph import _INDPTR, CSCGraph, smallest_index_dtype
-from ..feature_store import FeatureStore
-from ..item_set import HeteroItemSet, ItemSet
-from ..ops.random import hash2, uniform, uniform_bits
-from ..pipes.compile import CompileJob
-from ..validation import check_int
-from .synthetic import (
+from graphpipe.graph.csc_graph import _INDPTR, CSCGraph, smallest_index_dtype
+from graphpipe.features.store import FeatureStore
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet
+from graphpipe.ops.random import hash2, uniform, uniform_bits
+from graphpipe.loading.compile import CompileJob
+from graphpipe._internal.checks import check_int
+from graphpipe.datasets.synthetic import (
     _alias_tables,
     _compact_segments,
     _gaussian_rows,

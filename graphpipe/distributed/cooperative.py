@@ -43,13 +43,13 @@ from typing import Dict, List, Optional, Tuple, Union
 import torch
 import torch.distributed as dist
 
-from ..item_set import HeteroItemSet
-from ..minibatch import MiniBatch, SampledSubgraph
-from ..ops import unique_and_compact
-from ..pipes.hetero_sampling import check_typed_seeds, sample_hetero_layer
-from ..validation import check_node_ids
-from .item_sampler import find_distributed_item_sampler
-from .partition import Partition
+from graphpipe.batch.item_set import HeteroItemSet
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.graph.sampled_subgraph import SampledSubgraph
+from graphpipe.ops import unique_and_compact
+from graphpipe.graph.checks import check_typed_seeds
+from graphpipe._internal.checks import check_node_ids
+from graphpipe.distributed.partition import Partition
 
 __all__ = [
     "CooperativeSampledSubgraph",
@@ -120,21 +120,17 @@ def _send_to_owners(ids: torch.Tensor, partition: Partition, group) -> Tuple[tor
     return received, order, sent_counts, received_counts
 
 
-def agree_on_seed(sampler, seed: Optional[int]) -> int:
-    """The seed every rank's cooperative ``sampler`` uses, agreed once when it is built.
+def agree_on_seed(source, seed: Optional[int], where: str) -> int:
+    """The seed every rank's cooperative sampler uses, agreed once when it is built.
 
-    One ``all_gather`` on the sampling group of the DistributedItemSampler upstream:
+    One ``all_gather`` on the sampling group of ``source``, the DistributedItemSampler
+    upstream (None when there is none: the first batch reports it):
     ``seed=None`` takes the seed rank 0 draws; a given seed must be the same on every
     rank (a ValueError otherwise). Without a process group (``rank=``/``world_size=``
     given) there is nothing to agree on: the seed is returned (drawn when None).
     """
-    where = f"{type(sampler).__name__} (cooperative)"
     drawn = int(torch.randint(0, 2**62, ())) if seed is None else seed
-    try:
-        source = find_distributed_item_sampler(sampler, where)
-    except ValueError:
-        return drawn  # the first batch reports the missing DistributedItemSampler
-    if source.sampling_group is None or not dist.is_initialized():
+    if source is None or source.sampling_group is None or not dist.is_initialized():
         return drawn
     mine = torch.tensor([drawn >> 32, drawn & 0xFFFFFFFF, seed is None], dtype=torch.int64)
     gathered = [torch.empty_like(mine) for _ in range(source.world_size)]
@@ -145,7 +141,7 @@ def agree_on_seed(sampler, seed: Optional[int]) -> int:
     return seeds[0]
 
 
-def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
+def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> MiniBatch:
     """Sample this rank's part of the global batch that ``minibatch`` is this rank's share of.
 
     A collective call: every rank of the DistributedItemSampler upstream of ``sampler``
@@ -161,7 +157,6 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch) -> MiniBatch:
     :func:`_sample_typed_cooperatively`).
     """
     where = f"{type(sampler).__name__} (cooperative)"
-    source = find_distributed_item_sampler(sampler, where)
     if source.sampling_group is None or not dist.is_initialized():
         raise RuntimeError(
             f"{where}: torch.distributed is not initialised in this process (cooperative sampling cannot run "
@@ -299,7 +294,7 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
     }
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        subgraph = sample_hetero_layer(sampler, {t: ids.to(torch.int64) for t, ids in nodes.items()}, layer, minibatch)
+        subgraph = sampler.sample_typed_layer({t: ids.to(torch.int64) for t, ids in nodes.items()}, layer, minibatch)
         plans = _plan_typed_exchange(subgraph.original_row_node_ids, nodes, offsets, partition, group, source.exchange_group)
         subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=plans))
         nodes = {t: plans[t].local_node_ids for t in node_types}
@@ -494,7 +489,7 @@ def _exchange_typed(plans: Dict[str, ExchangePlan], layer: int, h) -> Dict[str, 
     return dict(zip(node_types, rows))
 
 
-def fetch_node_features_cooperatively(fetcher, minibatch: MiniBatch) -> Dict:
+def fetch_node_features_cooperatively(fetcher, minibatch: MiniBatch, source) -> Dict:
     """``fetcher.node_feature_keys`` for ``minibatch.input_nodes``, each row read by its owner.
 
     Each rank reads the rows of the input vertices it owns (once, however many ranks need
@@ -507,7 +502,6 @@ def fetch_node_features_cooperatively(fetcher, minibatch: MiniBatch) -> Dict:
     ``fetcher.features["node", ntype, name]`` at its type-local ids.
     """
     where = "FeatureFetcher (cooperative)"
-    source = find_distributed_item_sampler(fetcher, where)
     subgraphs = minibatch.sampled_subgraphs or []
     if not subgraphs or not isinstance(subgraphs[0], CooperativeSampledSubgraph):
         raise ValueError(f"{where}: the MiniBatch was not sampled cooperatively; put a sampler with cooperative=True before it")

@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from ..ops.torch_random import mix64
+from graphpipe.ops.torch_random import mix64
 
 __all__ = ["Partition"]
 

@@ -5,7 +5,7 @@ it in its on-disk cache (``cache=True``): a fresh install waits seconds per op f
 first batch, later processes load the kernels in well under a second. The functions
 here compile (or load) what one op will need, for the dtypes and options given, by
 calling the op on a two-edge graph: they take the op's own path to its kernels, so
-they compile exactly those. :func:`graphpipe.pipes.compile.compile_kernels` runs them
+they compile exactly those. :func:`graphpipe.loading.compile.compile_kernels` runs them
 for the stages of a pipe in a background thread, with a notice.
 
 Where numba writes: next to the sources (``graphpipe/ops/__pycache__``) when that
@@ -20,10 +20,10 @@ from typing import Optional, Sequence
 
 import torch
 
-from .gather import gather_rows
-from .labor import Variates, _labor0, sample_labor
-from .neighbor_sampling import sample_neighbors
-from .unique_and_compact import unique_and_compact
+from graphpipe.ops.gather import gather_rows
+from graphpipe.ops.labor import Variates, _labor0, sample_labor
+from graphpipe.ops.neighbor_sampling import sample_neighbors
+from graphpipe.ops.unique_and_compact import unique_and_compact
 
 __all__ = [
     "cache_dir",

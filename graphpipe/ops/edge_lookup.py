@@ -23,8 +23,8 @@ import numba
 import numpy as np
 import torch
 
-from .layer_sample import LayerSample
-from .selection import lower_bound_in
+from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.selection import lower_bound_in
 
 __all__ = ["EdgeExclusion", "check_exclusion", "drop_excluded", "in_neighbours_sorted", "seed_edge_exclusion"]
 

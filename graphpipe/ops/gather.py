@@ -18,8 +18,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from ..validation import check_node_ids
-from .uva_gather import is_pinned, uva_gather
+from graphpipe._internal.checks import check_node_ids
+from graphpipe.ops.uva_gather import is_pinned, uva_gather
 
 __all__ = ["gather_rows", "gather_valid_rows", "take_as_int64"]
 

@@ -26,9 +26,9 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import torch_random
-from .layer_sample import LayerSample
-from .uva_gather import is_pinned, zero_copy_view
+from graphpipe.ops import torch_random
+from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.uva_gather import is_pinned, zero_copy_view
 
 # As :data:`graphpipe.ops.selection.LOG_SPACE_SPREAD` (not imported: that module needs numba).
 _LOG_SPACE_SPREAD = 1e-300

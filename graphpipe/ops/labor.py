@@ -59,12 +59,12 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
-from ..validation import check_fanout, check_importance_sampling, check_node_ids
-from . import torch_random
-from .gpu_sampling import sample_labor_torch
-from .layer_sample import LayerSample
-from .random import uniform, uniform_bits, uniform_open
-from .selection import (
+from graphpipe._internal.checks import check_fanout, check_importance_sampling, check_node_ids
+from graphpipe.ops import torch_random
+from graphpipe.ops.gpu_sampling import sample_labor_torch
+from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.random import uniform, uniform_bits, uniform_open
+from graphpipe.ops.selection import (
     CHUNKS_PER_THREAD,
     check_graph_arrays,
     check_kernel_report,
@@ -80,7 +80,7 @@ from .selection import (
     weight_range,
     weighted_score,
 )
-from .unique_and_compact import unique_and_compact
+from graphpipe.ops.unique_and_compact import unique_and_compact
 
 __all__ = ["Variates", "sample_labor", "labor_variates", "vertex_normals"]
 

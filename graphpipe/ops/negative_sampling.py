@@ -22,11 +22,11 @@ import numba
 import numpy as np
 import torch
 
-from ..validation import check_int, check_node_pairs
-from . import torch_random
-from .edge_lookup import has_source
-from .random import hash2, uniform
-from .selection import max_output_edges
+from graphpipe._internal.checks import check_int, check_node_pairs
+from graphpipe.ops import torch_random
+from graphpipe.ops.edge_lookup import has_source
+from graphpipe.ops.random import hash2, uniform
+from graphpipe.ops.selection import max_output_edges
 
 __all__ = ["MAX_ATTEMPTS", "check_negative_ratio", "sample_uniform_negatives"]
 

@@ -36,12 +36,12 @@ import numba
 import numpy as np
 import torch
 
-from ..validation import check_fanout, check_node_ids
-from .gpu_sampling import sample_neighbors_torch
-from .edge_lookup import EdgeExclusion, check_exclusion, drop_excluded
-from .layer_sample import LayerSample
-from .random import hash2, uniform, uniform_open
-from .selection import (
+from graphpipe._internal.checks import check_fanout, check_node_ids
+from graphpipe.ops.gpu_sampling import sample_neighbors_torch
+from graphpipe.ops.edge_lookup import EdgeExclusion, check_exclusion, drop_excluded
+from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.random import hash2, uniform, uniform_open
+from graphpipe.ops.selection import (
     check_graph_arrays,
     check_kernel_report,
     check_probs,

@@ -23,8 +23,8 @@ import numba
 import numpy as np
 import torch
 
-from .layer_sample import LayerSample
-from .selection import check_kernel_report, lower_bound_in, range_is_bad
+from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.selection import check_kernel_report, lower_bound_in, range_is_bad
 
 __all__ = ["typed_segments_of_nodes", "sample_segments"]
 

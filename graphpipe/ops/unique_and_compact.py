@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .gpu_sampling import unique_and_compact_torch
-from .random import mix64
+from graphpipe.ops.gpu_sampling import unique_and_compact_torch
+from graphpipe.ops.random import mix64
 
 __all__ = ["unique_and_compact"]
 

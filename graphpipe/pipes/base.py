@@ -10,7 +10,7 @@ utilities accept it); graphpipe does not use torch's ``IterDataPipe``, whose
 one-live-iterator rule made a second ``iter(pipe)`` kill the running epoch, and
 whose graph walker pickled every stage and its tensors. Transforms walk the chain by
 its ``.source`` links with :func:`upstream`, the one walker (also
-:func:`graphpipe.transforms.graph.stages`): O(stages), nothing is copied or pickled.
+:func:`graphpipe.loading.rewrite.stages`): O(stages), nothing is copied or pickled.
 
 Functional names live in graphpipe's own registry, not in torch's global
 ``IterDataPipe.functions``: GraphBolt and torchdata < 0.10 register the same names
@@ -38,7 +38,7 @@ class Pipe(IterableDataset):
     * :meth:`stream` (``(epoch, start) -> iterator``): the items ``start, start + 1,
       ...`` of epoch ``epoch``. Only sources (``ItemSampler``) and the loader's
       placement stages (threads, pools, CUDA streams, worker processes:
-      :mod:`graphpipe.pipes.stages`) define it; for every other stage it maps
+      :mod:`graphpipe.loading.stages`) define it; for every other stage it maps
       :meth:`process` over the source's stream.
 
     The epoch is an argument, not a counter in the pipe: a DataLoader keeps its own, so
@@ -50,7 +50,7 @@ class Pipe(IterableDataset):
     ``collective = True`` marks a stage whose per-batch calls are collectives across
     ranks (cooperative sampling): the loader runs them one at a time, in order.
 
-    Where a stage runs is said by the stages that move work (:mod:`graphpipe.pipes.stages`),
+    Where a stage runs is said by the stages that move work (:mod:`graphpipe.loading.stages`),
     through two hooks that :func:`graphpipe.transforms.placement`, ``explain()`` and
     ``stats()`` read: :meth:`upstream_location` (a background thread or worker processes
     run everything upstream elsewhere) and, for a stage with ``wraps_source = True`` (a

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..ops.uva_gather import cuda_or_warn_once, resolve_device
-from .base import Pipe, functional_pipe
+from graphpipe.ops.uva_gather import cuda_or_warn_once, resolve_device
+from graphpipe.pipes.base import Pipe, functional_pipe
 
 __all__ = ["CopyTo"]
 

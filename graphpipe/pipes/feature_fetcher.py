@@ -11,11 +11,14 @@ import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..csc_graph import CSCGraph, parse_edge_type
-from ..feature_store import Feature, FeatureKey, FeatureStore
-from ..minibatch import MiniBatch
-from ..validation import check_node_ids
-from .base import Pipe, functional_pipe, upstream
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.features.store import Feature, FeatureKey, FeatureStore
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe._internal.checks import check_node_ids
+from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
+from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
+from graphpipe.pipes.base import Pipe, functional_pipe, upstream
 
 __all__ = ["FeatureFetcher"]
 
@@ -107,9 +110,8 @@ class FeatureFetcher(Pipe):
         """``minibatch`` with the requested features added (the input is not modified)."""
         node_features = dict(minibatch.node_features)
         if self.node_feature_keys and self.cooperative:
-            from ..distributed.cooperative import fetch_node_features_cooperatively
-
-            node_features.update(fetch_node_features_cooperatively(self, minibatch))
+            source = find_distributed_item_sampler(self, "FeatureFetcher (cooperative)")
+            node_features.update(fetch_node_features_cooperatively(self, minibatch, source))
         elif self.node_feature_keys:
             field = "input_nodes" if minibatch.sampled_subgraphs else "seeds"
             ids = getattr(minibatch, field)

@@ -27,37 +27,15 @@ from typing import Dict, List, Optional
 
 import torch
 
-from ..csc_graph import parse_edge_type
-from ..minibatch import CSCFormat, MiniBatch, SampledSubgraph
-from ..ops import unique_and_compact
-from ..ops.typed_sampling import sample_segments, typed_segments_of_nodes
-from ..validation import check_node_ids
+from graphpipe.graph.checks import check_typed_seeds
+from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
+from graphpipe.ops import unique_and_compact
+from graphpipe.ops.typed_sampling import sample_segments, typed_segments_of_nodes
+from graphpipe._internal.checks import check_node_ids
 
-__all__ = ["check_typed_seeds", "sample_hetero_layer", "sample_hetero_subgraphs"]
-
-
-def check_typed_seeds(seeds, graph, where: str) -> Dict[str, torch.Tensor]:
-    """``seeds`` (node type -> ``[n]`` type-local ids) checked against ``graph``, as int64
-    tensors, with an empty entry for every node type not given."""
-    node_types = graph.node_types
-    if not isinstance(seeds, dict):
-        raise ValueError(
-            f"{where}: the graph is heterogeneous, so `seeds` must be a dict of node type -> ids (from a "
-            f"HeteroItemSet), got {type(seeds).__name__}; node types: {node_types}"
-        )
-    counts = graph.num_nodes_per_type
-    out = {}
-    for node_type, ids in seeds.items():
-        if node_type not in counts:
-            raise ValueError(f"{where}: `seeds` has unknown node type {node_type!r}; the graph's node types: {node_types}")
-        if isinstance(ids, torch.Tensor) and ids.dim() == 2:
-            raise NotImplementedError(
-                f"{where}: node-pair seeds (link prediction) on heterogeneous graphs are not supported yet; "
-                f"`seeds['{node_type}']` has shape {tuple(ids.shape)}"
-            )
-        out[node_type] = check_node_ids(ids, counts[node_type], f"seeds['{node_type}']", where).to(torch.int64)
-    empty = torch.empty(0, dtype=torch.int64)
-    return {t: out.get(t, empty) for t in node_types}
+__all__ = ["sample_hetero_layer", "sample_hetero_subgraphs"]
 
 
 def sample_hetero_subgraphs(sampler, minibatch: MiniBatch) -> MiniBatch:

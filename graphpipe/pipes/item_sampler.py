@@ -7,11 +7,11 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-from ..item_set import HeteroItemSet, ItemSet
-from ..minibatch import MiniBatch
-from ..ops.random import derive_key
-from ..validation import check_int
-from .base import Pipe
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.ops.random import derive_key
+from graphpipe._internal.checks import check_int
+from graphpipe.pipes.base import Pipe
 
 __all__ = ["ItemSampler"]
 

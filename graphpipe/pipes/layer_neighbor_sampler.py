@@ -12,15 +12,16 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ..csc_graph import CSCGraph
-from ..minibatch import MiniBatch
-from ..ops import LayerSample, derive_key
-from ..ops.edge_lookup import EdgeExclusion, drop_excluded
-from ..ops.compile import compile_sample_labor, dtype_only
-from ..ops.labor import Variates, sample_labor, vertex_normals
-from ..validation import check_edge_weights, check_importance_sampling, check_int
-from .base import Pipe, functional_pipe
-from .subgraph_sampler import SubgraphSampler
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.ops import LayerSample, derive_key
+from graphpipe.ops.edge_lookup import EdgeExclusion, drop_excluded
+from graphpipe.ops.compile import compile_sample_labor, dtype_only
+from graphpipe.ops.labor import Variates, sample_labor, vertex_normals
+from graphpipe._internal.checks import check_importance_sampling, check_int
+from graphpipe.graph.checks import check_edge_weights
+from graphpipe.pipes.base import Pipe, functional_pipe
+from graphpipe.pipes.subgraph_sampler import SubgraphSampler
 
 __all__ = ["LayerNeighborSampler"]
 
@@ -162,7 +163,7 @@ class LayerNeighborSampler(SubgraphSampler):
         """A picklable call that compiles (or loads from numba's cache) the CPU kernels of
         ``sample_layer`` for this graph's dtypes and these options: the variates of
         ``batch_dependency > 1`` take other kernels
-        (:func:`graphpipe.pipes.compile.compile_kernels`)."""
+        (:func:`graphpipe.loading.compile.compile_kernels`)."""
         indptr, indices, probs = (dtype_only(t) for t in (self.graph.indptr, self.graph.indices, self.probs))
         return partial(
             compile_sample_labor, indptr, indices, importance_sampling=self.importance_sampling,

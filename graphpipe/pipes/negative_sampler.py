@@ -7,13 +7,14 @@ from typing import Optional
 
 import torch
 
-from ..csc_graph import CSCGraph
-from ..minibatch import MiniBatch
-from ..ops import derive_key, sample_uniform_negatives
-from ..ops.negative_sampling import check_negative_ratio
-from ..ops.edge_lookup import in_neighbours_sorted
-from ..validation import check_graph, check_int, check_node_pairs
-from .base import Pipe, functional_pipe
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.ops import derive_key, sample_uniform_negatives
+from graphpipe.ops.negative_sampling import check_negative_ratio
+from graphpipe.ops.edge_lookup import in_neighbours_sorted
+from graphpipe._internal.checks import check_int, check_node_pairs
+from graphpipe.graph.checks import check_graph
+from graphpipe.pipes.base import Pipe, functional_pipe
 
 __all__ = ["UniformNegativeSampler", "with_negatives"]
 

@@ -7,16 +7,18 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Union
 
 import torch
 
-from ..csc_graph import CSCGraph, parse_edge_type
-from ..minibatch import CSCFormat, MiniBatch, SampledSubgraph
-from ..ops import LayerSample, sample_neighbors
-from ..ops.edge_lookup import EdgeExclusion
-from ..ops.compile import compile_sample_neighbors, dtype_only
-from ..ops.neighbor_sampling import FanoutTooLarge
-from ..validation import as_int, check_edge_weights, check_node_ids
-from .base import Pipe, functional_pipe
-from .hetero_sampling import check_typed_seeds
-from .subgraph_sampler import SubgraphSampler
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
+from graphpipe.ops import LayerSample, sample_neighbors
+from graphpipe.ops.edge_lookup import EdgeExclusion
+from graphpipe.ops.compile import compile_sample_neighbors, dtype_only
+from graphpipe.ops.neighbor_sampling import FanoutTooLarge
+from graphpipe._internal.checks import as_int, check_node_ids
+from graphpipe.graph.checks import check_typed_seeds, check_edge_weights
+from graphpipe.pipes.base import Pipe, functional_pipe
+from graphpipe.pipes.subgraph_sampler import SubgraphSampler
 
 __all__ = ["NeighborSampler", "sample_graph_neighbors"]
 
@@ -126,7 +128,7 @@ class NeighborSampler(SubgraphSampler):
     def compile_task(self) -> Callable[[], None]:
         """A picklable call that compiles (or loads from numba's cache) the CPU kernels of
         ``sample_layer`` for this graph's dtypes, these fanouts and options
-        (:func:`graphpipe.pipes.compile.compile_kernels`)."""
+        (:func:`graphpipe.loading.compile.compile_kernels`)."""
         fanouts = [f for layer in getattr(self, "edge_type_fanouts", [self.fanouts]) for f in layer if f != 0]
         indptr, indices, probs = (dtype_only(t) for t in (self.graph.indptr, self.graph.indices, self.probs))
         return partial(compile_sample_neighbors, indptr, indices, fanouts, replace=self.replace, probs=probs)

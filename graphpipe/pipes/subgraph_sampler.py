@@ -7,16 +7,18 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from ..csc_graph import CSCGraph, smallest_index_dtype
-from ..minibatch import LAYOUTS, CSCFormat, MiniBatch, SampledSubgraph
-from ..ops import LayerSample, derive_key, unique_and_compact
-from ..ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
-from ..validation import (
-    check_edge_weights, check_fanouts, check_graph, check_int, check_node_ids, check_reverse_edge_ids, check_typed_fanouts,
-)
-from .base import Pipe, upstream
-from .feature_fetcher import FeatureFetcher
-from .hetero_sampling import sample_hetero_subgraphs
+from graphpipe.graph.csc_graph import CSCGraph, smallest_index_dtype
+from graphpipe.batch.minibatch import LAYOUTS, MiniBatch
+from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
+from graphpipe.ops import LayerSample, derive_key, unique_and_compact
+from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
+from graphpipe._internal.checks import check_fanouts, check_int, check_node_ids, check_reverse_edge_ids
+from graphpipe.graph.checks import check_edge_weights, check_graph, check_typed_fanouts
+from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
+from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
+from graphpipe.pipes.feature_fetcher import FeatureFetcher
+from graphpipe.pipes.hetero_sampling import sample_hetero_layer, sample_hetero_subgraphs
 
 __all__ = ["SubgraphSampler"]
 
@@ -115,9 +117,12 @@ class SubgraphSampler(Pipe):
         seed = None if seed is None else check_int(seed, "seed", name)
         self.cooperative = bool(cooperative)
         if self.cooperative:
-            from ..distributed.cooperative import agree_on_seed
-
-            seed = agree_on_seed(self, seed)  # one collective, here, not one per batch
+            where = f"{name} (cooperative)"
+            try:
+                source = find_distributed_item_sampler(self, where)
+            except ValueError:
+                source = None  # the first batch reports the missing DistributedItemSampler
+            seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
         self.layout = layout
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids)
@@ -197,6 +202,11 @@ class SubgraphSampler(Pipe):
         ``layer``, segment ``i`` keyed by ``key_ids[i]`` where variates are per
         destination (see :mod:`graphpipe.ops.typed_sampling`)."""
         raise NotImplementedError(f"{type(self).__name__} does not sample heterogeneous graphs")
+
+    def sample_typed_layer(self, nodes, layer: int, minibatch: MiniBatch) -> SampledSubgraph:
+        """Typed graphs: one layer for the destinations ``nodes`` (node type -> type-local
+        ids), compacted per node type (:func:`~graphpipe.pipes.hetero_sampling.sample_hetero_layer`)."""
+        return sample_hetero_layer(self, nodes, layer, minibatch)
 
     def compact_layer(self, nodes: torch.Tensor, sample: LayerSample) -> SampledSubgraph:
         """The :class:`SampledSubgraph` of one layer whose destinations are ``nodes``.
@@ -305,9 +315,8 @@ class SubgraphSampler(Pipe):
                     f"{type(self).__name__}: cooperative=True samples node seeds only; node pairs (link "
                     f"prediction) need independent batches (cooperative=False)"
                 )
-            from ..distributed.cooperative import sample_subgraphs_cooperatively
-
-            return sample_subgraphs_cooperatively(self, minibatch)
+            source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
+            return sample_subgraphs_cooperatively(self, minibatch, source)
         return self.sample_subgraphs(minibatch)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import Pipe, functional_pipe
+from graphpipe.pipes.base import Pipe, functional_pipe
 
 __all__ = ["Transform"]
 

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 import graphpipe as gp
-from graphpipe.csc_graph import parse_edge_type
+from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.distributed import Partition
 from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
 

@@ -6,7 +6,7 @@ import torch
 
 import graphpipe as gp
 from graphpipe.distributed import CooperativeSampledSubgraph, ExchangePlan, Partition
-from graphpipe.minibatch import CSCFormat
+from graphpipe.graph.sampled_subgraph import CSCFormat
 
 
 def rank_batches(num_items, batch_size, world_size, epochs=1, **kwargs):

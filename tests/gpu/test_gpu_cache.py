@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph, MiniBatch
-from graphpipe.feature_store import Feature, FeatureStore
-from graphpipe.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
+from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
 
 has_cuda = torch.cuda.is_available()
 device = "cuda" if has_cuda else "cpu"

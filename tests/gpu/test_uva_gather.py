@@ -88,7 +88,7 @@ def test_without_cuda_nothing_is_pinned_and_views_refuse():
 
 @pytest.mark.cuda
 def test_zero_copy_view_aliases_registered_numpy_memory():
-    from graphpipe.feature_store import Feature
+    from graphpipe.features.store import Feature
 
     array = np.arange(64 * 10, dtype=np.float32).reshape(64, 10)
     feature = Feature(array).pin_memory_()

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph, HeteroItemSet, ItemSampler, ItemSet, LayerNeighborSampler, MiniBatch, NeighborSampler
-from graphpipe.csc_graph import parse_edge_type
+from graphpipe.graph.edge_types import parse_edge_type
 
 SAMPLERS = {False: NeighborSampler, True: LayerNeighborSampler}
 

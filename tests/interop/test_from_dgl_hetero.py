@@ -7,7 +7,7 @@ import torch
 dgl = pytest.importorskip("dgl")
 
 import graphpipe as gp  # noqa: E402
-from graphpipe.item_set import HeteroItemSet  # noqa: E402
+from graphpipe.batch.item_set import HeteroItemSet  # noqa: E402
 from hetero_graphs import typed_edges  # noqa: E402
 
 WRITES, CITES = ("author", "writes", "paper"), ("paper", "cites", "paper")

@@ -13,7 +13,7 @@ from scipy import stats
 
 from graphpipe.ops import derive_key, gpu_sampling, neighbor_sampling, sample_labor, sample_neighbors, unique_and_compact
 from graphpipe.ops.labor import Variates, _labor_variates_torch
-from graphpipe.validation import check_edge_weights
+from graphpipe.graph.checks import check_edge_weights
 
 KEY = derive_key(77)
 

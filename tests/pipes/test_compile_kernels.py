@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.pipes.compile import CompileJob, compile_kernels
+from graphpipe.loading.compile import CompileJob, compile_kernels
 
 
 def _pipe(graph_builder, sampler, **options):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph, FeatureStore, ItemSampler, ItemSet, MiniBatch
-from graphpipe.item_set import HeteroItemSet
+from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.pipes import FeatureFetcher
 
 WRITES, CITES = "author:writes:paper", "paper:cites:paper"

@@ -9,7 +9,7 @@ from scipy import stats
 
 from graphpipe import CSCGraph, DataLoader, HeteroItemSet, ItemSampler, ItemSet, MiniBatch
 from graphpipe import LayerNeighborSampler, NeighborSampler
-from graphpipe.csc_graph import parse_edge_type
+from graphpipe.graph.edge_types import parse_edge_type
 from hetero_graphs import EDGE_TYPES, NUM_NODES, check_typed_batch, hetero_graph, sampled_edges, typed_in_degrees
 
 SAMPLERS = {"neighbor": NeighborSampler, "labor": LayerNeighborSampler}

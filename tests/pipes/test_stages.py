@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from graphpipe import ItemSampler, ItemSet, MiniBatch
-from graphpipe.pipes import Prefetcher, SideStream, ThreadPoolMap, Timed, Transform, Waiter
+from graphpipe.pipes import Transform
+from graphpipe.loading import Prefetcher, SideStream, ThreadPoolMap, Timed, Waiter
 from graphpipe.pipes.base import Pipe
 
 

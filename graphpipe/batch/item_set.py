@@ -1,0 +1,198 @@
+"""ItemSet and HeteroItemSet: the training items (seed nodes, optionally with labels) a
+sampler iterates."""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from graphpipe._internal.checks import as_int
+
+__all__ = ["ItemSet", "HeteroItemSet", "ItemSetDict"]
+
+
+class ItemSet:
+    """A fixed-length set of items, each a tuple of aligned tensor rows.
+
+    ``items`` may be (GraphBolt's ``ItemSet`` forms):
+      * an integer n (a Python or numpy int, or a 0-d integer tensor): the node ids
+        ``0..n-1`` (``torch.arange``);
+      * a tensor, a list, a range or a numpy array: ONE field, e.g. the seed node ids
+        (``ItemSet([0, 1, 2, 3])`` is 4 items);
+      * a tuple of those, with equal first dimension: one field each, e.g.
+        ``(seeds, labels)``.
+
+    ``names`` names the fields, one per tensor (e.g. ``("seeds", "labels")``); the
+    :class:`~graphpipe.ItemSampler` copies fields called ``seeds`` and ``labels`` into the
+    MiniBatch fields of the same name. With one field and no names, the field is ``seeds``.
+
+    An ItemSet may be empty (a split with no items of one node type, in a
+    :class:`HeteroItemSet`); an :class:`~graphpipe.ItemSampler` refuses a set with no
+    items at all.
+    """
+
+    def __init__(
+        self,
+        items: Union[int, torch.Tensor, Sequence, np.ndarray, Tuple[Union[torch.Tensor, Sequence, np.ndarray], ...]],
+        names: Optional[Union[str, Sequence[str]]] = None,
+    ):
+        count = _count(items)
+        if count is not None:
+            if count < 0:
+                raise ValueError(f"ItemSet: `items` as an int is a number of items, >= 0, got {count}")
+            items = (torch.arange(count),)
+        elif isinstance(items, tuple):
+            items = tuple(_field(t, i) for i, t in enumerate(items))
+        else:
+            items = (_field(items, 0),)
+        if len(items) == 0:
+            raise ValueError("ItemSet: `items` is an empty tuple; give at least one tensor")
+        length = items[0].size(0)
+        for i, t in enumerate(items):
+            if t.size(0) != length:
+                raise ValueError(
+                    f"ItemSet: all fields must have the same length, but field 0 has {length} "
+                    f"rows and field {i} has {t.size(0)}"
+                )
+        if names is None:
+            names = ("seeds",) if len(items) == 1 else None
+        elif isinstance(names, str):
+            names = (names,)
+        if names is not None:
+            names = tuple(names)
+            if len(names) != len(items):
+                raise ValueError(
+                    f"ItemSet: `names` has {len(names)} entries for {len(items)} fields; give one "
+                    f"name per tensor, e.g. names=('seeds', 'labels')"
+                )
+        self._items = items
+        self.names: Optional[Tuple[str, ...]] = names
+
+    @property
+    def items(self) -> Tuple[torch.Tensor, ...]:
+        """The field tensors, each ``[len(self), ...]``."""
+        return self._items
+
+    def __len__(self) -> int:
+        return self._items[0].size(0)
+
+    def __getitem__(self, index):
+        """Rows ``index`` (an int, slice or index tensor) of every field, as a tuple."""
+        return tuple(t[index] for t in self._items)
+
+    def field(self, name: str) -> Optional[torch.Tensor]:
+        """The tensor of field ``name``, or None if there is no such field."""
+        if self.names is None or name not in self.names:
+            return None
+        return self._items[self.names.index(name)]
+
+    def batch(self, rows: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """The MiniBatch fields of items ``rows`` (``[n]`` int64 positions): every named
+        field, and ``item_ids`` (a copy of ``rows``: a view would keep the epoch's order
+        alive, and ship it to worker processes)."""
+        return {**dict(zip(self.names, self[rows])), "item_ids": rows.clone()}
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{n}: {tuple(t.shape)} {t.dtype}"
+            for n, t in zip(self.names or range(len(self._items)), self._items)
+        )
+        return f"ItemSet(len={len(self)}, {fields})"
+
+
+def _count(items) -> Optional[int]:
+    """The number of items when ``items`` is a count (an integer or a 0-d integer
+    tensor or array), else None; bools are neither."""
+    if isinstance(items, (bool, np.bool_)):
+        raise TypeError(
+            "ItemSet: `items` must be an int, a tensor, a list/range/array (one field) or a tuple of "
+            "them (one field each), got bool"
+        )
+    if isinstance(items, (torch.Tensor, np.ndarray)) and items.ndim > 0:
+        return None
+    return as_int(items)
+
+
+def _field(values, index: int) -> torch.Tensor:
+    """One field as a tensor with a first (item) dimension."""
+    if isinstance(values, (list, range, np.ndarray)):
+        try:
+            values = torch.as_tensor(values)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"ItemSet: field {index} cannot be made a tensor ({err})") from err
+    if not isinstance(values, torch.Tensor):
+        raise TypeError(
+            "ItemSet: `items` must be an int, a tensor, a list/range/array (one field) or a tuple of "
+            f"them (one field each), got {type(values).__name__}{f' as field {index}' if index else ''}"
+        )
+    if values.dim() == 0:
+        raise ValueError(f"ItemSet: field {index} is a 0-d tensor; items need a first dimension")
+    return values
+
+
+class HeteroItemSet:
+    """Items of several node types (GraphBolt's ``HeteroItemSet``, also ``ItemSetDict``).
+
+    ``HeteroItemSet({"paper": ItemSet((seeds, labels), names=("seeds", "labels")), ...})``:
+    every :class:`ItemSet` holds type-local node ids of its type and the same field names.
+    The items are numbered type after type in the dict's order (item ``i`` of the second
+    type is item ``len(first) + i``), so an :class:`~graphpipe.ItemSampler` shuffles and
+    cuts them as one set; a batch's fields are dicts node type -> rows (only the types
+    the batch holds), e.g. ``minibatch.seeds == {"paper": ..., "author": ...}``, and
+    ``item_ids`` the items' positions within their type's ItemSet. A type may have no
+    items (a split without that type): no batch holds it.
+
+    Args:
+        item_sets: node type -> :class:`ItemSet` (or a tensor of seed ids).
+    """
+
+    def __init__(self, item_sets: Mapping[str, Union[ItemSet, torch.Tensor]]):
+        if not isinstance(item_sets, Mapping) or len(item_sets) == 0:
+            raise ValueError(
+                f"HeteroItemSet: `item_sets` must be a non-empty dict of node type -> ItemSet, got {item_sets!r}"
+            )
+        sets = {}
+        for node_type, item_set in item_sets.items():
+            if not isinstance(node_type, str):
+                raise TypeError(f"HeteroItemSet: keys must be node type names (str), got {node_type!r}")
+            sets[node_type] = item_set if isinstance(item_set, ItemSet) else ItemSet(item_set, names="seeds")
+        names = {t: s.names for t, s in sets.items()}
+        first = next(iter(names.values()))
+        if first is None or any(n != first for n in names.values()):
+            raise ValueError(f"HeteroItemSet: every ItemSet needs the same field names, got {names}")
+        self._sets = sets
+        self.names: Tuple[str, ...] = first
+        lengths = [len(s) for s in sets.values()]
+        self._offsets = torch.tensor([0, *lengths]).cumsum(0)
+
+    @property
+    def item_sets(self) -> Dict[str, ItemSet]:
+        """Node type -> its :class:`ItemSet`."""
+        return dict(self._sets)
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def batch(self, rows: torch.Tensor) -> Dict[str, Dict[str, torch.Tensor]]:
+        """The MiniBatch fields of items ``rows`` (``[n]`` int64 positions in the whole
+        set): field name -> {node type -> rows of that type, in ``rows``' order}, and
+        ``item_ids`` -> {node type -> positions in that type's ItemSet}."""
+        kinds = torch.bucketize(rows, self._offsets[1:], right=True)
+        fields: Dict[str, Dict[str, torch.Tensor]] = {name: {} for name in (*self.names, "item_ids")}
+        for i, (node_type, item_set) in enumerate(self._sets.items()):
+            local = rows[kinds == i] - self._offsets[i]
+            if local.numel() == 0:
+                continue
+            for name, value in zip(self.names, item_set[local]):
+                fields[name][node_type] = value
+            fields["item_ids"][node_type] = local
+        return fields
+
+    def __repr__(self) -> str:
+        inner = ",\n".join(f"    {t!r}: {s!r}" for t, s in self._sets.items())
+        return f"HeteroItemSet(\n{inner},\n)"
+
+
+ItemSetDict = HeteroItemSet

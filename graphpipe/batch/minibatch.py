@@ -1,0 +1,168 @@
+"""MiniBatch and SampledSubgraph: what flows through a pipe, with public fields only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Dict, List, Optional
+
+import torch
+
+from graphpipe._internal.reprs import fields_repr
+from graphpipe.batch import dgl, pyg
+from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
+
+__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "map_tensors"]
+
+# The values of ``MiniBatch.layout`` (and of the samplers' ``layout`` argument).
+LAYOUTS = ("block", "pyg")
+
+
+@dataclass
+class MiniBatch:
+    """One training step's data, filled stage by stage.
+
+    Layer ``i`` of ``sampled_subgraphs`` feeds GNN layer ``i``: ``sampled_subgraphs[0]``
+    is nearest the input features, ``sampled_subgraphs[-1]`` has the seeds as its
+    destinations::
+
+        input_nodes ──[sampled_subgraphs[0]]──> ... ──[sampled_subgraphs[-1]]──> seeds
+        (features)      GNN layer 0                     GNN layer L-1           (outputs)
+
+    Link prediction (GraphBolt's layout): ``seeds`` are ``[num_pairs, 2]`` node pairs
+    ``(source, destination)``, positives then the negatives a negative sampler appended,
+    with ``labels`` and ``indexes`` aligned to them; the samplers sample from the pairs'
+    distinct endpoints (the destinations of the last layer) and set ``compacted_seeds``,
+    the pairs in those local ids, so ``h[compacted_seeds[:, 0]]`` and
+    ``h[compacted_seeds[:, 1]]`` are the two ends' outputs.
+
+    Attributes:
+        seeds: ``[batch_size]`` int64 node ids whose outputs are trained, or
+            ``[batch_size, 2]`` node pairs (link prediction). A typed batch (see below) has a dict.
+        labels: ``[batch_size, ...]`` labels of the seeds, or None. For node pairs from a
+            negative sampler: bool, True for positives (or the positives' own labels
+            followed by zeros).
+        sampled_subgraphs: one :class:`SampledSubgraph` per GNN layer, input first.
+        input_nodes: ``[num_input]`` int64 global ids of the first layer's sources
+            (seeds first, then nodes first reached at hop 1, 2, ...): row ``k`` of every
+            node feature belongs to ``input_nodes[k]``.
+        node_features: key -> ``[num_input, ...]`` features of ``input_nodes``.
+        edge_features: one dict per layer, key -> ``[num_edges_of_layer, ...]``.
+        batch_index: position of this batch in the sampler's stream (counts across
+            epochs). Samplers derive their random variates from it and their seed, so a
+            batch's sample does not depend on which thread or process produced it.
+        layout: how ``sampled_subgraphs`` were sampled (the sampler's ``layout``):
+            ``"block"`` (GraphBolt/DGL: layer ``i`` samples the in-edges of all its
+            destinations) or ``"pyg"`` (PyG's ``NeighborLoader``: each node's in-edges
+            are sampled once, in the layer of the hop where it is first reached; the
+            other destinations of a layer have no in-edges). :attr:`blocks` needs
+            ``"block"``; :meth:`to_pyg` takes either (``"pyg"`` is the fast path).
+        indexes: ``[batch_size]`` int64, node pairs only: the query each pair belongs to
+            (a positive and its negatives share one; GraphBolt's ``indexes``), for
+            ranking metrics such as MRR. A negative sampler sets ``arange(P)`` for the
+            ``P`` positives and each negative its positive's index; an ItemSet may give
+            them (e.g. fixed evaluation negatives).
+        compacted_seeds: ``[batch_size, 2]`` int64, node pairs only (``[batch_size, k]``
+            for GraphBolt's hyperlinks), set by the samplers: ``seeds`` in local ids,
+            positions in ``sampled_subgraphs[-1].original_column_node_ids`` (the pairs'
+            distinct endpoints, ascending, which are also the first ``input_nodes``).
+        item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
+            was cut from (set by the item samplers; PyG's ``input_id``). A negative
+            sampler leaves it alone, so it counts the positives of a link batch.
+
+    Typed batches (from a :class:`~graphpipe.HeteroItemSet` on a typed graph) hold dicts,
+    every id type-local: ``seeds``, ``labels`` and ``item_ids`` by node type (only the
+    types in the batch), ``input_nodes`` by node type (every type of the graph),
+    ``sampled_subgraphs`` of typed :class:`SampledSubgraph` layers, ``node_features``
+    keyed by ``(node type, name)`` with rows of ``input_nodes[node type]`` and
+    ``edge_features`` by ``(edge type, name)``. :attr:`blocks` gives DGL heterograph
+    blocks and :meth:`to_pyg` a PyG ``HeteroData``.
+    """
+
+    seeds: Optional[torch.Tensor] = None
+    labels: Optional[torch.Tensor] = None
+    sampled_subgraphs: Optional[List[SampledSubgraph]] = None
+    input_nodes: Optional[torch.Tensor] = None
+    node_features: Dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_features: List[Dict[str, torch.Tensor]] = field(default_factory=list)
+    batch_index: int = 0
+    layout: str = "block"
+    indexes: Optional[torch.Tensor] = None
+    compacted_seeds: Optional[torch.Tensor] = None
+    item_ids: Optional[torch.Tensor] = None
+
+    def __repr__(self) -> str:
+        """One field a line, tensors as ``dtype[shape]`` (``int64[1024]``), not values."""
+        return fields_repr(self, multiline=True)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.sampled_subgraphs or ())
+
+    @property
+    def is_heterogeneous(self) -> bool:
+        """Whether the batch is typed: ``seeds`` is a dict of node type -> ids."""
+        return isinstance(self.seeds, dict)
+
+    @property
+    def batch_size(self) -> int:
+        """The number of seeds: nodes, or node pairs for link prediction (summed over
+        the node types of a typed batch)."""
+        if self.seeds is None:
+            return 0
+        if self.is_heterogeneous:
+            return sum(ids.shape[0] for ids in self.seeds.values())
+        return self.seeds.shape[0]
+
+    @property
+    def is_link_batch(self) -> bool:
+        """Whether the seeds are node pairs (``[batch_size, 2]``: link prediction) or
+        hyperlinks (``[batch_size, k]``); for a typed batch, whether any type's seeds are."""
+        if self.seeds is None:
+            return False
+        if self.is_heterogeneous:
+            return any(ids.dim() == 2 for ids in self.seeds.values())
+        return self.seeds.dim() == 2
+
+    # ------------------------------------------------------------------ moves
+    def to(self, device, non_blocking: bool = False) -> "MiniBatch":
+        """A MiniBatch with every tensor moved to ``device``."""
+        return map_tensors(self, lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> "MiniBatch":
+        """A MiniBatch with every CPU tensor in page-locked memory (no-op without CUDA)."""
+        if not torch.cuda.is_available():
+            return self
+        return map_tensors(self, lambda t: t.pin_memory() if t.device.type == "cpu" else t)
+
+    @property
+    def blocks(self):
+        """The sampled layers as DGL message-flow graphs, input first (GraphBolt's
+        ``MiniBatch.blocks``; see :func:`graphpipe.batch.dgl.blocks`). Needs ``dgl``."""
+        return dgl.blocks(self)
+
+    def to_pyg(
+        self,
+        node_feature_key: Optional[str] = None,
+        edge_feature_key: Optional[str] = None,
+        label_key: Optional[str] = None,
+        neg_sampling: str = "binary",
+    ):
+        """The batch as the ``torch_geometric.data.Data`` (``HeteroData`` for a typed
+        batch) PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` returns; see
+        :func:`graphpipe.batch.pyg.to_pyg`."""
+        return pyg.to_pyg(self, node_feature_key, edge_feature_key, label_key, neg_sampling)
+
+
+def map_tensors(obj, fn):
+    """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in fields(obj)})
+    if isinstance(obj, dict):
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [map_tensors(v, fn) for v in obj]
+    return obj
+
+

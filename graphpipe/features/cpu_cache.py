@@ -1,0 +1,316 @@
+"""CPUCachedFeature: the hot rows of a slow feature (on disk, remote) kept in memory.
+
+As GraphBolt's ``CPUCachedFeature``: a fixed budget of rows in host memory in front of
+a fallback :class:`~graphpipe.Feature` (typically a
+:class:`~graphpipe.features.disk.DiskBasedFeature`). ``read(ids)`` copies the cached rows,
+reads the others from the fallback in one call, and admits them to the cache.
+
+Eviction is S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
+SOSP'23), which is scan-resistant: one pass over cold rows (an evaluation over all
+nodes, a batch of one-off neighbours) does not flush the rows every batch needs. A
+small FIFO (10% of the rows) admits new rows; a row read again while there
+moves to the main FIFO, others leave and are remembered in a ghost FIFO of ids, and a
+row missed while remembered goes straight to the main FIFO. The main FIFO gives each
+row one more round per read (up to 3) before evicting it. ``policy="sieve"`` (Zhang et
+al., NSDI'24) keeps one list with a visited mark per row and a hand that moves from the
+oldest row towards the newest, clearing marks and evicting the first unmarked row: as
+good on skewed workloads, but a long scan with no re-reads evicts the hot rows too.
+
+Book-keeping is in numba kernels over plain arrays: an ``int32`` slot per feature row
+(``-1`` when not cached) and a byte of ghost state per row (5 bytes per row of the
+table), plus per-slot queues. ``cache_stats()`` gives the hit counts.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, Optional, Tuple
+
+import numba
+import numpy as np
+import torch
+
+from graphpipe.features.store import Feature
+from graphpipe._internal.checks import check_int
+
+__all__ = ["CPUCachedFeature"]
+
+_POLICIES = ("s3-fifo", "sieve")
+# state[] entries
+_S_HEAD, _S_TAIL, _M_HEAD, _M_TAIL, _G_HEAD, _G_TAIL, _USED = range(7)  # s3-fifo
+_NEWEST, _OLDEST, _HAND = range(7, 10)  # sieve (slots, -1 for none)
+_MAX_FREQ = 3
+
+
+class CPUCachedFeature(Feature):
+    """A fallback feature with its most useful rows cached in host memory.
+
+    Args:
+        fallback: the feature read on a miss (any :class:`~graphpipe.Feature`).
+        max_cache_size_in_bytes: the budget for cached rows (at least one row).
+        policy: ``"s3-fifo"`` (default) or ``"sieve"``.
+
+    Thread-safe: lookups and admissions hold a lock, fallback reads do not.
+    """
+
+    def __init__(self, fallback: Feature, max_cache_size_in_bytes: int, policy: str = "s3-fifo"):
+        if not isinstance(fallback, Feature):
+            raise TypeError(f"CPUCachedFeature: `fallback` must be a graphpipe Feature, got {type(fallback).__name__}")
+        budget = check_int(max_cache_size_in_bytes, "max_cache_size_in_bytes", "CPUCachedFeature", minimum=1)
+        if policy not in _POLICIES:
+            raise ValueError(f"CPUCachedFeature: `policy` must be one of {list(_POLICIES)}, got {policy!r}")
+        self.fallback = fallback
+        self.policy = policy
+        row_bytes = max(1, int(np.prod(fallback.row_shape, dtype=np.int64)) * torch.empty(0, dtype=fallback.dtype).element_size())
+        capacity = min(budget // row_bytes, fallback.num_rows)
+        if capacity < 1:
+            raise ValueError(
+                f"CPUCachedFeature: `max_cache_size_in_bytes` ({budget}) holds no row of {row_bytes} bytes"
+            )
+        self.capacity = int(capacity)
+        self._rows = torch.empty((self.capacity, *fallback.row_shape), dtype=fallback.dtype)
+        self._slot_of = np.full(fallback.num_rows, -1, dtype=np.int32)
+        self._slot_id = np.full(self.capacity, -1, dtype=np.int64)
+        self._freq = np.zeros(self.capacity, dtype=np.uint8)
+        # s3-fifo: the small and main FIFOs of slots; sieve: the newer / older neighbour
+        # of each slot in its one list.
+        self._small = np.zeros(self.capacity, dtype=np.int32)
+        self._main = np.zeros(self.capacity, dtype=np.int32)
+        self._ghost = np.zeros(self.capacity if policy == "s3-fifo" else 0, dtype=np.int64)
+        self._in_ghost = np.zeros(fallback.num_rows if policy == "s3-fifo" else 0, dtype=np.uint8)
+        self._state = np.zeros(10, dtype=np.int64)
+        self._state[[_NEWEST, _OLDEST, _HAND]] = -1
+        self._small_capacity = max(1, self.capacity // 10)
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+
+    # ------------------------------------------------------------------ the Feature protocol
+    @property
+    def data(self):
+        raise AttributeError("CPUCachedFeature has no single table; read rows with read(ids)")
+
+    @property
+    def num_rows(self) -> int:
+        return self.fallback.num_rows
+
+    @property
+    def row_shape(self) -> Tuple[int, ...]:
+        return self.fallback.row_shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fallback.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.fallback.nbytes
+
+    def pin_memory_(self) -> "CPUCachedFeature":
+        return self
+
+    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` int32/int64) as ``[n, *row_shape]``: on the CPU, or, for
+        ids on a GPU, gathered on the CPU and copied to that GPU (as ``Feature.read``)."""
+        rows = self._read_host(ids, out)
+        return rows.to(ids.device) if isinstance(ids, torch.Tensor) and ids.is_cuda else rows
+
+    def _read_host(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+        ids = torch.as_tensor(ids)
+        if ids.dim() != 1 or ids.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"CPUCachedFeature.read: `ids` must be a 1-D int32/int64 tensor, got {ids.dtype} {tuple(ids.shape)}")
+        ids = ids.cpu()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_rows):
+            raise IndexError(f"CPUCachedFeature.read: row ids must be in [0, {self.num_rows}), got {int(ids.min())}..{int(ids.max())}")
+        n = ids.numel()
+        if out is None:
+            out = torch.empty((n, *self.row_shape), dtype=self.dtype)
+        if n == 0:
+            return out
+        ids64 = ids.numpy().astype(np.int64, copy=False)
+        out_bytes = _as_bytes(out, n)
+        missed = np.empty(n, dtype=np.int64)
+        with self._lock:
+            num_missed = _lookup(ids64, self._slot_of, self._freq, _as_bytes(self._rows, self.capacity), out_bytes, missed)
+            self._hits += n - num_missed
+            self._misses += num_missed
+        if num_missed == 0:
+            return out
+        missed = missed[:num_missed]
+        unique, inverse = np.unique(ids64[missed], return_inverse=True)
+        fetched = self.fallback.read(torch.from_numpy(unique))
+        out[torch.from_numpy(missed)] = fetched[torch.from_numpy(inverse.reshape(-1))]
+        with self._lock:
+            _admit(
+                unique, _as_bytes(fetched, unique.size), _as_bytes(self._rows, self.capacity), self._slot_of,
+                self._slot_id, self._freq, self._small, self._main, self._ghost, self._in_ghost, self._state,
+                self._small_capacity, self.policy == "sieve",
+            )
+        return out
+
+    # ------------------------------------------------------------------ statistics
+    def cache_stats(self) -> Dict[str, float]:
+        """Counts since construction or the last :meth:`reset_stats`: ``hits``,
+        ``misses`` (rows requested, repeats included), ``hit_rate``, and
+        ``cached_rows`` / ``capacity_rows`` now."""
+        with self._lock:
+            total = self._hits + self._misses
+            return {
+                "hits": self._hits,
+                "misses": self._misses,
+                "hit_rate": self._hits / total if total else 0.0,
+                "cached_rows": int(self._state[_USED]),
+                "capacity_rows": self.capacity,
+            }
+
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of requested rows found in the cache since the last :meth:`reset_stats`
+        (as :attr:`graphpipe.GPUCachedFeature.hit_rate`)."""
+        return self.cache_stats()["hit_rate"]
+
+    def reset_stats(self) -> None:
+        """Zero the hit and miss counts (the cache keeps its rows)."""
+        with self._lock:
+            self._hits = self._misses = 0
+
+    def cached(self, ids: torch.Tensor) -> torch.Tensor:
+        """``[n]`` bool: which of ``ids`` are in the cache now (no statistics counted)."""
+        return torch.from_numpy(self._slot_of[torch.as_tensor(ids).numpy()] >= 0)
+
+    def __getstate__(self):
+        # The cache travels with its rows and statistics (a worker process starts warm);
+        # the lock is made anew.
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"CPUCachedFeature(policy='{self.policy}', capacity_rows={self.capacity}, "
+            f"fallback={self.fallback!r})"
+        )
+
+
+def _as_bytes(t: torch.Tensor, rows: int) -> np.ndarray:
+    return t.view(torch.uint8).reshape(rows, -1).numpy() if t.numel() else np.empty((rows, 0), np.uint8)
+
+
+@numba.njit(nogil=True, cache=True)
+def _lookup(ids, slot_of, freq, rows, out, missed):
+    """Copy cached rows into ``out``, count a read on each; return the number of misses,
+    whose positions go to ``missed``."""
+    num_missed = 0
+    for i in range(ids.size):
+        slot = slot_of[ids[i]]
+        if slot < 0:
+            missed[num_missed] = i
+            num_missed += 1
+        else:
+            if freq[slot] < _MAX_FREQ:
+                freq[slot] += 1
+            out[i, :] = rows[slot, :]
+    return num_missed
+
+
+@numba.njit(nogil=True, cache=True)
+def _push(queue, state, tail, value):
+    queue[state[tail] % queue.size] = value
+    state[tail] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _pop(queue, state, head):
+    value = queue[state[head] % queue.size]
+    state[head] += 1
+    return value
+
+
+@numba.njit(nogil=True, cache=True)
+def _evict_s3fifo(slot_of, slot_id, freq, small, main, ghost, in_ghost, state, small_capacity):
+    """Free one slot (S3-FIFO) and return it."""
+    while True:
+        small_size = state[_S_TAIL] - state[_S_HEAD]
+        main_size = state[_M_TAIL] - state[_M_HEAD]
+        if small_size > 0 and (small_size >= small_capacity or main_size == 0):
+            slot = _pop(small, state, _S_HEAD)
+            if freq[slot] > 0:  # read again while in S: promote
+                freq[slot] = 0
+                _push(main, state, _M_TAIL, slot)
+                continue
+            row = slot_id[slot]
+            if state[_G_TAIL] - state[_G_HEAD] == ghost.size:
+                in_ghost[_pop(ghost, state, _G_HEAD)] -= 1
+            _push(ghost, state, _G_TAIL, row)
+            in_ghost[row] += 1
+        else:
+            slot = _pop(main, state, _M_HEAD)
+            if freq[slot] > 0:  # one more round
+                freq[slot] -= 1
+                _push(main, state, _M_TAIL, slot)
+                continue
+        slot_of[slot_id[slot]] = -1
+        return slot
+
+
+@numba.njit(nogil=True, cache=True)
+def _admit(ids, fetched, rows, slot_of, slot_id, freq, small, main, ghost, in_ghost, state, small_capacity, sieve):
+    """Cache rows ``ids`` with their bytes ``fetched``, evicting as the policy says
+    (``sieve``, else S3-FIFO)."""
+    for i in range(ids.size):
+        row = ids[i]
+        if slot_of[row] >= 0:  # admitted meanwhile by another thread
+            continue
+        if state[_USED] < slot_id.size:
+            slot = state[_USED]
+            state[_USED] += 1
+        elif sieve:
+            slot = _evict_sieve(slot_of, slot_id, freq, small, main, state)
+        else:
+            slot = _evict_s3fifo(slot_of, slot_id, freq, small, main, ghost, in_ghost, state, small_capacity)
+        slot_id[slot] = row
+        slot_of[row] = slot
+        freq[slot] = 0
+        rows[slot, :] = fetched[i, :]
+        if sieve:
+            _link_newest(small, main, state, slot)
+        elif in_ghost[row] > 0:
+            _push(main, state, _M_TAIL, slot)
+        else:
+            _push(small, state, _S_TAIL, slot)
+
+
+@numba.njit(nogil=True, cache=True)
+def _evict_sieve(slot_of, slot_id, freq, newer, older, state):
+    """Free one slot (SIEVE) and return it: the hand moves from the oldest row towards
+    the newest, clearing visited marks, and stops at the first unmarked row."""
+    slot = state[_HAND] if state[_HAND] >= 0 else state[_OLDEST]
+    while freq[slot] > 0:
+        freq[slot] = 0
+        slot = newer[slot] if newer[slot] >= 0 else state[_OLDEST]
+    state[_HAND] = newer[slot]
+    if older[slot] >= 0:
+        newer[older[slot]] = newer[slot]
+    else:
+        state[_OLDEST] = newer[slot]
+    if newer[slot] >= 0:
+        older[newer[slot]] = older[slot]
+    else:
+        state[_NEWEST] = older[slot]
+    slot_of[slot_id[slot]] = -1
+    return slot
+
+
+@numba.njit(nogil=True, cache=True)
+def _link_newest(newer, older, state, slot):
+    newer[slot] = -1
+    older[slot] = state[_NEWEST]
+    if state[_NEWEST] >= 0:
+        newer[state[_NEWEST]] = slot
+    else:
+        state[_OLDEST] = slot
+    state[_NEWEST] = slot

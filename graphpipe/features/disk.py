@@ -1,0 +1,390 @@
+"""DiskBasedFeature: a ``.npy`` feature table read row by row from disk, not mapped.
+
+For tables larger than RAM (GraphBolt's ``DiskBasedFeature``): a memory map would read
+them through the page cache, which then competes with everything else for memory and
+evicts by recency. Here each requested row is read with ``pread`` into the output, from
+a pool of I/O threads running a numba kernel that releases the GIL, so reads overlap
+the sampler's and the model's work in other threads. With ``direct_io`` the file is
+opened ``O_DIRECT`` (no page cache; each row is read as the aligned blocks that cover
+it); file systems that refuse ``O_DIRECT`` fall back to ordinary reads when
+``direct_io=None`` (the default), with a warning once per file. Put a
+:class:`~graphpipe.features.cpu_cache.CPUCachedFeature` in front to keep the hot rows in memory.
+
+Reads stop early: each thread reads a few hundred rows (at most a few MiB) per kernel
+call and checks between calls whether to stop, so Ctrl-C interrupts a read within one
+call (the caller's thread sees ``KeyboardInterrupt``; the I/O threads of that read stop
+after their current call), as do :meth:`DiskBasedFeature.close` and interpreter exit
+(the I/O threads do not keep a stopping process alive).
+
+io_uring is not used: Python has no binding for it in the standard library, and
+graphpipe compiles nothing; ``pread`` from a few threads keeps an NVMe queue busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Optional, Tuple
+
+import numba
+import numpy as np
+import torch
+
+from graphpipe.features.store import Feature
+from graphpipe.ops.gather import numpy_to_torch_dtype
+from graphpipe._internal.checks import check_int
+
+__all__ = ["DiskBasedFeature"]
+
+_ALIGN = 4096  # O_DIRECT offsets, lengths and buffers must be multiples of the block size
+_CALL_BYTES = 4 << 20  # rows one kernel call reads: about this many bytes, 16 to 1024 rows
+_STOPPED = -2  # what a thread's share of a read returns when it stopped early
+
+# Set when the interpreter starts to exit, before it joins the I/O threads (the pool's own
+# exit hook, registered earlier by concurrent.futures, runs after this one): reads in
+# progress stop after their current kernel call instead of running to the end.
+_EXITING = threading.Event()
+threading._register_atexit(_EXITING.set)
+
+_warned_fallback = set()  # files whose fallback from O_DIRECT was warned about
+
+# libc's pread, called from numba by its symbol name (a ctypes pointer would stop numba
+# from caching the kernel). Addresses travel as uintp (the C ABI is that of a pointer).
+_pread = numba.types.ExternalFunction(
+    "pread", numba.types.intp(numba.types.intc, numba.types.uintp, numba.types.uintp, numba.types.int64)
+)
+
+
+class DiskBasedFeature(Feature):
+    """Rows of a ``.npy`` file (``[num_rows, *row_shape]``, C order) read on demand.
+
+    Args:
+        path: the ``.npy`` file.
+        num_threads: I/O threads (each reads its share of a batch's rows).
+        direct_io: ``True`` opens with ``O_DIRECT`` (an OSError where the file system
+            or platform refuses it), ``False`` reads through the page cache, ``None``
+            tries ``O_DIRECT`` first and else reads through the page cache, warning
+            once per file.
+
+    ``read(ids)`` returns ``[len(ids), *row_shape]`` on the CPU; ``read_async(ids)``
+    returns a ``concurrent.futures.Future`` of it, to start the next batch's reads while
+    this one is used. ``close()`` (or ``with``, or garbage collection) stops the threads
+    and closes the file; a closed feature reopens on the next read. Pickles as its path
+    and options (worker processes open the file themselves). A read stopped by
+    ``close()`` from another thread or by interpreter exit raises ``RuntimeError``.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: not a ``.npy`` file, Fortran order, a header with a negative or
+            overflowing shape, or shorter than its header says (naming the path).
+    """
+
+    def __init__(self, path: str | os.PathLike, num_threads: int = 4, direct_io: Optional[bool] = None):
+        path = os.path.abspath(os.fspath(path))
+        where = f"DiskBasedFeature('{path}')"
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{where}: no such file")
+        self.path = path
+        self.num_threads = check_int(num_threads, "num_threads", "DiskBasedFeature", minimum=1)
+        if direct_io not in (None, True, False):
+            raise ValueError(f"{where}: `direct_io` must be True, False or None, got {direct_io!r}")
+        self.direct_io = direct_io
+        self._shape, self._np_dtype, self._data_offset = _npy_layout(path, where)
+        expected = self._data_offset + self.nbytes  # Python ints: exact for any header
+        size = os.path.getsize(path)
+        if size < expected:
+            raise ValueError(
+                f"{where}: the file is {size} bytes, shorter than the {expected} its header promises "
+                f"({self._shape} {self._np_dtype}); it is truncated"
+            )
+        if self.row_bytes >= 2**62:  # a table of no rows may declare any row shape
+            raise ValueError(f"{where}: the header's row shape {self.row_shape} {self._np_dtype} is too large to read")
+        self._lock = threading.Lock()
+        self._file: Optional[_OpenFile] = None
+        self.uses_direct_io: Optional[bool] = None  # known once opened
+
+    # ------------------------------------------------------------------ the Feature protocol
+    @property
+    def data(self):
+        raise AttributeError("DiskBasedFeature has no in-memory table; read rows with read(ids)")
+
+    @property
+    def num_rows(self) -> int:
+        return self._shape[0]
+
+    @property
+    def row_shape(self) -> Tuple[int, ...]:
+        return tuple(self._shape[1:])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return numpy_to_torch_dtype(self._np_dtype)
+
+    @property
+    def row_bytes(self) -> int:
+        return math.prod(self._shape[1:]) * self._np_dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_rows * self.row_bytes
+
+    def pin_memory_(self) -> "DiskBasedFeature":
+        """Nothing to pin: rows are read into fresh (or given) buffers."""
+        return self
+
+    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` int32/int64, each in ``[0, num_rows)``) as
+        ``[n, *row_shape]`` on the CPU, written into ``out`` when given; for ids on a GPU,
+        then copied to that GPU (as ``Feature.read``)."""
+        device = ids.device if isinstance(ids, torch.Tensor) and ids.is_cuda else None
+        ids, out = self._prepare(ids, out)
+        self._read_into(ids, out)
+        return out if device is None else out.to(device)
+
+    def read_async(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> Future:
+        """Start reading rows ``ids``; a Future of the result (as :meth:`read`)."""
+        ids, out = self._prepare(ids, out)
+        file = self._open()
+        return file.pool.submit(lambda: (self._read_into(ids, out, file), out)[1])
+
+    # ------------------------------------------------------------------ I/O
+    def _prepare(self, ids, out):
+        ids = torch.as_tensor(ids)
+        if ids.dim() != 1 or ids.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"DiskBasedFeature.read: `ids` must be a 1-D int32/int64 tensor, got {ids.dtype} {tuple(ids.shape)}")
+        ids = ids.cpu()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_rows):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise IndexError(f"DiskBasedFeature('{self.path}'): row id {bad} out of range for {self.num_rows} rows")
+        shape = (ids.numel(), *self.row_shape)
+        if out is None:
+            out = torch.empty(shape, dtype=self.dtype)
+        elif tuple(out.shape) != shape or out.dtype != self.dtype or out.device.type != "cpu" or not out.is_contiguous():
+            raise ValueError(
+                f"DiskBasedFeature.read: `out` must be a contiguous CPU tensor {shape} {self.dtype}, "
+                f"got {tuple(out.shape)} {out.dtype} on {out.device}"
+            )
+        return ids, out
+
+    def _open(self) -> "_OpenFile":
+        with self._lock:
+            if self._file is None or self._file.pid != os.getpid():  # closed, or a forked child: open anew
+                self._file = _OpenFile(self.path, self.direct_io, self.num_threads)
+                self.uses_direct_io = self._file.uses_direct_io
+            return self._file
+
+    def _read_into(self, ids: torch.Tensor, out: torch.Tensor, file: Optional["_OpenFile"] = None) -> None:
+        n = ids.numel()
+        if n == 0 or self.row_bytes == 0:
+            return
+        file = file or self._open()
+        ids64 = ids.numpy().astype(np.int64, copy=False)
+        order = np.argsort(ids64, kind="stable")  # ascending offsets: the disk reads forward
+        out_bytes = out.view(torch.uint8).reshape(n, -1).numpy()
+        parts = np.linspace(0, n, min(self.num_threads, n) + 1).astype(np.int64)
+        span = _aligned_span(self.row_bytes) if file.uses_direct_io else 0
+        rows_per_call = max(16, min(1024, _CALL_BYTES // self.row_bytes))
+        cancelled = threading.Event()  # this read's caller was interrupted
+
+        def work(lo, hi):
+            scratch = _aligned_buffer(span)
+            for start in range(lo, hi, rows_per_call):
+                if cancelled.is_set() or file.stopped.is_set() or _EXITING.is_set():
+                    return _STOPPED
+                failed = _pread_rows(
+                    file.fd, ids64, order[start : min(start + rows_per_call, hi)], self._data_offset,
+                    self.row_bytes, out_bytes, scratch, scratch.ctypes.data if span else 0, span,
+                )
+                if failed >= 0:
+                    return failed
+            return -1
+
+        with file.reading(self.path):
+            on_pool = threading.current_thread().name.startswith("graphpipe-disk-io")
+            if on_pool or len(parts) == 2:  # read_async's task, or one part: read here
+                results = [work(lo, hi) for lo, hi in zip(parts[:-1], parts[1:])]
+            else:
+                futures = [file.pool.submit(work, lo, hi) for lo, hi in zip(parts[:-1], parts[1:])]
+                try:
+                    results = [f.result() for f in futures]
+                except BaseException:  # Ctrl-C while waiting: the threads stop after their current call
+                    cancelled.set()
+                    raise
+        if _STOPPED in results:
+            raise RuntimeError(
+                f"DiskBasedFeature('{self.path}'): the read was stopped: the feature was closed "
+                "or the interpreter is exiting"
+            )
+        bad = [r for r in results if r >= 0]
+        if bad:
+            row = int(ids64[bad[0]])
+            raise OSError(
+                f"DiskBasedFeature('{self.path}'): reading row {row} (bytes "
+                f"{self._data_offset + row * self.row_bytes}..) failed or came short: the file changed "
+                "or the device reports an error"
+            )
+
+    def close(self) -> None:
+        """Stop the I/O threads (reads in progress stop after their current kernel call
+        and raise) and close the file; a later read opens them again."""
+        with self._lock:
+            file, self._file = self._file, None
+        if file is not None:
+            file.close()
+
+    def __enter__(self) -> "DiskBasedFeature":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __getstate__(self):
+        return {"path": self.path, "num_threads": self.num_threads, "direct_io": self.direct_io}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"], state["num_threads"], state["direct_io"])
+
+    def __repr__(self) -> str:
+        return (
+            f"DiskBasedFeature(path='{self.path}', num_rows={self.num_rows}, row_shape={self.row_shape}, "
+            f"dtype={self.dtype}, num_threads={self.num_threads}, direct_io={self.direct_io})"
+        )
+
+
+def _npy_layout(path: str, where: str):
+    """``(shape, dtype, data_offset)`` from a ``.npy`` header."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(f)
+            offset = f.tell()
+    except Exception as error:
+        raise ValueError(f"{where}: not a readable .npy file ({error})") from error
+    if fortran_order and len(shape) > 1:
+        raise ValueError(f"{where}: the array is stored in Fortran order; save it in C order (numpy.ascontiguousarray)")
+    if len(shape) < 1:
+        raise ValueError(f"{where}: the array must have a row dimension, got a scalar")
+    if any(not isinstance(s, int) or s < 0 for s in shape):
+        raise ValueError(f"{where}: the header's shape {shape} has a negative dimension; the file is not a valid .npy table")
+    if dtype.hasobject:
+        raise ValueError(f"{where}: object arrays cannot be read from disk")
+    numpy_to_torch_dtype(dtype)  # raises for dtypes torch cannot hold
+    return tuple(int(s) for s in shape), dtype, offset
+
+
+class _OpenFile:
+    """One opening of the file: its descriptor, its I/O threads and the reads using them."""
+
+    def __init__(self, path: str, direct_io: Optional[bool], num_threads: int):
+        self.fd, self.uses_direct_io = _open_file(path, direct_io)
+        self.pool = ThreadPoolExecutor(num_threads, thread_name_prefix="graphpipe-disk-io")
+        self.pid = os.getpid()
+        self.stopped = threading.Event()  # set by close(): reads stop after their current call
+        self._reads = 0
+        self._idle = threading.Condition()
+
+    @contextlib.contextmanager
+    def reading(self, path: str):
+        """Count a read in progress (close() waits for it); refuse one after close()."""
+        with self._idle:
+            if self.stopped.is_set():
+                raise RuntimeError(f"DiskBasedFeature('{path}'): the feature was closed while this read was starting")
+            self._reads += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._reads -= 1
+                self._idle.notify_all()
+
+    def close(self) -> None:
+        with self._idle:
+            self.stopped.set()
+        if self.pid != os.getpid():
+            return  # a forked child's copy: the threads and the descriptor are the parent's
+        on_pool = threading.current_thread().name.startswith("graphpipe-disk-io")
+        self.pool.shutdown(wait=not on_pool, cancel_futures=True)
+        with self._idle:
+            self._idle.wait_for(lambda: self._reads == 0 or on_pool)
+        os.close(self.fd)
+
+
+def _open_file(path: str, direct_io: Optional[bool]):
+    """``(fd, uses_direct_io)``; with ``direct_io=None`` a fallback to the page cache
+    warns once per file."""
+    flag = getattr(os, "O_DIRECT", 0)
+    reason = "O_DIRECT is not available on this platform"
+    if direct_io is not False and flag:
+        try:
+            return os.open(path, os.O_RDONLY | flag), True
+        except OSError as error:
+            if direct_io:
+                raise OSError(f"DiskBasedFeature('{path}'): cannot open with O_DIRECT ({error}); pass direct_io=False") from error
+            reason = f"the file system refuses O_DIRECT ({error.strerror or error})"
+    elif direct_io:
+        raise OSError(f"DiskBasedFeature('{path}'): {reason}; pass direct_io=False")
+    if direct_io is None and path not in _warned_fallback:
+        _warned_fallback.add(path)
+        warnings.warn(
+            f"DiskBasedFeature('{path}'): {reason}; rows are read through the page cache, which keeps what "
+            f"was read in memory (pass direct_io=False to choose that without this warning)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return os.open(path, os.O_RDONLY), False
+
+
+def _aligned_span(row_bytes: int) -> int:
+    """Bytes of aligned blocks that cover one row wherever it starts."""
+    return ((row_bytes + 2 * _ALIGN - 1) // _ALIGN) * _ALIGN
+
+
+def _aligned_buffer(nbytes: int) -> np.ndarray:
+    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    start = (-raw.ctypes.data) % _ALIGN
+    return raw[start : start + nbytes]
+
+
+@numba.njit(nogil=True, cache=True)
+def _pread_rows(fd, ids, order, data_offset, row_bytes, out, scratch, scratch_address, span):
+    """Read rows ``ids[order[k]]`` into ``out[order[k]]``; -1, or the first failing position.
+
+    ``span == 0``: buffered reads straight into ``out``. Else ``O_DIRECT``: read the
+    aligned blocks covering the row into ``scratch`` (aligned, ``span`` bytes) and copy.
+    """
+    base = out.ctypes.data
+    for k in range(order.size):
+        i = order[k]
+        offset = data_offset + ids[i] * row_bytes
+        if span == 0:
+            done = 0
+            while done < row_bytes:
+                got = _pread(fd, base + i * row_bytes + done, row_bytes - done, offset + done)
+                if got <= 0:
+                    return i
+                done += got
+        else:
+            start = offset - offset % 4096
+            need = offset - start + row_bytes
+            length = ((need + 4095) // 4096) * 4096
+            done = 0
+            while done < need:
+                got = _pread(fd, scratch_address + done, length - done, start + done)
+                if got <= 0:
+                    return i
+                done += got
+            skip = offset - start
+            for b in range(row_bytes):
+                out[i, b] = scratch[skip + b]
+    return -1

@@ -1,0 +1,327 @@
+"""A device-memory cache in front of a (pinned, CPU or memory-mapped) feature table.
+
+``gpu_cached_feature(features, "feat", max_bytes=8 << 30, policy="clock")`` returns a
+:class:`~graphpipe.features.store.FeatureStore` whose ``"feat"`` is a
+:class:`GPUCachedFeature`: reads take cached rows from device memory and only the misses
+from the backing feature (a UVA gather when it is pinned). Policies:
+
+* ``"static"``: filled once and never changed. With ``hotness`` (one score per row) it
+  holds the hottest rows: :func:`hotness_from_degree` (how many nodes have the row's node
+  as an in-neighbour) or :func:`hotness_from_presampling` (access counts over a few
+  sampled batches, as GNNLab and NeutronOrch do). Without ``hotness`` it keeps the first
+  rows it misses until it is full.
+* ``"clock"``: CLOCK (second chance), updated in batches: every hit sets its slot's
+  reference bit; the misses of a read replace, in hand order, the slots whose bit is
+  clear, clearing the bits the hand sweeps past (a second pass over the cleared slots if
+  one pass does not free enough). Unlike one-at-a-time CLOCK, rows admitted by a read
+  never evict each other.
+
+Lookup is a direct map ``slot_of_row`` (``[num_rows]`` int32 in device memory: 4 bytes a
+row, no hashing) and every step is a batched torch op, so the same code runs on CPU
+tensors (tests) and on a GPU. A read synchronises with the host twice: once for the id
+range check and the number of misses, once for the number of distinct misses (the size
+of the backing read). Hit rate: :attr:`GPUCachedFeature.hit_rate`.
+Not thread-safe: one stage reads a given cache.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+
+from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.ops.gather import gather_valid_rows
+from graphpipe.ops.uva_gather import cuda_or_warn_once, resolve_device
+
+__all__ = [
+    "GPUCachedFeature",
+    "gpu_cached_feature",
+    "hotness_from_degree",
+    "hotness_from_presampling",
+]
+
+POLICIES = ("static", "clock")
+_FILL_CHUNK_BYTES = 256 << 20
+
+
+class GPUCachedFeature(Feature):
+    """A :class:`Feature` that caches rows of ``feature`` in ``device`` memory.
+
+    Args:
+        feature: the backing :class:`Feature` (pin it for UVA reads of the misses).
+        max_bytes: cache size; the cache holds ``max_bytes // row_nbytes`` rows (at most
+            all of them), plus 4 bytes per row of the table for the slot map.
+        policy: ``"static"`` or ``"clock"`` (see the module docs).
+        hotness: optional ``[num_rows]`` scores; the hottest rows are loaded at once
+            (``"static"``: for good; ``"clock"``: as a warm start).
+        device: where the cache lives; default CUDA. Without CUDA, a CUDA device (the
+            default included) warns once per process and the cache lives in host memory,
+            as ``copy_to('cuda')`` stays on the CPU; ``device="cpu"`` asks for that quietly.
+
+    ``read(ids)`` returns ``[n, *row_shape]`` on ``device``, equal to
+    ``feature.read(ids)``.
+    """
+
+    concurrent_reads = False  # the slot map, the clock and the hit counts change on every read
+
+    def __init__(
+        self,
+        feature: Feature,
+        max_bytes: int,
+        policy: str = "static",
+        hotness: Optional[torch.Tensor] = None,
+        device: Union[str, torch.device, None] = None,
+    ):
+        if not isinstance(feature, Feature):
+            raise TypeError(f"GPUCachedFeature: `feature` must be a graphpipe Feature, got {type(feature).__name__}")
+        if isinstance(feature, GPUCachedFeature):
+            raise TypeError("GPUCachedFeature: `feature` is already cached")
+        if policy not in POLICIES:
+            raise ValueError(f"GPUCachedFeature: `policy` must be one of {list(POLICIES)}, got {policy!r}")
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"GPUCachedFeature: `max_bytes` must be an int >= 0, got {max_bytes!r}")
+        self.feature = feature
+        self.policy = policy
+        device = torch.device("cuda" if device is None else device)
+        if device.type == "cuda" and not cuda_or_warn_once(
+            "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)"
+        ):
+            device = torch.device("cpu")
+        self.device = resolve_device(device)
+        num_rows = feature.num_rows
+        row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
+        self.capacity = min(num_rows, max_bytes // row_nbytes)
+        self.cache = torch.empty((self.capacity,) + feature.row_shape, dtype=feature.dtype, device=self.device)
+        # Entry num_rows (resp. capacity) is a scratch target for "no row" (resp. "no slot").
+        self.slot_of_row = torch.full((num_rows + 1,), -1, dtype=torch.int32, device=self.device)
+        self.row_of_slot = torch.full((self.capacity + 1,), num_rows, dtype=torch.int64, device=self.device)
+        self.referenced = torch.zeros(self.capacity + 1, dtype=torch.int32, device=self.device)
+        self.hand = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.num_filled = 0
+        self._lookups = torch.zeros((), dtype=torch.int64, device=self.device)
+        self._hits = torch.zeros((), dtype=torch.int64, device=self.device)
+        if hotness is not None:
+            self._fill_hottest(_check_hotness(hotness, num_rows))
+
+    # ------------------------------------------------------------------ Feature protocol
+    @property
+    def data(self):
+        return self.feature.data
+
+    @property
+    def num_rows(self) -> int:
+        return self.feature.num_rows
+
+    @property
+    def row_shape(self):
+        return self.feature.row_shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.feature.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.feature.nbytes
+
+    def pin_memory_(self) -> "GPUCachedFeature":
+        """Pin the backing feature in place (misses become UVA reads); return self."""
+        self.feature.pin_memory_()
+        return self
+
+    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` integer ids, repeats allowed): ``[n, *row_shape]`` on the cache's device."""
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.is_complex():
+            raise TypeError(
+                "GPUCachedFeature.read: `ids` must be a 1-D integer tensor of row ids, got "
+                f"{type(ids).__name__} {getattr(ids, 'dtype', '')} shape {tuple(getattr(ids, 'shape', ()))}"
+            )
+        ids = ids.to(self.device, torch.int64)
+        n = ids.numel()
+        shape = (n,) + self.row_shape
+        if out is None:
+            out = torch.empty(shape, dtype=self.dtype, device=self.device)
+        elif tuple(out.shape) != shape or out.dtype != self.dtype or out.device != self.device or not out.is_contiguous():
+            raise ValueError(
+                f"GPUCachedFeature.read: `out` must be a contiguous {self.dtype} tensor of shape {shape} "
+                f"on {self.device}, got {out.dtype} shape {tuple(out.shape)} on {out.device}"
+            )
+        if n == 0:
+            return out
+        slot = self.slot_of_row[ids.clamp(0, self.num_rows)].to(torch.int64)
+        hit = slot >= 0
+        lo, hi, num_misses = torch.stack([ids.min(), ids.max(), n - hit.sum()]).tolist()
+        if lo < 0 or hi >= self.num_rows:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"GPUCachedFeature.read: `ids` holds row id {bad}, out of range: valid ids are "
+                f"0..{self.num_rows - 1} (num_rows={self.num_rows})"
+            )
+        self._lookups += n
+        self._hits += n - num_misses
+        if self.capacity:
+            torch.index_select(self.cache, 0, slot.clamp(min=0), out=out)
+            self.referenced.index_fill_(0, torch.where(hit, slot, self.capacity), 1)
+        if num_misses:
+            misses = torch.nonzero_static(~hit, size=num_misses).view(-1)
+            unique_misses, inverse = torch.unique(ids[misses], return_inverse=True)
+            rows = self._read_misses(unique_misses)
+            out[misses] = rows[inverse]
+            self._admit(unique_misses, rows)
+        return out
+
+    def _read_misses(self, rows: torch.Tensor) -> torch.Tensor:
+        """The backing rows ``rows`` (checked by :meth:`read`) on the cache's device. A plain
+        table's are gathered without a second range check (a host sync on a GPU)."""
+        if type(self.feature).read is Feature.read:
+            return gather_valid_rows(self.feature.data, rows).to(self.device)
+        return self.feature.read(rows).to(self.device)
+
+    # ------------------------------------------------------------------ statistics
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of looked-up ids found in the cache since the last :meth:`reset_stats`."""
+        lookups = int(self._lookups)
+        return int(self._hits) / lookups if lookups else 0.0
+
+    def reset_stats(self) -> None:
+        self._lookups.zero_()
+        self._hits.zero_()
+
+    # ------------------------------------------------------------------ policies
+    def _fill_hottest(self, hotness: torch.Tensor) -> None:
+        if self.capacity == 0:
+            return
+        rows = torch.topk(hotness.to(self.device, torch.float64), self.capacity).indices
+        chunk = max(1, _FILL_CHUNK_BYTES // max(1, self.cache[0].numel() * self.cache.element_size()))
+        for lo in range(0, self.capacity, chunk):
+            part = rows[lo : lo + chunk]
+            self._place(part, torch.arange(lo, lo + part.numel(), device=self.device), self.feature.read(part).to(self.device))
+        self.num_filled = self.capacity
+
+    def _place(self, rows: torch.Tensor, slots: torch.Tensor, values: torch.Tensor) -> None:
+        """Put ``rows`` (with ``values``) into ``slots``, evicting the slots' old rows."""
+        self.slot_of_row[self.row_of_slot[slots]] = -1
+        self.row_of_slot[slots] = rows
+        self.slot_of_row[rows] = slots.to(torch.int32)
+        self.cache[slots] = values
+        self.referenced[slots] = 1
+
+    def _admit(self, rows: torch.Tensor, values: torch.Tensor) -> None:
+        """Admit distinct missed ``rows`` (``values`` their data) by the cache's policy."""
+        if self.policy == "static":
+            take = min(rows.numel(), self.capacity - self.num_filled)
+            if take > 0:
+                slots = torch.arange(self.num_filled, self.num_filled + take, device=self.device)
+                self._place(rows[:take], slots, values[:take])
+                self.num_filled += take
+            return
+        take = min(rows.numel(), self.capacity)
+        if take > 0:
+            self._place(rows[:take], self._clock_victims(take), values[:take])
+
+    def _clock_victims(self, m: int) -> torch.Tensor:
+        """``m`` slots chosen by a batched CLOCK sweep from the hand; moves the hand.
+
+        Pass 1 takes the slots with a clear bit in hand order; if it has fewer than
+        ``m``, pass 2 takes the remaining ones in hand order among the slots pass 1
+        cleared. Bits swept past are cleared. No host synchronisation.
+        """
+        cap = self.capacity
+        position = torch.arange(cap, device=self.device)
+        order = (self.hand + position) % cap
+        clear = self.referenced[order] == 0
+        first_pass = torch.cumsum(clear.to(torch.int64), 0)
+        num_clear = first_pass[-1]
+        second_pass = torch.cumsum((~clear).to(torch.int64), 0)
+        victim = torch.where(clear, first_pass <= m, second_pass <= m - num_clear)
+        # Position of the last victim in hand order: where the hand stops.
+        last_first = torch.searchsorted(first_pass, torch.full((), m, device=self.device))  # no copy from the host
+        last_second = torch.searchsorted(second_pass, (m - num_clear).clamp(min=1))
+        enough = num_clear >= m
+        last = torch.where(enough, last_first, last_second)
+        swept = torch.where(enough, position <= last, torch.ones_like(clear))
+        self.referenced[order] = torch.where(swept, 0, self.referenced[order])
+        self.hand = (self.hand + last + 1) % cap
+        return order[torch.nonzero_static(victim, size=m).view(-1)]
+
+    def __getstate__(self):
+        raise TypeError("GPUCachedFeature cannot be pickled: build the cache in the process that reads it")
+
+    def __repr__(self) -> str:
+        return (
+            f"GPUCachedFeature(policy='{self.policy}', capacity={self.capacity} of {self.num_rows} rows, "
+            f"device={self.device}, feature={self.feature!r})"
+        )
+
+
+def gpu_cached_feature(
+    features: FeatureStore,
+    key,
+    max_bytes: int,
+    policy: str = "static",
+    hotness: Optional[torch.Tensor] = None,
+    device: Union[str, torch.device, None] = None,
+) -> FeatureStore:
+    """A new :class:`FeatureStore` with feature ``key`` wrapped in a :class:`GPUCachedFeature`.
+
+    ``key`` is ``"name"`` or ``("node" | "edge", "name")``; the other features are shared
+    with ``features``, which is not modified. See :class:`GPUCachedFeature` for the rest.
+    """
+    if not isinstance(features, FeatureStore):
+        raise TypeError(f"gpu_cached_feature: `features` must be a FeatureStore, got {type(features).__name__}")
+    target = features[key]
+    kind, name = ("node", key) if isinstance(key, str) else key
+    node = {k: features["node", k] for k in features.node_keys}
+    edge = {k: features["edge", k] for k in features.edge_keys}
+    (node if kind == "node" else edge)[name] = GPUCachedFeature(target, max_bytes, policy, hotness, device)
+    return FeatureStore(node, edge)
+
+
+def hotness_from_degree(graph) -> torch.Tensor:
+    """``[num_nodes]`` int64: how many nodes have each node as an in-neighbour.
+
+    A node's chance of being sampled as a source grows with the number of neighbourhoods
+    it is in (its out-degree; the in-degree on a symmetric graph), so this ranks the rows
+    a sampler will fetch most without sampling anything.
+    """
+    return torch.bincount(graph.indices.to(torch.int64), minlength=graph.num_nodes)
+
+
+def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_type: Optional[str] = None) -> torch.Tensor:
+    """``[num_rows]`` int64 access counts of ``input_nodes`` over the first ``num_batches``
+    batches of ``pipe``'s epoch 0 (a sampling chain, before feature fetching). Nothing in
+    ``pipe`` changes: a loader over it still starts at epoch 0, batch_index 0.
+
+    Heterogeneous batches count the type-local ids of ``input_nodes[node_type]`` (the rows
+    of that type's features); ``node_type`` is required for them."""
+    if num_batches < 1:
+        raise ValueError(f"hotness_from_presampling: `num_batches` must be >= 1, got {num_batches}")
+    counts = torch.zeros(num_rows, dtype=torch.int64)
+    batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
+    for i, minibatch in enumerate(batches):
+        ids = minibatch.input_nodes
+        if ids is None:
+            raise ValueError("hotness_from_presampling: batches have no `input_nodes`; pass a chain with a sampler")
+        if isinstance(ids, dict):
+            if node_type not in ids:
+                raise ValueError(
+                    f"hotness_from_presampling: the batches are heterogeneous; `node_type` must name one of their "
+                    f"node types {sorted(ids)}, got {node_type!r}"
+                )
+            ids = ids[node_type]
+        counts += torch.bincount(ids.cpu(), minlength=num_rows)
+        if i + 1 == num_batches:
+            break
+    return counts
+
+
+def _check_hotness(hotness: torch.Tensor, num_rows: int) -> torch.Tensor:
+    if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != num_rows:
+        raise ValueError(
+            f"GPUCachedFeature: `hotness` must be a 1-D tensor with one score per row ({num_rows}), got "
+            f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
+        )
+    return hotness

@@ -1,0 +1,299 @@
+"""FeatureStore: node and edge feature tables, read by row id.
+
+A :class:`Feature` is one ``[num_rows, *row_shape]`` table; its ``read(ids)`` is the
+whole protocol that stages use, so other storages (a GPU cache, a remote store) can
+implement it and sit in the same :class:`FeatureStore`. Tables may be tensors, numpy
+arrays, ``numpy.memmap`` or paths of ``.npy`` files, which are memory-mapped on first
+use (so a store is cheap to build and pickles as paths, e.g. into worker processes).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Dict, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+import torch
+
+from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.ops.gather import gather_rows, numpy_to_torch_dtype
+from graphpipe.ops.uva_gather import cuda_or_warn_once, pin_in_place
+
+__all__ = ["Feature", "FeatureStore"]
+
+FeatureData = Union[torch.Tensor, np.ndarray, str, os.PathLike]
+
+
+
+class Feature:
+    """One feature table, ``[num_rows, *row_shape]``, read by row id.
+
+    The protocol stages rely on is ``read``, ``num_rows``, ``row_shape``, ``dtype``,
+    ``nbytes`` and ``pin_memory_``; other storages (a GPU cache) subclass and override it.
+
+    Args:
+        data: a tensor (CPU or CUDA), a numpy array / ``numpy.memmap``, or the path of a
+            ``.npy`` file, opened with ``numpy.load(mmap_mode="r")`` on first use. Rows
+            must be C-contiguous.
+    """
+
+    # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
+    # Whether ``read`` may run in several threads at once (a whole-batch pool fetches each
+    # batch in its own thread); a subclass whose reads change unlocked state sets False.
+    concurrent_reads = True
+    path: Optional[str] = None  # the .npy file of a path-backed feature
+    _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
+
+    def __init__(self, data: FeatureData):
+        if isinstance(data, (str, os.PathLike)):
+            path = os.fspath(data)
+            if not path.endswith(".npy"):
+                raise ValueError(f"Feature: a path must name a .npy file, got '{path}'")
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"Feature: no such .npy file: '{path}'")
+            self.path = path
+        elif isinstance(data, (torch.Tensor, np.ndarray)):
+            self._data = _checked_table(data, "`data`")
+        else:
+            raise TypeError(
+                "Feature: `data` must be a torch.Tensor, a numpy array/memmap or a path to a "
+                f".npy file, got {type(data).__name__}"
+            )
+
+    @property
+    def data(self) -> Union[torch.Tensor, np.ndarray]:
+        """The table itself (a path-backed feature maps its file here, once)."""
+        if self._data is None:
+            self._data = _checked_table(np.load(self.path, mmap_mode="r"), f"'{self.path}'")
+        return self._data
+
+    @property
+    def num_rows(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def row_shape(self) -> Tuple[int, ...]:
+        return tuple(self.data.shape[1:])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        data = self.data
+        return data.dtype if isinstance(data, torch.Tensor) else numpy_to_torch_dtype(data.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        data = self.data
+        return data.numel() * data.element_size() if isinstance(data, torch.Tensor) else data.nbytes
+
+    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` int32/int64): ``[n, *row_shape]``, on the GPU if the table
+        or ``ids`` is on one.
+
+        ``out`` is an optional preallocated result, written in place and returned.
+        """
+        return gather_rows(self.data, ids, out)
+
+    def pin_memory_(self) -> "Feature":
+        """Page-lock a CPU table in place (``cudaHostRegister``, no copy) and return self.
+
+        The GPU can then read rows in place (UVA) and copy them asynchronously; the
+        registration lasts as long as the table. A numpy table is wrapped as a tensor
+        (no copy). A memory-mapped one (a ``.npy`` path maps read-only) is registered
+        read-only for the device, which locks the file's pages in RAM: the table must fit
+        in memory. Where the device or the kernel refuses to pin a memory map, it stays
+        unpinned, with a warning: its rows are then gathered on the CPU and copied.
+        Without CUDA this is a no-op that warns once per process.
+        """
+        if not cuda_or_warn_once("Feature.pin_memory_(): CUDA is not available; features stay unpinned"):
+            return self
+        data = table = self.data
+        if isinstance(data, np.ndarray):
+            with warnings.catch_warnings():
+                # A read-only map: torch warns that writes would be undefined; nothing writes it.
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                table = torch.from_numpy(data)
+        try:
+            pin_in_place(table)
+        except RuntimeError as error:
+            if not isinstance(data, np.memmap):
+                raise
+            warnings.warn(
+                f"Feature.pin_memory_(): a memory-mapped table stays unpinned (its rows are gathered "
+                f"on the CPU and copied): {error}"
+            )
+            return self
+        self._data = table
+        return self
+
+    def __getstate__(self):
+        # A mapped file travels as its path.
+        state = dict(self.__dict__)
+        if self.path is not None:
+            state["_data"] = None
+        return state
+
+    def __repr__(self) -> str:
+        if self._data is None:
+            return f"Feature(path='{self.path}', not opened yet)"
+        kind = "tensor" if isinstance(self._data, torch.Tensor) else "numpy"
+        where = f", path='{self.path}'" if self.path is not None else ""
+        return f"Feature(num_rows={self.num_rows}, row_shape={self.row_shape}, dtype={self.dtype}, {kind}{where})"
+
+
+class FeatureStore:
+    """Named node and edge features, homogeneous or per node / edge type.
+
+    Homogeneous stores key a table by its name: ``store["feat"]`` or
+    ``store["node", "feat"]`` is a node :class:`Feature`, ``store["edge", "w"]`` an edge
+    feature (rows indexed by edge id).
+
+    Typed stores (heterogeneous graphs) key a table by ``(type, name)``, as GraphBolt's
+    ``TorchBasedFeatureStore`` keys by ``(domain, type, name)``: ``store["node", "paper",
+    "feat"]`` has one row per ``paper`` node (type-local ids), ``store["edge",
+    "author:writes:paper", "w"]`` one row per edge of that type (ids within the type, as
+    ``SampledSubgraph.original_edge_ids[etype]``). Edge types are ``"src:relation:dst"``
+    strings; a ``(src, relation, dst)`` tuple (PyG's form) is accepted wherever an edge
+    type is and stored as the string. ``store[kind, key]`` also takes a key as
+    :attr:`node_keys` / :attr:`edge_keys` list it, and ``store[kind, None, name]`` is
+    the homogeneous ``name`` (GraphBolt's form).
+
+    Args:
+        node_features: ``name`` or ``(node_type, name)`` -> table (see :class:`Feature`)
+            with one row per node (of that type).
+        edge_features: ``name`` or ``(edge_type, name)`` -> table with one row per edge
+            (of that type).
+    """
+
+    def __init__(
+        self,
+        node_features: Mapping[Union[str, Tuple[str, str]], Union[Feature, FeatureData]],
+        edge_features: Optional[Mapping[Union[str, Tuple[object, str]], Union[Feature, FeatureData]]] = None,
+    ):
+        self._features: Dict[str, Dict[FeatureKey, Feature]] = {
+            "node": _as_features(node_features, "node"),
+            "edge": _as_features(edge_features or {}, "edge"),
+        }
+
+    @property
+    def node_keys(self) -> List[FeatureKey]:
+        """Node feature keys: names (homogeneous) and ``(node_type, name)`` pairs (typed)."""
+        return list(self._features["node"])
+
+    @property
+    def edge_keys(self) -> List[FeatureKey]:
+        """Edge feature keys: names and ``("src:relation:dst", name)`` pairs."""
+        return list(self._features["edge"])
+
+    def __getitem__(self, key) -> Feature:
+        kind, feature_key = _split_key(key)
+        features = self._features[kind]
+        if feature_key not in features:
+            raise KeyError(
+                f"FeatureStore: unknown {kind} feature {_describe(feature_key)}; known {kind} features: {list(features)}"
+            )
+        return features[feature_key]
+
+    def __contains__(self, key) -> bool:
+        kind, feature_key = _split_key(key)
+        return feature_key in self._features[kind]
+
+    def pin_memory_(self) -> "FeatureStore":
+        """Pin every feature in place (see :meth:`Feature.pin_memory_`); return self."""
+        for features in self._features.values():
+            for feature in features.values():
+                feature.pin_memory_()
+        return self
+
+    def __repr__(self) -> str:
+        lines = [
+            f"    {kind} {_describe(key)}: {feature!r},"
+            for kind, features in self._features.items()
+            for key, feature in features.items()
+        ]
+        return "FeatureStore(\n" + "\n".join(lines) + "\n)" if lines else "FeatureStore()"
+
+
+FeatureKey = Union[str, Tuple[str, str]]
+
+_TYPED_KEY_FORMS = (
+    "a typed feature is ('node', node_type, 'name') or ('edge', edge_type, 'name'), edge_type "
+    "'src:relation:dst' or a (src, relation, dst) tuple"
+)
+
+
+def _describe(key: FeatureKey) -> str:
+    return f"'{key}'" if isinstance(key, str) else f"'{key[1]}' of type '{key[0]}'"
+
+
+def _type_name(kind: str, type_name, where: str) -> str:
+    """A node type as given, an edge type as its ``"src:relation:dst"`` string."""
+    if kind == "edge":
+        return "{}:{}:{}".format(*parse_edge_type(type_name, where))
+    if not isinstance(type_name, str):
+        raise KeyError(f"{where}: a node type must be a str, got {type_name!r}")
+    return type_name
+
+
+def _split_key(key) -> Tuple[str, FeatureKey]:
+    """``(kind, name or (type, name))`` of a lookup key (see :class:`FeatureStore`)."""
+    where = "FeatureStore"
+    if isinstance(key, str):
+        return "node", key
+    if isinstance(key, tuple) and len(key) in (2, 3) and key[0] in ("node", "edge"):
+        kind = key[0]
+        if len(key) == 2 and isinstance(key[1], str):
+            return kind, key[1]
+        if len(key) == 2 and isinstance(key[1], tuple) and len(key[1]) == 2:
+            key = (kind, *key[1])
+        if len(key) == 3 and isinstance(key[2], str):
+            if key[1] is None:
+                return kind, key[2]
+            try:
+                return kind, (_type_name(kind, key[1], where), key[2])
+            except ValueError as err:
+                raise KeyError(str(err)) from err
+    raise KeyError(f"{where}: a key is 'name' or ('node' | 'edge', 'name'), got {key!r}; {_TYPED_KEY_FORMS}")
+
+
+def _as_features(features, kind: str) -> Dict[FeatureKey, Feature]:
+    """``{name or (type, name): Feature}`` of a constructor argument (edge types normalised)."""
+    argument = f"{kind}_features"
+    where = f"FeatureStore: `{argument}`"
+    if not isinstance(features, Mapping):
+        raise TypeError(f"{where} must be a dict of name -> table, got {type(features).__name__}")
+    out = {}
+    for key, data in features.items():
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str):
+            try:
+                key = (_type_name(kind, key[0], where), key[1])
+            except (KeyError, ValueError) as err:
+                raise TypeError(f"{where} has key {key!r}: {err.args[0]}") from err
+        elif not isinstance(key, str):
+            type_form = "edge_type" if kind == "edge" else "node_type"
+            raise TypeError(f"{where} keys must be 'name' or ({type_form}, 'name'), got {key!r}")
+        if key in out:
+            raise ValueError(f"{where} gives {kind} feature {_describe(key)} twice")
+        try:
+            out[key] = data if isinstance(data, Feature) else Feature(data)
+        except (TypeError, ValueError, FileNotFoundError) as err:
+            raise type(err)(f"FeatureStore: `{argument}[{key!r}]`: {err}") from err
+    return out
+
+
+def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):
+    """``data`` after checking it has rows and stores them C-contiguously."""
+    if data.ndim < 1:
+        raise ValueError(f"Feature: {what} must have a row dimension, got a scalar")
+    contiguous = data.is_contiguous() if isinstance(data, torch.Tensor) else data.flags.c_contiguous
+    if not contiguous:
+        raise ValueError(
+            f"Feature: {what} must store its rows C-contiguously; pass a contiguous copy "
+            "(tensor.contiguous() or numpy.ascontiguousarray)"
+        )
+    if isinstance(data, np.ndarray):
+        try:
+            numpy_to_torch_dtype(data.dtype)
+        except TypeError as err:
+            raise TypeError(f"Feature: {what} has numpy dtype {data.dtype}, which torch cannot hold") from err
+    return data

@@ -1,0 +1,181 @@
+"""Checks of arguments that refer to a graph: the graph itself, its edge weights, typed fanouts."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from graphpipe._internal.checks import as_int, check_node_ids
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.graph.edge_types import parse_edge_type
+
+__all__ = ["check_edge_weights", "check_graph", "check_typed_fanouts", "check_typed_seeds"]
+
+
+def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List[int]]:
+    """Fanouts for a typed graph: ``[num_layers][num_edge_types]`` ints, each ``>= 0``
+    (0: the layer samples no edge of that type) or ``-1`` (all of them).
+
+    Each layer's entry is one of: an int for every edge type (a one-element tensor too,
+    as GraphBolt's ``torch.LongTensor([k])``; 0 samples nothing in that layer); a dict
+    ``{edge type: int}`` naming every edge type (``"src:relation:dst"`` or a tuple); or a
+    list / 1-D tensor of ``num_edge_types`` ints in edge type id order (GraphBolt's form)."""
+    if isinstance(fanouts, (str, bytes, Mapping)) or not isinstance(fanouts, (Sequence, torch.Tensor, np.ndarray)):
+        raise ValueError(
+            f"{where}: `fanouts` must be a non-empty list with one entry per GNN layer (an int, a dict of edge "
+            f"type -> int, or a list of {len(edge_types)} ints in edge type id order), got {fanouts!r}"
+        )
+    if isinstance(fanouts, (torch.Tensor, np.ndarray)):
+        fanouts = list(fanouts) if fanouts.ndim == 2 else fanouts.tolist()
+    if len(fanouts) == 0:
+        raise ValueError(f"{where}: `fanouts` must have one entry per GNN layer, got none")
+    layers = []
+    for i, entry in enumerate(fanouts):
+        name = f"fanouts[{i}]"
+        if isinstance(entry, Mapping):
+            given = {}
+            for key, value in entry.items():
+                etype = ":".join(parse_edge_type(key, where))
+                if etype not in edge_types:
+                    raise ValueError(f"{where}: `{name}` names unknown edge type {key!r}; the graph's edge types: {edge_types}")
+                given[etype] = value
+            missing = [t for t in edge_types if t not in given]
+            if missing:
+                raise ValueError(
+                    f"{where}: `{name}` has no fanout for edge type(s) {missing}; give every edge type one "
+                    f"(0 samples none of that type)"
+                )
+            values = [given[t] for t in edge_types]
+        elif isinstance(entry, (torch.Tensor, np.ndarray)) and entry.ndim == 1 and len(entry) != 1:
+            values = entry.tolist()
+        elif isinstance(entry, (list, tuple)):
+            values = list(entry)
+        else:
+            fanout = as_int(entry)
+            if fanout is None or fanout < -1:
+                raise ValueError(
+                    f"{where}: `{name}` must be an int >= 0 or -1 (all) for every edge type, a dict of edge type -> "
+                    f"int or a list of {len(edge_types)} ints, got {entry!r}"
+                )
+            layers.append([fanout] * len(edge_types))
+            continue
+        if len(values) != len(edge_types):
+            raise ValueError(
+                f"{where}: `{name}` has {len(values)} fanouts, but the graph has {len(edge_types)} edge types "
+                f"{edge_types} (give one per edge type, in id order, or a dict)"
+            )
+        layer = []
+        for etype, value in zip(edge_types, values):
+            fanout = as_int(value)
+            if fanout is None or fanout < -1:
+                raise ValueError(
+                    f"{where}: `{name}` for edge type '{etype}' must be an int >= 0 or -1 (all), got {value!r}"
+                )
+            layer.append(fanout)
+        layers.append(layer)
+    return layers
+
+
+def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
+    """The edge attribute ``name`` of ``graph`` as sampling weights: ``[num_edges]``,
+    floating or bool, finite and non-negative. A bool attribute (an edge mask, as
+    GraphBolt's ``prob_name`` accepts) becomes float32 0/1; float16/bfloat16 are widened
+    to float32. One ``O(num_edges)`` scan, once per sampler."""
+    if name not in graph.edge_attributes:
+        raise KeyError(
+            f"{where}: `weights`={name!r} is not an edge attribute of the graph; known "
+            f"edge attributes: {sorted(graph.edge_attributes)}"
+        )
+    probs = graph.edge_attributes[name]
+    if probs.dim() != 1 or not (probs.is_floating_point() or probs.dtype == torch.bool):
+        raise ValueError(
+            f"{where}: `weights` attribute {name!r} must be a 1-D float or bool tensor "
+            f"[num_edges], got shape {tuple(probs.shape)} and dtype {probs.dtype}"
+        )
+    if probs.numel() != graph.num_edges:
+        raise ValueError(
+            f"{where}: `weights` attribute {name!r} must have num_edges = {graph.num_edges} "
+            f"entries, got {probs.numel()}"
+        )
+    if probs.dtype not in (torch.float32, torch.float64):
+        probs = probs.to(torch.float32)
+    if probs.numel():
+        finite = torch.isfinite(probs)
+        if not bool(finite.all()):
+            bad = float(probs[~finite][0])
+            raise ValueError(
+                f"{where}: `weights` attribute {name!r} must be finite (no NaN or ±inf), got {bad} "
+                f"at edge {int((~finite).nonzero()[0])}"
+            )
+        if not bool((probs >= 0).all()):
+            raise ValueError(
+                f"{where}: `weights` attribute {name!r} must be non-negative, got minimum {float(probs.min())}"
+            )
+    return probs.contiguous()
+
+
+def check_graph(graph, where: str):
+    """``graph`` if it is a :class:`graphpipe.CSCGraph`; else a TypeError naming ``where``
+    and the constructor that builds one from what was passed (a PyG ``Data``, an
+    ``edge_index`` tensor, a networkx or DGL graph, a graphpipe dataset)."""
+    if isinstance(graph, CSCGraph):
+        return graph
+    kind = type(graph)
+    module = kind.__module__.split(".")[0]
+    name = kind.__name__ if module in ("builtins", "graphpipe") else f"{kind.__name__} ({module})"
+    if module == "torch_geometric":
+        hint = (
+            "graphpipe.datasets.from_pyg(data) builds the graph with its features, labels and splits "
+            "(its .graph is the CSCGraph); for the graph alone, CSCGraph.from_edge_index(data.edge_index, "
+            "num_nodes=data.num_nodes)"
+        )
+        if kind.__name__ == "HeteroData":
+            hint += " (a HeteroData: from_pyg, or CSCGraph.from_hetero_edges(data.edge_index_dict, num_nodes))"
+    elif module == "dgl":
+        hint = "graphpipe.datasets.from_dgl(graph) (its .graph is the CSCGraph)"
+    elif module == "networkx":
+        hint = (
+            "number its nodes 0..n-1 (networkx.convert_node_labels_to_integers), then CSCGraph.from_coo(src, dst, "
+            "num_nodes=G.number_of_nodes()) with src, dst = torch.tensor(list(G.edges)).T (add the reversed edges "
+            "of an undirected graph); or PyG's torch_geometric.utils.from_networkx, then graphpipe.datasets.from_pyg"
+        )
+    elif isinstance(graph, (torch.Tensor, np.ndarray)):
+        hint = (
+            "a [2, num_edges] edge_index (row 0 sources, row 1 targets) becomes one with "
+            "CSCGraph.from_edge_index(edge_index, num_nodes=...); separate source and target lists with "
+            "CSCGraph.from_coo(src, dst, num_nodes=...)"
+        )
+    elif isinstance(getattr(graph, "graph", None), CSCGraph):
+        hint = "this is a dataset: pass dataset.graph"
+    else:
+        hint = (
+            "build one with CSCGraph.from_edge_index (PyG's [2, num_edges] edge_index), CSCGraph.from_coo "
+            "(source and target lists), graphpipe.datasets.from_pyg / from_dgl, or CSCGraph.load (a saved graph)"
+        )
+    raise TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {name}; {hint}")
+
+
+def check_typed_seeds(seeds, graph, where: str) -> Dict[str, torch.Tensor]:
+    """``seeds`` (node type -> ``[n]`` type-local ids) checked against ``graph``, as int64
+    tensors, with an empty entry for every node type not given."""
+    node_types = graph.node_types
+    if not isinstance(seeds, dict):
+        raise ValueError(
+            f"{where}: the graph is heterogeneous, so `seeds` must be a dict of node type -> ids (from a "
+            f"HeteroItemSet), got {type(seeds).__name__}; node types: {node_types}"
+        )
+    counts = graph.num_nodes_per_type
+    out = {}
+    for node_type, ids in seeds.items():
+        if node_type not in counts:
+            raise ValueError(f"{where}: `seeds` has unknown node type {node_type!r}; the graph's node types: {node_types}")
+        if isinstance(ids, torch.Tensor) and ids.dim() == 2:
+            raise NotImplementedError(
+                f"{where}: node-pair seeds (link prediction) on heterogeneous graphs are not supported yet; "
+                f"`seeds['{node_type}']` has shape {tuple(ids.shape)}"
+            )
+        out[node_type] = check_node_ids(ids, counts[node_type], f"seeds['{node_type}']", where).to(torch.int64)
+    empty = torch.empty(0, dtype=torch.int64)
+    return {t: out.get(t, empty) for t in node_types}

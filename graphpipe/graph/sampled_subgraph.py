@@ -1,0 +1,110 @@
+"""CSCFormat and SampledSubgraph: one sampled GNN layer, as the samplers and
+:meth:`CSCGraph.sample_neighbors` return it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Union
+
+import torch
+
+from graphpipe._internal.reprs import fields_repr
+
+__all__ = ["CSCFormat", "SampledSubgraph"]
+
+
+@dataclass
+class CSCFormat:
+    """A CSC adjacency over local ids: ``indices[indptr[j]:indptr[j+1]]`` are the
+    sources of destination ``j``. ``indptr``: ``[num_dst + 1]`` int64;
+    ``indices``: ``[num_edges]`` int64 local source ids."""
+
+    indptr: torch.Tensor
+    indices: torch.Tensor
+
+    def __repr__(self) -> str:
+        return fields_repr(self)
+
+
+@dataclass
+class SampledSubgraph:
+    """One sampled GNN layer (a "block"), compacted to local ids.
+
+    Destination nodes are a prefix of the source nodes: local id ``j < num_dst_nodes``
+    is the same node as a destination and as a source, so ``h[:num_dst_nodes]`` of the
+    layer's input is the destinations' own representation.
+
+    Attributes:
+        sampled_csc: local CSC, ``indptr`` ``[num_dst + 1]`` int64 and ``indices``
+            ``[num_edges]`` int64 in ``[0, num_src)``.
+        original_row_node_ids: ``[num_src]`` int64 global ids of the source nodes.
+        original_column_node_ids: ``[num_dst]`` int64 global ids of the destination
+            nodes (equal to ``original_row_node_ids[:num_dst]``).
+        original_edge_ids: ``[num_edges]`` int64 ids of the sampled edges: the positions
+            of the edges in the ``edge_index`` / COO lists the graph was built from
+            (``CSCGraph.map_edge_ids`` of their CSC positions), so edge features in the
+            user's order are indexed by them.
+        edge_weights: ``[num_edges]`` float32 or None. Samplers that weight edges (LABOR)
+            set it so that ``sum_e w_e * h_src(e)`` per destination is an unbiased
+            estimate of the full-neighbourhood mean.
+    """
+
+    sampled_csc: CSCFormat
+    original_row_node_ids: torch.Tensor
+    original_column_node_ids: torch.Tensor
+    original_edge_ids: torch.Tensor
+    edge_weights: Optional[torch.Tensor] = None
+
+    def __repr__(self) -> str:
+        """Fields with the shapes and dtypes of their tensors, not their values."""
+        return fields_repr(self)
+
+    @property
+    def is_heterogeneous(self) -> bool:
+        """Whether the fields are dicts by node type / edge type (a typed graph's layer)."""
+        return isinstance(self.sampled_csc, dict)
+
+    @property
+    def num_src_nodes(self) -> Union[int, Dict[str, int]]:
+        """The number of source nodes (per node type for a typed layer)."""
+        return _numel(self.original_row_node_ids)
+
+    @property
+    def num_dst_nodes(self) -> Union[int, Dict[str, int]]:
+        """The number of destination nodes (per node type for a typed layer)."""
+        return _numel(self.original_column_node_ids)
+
+    @property
+    def num_edges(self) -> Union[int, Dict[str, int]]:
+        """The number of sampled edges (per edge type for a typed layer)."""
+        if self.is_heterogeneous:
+            return {etype: csc.indices.numel() for etype, csc in self.sampled_csc.items()}
+        return self.sampled_csc.indices.numel()
+
+    def edge_index(self) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
+        """``[2, num_edges]`` int64 local (source, destination) ids, CSC order; for a
+        typed layer ``{edge type: [2, num_edges_of_type]}``, sources local to the source
+        type's ``original_row_node_ids`` and destinations to the destination type's
+        ``original_column_node_ids``."""
+        if self.is_heterogeneous:
+            return {etype: _csc_edge_index(csc) for etype, csc in self.sampled_csc.items()}
+        return _csc_edge_index(self.sampled_csc)
+
+
+def _numel(ids):
+    """``ids.numel()``, or ``{key: ids[key].numel()}`` for a dict of tensors."""
+    if isinstance(ids, dict):
+        return {key: value.numel() for key, value in ids.items()}
+    return ids.numel()
+
+
+def _csc_edge_index(csc: CSCFormat) -> torch.Tensor:
+    """``[2, num_edges]`` int64 local (source, destination) ids of ``csc``, CSC order."""
+    indptr = csc.indptr
+    dst = torch.repeat_interleave(
+        torch.arange(indptr.numel() - 1, device=indptr.device),
+        indptr[1:] - indptr[:-1],
+        output_size=csc.indices.numel(),
+    )
+    return torch.stack([csc.indices, dst])
+

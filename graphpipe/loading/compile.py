@@ -1,0 +1,290 @@
+"""Compiling the numba kernels of a pipe in the background, from when its loader is built.
+
+A process compiles each numba kernel when it first runs it, unless numba's on-disk
+cache has it (:mod:`graphpipe.ops.compile`): the first batch of a first run waits 5-20 s
+for its sampler's kernels. :func:`compile_kernels` starts that work as soon as a pipe is
+known, in a daemon thread, for exactly the kernels its stages use (their samplers,
+options, graph and feature dtypes), and logs one line when it takes long, so that a
+first run does not look like a hang. A batch that needs a kernel while the thread
+compiles it waits for numba's compiler lock, then uses the compiled code: nothing has
+to wait for the job.
+
+numba compiles one kernel at a time per process (that lock). When the job is still
+compiling after its notice (numba's cache did not have the kernels) and the machine has
+a second core, the tasks after the current one go to a helper process (``python -m
+graphpipe.loading.compile_helper``), last first, which writes them to numba's on-disk
+cache while this process compiles the sampler: the batch then loads them from the
+cache instead of compiling them after the sampler's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numba
+import numpy as np
+import torch
+from numba.core import event
+
+from graphpipe.features.store import Feature
+from graphpipe.ops.compile import cache_dir, compile_gather_rows, compile_unique_and_compact
+from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.pipes.feature_fetcher import FeatureFetcher
+from graphpipe.pipes.subgraph_sampler import SubgraphSampler
+from graphpipe.loading.workers import ProcessWorkers
+
+__all__ = ["CompileJob", "compile_kernels"]
+
+logger = logging.getLogger("graphpipe")
+
+# Tasks that end within this long loaded their kernels from the cache: no notice.
+NOTICE_AFTER_S = 1.0
+# How long a first run's compilation takes on 2 cores, for the notice: with an empty numba
+# cache, 5.4-6.5 s from DataLoader() to the first batch of sample_neighbor and
+# sample_layer_neighbor on the 200k-node synthetic graph, and 9.2-9.8 s to the job's end
+# (its helper process included), with the machine otherwise quiet.
+LOADER_FIRST_RUN = "5-10 s"
+
+Task = Tuple[str, Callable[[], None]]
+
+# One notice at a time: loaders built back to back (training, validation) start jobs
+# that wait on the same compilations.
+_notice_lock = threading.Lock()
+_notice_shown = False
+
+
+class CompileJob:
+    """``tasks`` (``(name, function)`` pairs) run in order by a daemon thread, or here
+    when ``background`` is false.
+
+    ``wait()`` blocks until they are done and re-raises a task's exception. When they
+    take longer than ``notice_after`` seconds (numba's cache did not have the kernels),
+    one line goes to the ``graphpipe`` logger (printed on stderr unless logging is
+    configured otherwise), saying that a first run takes ``first_run`` and where numba
+    caches ``kernel`` (one of the kernels; graphpipe's ops by default), and one more when
+    they end. With ``helper_process``, the
+    tasks after the current one then run in a helper process instead (their functions
+    must pickle); :attr:`handed_off` is the index of the first of them.
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        background: bool = True,
+        notice_after: float = NOTICE_AFTER_S,
+        helper_process: bool = False,
+        first_run: str = LOADER_FIRST_RUN,
+        kernel=None,
+    ):
+        self.tasks: List[Task] = list(tasks)
+        self.first_run = first_run
+        self._cache_dir = partial(cache_dir, kernel) if kernel is not None else cache_dir
+        self.seconds: Optional[float] = None  # how long the tasks took, once done
+        self.handed_off: Optional[int] = None  # the tasks from here on ran in a helper process
+        self._helper_process = helper_process
+        self._helper: Optional[subprocess.Popen] = None
+        self._error: Optional[BaseException] = None
+        self._current = 0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._noticed = False
+        self._timer = threading.Timer(notice_after, self._notice)
+        self._timer.daemon = True
+        self._timer.start()
+        if background:
+            threading.Thread(target=self._run, name="graphpipe-compile", daemon=True).start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        global _notice_shown
+        start = time.perf_counter()
+        _in_job.active = True  # its compilations have this job's notice
+        try:
+            for index, (_, task) in enumerate(self.tasks):
+                with self._lock:
+                    if self.handed_off is not None and index >= self.handed_off:
+                        break
+                    self._current = index
+                task()
+            if self._helper is not None:
+                self._helper.wait()  # its exit status is not checked: a batch reports a failing kernel
+        except BaseException as error:  # kept for wait(); a batch that runs the task raises it too
+            self._error = error
+        finally:
+            _in_job.active = False
+            self.seconds = time.perf_counter() - start
+            self._timer.cancel()
+            # The notices are written under the lock, and "ready" before wait() returns.
+            with self._lock:
+                if self._noticed:
+                    logger.warning("graphpipe: kernels ready after %.1f s", self.seconds)
+                    with _notice_lock:
+                        _notice_shown = False
+                self._done.set()
+
+    def _notice(self) -> None:
+        global _notice_shown
+        with self._lock, _notice_lock:
+            if self._done.is_set() or _notice_shown:
+                return
+            self._noticed = _notice_shown = True
+            names = ", ".join(dict.fromkeys(name for name, _ in self.tasks[self._current :]))
+            logger.warning(
+                "graphpipe: compiling numba kernels for %s (a first run takes %s on 2 cores; later runs load them "
+                "from the cache in %s)",
+                names,
+                self.first_run,
+                self._cache_dir(),
+            )
+            if self._helper_process:
+                self._hand_off(self._current + 1)
+
+    def _hand_off(self, first: int) -> None:
+        """Start a helper process on ``tasks[first:]``, last first (called with the lock held)."""
+        if first >= len(self.tasks):
+            return
+        try:
+            payload = pickle.dumps([task for _, task in reversed(self.tasks[first:])])
+        except Exception:  # a task that does not pickle (a user's sampler) stays here
+            return
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))  # graphpipe, however imported
+        self._helper = subprocess.Popen(
+            [sys.executable, "-m", "graphpipe.loading.compile_helper"], env=dict(os.environ, PYTHONPATH=path),
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self._helper.stdin.write(payload)
+        self._helper.stdin.close()
+        self.handed_off = first
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the tasks (at most ``timeout`` seconds) and re-raise a task's
+        exception. Returns whether they are done."""
+        finished = self._done.wait(timeout)
+        if finished and self._error is not None:
+            raise self._error
+        return finished
+
+
+class _InJob(threading.local):
+    active = False  # this thread is running a CompileJob's tasks
+
+
+_in_job = _InJob()
+
+
+class _OnDemandNotice(event.Listener):
+    """Says why a batch waits when it needs a graphpipe kernel that no job compiled
+    (numba compiles it on demand, in the batch's thread): one line on the ``graphpipe``
+    logger when the compilation takes longer than ``NOTICE_AFTER_S``, one when it ends.
+
+    A cold first epoch's last, partial batch did this silently for 9-19 s: its layers
+    hold few ids spread over the graph, which ``unique_and_compact`` gives to its
+    sparse-id (hash) kernel, while every full batch used the dense one. The loader's job
+    compiles that kernel too, but in its helper process, which had not written it to the
+    cache by the end of a short epoch (a 13-batch epoch ended 3 s before it on a quiet
+    machine). Compilations in a CompileJob (which has its own notice) and of functions
+    outside graphpipe are not reported;
+    numba compiles one function at a time (its compiler lock), so one counter of nested
+    compilations is enough."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._compilation = 0  # counts the reported compilations; the one running, if any
+        self._running: Optional[Tuple[threading.Timer, float]] = None  # its timer and start
+        self._noticed = False
+
+    def on_start(self, ev) -> None:
+        self._depth += 1
+        function = ev.data["dispatcher"].py_func
+        module = getattr(function, "__module__", None) or ""
+        if self._depth > 1 or _in_job.active or not module.startswith("graphpipe."):
+            return
+        with self._lock:
+            self._compilation += 1
+            timer = threading.Timer(NOTICE_AFTER_S, self._notice, (f"{module}.{function.__qualname__}", self._compilation))
+            timer.daemon = True
+            self._running = (timer, time.perf_counter())
+            timer.start()
+
+    def on_end(self, ev) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        with self._lock:
+            running, self._running = self._running, None
+            if running is not None:
+                running[0].cancel()
+                if self._noticed:
+                    self._noticed = False
+                    logger.warning("graphpipe: kernel ready after %.1f s", time.perf_counter() - running[1])
+
+    def _notice(self, name: str, compilation: int) -> None:
+        with self._lock:
+            if self._running is None or compilation != self._compilation:
+                return  # ended meanwhile
+            self._noticed = True
+            logger.warning(
+                "graphpipe: a batch waits for numba to compile %s (its first use in this install, e.g. by a "
+                "smaller last batch; later runs load it from the cache in %s)",
+                name,
+                cache_dir(),
+            )
+
+
+event.register("numba:compile", _OnDemandNotice())
+
+
+def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob:
+    """Start compiling (or loading from numba's cache) the CPU kernels the stages of
+    ``pipe`` that run in this process use: a sampler's (its ``compile_task()`` and
+    unique-and-compact, unless its graph is on a GPU) and the row gathers of a
+    ``FeatureFetcher``'s features, upstream stages first (the order a batch needs them).
+    Stages upstream of ``ProcessWorkers`` are left to the worker processes.
+
+    ``background=None`` runs the tasks in a daemon thread, unless numba's threading
+    layer is ``workqueue``, which aborts when parallel kernels start from two threads at
+    once: then they run here, before this returns (the same wait the first batch would
+    have), with the same notice.
+    """
+    here: List[Pipe] = []
+    for stage in upstream(pipe):  # sink first
+        if isinstance(stage, ProcessWorkers):
+            break
+        here.append(stage)
+    tasks: List[Task] = []
+    for stage in reversed(here):
+        name = type(stage).__name__
+        if isinstance(stage, SubgraphSampler) and not stage.graph.indptr.is_cuda:
+            compile_task = getattr(stage, "compile_task", None)  # a user's sampler may have none
+            if compile_task is not None:
+                tasks.append((name, compile_task()))
+            tasks.append((name, partial(compile_unique_and_compact, stage.graph.num_nodes)))
+        if isinstance(stage, FeatureFetcher):
+            for _, _, feature in stage.fetched_features():
+                # A plain table on the CPU (caches and disk features have kernels of their own).
+                if type(feature) is Feature and not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda):
+                    tasks.append((name, partial(compile_gather_rows, _first_row(feature.data))))
+    if background is None:
+        from graphpipe.loading.policy import _kernels_thread_safe
+
+        background = _kernels_thread_safe()
+    return CompileJob(tasks, background=background, helper_process=numba.config.NUMBA_NUM_THREADS > 1)
+
+
+def _first_row(table):
+    """A copy of ``table[:1]``: the dtype and row shape the gather kernel is compiled for."""
+    return table[:1].clone() if isinstance(table, torch.Tensor) else np.array(table[:1])

@@ -1,0 +1,139 @@
+"""Where each stage of a pipe graph runs, as text, Graphviz DOT source, or a matplotlib figure."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from graphpipe.pipes.base import Pipe
+from graphpipe.loading.stages import Timed
+from graphpipe.loading.rewrite import stages
+
+__all__ = ["MAIN", "placement", "describe", "to_graphviz", "draw"]
+
+MAIN = "main thread"
+
+
+def placement(pipe: Pipe) -> Dict[int, str]:
+    """``{id(stage): where its per-batch work runs}`` for every stage of ``pipe``'s graph.
+
+    The sink runs in the consumer's (main) thread; walking up the ``.source`` links, each
+    stage says where its upstream runs (``Pipe.upstream_location``: a ``prefetch`` moves
+    it to a new thread, ``ProcessWorkers`` to worker processes) and, if it wraps its
+    source (a thread pool, a CUDA stream), where the wrapped stage's work runs
+    (``Pipe.wrapped_location``). Threads are numbered from the start of the chain.
+    """
+    where: Dict[int, str] = {}
+    threads: List[str] = []
+
+    def new_thread() -> str:
+        threads.append(f"thread #{len(threads)}")
+        return threads[-1]
+
+    stage, here = pipe, MAIN
+    while isinstance(stage, Pipe) and id(stage) not in where:
+        where[id(stage)] = here
+        upstream_here = stage.upstream_location(here, new_thread)
+        if stage.wraps_source:
+            wrapped = stage.wrapped_stages()
+            for inner in wrapped:
+                where[id(inner)] = stage.wrapped_location(here)
+            stage = wrapped[-1].source
+        else:
+            stage = getattr(stage, "source", None)
+        here = upstream_here
+    # Number the threads upstream first: "thread 1" is where the chain starts.
+    count = len(threads)
+    for temporary in reversed(range(count)):
+        for key, location in where.items():
+            where[key] = location.replace(f"thread #{temporary}", f"thread {count - temporary}")
+    return where
+
+
+def _visible(pipe: Pipe) -> List[Pipe]:
+    """Stages upstream first, without the loader's timers."""
+    return [stage for stage in reversed(stages(pipe)) if not isinstance(stage, Timed)]
+
+
+def describe(pipe: Pipe) -> str:
+    """One line per stage, upstream first: its label and where it runs."""
+    where = placement(pipe)
+    rows = [(stage.label(), where.get(id(stage), "?")) for stage in _visible(pipe)]
+    width = max(len(label) for label, _ in rows)
+    digits = len(str(len(rows)))
+    return "\n".join(
+        f"  {i:>{digits}}. {label:<{width}}  runs in: {location}" for i, (label, location) in enumerate(rows, 1)
+    )
+
+
+def _edges(pipe: Pipe) -> Tuple[List[Pipe], List[Tuple[int, int]]]:
+    nodes = _visible(pipe)
+    index = {id(stage): i for i, stage in enumerate(nodes)}
+    edges = []
+    for i, stage in enumerate(nodes):
+        source = getattr(stage, "source", None)
+        while isinstance(source, Timed):
+            source = source.source
+        if id(source) in index:
+            edges.append((index[id(source)], i))
+    return nodes, edges
+
+
+def to_graphviz(pipe: Pipe) -> str:
+    """Graphviz DOT source of ``pipe``'s graph: one box per stage, labelled with where it runs."""
+    where = placement(pipe)
+    nodes, edges = _edges(pipe)
+    lines = ["digraph pipe {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb"];']
+    for i, stage in enumerate(nodes):
+        label = f"{stage.label()}\\n{where.get(id(stage), '?')}"
+        lines.append(f'  s{i} [label="{label}"];')
+    lines += [f"  s{a} -> s{b};" for a, b in edges]
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def draw(pipe: Pipe, ax=None):
+    """A matplotlib figure of ``pipe``'s graph: one column per stage (upstream on the left),
+    one lane per place where work runs (the main thread, each background thread, a
+    pool, worker processes), named on the left; arrows follow the batches."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    where = placement(pipe)
+    nodes, edges = _edges(pipe)
+    lanes: List[str] = []
+    for stage in nodes:
+        location = where.get(id(stage), "?")
+        if location not in lanes:
+            lanes.append(location)
+    if MAIN in lanes:  # the training loop's lane at the bottom, next to "your loop"
+        lanes.remove(MAIN)
+        lanes.append(MAIN)
+    lane_of = {location: i for i, location in enumerate(lanes)}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(2.0 + 1.45 * len(nodes), 0.5 + 0.75 * len(lanes)))
+    colours = [plt.cm.Pastel1(i % 9) for i in range(len(lanes))]
+    width, height = 0.84, 0.5
+    for i, location in enumerate(lanes):
+        ax.axhspan(-i - 0.45, -i + 0.45, color=colours[i], alpha=0.35, linewidth=0)
+        ax.text(-0.6, -i, location, ha="right", va="center", fontsize=8, style="italic")
+    centres = []
+    for column, stage in enumerate(nodes):
+        row = lane_of[where.get(id(stage), "?")]
+        centres.append((column, -row))
+        ax.add_patch(
+            FancyBboxPatch(
+                (column - width / 2, -row - height / 2), width, height, boxstyle="round,pad=0.02",
+                facecolor=colours[row], edgecolor="#555555", linewidth=0.8,
+            )
+        )
+        ax.text(column, -row, stage.label(), ha="center", va="center", fontsize=7.5)
+    for a, b in edges:
+        (xa, ya), (xb, yb) = centres[a], centres[b]
+        ax.annotate(
+            "", xy=(xb - width / 2, yb), xytext=(xa + width / 2, ya),
+            arrowprops=dict(arrowstyle="->", color="#333333", shrinkA=0, shrinkB=0),
+        )
+    ax.set_xlim(-0.6, len(nodes) - 0.4)
+    ax.set_ylim(-len(lanes) + 0.5, 0.5)
+    ax.axis("off")
+    return ax.figure

@@ -1,0 +1,172 @@
+"""DistributedItemSampler: every rank's share of the same global batches."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Union
+
+import torch
+import torch.distributed as dist
+
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.pipes.item_sampler import ItemSampler
+from graphpipe._internal.checks import as_int, check_int
+from graphpipe.distributed.partition import Partition
+
+__all__ = ["DistributedItemSampler", "find_distributed_item_sampler"]
+
+
+class DistributedItemSampler(ItemSampler):
+    """Split every global batch of ``batch_size * world_size`` items over the ranks.
+
+    All ranks draw the same permutation per epoch (``seed=None``: rank 0 draws the seed
+    and broadcasts it). Global batch ``i`` is the slice ``i * G : (i + 1) * G`` of the
+    epoch's order, ``G = batch_size * world_size`` (the batch an :class:`ItemSampler`
+    with batch size ``G`` and the same seed yields); rank ``r`` takes its ``r``-th run of
+    ``batch_size`` items, and the items of a last, smaller global batch are dealt evenly
+    (sizes differ by at most one). Every rank stamps the same ``batch_index``
+    (``epoch * num_global_batches + i``) on its share of global batch ``i``, so samplers
+    with the same seed draw the same variates on every rank.
+
+    Ranks get the same number of batches except when the last global batch has fewer
+    items than ranks: then ranks without items stop one batch early, unless
+    ``drop_uneven_inputs=True``, which drops that batch on every rank (no rank waits at
+    the epoch's end for a collective the others never call). With worker processes
+    (``DataLoader(num_workers=W)``) each rank's batches are further dealt over its
+    workers.
+
+    The sampler also carries the distributed setup the cooperative stages use
+    (``cooperative=True`` on samplers and ``fetch_feature``): the vertex ``partition``
+    (which rank owns each vertex; see :class:`~graphpipe.distributed.Partition`) and one
+    process group per kind of collective (sampling, feature fetching, the model's
+    :func:`~graphpipe.cooperative_exchange`): these stages run in different threads,
+    and collectives on one group must be issued in the same order on every rank.
+
+    Args:
+        item_set: as for :class:`~graphpipe.ItemSampler`.
+        batch_size: items per rank per batch, ``>= 1``.
+        shuffle: permute the items each epoch.
+        drop_last: drop a last global batch smaller than ``batch_size * world_size``.
+        drop_uneven_inputs: give every rank the same number of batches.
+        seed: seed of the permutations (the same on every rank).
+        partition: a ``[num_nodes]`` integer tensor of owning ranks, a
+            :class:`~graphpipe.distributed.Partition`, or None for the hash partition.
+        rank, world_size: default to ``torch.distributed``'s; giving both only splits the
+            items (no seed broadcast, no process groups, so no cooperative stages).
+    """
+
+    def __init__(
+        self,
+        item_set: Union[ItemSet, HeteroItemSet, torch.Tensor, int],
+        batch_size: int,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        drop_uneven_inputs: bool = False,
+        seed: Optional[int] = None,
+        partition: Optional[Union[torch.Tensor, Partition]] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+    ):
+        if (rank is None) != (world_size is None):
+            raise ValueError("DistributedItemSampler: give both `rank` and `world_size`, or neither")
+        # Explicit rank and world_size: a split only, no collectives and no process groups.
+        use_process_group = rank is None
+        if use_process_group:
+            if not (dist.is_available() and dist.is_initialized()):
+                raise RuntimeError(
+                    "DistributedItemSampler: torch.distributed is not initialised; call "
+                    "torch.distributed.init_process_group(...) first (or pass rank= and world_size=)"
+                )
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+        world_size = check_int(world_size, "world_size", "DistributedItemSampler", minimum=1)
+        number = as_int(rank)
+        if number is None or not 0 <= number < world_size:
+            raise ValueError(f"DistributedItemSampler: `rank` must be an int in [0, {world_size}), got {rank!r}")
+        rank = number
+        if seed is None and use_process_group and world_size > 1:
+            shared = torch.randint(0, 2**62, (1,))
+            dist.broadcast(shared, src=0)
+            seed = int(shared)
+        super().__init__(item_set, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed)
+        self.drop_uneven_inputs = bool(drop_uneven_inputs)
+        self.rank = rank
+        self.world_size = world_size
+        self.partition = partition if isinstance(partition, Partition) else Partition(world_size, partition)
+        if self.partition.num_parts != world_size:
+            raise ValueError(
+                f"DistributedItemSampler: the partition has {self.partition.num_parts} parts for "
+                f"world_size={world_size} ranks"
+            )
+        self.sampling_group = self.feature_group = self.exchange_group = None
+        if use_process_group:
+            # new_group is collective: every rank builds its samplers in the same order.
+            backend = _backend_for_cpu_and_cuda()
+            self.sampling_group = dist.new_group(backend=backend)
+            self.feature_group = dist.new_group(backend=backend)
+            self.exchange_group = dist.new_group(backend=backend)
+
+    def __getstate__(self):
+        # Process groups do not cross processes: copies in worker processes only split
+        # batches (cooperative stages there raise a clear error).
+        state = super().__getstate__()
+        return {**state, "sampling_group": None, "feature_group": None, "exchange_group": None}
+
+    @property
+    def num_global_batches(self) -> int:
+        """Global batches per epoch, counting a last batch that ``drop_uneven_inputs`` drops."""
+        n, size = len(self.item_set), self.batch_size * self.world_size
+        return n // size if self.drop_last else -(-n // size)
+
+    def shares(self, rank: int) -> List[int]:
+        """Items ``rank`` gets from each global batch of an epoch (0: it skips that batch)."""
+        full, rest = divmod(len(self.item_set), self.batch_size * self.world_size)
+        counts = [self.batch_size] * full
+        if rest and not self.drop_last and not (self.drop_uneven_inputs and rest < self.world_size):
+            counts.append(rest // self.world_size + int(rank < rest % self.world_size))
+        return counts
+
+    @property
+    def uneven(self) -> bool:
+        """Whether some ranks get fewer batches than others."""
+        return any(0 in self.shares(r) for r in range(self.world_size))
+
+    def __len__(self) -> int:
+        return sum(1 for count in self.shares(self.rank) if count)
+
+    def stream(self, epoch: int, start: int = 0):
+        """This rank's batches ``start, start + 1, ...`` of epoch ``epoch``."""
+        order = self.epoch_order(epoch)
+        global_size = self.batch_size * self.world_size
+        first_index = epoch * self.num_global_batches
+        full, rest = divmod(len(self.item_set), global_size)
+        mine = [(i, count) for i, count in enumerate(self.shares(self.rank)) if count]
+        for i, count in mine[start:]:
+            if i < full:
+                start = i * global_size + self.rank * count
+            else:
+                # The last, smaller global batch: ranks below `rest % world_size` take one more.
+                base, extra = divmod(rest, self.world_size)
+                start = i * global_size + self.rank * base + min(self.rank, extra)
+            rows = order[start : start + count]
+            yield MiniBatch(**self.item_set.batch(rows), batch_index=first_index + i)
+
+
+def _backend_for_cpu_and_cuda() -> Optional[str]:
+    """The backend of the stage groups: ids sampled on the CPU travel through gloo even when
+    the default group is NCCL (for CUDA tensors); None keeps the default group's backend."""
+    default = str(dist.get_backend())
+    if "nccl" in default and "gloo" not in default and dist.is_gloo_available():
+        return "cpu:gloo,cuda:nccl"
+    return None
+
+
+def find_distributed_item_sampler(stage: Pipe, where: str) -> DistributedItemSampler:
+    """The DistributedItemSampler upstream of ``stage`` (following ``.source``)."""
+    for pipe in upstream(getattr(stage, "source", None)):
+        if isinstance(pipe, DistributedItemSampler):
+            return pipe
+    raise ValueError(
+        f"{where}: cooperative=True needs a graphpipe.DistributedItemSampler upstream (it defines the "
+        f"ranks, the vertex partition and the process groups); found none in the chain"
+    )

@@ -1,0 +1,200 @@
+"""CSCGraph.save / CSCGraph.load: round trips, corruption and foreign files, lazy mapping."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from graphpipe import CSCGraph
+from graphpipe.graph.csc_graph import _checksum
+
+
+def graph(num_nodes=1000, num_edges=5000, seed=0):
+    """A random graph with original edge ids, an edge and a node attribute; indices < 1000."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    return CSCGraph.from_coo(
+        src, dst, num_nodes,
+        edge_attributes={"w": torch.rand(num_edges, generator=gen)},
+        node_attributes={"x": torch.rand(num_nodes, 3, generator=gen)},
+    )
+
+
+def assert_same_graph(a, b):
+    assert torch.equal(a.indptr, b.indptr) and torch.equal(a.indices, b.indices)
+    assert torch.equal(a.original_edge_ids, b.original_edge_ids)
+    assert a.indptr.dtype == b.indptr.dtype and a.indices.dtype == b.indices.dtype
+    assert list(a.edge_attributes) == list(b.edge_attributes) and list(a.node_attributes) == list(b.node_attributes)
+    for key in a.edge_attributes:
+        assert torch.equal(a.edge_attributes[key], b.edge_attributes[key])
+    for key in a.node_attributes:
+        assert torch.equal(a.node_attributes[key], b.node_attributes[key])
+
+
+def mapped_from(tensor, path):
+    """True if the memory of ``tensor`` is a mapping of the file ``path`` (Linux)."""
+    address = tensor.data_ptr()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(maxsplit=5)
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            if start <= address < end:
+                return len(parts) == 6 and parts[5].strip() == os.path.realpath(path)
+    return False
+
+
+def rewrite(path, edit):
+    """Load the raw state of a saved graph, ``edit(state)`` it, and save it again."""
+    state = torch.load(path, weights_only=True)
+    edit(state)
+    torch.save(state, path)
+
+
+@pytest.mark.parametrize("mmap", [False, True])
+def test_round_trip_keeps_every_array(tmp_path, mmap):
+    g = graph()
+    g.save(tmp_path / "g.pt")
+    h = CSCGraph.load(tmp_path / "g.pt", mmap=mmap)
+    assert_same_graph(g, h)
+    assert h.map_edge_ids(torch.tensor([0, 1, 2])).tolist() == g.map_edge_ids(torch.tensor([0, 1, 2])).tolist()
+    assert repr(h).startswith(repr(g)[:-1])
+    assert os.listdir(tmp_path) == ["g.pt"]  # no temporary file left behind
+
+
+def test_a_graph_saved_from_a_view_writes_only_its_own_bytes(tmp_path):
+    big = torch.arange(1_000_000, dtype=torch.int64)
+    CSCGraph(torch.tensor([0, 1, 2]), big[:2]).save(tmp_path / "g.pt")
+    assert os.path.getsize(tmp_path / "g.pt") < 100_000
+
+
+def test_ten_changed_bytes_in_indices_are_detected(tmp_path):
+    path = tmp_path / "g.pt"
+    g = graph()
+    g.save(path)
+    data = bytearray(path.read_bytes())
+    start = bytes(data).find(g.indices.numpy().tobytes())
+    assert start > 0
+    for k in range(10):  # flip the lowest bit of 10 node ids: still valid ids (< 1000)
+        data[start + 4 * (37 * k + 5)] ^= 1
+    path.write_bytes(bytes(data))
+    message = rf"CSCGraph.load\('{tmp_path}/g.pt'\): checksum mismatch in `indices`.*write it again with CSCGraph.save"
+    with pytest.raises(ValueError, match=message):
+        CSCGraph.load(path)
+    with pytest.raises(ValueError, match=message):
+        CSCGraph.load(path, mmap=True, validate=True)
+    CSCGraph.load(path, mmap=True)  # lazy: indices are not read
+
+
+def test_a_corrupted_indptr_is_detected_even_when_mapped(tmp_path):
+    path = tmp_path / "g.pt"
+    g = graph()
+    g.save(path)
+    data = bytearray(path.read_bytes())
+    start = bytes(data).find(g.indptr.numpy().tobytes())
+    data[start + 4 * 500] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"checksum mismatch in `indptr`"):
+        CSCGraph.load(path, mmap=True)
+    assert CSCGraph.load(path, mmap=True, validate=False).num_edges == 5000
+
+
+def test_mapped_load_is_lazy_in_indices_and_validate_true_is_not(tmp_path):
+    path = tmp_path / "g.pt"
+    graph().save(path)
+
+    def bad_indices_with_a_valid_checksum(state):
+        state["indices"][123] = 10**6
+        state["checksums"]["indices"] = _checksum(state["indices"])
+
+    rewrite(path, bad_indices_with_a_valid_checksum)
+    h = CSCGraph.load(path, mmap=True)
+    assert int(h.indices[123]) == 10**6
+    with pytest.raises(ValueError, match=rf"'{path}'.*`indices` holds node id 1000000, out of range"):
+        CSCGraph.load(path, mmap=True, validate=True)
+    with pytest.raises(ValueError, match="`indices` holds node id 1000000"):
+        CSCGraph.load(path)
+
+
+def test_mapped_load_still_checks_indptr_and_validate_false_does_not(tmp_path):
+    path = tmp_path / "g.pt"
+    graph().save(path)
+
+    def decreasing_indptr_with_a_valid_checksum(state):
+        state["indptr"][10] = state["indptr"][12] + 1
+        state["checksums"]["indptr"] = _checksum(state["indptr"])
+
+    rewrite(path, decreasing_indptr_with_a_valid_checksum)
+    with pytest.raises(ValueError, match="`indptr` must be non-decreasing"):
+        CSCGraph.load(path, mmap=True)
+    CSCGraph.load(path, mmap=True, validate=False)
+
+    rewrite(path, lambda state: state["indptr"].__setitem__(-1, 4999))
+    with pytest.raises(ValueError, match=r"length mismatch: `indptr\[-1\]` is 4999"):
+        CSCGraph.load(path, mmap=True, validate=False)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_mapped_arrays_are_backed_by_the_file(tmp_path):
+    path = tmp_path / "g.pt"
+    graph().save(path)
+    h = CSCGraph.load(path, mmap=True)
+    assert h.source_path == str(path)
+    for t in (h.indptr, h.indices, h.original_edge_ids, h.edge_attributes["w"]):
+        assert mapped_from(t, path)
+    assert "source_path=" in repr(h)
+    assert CSCGraph.load(path).source_path is None
+    assert not mapped_from(CSCGraph.load(path).indices, path)
+
+
+def test_bad_files_get_clear_errors(tmp_path):
+    good = tmp_path / "good.pt"
+    graph().save(good)
+    content = good.read_bytes()
+    cases = {
+        "empty.pt": (b"", "the file is empty"),
+        "half.pt": (content[: len(content) // 2], "truncated, corrupted or of another kind"),
+        "tail-cut.pt": (content[:-10], "truncated, corrupted or of another kind"),
+        "random.pt": (torch.randint(0, 256, (5000,), generator=torch.Generator().manual_seed(0))
+                      .to(torch.uint8).numpy().tobytes(), "truncated, corrupted or of another kind"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=rf"CSCGraph.load\('{tmp_path}/{name}'\): .*{message}"):
+            CSCGraph.load(tmp_path / name)
+        with pytest.raises(ValueError, match=message):
+            CSCGraph.load(tmp_path / name, mmap=True)
+    with pytest.raises(FileNotFoundError, match=rf"'{tmp_path}/missing.pt'\): no such file"):
+        CSCGraph.load(tmp_path / "missing.pt")
+
+
+@pytest.mark.parametrize(
+    "state, message",
+    [
+        ([torch.arange(3)], "holds a list, not a graph written by CSCGraph.save"),
+        ({"weight": torch.arange(3)}, r"not a graph written by CSCGraph.save \(its keys are \['weight'\]"),
+        ({"format": "graphpipe.CSCGraph", "version": 7}, "graph file format version 7, but this graphpipe reads version 2 and older; upgrade graphpipe"),
+        ({"format": "graphpipe.CSCGraph", "version": 1, "indptr": torch.tensor([0])},
+         r"wrong keys for a version 1 graph file: missing \['checksum_chunk_bytes', 'checksums', 'edge_attributes'"),
+    ],
+)
+def test_foreign_files_get_clear_errors(tmp_path, state, message):
+    torch.save(state, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match=rf"'{tmp_path}/other.pt'\): {message}"):
+        CSCGraph.load(tmp_path / "other.pt")
+
+
+def test_files_of_the_previous_format_load_with_full_validation(tmp_path):
+    g = graph()
+    legacy = {"indptr": g.indptr, "indices": g.indices, "edge_attributes": dict(g.edge_attributes),
+              "node_attributes": dict(g.node_attributes)}
+    torch.save(legacy, tmp_path / "old.pt")
+    for mmap in (False, True):
+        h = CSCGraph.load(tmp_path / "old.pt", mmap=mmap)
+        assert torch.equal(h.indices, g.indices) and h.original_edge_ids is None
+    legacy["indices"] = g.indices.clone()
+    legacy["indices"][7] = -3
+    torch.save(legacy, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match="node id -3"):
+        CSCGraph.load(tmp_path / "old.pt", mmap=True)

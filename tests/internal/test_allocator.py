@@ -1,0 +1,107 @@
+import ctypes
+import sys
+
+import pytest
+
+from graphpipe._internal.allocator import retain_freed_memory
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_applied_on_glibc_without_user_tuning():
+    try:
+        ctypes.CDLL("libc.so.6").gnu_get_libc_version
+    except (OSError, AttributeError):
+        pytest.skip("not glibc")
+    assert retain_freed_memory(environ={}) is True
+
+
+@pytest.mark.parametrize("variable", ["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES"])
+def test_user_tuning_is_left_alone(variable):
+    assert retain_freed_memory(environ={variable: "1"}) is False
+
+
+_THREAD_PROBE = """
+import resource, threading
+import numpy as np
+import graphpipe
+from graphpipe._internal.allocator import retain_freed_memory
+if not retain_freed_memory():  # the opt-in, first thing, before threads make arenas
+    print("skip")
+    raise SystemExit
+faults = []
+def allocate_twice():
+    for _ in range(2):
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        block = np.empty(96 << 20, np.uint8)
+        block[::4096] = 1  # touch every page
+        faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
+        del block
+thread = threading.Thread(target=allocate_twice)
+thread.start()
+thread.join()
+print(faults[0], faults[1])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_a_thread_reuses_a_freed_block_above_64_mb():
+    """A thread arena's heap holds at most 64 MB, so without ``M_ARENA_MAX=1`` a block
+    this large is mapped fresh in a thread every time and faulted in again. In a fresh
+    process that opts in first (arenas made before the opt-in stay)."""
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", _THREAD_PROBE], env=env, capture_output=True, text=True, check=True)
+    if out.stdout.strip() == "skip":
+        pytest.skip("glibc tuning not applied here")
+    first, second = map(int, out.stdout.split())
+    assert second <= 8, f"the second 96 MB block took {second} page faults (first: {first})"
+
+
+_PROBE = """
+import ctypes, sys
+import graphpipe
+if sys.argv[1] == "opt-in":
+    from graphpipe._internal.allocator import retain_freed_memory
+    retain_freed_memory()
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+before = libc.mallinfo2().hblkhd
+block = libc.malloc(64 << 20)
+mapped = libc.mallinfo2().hblkhd - before
+libc.free(ctypes.c_void_p(block))
+print(int(mapped >= 64 << 20))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_importing_graphpipe_leaves_malloc_settings_unchanged():
+    """glibc's default mmap threshold (at most 32 MB) maps a 64 MB block on its own;
+    ``retain_freed_memory`` (an explicit opt-in) puts it on the heap instead. A fresh
+    process that only imports graphpipe must still map it."""
+    import os
+    import subprocess
+
+    try:
+        ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("needs glibc >= 2.33 (mallinfo2)")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+
+    def mapped(mode):
+        out = subprocess.run([sys.executable, "-c", _PROBE, mode], env=env, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    assert mapped("import-only") == "1"
+    assert mapped("opt-in") == "0"  # the probe sees the opt-in's change

@@ -1,0 +1,161 @@
+"""When a loader's threads stop: the garbage collector, a dropped loader, interpreter exit.
+
+Worker processes in the garbage collector: tests/loading/test_workers.py."""
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import torch
+
+import graphpipe as gp
+from graphpipe.transforms import overlap_stages
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _chain(fn=None):
+    """ItemSampler (karate's 34 nodes x 2, batches of 4) -> [transform(fn)] -> fetch_feature."""
+    data = gp.datasets.karate_club()
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(68) % 34, names="seeds"), 4, shuffle=True, seed=3)
+    if fn is not None:
+        pipe = pipe.transform(fn)
+    return pipe.fetch_feature(data.features, ["feat"])
+
+
+def _threads():
+    gc.collect()
+    return [t for t in threading.enumerate() if t.name.startswith("graphpipe") and t.name != "graphpipe-compile"]
+
+
+def test_the_collector_finalizing_a_loader_in_a_cycle_waits_for_nothing():
+    """Inside the garbage collector, stopping tells the threads and returns (a join there
+    can deadlock: see tests/loading/test_workers.py); the threads end on their own."""
+    release = threading.Event()
+
+    def stuck_from_batch_1(minibatch):
+        if minibatch.batch_index >= 1:
+            release.wait(30)
+        return minibatch
+
+    loader = gp.DataLoader(_chain(stuck_from_batch_1), transforms=[overlap_stages])
+    iterator = iter(loader)
+    assert next(iterator).batch_index == 0
+    time.sleep(0.2)  # the background thread is in batch 1
+    loader.cycle = (loader, iterator)  # as a failed loader's traceback makes
+    del loader, iterator
+    start = time.monotonic()
+    gc.collect()
+    assert time.monotonic() - start < 0.5  # stopping outside the collector waits 2 s, then warns
+    threads = [t for t in threading.enumerate() if t.name.startswith("graphpipe-prefetch")]
+    assert len(threads) == 1  # told to stop: it ends after its batch
+    release.set()
+    threads[0].join(10)
+    assert _threads() == []
+
+
+def test_dropping_loaders_stops_the_threads_of_their_referenced_iterators():
+    """Twenty loaders dropped while an iterator of each is still referenced hold no thread;
+    an iterator used again starts its threads again at its next batch."""
+    iterators = []
+    for i in range(20):
+        loader = gp.DataLoader(_chain())
+        iterators.append(iter(loader))
+        assert next(iterators[-1]).batch_index == 0
+    assert len(_threads()) == 1  # the last loader's fetcher thread
+    del loader
+    assert _threads() == []
+    assert [next(iterators[0]).batch_index, len(_threads())] == [1, 1]
+    want = [mb.batch_index for mb in _chain()][2:]
+    assert [mb.batch_index for mb in iterators[0]] == want
+    assert _threads() == []
+
+
+def test_a_loop_over_a_loader_it_does_not_keep_runs_the_whole_epoch():
+    assert [mb.batch_index for mb in gp.DataLoader(_chain())] == list(range(17))
+
+
+_EXIT_RUNS = textwrap.dedent(
+    """
+    import gc, json, os, sys
+    import torch
+    import graphpipe as gp
+
+
+    def torch_work(minibatch):
+        # A few ms in torch's C++ (GIL released), as a transform of the training side has.
+        a = torch.ones(256, 256)
+        for _ in range(4):
+            a = a @ a / 256
+        return minibatch
+
+
+    def pipe(run):
+        data = gp.datasets.karate_club()
+        items = gp.ItemSet(torch.arange(340) %% 34, names="seeds")
+        chain = gp.ItemSampler(items, 4, shuffle=True, seed=run).sample_neighbor(data.graph, [3, 2])
+        return chain.fetch_feature(data.features, ["feat"]).transform(torch_work)
+
+
+    def run_and_end(run):
+        it = iter(gp.DataLoader(pipe(run)))
+        next(it)
+        globals()["it"] = it  # referenced until the interpreter finalizes
+        if run %% 2:
+            raise RuntimeError(f"run {run} ends by an exception")
+
+
+    if sys.argv[1] == "fork":
+        # The kernels are compiled here (numba's workqueue layer: OpenMP's is not fork-safe
+        # once it ran), and every run is a forked child that ends as a script does.
+        next(iter(pipe(0)))
+        gc.freeze()  # a child does not copy the parent's objects while it finalizes
+        running, statuses, run = {}, {}, 0
+        while run < %(runs)d or running:
+            if run < %(runs)d and len(running) < %(at_once)d:
+                pid = os.fork()
+                if pid == 0:
+                    run_and_end(run)
+                    break  # then: atexit, finalization
+                running[pid], run = run, run + 1
+            else:
+                pid, status = os.wait()
+                statuses[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+        else:
+            print(json.dumps(statuses), flush=True)
+            os._exit(0)
+    else:
+        run_and_end(int(sys.argv[1]))
+    """
+)
+
+
+def test_exit_with_an_unfinished_epoch_is_clean_every_time(tmp_path):
+    """A script that ends, normally or by an exception, while an unfinished epoch's
+    iterator is referenced: Python 3.11 killed a daemon thread still inside torch's C++ at
+    finalization with pthread_exit, whose unwinding called std::terminate ("terminate
+    called without an active exception", SIGABRT) in about a third of the runs here and
+    most runs of a fresh script. 50 forked runs, and two fresh scripts with the default
+    threading layer."""
+    runs = 50
+    script = tmp_path / "runs.py"
+    script.write_text(_EXIT_RUNS % {"runs": runs, "at_once": 4})
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    fresh = [
+        subprocess.Popen([sys.executable, str(script), str(run)], env=env, stderr=subprocess.PIPE, text=True)
+        for run in (0, 1)
+    ]
+    forked = subprocess.run(
+        [sys.executable, str(script), "fork"], env=dict(env, NUMBA_THREADING_LAYER="workqueue"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    fresh_stderr = [process.communicate(timeout=300)[1] for process in fresh]
+    assert [process.returncode for process in fresh] == [0, 1], fresh_stderr
+    statuses = {int(run): status for run, status in json.loads(forked.stdout).items()}
+    assert statuses == {run: run % 2 for run in range(runs)}, forked.stderr[-3000:]
+    assert "terminate called" not in forked.stderr + "".join(fresh_stderr)
