@@ -1,8 +1,9 @@
 """FeatureStore: node and edge feature tables, read by row id.
 
-A :class:`Feature` is one ``[num_rows, *row_shape]`` table; its ``read(ids)`` is the
-whole protocol that stages use, so other storages (a GPU cache, a remote store) can
-implement it and sit in the same :class:`FeatureStore`. Tables may be tensors, numpy
+A :class:`Feature` is one ``[num_rows, *row_shape]`` table; its ``read(ids)`` (a user's
+ids, checked) and ``read_valid(ids)`` (ids the library made) are the whole protocol that
+stages use, so other storages (a GPU cache, a remote store) can implement
+``read_valid`` and sit in the same :class:`FeatureStore`. Tables may be tensors, numpy
 arrays, ``numpy.memmap`` or paths of ``.npy`` files, which are memory-mapped on first
 use (so a store is cheap to build and pickles as paths, e.g. into worker processes).
 """
@@ -24,7 +25,6 @@ from graphpipe.ops.uva_gather import cuda_or_warn_once, pin_in_place
 __all__ = ["Feature", "FeatureStore"]
 
 FeatureData = Union[torch.Tensor, np.ndarray, str, os.PathLike]
-
 
 
 class Feature:

@@ -217,7 +217,7 @@ class _OutputBlocks:
     def output(self, feature, ids: torch.Tensor, key: Key) -> Optional[torch.Tensor]:
         """An uninitialised ``[len(ids), *row_shape]`` tensor on a reused block, or None
         (the feature reads into memory of its own) when the rows are not plain CPU rows."""
-        if type(feature).read_valid is not Feature.read_valid or ids.device.type != "cpu" or ids.dim() != 1:
+        if type(feature).read_valid is not Feature.read_valid or ids.device.type != "cpu":
             return None
         data = feature.data
         if isinstance(data, torch.Tensor) and data.device.type != "cpu":
