@@ -248,9 +248,6 @@ class _OutputBlocks:
 _BLOCKS_PER_FEATURE = 8
 
 
-_BLOCKS_PER_FEATURE = 8
-
-
 def _sampler_upstream(source) -> Optional[Pipe]:
     """The nearest stage upstream of ``source`` (following ``.source``) that samples from a
     :class:`~graphpipe.CSCGraph` (has a ``graph`` attribute), or None."""
@@ -273,9 +270,9 @@ def _keys_by_type(features: FeatureStore, kind: str, keys, typed: bool, sampler:
         keys = {}
     out: Dict[Optional[str], List[str]] = {}
     for given_type, names in (keys.items() if typed else [(None, keys)]):
-        label = argument if given_type is None else f"{argument}['{given_type}']"
         if typed:
             given_type = _checked_type(kind, given_type, argument, sampler)
+        label = argument if given_type is None else f"{argument}['{given_type}']"
         if isinstance(names, str) or not isinstance(names, (Sequence, set, frozenset)):
             raise TypeError(f"FeatureFetcher: `{label}` must be a list of names, got {names!r}")
         names = list(names)
