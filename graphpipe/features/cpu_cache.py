@@ -109,19 +109,14 @@ class CPUCachedFeature(Feature):
     def pin_memory_(self) -> "CPUCachedFeature":
         return self
 
-    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` int32/int64) as ``[n, *row_shape]``: on the CPU, or, for
-        ids on a GPU, gathered on the CPU and copied to that GPU (as ``Feature.read``)."""
-        rows = self._read_host(ids, out)
-        return rows.to(ids.device) if isinstance(ids, torch.Tensor) and ids.is_cuda else rows
+    def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` int32/int64, in range: :meth:`read` checks a user's) as
+        ``[n, *row_shape]``: on the CPU, or, for ids on a GPU, gathered on the CPU and
+        copied to that GPU (as ``Feature.read``)."""
+        rows = self._read_host(ids.cpu(), out)
+        return rows.to(ids.device) if ids.is_cuda else rows
 
     def _read_host(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-        ids = torch.as_tensor(ids)
-        if ids.dim() != 1 or ids.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"CPUCachedFeature.read: `ids` must be a 1-D int32/int64 tensor, got {ids.dtype} {tuple(ids.shape)}")
-        ids = ids.cpu()
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_rows):
-            raise IndexError(f"CPUCachedFeature.read: row ids must be in [0, {self.num_rows}), got {int(ids.min())}..{int(ids.max())}")
         n = ids.numel()
         if out is None:
             out = torch.empty((n, *self.row_shape), dtype=self.dtype)
@@ -138,7 +133,7 @@ class CPUCachedFeature(Feature):
             return out
         missed = missed[:num_missed]
         unique, inverse = np.unique(ids64[missed], return_inverse=True)
-        fetched = self.fallback.read(torch.from_numpy(unique))
+        fetched = self.fallback.read_valid(torch.from_numpy(unique))
         out[torch.from_numpy(missed)] = fetched[torch.from_numpy(inverse.reshape(-1))]
         with self._lock:
             _admit(

@@ -36,7 +36,7 @@ import torch
 
 from graphpipe.features.store import Feature
 from graphpipe.ops.gather import numpy_to_torch_dtype
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import check_int, check_node_ids
 
 __all__ = ["DiskBasedFeature"]
 
@@ -136,39 +136,34 @@ class DiskBasedFeature(Feature):
         """Nothing to pin: rows are read into fresh (or given) buffers."""
         return self
 
-    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` int32/int64, each in ``[0, num_rows)``) as
-        ``[n, *row_shape]`` on the CPU, written into ``out`` when given; for ids on a GPU,
-        then copied to that GPU (as ``Feature.read``)."""
-        device = ids.device if isinstance(ids, torch.Tensor) and ids.is_cuda else None
-        ids, out = self._prepare(ids, out)
-        self._read_into(ids, out)
-        return out if device is None else out.to(device)
+    def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` int32/int64, each in ``[0, num_rows)``: :meth:`read`
+        checks a user's) as ``[n, *row_shape]`` on the CPU, written into ``out`` when
+        given; for ids on a GPU, then copied to that GPU (as ``Feature.read``)."""
+        out = self._output(ids, out)
+        self._read_into(ids.cpu(), out)
+        return out.to(ids.device) if ids.is_cuda else out
 
     def read_async(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> Future:
-        """Start reading rows ``ids``; a Future of the result (as :meth:`read`)."""
-        ids, out = self._prepare(ids, out)
+        """Start reading rows ``ids`` (checked as by :meth:`read`); a Future of the result
+        (as :meth:`read`, on the CPU)."""
+        ids = check_node_ids(ids, self.num_rows, "ids", "DiskBasedFeature.read_async", "row").cpu()
+        out = self._output(ids, out)
         file = self._open()
         return file.pool.submit(lambda: (self._read_into(ids, out, file), out)[1])
 
     # ------------------------------------------------------------------ I/O
-    def _prepare(self, ids, out):
-        ids = torch.as_tensor(ids)
-        if ids.dim() != 1 or ids.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"DiskBasedFeature.read: `ids` must be a 1-D int32/int64 tensor, got {ids.dtype} {tuple(ids.shape)}")
-        ids = ids.cpu()
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_rows):
-            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
-            raise IndexError(f"DiskBasedFeature('{self.path}'): row id {bad} out of range for {self.num_rows} rows")
+    def _output(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+        """``out``, after checking it holds ``len(ids)`` rows on the CPU, or a new tensor."""
         shape = (ids.numel(), *self.row_shape)
         if out is None:
-            out = torch.empty(shape, dtype=self.dtype)
-        elif tuple(out.shape) != shape or out.dtype != self.dtype or out.device.type != "cpu" or not out.is_contiguous():
+            return torch.empty(shape, dtype=self.dtype)
+        if tuple(out.shape) != shape or out.dtype != self.dtype or out.device.type != "cpu" or not out.is_contiguous():
             raise ValueError(
                 f"DiskBasedFeature.read: `out` must be a contiguous CPU tensor {shape} {self.dtype}, "
                 f"got {tuple(out.shape)} {out.dtype} on {out.device}"
             )
-        return ids, out
+        return out
 
     def _open(self) -> "_OpenFile":
         with self._lock:

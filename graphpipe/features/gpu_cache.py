@@ -18,9 +18,10 @@ from the backing feature (a UVA gather when it is pinned). Policies:
 
 Lookup is a direct map ``slot_of_row`` (``[num_rows]`` int32 in device memory: 4 bytes a
 row, no hashing) and every step is a batched torch op, so the same code runs on CPU
-tensors (tests) and on a GPU. A read synchronises with the host twice: once for the id
-range check and the number of misses, once for the number of distinct misses (the size
-of the backing read). Hit rate: :attr:`GPUCachedFeature.hit_rate`.
+tensors (tests) and on a GPU. ``read_valid`` (the fetcher's read of a sampler's ids)
+synchronises with the host twice: for the number of misses and for the number of
+distinct misses (the size of the backing read); ``read`` checks a user's ids first, one
+more. Hit rate: :attr:`GPUCachedFeature.hit_rate`.
 Not thread-safe: one stage reads a given cache.
 """
 
@@ -32,7 +33,6 @@ from typing import Optional, Union
 import torch
 
 from graphpipe.features.store import Feature, FeatureStore
-from graphpipe.ops.gather import gather_valid_rows
 from graphpipe.ops.uva_gather import cuda_or_warn_once, resolve_device
 
 __all__ = [
@@ -131,13 +131,9 @@ class GPUCachedFeature(Feature):
         self.feature.pin_memory_()
         return self
 
-    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` integer ids, repeats allowed): ``[n, *row_shape]`` on the cache's device."""
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.is_complex():
-            raise TypeError(
-                "GPUCachedFeature.read: `ids` must be a 1-D integer tensor of row ids, got "
-                f"{type(ids).__name__} {getattr(ids, 'dtype', '')} shape {tuple(getattr(ids, 'shape', ()))}"
-            )
+    def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` int32/int64 in range, repeats allowed; :meth:`read` checks a
+        user's): ``[n, *row_shape]`` on the cache's device."""
         ids = ids.to(self.device, torch.int64)
         n = ids.numel()
         shape = (n,) + self.row_shape
@@ -150,15 +146,9 @@ class GPUCachedFeature(Feature):
             )
         if n == 0:
             return out
-        slot = self.slot_of_row[ids.clamp(0, self.num_rows)].to(torch.int64)
+        slot = self.slot_of_row[ids].to(torch.int64)
         hit = slot >= 0
-        lo, hi, num_misses = torch.stack([ids.min(), ids.max(), n - hit.sum()]).tolist()
-        if lo < 0 or hi >= self.num_rows:
-            bad = lo if lo < 0 else hi
-            raise ValueError(
-                f"GPUCachedFeature.read: `ids` holds row id {bad}, out of range: valid ids are "
-                f"0..{self.num_rows - 1} (num_rows={self.num_rows})"
-            )
+        num_misses = int(n - hit.sum())
         self._lookups += n
         self._hits += n - num_misses
         if self.capacity:
@@ -167,17 +157,10 @@ class GPUCachedFeature(Feature):
         if num_misses:
             misses = torch.nonzero_static(~hit, size=num_misses).view(-1)
             unique_misses, inverse = torch.unique(ids[misses], return_inverse=True)
-            rows = self._read_misses(unique_misses)
+            rows = self.feature.read_valid(unique_misses).to(self.device)
             out[misses] = rows[inverse]
             self._admit(unique_misses, rows)
         return out
-
-    def _read_misses(self, rows: torch.Tensor) -> torch.Tensor:
-        """The backing rows ``rows`` (checked by :meth:`read`) on the cache's device. A plain
-        table's are gathered without a second range check (a host sync on a GPU)."""
-        if type(self.feature).read is Feature.read:
-            return gather_valid_rows(self.feature.data, rows).to(self.device)
-        return self.feature.read(rows).to(self.device)
 
     # ------------------------------------------------------------------ statistics
     @property
@@ -198,7 +181,7 @@ class GPUCachedFeature(Feature):
         chunk = max(1, _FILL_CHUNK_BYTES // max(1, self.cache[0].numel() * self.cache.element_size()))
         for lo in range(0, self.capacity, chunk):
             part = rows[lo : lo + chunk]
-            self._place(part, torch.arange(lo, lo + part.numel(), device=self.device), self.feature.read(part).to(self.device))
+            self._place(part, torch.arange(lo, lo + part.numel(), device=self.device), self.feature.read_valid(part).to(self.device))
         self.num_filled = self.capacity
 
     def _place(self, rows: torch.Tensor, slots: torch.Tensor, values: torch.Tensor) -> None:
@@ -267,17 +250,13 @@ def gpu_cached_feature(
 ) -> FeatureStore:
     """A new :class:`FeatureStore` with feature ``key`` wrapped in a :class:`GPUCachedFeature`.
 
-    ``key`` is ``"name"`` or ``("node" | "edge", "name")``; the other features are shared
-    with ``features``, which is not modified. See :class:`GPUCachedFeature` for the rest.
+    ``key`` is any key of the store: ``"name"``, ``("node" | "edge", "name")`` or typed,
+    ``("node", "paper", "feat")``; the other features are shared with ``features``, which
+    is not modified. See :class:`GPUCachedFeature` for the rest.
     """
     if not isinstance(features, FeatureStore):
         raise TypeError(f"gpu_cached_feature: `features` must be a FeatureStore, got {type(features).__name__}")
-    target = features[key]
-    kind, name = ("node", key) if isinstance(key, str) else key
-    node = {k: features["node", k] for k in features.node_keys}
-    edge = {k: features["edge", k] for k in features.edge_keys}
-    (node if kind == "node" else edge)[name] = GPUCachedFeature(target, max_bytes, policy, hotness, device)
-    return FeatureStore(node, edge)
+    return features.with_feature(key, GPUCachedFeature(features[key], max_bytes, policy, hotness, device))
 
 
 def hotness_from_degree(graph) -> torch.Tensor:

@@ -1,8 +1,9 @@
 """FeatureStore: node and edge feature tables, read by row id.
 
-A :class:`Feature` is one ``[num_rows, *row_shape]`` table; its ``read(ids)`` is the
-whole protocol that stages use, so other storages (a GPU cache, a remote store) can
-implement it and sit in the same :class:`FeatureStore`. Tables may be tensors, numpy
+A :class:`Feature` is one ``[num_rows, *row_shape]`` table; its ``read(ids)`` (a user's
+ids, checked) and ``read_valid(ids)`` (ids the library made) are the whole protocol that
+stages use, so other storages (a GPU cache, a remote store) can implement
+``read_valid`` and sit in the same :class:`FeatureStore`. Tables may be tensors, numpy
 arrays, ``numpy.memmap`` or paths of ``.npy`` files, which are memory-mapped on first
 use (so a store is cheap to build and pickles as paths, e.g. into worker processes).
 """
@@ -17,7 +18,8 @@ import numpy as np
 import torch
 
 from graphpipe.graph.edge_types import parse_edge_type
-from graphpipe.ops.gather import gather_rows, numpy_to_torch_dtype
+from graphpipe._internal.checks import check_node_ids
+from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
 from graphpipe.ops.uva_gather import cuda_or_warn_once, pin_in_place
 
 __all__ = ["Feature", "FeatureStore"]
@@ -25,12 +27,12 @@ __all__ = ["Feature", "FeatureStore"]
 FeatureData = Union[torch.Tensor, np.ndarray, str, os.PathLike]
 
 
-
 class Feature:
     """One feature table, ``[num_rows, *row_shape]``, read by row id.
 
-    The protocol stages rely on is ``read``, ``num_rows``, ``row_shape``, ``dtype``,
-    ``nbytes`` and ``pin_memory_``; other storages (a GPU cache) subclass and override it.
+    The protocol stages rely on is ``read`` / ``read_valid``, ``num_rows``, ``row_shape``,
+    ``dtype``, ``nbytes`` and ``pin_memory_``; other storages (a GPU cache) subclass and
+    override it (``read_valid``, not ``read``: ``read`` checks the ids, then calls it).
 
     Args:
         data: a tensor (CPU or CUDA), a numpy array / ``numpy.memmap``, or the path of a
@@ -87,12 +89,19 @@ class Feature:
         return data.numel() * data.element_size() if isinstance(data, torch.Tensor) else data.nbytes
 
     def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` int32/int64): ``[n, *row_shape]``, on the GPU if the table
-        or ``ids`` is on one.
+        """Rows ``ids`` (``[n]`` integer tensor): ``[n, *row_shape]``, on the GPU if the
+        table or ``ids`` is on one. ``out`` is an optional preallocated result, written in
+        place and returned.
 
-        ``out`` is an optional preallocated result, written in place and returned.
+        ``ids`` are checked (user input): a ValueError names the id out of range and the
+        valid range, in every kind of feature. Then :meth:`read_valid` reads them.
         """
-        return gather_rows(self.data, ids, out)
+        return self.read_valid(check_node_ids(ids, self.num_rows, "ids", f"{type(self).__name__}.read", "row"), out)
+
+    def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """:meth:`read` of ``[n]`` int32/int64 ids the library made and knows to be in
+        ``[0, num_rows)`` (a sampler's ``input_nodes``): no check. A storage overrides this."""
+        return gather_valid_rows(self.data, ids, out)
 
     def pin_memory_(self) -> "Feature":
         """Page-lock a CPU table in place (``cudaHostRegister``, no copy) and return self.
@@ -144,19 +153,15 @@ class Feature:
 class FeatureStore:
     """Named node and edge features, homogeneous or per node / edge type.
 
-    Homogeneous stores key a table by its name: ``store["feat"]`` or
-    ``store["node", "feat"]`` is a node :class:`Feature`, ``store["edge", "w"]`` an edge
-    feature (rows indexed by edge id).
-
-    Typed stores (heterogeneous graphs) key a table by ``(type, name)``, as GraphBolt's
-    ``TorchBasedFeatureStore`` keys by ``(domain, type, name)``: ``store["node", "paper",
+    A feature's key is GraphBolt's ``(domain, type, name)``: ``store["node", "paper",
     "feat"]`` has one row per ``paper`` node (type-local ids), ``store["edge",
     "author:writes:paper", "w"]`` one row per edge of that type (ids within the type, as
-    ``SampledSubgraph.original_edge_ids[etype]``). Edge types are ``"src:relation:dst"``
-    strings; a ``(src, relation, dst)`` tuple (PyG's form) is accepted wherever an edge
-    type is and stored as the string. ``store[kind, key]`` also takes a key as
-    :attr:`node_keys` / :attr:`edge_keys` list it, and ``store[kind, None, name]`` is
-    the homogeneous ``name`` (GraphBolt's form).
+    ``SampledSubgraph.original_edge_ids[etype]``). A homogeneous feature is the one-type
+    case, its type None: ``store["node", None, "feat"]``, also written ``store["feat"]``
+    or ``store["node", "feat"]``; ``store["edge", "w"]`` is an edge feature (rows indexed
+    by edge id). Edge types are ``"src:relation:dst"`` strings; a ``(src, relation, dst)``
+    tuple (PyG's form) is accepted wherever an edge type is and stored as the string.
+    ``store[kind, key]`` also takes a key as :attr:`node_keys` / :attr:`edge_keys` list it.
 
     Args:
         node_features: ``name`` or ``(node_type, name)`` -> table (see :class:`Feature`)
@@ -170,115 +175,122 @@ class FeatureStore:
         node_features: Mapping[Union[str, Tuple[str, str]], Union[Feature, FeatureData]],
         edge_features: Optional[Mapping[Union[str, Tuple[object, str]], Union[Feature, FeatureData]]] = None,
     ):
-        self._features: Dict[str, Dict[FeatureKey, Feature]] = {
-            "node": _as_features(node_features, "node"),
-            "edge": _as_features(edge_features or {}, "edge"),
-        }
+        self._features: Dict[Key, Feature] = {}
+        for kind, features in (("node", node_features), ("edge", edge_features or {})):
+            self._add(kind, features)
 
     @property
     def node_keys(self) -> List[FeatureKey]:
         """Node feature keys: names (homogeneous) and ``(node_type, name)`` pairs (typed)."""
-        return list(self._features["node"])
+        return [listed_key(key) for key in self._features if key[0] == "node"]
 
     @property
     def edge_keys(self) -> List[FeatureKey]:
         """Edge feature keys: names and ``("src:relation:dst", name)`` pairs."""
-        return list(self._features["edge"])
+        return [listed_key(key) for key in self._features if key[0] == "edge"]
 
     def __getitem__(self, key) -> Feature:
-        kind, feature_key = _split_key(key)
-        features = self._features[kind]
-        if feature_key not in features:
+        key = feature_key(key, "FeatureStore")
+        if key not in self._features:
+            kind = key[0]
             raise KeyError(
-                f"FeatureStore: unknown {kind} feature {_describe(feature_key)}; known {kind} features: {list(features)}"
+                f"FeatureStore: unknown {kind} feature {describe(key)}; known {kind} features: "
+                f"{self.node_keys if kind == 'node' else self.edge_keys}"
             )
-        return features[feature_key]
+        return self._features[key]
 
     def __contains__(self, key) -> bool:
-        kind, feature_key = _split_key(key)
-        return feature_key in self._features[kind]
+        return feature_key(key, "FeatureStore") in self._features
+
+    def with_feature(self, key, feature: Feature) -> "FeatureStore":
+        """A new store with the feature at ``key`` (any form of :meth:`__getitem__`, the
+        feature must exist) replaced by ``feature``; the other features are shared, and
+        this store is not modified (``gpu_cached_feature`` is built on it)."""
+        if not isinstance(feature, Feature):
+            raise TypeError(f"FeatureStore.with_feature: `feature` must be a graphpipe Feature, got {type(feature).__name__}")
+        self[key]  # a KeyError naming the known features if there is none at `key`
+        store = FeatureStore({})
+        store._features = {**self._features, feature_key(key, "FeatureStore"): feature}
+        return store
 
     def pin_memory_(self) -> "FeatureStore":
         """Pin every feature in place (see :meth:`Feature.pin_memory_`); return self."""
-        for features in self._features.values():
-            for feature in features.values():
-                feature.pin_memory_()
+        for feature in self._features.values():
+            feature.pin_memory_()
         return self
 
     def __repr__(self) -> str:
-        lines = [
-            f"    {kind} {_describe(key)}: {feature!r},"
-            for kind, features in self._features.items()
-            for key, feature in features.items()
-        ]
+        lines = [f"    {key[0]} {describe(key)}: {feature!r}," for key, feature in self._features.items()]
         return "FeatureStore(\n" + "\n".join(lines) + "\n)" if lines else "FeatureStore()"
 
+    def _add(self, kind: str, features) -> None:
+        """Add the features of a constructor argument (``name`` or ``(type, name)`` -> table)."""
+        argument = f"{kind}_features"
+        where = f"FeatureStore: `{argument}`"
+        if not isinstance(features, Mapping):
+            raise TypeError(f"{where} must be a dict of name -> table, got {type(features).__name__}")
+        for listed, data in features.items():
+            if isinstance(listed, str):
+                key = (kind, None, listed)
+            elif isinstance(listed, tuple) and len(listed) == 2 and isinstance(listed[1], str):
+                try:
+                    key = (kind, type_name(kind, listed[0], where), listed[1])
+                except ValueError as err:
+                    raise TypeError(f"{where} has key {listed!r}: {err.args[0]}") from err
+            else:
+                type_form = "edge_type" if kind == "edge" else "node_type"
+                raise TypeError(f"{where} keys must be 'name' or ({type_form}, 'name'), got {listed!r}")
+            if key in self._features:
+                raise ValueError(f"{where} gives {kind} feature {describe(key)} twice")
+            try:
+                self._features[key] = data if isinstance(data, Feature) else Feature(data)
+            except (TypeError, ValueError, FileNotFoundError) as err:
+                raise type(err)(f"FeatureStore: `{argument}[{listed!r}]`: {err}") from err
 
-FeatureKey = Union[str, Tuple[str, str]]
 
-_TYPED_KEY_FORMS = (
-    "a typed feature is ('node', node_type, 'name') or ('edge', edge_type, 'name'), edge_type "
-    "'src:relation:dst' or a (src, relation, dst) tuple"
-)
+Key = Tuple[str, Optional[str], str]  # (kind, type or None, name): how the library names a feature
+FeatureKey = Union[str, Tuple[str, str]]  # a key as node_keys / edge_keys list it: name or (type, name)
 
 
-def _describe(key: FeatureKey) -> str:
-    return f"'{key}'" if isinstance(key, str) else f"'{key[1]}' of type '{key[0]}'"
+def listed_key(key: Key) -> FeatureKey:
+    """``key`` as :attr:`FeatureStore.node_keys` lists it: the name, or ``(type, name)``."""
+    return key[2] if key[1] is None else key[1:]
 
 
-def _type_name(kind: str, type_name, where: str) -> str:
-    """A node type as given, an edge type as its ``"src:relation:dst"`` string."""
+def describe(key: Key) -> str:
+    return f"'{key[2]}'" if key[1] is None else f"'{key[2]}' of type '{key[1]}'"
+
+
+def type_name(kind: str, name, where: str) -> str:
+    """A node type as given (a str), an edge type as its ``"src:relation:dst"`` string;
+    ValueError otherwise."""
     if kind == "edge":
-        return "{}:{}:{}".format(*parse_edge_type(type_name, where))
-    if not isinstance(type_name, str):
-        raise KeyError(f"{where}: a node type must be a str, got {type_name!r}")
-    return type_name
+        return "{}:{}:{}".format(*parse_edge_type(name, where))
+    if not isinstance(name, str):
+        raise ValueError(f"{where}: a node type must be a str, got {name!r}")
+    return name
 
 
-def _split_key(key) -> Tuple[str, FeatureKey]:
-    """``(kind, name or (type, name))`` of a lookup key (see :class:`FeatureStore`)."""
-    where = "FeatureStore"
+def feature_key(key, where: str) -> Key:
+    """``(kind, type or None, name)`` of a lookup key in any of the forms of
+    :class:`FeatureStore`; KeyError for another form."""
     if isinstance(key, str):
-        return "node", key
+        return "node", None, key
     if isinstance(key, tuple) and len(key) in (2, 3) and key[0] in ("node", "edge"):
         kind = key[0]
-        if len(key) == 2 and isinstance(key[1], str):
-            return kind, key[1]
         if len(key) == 2 and isinstance(key[1], tuple) and len(key[1]) == 2:
-            key = (kind, *key[1])
-        if len(key) == 3 and isinstance(key[2], str):
-            if key[1] is None:
-                return kind, key[2]
+            key = (kind, *key[1])  # (kind, (type, name)), as node_keys lists it
+        if len(key) == 2:
+            key = (kind, None, key[1])
+        if isinstance(key[2], str):
             try:
-                return kind, (_type_name(kind, key[1], where), key[2])
+                return kind, None if key[1] is None else type_name(kind, key[1], where), key[2]
             except ValueError as err:
                 raise KeyError(str(err)) from err
-    raise KeyError(f"{where}: a key is 'name' or ('node' | 'edge', 'name'), got {key!r}; {_TYPED_KEY_FORMS}")
-
-
-def _as_features(features, kind: str) -> Dict[FeatureKey, Feature]:
-    """``{name or (type, name): Feature}`` of a constructor argument (edge types normalised)."""
-    argument = f"{kind}_features"
-    where = f"FeatureStore: `{argument}`"
-    if not isinstance(features, Mapping):
-        raise TypeError(f"{where} must be a dict of name -> table, got {type(features).__name__}")
-    out = {}
-    for key, data in features.items():
-        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str):
-            try:
-                key = (_type_name(kind, key[0], where), key[1])
-            except (KeyError, ValueError) as err:
-                raise TypeError(f"{where} has key {key!r}: {err.args[0]}") from err
-        elif not isinstance(key, str):
-            type_form = "edge_type" if kind == "edge" else "node_type"
-            raise TypeError(f"{where} keys must be 'name' or ({type_form}, 'name'), got {key!r}")
-        if key in out:
-            raise ValueError(f"{where} gives {kind} feature {_describe(key)} twice")
-        try:
-            out[key] = data if isinstance(data, Feature) else Feature(data)
-        except (TypeError, ValueError, FileNotFoundError) as err:
-            raise type(err)(f"FeatureStore: `{argument}[{key!r}]`: {err}") from err
-    return out
+    raise KeyError(
+        f"{where}: a key is 'name', ('node' | 'edge', 'name') or ('node' | 'edge', type, 'name') (type None "
+        f"when homogeneous, an edge type 'src:relation:dst' or a (src, relation, dst) tuple), got {key!r}"
+    )
 
 
 def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):

@@ -5,15 +5,14 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import replace
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphpipe.graph.csc_graph import CSCGraph
-from graphpipe.graph.edge_types import parse_edge_type
-from graphpipe.features.store import Feature, FeatureKey, FeatureStore
+from graphpipe.features.store import Feature, FeatureKey, FeatureStore, Key, describe, listed_key, type_name
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe._internal.checks import check_node_ids
 from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
@@ -39,14 +38,16 @@ class FeatureFetcher(Pipe):
     ``edge_features[i][("author:writes:paper", "w")]`` the rows of
     ``sampled_subgraphs[i].original_edge_ids["author:writes:paper"]`` (ids within the
     edge type). A requested type the batch has no nodes or edges of gets an empty
-    ``[0, *row_shape]`` tensor, so every batch has the same keys.
+    ``[0, *row_shape]`` tensor, so every batch has the same keys. A homogeneous batch is
+    the one-type case: one path reads both.
 
     When a sampler upstream samples from a :class:`~graphpipe.CSCGraph`, the requested
     features are checked when the stage is built: each node feature needs a row for
     every node (of its type: ``graph.num_nodes_per_type[ntype]``), each edge feature one
     for every edge (of its type), and a typed graph needs dict keys naming its types.
     Tables may have more rows (padding, nodes added later), as GraphBolt's and PyG's
-    stores allow: every id a batch reads is checked to be in range.
+    stores allow. The ids such a sampler makes are then read unchecked; without one
+    (a user's batches), every id a batch reads is checked to be in range.
 
     Args:
         source: pipe of MiniBatches.
@@ -85,71 +86,45 @@ class FeatureFetcher(Pipe):
         self._blocks = _OutputBlocks()
         sampler = _sampler_upstream(source)
         self.typed = isinstance(node_feature_keys, Mapping) or isinstance(edge_feature_keys, Mapping)
-        if self.typed:
-            self.node_feature_keys = _typed_keys(features, "node", node_feature_keys, sampler)
-            self.edge_feature_keys = _typed_keys(features, "edge", edge_feature_keys, sampler)
-        else:
-            # Before the names are looked up: a typed store has none of them, and the fix is a dict.
-            node_feature_keys, edge_feature_keys = (
-                keys if isinstance(keys, str) else list(keys) for keys in (node_feature_keys, edge_feature_keys)
-            )
-            if sampler is not None and sampler.graph.is_heterogeneous and (node_feature_keys or edge_feature_keys):
-                graph = sampler.graph
-                raise TypeError(
-                    f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is heterogeneous, so "
-                    "`node_feature_keys` / `edge_feature_keys` must be dicts of type -> names, e.g. "
-                    f"node_feature_keys={{'{graph.node_types[0]}': {node_feature_keys or ['feat']}}}; "
-                    f"node types: {graph.node_types}, edge types: {graph.edge_types}"
-                )
-            self.node_feature_keys = _checked_keys(features, "node", node_feature_keys)
-            self.edge_feature_keys = _checked_keys(features, "edge", edge_feature_keys)
+        given = {"node": node_feature_keys, "edge": edge_feature_keys}
+        if sampler is not None and sampler.graph.is_heterogeneous != self.typed and any(map(len, given.values())):
+            raise TypeError(_graph_kind_error(sampler, given))
+        by_type = {kind: _keys_by_type(features, kind, keys, self.typed, sampler) for kind, keys in given.items()}
+        self.node_feature_keys, self.edge_feature_keys = (
+            keys if self.typed else keys.get(None, []) for keys in by_type.values()
+        )
+        self._reads = {
+            kind: [_Read.of(features, (kind, t, name)) for t, names in keys.items() for name in names]
+            for kind, keys in by_type.items()
+        }
+        # A sampler's ids are in range of its graph, whose rows are checked here: never per batch.
+        self._check_ids = sampler is None
         if sampler is not None:
-            _check_rows(self, sampler)
+            _check_rows(self._reads, sampler)
 
     def fetch(self, minibatch: MiniBatch) -> MiniBatch:
         """``minibatch`` with the requested features added (the input is not modified)."""
         node_features = dict(minibatch.node_features)
-        if self.node_feature_keys and self.cooperative:
+        if self.cooperative and self._reads["node"]:
             source = find_distributed_item_sampler(self, "FeatureFetcher (cooperative)")
             node_features.update(fetch_node_features_cooperatively(self, minibatch, source))
-        elif self.node_feature_keys:
+        elif self._reads["node"]:
             field = "input_nodes" if minibatch.sampled_subgraphs else "seeds"
             ids = getattr(minibatch, field)
             if ids is None:
                 raise ValueError(
                     "FeatureFetcher: the MiniBatch has neither `input_nodes` nor `seeds` to read node features for"
                 )
-            if self.typed:
-                ids, empty = self._typed_ids(ids, field)
-                for node_type, names in self.node_feature_keys.items():
-                    type_ids = ids.get(node_type, empty)
-                    for name in names:
-                        where = f"{field}['{node_type}']"
-                        node_features[node_type, name] = self._read("node", node_type, name, type_ids, where)
-            else:
-                self._check_untyped(ids, field)
-                for key in self.node_feature_keys:
-                    node_features[key] = self._read("node", None, key, ids, field)
+            self._read_into(node_features, "node", ids, field)
         edge_features = [dict(layer) for layer in minibatch.edge_features]
-        if self.edge_feature_keys:
+        if self._reads["edge"]:
             if not minibatch.sampled_subgraphs:
                 raise ValueError(
                     "FeatureFetcher: edge features need `sampled_subgraphs`; put a sampler stage before fetch_feature"
                 )
             edge_features += [{} for _ in range(minibatch.num_layers - len(edge_features))]
             for i, (layer, subgraph) in enumerate(zip(edge_features, minibatch.sampled_subgraphs)):
-                field = f"sampled_subgraphs[{i}].original_edge_ids"
-                if self.typed:
-                    ids, empty = self._typed_ids(subgraph.original_edge_ids, field)
-                    for edge_type, names in self.edge_feature_keys.items():
-                        type_ids = ids.get(edge_type, empty)
-                        for name in names:
-                            where = f"{field}['{edge_type}']"
-                            layer[edge_type, name] = self._read("edge", edge_type, name, type_ids, where)
-                else:
-                    self._check_untyped(subgraph.original_edge_ids, field)
-                    for key in self.edge_feature_keys:
-                        layer[key] = self._read("edge", None, key, subgraph.original_edge_ids, field)
+                self._read_into(layer, "edge", subgraph.original_edge_ids, f"sampled_subgraphs[{i}].original_edge_ids")
         return replace(minibatch, node_features=node_features, edge_features=edge_features)
 
     def process(self, item):
@@ -159,10 +134,7 @@ class FeatureFetcher(Pipe):
     def fetched_features(self) -> List[Tuple[str, FeatureKey, Feature]]:
         """``(kind, key, feature)`` of every feature this stage reads, ``key`` as the
         store lists it (a name, or ``(type, name)`` when typed): ``features[kind, key]``."""
-        return [
-            (kind, name if type_name is None else (type_name, name), self.features[kind, type_name, name])
-            for kind, type_name, name in self._requested()
-        ]
+        return [(read.key[0], listed_key(read.key), read.feature) for reads in self._reads.values() for read in reads]
 
     def cache_hit_rates(self) -> Dict[str, float]:
         """``{"node/feat": hit rate}`` (typed: ``"node/paper/feat"``) for each fetched
@@ -170,9 +142,10 @@ class FeatureFetcher(Pipe):
         :class:`~graphpipe.GPUCachedFeature`) since the last :meth:`reset_stats`;
         :meth:`graphpipe.DataLoader.stats` reports it."""
         return {
-            "/".join(part for part in (kind, type_name, name) if part is not None): feature.hit_rate
-            for (kind, type_name, name), (_, _, feature) in zip(self._requested(), self.fetched_features())
-            if hasattr(feature, "hit_rate")
+            "/".join(part for part in read.key if part is not None): read.feature.hit_rate
+            for reads in self._reads.values()
+            for read in reads
+            if hasattr(read.feature, "hit_rate")
         }
 
     def reset_stats(self) -> None:
@@ -185,50 +158,40 @@ class FeatureFetcher(Pipe):
     @property
     def collective(self) -> bool:
         """Cooperative fetches are collective calls: the loader runs them one at a time."""
-        return self.cooperative and bool(self.node_feature_keys)
+        return self.cooperative and bool(self._reads["node"])
 
-    def _requested(self) -> List[Tuple[str, Optional[str], str]]:
-        """``(kind, type or None, name)`` of every requested feature."""
-        out = []
-        for kind, keys in (("node", self.node_feature_keys), ("edge", self.edge_feature_keys)):
-            if self.typed:
-                out += [(kind, type_name, name) for type_name, names in keys.items() for name in names]
-            else:
-                out += [(kind, None, name) for name in keys]
-        return out
+    def _read_into(self, out: dict, kind: str, ids, field: str) -> None:
+        """Read every requested ``kind`` feature at ``ids`` (the MiniBatch's ``field``: a
+        tensor, or type -> tensor when typed) into ``out``, under the batch's keys."""
+        if self._check_ids and isinstance(ids, Mapping) != self.typed:
+            raise TypeError(_batch_kind_error(ids, field, self.typed, self.node_feature_keys))
+        by_type = ids if self.typed else {None: ids}
+        for key, batch_key, feature, label in self._reads[kind]:
+            type_ids = by_type.get(key[1])
+            if type_ids is None:  # a type the batch has none of
+                type_ids = torch.empty(0, dtype=torch.int64, device=_device_of(by_type))
+            if self._check_ids:
+                where = field if key[1] is None else f"{field}['{key[1]}']"
+                type_ids = check_node_ids(type_ids, feature.num_rows, where, f"FeatureFetcher: {label}", kind)
+            out[batch_key] = feature.read_valid(type_ids, self._blocks.output(feature, type_ids, key))
 
-    def _typed_ids(self, ids, field: str) -> Tuple[Mapping[str, torch.Tensor], torch.Tensor]:
-        """``ids`` (type -> ids) of a typed batch, after checking it is a dict, and an empty
-        int64 tensor on the ids' device to read for the types the batch lacks."""
-        if not isinstance(ids, Mapping):
-            raise TypeError(
-                f"FeatureFetcher: the keys are per type (dicts), so `{field}` must be a dict of type -> ids "
-                f"(a heterogeneous batch), got {type(ids).__name__}; for a homogeneous batch pass lists of names"
-            )
-        device = next((t.device for t in ids.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        return ids, torch.empty(0, dtype=torch.int64, device=device)
 
-    def _check_untyped(self, ids, field: str) -> None:
-        if isinstance(ids, Mapping):
-            raise TypeError(
-                f"FeatureFetcher: `{field}` is a dict of type -> ids (a heterogeneous batch), so the keys must be "
-                f"dicts of type -> names, e.g. node_feature_keys={{'{next(iter(ids), 'paper')}': "
-                f"{list(self.node_feature_keys) or ['feat']}}}"
-            )
+class _Read(NamedTuple):
+    """One feature a fetcher reads, fixed when it is built."""
 
-    def _read(self, kind: str, type_name: Optional[str], name: str, ids: torch.Tensor, field: str) -> torch.Tensor:
-        """Rows ``ids`` of the ``kind`` feature ``name`` (of ``type_name``, None when
-        homogeneous); an id out of range is reported as a node or edge id of that
-        feature, found in the MiniBatch field ``field``."""
-        feature = self.features[kind, type_name, name]
-        try:
-            return feature.read(ids, self._blocks.output(feature, ids, (kind, type_name, name)))
-        except ValueError:
-            # The table's own check knows neither the feature nor the kind of id: say both.
-            of_type = "" if type_name is None else f" of type '{type_name}'"
-            where = f"FeatureFetcher: {kind} feature '{name}'{of_type} ({feature.num_rows} rows)"
-            check_node_ids(ids, feature.num_rows, field, where, kind=kind)
-            raise
+    key: Key  # (kind, type or None, name): the store's key, and the output blocks'
+    batch_key: FeatureKey  # the MiniBatch's key: the name, or (type, name)
+    feature: Feature
+    label: str  # for errors: "node feature 'feat' of type 'paper' (30 rows)"
+
+    @classmethod
+    def of(cls, features: FeatureStore, key: Key) -> "_Read":
+        feature = features[key]
+        return cls(key, listed_key(key), feature, f"{key[0]} feature {describe(key)} ({feature.num_rows} rows)")
+
+
+def _device_of(ids: Mapping) -> torch.device:
+    return next((t.device for t in ids.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
 
 
 class _OutputBlocks:
@@ -246,15 +209,15 @@ class _OutputBlocks:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._blocks: Dict[Tuple[str, Optional[str], str], List[list]] = {}  # (kind, type, name) -> [[block, ref]]
+        self._blocks: Dict[Key, List[list]] = {}  # (kind, type, name) -> [[block, ref]]
 
     def __reduce__(self):
         return _OutputBlocks, ()  # blocks are this process's memory: a copy starts empty
 
-    def output(self, feature, ids: torch.Tensor, key: Tuple[str, Optional[str], str]) -> Optional[torch.Tensor]:
+    def output(self, feature, ids: torch.Tensor, key: Key) -> Optional[torch.Tensor]:
         """An uninitialised ``[len(ids), *row_shape]`` tensor on a reused block, or None
         (the feature reads into memory of its own) when the rows are not plain CPU rows."""
-        if type(feature).read is not Feature.read or ids.device.type != "cpu" or ids.dim() != 1:
+        if type(feature).read_valid is not Feature.read_valid or ids.device.type != "cpu":
             return None
         data = feature.data
         if isinstance(data, torch.Tensor) and data.device.type != "cpu":
@@ -285,87 +248,109 @@ class _OutputBlocks:
 _BLOCKS_PER_FEATURE = 8
 
 
-def _checked_keys(features: FeatureStore, kind: str, keys: Sequence[str]) -> List[str]:
-    if isinstance(keys, str):
-        raise TypeError(f"FeatureFetcher: `{kind}_feature_keys` must be a list of names, got the string {keys!r}")
-    keys = list(keys)
-    unknown = [key for key in keys if (kind, key) not in features]
-    if unknown:
-        known = features.node_keys if kind == "node" else features.edge_keys
-        raise KeyError(f"FeatureFetcher: unknown {kind} feature(s) {unknown}; known {kind} features: {known}")
-    return keys
-
-
 def _sampler_upstream(source) -> Optional[Pipe]:
     """The nearest stage upstream of ``source`` (following ``.source``) that samples from a
     :class:`~graphpipe.CSCGraph` (has a ``graph`` attribute), or None."""
     return next((stage for stage in upstream(source) if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
 
 
-def _typed_keys(features: FeatureStore, kind: str, keys, sampler: Optional[Pipe]) -> Dict[str, List[str]]:
-    """``keys`` as ``{type: [names]}`` (edge types as ``"src:relation:dst"``), after checking
-    that the types are the upstream graph's and the store has every feature of each type."""
+def _keys_by_type(features: FeatureStore, kind: str, keys, typed: bool, sampler: Optional[Pipe]) -> Dict[Optional[str], List[str]]:
+    """``keys`` as ``{type: [names]}`` (``{None: [names]}`` when untyped; edge types as
+    ``"src:relation:dst"``), after checking that the types are the upstream graph's and
+    that the store has every feature."""
     argument = f"{kind}_feature_keys"
-    if not isinstance(keys, Mapping):
-        names = [keys] if isinstance(keys, str) else list(keys)
-        if names:
+    if isinstance(keys, str):
+        raise TypeError(f"FeatureFetcher: `{argument}` must be a list of names, got the string {keys!r}")
+    if typed and not isinstance(keys, Mapping):
+        if len(keys):
             raise TypeError(
                 f"FeatureFetcher: `{argument}` must be a dict of {kind} type -> names like the other keys "
-                f"(typed batches), got {names!r}"
+                f"(typed batches), got {list(keys)!r}"
             )
-        return {}
-    graph = sampler.graph if sampler is not None else None
-    if graph is not None and not graph.is_heterogeneous:
-        raise TypeError(
-            f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is homogeneous, so `{argument}` "
-            f"must be a list of names, got the dict {dict(keys)!r}"
-        )
-    out: Dict[str, List[str]] = {}
-    for type_name, names in keys.items():
-        if kind == "edge":
-            type_name = "{}:{}:{}".format(*parse_edge_type(type_name, f"FeatureFetcher: `{argument}`"))
-        elif not isinstance(type_name, str):
-            raise TypeError(f"FeatureFetcher: `{argument}` keys must be node type names (str), got {type_name!r}")
-        if graph is not None:
-            known = graph.node_types if kind == "node" else graph.edge_types
-            if type_name not in known:
-                raise ValueError(
-                    f"FeatureFetcher: `{argument}` names {kind} type '{type_name}', which the graph of the upstream "
-                    f"{type(sampler).__name__} lacks; known {kind} types: {known}"
-                )
+        keys = {}
+    out: Dict[Optional[str], List[str]] = {}
+    for given_type, names in (keys.items() if typed else [(None, keys)]):
+        if typed:
+            given_type = _checked_type(kind, given_type, argument, sampler)
+        label = argument if given_type is None else f"{argument}['{given_type}']"
         if isinstance(names, str) or not isinstance(names, (Sequence, set, frozenset)):
-            raise TypeError(
-                f"FeatureFetcher: `{argument}['{type_name}']` must be a list of names, got {names!r}"
-            )
+            raise TypeError(f"FeatureFetcher: `{label}` must be a list of names, got {names!r}")
         names = list(names)
-        missing = [name for name in names if (kind, type_name, name) not in features]
+        missing = [name for name in names if (kind, given_type, name) not in features]
         if missing:
-            of_type = [key[1] for key in (features.node_keys if kind == "node" else features.edge_keys)
-                       if isinstance(key, tuple) and key[0] == type_name]
+            listed = features.node_keys if kind == "node" else features.edge_keys
+            known = listed if given_type is None else [k[1] for k in listed if isinstance(k, tuple) and k[0] == given_type]
+            of_type = "" if given_type is None else f" of type '{given_type}'"
             raise KeyError(
-                f"FeatureFetcher: features missing for a type: {kind} type '{type_name}' has no feature(s) "
-                f"{missing} in the store (`{argument}['{type_name}']`); its {kind} features: {of_type}"
+                f"FeatureFetcher: unknown {kind} feature(s) {missing}{of_type} (`{label}`); the store's {kind} "
+                f"features{of_type}: {known}"
             )
-        out[type_name] = names
+        if names:
+            out[given_type] = names
     return out
 
 
-def _check_rows(fetcher: FeatureFetcher, sampler: Pipe) -> None:
+def _checked_type(kind: str, given, argument: str, sampler: Optional[Pipe]) -> str:
+    """The type ``given`` in ``argument`` as the store keys it (edge types as
+    ``"src:relation:dst"``), after checking that the upstream graph has it."""
+    normalised = type_name(kind, given, f"FeatureFetcher: `{argument}`")
+    if sampler is not None:
+        known = sampler.graph.node_types if kind == "node" else sampler.graph.edge_types
+        if normalised not in known:
+            raise ValueError(
+                f"FeatureFetcher: `{argument}` names {kind} type '{normalised}', which the graph of the upstream "
+                f"{type(sampler).__name__} lacks; known {kind} types: {known}"
+            )
+    return normalised
+
+
+def _check_rows(reads: Dict[str, List[_Read]], sampler: Pipe) -> None:
     """Node features need a row for every node of the sampler's graph (of their type),
     edge features for every edge (of their type): a shorter table would only fail when a
     batch first reaches a missing row. Longer tables are fine."""
     graph = sampler.graph
-    if fetcher.typed:
+    if graph.is_heterogeneous:
         edge_counts = torch.bincount(graph.type_per_edge.to(torch.int64), minlength=len(graph.edge_types)).tolist()
         counts = {"node": graph.num_nodes_per_type, "edge": dict(zip(graph.edge_types, edge_counts))}
     else:
         counts = {"node": {None: graph.num_nodes}, "edge": {None: graph.num_edges}}
-    for kind, type_name, name in fetcher._requested():
-        rows, count = fetcher.features[kind, type_name, name].num_rows, counts[kind][type_name]
-        if rows < count:
-            of_type = "" if type_name is None else f" of type '{type_name}'"
-            raise ValueError(
-                f"FeatureFetcher: {kind} feature '{name}'{of_type} has {rows} rows, but the graph of the upstream "
-                f"{type(sampler).__name__} has {count} {kind}s{of_type}; a {kind} feature needs a row for every "
-                f"{kind}{of_type} (at least {count} rows)"
-            )
+    for kind, kind_reads in reads.items():
+        for (_, of, name), _, feature, _ in kind_reads:
+            rows, count = feature.num_rows, counts[kind][of]
+            if rows < count:
+                of_type = "" if of is None else f" of type '{of}'"
+                raise ValueError(
+                    f"FeatureFetcher: {kind} feature '{name}'{of_type} has {rows} rows, but the graph of the upstream "
+                    f"{type(sampler).__name__} has {count} {kind}s{of_type}; a {kind} feature needs a row for every "
+                    f"{kind}{of_type} (at least {count} rows)"
+                )
+
+
+def _graph_kind_error(sampler: Pipe, given: Dict[str, object]) -> str:
+    """Why keys of one kind (lists, dicts) do not fit the upstream sampler's graph."""
+    graph = sampler.graph
+    if graph.is_heterogeneous:
+        return (
+            f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is heterogeneous, so "
+            "`node_feature_keys` / `edge_feature_keys` must be dicts of type -> names, e.g. "
+            f"node_feature_keys={{'{graph.node_types[0]}': {list(given['node']) or ['feat']}}}; "
+            f"node types: {graph.node_types}, edge types: {graph.edge_types}"
+        )
+    kind, keys = next((kind, keys) for kind, keys in given.items() if isinstance(keys, Mapping))
+    return (
+        f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is homogeneous, so `{kind}_feature_keys` "
+        f"must be a list of names, got the dict {dict(keys)!r}"
+    )
+
+
+def _batch_kind_error(ids, field: str, typed: bool, node_feature_keys) -> str:
+    """Why a batch's ids (a tensor, or a dict per type) do not fit a fetcher's keys."""
+    if typed:
+        return (
+            f"FeatureFetcher: the keys are per type (dicts), so `{field}` must be a dict of type -> ids "
+            f"(a heterogeneous batch), got {type(ids).__name__}; for a homogeneous batch pass lists of names"
+        )
+    return (
+        f"FeatureFetcher: `{field}` is a dict of type -> ids (a heterogeneous batch), so the keys must be dicts of "
+        f"type -> names, e.g. node_feature_keys={{'{next(iter(ids), 'paper')}': {list(node_feature_keys) or ['feat']}}}"
+    )

@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from graphpipe.ops import uva_gather
+from graphpipe import MiniBatch
+from graphpipe.features import CPUCachedFeature, DiskBasedFeature, GPUCachedFeature
 from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.ops import uva_gather
+from graphpipe.pipes import FeatureFetcher
 
 
 def _ids(*values):
@@ -43,19 +46,54 @@ def test_npy_path_is_opened_lazily_and_pickles_as_path(tmp_path):
     assert pickle.loads(blob).read(_ids(999)).tolist() == [[3996, 3997, 3998, 3999]]
 
 
-def test_store_keys_lookup_and_repr():
-    store = FeatureStore(
-        {"feat": torch.randn(5, 2), "label": np.arange(5)},
-        {"weight": torch.rand(7)},
-    )
-    assert store.node_keys == ["feat", "label"] and store.edge_keys == ["weight"]
-    assert store["feat"] is store["node", "feat"]
-    assert store["edge", "weight"].num_rows == 7
-    assert "feat" in store and ("edge", "weight") in store
-    assert "weight" not in store and ("edge", "feat") not in store
+WRITES = "author:writes:paper"
+# One store per case: the same features untyped (type None) and typed (PyG's tuple edge type
+# given, stored as its "src:rel:dst" string). Each case lists the lookup forms that name one
+# feature, and the form node_keys / edge_keys list it in.
+CASES = {
+    "untyped": dict(
+        node={"feat": torch.randn(5, 2), "label": np.arange(5)},
+        edge={"w": torch.rand(7)},
+        feat_forms=["feat", ("node", "feat"), ("node", None, "feat")],
+        w_forms=[("edge", "w"), ("edge", None, "w")],
+        listed=(["feat", "label"], ["w"]),
+    ),
+    "typed": dict(
+        node={("paper", "feat"): torch.randn(5, 2), ("paper", "label"): np.arange(5)},
+        edge={(("author", "writes", "paper"), "w"): torch.rand(7)},
+        feat_forms=[("node", "paper", "feat"), ("node", ("paper", "feat"))],
+        w_forms=[("edge", WRITES, "w"), ("edge", ("author", "writes", "paper"), "w"), ("edge", (WRITES, "w"))],
+        listed=([("paper", "feat"), ("paper", "label")], [(WRITES, "w")]),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_key_form_names_one_feature(case):
+    c = CASES[case]
+    store = FeatureStore(c["node"], c["edge"])
+    assert (store.node_keys, store.edge_keys) == c["listed"]
+    for forms, rows in ((c["feat_forms"], 5), (c["w_forms"], 7)):
+        assert len({id(store[form]) for form in forms}) == 1 and store[forms[0]].num_rows == rows
+        assert all(form in store for form in forms)
+    for kind, keys in (("node", store.node_keys), ("edge", store.edge_keys)):
+        for key in keys:  # a listed key, and (kind, type or None, name), name one feature
+            assert store[kind, key] is store[(kind,) + (key if isinstance(key, tuple) else (None, key))]
+    assert ("edge", "feat") not in store and ("node", "paper", "w") not in store and "w" not in store
     text = repr(store)
-    assert "node 'feat'" in text and "edge 'weight'" in text and "num_rows=7" in text
+    of_type = "" if case == "untyped" else " of type 'paper'"
+    assert f"node 'feat'{of_type}: Feature(num_rows=5" in text and "num_rows=7" in text
+    copy = pickle.loads(pickle.dumps(store))
+    assert (copy.node_keys, copy.edge_keys) == c["listed"]
+    assert torch.equal(copy[c["feat_forms"][0]].read(_ids(4, 0)), store[c["feat_forms"][0]].read(_ids(4, 0)))
     assert FeatureStore({}).edge_keys == []
+
+
+def test_typed_and_untyped_features_share_a_store():
+    store = FeatureStore({("paper", "feat"): torch.zeros(5, 3), "x": torch.arange(9)}, {(WRITES, "w"): torch.rand(6)})
+    assert store.node_keys == [("paper", "feat"), "x"]
+    assert store["x"] is store["node", None, "x"] and store["node", "paper", "feat"].num_rows == 5
+    assert ("node", "feat") not in store  # only a typed table is called "feat"
 
 
 def test_store_accepts_feature_objects(tmp_path):
@@ -66,19 +104,31 @@ def test_store_accepts_feature_objects(tmp_path):
     assert store["x"].read(_ids(1)).dtype == torch.float16
 
 
-def test_unknown_and_malformed_keys():
-    store = FeatureStore({"feat": torch.zeros(2, 1)}, {"w": torch.zeros(3)})
-    with pytest.raises(KeyError, match=r"unknown node feature 'feet'; known node features: \['feat'\]"):
-        store["feet"]
-    with pytest.raises(KeyError, match=r"unknown edge feature 'feat'; known edge features: \['w'\]"):
-        store["edge", "feat"]
-    with pytest.raises(KeyError, match=r"a key is 'name' or \('node' \| 'edge', 'name'\), got \('graph', 'w'\)"):
-        store["graph", "w"]
+@pytest.mark.parametrize(
+    "key, match",
+    [
+        ("feet", r"unknown node feature 'feet'; known node features: \[\('paper', 'feat'\), 'feat'\]"),
+        (("edge", "feat"), r"unknown edge feature 'feat'; known edge features: \[\('author:writes:paper', 'w'\), 'w'\]"),
+        (("node", "venue", "feat"), r"unknown node feature 'feat' of type 'venue'"),
+        (("edge", ("paper", "cites", "paper"), "w"), r"unknown edge feature 'w' of type 'paper:cites:paper'"),
+        (("edge", "writes", "w"), r"an edge type must be 'src_type:relation:dst_type'.*got 'writes'"),
+        (("graph", "w"), r"a key is 'name', \('node' \| 'edge', 'name'\) or \('node' \| 'edge', type, 'name'\)"),
+        (("graph", "paper", "feat"), r"got \('graph', 'paper', 'feat'\)"),
+        (("node", 3, "feat"), r"a node type must be a str, got 3"),
+    ],
+)
+def test_unknown_and_malformed_keys_name_the_known_keys(key, match):
+    store = FeatureStore({("paper", "feat"): torch.zeros(2, 1), "feat": torch.zeros(2, 1)},
+                         {(WRITES, "w"): torch.zeros(3), "w": torch.zeros(3)})
+    with pytest.raises(KeyError, match=match):
+        store[key]
 
 
-def test_bad_tables_are_refused_naming_the_key(tmp_path):
+def test_bad_tables_and_keys_are_refused_naming_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"`node_features\['x'\]`: .*rows C-contiguously"):
         FeatureStore({"x": torch.zeros(3, 2).t()})
+    with pytest.raises(ValueError, match=r"`node_features\[\('paper', 'feat'\)\]`: .*C-contiguously"):
+        FeatureStore({("paper", "feat"): torch.zeros(3, 2).t()})
     with pytest.raises(TypeError, match=r"`edge_features\['w'\]`: .*got list"):
         FeatureStore({}, {"w": [1, 2]})
     with pytest.raises(FileNotFoundError, match=r"`node_features\['x'\]`: .*no such .npy file"):
@@ -89,12 +139,60 @@ def test_bad_tables_are_refused_naming_the_key(tmp_path):
         Feature(np.array([None, 1], dtype=object))
     with pytest.raises(TypeError, match=r"`node_features` must be a dict"):
         FeatureStore([torch.zeros(2)])
+    with pytest.raises(ValueError, match=r"gives edge feature 'w' of type 'author:writes:paper' twice"):
+        FeatureStore({}, {(WRITES, "w"): torch.zeros(2), (("author", "writes", "paper"), "w"): torch.zeros(2)})
+    with pytest.raises(TypeError, match=r"`edge_features` has key \('writes', 'w'\): .*an edge type must be"):
+        FeatureStore({}, {("writes", "w"): torch.zeros(2)})
+    with pytest.raises(TypeError, match=r"`node_features` keys must be 'name' or \(node_type, 'name'\), got 3"):
+        FeatureStore({3: torch.zeros(2)})
 
 
-def test_read_checks_ids():
-    feature = Feature(torch.zeros(4, 2))
-    with pytest.raises(ValueError, match=r"holds node id 4, out of range: valid ids are 0\.\.3"):
-        feature.read(_ids(0, 4))
+@pytest.mark.parametrize("key", ["feat", ("node", "paper", "feat"), ("edge", ("author", "writes", "paper"), "w")])
+def test_with_feature_replaces_one_key_in_a_new_store(key):
+    store = FeatureStore({"feat": torch.zeros(3), ("paper", "feat"): torch.zeros(4)}, {(WRITES, "w"): torch.zeros(5)})
+    new = Feature(torch.ones(9))
+    replaced = store.with_feature(key, new)
+    assert replaced[key] is new and store[key] is not new
+    assert replaced.node_keys == store.node_keys and replaced.edge_keys == store.edge_keys
+    others = [(kind, k) for kind, keys in (("node", store.node_keys), ("edge", store.edge_keys)) for k in keys]
+    assert sum(replaced[k] is not store[k] for k in others) == 1
+    with pytest.raises(KeyError, match="unknown node feature 'feat' of type 'venue'"):
+        store.with_feature(("node", "venue", "feat"), new)
+
+
+TABLE = np.arange(40, dtype=np.float32).reshape(10, 4)
+# Every kind of feature, over the same 10 rows (caches of 3 rows, so reads both hit and miss).
+KINDS = {
+    "Feature": lambda path: Feature(torch.from_numpy(TABLE.copy())),
+    "Feature(.npy)": lambda path: Feature(str(path)),
+    "DiskBasedFeature": lambda path: DiskBasedFeature(path, direct_io=False),
+    "CPUCachedFeature": lambda path: CPUCachedFeature(Feature(str(path)), 3 * 16),
+    "GPUCachedFeature": lambda path: GPUCachedFeature(
+        Feature(str(path)), 3 * 16, "clock", device="cuda" if torch.cuda.is_available() else "cpu"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_reads_the_same_rows_and_refuses_the_same_mistake_with_the_same_error(kind, tmp_path):
+    np.save(tmp_path / "t.npy", TABLE)
+    feature = KINDS[kind](tmp_path / "t.npy")
+    for ids in (_ids(9, 0, 3, 9), _ids(5, 9).to(torch.int32), _ids()):
+        want = torch.from_numpy(TABLE)[ids.long()]
+        assert torch.equal(feature.read(ids).cpu(), want) and torch.equal(feature.read_valid(ids).cpu(), want)
+    name = type(feature).__name__
+    for bad, shown in ((_ids(0, 10), 10), (_ids(3, -1), -1)):
+        with pytest.raises(ValueError, match=rf"{name}\.read: `ids` holds row id {shown}, out of range: valid ids "
+                           r"are 0\.\.9 \(num_rows=10\)"):
+            feature.read(bad)
+        # A fetcher reading a user's batch (no sampler upstream) names the feature and the field.
+        fetcher = FeatureFetcher([], FeatureStore({"x": feature}), ["x"])
+        with pytest.raises(ValueError, match=rf"node feature 'x' \(10 rows\): `seeds` holds node id {shown}"):
+            fetcher.fetch(MiniBatch(seeds=bad))
+    with pytest.raises(TypeError, match=rf"{name}\.read: `ids` must be an integer tensor"):
+        feature.read(torch.tensor([0.0]))
+    with pytest.raises(ValueError, match=rf"{name}\.read: `ids` must be 1-D"):
+        feature.read(torch.zeros(2, 2, dtype=torch.int64))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA behaviour")

@@ -8,6 +8,7 @@ import torch
 
 from graphpipe import CSCGraph, MiniBatch
 from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.pipes import FeatureFetcher
 from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
 
 has_cuda = torch.cuda.is_available()
@@ -165,24 +166,45 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match=r"`hotness` must be a 1-D tensor with one score per row \(200\)"):
         GPUCachedFeature(feature, 100, hotness=torch.ones(3), device=device)
     cache = GPUCachedFeature(feature, 100, device=device)
-    with pytest.raises(ValueError, match=r"row id 200, out of range: valid ids are 0..199"):
-        cache.read(torch.tensor([0, 200]))
-    with pytest.raises(TypeError, match="`ids` must be a 1-D integer tensor"):
-        cache.read(torch.tensor([0.0]))
     with pytest.raises(ValueError, match="`out` must be a contiguous torch.float32 tensor of shape"):
         cache.read(torch.tensor([0]), torch.empty(2, 6, device=device))
 
 
-def test_gpu_cached_feature_replaces_one_key_in_a_new_store():
-    store = FeatureStore({"feat": table(), "label": torch.arange(200)}, {"w": torch.ones(50, 1)})
-    cached = gpu_cached_feature(store, "feat", max_bytes=10 * row_bytes(), policy="clock", device=device)
-    assert isinstance(cached["feat"], GPUCachedFeature) and cached["feat"].feature is store["feat"]
-    assert cached["label"] is store["label"] and cached["edge", "w"] is store["edge", "w"]
-    assert not isinstance(store["feat"], GPUCachedFeature)
-    edge_cached = gpu_cached_feature(store, ("edge", "w"), max_bytes=100, device=device)
-    assert isinstance(edge_cached["edge", "w"], GPUCachedFeature) and edge_cached["feat"] is store["feat"]
+WRITES = ("author", "writes", "paper")
+# The same store untyped and typed: (node features, edge features, the cached node key, the cached edge key).
+STORES = {
+    "untyped": ({"feat": table(), "label": torch.arange(200)}, {"w": torch.ones(50, 1)}, "feat", ("edge", "w")),
+    "typed": (
+        {("paper", "feat"): table(), ("paper", "label"): torch.arange(200), ("author", "feat"): table(30)},
+        {(WRITES, "w"): torch.ones(50, 1)},
+        ("node", "paper", "feat"),
+        ("edge", WRITES, "w"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", STORES)
+def test_gpu_cached_feature_replaces_one_key_in_a_new_store(case):
+    node, edge, node_key, edge_key = STORES[case]
+    store = FeatureStore(node, edge)
+    keys = [("node", k) for k in store.node_keys] + [("edge", k) for k in store.edge_keys]
+    for key in (node_key, edge_key):
+        cached = gpu_cached_feature(store, key, max_bytes=10 * row_bytes(), policy="clock", device=device)
+        assert isinstance(cached[key], GPUCachedFeature) and cached[key].feature is store[key]
+        assert not isinstance(store[key], GPUCachedFeature)
+        assert sum(cached[k] is not store[k] for k in keys) == 1  # the others are shared
+    cached = gpu_cached_feature(store, node_key, max_bytes=10 * row_bytes(), policy="clock", device=device)
     ids = torch.tensor([3, 3, 199])
-    assert torch.equal(cached["feat"].read(ids).cpu(), store["feat"].read(ids))
+    assert torch.equal(cached[node_key].read(ids).cpu(), store[node_key].read(ids))
+    # A fetcher reads through the cache under the batch's usual keys.
+    keys = ["feat"] if case == "untyped" else {"paper": ["feat"], "author": ["feat"]}
+    seeds = ids if case == "untyped" else {"paper": ids, "author": torch.tensor([29, 0])}
+    out = FeatureFetcher([], cached, keys).fetch(MiniBatch(seeds=seeds))
+    if case == "untyped":
+        assert torch.equal(out.node_features["feat"].cpu(), store["feat"].read(ids))
+    else:
+        assert torch.equal(out.node_features["paper", "feat"].cpu(), store[node_key].read(ids))
+        assert torch.equal(out.node_features["author", "feat"], table(30)[[29, 0]])
     with pytest.raises(KeyError, match="unknown node feature 'nope'"):
         gpu_cached_feature(store, "nope", 100, device=device)
 
@@ -234,6 +256,7 @@ def test_hotter_rows_give_higher_hit_rate_than_cold_ones():
 
 @pytest.mark.cuda
 def test_cuda_cache_over_pinned_feature_matches_and_syncs_twice_per_read():
+    """read_valid (a fetcher's read of a sampler's ids) syncs twice; read checks the ids first, once more."""
     data = table(5000, 100)
     feature = Feature(data.clone()).pin_memory_()
     cache = GPUCachedFeature(feature, 1000 * 400, "clock", device=device)
@@ -242,14 +265,15 @@ def test_cuda_cache_over_pinned_feature_matches_and_syncs_twice_per_read():
         ids = (torch.rand(3000, generator=gen) ** 2 * 5000).long().cuda()
         assert torch.equal(cache.read(ids).cpu(), data[ids.cpu()])
     torch.cuda.synchronize()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            cache.read(ids)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    assert len([w for w in caught if "synchroniz" in str(w.message)]) <= 2
+    for read, syncs in ((cache.read_valid, 2), (cache.read, 3)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                read(ids)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        assert len([w for w in caught if "synchroniz" in str(w.message)]) <= syncs
 
 
 def test_clock_hit_rate_rises_with_labor_batch_dependency():
