@@ -66,7 +66,7 @@ from graphpipe.ops.uva_gather import resolve_device
 from graphpipe._internal.checks import check_int
 from graphpipe.pipes.base import Pipe, functional_pipe
 
-__all__ = ["Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
+__all__ = ["PinMemory", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
 
 _POLL_S = 0.05
 # How long stopping waits for a background thread to finish the batch it is computing.
@@ -90,7 +90,14 @@ def _on_gc(phase: str, info) -> None:
     _collector_thread[0] = threading.get_ident() if phase == "start" else None
 
 
-gc.callbacks.append(_on_gc)
+def watch_process() -> None:
+    """From the first background thread on (not at import: importing graphpipe changes
+    nothing process-wide), know when the garbage collector runs, and stop the threads
+    still running at interpreter exit (:func:`_stop_at_exit`)."""
+    with _running_lock:
+        if _on_gc not in gc.callbacks:
+            gc.callbacks.append(_on_gc)
+            atexit.register(_stop_at_exit)
 
 
 def in_collector() -> bool:
@@ -154,6 +161,7 @@ class _BackgroundThread:
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(make_iterator, kernel_threads), name=name, daemon=True)
         self.threads = [self.thread]
+        watch_process()
         self.thread.start()
         with _running_lock:
             _running.add(self)
@@ -245,6 +253,7 @@ class _DaemonThreadPool:
             threading.Thread(target=self._work, args=(initializer, initargs), name=f"{name}_{i}", daemon=True)
             for i in range(num_threads)
         ]
+        watch_process()
         for thread in self.threads:
             thread.start()
         with _running_lock:
@@ -296,7 +305,6 @@ class _DaemonThreadPool:
         _join_or_warn(self.threads)
 
 
-@atexit.register
 def _stop_at_exit() -> None:
     """Stop the background threads and pools still running (an unfinished epoch whose
     iterator is still referenced) before the interpreter finalizes, waiting
@@ -374,6 +382,18 @@ class Waiter(Pipe):
 
     def process(self, item):
         return item.result()
+
+
+class PinMemory(Pipe):
+    """Yield ``item.pin_memory()`` (a MiniBatch with its CPU tensors in pinned memory), so
+    that the copy to a CUDA device after it does not block the pulling thread."""
+
+    def __init__(self, source: Pipe):
+        super().__init__()
+        self.source = source
+
+    def process(self, item):
+        return item.pin_memory()
 
 
 class ThreadPoolMap(Pipe):
@@ -497,7 +517,7 @@ class SideStream(Pipe):
         super().__init__()
         _per_batch_function(stage, "SideStream")
         self.source = stage
-        self.device = resolve_device(device if device is not None else getattr(stage, "device", None))
+        self.device = resolve_device(device if device is not None else stage.device)
         if self.device.type != "cuda":
             raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
 
@@ -532,9 +552,9 @@ class Timed(Pipe):
     def __init__(self, source: Pipe):
         super().__init__()
         self.source = source
-        self.reset()
+        self.reset_stats()
 
-    def reset(self) -> None:
+    def reset_stats(self) -> None:
         self.seconds = 0.0
         self.cpu_seconds = 0.0
         self.batches = 0

@@ -37,13 +37,14 @@ import time
 import weakref
 from typing import List, Optional, Tuple
 
+import numba
 import torch
 import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
-from graphpipe.loading.stages import Timed, in_collector
+from graphpipe.loading.stages import Timed, in_collector, watch_process
 
 __all__ = ["ProcessWorkers", "Shard", "check_main_guard"]
 
@@ -114,8 +115,6 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out.cancel_join_thread()
     torch.set_num_threads(1)
-    import numba
-
     numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
@@ -135,7 +134,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
             return current.value == run and not stop.value and _process_exists(consumer_pid)
 
         for stage in timed:
-            stage.reset()
+            stage.reset_stats()
         iterator = None
         try:
             iterator = pipe.stream(epoch, start)
@@ -244,6 +243,7 @@ class _WorkerPool:
 
     def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int):
         check_main_guard(num_workers)
+        watch_process()  # a finalizer in the garbage collector then only signals the workers
         context = mp.get_context("forkserver")
         context.set_forkserver_preload(["graphpipe"])
         # Shared memory without locks: stopping (from a finalizer too) only writes them.
