@@ -13,7 +13,7 @@ as written); :func:`thread_pool` is one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional, Sequence, Tuple, Type
+from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 import numba
 
@@ -21,6 +21,7 @@ from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.stages import PinMemory, Prefetcher, SideStream, ThreadPoolMap, Waiter
 from graphpipe.loading.workers import ProcessWorkers, Shard
 from graphpipe._internal.checks import check_int
+from graphpipe.loading.explain import MAIN, locations
 from graphpipe.loading.rewrite import find, insert_after, rebuild, with_source
 
 __all__ = ["KINDS", "Place", "Placement", "default_placement", "kernels_thread_safe", "place", "thread_pool"]
@@ -102,11 +103,14 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
     * ``num_workers > 0``: the stages before the first fetcher run in that many worker
       processes (for samplers whose per-batch work is Python-heavy).
 
-    Other stages run inline, in the thread that pulls them. Under numba's ``workqueue``
-    threading layer the whole chain runs in one background thread instead.
+    Other stages run inline, in the thread that pulls them, and so do stages that ``pipe``
+    already runs elsewhere (a stage of yours that moves work, e.g. a ``prefetch()``).
+    Under numba's ``workqueue`` threading layer the whole chain runs in one background
+    thread instead.
     """
     chain = upstream(pipe)[::-1]
     places = [INLINE] * len(chain)
+    movable = _movable(chain)
     first = 0  # the first stage in this process
     if num_workers:
         fetchers = [i for i, stage in enumerate(chain) if stage.role == "fetcher"]
@@ -118,9 +122,19 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
         return tuple(places)
     cuda = _on_cuda(chain[:first])
     for i in range(first, len(chain)):
-        places[i] = _place_of(chain[i], cuda, places[i - 1] if i > first else None, chain[i - 1])
+        if movable[i]:
+            places[i] = _place_of(chain[i], cuda, places[i - 1] if i > first else None, chain[i - 1])
         cuda = chain[i].device.type == "cuda" if chain[i].device is not None else cuda
     return tuple(places)
+
+
+def _movable(chain: Sequence[Pipe]) -> List[bool]:
+    """Per stage of ``chain`` (source first): whether it runs where its consumer does and
+    no stage wraps it, i.e. nothing in the chain runs it elsewhere yet."""
+    where = locations(chain[-1])
+    wrapped = {id(inner) for stage in chain for inner in stage.wrapped_stages()}
+    consumer_where = [where[id(stage)] for stage in chain[1:]] + [MAIN]
+    return [id(stage) not in wrapped and where[id(stage)] == there for stage, there in zip(chain, consumer_where)]
 
 
 def _on_cuda(chain: Sequence[Pipe]) -> bool:
