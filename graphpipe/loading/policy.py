@@ -16,6 +16,7 @@ import dataclasses
 from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 import numba
+from numba.np.ufunc import parallel as numba_parallel
 
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.stages import PinMemory, Prefetcher, SideStream, ThreadPoolMap, Waiter
@@ -77,9 +78,7 @@ def kernels_thread_safe() -> bool:
     """Whether numba's parallel kernels may start from several threads at once: true for
     its OpenMP and TBB threading layers, false for ``workqueue`` (which numba picks when
     neither is installed, e.g. on some macOS setups), where they abort."""
-    from numba.np.ufunc import parallel  # numba's own module, loaded with numba (no cycle)
-
-    parallel._launch_threads()  # picks the layer, as the first parallel kernel would
+    numba_parallel._launch_threads()  # picks the layer, as the first parallel kernel would
     return numba.threading_layer() != "workqueue"
 
 

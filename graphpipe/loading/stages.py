@@ -2,8 +2,8 @@
 
 Every other stage only says what it does to one batch (``Pipe.process``) and runs where
 its consumer pulls it: in the training loop's thread unless a stage below moves it. The
-default transforms (:mod:`graphpipe.loading.policy`) choose which of these go into a
-user's chain; they are ordinary pipes, so users can also chain them by hand. Each says
+placement (:mod:`graphpipe.loading.policy`) chooses which of these go into a user's
+chain; they are ordinary pipes, so users can also chain them by hand. Each says
 where it moves work through ``Pipe.upstream_location`` / ``Pipe.wrapped_location``, which
 ``explain()`` and ``stats()`` read. Any stage with a ``process`` method can be wrapped:
 adding a stage type needs no change here.
@@ -20,6 +20,7 @@ stage                  where the work runs
                        everything upstream, in worker processes (``num_workers``; the
                        process machinery is in :mod:`graphpipe.loading.workers`)
 :class:`Waiter`        in the pulling thread: resolves the batches of a ``SideStream``
+:class:`PinMemory`     where it is pulled: pins batches for non-blocking copies
 :class:`Timed`         in the pulling thread: adds up the time spent pulling (``stats()``)
 =====================  ===========================================================
 
@@ -542,9 +543,8 @@ class SideStream(Pipe):
 
 
 class Timed(Pipe):
-    """Pass items through, adding the seconds spent in ``next(source)`` to ``seconds``
-    (wall) and ``cpu_seconds`` (the whole process's CPU time meanwhile: meaningful when
-    nothing else runs, as in the planner's inline calibration).
+    """Pass items through, adding the wall seconds spent in ``next(source)`` to ``seconds``
+    and counting ``batches`` (for ``DataLoader.stats()``).
 
     The time is inclusive: it contains the upstream stages that run in the same thread.
     """
@@ -556,21 +556,19 @@ class Timed(Pipe):
 
     def reset_stats(self) -> None:
         self.seconds = 0.0
-        self.cpu_seconds = 0.0
         self.batches = 0
 
     def stream(self, epoch: int, start: int = 0):
         iterator = self.source.stream(epoch, start)
         try:
             while True:
-                wall, cpu = time.perf_counter(), time.process_time()
+                wall = time.perf_counter()
                 try:
                     item = next(iterator)
                 except StopIteration:
                     return
                 finally:
                     self.seconds += time.perf_counter() - wall
-                    self.cpu_seconds += time.process_time() - cpu
                 self.batches += 1
                 yield item
         finally:

@@ -1,9 +1,9 @@
 """Worker processes for the part of a chain before feature fetching (``num_workers``).
 
-For samplers with Python-heavy per-batch work, which threads cannot overlap. The
-``process_workers`` transform builds ``ProcessWorkers(chain with a Shard)``: worker
-``w`` of ``W`` iterates its own copy of the chain with the :class:`Shard` set to keep
-batches ``i ≡ w (mod W)``, and the consumer takes batch ``i`` from worker ``i mod W``,
+For samplers with Python-heavy per-batch work, which threads cannot overlap. A
+``"workers"`` place (:func:`graphpipe.loading.policy.place`) builds ``ProcessWorkers(chain
+with a Shard)``: worker ``w`` of ``W`` iterates its own copy of the chain with the
+:class:`Shard` set to keep batches ``i ≡ w (mod W)``, and the consumer takes batch ``i`` from worker ``i mod W``,
 so batches keep their order and content (samplers key their randomness by
 ``batch_index``).
 
@@ -56,8 +56,8 @@ _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may t
 class Shard(Pipe):
     """Keep the items ``i`` of ``source`` with ``i % count == index`` (``i`` from 0).
 
-    Placed right after the ItemSampler by the ``process_workers`` transform; each
-    worker process sets ``index`` to its rank.
+    Placed right after the source by :func:`graphpipe.loading.policy.place` when a stage
+    runs in worker processes; each worker process sets ``index`` to its rank.
     """
 
     def __init__(self, source: Pipe, index: int = 0, count: int = 1):
