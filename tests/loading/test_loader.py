@@ -373,3 +373,29 @@ def test_stats_report_the_hit_rate_of_a_cached_feature_per_epoch():
         assert rates[-1] == cached.hit_rate
     assert 0.5 < rates[0] < 1.0 and rates[1] == 1.0  # counted per epoch (not 75 of 80 overall)
     assert all(torch.equal(mb.node_features["feat"], data.features["node", "feat"].data[mb.seeds]) for mb in batches)
+
+
+class _Counting(gp.Pipe):
+    """A stage of yours that declares per-epoch counters."""
+
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+        self.seen = 0
+
+    def process(self, minibatch):
+        self.seen += len(minibatch.seeds)
+        return minibatch
+
+    def stats(self):
+        return {"seeds_seen": self.seen}
+
+    def reset_stats(self):
+        self.seen = 0
+
+
+def test_stats_add_what_a_stage_declares_and_reset_it_each_epoch():
+    loader = gp.DataLoader(_Counting(_chain(n=40)))
+    for _ in range(2):
+        assert len(list(loader)) == 10
+        assert loader.stats()["_Counting"]["seeds_seen"] == 40  # the epoch's, not 80
