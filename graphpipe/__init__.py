@@ -8,11 +8,10 @@
         ...
 """
 
+import sys
+
 from graphpipe._internal import numba_cache
-
-numba_cache.install()  # before any kernel is saved: several processes may compile at once
-
-from graphpipe import datasets  # noqa: E402
+from graphpipe import datasets
 from graphpipe import ops
 from graphpipe import loading, transforms
 from graphpipe.graph.csc_graph import CSCGraph
@@ -30,6 +29,10 @@ from graphpipe.distributed import cooperative_exchange
 from graphpipe.pipes import DistributedItemSampler
 
 __version__ = "0.1.0"
+
+# graphpipe's kernels save to numba's cache under a lock (several processes may compile
+# them at once); numba's own classes, and so other packages' kernels, are left alone.
+numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if name.startswith("graphpipe."))
 
 __all__ = [
     "DistributedItemSampler", "cooperative_exchange",

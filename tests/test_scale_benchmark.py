@@ -23,7 +23,7 @@ def test_scale_harness_runs_tiny(tmp_path):
     results = json.loads((tmp_path / "r.json").read_text())
     assert "num_edges=20000" in results["graph"] and "num_nodes=1000" in results["graph"]
     for step in ("write_edges", "build_csc", "write_features", "sample", "memmap", "disk_cache_0", "disk_cache_0.3"):
-        assert results[step]["seconds"] >= 0
+        assert results[step]["seconds"] > 0
     assert results["sample"]["it_per_s"] > 0 and results["sample"]["input_nodes_per_batch"] > 20
     # The same batches were measured (the harness checks each row's value); the cached
     # variants measure later batches, after filling their caches.

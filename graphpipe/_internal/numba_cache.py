@@ -6,25 +6,32 @@ kernels of one function at the same time (pytest workers sharing the compiling, 
 compile helper beside the loader's process) read the same index and take the same number:
 the last index written then names the other process's object code, and a later process
 loads the wrong kernel for a signature (seen as numba's "'descr' is NULL" crash).
-:func:`install` makes each save one critical section per cache directory, under an
-``fcntl`` lock held across processes, with the data written before the index that names it.
+:func:`lock_saves` makes each save of the given functions one critical section per cache
+directory, under an ``fcntl`` lock held across processes, with the data written before
+the index that names it. It changes those functions' cache objects only, never numba's
+classes: ``import graphpipe`` applies it to graphpipe's own kernels.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import types
+from typing import Iterable
 
 from numba.core import caching
 
-__all__ = ["install"]
+try:
+    import fcntl
+except ImportError:  # not POSIX: numba's own save stays
+    fcntl = None
+
+__all__ = ["lock_saves"]
 
 
 def _save_under_lock(self, key, data):
     """``IndexDataCacheFile.save`` (numba 0.59-0.68), with the index read, the data file
     chosen and both files written while this process holds the directory's lock."""
-    import fcntl
-
     with open(os.path.join(self._cache_path, "graphpipe-numba-cache.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         overloads = self._load_index()
@@ -37,10 +44,13 @@ def _save_under_lock(self, key, data):
         self._save_index(overloads)
 
 
-def install() -> None:
-    """Make numba's cache saves take the lock (POSIX; elsewhere numba's own save stays)."""
-    try:
-        import fcntl  # noqa: F401
-    except ImportError:
+def lock_saves(modules: Iterable[types.ModuleType]) -> None:
+    """Make the cache saves of the numba functions defined at the top level of ``modules``
+    (``@njit(cache=True)``) take the lock (POSIX; elsewhere numba's own save stays)."""
+    if fcntl is None:
         return
-    caching.IndexDataCacheFile.save = _save_under_lock
+    for module in modules:
+        for value in list(vars(module).values()):
+            cache_file = getattr(getattr(value, "_cache", None), "_cache_file", None)
+            if isinstance(cache_file, caching.IndexDataCacheFile):
+                cache_file.save = types.MethodType(_save_under_lock, cache_file)

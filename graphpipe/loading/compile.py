@@ -30,15 +30,10 @@ from functools import partial
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import numba
-import numpy as np
-import torch
 from numba.core import event
 
-from graphpipe.features.store import Feature
-from graphpipe.ops.compile import cache_dir, compile_gather_rows, compile_unique_and_compact
+from graphpipe.ops.compile import cache_dir
 from graphpipe.pipes.base import Pipe, upstream
-from graphpipe.pipes.feature_fetcher import FeatureFetcher
-from graphpipe.pipes.subgraph_sampler import SubgraphSampler
 from graphpipe.loading.workers import ProcessWorkers
 
 __all__ = ["CompileJob", "compile_kernels"]
@@ -96,6 +91,7 @@ class CompileJob:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._noticed = False
+        _listen_for_compilations()
         self._timer = threading.Timer(notice_after, self._notice)
         self._timer.daemon = True
         self._timer.start()
@@ -245,46 +241,33 @@ class _OnDemandNotice(event.Listener):
             )
 
 
-event.register("numba:compile", _OnDemandNotice())
+_on_demand_notice: List[_OnDemandNotice] = []
 
 
-def compile_kernels(pipe: Pipe, background: Optional[bool] = None) -> CompileJob:
-    """Start compiling (or loading from numba's cache) the CPU kernels the stages of
-    ``pipe`` that run in this process use: a sampler's (its ``compile_task()`` and
-    unique-and-compact, unless its graph is on a GPU) and the row gathers of a
-    ``FeatureFetcher``'s features, upstream stages first (the order a batch needs them).
-    Stages upstream of ``ProcessWorkers`` are left to the worker processes.
+def _listen_for_compilations() -> None:
+    """Register the :class:`_OnDemandNotice` with numba once, when the first job starts
+    (not at import: importing graphpipe changes nothing process-wide)."""
+    with _notice_lock:
+        if not _on_demand_notice:
+            _on_demand_notice.append(_OnDemandNotice())
+            event.register("numba:compile", _on_demand_notice[0])
 
-    ``background=None`` runs the tasks in a daemon thread, unless numba's threading
-    layer is ``workqueue``, which aborts when parallel kernels start from two threads at
-    once: then they run here, before this returns (the same wait the first batch would
-    have), with the same notice.
+
+def compile_kernels(pipe: Pipe, background: bool = True) -> CompileJob:
+    """Start compiling (or loading from numba's cache) the kernels that the stages of
+    ``pipe`` running in this process use: each stage's ``compile_tasks()`` (a sampler's
+    layer and unique-and-compact kernels, a fetcher's row gathers), upstream stages first
+    (the order a batch needs them). Stages upstream of ``ProcessWorkers`` are left to the
+    worker processes.
+
+    ``background``: run the tasks in a daemon thread; false runs them here, before this
+    returns (under numba's ``workqueue`` threading layer, which aborts when parallel
+    kernels start from two threads at once), with the same notice.
     """
     here: List[Pipe] = []
     for stage in upstream(pipe):  # sink first
         if isinstance(stage, ProcessWorkers):
             break
         here.append(stage)
-    tasks: List[Task] = []
-    for stage in reversed(here):
-        name = type(stage).__name__
-        if isinstance(stage, SubgraphSampler) and not stage.graph.indptr.is_cuda:
-            compile_task = getattr(stage, "compile_task", None)  # a user's sampler may have none
-            if compile_task is not None:
-                tasks.append((name, compile_task()))
-            tasks.append((name, partial(compile_unique_and_compact, stage.graph.num_nodes)))
-        if isinstance(stage, FeatureFetcher):
-            for _, _, feature in stage.fetched_features():
-                # A plain table on the CPU (caches and disk features have kernels of their own).
-                if type(feature) is Feature and not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda):
-                    tasks.append((name, partial(compile_gather_rows, _first_row(feature.data))))
-    if background is None:
-        from graphpipe.loading.policy import _kernels_thread_safe
-
-        background = _kernels_thread_safe()
+    tasks = [(type(stage).__name__, task) for stage in reversed(here) for task in stage.compile_tasks()]
     return CompileJob(tasks, background=background, helper_process=numba.config.NUMBA_NUM_THREADS > 1)
-
-
-def _first_row(table):
-    """A copy of ``table[:1]``: the dtype and row shape the gather kernel is compiled for."""
-    return table[:1].clone() if isinstance(table, torch.Tensor) else np.array(table[:1])

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from graphpipe.pipes.base import Pipe
+from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.stages import Timed
-from graphpipe.loading.rewrite import stages
 
-__all__ = ["MAIN", "placement", "describe", "to_graphviz", "draw"]
+__all__ = ["MAIN", "locations", "describe", "to_graphviz", "draw"]
 
 MAIN = "main thread"
 
 
-def placement(pipe: Pipe) -> Dict[int, str]:
+def locations(pipe: Pipe) -> Dict[int, str]:
     """``{id(stage): where its per-batch work runs}`` for every stage of ``pipe``'s graph.
 
     The sink runs in the consumer's (main) thread; walking up the ``.source`` links, each
     stage says where its upstream runs (``Pipe.upstream_location``: a ``prefetch`` moves
     it to a new thread, ``ProcessWorkers`` to worker processes) and, if it wraps its
-    source (a thread pool, a CUDA stream), where the wrapped stage's work runs
+    source (a thread pool, a CUDA stream), where the wrapped stages' work runs
     (``Pipe.wrapped_location``). Threads are numbered from the start of the chain.
     """
     where: Dict[int, str] = {}
@@ -29,18 +28,17 @@ def placement(pipe: Pipe) -> Dict[int, str]:
         threads.append(f"thread #{len(threads)}")
         return threads[-1]
 
-    stage, here = pipe, MAIN
-    while isinstance(stage, Pipe) and id(stage) not in where:
+    here, wrapped, after = MAIN, 0, MAIN  # wrapped: stages left that run at `here` inside a wrapper
+    for stage in upstream(pipe):
         where[id(stage)] = here
-        upstream_here = stage.upstream_location(here, new_thread)
-        if stage.wraps_source:
-            wrapped = stage.wrapped_stages()
-            for inner in wrapped:
-                where[id(inner)] = stage.wrapped_location(here)
-            stage = wrapped[-1].source
+        if wrapped:
+            wrapped -= 1
+            here = here if wrapped else after
+        elif stage.wraps_source:
+            after = stage.upstream_location(here, new_thread)
+            wrapped, here = len(stage.wrapped_stages()), stage.wrapped_location(here)
         else:
-            stage = getattr(stage, "source", None)
-        here = upstream_here
+            here = stage.upstream_location(here, new_thread)
     # Number the threads upstream first: "thread 1" is where the chain starts.
     count = len(threads)
     for temporary in reversed(range(count)):
@@ -51,12 +49,12 @@ def placement(pipe: Pipe) -> Dict[int, str]:
 
 def _visible(pipe: Pipe) -> List[Pipe]:
     """Stages upstream first, without the loader's timers."""
-    return [stage for stage in reversed(stages(pipe)) if not isinstance(stage, Timed)]
+    return [stage for stage in reversed(upstream(pipe)) if not isinstance(stage, Timed)]
 
 
 def describe(pipe: Pipe) -> str:
     """One line per stage, upstream first: its label and where it runs."""
-    where = placement(pipe)
+    where = locations(pipe)
     rows = [(stage.label(), where.get(id(stage), "?")) for stage in _visible(pipe)]
     width = max(len(label) for label, _ in rows)
     digits = len(str(len(rows)))
@@ -80,7 +78,7 @@ def _edges(pipe: Pipe) -> Tuple[List[Pipe], List[Tuple[int, int]]]:
 
 def to_graphviz(pipe: Pipe) -> str:
     """Graphviz DOT source of ``pipe``'s graph: one box per stage, labelled with where it runs."""
-    where = placement(pipe)
+    where = locations(pipe)
     nodes, edges = _edges(pipe)
     lines = ["digraph pipe {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb"];']
     for i, stage in enumerate(nodes):
@@ -98,7 +96,7 @@ def draw(pipe: Pipe, ax=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
-    where = placement(pipe)
+    where = locations(pipe)
     nodes, edges = _edges(pipe)
     lanes: List[str] = []
     for stage in nodes:

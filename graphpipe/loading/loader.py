@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import numba
 from torch.utils.data import IterableDataset, get_worker_info
 
-from graphpipe.loading import planner
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.compile import compile_kernels
 from graphpipe.loading.stages import Timed
 from graphpipe.loading.workers import ProcessWorkers, check_main_guard
 from graphpipe._internal.checks import check_int
-from graphpipe.loading.policy import default_transforms
-from graphpipe.loading.explain import MAIN, describe, draw, placement, to_graphviz
-from graphpipe.loading.rewrite import find, stages, with_source
+from graphpipe.loading.policy import Placement, default_placement, kernels_thread_safe, place
+from graphpipe.loading.explain import MAIN, describe, draw, locations, to_graphviz
+from graphpipe.loading.rewrite import find, rebuild
 
 __all__ = ["DataLoader"]
 
@@ -28,23 +26,16 @@ class DataLoader(IterableDataset):
     Args:
         pipe: the chain as written, e.g.
             ``ItemSampler(...).sample_neighbor(...).fetch_feature(...)``. It is never
-            modified: the loader runs a rewritten copy (:attr:`rewritten`: the
-            transforms' result with a timer after each stage, for :meth:`stats`) and
-            counts its own epochs, so several loaders (and plain iterations) over one
-            pipe are independent.
-        transforms: functions ``pipe -> pipe`` applied in order (see
-            :mod:`graphpipe.transforms`). ``None``: :func:`default_transforms`, which
-            overlaps sampling, feature fetching, host-to-device copies and the training
-            step. ``[]``: run the chain as written.
-        num_workers: with the default transforms, run the chain before
-            ``fetch_feature`` in this many worker processes (for Python-heavy samplers).
-        plan: ``"auto"``: choose how to run the chain from measured costs instead of
-            ``transforms`` (:mod:`graphpipe.loading.planner`): the first epoch's first batches
-            calibrate a cost model (and measure inline's rate), the best predicted plan
-            runs for a window of batches unless it is inline, the best predicted is kept
-            unless a measured one was clearly faster (:attr:`plan`, shown by
-            :meth:`explain`), and an epoch much slower than measured re-plans. A plan
-            from :attr:`plan` runs that plan without calibrating. ``None``: ``transforms``.
+            modified: the loader runs a rewritten copy (:attr:`rewritten`, with a timer
+            after each stage, for :meth:`stats`) and counts its own epochs, so several
+            loaders (and plain iterations) over one pipe are independent.
+        transforms: ``None``: run each stage where
+            :func:`~graphpipe.loading.policy.default_placement` says (:attr:`placement`),
+            overlapping sampling, feature fetching, host-to-device copies and the training
+            step. Else functions ``pipe -> pipe`` applied in order (see
+            :mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
+        num_workers: with the default placement, run the chain before ``fetch_feature``
+            in this many worker processes (for Python-heavy samplers).
 
     The loader owns the edges: starting an epoch ends an unfinished one; leaving the
     loop (``break``, an exception, KeyboardInterrupt) stops the epoch's threads; worker
@@ -73,46 +64,30 @@ class DataLoader(IterableDataset):
     through :meth:`load_state_dict`, without re-sampling the batches before the position.
     """
 
-    def __init__(
-        self,
-        pipe: Pipe,
-        transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None,
-        num_workers: int = 0,
-        plan: Union[None, str, planner.Plan] = None,
-    ):
+    def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
         self._epoch = None
-        self.plan: Optional[planner.Plan] = None  # the plan run (plan= given or chosen)
-        self.plan_report: List[Dict] = []  # candidates weighed by plan="auto"
-        self.plan_calibration: Optional[planner.Calibration] = None  # the costs they were weighed on
-        self._planning = False
-        self._plan_rate = None
         self._next = (0, 0)  # (epoch, first batch) of the next iter()
         self._live: Optional[List[int]] = None  # [epoch, batches yielded] of the running epoch
         self._workers: List[ProcessWorkers] = []
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
         check_int(num_workers, "num_workers", "DataLoader", minimum=0)
-        if plan is not None:
-            if transforms is not None or num_workers:
-                raise ValueError("DataLoader: `plan` chooses how the chain runs; pass `plan` or `transforms`/`num_workers`, not both")
-            self._planning = plan == "auto"
-            self.plan = None if self._planning else dict(plan) if isinstance(plan, dict) else plan
-            transforms = planner.plan_transforms(self.plan if self.plan is not None else {"name": "overlap", **_default_overlap()})
-        if transforms is None:
-            transforms = default_transforms(num_workers)
-        elif num_workers:
+        if transforms is not None and num_workers:
             raise ValueError(
-                "DataLoader: `num_workers` applies to the default transforms; with an explicit `transforms` "
-                "list, put graphpipe.transforms.process_workers(n) in it"
+                "DataLoader: `num_workers` applies to the default placement; with an explicit `transforms` list, put "
+                "`lambda pipe: place(pipe, default_placement(pipe, num_workers))` (graphpipe.transforms) in it"
             )
         self.pipe = pipe
-        self.transforms: List[Callable[[Pipe], Pipe]] = list(transforms)
+        # Where each stage of `pipe` runs (None when `transforms` rewrite the chain instead).
+        self.placement: Optional[Placement] = None if transforms is not None else default_placement(pipe, num_workers)
+        self.transforms: List[Callable[[Pipe], Pipe]] = list(transforms or [])
+        chain = place(pipe, self.placement) if self.placement is not None else _transformed(pipe, self.transforms)
         # The chain as run. The Timed after the sink measures the time the training loop
         # waits for batches.
-        self.rewritten: Pipe = _with_timers(_transformed(pipe, self.transforms))
+        self.rewritten: Pipe = _with_timers(chain)
         # The kernels the stages run, compiled (or loaded from numba's cache) from now on
         # in a daemon thread: a first run's first batch waits less, and a notice says why.
-        self.compile_job = compile_kernels(self.rewritten)
+        self.compile_job = compile_kernels(self.rewritten, background=kernels_thread_safe())
         self._workers = find(self.rewritten, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
 
@@ -132,20 +107,8 @@ class DataLoader(IterableDataset):
         return epoch
 
     def _reset_stats(self) -> None:
-        for stage in stages(self.rewritten):
-            reset = getattr(stage, "reset_stats", None)  # feature caches' hit counts
-            if isinstance(stage, Timed):
-                stage.reset()
-            elif reset is not None:
-                reset()
-
-    def _check_drift(self, batches: int, seconds: float) -> None:
-        """Re-plan in the next epoch when this one (all of it under the chosen plan) ran
-        well below the plan's measured rate."""
-        if self._plan_rate is not None and seconds >= planner.DRIFT_MIN_SECONDS:
-            if batches / seconds < planner.DRIFT * self._plan_rate:
-                self._planning = True
-                self.plan_report = []
+        for stage in upstream(self.rewritten):
+            stage.reset_stats()
 
     def _end_epoch(self) -> None:
         """End the current epoch and stop its threads (worker processes stay for the next epoch)."""
@@ -168,10 +131,8 @@ class DataLoader(IterableDataset):
 
     def _identity(self) -> Dict:
         """The entries of :meth:`state_dict` that say which pipe it is from."""
-        source = upstream(self.pipe)[-1]
-        item_set = getattr(source, "item_set", None)
         return {
-            "items": len(item_set) if item_set is not None else None,
+            "items": upstream(self.pipe)[-1].num_items(),
             "batches": self._batches_per_epoch(),
             "stages": [stage.label() for stage in reversed(upstream(self.pipe))],
             "seeds": [list(seed) for seed in _seeds(self.pipe)],
@@ -254,50 +215,23 @@ class DataLoader(IterableDataset):
         return f"DataLoader({self.pipe!r}), as run:\n{describe(self.rewritten)}"
 
     def explain(self) -> str:
-        """The pipe before and after rewriting, and where each stage runs."""
-        names = ", ".join(_name(transform) for transform in self.transforms) or "none"
+        """The pipe before and after rewriting, where each stage runs, and what placed it."""
+        if self.placement is not None:
+            written = reversed(upstream(self.pipe))
+            moved = [f"{stage.label()} {where}" for stage, where in zip(written, self.placement) if where.kind != "inline"]
+            placed_by = f"Placement (the default policy): {', '.join(moved) or 'every stage inline'}"
+        else:
+            placed_by = f"Transforms: {', '.join(_name(transform) for transform in self.transforms) or 'none'}"
         return "\n".join(
             [
                 "Pipe as written:",
                 describe(self.pipe),
-                f"Transforms: {names}",
+                placed_by,
                 "Pipe as run:",
                 describe(self.rewritten),
                 f"  -> your training loop runs in: {MAIN}",
-                *self._explain_plan(),
             ]
         )
-
-    def _explain_plan(self) -> List[str]:
-        if self._planning:
-            lines = ["Plan: auto, still choosing on the epoch's first batches (the chain above runs until then)"]
-        elif self.plan is not None:
-            lines = [f"Plan: {_plan_name(self.plan)}" + (" (chosen by plan='auto')" if self.plan_report else " (given)")]
-        else:
-            return []
-        if self.plan_calibration is not None:
-            cal = self.plan_calibration
-            lines.append(
-                f"  measured inline, per batch of {cal.mean_edges:.0f} sampled edges: wall ms, core ms with kernels "
-                f"on {cal.cores} threads, then on 1"
-            )
-            for cost in cal.stages:
-                lines.append(
-                    f"    {cost.label:<28} {1e3 * cost.wall_s:>8.2f} {1e3 * cost.cpu_s:>8.2f}"
-                    f" {1e3 * cost.wall_1_s:>8.2f} {1e3 * cost.cpu_1_s:>8.2f}"
-                )
-            lines.append(f"    {'your training step':<28} {1e3 * cal.consumer_wall_s:>8.2f} {1e3 * cal.consumer_cpu_s:>8.2f}")
-        if self.plan_report:
-            lines.append("  candidates, best predicted first: predicted it/s, measured it/s, prediction error")
-            for row in self.plan_report:
-                measured, error = "-", ""
-                if row["plan"]["name"] == "inline" and row["measured_it_s"] is not None:
-                    measured, error = f"{row['measured_it_s']:.1f}", "(calibration)"
-                elif row["measured_it_s"] is not None:
-                    measured = f"{row['measured_it_s']:.1f}"
-                    error = f"{row['predicted_it_s'] / row['measured_it_s'] - 1:+.0%}"
-                lines.append(f"    {_plan_name(row['plan']):<48} {row['predicted_it_s']:>9.1f} {measured:>9} {error:>6}".rstrip())
-        return lines
 
     def to_graphviz(self) -> str:
         """Graphviz DOT source of the pipe as run (render with ``graphviz.Source``)."""
@@ -319,43 +253,49 @@ class DataLoader(IterableDataset):
         features (CPU or GPU cache) adds ``cache_hit_rate``: ``{"node/feat": rate}`` over
         the epoch.
         """
-        where = placement(self.rewritten)
+        where = locations(self.rewritten)
         timer_after = {id(stage.source): stage for stage in find(self.rewritten, Timed)}
         rows: Dict[str, Dict] = {}
-        for stage in reversed(stages(self.rewritten)):
+        for stage in reversed(upstream(self.rewritten)):
             timer = timer_after.get(id(stage))
             if timer is None:
                 continue
-            located, label = stage, stage.label()
-            pulled = stage.wrapped_stages()[-1].source if stage.wraps_source else getattr(stage, "source", None)
-            if isinstance(pulled, Pipe) and where[id(pulled)] != where[id(stage)]:
-                # A boundary (a background thread, worker processes): its timer is the wait.
-                work, wait = 0.0, timer.seconds
-            else:
-                # Timers are inclusive of same-thread upstream stages: subtract the upstream's.
-                upstream_timer = _upstream_timer(stage)
-                own = timer.seconds - (upstream_timer.seconds if upstream_timer is not None else 0.0)
-                work, wait = own, 0.0
-                if stage.wraps_source:
-                    wrapped = " + ".join(inner.label() for inner in reversed(stage.wrapped_stages()))
-                    located, label = stage.source, f"{wrapped} in {label}"
-                    # A wrapper whose work runs in other threads (a pool) adds it up in
-                    # work_seconds; its own timer is then the wait for results.
-                    if getattr(stage, "work_seconds", None) is not None:
-                        work, wait = stage.work_seconds, own
+            label, row = _stats_row(stage, timer, where)
             key, n = label, 1
             while key in rows:
                 n += 1
                 key = f"{label}#{n}"
-            rows[key] = {"where": where[id(located)], "batches": timer.batches, "work_s": work, "wait_s": wait}
-            hit_rates = getattr(located, "cache_hit_rates", None)
-            if hit_rates is not None and hit_rates():
-                rows[key]["cache_hit_rate"] = hit_rates()
+            rows[key] = row
         start, end = self._epoch_span
         waited = self.rewritten.seconds
         elapsed = (end if end is not None else time.perf_counter()) - start
         rows["consumer"] = {"where": MAIN, "batches": self.rewritten.batches, "work_s": elapsed - waited, "wait_s": waited}
         return rows
+
+
+def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str]) -> Tuple[str, Dict]:
+    """The label and row of :meth:`DataLoader.stats` of ``stage``, timed by ``timer``."""
+    located, label = stage, stage.label()
+    pulled = stage.wrapped_stages()[-1].source if stage.wraps_source else getattr(stage, "source", None)
+    if isinstance(pulled, Pipe) and where[id(pulled)] != where[id(stage)]:
+        # A boundary (a background thread, worker processes): its timer is the wait.
+        work, wait = 0.0, timer.seconds
+    else:
+        # Timers are inclusive of same-thread upstream stages: subtract the upstream's.
+        upstream_timer = next((s for s in upstream(getattr(stage, "source", None)) if isinstance(s, Timed)), None)
+        own = timer.seconds - (upstream_timer.seconds if upstream_timer is not None else 0.0)
+        work, wait = own, 0.0
+        if stage.wraps_source:
+            wrapped = " + ".join(inner.label() for inner in reversed(stage.wrapped_stages()))
+            located, label = stage.source, f"{wrapped} in {label}"
+            # A wrapper whose work runs in other threads (a pool) adds it up in
+            # work_seconds; its own timer is then the wait for results.
+            if stage.work_seconds is not None:
+                work, wait = stage.work_seconds, own
+    row = {"where": where[id(located)], "batches": timer.batches, "work_s": work, "wait_s": wait}
+    for inner in stage.wrapped_stages() or [stage]:
+        row.update(inner.stats())
+    return label, row
 
 
 _STATE_KEYS = ("epoch", "batches_yielded", "items", "batches", "stages", "seeds")
@@ -392,7 +332,6 @@ class _Epoch:
 
     def __init__(self, loader: DataLoader):
         self._loader = weakref.ref(loader)
-        self._pipe = loader.pipe
         self._state = _EpochState(list(loader._next), loader.rewritten)
         self._batches = None  # the generator running the chain, while it runs
         self._started = False
@@ -413,17 +352,16 @@ class _Epoch:
             raise
 
     def _start(self):
-        state, loader, planning = self._state, self._loader(), False
+        state, loader = self._state, self._loader()
         if loader is not None:
             if not self._started:
                 loader._next = (state.live[0] + 1, 0)
                 loader._reset_stats()
-                state.chain, state.span = loader.rewritten, [time.perf_counter(), None]
+                state.span = [time.perf_counter(), None]
                 loader._epoch_span = state.span
-                planning = loader._planning
             loader._live = state.live
         self._started = True
-        return _batches(self._loader, self._pipe, state, planning)
+        return _batches(self._loader, state)
 
     def pause(self) -> None:
         """Stop the threads; the next ``next()`` starts them again at the same batch."""
@@ -440,137 +378,21 @@ class _Epoch:
         self.pause()
 
 
-def _batches(loader_ref, pipe: Pipe, state: _EpochState, planning: bool):
-    """The batches of ``state``'s epoch from its position on, ``plan="auto"``'s calibration
-    first when ``planning``. The loader is reached through ``loader_ref`` only, and never
-    held across a ``yield`` (see :class:`_Epoch`)."""
+def _batches(loader_ref, state: _EpochState):
+    """The batches of ``state``'s epoch from its position on. The loader is reached through
+    ``loader_ref`` only, and never held across a ``yield`` (see :class:`_Epoch`)."""
     live = state.live
-    iterator = None
+    iterator = state.chain.stream(live[0], live[1])
     try:
-        if planning:
-            iterator = yield from _calibrate(loader_ref, pipe, state)
-        first = live[1]
-        warm = None  # when the chain had filled its queues (drift is measured from there)
-        if iterator is None:
-            iterator = state.chain.stream(live[0], first)
         for item in iterator:
             live[1] += 1
             yield item
-            if live[1] - first == planner.WARMUP_BATCHES:
-                warm = time.perf_counter()
-        loader = loader_ref()
-        if loader is not None and not planning and warm is not None:
-            loader._check_drift(live[1] - first - planner.WARMUP_BATCHES, time.perf_counter() - warm)
     finally:
-        if iterator is not None:
-            iterator.close()
+        iterator.close()
         state.span[1] = time.perf_counter()
         loader = loader_ref()
         if loader is not None and loader._live is live:
             loader._live = None
-
-
-def _calibrate(loader_ref, pipe: Pipe, state: _EpochState):
-    """Yield the epoch's next batches while choosing a plan (:mod:`graphpipe.loading.planner`):
-    inline with a timer after each stage (which measures inline's rate too), then the
-    best predicted plans that are not measured yet for a window each; an epoch that ends
-    first leaves the rest to the next one. Sets the loader's :attr:`~DataLoader.plan`,
-    ``plan_report``, ``transforms`` and the chain run (``state.chain`` too). Returns the
-    last window's running batches when its plan is kept (the epoch goes on with them: no
-    batch in flight is thrown away), else None."""
-    live = state.live
-    loader = loader_ref()
-    rows = loader.plan_report if loader is not None else []
-    del loader
-    if not rows:
-        calibration = yield from _measure_stages(pipe, live)
-        if calibration is None:
-            return None
-        ranked = planner.ranked(planner.candidates(calibration.cores, pipe), calibration)
-        rows = [{"plan": plan, "predicted_it_s": planner.predict(plan, calibration)} for plan in ranked]
-        for row in rows:
-            # The inline batches at every core measured inline's rate.
-            row["measured_it_s"] = row["predicted_it_s"] if row["plan"]["name"] == "inline" else None
-        loader = loader_ref()
-        if loader is not None:
-            loader.plan_calibration, loader.plan_report = calibration, rows
-        del loader
-    window = None  # (row, chain, its running batches) of the last window
-    try:
-        for row in rows[: planner.MEASURED_CANDIDATES]:
-            if row["measured_it_s"] is not None:
-                continue
-            if window is not None:
-                window[2].close()
-            chain = _with_timers(_transformed(pipe, planner.plan_transforms(row["plan"])))
-            window = (row, chain, chain.stream(live[0], live[1]))
-            timed_from = None
-            for i, item in enumerate(window[2]):
-                live[1] += 1
-                yield item
-                # From the loop's end of one batch to its end of another: the window
-                # counts as many batches made as it divides by.
-                if i + 1 == planner.WARMUP_BATCHES:
-                    timed_from = time.perf_counter()
-                elif i + 1 == planner.WARMUP_BATCHES + planner.WINDOW_BATCHES:
-                    row["measured_it_s"] = planner.WINDOW_BATCHES / (time.perf_counter() - timed_from)
-                    break
-            if row["measured_it_s"] is None:
-                return None
-        best = planner.choose(rows)
-        transforms = planner.plan_transforms(best["plan"])
-        running = None
-        if window is not None and window[0] is best:
-            state.chain, running, window = window[1], window[2], None
-        else:
-            state.chain = _with_timers(_transformed(pipe, transforms))
-        loader = loader_ref()
-        if loader is not None:
-            loader.plan, loader._plan_rate = best["plan"], best["measured_it_s"]
-            loader.transforms, loader.rewritten, loader._planning = transforms, state.chain, False
-        return running
-    finally:
-        if window is not None:
-            window[2].close()
-
-
-def _measure_stages(pipe: Pipe, live: List[int]):
-    """Yield batches of ``pipe`` run inline with a timer after each stage, its numba
-    kernels alternately on all the cores and on one thread (set around pulling each
-    batch: the loop keeps its own count); return the
-    :class:`~graphpipe.loading.planner.Calibration` (None if the epoch ended first)."""
-    inline = _with_timers(pipe)
-    timers = planner.stage_timers(inline)
-    cores = numba.get_num_threads()
-    thread_counts = (cores, 1) if cores > 1 else (cores,)
-    batches: List[planner.CalibrationBatch] = []
-    consumer = [0.0, 0.0]
-    items = inline.stream(live[0], live[1])
-    try:
-        for i in range(planner.COMPILE_BATCHES + planner.CALIBRATION_BATCHES):
-            kernel_threads = thread_counts[i % len(thread_counts)]
-            before = _timer_readings(timers)
-            caller_threads = numba.get_num_threads()
-            numba.set_num_threads(kernel_threads)
-            try:
-                item = next(items, None)
-            finally:
-                numba.set_num_threads(caller_threads)
-            if item is None:
-                return None
-            seconds = [(w1 - w0, c1 - c0) for (w0, c0), (w1, c1) in zip(before, _timer_readings(timers))]
-            edges = planner.sampled_edges(item)  # before the loop may change the batch
-            live[1] += 1
-            wall, cpu = time.perf_counter(), time.process_time()
-            yield item
-            if i >= planner.COMPILE_BATCHES:
-                consumer[0] += time.perf_counter() - wall
-                consumer[1] += time.process_time() - cpu
-                batches.append(planner.CalibrationBatch(kernel_threads, edges, seconds))
-    finally:
-        items.close()
-    measured = len(batches)
-    return planner.calibrate(timers, batches, consumer[0] / measured, consumer[1] / measured, cores)
 
 
 def _transformed(pipe: Pipe, transforms: Sequence[Callable[[Pipe], Pipe]]) -> Pipe:
@@ -584,20 +406,9 @@ def _transformed(pipe: Pipe, transforms: Sequence[Callable[[Pipe], Pipe]]) -> Pi
     return pipe
 
 
-def _default_overlap() -> Dict[str, int]:
-    """The pool and fetch threads of :func:`graphpipe.transforms.overlap_stages` here."""
-    cores = numba.get_num_threads()
-    return {"pool": min(cores, 8), "fetch_kernel_threads": max(1, cores // 4)}
-
-
 def _seeds(pipe: Pipe) -> List[tuple]:
     """``(stage type, seed)`` of every stage of ``pipe`` with a ``seed``, source first."""
-    return [(type(stage).__name__, stage.seed) for stage in reversed(stages(pipe)) if isinstance(getattr(stage, "seed", None), int)]
-
-
-def _plan_name(plan) -> str:
-    extra = ", ".join(f"{key}={value}" for key, value in plan.items() if key != "name")
-    return f"{plan['name']}({extra})" if extra else str(plan["name"])
+    return [(type(stage).__name__, stage.seed) for stage in reversed(upstream(pipe)) if stage.seed is not None]
 
 
 def _name(transform) -> str:
@@ -606,29 +417,7 @@ def _name(transform) -> str:
 
 def _with_timers(pipe: Pipe) -> Pipe:
     """A copy of ``pipe`` with a :class:`Timed` after every stage (not between a stage
-    that wraps its source and the stage it wraps, which it does not iterate).
-
-    One rebuild down the ``.source`` links; the source stage (the ItemSampler) is shared.
-    """
-    source = getattr(pipe, "source", None)
-    if pipe.wraps_source:
-        wrapped = pipe.wrapped_stages()
-        inner = wrapped[-1].source
-        inner = _with_timers(inner) if isinstance(inner, Pipe) else inner
-        for stage in reversed(wrapped):
-            inner = with_source(stage, inner)
-        rebuilt = with_source(pipe, inner)
-    elif isinstance(source, Pipe):
-        rebuilt = with_source(pipe, _with_timers(source))
-    else:
-        rebuilt = pipe
-    return Timed(rebuilt)
-
-
-def _timer_readings(timers: Sequence[Timed]) -> List[tuple]:
-    """``(seconds, cpu_seconds)`` of each of ``timers`` now."""
-    return [(timer.seconds, timer.cpu_seconds) for timer in timers]
-
-
-def _upstream_timer(stage: Pipe) -> Optional[Timed]:
-    return next((s for s in upstream(getattr(stage, "source", None)) if isinstance(s, Timed)), None)
+    that wraps its source and the stages it wraps, which it does not iterate); the source
+    stage (the ItemSampler) is shared."""
+    wrapped = {id(inner) for stage in upstream(pipe) for inner in stage.wrapped_stages()}
+    return rebuild(pipe, lambda stage, on: on if id(stage) in wrapped else Timed(on))

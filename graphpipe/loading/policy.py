@@ -1,284 +1,202 @@
-"""The rewrites :class:`graphpipe.DataLoader` applies: each a function ``pipe -> pipe``.
+"""Where each stage runs: one value (:class:`Place` per stage), chosen by one policy
+(:func:`default_placement`) and applied by one rewrite (:func:`place`).
 
-``DataLoader(pipe)`` applies :func:`default_transforms`; pass ``transforms=[...]`` to
-choose (``[]`` runs the chain as written). Each transform leaves the user's pipe
-unchanged and is idempotent (it skips stages it already rewrote).
+``DataLoader(pipe)`` runs ``place(pipe, default_placement(pipe, num_workers))`` and keeps
+the value as ``loader.placement``; ``explain()``, ``draw()`` and ``stats()`` show where
+the stages of the chain it built run. The policy reads only what stages declare
+(:class:`graphpipe.Pipe`: role, thread safety, collectives, devices) and the machine
+(numba's thread count and threading layer), so a stage of any class gets what it declares.
+``DataLoader(pipe, transforms=[...])`` runs your own rewrites instead (``[]``: the chain
+as written); :func:`thread_pool` is one.
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Type
+import dataclasses
+from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 import numba
-import torch
+from numba.np.ufunc import parallel as numba_parallel
 
-from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.pipes.base import Pipe
-from graphpipe.pipes.copy_to import CopyTo
-from graphpipe.pipes.feature_fetcher import FeatureFetcher
-from graphpipe.pipes.item_sampler import ItemSampler
-from graphpipe.loading.stages import Prefetcher, SideStream, ThreadPoolMap, Waiter
-from graphpipe.loading.explain import MAIN, placement
-from graphpipe._internal.checks import check_int
-from graphpipe.pipes.subgraph_sampler import SubgraphSampler
-from graphpipe.pipes.transform import Transform
+from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.loading.stages import PinMemory, Prefetcher, SideStream, ThreadPoolMap, Waiter
 from graphpipe.loading.workers import ProcessWorkers, Shard
-from graphpipe.loading.rewrite import consumer_of, find, insert_after, replace_stage, stages, with_source
+from graphpipe._internal.checks import check_int
+from graphpipe.loading.explain import MAIN, locations
+from graphpipe.loading.rewrite import find, insert_after, rebuild, with_source
 
-__all__ = [
-    "batch_pool", "batch_pool_targets", "default_transforms", "gpu_side_streams", "one_background_thread", "overlap",
-    "overlap_stages", "pinned_copy", "process_workers", "thread_pool",
-]
+__all__ = ["KINDS", "Place", "Placement", "default_placement", "kernels_thread_safe", "place", "thread_pool"]
 
-PipeTransform = Callable[[Pipe], Pipe]
-_MAX_BATCHES_IN_FLIGHT = 8  # sampler batches that overlap_stages runs at once
-_QUEUE = 2  # batches a background thread or worker process may hold ready
-
-
-def default_transforms(num_workers: int = 0) -> List[PipeTransform]:
-    """``[process_workers(num_workers)]`` (when ``num_workers > 0``), ``gpu_side_streams``,
-    ``overlap_stages``, ``pinned_copy``."""
-    front = [process_workers(num_workers)] if num_workers else []
-    return front + [gpu_side_streams, overlap_stages, pinned_copy]
+KINDS = ("inline", "thread", "pool", "stream", "workers")
+MAX_POOL = 8  # sampler batches in flight at once: each holds its memory
+QUEUE = 2  # batches a background thread or worker process may hold ready
 
 
-def gpu_side_streams(pipe: Pipe) -> Pipe:
-    """Run GPU sampling and UVA feature fetching on a high-priority side stream.
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where one stage's per-batch work runs (:func:`place` builds it).
 
-    A sampler or ``fetch_feature`` downstream of a ``copy_to("cuda")`` works on CUDA ids:
-    each becomes ``SideStream(stage) -> prefetch -> wait``, so its kernels (sampling, the
-    UVA gather from pinned host memory) are queued from a background thread on a side
-    stream and overlap the training kernels of the previous batch; ``wait`` makes the
-    consuming thread's stream wait on the batch's event and ``record_stream``s its tensors.
-    Cooperative stages (collective calls) and pipes without CUDA are left unchanged.
+    ``kind``:
+
+    * ``"inline"``: where its consumer pulls it.
+    * ``"thread"``: in a background thread with the inline stages upstream of it, up to
+      ``QUEUE`` batches ahead of its consumer.
+    * ``"pool"``: ``threads`` threads run it on that many batches at once, in order; a
+      background thread feeds them. Consecutive stages with equal pool places share the
+      pool: each batch goes through all of them in one pool thread.
+    * ``"stream"``: on a high-priority CUDA side stream, queued from a background thread;
+      a ``"copy"`` stage copies pinned batches without blocking.
+    * ``"workers"``: ``threads`` worker processes run it and everything upstream (its
+      source is sharded: worker ``w`` makes the batches ``i = w mod threads``).
+
+    ``kernel_threads``: numba threads of each of its threads (None: all cores).
     """
-    if not torch.cuda.is_available():
-        return pipe
-    while True:
-        todo = [
-            stage
-            for stage in find(pipe, (SubgraphSampler, FeatureFetcher))
-            if not stage.collective
-            and _reads_cuda_batches(stage)
-            and not _wrapped(pipe, stage)
-        ]
-        if not todo:
-            return pipe
-        pipe = insert_after(pipe, todo[0], lambda stage: Waiter(Prefetcher(SideStream(stage), _QUEUE)))
+
+    kind: str = "inline"
+    threads: int = 1
+    kernel_threads: Optional[int] = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"Place: `kind` must be one of {KINDS}, got {self.kind!r}")
+        check_int(self.threads, "threads", "Place", minimum=1)
+        if self.kernel_threads is not None:
+            check_int(self.kernel_threads, "kernel_threads", "Place", minimum=1)
+
+    def __str__(self) -> str:
+        size = f"{self.threads}" if self.kind in ("pool", "workers") else ""
+        kernels = f"kernels on {self.kernel_threads}" if self.kernel_threads is not None else ""
+        extra = ", ".join(part for part in (size, kernels) if part)
+        return f"{self.kind}({extra})" if extra else self.kind
 
 
-def _wrapper(pipe: Pipe, stage: Pipe) -> Optional[Pipe]:
-    """The stage of ``pipe`` that runs ``stage``'s work itself (a pool, a stream), or None."""
-    return next((s for s in stages(pipe) if any(inner is stage for inner in s.wrapped_stages())), None)
+Placement = Tuple[Place, ...]  # one per stage of a pipe, source first
+INLINE = Place()
 
 
-def _wrapped(pipe: Pipe, stage: Pipe) -> bool:
-    """Whether ``stage``'s work already runs inside a stage that wraps it (a pool, a stream)."""
-    return _wrapper(pipe, stage) is not None
-
-
-def _reads_cuda_batches(stage: Pipe) -> bool:
-    return any(isinstance(s, CopyTo) and s.device.type == "cuda" for s in stages(stage.source))
-
-
-def overlap_stages(pipe: Pipe) -> Pipe:
-    """Run every sampler and every feature fetcher in the background, sharing the cores
-    (:func:`overlap` with its defaults).
-
-    Sampling of batch ``i + 1`` then overlaps fetching of batch ``i``, and both overlap
-    the consumer's training step on batch ``i - 1``: the numba kernels release the GIL.
-
-    * A sampler on CPU ids becomes ``ThreadPoolMap(sampler, P, kernel_threads=C // P)
-      -> prefetch`` with ``C`` = numba's thread count when the loader is built (the
-      cores by default) and ``P = min(C, 8)``: ``P`` batches are sampled at once, each
-      by kernels on ``C // P`` threads (1 up to 8 cores). Parallelism across batches
-      needs no synchronisation inside a batch and does not suffer from power-law
-      imbalance between destinations: on 2 cores, LABOR-0 end-to-end went from 24-30
-      to 37-39 it/s, neighbor sampling from 44-57 to 52-61. ``P`` is capped because
-      every batch in flight holds its memory (the pool keeps ``2 P`` submitted, so that
-      a thread done early starts the next batch).
-    * A feature fetcher on CPU ids gets a ``prefetch`` whose thread runs its gather on
-      ``max(1, C // 4)`` threads (a gather is bound by memory, and the sampler pool
-      already uses every core). Fetchers of CUDA ids and cooperative samplers (whose
-      batches are collective calls, one at a time) get a plain ``prefetch``.
-
-    Stages that already feed a background stage, or run inside worker processes, are
-    left alone. Batches keep their order and content, so results are unchanged.
-
-    Under numba's ``workqueue`` threading layer (numba picks it when neither OpenMP nor
-    TBB is installed, e.g. on some macOS setups), parallel kernels must not start from
-    several threads at once: the whole chain then gets one background thread instead.
-    """
-    return _overlapped(pipe, None, None)
-
-
-def overlap(pool: int, fetch_kernel_threads: int) -> PipeTransform:
-    """:func:`overlap_stages` with ``pool`` sampler batches at once (kernels on
-    ``max(1, C // pool)`` threads each) and the fetcher's gather on
-    ``fetch_kernel_threads`` threads: the variants the planner (``plan="auto"``) weighs."""
-    check_int(pool, "pool", "overlap", minimum=1)
-    check_int(fetch_kernel_threads, "fetch_kernel_threads", "overlap", minimum=1)
-
-    def overlap_with(pipe: Pipe) -> Pipe:
-        return _overlapped(pipe, pool, fetch_kernel_threads)
-
-    overlap_with.__name__ = overlap_with.__qualname__ = f"overlap(pool={pool}, fetch_kernel_threads={fetch_kernel_threads})"
-    return overlap_with
-
-
-def batch_pool(pool: int) -> PipeTransform:
-    """Sample a batch and fetch its features in the same thread of a pool of ``pool``
-    threads (kernels on ``max(1, C // pool)`` threads each): ``pool`` whole batches at
-    once, and no third thread between sampling and fetching, for the fetchers of
-    :func:`batch_pool_targets`; other samplers and fetchers as :func:`overlap` with the
-    same pool and kernel threads.
-
-    With ``pool`` no more than the cores, as many threads compute as there are cores: on
-    2 cores, where the default layout (a pool of 2 sampling, a thread fetching) keeps three
-    busy, it ran neighbor sampling end to end 0-7% faster than the default in four
-    side-by-side runs (``benchmarks/RESULTS.md``), LABOR-0 1-4%."""
-    check_int(pool, "pool", "batch_pool", minimum=1)
-
-    def in_batch_pool(pipe: Pipe) -> Pipe:
-        if not _kernels_thread_safe():
-            return one_background_thread(pipe)
-        kernel_threads = max(1, numba.get_num_threads() // pool)
-
-        def with_its_sampler_in_a_pool(fetcher: Pipe) -> Pipe:
-            return Prefetcher(ThreadPoolMap(fetcher, pool, kernel_threads=kernel_threads, stages=2), _QUEUE)
-
-        while True:
-            fetcher = next(iter(batch_pool_targets(pipe)), None)
-            if fetcher is None:
-                return _overlapped(pipe, pool, kernel_threads)
-            pipe = insert_after(pipe, fetcher, with_its_sampler_in_a_pool)
-
-    in_batch_pool.__name__ = in_batch_pool.__qualname__ = f"batch_pool(pool={pool})"
-    return in_batch_pool
-
-
-def batch_pool_targets(pipe: Pipe) -> List[FeatureFetcher]:
-    """The fetchers :func:`batch_pool` runs in a pool with their sampler: on CPU ids,
-    reading a sampler's batches directly, neither of them collective or already placed
-    off their consumer's thread, every feature read safe in several threads at once."""
-    targets = {id(stage) for stage in _overlap_targets(pipe)}
-    return [
-        fetcher
-        for fetcher in find(pipe, FeatureFetcher)
-        if isinstance(fetcher.source, SubgraphSampler)
-        and id(fetcher) in targets
-        and id(fetcher.source) in targets
-        and not (fetcher.collective or fetcher.source.collective)
-        and not _reads_cuda_batches(fetcher)
-        and all(feature.concurrent_reads for _, _, feature in fetcher.fetched_features())
-    ]
-
-
-def one_background_thread(pipe: Pipe) -> Pipe:
-    """The whole chain in one background thread (kernels on every core), overlapping only
-    the training step: best when each stage alone already keeps every core busy."""
-    if find(pipe, (Prefetcher, ThreadPoolMap)):
-        return pipe
-    return Prefetcher(pipe, _QUEUE)
-
-
-def _overlapped(pipe: Pipe, pool: Optional[int], fetch_kernel_threads: Optional[int]) -> Pipe:
-    if not _kernels_thread_safe():
-        return one_background_thread(pipe)
-    cores = numba.get_num_threads()
-    pool = min(cores, _MAX_BATCHES_IN_FLIGHT) if pool is None else pool
-    fetch_kernel_threads = max(1, cores // 4) if fetch_kernel_threads is None else fetch_kernel_threads
-    kernel_threads = max(1, cores // pool)
-    while True:
-        target = next((stage for stage in _overlap_targets(pipe)), None)
-        if target is None:
-            return pipe
-        on_cpu = not _reads_cuda_batches(target)
-        if on_cpu and isinstance(target, SubgraphSampler) and not target.collective:
-            background = lambda stage: Prefetcher(ThreadPoolMap(stage, pool, kernel_threads=kernel_threads), _QUEUE)
-        elif on_cpu and isinstance(target, FeatureFetcher):
-            background = lambda stage: Prefetcher(stage, _QUEUE, kernel_threads=fetch_kernel_threads)
-        else:
-            background = lambda stage: Prefetcher(stage, _QUEUE)
-        pipe = insert_after(pipe, target, background)
-
-
-def _kernels_thread_safe() -> bool:
+def kernels_thread_safe() -> bool:
     """Whether numba's parallel kernels may start from several threads at once: true for
-    its OpenMP and TBB threading layers, false for ``workqueue``."""
-    from numba.np.ufunc import parallel
-
-    parallel._launch_threads()  # picks the layer, as the first parallel kernel would
+    its OpenMP and TBB threading layers, false for ``workqueue`` (which numba picks when
+    neither is installed, e.g. on some macOS setups), where they abort."""
+    numba_parallel._launch_threads()  # picks the layer, as the first parallel kernel would
     return numba.threading_layer() != "workqueue"
 
 
-def _overlap_targets(pipe: Pipe):
-    """Samplers and fetchers that run where their consumer runs (no thread or process
-    boundary after them yet), upstream first; a wrapped one (in a pool or on a stream) is
-    given as its wrapper."""
-    where = placement(pipe)
-    for stage in reversed(find(pipe, (SubgraphSampler, FeatureFetcher))):
-        wrapper = _wrapper(pipe, stage)
-        if wrapper is not None:
-            stage = wrapper
-        consumer = consumer_of(pipe, stage)
-        if where[id(stage)] == (where[id(consumer)] if consumer is not None else MAIN):
-            yield stage
+def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
+    """The placement ``DataLoader(pipe, num_workers=...)`` runs, one :class:`Place` per
+    stage of ``pipe`` (source first), from what the stages declare:
 
+    * a sampler on CPU batches that is thread-safe runs in a pool of ``P = min(C, 8)``
+      threads with kernels on ``C // P`` threads each (``C``: numba's thread count), and
+      a thread-safe fetcher right after it in the same pool threads: ``P`` whole batches
+      are sampled and fetched at once, with no thread between sampling and fetching (on 2
+      cores 0-7% faster for neighbor sampling, 1-4% for LABOR-0, than a pool sampling
+      beside a thread fetching; ``benchmarks/RESULTS.md``, issue 18's fifth run). Each
+      batch's kernels stay on its share of the cores: no synchronisation inside a batch,
+      no imbalance from power-law degrees;
+    * another fetcher on CPU batches runs in a thread of its own, gathering on ``C // 4``
+      threads (a gather is bound by memory); another sampler, in a thread of its own;
+    * a sampler or fetcher on CUDA batches runs on a CUDA side stream, and a copy to a
+      CUDA device copies pinned batches on one, overlapping the training kernels;
+    * a collective stage (cooperative) runs in a thread of its own, one batch at a time;
+    * ``num_workers > 0``: the stages before the first fetcher run in that many worker
+      processes (for samplers whose per-batch work is Python-heavy).
 
-def pinned_copy(pipe: Pipe) -> Pipe:
-    """Turn every ``copy_to("cuda")`` into pinned staging + a non-blocking copy on a side stream.
-
-    ``... -> copy_to(cuda)`` becomes ``... -> transform(MiniBatch.pin_memory) ->
-    copy_to(cuda, non_blocking=True) [on a high-priority side stream] -> prefetch ->
-    wait``: a background thread pins batch ``i + 1`` and queues its copy while the
-    consumer trains on batch ``i``; ``wait`` makes the training stream wait on the copy's
-    event. Without CUDA (or for CPU targets) the pipe is returned unchanged.
+    Other stages run inline, in the thread that pulls them, and so do stages that ``pipe``
+    already runs elsewhere (a stage of yours that moves work, e.g. a ``prefetch()``).
+    Under numba's ``workqueue`` threading layer the whole chain runs in one background
+    thread instead.
     """
-    if not torch.cuda.is_available():
-        return pipe
-    while True:
-        copies = [
-            copy
-            for copy in find(pipe, CopyTo)
-            if copy.device.type == "cuda" and not _wrapped(pipe, copy)
-        ]
-        if not copies:
-            return pipe
-        copy = copies[0]
-        staged = with_source(copy, Transform(copy.source, MiniBatch.pin_memory))
-        staged.non_blocking = True
-        pipe = replace_stage(pipe, copy, Waiter(Prefetcher(SideStream(staged), _QUEUE)))
+    chain = upstream(pipe)[::-1]
+    places = [INLINE] * len(chain)
+    movable = _movable(chain)
+    first = 0  # the first stage in this process
+    if num_workers:
+        fetchers = [i for i, stage in enumerate(chain) if stage.role == "fetcher"]
+        first = fetchers[0] if fetchers else len(chain)
+        places[first - 1] = Place("workers", num_workers)
+    if not kernels_thread_safe():
+        if first < len(chain):
+            places[-1] = Place("thread")
+        return tuple(places)
+    cuda = _on_cuda(chain[:first])
+    for i in range(first, len(chain)):
+        if movable[i]:
+            places[i] = _place_of(chain[i], cuda, places[i - 1] if i > first else None, chain[i - 1])
+        cuda = chain[i].device.type == "cuda" if chain[i].device is not None else cuda
+    return tuple(places)
 
 
-def process_workers(num_workers: int) -> PipeTransform:
-    """A transform running the chain before the first ``fetch_feature`` in worker processes.
-
-    For samplers whose per-batch work is Python-heavy (threads would serialise on the
-    GIL). The ItemSampler is sharded: worker ``w`` of ``num_workers`` takes batches
-    ``i ≡ w (mod num_workers)``, and batches come back in order (see
-    :class:`graphpipe.loading.workers.ProcessWorkers`). Without a ``fetch_feature`` stage
-    the whole chain runs in the workers.
-    """
-    check_int(num_workers, "num_workers", "process_workers", minimum=1)
-
-    def run_in_worker_processes(pipe: Pipe) -> Pipe:
-        if find(pipe, ProcessWorkers):
-            return pipe
-        samplers = find(pipe, ItemSampler)
-        if len(samplers) != 1:
-            raise ValueError(f"process_workers: the pipe must have exactly one ItemSampler to shard, found {len(samplers)}")
-        fetchers = find(pipe, FeatureFetcher)
-        cut = fetchers[-1].source if fetchers else pipe
-        front = replace_stage(cut, samplers[0], Shard(samplers[0]))
-        return replace_stage(pipe, cut, ProcessWorkers(front, num_workers, _QUEUE))
-
-    run_in_worker_processes.__name__ = f"process_workers({num_workers})"
-    run_in_worker_processes.__qualname__ = run_in_worker_processes.__name__
-    return run_in_worker_processes
+def _movable(chain: Sequence[Pipe]) -> List[bool]:
+    """Per stage of ``chain`` (source first): whether it runs where its consumer does and
+    no stage wraps it, i.e. nothing in the chain runs it elsewhere yet."""
+    where = locations(chain[-1])
+    wrapped = {id(inner) for stage in chain for inner in stage.wrapped_stages()}
+    consumer_where = [where[id(stage)] for stage in chain[1:]] + [MAIN]
+    return [id(stage) not in wrapped and where[id(stage)] == there for stage, there in zip(chain, consumer_where)]
 
 
-def thread_pool(stage_type: Type[Pipe], num_threads: int) -> PipeTransform:
+def _on_cuda(chain: Sequence[Pipe]) -> bool:
+    """Whether the batches at the end of ``chain`` are on a CUDA device (the last device declared)."""
+    devices = [stage.device for stage in chain if stage.device is not None]
+    return bool(devices) and devices[-1].type == "cuda"
+
+
+def _place_of(stage: Pipe, cuda: bool, before: Optional[Place], previous: Pipe) -> Place:
+    """The default place of ``stage``, reading batches on CUDA or not, after ``previous``
+    placed at ``before``."""
+    if stage.role == "copy":
+        return Place("stream") if stage.device is not None and stage.device.type == "cuda" else INLINE
+    if stage.role not in ("sampler", "fetcher"):
+        return INLINE
+    if stage.collective:
+        return Place("thread")
+    if cuda:
+        return Place("stream")
+    cores = numba.get_num_threads()
+    pool = min(cores, MAX_POOL)
+    in_pool = Place("pool", pool, max(1, cores // pool))
+    if stage.thread_safe and (stage.role == "sampler" or (before == in_pool and previous.role == "sampler")):
+        return in_pool
+    return Place("thread", kernel_threads=max(1, cores // 4)) if stage.role == "fetcher" else Place("thread")
+
+
+def place(pipe: Pipe, placement: Sequence[Place]) -> Pipe:
+    """``pipe`` rebuilt to run each stage where ``placement`` (one :class:`Place` per
+    stage, source first) says: the one rewrite that inserts the loader's threads, pools,
+    streams and worker processes (:mod:`graphpipe.loading.stages`). ``pipe`` is unchanged."""
+    chain = upstream(pipe)[::-1]
+    placement = tuple(placement)
+    if len(placement) != len(chain) or not all(isinstance(where, Place) for where in placement):
+        raise ValueError(f"place: `placement` must be {len(chain)} Place values, one per stage, got {placement!r}")
+    index = {id(stage): i for i, stage in enumerate(chain)}
+    sharded = any(where.kind == "workers" for where in placement)
+
+    def placed(stage: Pipe, on: Pipe) -> Pipe:
+        i = index[id(stage)]
+        where = placement[i]
+        if i == 0 and sharded:
+            on = Shard(on)
+        if where.kind == "pool" and placement[i + 1 : i + 2] == (where,):
+            return on  # the next stage's pool runs it too
+        if where.kind == "pool":
+            run = next(n for n in range(1, i + 2) if i - n < 0 or placement[i - n] != where)
+            return Prefetcher(ThreadPoolMap(on, where.threads, where.kernel_threads, stages=run), QUEUE)
+        if where.kind == "thread":
+            return Prefetcher(on, QUEUE, where.kernel_threads)
+        if where.kind == "stream":
+            if stage.role == "copy":  # pinned batches copy without blocking the pulling thread
+                on = with_source(on, PinMemory(on.source))
+                on.non_blocking = True
+            return Waiter(Prefetcher(SideStream(on), QUEUE))
+        if where.kind == "workers":
+            return ProcessWorkers(on, where.threads, QUEUE)
+        return on
+
+    return rebuild(pipe, placed)
+
+
+def thread_pool(stage_type: Type[Pipe], num_threads: int) -> Callable[[Pipe], Pipe]:
     """A transform running the per-batch work of every ``stage_type`` stage on a pool of
     ``num_threads`` threads, several batches at once, in order (:class:`ThreadPoolMap`).
 
@@ -287,16 +205,11 @@ def thread_pool(stage_type: Type[Pipe], num_threads: int) -> PipeTransform:
     check_int(num_threads, "num_threads", "thread_pool", minimum=1)
 
     def run_in_thread_pool(pipe: Pipe) -> Pipe:
-        while True:
-            todo = [
-                stage
-                for stage in find(pipe, stage_type)
-                if not _wrapped(pipe, stage)
-            ]
-            if not todo:
-                return pipe
-            pipe = insert_after(pipe, todo[0], lambda stage: ThreadPoolMap(stage, num_threads))
+        wrapped = {id(inner) for stage in upstream(pipe) for inner in stage.wrapped_stages()}
+        for stage in find(pipe, stage_type):
+            if id(stage) not in wrapped:
+                pipe = insert_after(pipe, stage, lambda s: ThreadPoolMap(s, num_threads))
+        return pipe
 
-    run_in_thread_pool.__name__ = f"thread_pool({stage_type.__name__}, {num_threads})"
-    run_in_thread_pool.__qualname__ = run_in_thread_pool.__name__
+    run_in_thread_pool.__name__ = run_in_thread_pool.__qualname__ = f"thread_pool({stage_type.__name__}, {num_threads})"
     return run_in_thread_pool

@@ -1,11 +1,10 @@
-"""Find, replace, insert: the pipe-graph toolkit every transform is written with.
+"""Find, replace, insert: the pipe-graph toolkit every rewrite is written with.
 
 A pipe graph is the chain of stages reachable from the sink (the pipe a loader
-iterates) through ``.source`` links: every graphpipe stage keeps its upstream in
-``.source``, and :func:`stages` follows them, so walking a graph costs O(stages)
-whatever the size of the tensors the stages hold. Rewrites never touch the user's stages: the stages on the path from the
-sink to the rewritten one are shallow-copied with a new ``.source``, everything
-upstream of the rewrite is shared (it is not changed).
+iterates) through ``.source`` links, walked by :func:`graphpipe.pipes.base.upstream`
+(O(stages), whatever the size of the tensors the stages hold). Rewrites never touch the
+user's stages: :func:`rebuild` shallow-copies a stage onto its new upstream only where
+that upstream changed, and shares everything upstream of the first change.
 """
 
 from __future__ import annotations
@@ -15,27 +14,26 @@ from typing import Callable, Dict, List, Optional, Tuple, Type, Union
 
 from graphpipe.pipes.base import Pipe, upstream
 
-__all__ = ["stages", "find", "consumers", "consumer_of", "replace_stage", "insert_after", "insert_before", "with_source"]
+__all__ = [
+    "stages", "find", "consumers", "consumer_of", "rebuild", "replace_stage", "insert_after", "insert_before", "with_source",
+]
 
 StageTypes = Union[Type[Pipe], Tuple[Type[Pipe], ...]]
 
 
 def stages(pipe: Pipe) -> List[Pipe]:
-    """Every stage of the graph of ``pipe``, each once, sink first, then upstream along
-    ``.source`` links (:func:`graphpipe.pipes.base.upstream`; never copies or pickles)."""
+    """Every stage of the graph of ``pipe``, each once, sink first (:func:`upstream`)."""
     return upstream(pipe)
 
 
 def find(pipe: Pipe, stage_type: StageTypes) -> List[Pipe]:
     """The stages of ``pipe``'s graph that are instances of ``stage_type``, sink first."""
-    return [stage for stage in stages(pipe) if isinstance(stage, stage_type)]
+    return [stage for stage in upstream(pipe) if isinstance(stage, stage_type)]
 
 
 def consumers(pipe: Pipe) -> Dict[int, Pipe]:
     """``{id(stage): the stage whose .source is stage}`` over ``pipe``'s graph."""
-    return {
-        id(stage.source): stage for stage in stages(pipe) if isinstance(getattr(stage, "source", None), Pipe)
-    }
+    return {id(stage.source): stage for stage in upstream(pipe) if isinstance(getattr(stage, "source", None), Pipe)}
 
 
 def consumer_of(pipe: Pipe, stage: Pipe) -> Optional[Pipe]:
@@ -58,17 +56,28 @@ def with_source(stage: Pipe, source) -> Pipe:
     return new
 
 
+def rebuild(pipe: Pipe, rewrite: Callable[[Pipe, Pipe], Pipe]) -> Pipe:
+    """``pipe``'s graph rebuilt source first; returns the new sink.
+
+    Each stage is replaced by ``rewrite(stage, on)``, where ``on`` is ``stage`` reading
+    from the rebuilt upstream (a shallow copy, or ``stage`` itself when its upstream is
+    unchanged); ``rewrite`` returns ``on``, or a stage reading from it, or one replacing it.
+    """
+    new: Optional[Pipe] = None
+    for stage in reversed(upstream(pipe)):
+        on = stage if new is None or new is stage.source else with_source(stage, new)
+        new = rewrite(stage, on)
+    return new
+
+
 def replace_stage(pipe: Pipe, old: Pipe, new: Pipe) -> Pipe:
     """The graph of ``pipe`` with stage ``old`` replaced by ``new``; returns the new sink.
 
     Stages between the sink and ``old`` are shallow copies; ``pipe`` itself is unchanged.
     """
-    if old is pipe:
-        return new
-    rebuilt = _replace_in(pipe, old, new)
-    if rebuilt is None:
+    if not any(stage is old for stage in upstream(pipe)):
         raise ValueError(f"replace_stage: {type(old).__name__} is not upstream of the sink through `.source` links")
-    return rebuilt
+    return rebuild(pipe, lambda stage, on: new if stage is old else on)
 
 
 def insert_after(pipe: Pipe, stage: Pipe, make: Callable[[Pipe], Pipe]) -> Pipe:
@@ -83,14 +92,3 @@ def insert_after(pipe: Pipe, stage: Pipe, make: Callable[[Pipe], Pipe]) -> Pipe:
 def insert_before(pipe: Pipe, stage: Pipe, make: Callable[[Pipe], Pipe]) -> Pipe:
     """Put ``make(stage.source)`` between ``stage`` and its upstream; returns the new sink."""
     return replace_stage(pipe, stage, with_source(stage, make(stage.source)))
-
-
-def _replace_in(current: Pipe, old: Pipe, new: Pipe) -> Optional[Pipe]:
-    """``current`` rebuilt with ``old`` -> ``new``, or None when ``old`` is not upstream."""
-    source = getattr(current, "source", None)
-    if not isinstance(source, Pipe):
-        return None
-    if source is old:
-        return with_source(current, new)
-    rebuilt = _replace_in(source, old, new)
-    return None if rebuilt is None else with_source(current, rebuilt)

@@ -2,8 +2,8 @@
 
 Every other stage only says what it does to one batch (``Pipe.process``) and runs where
 its consumer pulls it: in the training loop's thread unless a stage below moves it. The
-default transforms (:mod:`graphpipe.loading.policy`) choose which of these go into a
-user's chain; they are ordinary pipes, so users can also chain them by hand. Each says
+placement (:mod:`graphpipe.loading.policy`) chooses which of these go into a user's
+chain; they are ordinary pipes, so users can also chain them by hand. Each says
 where it moves work through ``Pipe.upstream_location`` / ``Pipe.wrapped_location``, which
 ``explain()`` and ``stats()`` read. Any stage with a ``process`` method can be wrapped:
 adding a stage type needs no change here.
@@ -20,6 +20,7 @@ stage                  where the work runs
                        everything upstream, in worker processes (``num_workers``; the
                        process machinery is in :mod:`graphpipe.loading.workers`)
 :class:`Waiter`        in the pulling thread: resolves the batches of a ``SideStream``
+:class:`PinMemory`     where it is pulled: pins batches for non-blocking copies
 :class:`Timed`         in the pulling thread: adds up the time spent pulling (``stats()``)
 =====================  ===========================================================
 
@@ -66,7 +67,7 @@ from graphpipe.ops.uva_gather import resolve_device
 from graphpipe._internal.checks import check_int
 from graphpipe.pipes.base import Pipe, functional_pipe
 
-__all__ = ["Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
+__all__ = ["PinMemory", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
 
 _POLL_S = 0.05
 # How long stopping waits for a background thread to finish the batch it is computing.
@@ -90,7 +91,14 @@ def _on_gc(phase: str, info) -> None:
     _collector_thread[0] = threading.get_ident() if phase == "start" else None
 
 
-gc.callbacks.append(_on_gc)
+def watch_process() -> None:
+    """From the first background thread on (not at import: importing graphpipe changes
+    nothing process-wide), know when the garbage collector runs, and stop the threads
+    still running at interpreter exit (:func:`_stop_at_exit`)."""
+    with _running_lock:
+        if _on_gc not in gc.callbacks:
+            gc.callbacks.append(_on_gc)
+            atexit.register(_stop_at_exit)
 
 
 def in_collector() -> bool:
@@ -154,6 +162,7 @@ class _BackgroundThread:
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(make_iterator, kernel_threads), name=name, daemon=True)
         self.threads = [self.thread]
+        watch_process()
         self.thread.start()
         with _running_lock:
             _running.add(self)
@@ -245,6 +254,7 @@ class _DaemonThreadPool:
             threading.Thread(target=self._work, args=(initializer, initargs), name=f"{name}_{i}", daemon=True)
             for i in range(num_threads)
         ]
+        watch_process()
         for thread in self.threads:
             thread.start()
         with _running_lock:
@@ -296,7 +306,6 @@ class _DaemonThreadPool:
         _join_or_warn(self.threads)
 
 
-@atexit.register
 def _stop_at_exit() -> None:
     """Stop the background threads and pools still running (an unfinished epoch whose
     iterator is still referenced) before the interpreter finalizes, waiting
@@ -374,6 +383,18 @@ class Waiter(Pipe):
 
     def process(self, item):
         return item.result()
+
+
+class PinMemory(Pipe):
+    """Yield ``item.pin_memory()`` (a MiniBatch with its CPU tensors in pinned memory), so
+    that the copy to a CUDA device after it does not block the pulling thread."""
+
+    def __init__(self, source: Pipe):
+        super().__init__()
+        self.source = source
+
+    def process(self, item):
+        return item.pin_memory()
 
 
 class ThreadPoolMap(Pipe):
@@ -497,7 +518,7 @@ class SideStream(Pipe):
         super().__init__()
         _per_batch_function(stage, "SideStream")
         self.source = stage
-        self.device = resolve_device(device if device is not None else getattr(stage, "device", None))
+        self.device = resolve_device(device if device is not None else stage.device)
         if self.device.type != "cuda":
             raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
 
@@ -522,9 +543,8 @@ class SideStream(Pipe):
 
 
 class Timed(Pipe):
-    """Pass items through, adding the seconds spent in ``next(source)`` to ``seconds``
-    (wall) and ``cpu_seconds`` (the whole process's CPU time meanwhile: meaningful when
-    nothing else runs, as in the planner's inline calibration).
+    """Pass items through, adding the wall seconds spent in ``next(source)`` to ``seconds``
+    and counting ``batches`` (for ``DataLoader.stats()``).
 
     The time is inclusive: it contains the upstream stages that run in the same thread.
     """
@@ -532,25 +552,23 @@ class Timed(Pipe):
     def __init__(self, source: Pipe):
         super().__init__()
         self.source = source
-        self.reset()
+        self.reset_stats()
 
-    def reset(self) -> None:
+    def reset_stats(self) -> None:
         self.seconds = 0.0
-        self.cpu_seconds = 0.0
         self.batches = 0
 
     def stream(self, epoch: int, start: int = 0):
         iterator = self.source.stream(epoch, start)
         try:
             while True:
-                wall, cpu = time.perf_counter(), time.process_time()
+                wall = time.perf_counter()
                 try:
                     item = next(iterator)
                 except StopIteration:
                     return
                 finally:
                     self.seconds += time.perf_counter() - wall
-                    self.cpu_seconds += time.process_time() - cpu
                 self.batches += 1
                 yield item
         finally:

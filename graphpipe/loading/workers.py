@@ -1,9 +1,9 @@
 """Worker processes for the part of a chain before feature fetching (``num_workers``).
 
-For samplers with Python-heavy per-batch work, which threads cannot overlap. The
-``process_workers`` transform builds ``ProcessWorkers(chain with a Shard)``: worker
-``w`` of ``W`` iterates its own copy of the chain with the :class:`Shard` set to keep
-batches ``i ≡ w (mod W)``, and the consumer takes batch ``i`` from worker ``i mod W``,
+For samplers with Python-heavy per-batch work, which threads cannot overlap. A
+``"workers"`` place (:func:`graphpipe.loading.policy.place`) builds ``ProcessWorkers(chain
+with a Shard)``: worker ``w`` of ``W`` iterates its own copy of the chain with the
+:class:`Shard` set to keep batches ``i ≡ w (mod W)``, and the consumer takes batch ``i`` from worker ``i mod W``,
 so batches keep their order and content (samplers key their randomness by
 ``batch_index``).
 
@@ -37,13 +37,14 @@ import time
 import weakref
 from typing import List, Optional, Tuple
 
+import numba
 import torch
 import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
-from graphpipe.loading.stages import Timed, in_collector
+from graphpipe.loading.stages import Timed, in_collector, watch_process
 
 __all__ = ["ProcessWorkers", "Shard", "check_main_guard"]
 
@@ -55,8 +56,8 @@ _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may t
 class Shard(Pipe):
     """Keep the items ``i`` of ``source`` with ``i % count == index`` (``i`` from 0).
 
-    Placed right after the ItemSampler by the ``process_workers`` transform; each
-    worker process sets ``index`` to its rank.
+    Placed right after the source by :func:`graphpipe.loading.policy.place` when a stage
+    runs in worker processes; each worker process sets ``index`` to its rank.
     """
 
     def __init__(self, source: Pipe, index: int = 0, count: int = 1):
@@ -114,8 +115,6 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out.cancel_join_thread()
     torch.set_num_threads(1)
-    import numba
-
     numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
@@ -135,7 +134,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
             return current.value == run and not stop.value and _process_exists(consumer_pid)
 
         for stage in timed:
-            stage.reset()
+            stage.reset_stats()
         iterator = None
         try:
             iterator = pipe.stream(epoch, start)
@@ -244,6 +243,7 @@ class _WorkerPool:
 
     def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int):
         check_main_guard(num_workers)
+        watch_process()  # a finalizer in the garbage collector then only signals the workers
         context = mp.get_context("forkserver")
         context.set_forkserver_preload(["graphpipe"])
         # Shared memory without locks: stopping (from a finalizer too) only writes them.

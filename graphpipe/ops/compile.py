@@ -16,8 +16,10 @@ read-only ``site-packages`` therefore caches per user. :func:`cache_dir` says wh
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from functools import partial
+from typing import Callable, Optional, Sequence
 
+import numpy as np
 import torch
 
 from graphpipe.ops.gather import gather_rows
@@ -32,6 +34,8 @@ __all__ = [
     "compile_sample_neighbors",
     "compile_unique_and_compact",
     "dtype_only",
+    "gather_rows_task",
+    "unique_and_compact_task",
 ]
 
 
@@ -109,6 +113,18 @@ def compile_gather_rows(table) -> None:
     ``table`` (a CPU tensor or numpy array; its first row is enough), by reading row 0."""
     if len(table):
         gather_rows(table, torch.zeros(1, dtype=torch.int64))
+
+
+def unique_and_compact_task(num_nodes: int) -> Callable[[], None]:
+    """A picklable call of :func:`compile_unique_and_compact` (a stage's compile task)."""
+    return partial(compile_unique_and_compact, num_nodes)
+
+
+def gather_rows_task(table) -> Callable[[], None]:
+    """A picklable call of :func:`compile_gather_rows` for the rows of ``table`` (a CPU
+    tensor or numpy array) that holds a copy of its first row only, small enough to send
+    to another process (a stage's compile task)."""
+    return partial(compile_gather_rows, table[:1].clone() if isinstance(table, torch.Tensor) else np.array(table[:1]))
 
 
 def cache_dir(kernel=_labor0) -> str:

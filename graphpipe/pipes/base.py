@@ -8,9 +8,9 @@ Every stage subclasses :class:`Pipe` and registers a functional name with
 A :class:`Pipe` is a ``torch.utils.data.IterableDataset`` (so ``torch.utils.data``
 utilities accept it); graphpipe does not use torch's ``IterDataPipe``, whose
 one-live-iterator rule made a second ``iter(pipe)`` kill the running epoch, and
-whose graph walker pickled every stage and its tensors. Transforms walk the chain by
-its ``.source`` links with :func:`upstream`, the one walker (also
-:func:`graphpipe.loading.rewrite.stages`): O(stages), nothing is copied or pickled.
+whose graph walker pickled every stage and its tensors. The chain is walked by its
+``.source`` links with :func:`upstream`, the one walker: O(stages), nothing is copied
+or pickled.
 
 Functional names live in graphpipe's own registry, not in torch's global
 ``IterDataPipe.functions``: GraphBolt and torchdata < 0.10 register the same names
@@ -21,8 +21,9 @@ registration, so sharing the global table would make ``import dgl`` fail after
 
 import inspect
 import itertools
-from typing import Callable, Dict, Iterator, List, Type
+from typing import Callable, Dict, Iterator, List, Optional, Type
 
+import torch
 from torch.utils.data import IterableDataset
 
 __all__ = ["Pipe", "functional_pipe", "upstream"]
@@ -44,25 +45,70 @@ class Pipe(IterableDataset):
     The epoch is an argument, not a counter in the pipe: a DataLoader keeps its own, so
     any number of iterators and loaders over one pipe are live at once and independent.
     A plain ``iter(pipe)`` (outside a loader) runs the next epoch of the source's own
-    counter (``ItemSampler.epoch``), which no loader reads. A pipe that defines only
+    counter (:meth:`next_epoch`), which no loader reads. A pipe that defines only
     ``__iter__`` (a custom source) ignores the epoch.
 
-    ``collective = True`` marks a stage whose per-batch calls are collectives across
-    ranks (cooperative sampling): the loader runs them one at a time, in order.
+    **What a stage is**, declared by the class attributes and methods below (defaults
+    here). The DataLoader, its default placement, its kernel compile job, ``explain()``
+    and ``stats()`` read only these, never a stage's class: a stage written on this base
+    gets what it declares.
 
-    Where a stage runs is said by the stages that move work (:mod:`graphpipe.loading.stages`),
-    through two hooks that :func:`graphpipe.transforms.placement`, ``explain()`` and
-    ``stats()`` read: :meth:`upstream_location` (a background thread or worker processes
-    run everything upstream elsewhere) and, for a stage with ``wraps_source = True`` (a
-    thread pool, a CUDA stream: it calls the ``process`` of :meth:`wrapped_stages`, its
-    source and maybe the stages right before it, itself and pulls from the last one's
-    source), :meth:`wrapped_location`. Every other stage runs where its
-    consumer pulls it.
+    ======================  ================================================================
+    :attr:`role`            "source" (makes the batches), "sampler" (samples their subgraphs),
+                            "fetcher" (reads their features), "copy" (moves them to
+                            :attr:`device`; the loader may set its ``non_blocking`` for pinned
+                            batches) or "other"
+    :attr:`thread_safe`     :meth:`process` may run for several batches at once, in threads
+    :attr:`collective`      each :meth:`process` call is a collective across ranks
+                            (cooperative sampling): the loader runs them one at a time, in order
+    :attr:`device`          where the batches it yields are (None: where its input's are)
+    :attr:`seed`            the seed its random draws derive from (with the epoch and the batch
+                            position), so a loader's state names it; None: it draws none
+    :meth:`compile_tasks`   picklable calls compiling the numba kernels :meth:`process` runs
+    :meth:`stats`           per-epoch counters for ``DataLoader.stats()`` (a fetcher's cache hit
+                            rates), zeroed by :meth:`reset_stats` when an epoch starts
+    :meth:`num_items`       a source's item count (a loader's state names it)
+    :meth:`next_epoch`      a source's own epoch counter, for plain iterations
+    ======================  ================================================================
+
+    Stages that move work elsewhere (:mod:`graphpipe.loading.stages`) say where through
+    :meth:`upstream_location` (a background thread or worker processes run everything
+    upstream elsewhere) or, with ``wraps_source = True`` (a thread pool, a CUDA stream:
+    it calls the ``process`` of :meth:`wrapped_stages` itself and pulls from the last
+    one's source), :meth:`wrapped_location`; a pool adds up its threads' work in
+    :attr:`work_seconds`. ``explain()``, ``draw()`` and ``stats()`` read these hooks;
+    every other stage runs where its consumer pulls it.
     """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
+    role = "other"
+    thread_safe = False
     collective = False
+    device: Optional[torch.device] = None
+    seed: Optional[int] = None
     wraps_source = False
+    work_seconds: Optional[float] = None
+
+    def compile_tasks(self) -> List[Callable[[], None]]:
+        """Picklable calls that compile (or load from numba's cache) the kernels of
+        :meth:`process`, run by the loader's compile job before the first batch."""
+        return []
+
+    def stats(self) -> Dict[str, object]:
+        """Counters of the epoch so far, added to this stage's row of ``DataLoader.stats()``."""
+        return {}
+
+    def reset_stats(self) -> None:
+        """Zero the counters of :meth:`stats` (the loader calls it when an epoch starts)."""
+
+    def num_items(self) -> Optional[int]:
+        """How many items a source batches per epoch (None: not a source, or unknown)."""
+        return None
+
+    def next_epoch(self) -> int:
+        """The epoch a plain ``iter()`` of a chain from this source runs (a source with an
+        epoch counter advances it; here always 0)."""
+        return 0
 
     def upstream_location(self, here: str, new_thread: Callable[[], str]) -> str:
         """Where the stages upstream of this one run, given that this one runs ``here``
@@ -112,8 +158,7 @@ class Pipe(IterableDataset):
 
     def __iter__(self) -> Iterator:
         """One plain pass: the next epoch of the source's own counter (see the class doc)."""
-        next_epoch = getattr(upstream(self)[-1], "next_epoch", None)
-        return self.stream(next_epoch() if next_epoch is not None else 0)
+        return self.stream(upstream(self)[-1].next_epoch())
 
     def __len__(self) -> int:
         source = self.__dict__.get("source")

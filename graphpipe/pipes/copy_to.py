@@ -48,3 +48,5 @@ class CopyTo(Pipe):
 
     def label(self) -> str:
         return f"CopyTo({self.device})"
+
+    role = "copy"  # the Pipe protocol: moves batches to `device`

@@ -15,6 +15,7 @@ from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.features.store import Feature, FeatureKey, FeatureStore, Key, describe, listed_key, type_name
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe._internal.checks import check_node_ids
+from graphpipe.ops.compile import gather_rows_task
 from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
 from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
 from graphpipe.pipes.base import Pipe, functional_pipe, upstream
@@ -192,6 +193,28 @@ class _Read(NamedTuple):
 
 def _device_of(ids: Mapping) -> torch.device:
     return next((t.device for t in ids.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
+
+    role = "fetcher"  # the Pipe protocol's declarations
+
+    @property
+    def thread_safe(self) -> bool:
+        """Pipe protocol: batches may be fetched in several threads at once when every
+        feature read allows it."""
+        return all(feature.concurrent_reads for _, _, feature in self.fetched_features())
+
+    def compile_tasks(self) -> list:
+        """Pipe protocol: the row gathers of the plain CPU tables it reads (caches and disk
+        features have kernels of their own)."""
+        return [
+            gather_rows_task(feature.data)
+            for _, _, feature in self.fetched_features()
+            if type(feature) is Feature and not (isinstance(feature.data, torch.Tensor) and feature.data.is_cuda)
+        ]
+
+    def stats(self) -> dict:
+        """Pipe protocol: ``{"cache_hit_rate": cache_hit_rates()}`` when it reads cached features."""
+        rates = self.cache_hit_rates()
+        return {"cache_hit_rate": rates} if rates else {}
 
 
 class _OutputBlocks:

@@ -142,3 +142,9 @@ class ItemSampler(Pipe):
         for i in range(start, len(self)):
             rows = order[i * self.batch_size : (i + 1) * self.batch_size]
             yield MiniBatch(**self.item_set.batch(rows), batch_index=first_index + i)
+
+    role = "source"  # the Pipe protocol's declarations
+
+    def num_items(self) -> int:
+        """Pipe protocol: the items it batches per epoch."""
+        return len(self.item_set)

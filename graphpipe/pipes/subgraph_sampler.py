@@ -12,6 +12,7 @@ from graphpipe.batch.minibatch import LAYOUTS, MiniBatch
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
 from graphpipe.ops import LayerSample, derive_key, unique_and_compact
 from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
+from graphpipe.ops.compile import unique_and_compact_task
 from graphpipe._internal.checks import check_fanouts, check_int, check_node_ids, check_reverse_edge_ids
 from graphpipe.graph.checks import check_edge_weights, check_graph, check_typed_fanouts
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
@@ -318,6 +319,21 @@ class SubgraphSampler(Pipe):
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
             return sample_subgraphs_cooperatively(self, minibatch, source)
         return self.sample_subgraphs(minibatch)
+
+    role = "sampler"  # the Pipe protocol's declarations
+    thread_safe = True  # batches share no state: a pool samples several at once
+
+    def compile_task(self):
+        """A picklable call compiling this sampler's layer kernels (subclasses with numba
+        kernels return one; see :mod:`graphpipe.ops.compile`), or None."""
+        return None
+
+    def compile_tasks(self) -> list:
+        """Pipe protocol: the layer kernels (:meth:`compile_task`) and unique-and-compact's,
+        for a graph in host memory."""
+        if self.graph.indptr.is_cuda:
+            return []
+        return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.num_nodes)) if task is not None]
 
 
 def _check_no_fetch_before(source, where: str) -> None:

@@ -1,9 +1,23 @@
+"""The allocator opt-in (graphpipe._internal.allocator). It changes malloc for the whole
+process, so every test that applies it does so in a child process of its own."""
+
 import ctypes
+import os
+import subprocess
 import sys
 
 import pytest
 
 from graphpipe._internal.allocator import retain_freed_memory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _child(code: str, *args: str) -> str:
+    """The output of ``code`` run in a new process without the user's malloc tuning."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True).stdout
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
@@ -12,7 +26,8 @@ def test_applied_on_glibc_without_user_tuning():
         ctypes.CDLL("libc.so.6").gnu_get_libc_version
     except (OSError, AttributeError):
         pytest.skip("not glibc")
-    assert retain_freed_memory(environ={}) is True
+    code = "from graphpipe._internal.allocator import retain_freed_memory; print(retain_freed_memory(environ={}))"
+    assert _child(code).strip() == "True"
 
 
 @pytest.mark.parametrize("variable", ["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES"])
@@ -48,16 +63,10 @@ def test_a_thread_reuses_a_freed_block_above_64_mb():
     """A thread arena's heap holds at most 64 MB, so without ``M_ARENA_MAX=1`` a block
     this large is mapped fresh in a thread every time and faulted in again. In a fresh
     process that opts in first (arenas made before the opt-in stay)."""
-    import os
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", _THREAD_PROBE], env=env, capture_output=True, text=True, check=True)
-    if out.stdout.strip() == "skip":
+    out = _child(_THREAD_PROBE)
+    if out.strip() == "skip":
         pytest.skip("glibc tuning not applied here")
-    first, second = map(int, out.stdout.split())
+    first, second = map(int, out.split())
     assert second <= 8, f"the second 96 MB block took {second} page faults (first: {first})"
 
 
@@ -88,20 +97,9 @@ def test_importing_graphpipe_leaves_malloc_settings_unchanged():
     """glibc's default mmap threshold (at most 32 MB) maps a 64 MB block on its own;
     ``retain_freed_memory`` (an explicit opt-in) puts it on the heap instead. A fresh
     process that only imports graphpipe must still map it."""
-    import os
-    import subprocess
-
     try:
         ctypes.CDLL("libc.so.6").mallinfo2
     except (OSError, AttributeError):
         pytest.skip("needs glibc >= 2.33 (mallinfo2)")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-
-    def mapped(mode):
-        out = subprocess.run([sys.executable, "-c", _PROBE, mode], env=env, capture_output=True, text=True, check=True)
-        return out.stdout.strip()
-
-    assert mapped("import-only") == "1"
-    assert mapped("opt-in") == "0"  # the probe sees the opt-in's change
+    assert _child(_PROBE, "import-only").strip() == "1"
+    assert _child(_PROBE, "opt-in").strip() == "0"  # the probe sees the opt-in's change

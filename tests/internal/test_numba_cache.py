@@ -21,18 +21,19 @@ MODULE = textwrap.dedent(  # a result that tells the compiled signature apart
     """
 )
 
-# The lock as ``import graphpipe`` installs it, loaded alone: a child importing the whole
-# package (and torch) would spend seconds of the suite's two cores before compiling.
+# The lock as ``import graphpipe`` applies it to its kernels, loaded alone: a child importing
+# the whole package (and torch) would spend seconds of the suite's two cores before compiling.
 CHILD = textwrap.dedent(
     """
     import importlib.util, os, sys, time
     import numpy as np
-    spec = importlib.util.spec_from_file_location("lock", os.path.join(sys.argv[3], "graphpipe", "_numba_cache.py"))
+    path = os.path.join(sys.argv[3], "graphpipe", "_internal", "numba_cache.py")
+    spec = importlib.util.spec_from_file_location("lock", path)
     lock = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lock)
-    lock.install()
     sys.path.insert(0, sys.argv[1])
     import kernel
+    lock.lock_saves([kernel])
     dtype = np.dtype(sys.argv[2])
     open(os.path.join(sys.argv[1], "ready-" + sys.argv[2]), "w").close()
     while not os.path.exists(os.path.join(sys.argv[1], "go")):  # all start compiling together
@@ -73,3 +74,38 @@ def test_kernels_saved_at_once_by_several_processes_all_load_right(tmp_path):
     lines = done.stdout.split()
     assert [float(line) for line in lines[:-2]] == want
     assert lines[-2:] == [str(len(DTYPES)), "0"]  # all loaded, none compiled again
+
+
+IMPORT_ONLY = textwrap.dedent(
+    """
+    import atexit, gc, importlib, pkgutil
+    import numba, torch
+    from numba.core import caching, event
+    from numba.core.registry import CPUDispatcher
+
+    def listeners():
+        return {kind: list(found) for kind, found in event._registered.items() if found}
+
+    save, callbacks, exits, registered = caching.IndexDataCacheFile.save, list(gc.callbacks), atexit._ncallbacks(), listeners()
+    import graphpipe
+    print(caching.IndexDataCacheFile.save is save, gc.callbacks == callbacks, atexit._ncallbacks() == exits, listeners() == registered)
+    kernels = unlocked = 0
+    for module in pkgutil.walk_packages(graphpipe.__path__, "graphpipe."):
+        if not module.name.startswith(("graphpipe.distributed", "graphpipe.loading.compile_helper")):
+            for value in vars(importlib.import_module(module.name)).values():
+                if isinstance(value, CPUDispatcher) and value._cache is not None:
+                    kernels += 1
+                    unlocked += value._cache._cache_file.save.__func__ is save
+    print(kernels > 50, unlocked)
+    """
+)
+
+
+def test_import_changes_nothing_process_wide_and_locks_graphpipes_own_kernels():
+    """``import graphpipe`` leaves numba's classes, the garbage collector's callbacks, the
+    exit hooks and numba's event listeners as they were; every cached kernel of graphpipe
+    (whatever module defines it) saves under the lock."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", IMPORT_ONLY], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True", "True", "0"]

@@ -3,13 +3,14 @@ import threading
 import time
 import traceback
 
+import numba
 import pytest
 import torch
 
 import graphpipe as gp
 from graphpipe.pipes import Transform
 from graphpipe.loading import Prefetcher
-from graphpipe.transforms import find, overlap_stages, thread_pool
+from graphpipe.transforms import find, thread_pool
 
 
 def _chain(fn=None, n=40, batch_size=4):
@@ -48,10 +49,13 @@ def test_default_and_no_transforms_give_the_plain_batches():
 
 
 def test_explain_names_every_stage_and_where_it_runs():
-    loader = gp.DataLoader(_chain(lambda mb: mb), transforms=[overlap_stages])
+    loader = gp.DataLoader(_chain(lambda mb: mb))
     text = loader.explain()
-    for name in ("ItemSampler", "Transform", "FeatureFetcher", "Prefetcher(2)", "Transforms: overlap_stages"):
+    kernels = max(1, numba.get_num_threads() // 4)
+    for name in ("ItemSampler", "Transform", "FeatureFetcher", "Prefetcher(2)"):
         assert name in text
+    assert f"Placement (the default policy): FeatureFetcher thread(kernels on {kernels})\n" in text
+    assert "Transforms: none" in gp.DataLoader(_chain(), transforms=[]).explain()
     run = text.split("Pipe as run:")[1]
     assert "1. ItemSampler     runs in: thread 1" in run and "5. Transform       runs in: main thread" in run
     assert "your training loop runs in: main thread" in run
@@ -115,7 +119,7 @@ def test_reprs_and_help_show_the_chain_and_the_stage():
 
     pipe = _chain()
     assert repr(pipe) == "ItemSampler -> FeatureFetcher -> Transform"
-    loader = gp.DataLoader(pipe, transforms=[overlap_stages])
+    loader = gp.DataLoader(pipe)
     assert repr(loader).startswith("DataLoader(ItemSampler -> FeatureFetcher -> Transform), as run:\n  1. ItemSampler")
     assert "Prefetcher(2)" in repr(loader)
     text = pydoc.render_doc(pipe.fetch_feature, renderer=pydoc.plaintext)
@@ -151,8 +155,8 @@ def test_stats_split_time_between_stages_and_the_consumer():
         time.sleep(0.01)
         return minibatch
 
-    loader = gp.DataLoader(_chain(slow_upstream), transforms=[overlap_stages])
-    # no sampler stage: overlap_stages only threads the fetcher, so slow_upstream runs in thread 1
+    loader = gp.DataLoader(_chain(slow_upstream))
+    # no sampler stage: the default placement only threads the fetcher, so slow_upstream runs in thread 1
     for _ in loader:
         time.sleep(0.005)
     stats = loader.stats()
@@ -184,7 +188,7 @@ def test_an_exception_in_a_background_stage_keeps_its_traceback():
             raise IndexError("bad batch 2")
         return minibatch
 
-    loader = gp.DataLoader(_chain(fail_on_batch_2), transforms=[overlap_stages])
+    loader = gp.DataLoader(_chain(fail_on_batch_2))
     seen = []
     with pytest.raises(IndexError, match="bad batch 2") as info:
         for minibatch in loader:
@@ -195,7 +199,7 @@ def test_an_exception_in_a_background_stage_keeps_its_traceback():
 
 
 def test_break_keyboard_interrupt_close_and_del_stop_every_thread():
-    loader = gp.DataLoader(_chain(lambda mb: mb), transforms=[overlap_stages, overlap_stages])
+    loader = gp.DataLoader(_chain(lambda mb: mb))
     for minibatch in loader:
         assert len(_threads()) == 1
         break
@@ -226,7 +230,7 @@ def test_bad_arguments():
         gp.DataLoader([1, 2])
     with pytest.raises(ValueError, match=r"`num_workers` must be an int >= 0, got -1"):
         gp.DataLoader(_chain(), num_workers=-1)
-    with pytest.raises(ValueError, match=r"put graphpipe.transforms.process_workers\(n\) in it"):
+    with pytest.raises(ValueError, match=r"`num_workers` applies to the default placement; .* place\(pipe, default_placement\(pipe, num_workers\)\)"):
         gp.DataLoader(_chain(), transforms=[], num_workers=2)
     with pytest.raises(TypeError, match=r"transform <lambda> returned int, not a pipe"):
         gp.DataLoader(_chain(), transforms=[lambda pipe: 3])
@@ -307,7 +311,7 @@ def test_close_returns_while_a_background_stage_is_stuck_and_warns(monkeypatch):
             release.wait(60)
         return minibatch
 
-    loader = gp.DataLoader(_chain(stuck), transforms=[overlap_stages])
+    loader = gp.DataLoader(_chain(stuck))
     iterator = iter(loader)
     assert next(iterator).batch_index == 0
     time.sleep(0.2)
@@ -369,3 +373,29 @@ def test_stats_report_the_hit_rate_of_a_cached_feature_per_epoch():
         assert rates[-1] == cached.hit_rate
     assert 0.5 < rates[0] < 1.0 and rates[1] == 1.0  # counted per epoch (not 75 of 80 overall)
     assert all(torch.equal(mb.node_features["feat"], data.features["node", "feat"].data[mb.seeds]) for mb in batches)
+
+
+class _Counting(gp.Pipe):
+    """A stage of yours that declares per-epoch counters."""
+
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+        self.seen = 0
+
+    def process(self, minibatch):
+        self.seen += len(minibatch.seeds)
+        return minibatch
+
+    def stats(self):
+        return {"seeds_seen": self.seen}
+
+    def reset_stats(self):
+        self.seen = 0
+
+
+def test_stats_add_what_a_stage_declares_and_reset_it_each_epoch():
+    loader = gp.DataLoader(_Counting(_chain(n=40)))
+    for _ in range(2):
+        assert len(list(loader)) == 10
+        assert loader.stats()["_Counting"]["seeds_seen"] == 40  # the epoch's, not 80

@@ -14,7 +14,6 @@ import time
 import torch
 
 import graphpipe as gp
-from graphpipe.transforms import overlap_stages
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,7 +42,7 @@ def test_the_collector_finalizing_a_loader_in_a_cycle_waits_for_nothing():
             release.wait(30)
         return minibatch
 
-    loader = gp.DataLoader(_chain(stuck_from_batch_1), transforms=[overlap_stages])
+    loader = gp.DataLoader(_chain(stuck_from_batch_1))
     iterator = iter(loader)
     assert next(iterator).batch_index == 0
     time.sleep(0.2)  # the background thread is in batch 1

@@ -1,3 +1,6 @@
+"""The default placement (one Place per stage, from what the stages declare) and the one
+rewrite that applies it."""
+
 import re
 
 import numba
@@ -5,72 +8,147 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.pipes import FeatureFetcher, SubgraphSampler, Transform
-from graphpipe.loading import Prefetcher, SideStream, ThreadPoolMap
-from graphpipe.transforms import (
-    default_transforms,
-    gpu_side_streams,
-    find,
-    overlap_stages,
-    pinned_copy,
-    process_workers,
-    stages,
-    thread_pool,
+from graphpipe.pipes import FeatureFetcher, Transform
+from graphpipe.loading import Place, Prefetcher, SideStream, ThreadPoolMap
+from graphpipe.loading import policy
+from graphpipe.transforms import default_placement, find, place, stages, thread_pool
+
+from toy_pipes import (
+    COMPILED, DeclaredSampler, UndeclaredSampler, WindowSampler, assert_same_batches, karate_chain, live_graphpipe_threads,
 )
 
-from toy_pipes import WindowSampler, assert_same_batches, karate_chain, live_graphpipe_threads
+INLINE = Place()
 
 
 def _types(pipe):
-    return [type(stage).__name__ for stage in reversed(stages(pipe))]
+    return [type(stage).__name__ for stage in reversed(stages(pipe)) if not isinstance(stage, gp.loading.Timed)]
 
 
-def test_overlap_stages_puts_a_thread_after_the_sampler_and_the_fetcher():
-    pipe = karate_chain()
-    new = overlap_stages(pipe)
-    assert _types(new) == ["ItemSampler", "WindowSampler", "ThreadPoolMap", "Prefetcher", "FeatureFetcher", "Prefetcher"]
-    assert _types(pipe) == ["ItemSampler", "WindowSampler", "FeatureFetcher"]
-    # CPU sampler: a pool of one thread per core (at most 8), the cores split among them;
-    # the fetcher's thread gathers with a quarter of the cores.
+def _pool():
     cores = numba.get_num_threads()
+    return Place("pool", min(cores, 8), max(1, cores // min(cores, 8)))
+
+
+def _fetch_thread():
+    return Place("thread", kernel_threads=max(1, numba.get_num_threads() // 4))
+
+
+def test_a_sampler_and_the_fetcher_after_it_share_a_pool():
+    pipe = karate_chain()
+    assert default_placement(pipe) == (INLINE, _pool(), _pool())
+    new = place(pipe, default_placement(pipe))
+    assert _types(new) == ["ItemSampler", "WindowSampler", "FeatureFetcher", "ThreadPoolMap", "Prefetcher"]
+    assert _types(pipe) == ["ItemSampler", "WindowSampler", "FeatureFetcher"]  # the user's pipe is unchanged
     (pool,) = find(new, ThreadPoolMap)
-    assert (pool.num_threads, pool.kernel_threads) == (min(cores, 8), cores // min(cores, 8))
-    assert [p.kernel_threads for p in find(new, Prefetcher)] == [max(1, cores // 4), None]
-    text = gp.transforms.describe(new)
-    assert re.search(rf"WindowSampler +runs in: pool of {min(cores, 8)} threads, kernels on {cores // min(cores, 8)} thread", text)
-    assert re.search(rf"FeatureFetcher +runs in: thread 2, kernels on {max(1, cores // 4)} thread", text)
-    assert _types(overlap_stages(new)) == _types(new)  # idempotent
+    assert (pool.num_threads, pool.kernel_threads, pool.stages) == (_pool().threads, _pool().kernel_threads, 2)
+    assert [type(stage).__name__ for stage in pool.wrapped_stages()] == ["FeatureFetcher", "WindowSampler"]
     assert_same_batches(list(karate_chain()), list(new))
     assert live_graphpipe_threads() == []
 
 
-def test_overlap_stages_uses_one_thread_under_numbas_workqueue_layer(monkeypatch):
-    monkeypatch.setattr(gp.loading.policy, "_kernels_thread_safe", lambda: False)
-    new = overlap_stages(karate_chain())
+def test_a_fetcher_not_right_after_a_sampler_gets_a_thread_of_its_own():
+    chain = karate_chain()
+    pipe = chain.source.transform(lambda mb: mb).fetch_feature(chain.features, ["feat"])
+    assert default_placement(pipe) == (INLINE, _pool(), INLINE, _fetch_thread())
+    new = place(pipe, default_placement(pipe))
+    assert _types(new) == [
+        "ItemSampler", "WindowSampler", "ThreadPoolMap", "Prefetcher", "Transform", "FeatureFetcher", "Prefetcher"
+    ]
+    assert [p.kernel_threads for p in find(new, Prefetcher)] == [_fetch_thread().kernel_threads, None]
+    assert_same_batches(list(karate_chain()), list(new))
+
+
+class _OneReaderAtATime(gp.Feature):
+    concurrent_reads = False
+
+
+def test_a_fetcher_whose_feature_is_not_safe_in_several_threads_stays_out_of_the_pool():
+    data = gp.datasets.karate_club()
+    features = gp.FeatureStore({"feat": _OneReaderAtATime(data.features["node", "feat"].data)})
+    pipe = karate_chain().source.fetch_feature(features, ["feat"])
+    assert not pipe.thread_safe
+    assert default_placement(pipe) == (INLINE, _pool(), _fetch_thread())
+    assert_same_batches(list(karate_chain()), list(gp.DataLoader(pipe)))
+
+
+def _declared_chain(sampler_class):
+    data = gp.datasets.karate_club()
+    items = gp.ItemSampler(gp.ItemSet((torch.arange(34), data.labels), names=("seeds", "labels")), 4, seed=7)
+    return sampler_class(items).fetch_feature(data.features, ["feat"])
+
+
+def test_a_sampler_written_on_the_base_gets_what_it_declares():
+    """A Pipe subclass (not a SubgraphSampler) declaring role "sampler", thread safety and
+    a compile task gets a pool and its task run; the same stage without the declarations
+    runs inline and compiles nothing."""
+    COMPILED.clear()
+    loader = gp.DataLoader(_declared_chain(DeclaredSampler))
+    assert loader.placement == (INLINE, _pool(), _pool())
+    assert [type(inner).__name__ for inner in find(loader.rewritten, ThreadPoolMap)[0].wrapped_stages()] == [
+        "FeatureFetcher", "DeclaredSampler"
+    ]
+    assert [name for name, _ in loader.compile_job.tasks][0] == "DeclaredSampler"
+    assert loader.compile_job.wait(timeout=60) and COMPILED == ["DeclaredSampler"]
+    assert "DeclaredSampler pool(" in loader.explain()
+    plain = list(_declared_chain(DeclaredSampler))
+    assert_same_batches_without_subgraphs(plain, list(loader))
+
+    COMPILED.clear()
+    undeclared = gp.DataLoader(_declared_chain(UndeclaredSampler))
+    assert undeclared.placement == (INLINE, INLINE, _fetch_thread())
+    assert find(undeclared.rewritten, ThreadPoolMap) == []
+    assert "UndeclaredSampler" not in [name for name, _ in undeclared.compile_job.tasks]
+    assert undeclared.compile_job.wait(timeout=60) and COMPILED == []
+    assert_same_batches_without_subgraphs(plain, list(undeclared))
+
+
+def assert_same_batches_without_subgraphs(left, right):
+    assert len(left) == len(right) == 9
+    for a, b in zip(left, right):
+        assert a.batch_index == b.batch_index and torch.equal(a.input_nodes, b.input_nodes)
+        assert torch.equal(a.node_features["feat"], b.node_features["feat"])
+
+
+class _Collective(UndeclaredSampler):
+    role = "sampler"
+    thread_safe = True
+    collective = True
+
+
+def test_a_collective_sampler_runs_in_a_thread_one_batch_at_a_time():
+    pipe = _declared_chain(_Collective)
+    assert default_placement(pipe) == (INLINE, Place("thread"), _fetch_thread())
+
+
+def test_worker_processes_run_the_stages_before_the_first_fetcher():
+    pipe = karate_chain()
+    assert default_placement(pipe, 2) == (INLINE, Place("workers", 2), _fetch_thread())
+    new = place(pipe, default_placement(pipe, 2))
+    assert _types(new) == ["ItemSampler", "Shard", "WindowSampler", "ProcessWorkers", "FeatureFetcher", "Prefetcher"]
+    (workers,) = find(new, gp.loading.ProcessWorkers)
+    assert workers.num_workers == 2 and isinstance(workers.source, WindowSampler)
+    sampler_only = karate_chain().source
+    assert default_placement(sampler_only, 2) == (INLINE, Place("workers", 2))
+    assert _types(place(sampler_only, default_placement(sampler_only, 2))) == [
+        "ItemSampler", "Shard", "WindowSampler", "ProcessWorkers"
+    ]
+
+
+def test_under_numbas_workqueue_layer_the_chain_runs_in_one_thread(monkeypatch):
+    monkeypatch.setattr(policy, "kernels_thread_safe", lambda: False)
+    pipe = karate_chain()
+    assert default_placement(pipe) == (INLINE, INLINE, Place("thread"))
+    new = place(pipe, default_placement(pipe))
     assert _types(new) == ["ItemSampler", "WindowSampler", "FeatureFetcher", "Prefetcher"]
-    assert _types(overlap_stages(new)) == _types(new)  # idempotent
     assert_same_batches(list(karate_chain()), list(new))
 
 
-def test_overlap_stages_respects_existing_background_stages():
-    pipe = thread_pool(WindowSampler, 2)(karate_chain())
-    assert _types(overlap_stages(pipe)) == [
-        "ItemSampler", "WindowSampler", "ThreadPoolMap", "Prefetcher", "FeatureFetcher", "Prefetcher"
-    ]
-    workers = process_workers(2)(karate_chain())
-    assert _types(overlap_stages(workers)) == [
-        "ItemSampler", "Shard", "WindowSampler", "ProcessWorkers", "FeatureFetcher", "Prefetcher"
-    ]
-
-
-def test_thread_pool_wraps_every_stage_of_the_type():
-    new = thread_pool(FeatureFetcher, 3)(karate_chain())
-    (pool,) = find(new, ThreadPoolMap)
-    assert isinstance(pool.source, FeatureFetcher) and pool.num_threads == 3
-    assert thread_pool(FeatureFetcher, 3).__name__ == "thread_pool(FeatureFetcher, 3)"
-    assert_same_batches(list(karate_chain()), list(new))
-    with pytest.raises(ValueError, match=r"thread_pool: `num_threads` must be an int >= 1, got -1"):
-        thread_pool(FeatureFetcher, -1)
+def test_stages_the_pipe_already_runs_elsewhere_are_left_where_they_are():
+    pooled = thread_pool(WindowSampler, 2)(karate_chain())  # the sampler is in a pool already
+    assert _types(pooled) == ["ItemSampler", "WindowSampler", "ThreadPoolMap", "FeatureFetcher"]
+    assert default_placement(pooled) == (INLINE, INLINE, INLINE, _fetch_thread())
+    # the fetcher already feeds a thread (the prefetch's), its consumer's
+    assert default_placement(pooled.prefetch()) == (INLINE,) * 5
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")
@@ -85,93 +163,64 @@ def _cuda_chain_without_cuda(monkeypatch):
         return karate_chain().copy_to("cuda")
 
 
-def test_pinned_copy_leaves_the_pipe_unchanged_without_cuda(monkeypatch):
+def test_a_copy_to_cuda_without_cuda_stays_inline(monkeypatch):
     pipe = _cuda_chain_without_cuda(monkeypatch)
-    assert pinned_copy(pipe) is pipe
+    assert default_placement(pipe) == (INLINE, _pool(), _pool(), INLINE)
 
 
-def test_pinned_copy_graph_with_cuda_reported(monkeypatch):
+def test_cuda_batches_are_sampled_and_fetched_on_side_streams_and_copies_are_pinned(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    pipe = karate_chain().copy_to("cuda:0")
-    new = pinned_copy(pipe)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # what "cuda" resolves to
+    data = gp.datasets.karate_club()
+    pipe = gp.ItemSampler(gp.ItemSet(34), 8).copy_to("cuda").sample_neighbor(data.graph, [3, 2])
+    pipe = pipe.fetch_feature(data.features, ["feat"])
+    assert default_placement(pipe) == (INLINE, Place("stream"), Place("stream"), Place("stream"))
+    new = place(pipe, default_placement(pipe))
     assert _types(new) == [
-        "ItemSampler", "WindowSampler", "FeatureFetcher", "Transform", "CopyTo", "SideStream", "Prefetcher", "Waiter"
-    ]
-    (side,) = find(new, SideStream)
-    assert side.device == torch.device("cuda:0") and side.source.non_blocking and not pipe.non_blocking
-    assert _types(pinned_copy(new)) == _types(new)  # idempotent
-    text = gp.transforms.describe(overlap_stages(new))
-    assert re.search(r" 2\. WindowSampler +runs in: pool of \d+ threads", text)
-    assert re.search(r" 8\. CopyTo\(cuda:0\) +runs in: thread 3, CUDA side stream", text)
-    assert re.search(r" 6\. Prefetcher\(2\) +runs in: thread 3", text)  # thread 3 pins batches and queues their copies
-    assert re.search(r"11\. Waiter +runs in: main thread", text)
+        "ItemSampler", "PinMemory", "CopyTo", "SideStream", "Prefetcher", "Waiter",
+        "NeighborSampler", "SideStream", "Prefetcher", "Waiter",
+        "FeatureFetcher", "SideStream", "Prefetcher", "Waiter",
+    ]  # fmt: skip
+    assert [side.device for side in find(new, SideStream)] == [torch.device("cuda:0")] * 3
+    (copy,) = find(new, gp.CopyTo)
+    assert copy.non_blocking and not find(pipe, gp.CopyTo)[0].non_blocking
+    # a copy after CPU stages: they are pooled as usual, the copy staged on a stream
+    last = karate_chain().copy_to("cuda:0")
+    assert default_placement(last) == (INLINE, _pool(), _pool(), Place("stream"))
+    text = gp.transforms.describe(place(last, default_placement(last)))
+    assert re.search(r"CopyTo\(cuda:0\) +runs in: thread 2, CUDA side stream", text)
+    assert re.search(r"PinMemory +runs in: thread 2\n", text)
 
 
 @pytest.mark.cuda
-def test_pinned_copy_stages_copies_on_a_side_stream():
+def test_pinned_copies_on_a_side_stream_give_the_plain_batches():
     pipe = karate_chain().copy_to("cuda")
-    new = pinned_copy(pipe)
-    assert _types(new) == [
-        "ItemSampler", "WindowSampler", "FeatureFetcher", "Transform", "CopyTo", "SideStream", "Prefetcher", "Waiter"
-    ]
-    (copy,) = find(new, gp.CopyTo)
-    assert copy.non_blocking and not pipe.non_blocking
-    assert find(new, Transform)[0].fn is gp.MiniBatch.pin_memory
-    expected = list(karate_chain())
+    new = place(pipe, default_placement(pipe))
+    assert find(new, Transform) == [] and len(find(new, gp.loading.PinMemory)) == 1
     out = list(new)
     assert all(mb.node_features["feat"].is_cuda for mb in out)
-    assert_same_batches(expected, [mb.to("cpu") for mb in out])
-    cpu_copy = karate_chain().copy_to("cpu")
-    assert pinned_copy(cpu_copy) is cpu_copy
+    assert_same_batches(list(karate_chain()), [mb.to("cpu") for mb in out])
 
 
-def test_default_transforms_list():
-    assert default_transforms() == [gpu_side_streams, overlap_stages, pinned_copy]
-    names = [t.__name__ for t in default_transforms(3)]
-    assert names == ["process_workers(3)", "gpu_side_streams", "overlap_stages", "pinned_copy"]
+def test_a_placement_is_checked():
+    with pytest.raises(ValueError, match=r"Place: `kind` must be one of \('inline', 'thread', 'pool', 'stream', 'workers'\)"):
+        Place("gpu")
+    with pytest.raises(ValueError, match=r"Place: `threads` must be an int >= 1, got 0"):
+        Place("pool", 0)
+    with pytest.raises(ValueError, match=r"place: `placement` must be 3 Place values, one per stage"):
+        place(karate_chain(), [Place("thread")])
+    assert str(Place("pool", 4, 2)) == "pool(4, kernels on 2)" and str(Place("workers", 3)) == "workers(3)"
 
 
-def test_gpu_side_streams_graph_with_cuda_reported(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # what "cuda" resolves to
-    graph = gp.datasets.karate_club().graph
-    features = gp.datasets.karate_club().features
-    pipe = (
-        gp.ItemSampler(gp.ItemSet(34), 8).copy_to("cuda").sample_neighbor(graph, [3, 2]).fetch_feature(features, ["feat"])
-    )
-    new = gpu_side_streams(pipe)
-    assert _types(new) == [
-        "ItemSampler", "CopyTo", "NeighborSampler", "SideStream", "Prefetcher", "Waiter",
-        "FeatureFetcher", "SideStream", "Prefetcher", "Waiter",
-    ]
-    assert [side.device for side in find(new, SideStream)] == [torch.device("cuda:0")] * 2
-    assert _types(gpu_side_streams(new)) == _types(new)  # idempotent
-    assert _types(overlap_stages(new)) == _types(new)  # already in background threads
-    # samplers and fetchers on CPU batches (before the copy) stay as they are
-    cpu_first = gp.ItemSampler(gp.ItemSet(34), 8).sample_neighbor(graph, [3]).copy_to("cuda")
-    assert gpu_side_streams(cpu_first) is cpu_first
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")
-def test_gpu_side_streams_leaves_the_pipe_unchanged_without_cuda(monkeypatch):
-    pipe = _cuda_chain_without_cuda(monkeypatch)
-    assert gpu_side_streams(pipe) is pipe
-
-
-def test_process_workers_cuts_before_feature_fetching_and_shards_the_item_sampler():
-    new = process_workers(2)(karate_chain())
-    assert _types(new) == ["ItemSampler", "Shard", "WindowSampler", "ProcessWorkers", "FeatureFetcher"]
-    (workers,) = find(new, gp.loading.ProcessWorkers)
-    assert workers.num_workers == 2 and isinstance(workers.source, SubgraphSampler)
-    sampler_only = karate_chain().source
-    assert _types(process_workers(2)(sampler_only)) == ["ItemSampler", "Shard", "WindowSampler", "ProcessWorkers"]
-    with pytest.raises(ValueError, match=r"process_workers: `num_workers` must be an int >= 1, got 0"):
-        process_workers(0)
-    # The graph is what `.source` links reach: another attribute holding a pipe is not upstream.
-    no_sampler = Transform(gp.loading.Timed(gp.loading.Timed(None)), lambda mb: mb)
-    no_sampler.other = gp.ItemSampler(gp.ItemSet(4), 2)
-    with pytest.raises(ValueError, match=r"exactly one ItemSampler to shard, found 0"):
-        process_workers(2)(no_sampler)
+def test_thread_pool_wraps_every_stage_of_the_type():
+    new = thread_pool(FeatureFetcher, 3)(karate_chain())
+    (pool,) = find(new, ThreadPoolMap)
+    assert isinstance(pool.source, FeatureFetcher) and pool.num_threads == 3
+    assert thread_pool(FeatureFetcher, 3).__name__ == "thread_pool(FeatureFetcher, 3)"
+    assert _types(thread_pool(FeatureFetcher, 3)(new)) == _types(new)  # a wrapped stage is left alone
+    assert_same_batches(list(karate_chain()), list(new))
+    with pytest.raises(ValueError, match=r"thread_pool: `num_threads` must be an int >= 1, got -1"):
+        thread_pool(FeatureFetcher, -1)
 
 
 def test_two_loaders_over_one_pipe_iterated_alternately_give_each_its_own_batches():

@@ -29,8 +29,8 @@ def test_default_rewrite_and_a_thread_pool_give_the_plain_batches(data, method):
     pooled = gp.DataLoader(_chain(data, method), transforms=[thread_pool(sampler_type, 3)])
     assert "pool of 3 threads" in pooled.explain()
     assert_same_batches(plain, list(pooled) + list(pooled))
-    assert [type(s).__name__ for s in reversed(stages(loader.rewritten)) if not isinstance(s, gp.loading.Timed)][1:4] == [
-        sampler_type.__name__, "ThreadPoolMap", "Prefetcher"
+    assert [type(s).__name__ for s in reversed(stages(loader.rewritten)) if not isinstance(s, gp.loading.Timed)][1:5] == [
+        sampler_type.__name__, "FeatureFetcher", "ThreadPoolMap", "Prefetcher"
     ]
     assert live_graphpipe_threads() == []
 

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.transforms import overlap_stages, process_workers
 
 from toy_pipes import (
     assert_same_batches,
@@ -66,7 +65,7 @@ def test_a_sampler_in_workers_gives_the_plain_batches():
 
 
 def test_exception_in_a_worker_reaches_the_consumer_and_the_next_epoch_starts_clean():
-    loader = gp.DataLoader(python_chain(fail_on_batch_3), transforms=[process_workers(2), overlap_stages])
+    loader = gp.DataLoader(python_chain(fail_on_batch_3), num_workers=2)
     seen = []
     with pytest.raises(ValueError, match=r"(?s)graphpipe worker process 1.*toy failure in batch 3") as info:
         for minibatch in loader:

@@ -1,5 +1,6 @@
 """Small stages for the transform tests (module level, so worker processes can unpickle them)."""
 
+import functools
 import time
 
 import torch
@@ -103,3 +104,32 @@ def three_seconds_from_batch_1(minibatch):
     if minibatch.batch_index >= 1:
         time.sleep(3)
     return minibatch
+
+
+COMPILED = []  # what the compile tasks of DeclaredSampler ran
+
+
+def record_compile(name):
+    COMPILED.append(name)
+
+
+class UndeclaredSampler(gp.Pipe):
+    """A sampler written on the documented base, declaring nothing: numba-free stand-in
+    sampling (with_fake_subgraphs)."""
+
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+
+    def process(self, minibatch):
+        return with_fake_subgraphs(minibatch)
+
+
+class DeclaredSampler(UndeclaredSampler):
+    """The same sampler, declaring what it is (not a SubgraphSampler)."""
+
+    role = "sampler"
+    thread_safe = True
+
+    def compile_tasks(self):
+        return [functools.partial(record_compile, type(self).__name__)]

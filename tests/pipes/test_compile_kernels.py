@@ -1,17 +1,24 @@
 """compile_kernels(pipe) compiles what a pipe's batches run, in the background, and says so
 when it takes long."""
 
+import json
 import logging
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
 
 import graphpipe as gp
 from graphpipe.loading.compile import CompileJob, compile_kernels
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pipe(graph_builder, sampler, **options):
@@ -22,24 +29,77 @@ def _pipe(graph_builder, sampler, **options):
     return pipe.fetch_feature(features, ["feat"], ["w"])
 
 
-@pytest.mark.parametrize(
-    "sampler, options",
-    [
-        ("sample_neighbor", {}),
-        ("sample_neighbor", {"replace": True, "weights": "weight"}),
-        ("sample_layer_neighbor", {"batch_dependency": 3}),
-        ("sample_layer_neighbor", {"importance_sampling": -1}),
-        ("sample_layer_neighbor", {"weights": "weight"}),
-    ],
+CASES = {
+    "neighbor": ("sample_neighbor", {}),
+    "neighbor-replace-weighted": ("sample_neighbor", {"replace": True, "weights": "weight"}),
+    "labor-dependent": ("sample_layer_neighbor", {"batch_dependency": 3}),
+    "labor-importance": ("sample_layer_neighbor", {"importance_sampling": -1}),
+    "labor-weighted": ("sample_layer_neighbor", {"weights": "weight"}),
+}
+
+# In a new process (no kernel loaded yet), for each case: every graphpipe kernel forgets its
+# compiled signatures once the pipe is built, the job runs (NUMBA_NUM_THREADS=1: no helper
+# process, whose kernels would only be on disk), and then the pipe's batches must add no
+# signature to any kernel. A job that compiled nothing fails: the batches would compile the
+# kernels, or load them from numba's disk cache, themselves (the "skipped" control).
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    sys.path[:0] = sys.argv[1:3]
+    from conftest import random_graph  # tests/conftest.py
+    from numba.core.registry import CPUDispatcher
+    import graphpipe as gp
+    from graphpipe.loading.compile import compile_kernels
+    from test_compile_kernels import CASES, _pipe
+
+    def kernels():
+        return [value for name, module in list(sys.modules.items()) if name.startswith("graphpipe.")
+                for value in vars(module).values() if isinstance(value, CPUDispatcher)]
+
+    def added(pipe, compile):
+        for kernel in kernels():
+            kernel._reset_overloads()
+        compile(pipe)
+        before = {id(kernel): set(kernel.overloads) for kernel in kernels()}
+        assert len(list(pipe)) == 7
+        return sorted(f"{k.py_func.__qualname__}{sig}" for k in kernels() for sig in set(k.overloads) - before[id(k)])
+
+    out = {name: added(_pipe(random_graph, sampler, **options), lambda pipe: compile_kernels(pipe, background=False))
+           for name, (sampler, options) in CASES.items()}
+    out["loader"] = added(_pipe(random_graph, "sample_layer_neighbor", importance_sampling=2),
+                          lambda pipe: gp.DataLoader(pipe).compile_job.wait())
+    out["skipped"] = added(_pipe(random_graph, "sample_neighbor"), lambda pipe: None)
+    print(json.dumps(out))
+    """
 )
-def test_a_pipe_compiles_nothing_after_its_job(graph_builder, no_compilation, sampler, options):
+
+
+@pytest.fixture(scope="module")
+def added_by_batches():
+    """``{case: kernel signatures its pipe's batches added after its compile job}``."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_NUM_THREADS="1")
+    args = [str(ROOT / "tests"), str(ROOT / "tests" / "pipes")]
+    done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", [*CASES, "loader"])
+def test_a_pipe_compiles_nothing_after_its_job(added_by_batches, case):
+    assert added_by_batches[case] == []
+
+
+def test_the_check_fails_without_a_job(added_by_batches):
+    assert any("_sample" in signature for signature in added_by_batches["skipped"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_job_has_each_stages_tasks_upstream_first(graph_builder, case):
+    sampler, options = CASES[case]
     pipe = _pipe(graph_builder, sampler, **options)
     job = compile_kernels(pipe)
     assert [name for name, _ in job.tasks] == [type(pipe.source).__name__] * 2 + ["FeatureFetcher"] * 2
     assert job.wait(timeout=600)
-    with no_compilation():
-        batches = list(gp.DataLoader(pipe, transforms=[]))
-    assert len(batches) == 7 and batches[0].node_features["feat"].dtype == torch.bfloat16
 
 
 def _slow_task():
@@ -89,13 +149,10 @@ def test_a_failing_task_is_raised_by_wait_and_the_next_tasks_do_not_run():
     assert ran == [] and job.done()
 
 
-def test_a_loader_starts_the_job_of_the_pipe_it_was_given(graph_builder, no_compilation):
-    pipe = _pipe(graph_builder, "sample_layer_neighbor", importance_sampling=2)
-    loader = gp.DataLoader(pipe)
+def test_a_loader_starts_the_job_of_the_pipe_it_was_given(graph_builder):
+    loader = gp.DataLoader(_pipe(graph_builder, "sample_layer_neighbor", importance_sampling=2))
     assert [name for name, _ in loader.compile_job.tasks] == ["LayerNeighborSampler"] * 2 + ["FeatureFetcher"] * 2
     assert loader.compile_job.wait(timeout=600)
-    with no_compilation():
-        assert len(list(loader)) == 7
 
 
 def test_a_cached_feature_compiles_its_own_kernels(graph_builder):

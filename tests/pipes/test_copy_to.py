@@ -68,7 +68,7 @@ def test_copy_to_cuda_without_cuda_warns_once_and_keeps_batches_on_the_cpu(non_b
         warnings.simplefilter("error")  # once per process
         chain("cuda")
         expected = list(chain())
-        loader = gp.DataLoader(pipe)  # the default transforms (pinned_copy, gpu_side_streams) included
+        loader = gp.DataLoader(pipe)  # the default placement (pinned copies, side streams on CUDA) included
         batches = list(loader)
         loader.close()
     assert len(batches) == len(expected) > 0

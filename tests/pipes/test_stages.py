@@ -193,7 +193,7 @@ def test_timed_counts_batches_and_inclusive_seconds():
     timed = Timed(Transform(Recorder(5, []), slow))
     assert list(timed) == list(range(5))
     assert timed.batches == 5 and timed.seconds >= 0.04
-    timed.reset()
+    timed.reset_stats()
     assert timed.batches == 0 and timed.seconds == 0.0
 
 
