@@ -176,24 +176,6 @@ class FeatureFetcher(Pipe):
                 type_ids = check_node_ids(type_ids, feature.num_rows, where, f"FeatureFetcher: {label}", kind)
             out[batch_key] = feature.read_valid(type_ids, self._blocks.output(feature, type_ids, key))
 
-
-class _Read(NamedTuple):
-    """One feature a fetcher reads, fixed when it is built."""
-
-    key: Key  # (kind, type or None, name): the store's key, and the output blocks'
-    batch_key: FeatureKey  # the MiniBatch's key: the name, or (type, name)
-    feature: Feature
-    label: str  # for errors: "node feature 'feat' of type 'paper' (30 rows)"
-
-    @classmethod
-    def of(cls, features: FeatureStore, key: Key) -> "_Read":
-        feature = features[key]
-        return cls(key, listed_key(key), feature, f"{key[0]} feature {describe(key)} ({feature.num_rows} rows)")
-
-
-def _device_of(ids: Mapping) -> torch.device:
-    return next((t.device for t in ids.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
-
     role = "fetcher"  # the Pipe protocol's declarations
 
     @property
@@ -215,6 +197,24 @@ def _device_of(ids: Mapping) -> torch.device:
         """Pipe protocol: ``{"cache_hit_rate": cache_hit_rates()}`` when it reads cached features."""
         rates = self.cache_hit_rates()
         return {"cache_hit_rate": rates} if rates else {}
+
+
+class _Read(NamedTuple):
+    """One feature a fetcher reads, fixed when it is built."""
+
+    key: Key  # (kind, type or None, name): the store's key, and the output blocks'
+    batch_key: FeatureKey  # the MiniBatch's key: the name, or (type, name)
+    feature: Feature
+    label: str  # for errors: "node feature 'feat' of type 'paper' (30 rows)"
+
+    @classmethod
+    def of(cls, features: FeatureStore, key: Key) -> "_Read":
+        feature = features[key]
+        return cls(key, listed_key(key), feature, f"{key[0]} feature {describe(key)} ({feature.num_rows} rows)")
+
+
+def _device_of(ids: Mapping) -> torch.device:
+    return next((t.device for t in ids.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
 
 
 class _OutputBlocks:

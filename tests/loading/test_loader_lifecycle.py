@@ -50,11 +50,15 @@ def test_the_collector_finalizing_a_loader_in_a_cycle_waits_for_nothing():
     del loader, iterator
     start = time.monotonic()
     gc.collect()
-    assert time.monotonic() - start < 0.5  # stopping outside the collector waits 2 s, then warns
+    collecting = time.monotonic() - start
     threads = [t for t in threading.enumerate() if t.name.startswith("graphpipe-prefetch")]
-    assert len(threads) == 1  # told to stop: it ends after its batch
     release.set()
-    threads[0].join(10)
+    for thread in threads:
+        thread.join(10)
+    # Stopping outside the collector waits 2 s, then warns; a loaded machine may take some
+    # tenths of a second to collect.
+    assert collecting < 1.5
+    assert len(threads) == 1  # told to stop: it ended after its batch
     assert _threads() == []
 
 
