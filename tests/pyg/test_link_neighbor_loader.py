@@ -511,7 +511,8 @@ def test_triplet_fields_of_two_seed_edge_types_must_not_collide():
     edges = {"a:x:b": get_random_edge_index(10, 10, 30), "b:y:b": get_random_edge_index(10, 10, 30)}
     seeds = {"a:x:b": torch.tensor([[0, 1], [0, 2]]), "b:y:b": torch.tensor([[3, 4], [3, 5]])}
     indexes = {etype: torch.tensor([0, 0]) for etype in seeds}
-    mb = typed_link_batch(edges, {"a": 10, "b": 10}, seeds, [-1], "pyg", indexes=indexes, item_ids={e: torch.tensor([0]) for e in seeds})
+    item_ids = {etype: torch.tensor([0]) for etype in seeds}
+    mb = typed_link_batch(edges, {"a": 10, "b": 10}, seeds, [-1], "pyg", indexes=indexes, item_ids=item_ids)
     with pytest.raises(ValueError, match="two seed edge types of the batch put `dst_pos_index` on node type 'b'"):
         mb.to_pyg(neg_sampling="triplet")
     binary = mb.to_pyg()  # binary fields live on the edge types: both fit
