@@ -92,15 +92,17 @@ def to_pyg(
         raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
     if neg_sampling not in ("binary", "triplet"):
         raise ValueError(f"MiniBatch.to_pyg(): `neg_sampling` must be 'binary' or 'triplet', got {neg_sampling!r}")
-    if neg_sampling == "triplet" and not minibatch.is_link_batch:
+    link = minibatch.is_link_batch
+    if neg_sampling == "triplet" and not link:
         raise ValueError("MiniBatch.to_pyg(): neg_sampling='triplet' needs node-pair seeds (link prediction)")
-    typed = minibatch.as_typed()
-    layers = typed.sampled_subgraphs
+    layers = minibatch.sampled_subgraphs
     if any(a.num_dst_nodes != b.num_src_nodes for a, b in zip(layers, layers[1:])):
         raise ValueError(
             "MiniBatch.to_pyg(): the layers do not chain (per node type, layer i's destinations must be layer i + 1's "
             "sources, as graphpipe's samplers make them; cooperative batches hold one rank's share only)"
         )
+    typed = minibatch.as_typed()
+    layers = typed.sampled_subgraphs
     node_key, label_key, edge_key = _feature_keys(typed, node_feature_key, edge_feature_key, label_key)
     hops = _hops_as_sampled(layers) if minibatch.layout == "pyg" else _pruned_hops(layers)
     if minibatch.is_heterogeneous:
@@ -111,7 +113,7 @@ def to_pyg(
         node_store = edge_store = lambda _: data
     _add_nodes(node_store, hops, typed.node_features, node_key, label_key)
     _add_edges(edge_store, hops, layers, typed.edge_features, edge_key)
-    if minibatch.is_link_batch:
+    if link:
         _add_pairs(node_store, edge_store, typed, neg_sampling)
     else:
         _add_seeds(node_store, typed, label_key)
@@ -274,12 +276,11 @@ def _hops_as_sampled(layers: List[SampledSubgraph]) -> _PygHops:
     """A ``layout="pyg"`` batch: per type, every layer's sources are a prefix of
     ``input_nodes`` and its edges go to the nodes the previous layer added, so local ids
     are already NeighborLoader's."""
-    counts = {t: [n] for t, n in layers[-1].num_dst_nodes.items()}
+    counts = {t: [ids.numel()] for t, ids in layers[-1].original_column_node_ids.items()}
     edges = {etype: [] for etype in layers[0].sampled_csc}
     for sg in reversed(layers):  # hop 1 first
-        num_src, num_dst = sg.num_src_nodes, sg.num_dst_nodes
         for node_type, hop_counts in counts.items():
-            hop_counts.append(num_src[node_type] - num_dst[node_type])
+            hop_counts.append(sg.original_row_node_ids[node_type].numel() - sg.original_column_node_ids[node_type].numel())
         for etype, local_edges in sg.edge_index().items():
             edges[etype].append((local_edges, slice(None)))
     return _PygHops(n_id=layers[0].original_row_node_ids, rows=None, num_sampled_nodes=counts, edges=edges)
@@ -297,22 +298,30 @@ def _pruned_hops(layers: List[SampledSubgraph]) -> _PygHops:
     local id (its position in ``input_nodes[type]``) in every layer.
     """
     input_nodes = layers[0].original_row_node_ids
-    ends = {etype: parse_edge_type(etype) for etype in layers[0].sampled_csc}
+    ends = {etype: etype.split(":") for etype in layers[0].sampled_csc}  # (src, rel, dst): made by the library
     known = {t: torch.arange(n, device=input_nodes[t].device) for t, n in layers[-1].num_dst_nodes.items()}
     counts = {t: [ids.numel()] for t, ids in known.items()}
     frontier_start = dict.fromkeys(known, 0)
     edges: Dict[str, List[tuple]] = {etype: [] for etype in ends}
-    for sg in reversed(layers):  # hop 1 first
+    for hop, sg in enumerate(reversed(layers), start=1):
         picked, sources = {}, {t: [] for t in known}
         for etype, (src, _, dst) in ends.items():
-            picked[etype] = _frontier_in_edges(sg.sampled_csc[etype], known[dst], frontier_start[dst])
-            sources[src].append(sg.sampled_csc[etype].indices[picked[etype][0]])
+            csc = sg.sampled_csc[etype]
+            if hop == 1:  # the frontier is every destination and known[dst] is arange: every edge, CSC order
+                picked[etype] = slice(None), torch.repeat_interleave(csc.indptr.diff(), output_size=csc.indices.numel())
+            else:
+                picked[etype] = _frontier_in_edges(csc, known[dst], frontier_start[dst])
+            sources[src].append(csc.indices[picked[etype][0]])
         local_sources = {}
         for node_type, pieces in sources.items():
             frontier_start[node_type] = known[node_type].numel()
-            everything = pieces[0] if len(pieces) == 1 else torch.cat(pieces) if pieces else known[node_type][:0]
-            known[node_type], local = _add_hop(known[node_type], everything, input_nodes[node_type])
-            local_sources[node_type] = list(local.split([p.numel() for p in pieces]))
+            if len(pieces) == 1:  # an untyped batch's one type: no copies
+                known[node_type], local = _add_hop(known[node_type], pieces[0], input_nodes[node_type])
+                local_sources[node_type] = [local]
+            else:
+                everything = torch.cat(pieces) if pieces else known[node_type][:0]
+                known[node_type], local = _add_hop(known[node_type], everything, input_nodes[node_type])
+                local_sources[node_type] = list(local.split([p.numel() for p in pieces]))
             counts[node_type].append(known[node_type].numel() - frontier_start[node_type])
         for etype, (src, _, _) in ends.items():
             positions, targets = picked[etype]

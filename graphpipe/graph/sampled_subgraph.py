@@ -120,10 +120,5 @@ def _per_type(value, fn):
 
 def _csc_edge_index(csc: CSCFormat) -> torch.Tensor:
     """``[2, num_edges]`` int64 local (source, destination) ids of ``csc``, CSC order."""
-    indptr = csc.indptr
-    dst = torch.repeat_interleave(
-        torch.arange(indptr.numel() - 1, device=indptr.device),
-        indptr[1:] - indptr[:-1],
-        output_size=csc.indices.numel(),
-    )
+    dst = torch.repeat_interleave(csc.indptr.diff(), output_size=csc.indices.numel())  # j repeated degree(j) times
     return torch.stack([csc.indices, dst])
