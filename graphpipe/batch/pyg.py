@@ -1,9 +1,26 @@
 """MiniBatches as PyTorch Geometric ``Data`` / ``HeteroData``, laid out as PyG's
 ``NeighborLoader`` and ``LinkNeighborLoader`` return them (:meth:`MiniBatch.to_pyg`).
 
+NeighborLoader's subgraph: a node's in-edges (of every edge type) are the ones sampled
+for it at the hop where it is first reached, and every node is reached from the seeds.
+Per node type, nodes are in hop order (the seeds first, then the nodes first reached
+at hop 1, 2, ..., ascending ids within a hop); per edge type, edges are grouped by hop
+(hop ``k``: the in-edges of the nodes first reached at hop ``k - 1``, sampled in
+layer ``sampled_subgraphs[L - k]``), so ``num_sampled_nodes`` / ``num_sampled_edges``
+drive PyG's ``trim_to_layer``.
+
+* ``layout="pyg"`` batches are that subgraph as sampled: ``n_id`` is
+  ``input_nodes`` and ``x`` the fetched rows, no copy.
+* ``layout="block"`` batches (the slower path) also hold in-edges re-sampled for
+  nodes reached at earlier hops, and the nodes only those edges reach: they are
+  dropped and the rest renumbered as above (a pass over the kept edges, a sort
+  of each hop's new nodes and a gather of the feature rows). The result equals
+  that of a ``"pyg"`` batch with the same seed for neighbor sampling and LABOR-0.
+
 One code path for every batch: an untyped batch is the one-type case of a typed one
 (:meth:`MiniBatch.as_typed`), and the stores of its one node type and edge type are the
-``Data`` itself."""
+``Data`` itself. Edge types are the batch's ``"src:rel:dst"`` keys (checked where they
+entered: the graph and the ItemSet), split here without re-checking."""
 
 from __future__ import annotations
 
@@ -11,7 +28,6 @@ from typing import Dict, List, NamedTuple, Optional
 
 import torch
 
-from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
 from graphpipe.ops import unique_and_compact
 
@@ -28,21 +44,7 @@ def to_pyg(
     """The batch as the ``torch_geometric.data.Data`` (``HeteroData`` for a typed batch)
     PyG's ``NeighborLoader`` (node seeds) or ``LinkNeighborLoader`` (node pairs) returns.
 
-    NeighborLoader's subgraph: a node's in-edges (of every edge type) are the ones sampled
-    for it at the hop where it is first reached, and every node is reached from the seeds.
-    Per node type, nodes are in hop order (the seeds first, then the nodes first reached
-    at hop 1, 2, ..., ascending ids within a hop); per edge type, edges are grouped by hop
-    (hop ``k``: the in-edges of the nodes first reached at hop ``k - 1``, sampled in
-    layer ``sampled_subgraphs[L - k]``), so ``num_sampled_nodes`` / ``num_sampled_edges``
-    drive PyG's ``trim_to_layer``.
-
-    * ``layout="pyg"`` batches are that subgraph as sampled: ``n_id`` is
-      ``input_nodes`` and ``x`` the fetched rows, no copy.
-    * ``layout="block"`` batches (the slower path) also hold in-edges re-sampled for
-      nodes reached at earlier hops, and the nodes only those edges reach: they are
-      dropped and the rest renumbered as above (a pass over the kept edges, a sort
-      of each hop's new nodes and a gather of the feature rows). The result equals
-      that of a ``"pyg"`` batch with the same seed for neighbor sampling and LABOR-0.
+    The subgraph is NeighborLoader's, from either layout (see the module docstring).
 
     Fields of each node type (of the ``Data`` itself for an untyped batch): ``n_id``
     (ids, type-local for a typed batch), ``num_nodes``, ``num_sampled_nodes`` (``L + 1``
@@ -88,26 +90,15 @@ def to_pyg(
         raise ImportError(
             "MiniBatch.to_pyg() needs PyTorch Geometric: pip install 'graphpipe-gnn[pyg]' (or pip install torch_geometric)"
         ) from err
-    if not minibatch.sampled_subgraphs:
-        raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
-    if neg_sampling not in ("binary", "triplet"):
-        raise ValueError(f"MiniBatch.to_pyg(): `neg_sampling` must be 'binary' or 'triplet', got {neg_sampling!r}")
     link = minibatch.is_link_batch
-    if neg_sampling == "triplet" and not link:
-        raise ValueError("MiniBatch.to_pyg(): neg_sampling='triplet' needs node-pair seeds (link prediction)")
-    layers = minibatch.sampled_subgraphs
-    if any(a.num_dst_nodes != b.num_src_nodes for a, b in zip(layers, layers[1:])):
-        raise ValueError(
-            "MiniBatch.to_pyg(): the layers do not chain (per node type, layer i's destinations must be layer i + 1's "
-            "sources, as graphpipe's samplers make them; cooperative batches hold one rank's share only)"
-        )
+    _check_batch(minibatch, link, neg_sampling)
     typed = minibatch.as_typed()
     layers = typed.sampled_subgraphs
     node_key, label_key, edge_key = _feature_keys(typed, node_feature_key, edge_feature_key, label_key)
     hops = _hops_as_sampled(layers) if minibatch.layout == "pyg" else _pruned_hops(layers)
     if minibatch.is_heterogeneous:
         data = HeteroData()
-        node_store, edge_store = data.__getitem__, lambda etype: data[parse_edge_type(etype)]
+        node_store, edge_store = data.__getitem__, lambda etype: data[tuple(etype.split(":"))]
     else:
         data = Data()
         node_store = edge_store = lambda _: data
@@ -118,6 +109,23 @@ def to_pyg(
     else:
         _add_seeds(node_store, typed, label_key)
     return data
+
+
+def _check_batch(minibatch, link: bool, neg_sampling: str) -> None:
+    """Refuse what ``to_pyg`` cannot lay out: no layers, layers that do not chain, an
+    unknown ``neg_sampling``, or triplets of node seeds."""
+    if not minibatch.sampled_subgraphs:
+        raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
+    if neg_sampling not in ("binary", "triplet"):
+        raise ValueError(f"MiniBatch.to_pyg(): `neg_sampling` must be 'binary' or 'triplet', got {neg_sampling!r}")
+    if neg_sampling == "triplet" and not link:
+        raise ValueError("MiniBatch.to_pyg(): neg_sampling='triplet' needs node-pair seeds (link prediction)")
+    layers = minibatch.sampled_subgraphs
+    if any(a.num_dst_nodes != b.num_src_nodes for a, b in zip(layers, layers[1:])):
+        raise ValueError(
+            "MiniBatch.to_pyg(): the layers do not chain (per node type, layer i's destinations must be layer i + 1's "
+            "sources, as graphpipe's samplers make them; cooperative batches hold one rank's share only)"
+        )
 
 
 def _feature_keys(typed, node_feature_key, edge_feature_key, label_key):
@@ -220,7 +228,7 @@ def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
                 store.edge_label = labels.to(torch.float32) if labels.dtype == torch.bool else labels
             continue
         indexes = None if typed.indexes is None else typed.indexes.get(etype)
-        src_type, _, dst_type = parse_edge_type(etype)
+        src_type, _, dst_type = etype.split(":")
         fields = zip((src_type, dst_type, dst_type), ("src_index", "dst_pos_index", "dst_neg_index"))
         for (node_type, name), value in zip(fields, _triplets(pairs, typed.seeds[etype], indexes)):
             store = node_store(node_type)
@@ -298,7 +306,7 @@ def _pruned_hops(layers: List[SampledSubgraph]) -> _PygHops:
     local id (its position in ``input_nodes[type]``) in every layer.
     """
     input_nodes = layers[0].original_row_node_ids
-    ends = {etype: etype.split(":") for etype in layers[0].sampled_csc}  # (src, rel, dst): made by the library
+    ends = {etype: etype.split(":") for etype in layers[0].sampled_csc}  # (src, rel, dst)
     known = {t: torch.arange(n, device=input_nodes[t].device) for t, n in layers[-1].num_dst_nodes.items()}
     counts = {t: [ids.numel()] for t, ids in known.items()}
     frontier_start = dict.fromkeys(known, 0)
@@ -315,13 +323,7 @@ def _pruned_hops(layers: List[SampledSubgraph]) -> _PygHops:
         local_sources = {}
         for node_type, pieces in sources.items():
             frontier_start[node_type] = known[node_type].numel()
-            if len(pieces) == 1:  # an untyped batch's one type: no copies
-                known[node_type], local = _add_hop(known[node_type], pieces[0], input_nodes[node_type])
-                local_sources[node_type] = [local]
-            else:
-                everything = torch.cat(pieces) if pieces else known[node_type][:0]
-                known[node_type], local = _add_hop(known[node_type], everything, input_nodes[node_type])
-                local_sources[node_type] = list(local.split([p.numel() for p in pieces]))
+            known[node_type], local_sources[node_type] = _add_hop(known[node_type], pieces, input_nodes[node_type])
             counts[node_type].append(known[node_type].numel() - frontier_start[node_type])
         for etype, (src, _, _) in ends.items():
             positions, targets = picked[etype]
@@ -344,22 +346,26 @@ def _frontier_in_edges(csc: CSCFormat, known: torch.Tensor, frontier_start: int)
     return positions, targets
 
 
-def _add_hop(known: torch.Tensor, sources: torch.Tensor, input_nodes: torch.Tensor):
-    """Append a hop's new nodes to ``known`` (block-local ids, hop order).
+def _add_hop(known: torch.Tensor, pieces: List[torch.Tensor], input_nodes: torch.Tensor):
+    """Append a hop's new nodes of one type to ``known`` (block-local ids, hop order).
 
-    ``sources``: ``[E]`` block-local ids of the hop's kept edges' sources;
-    ``input_nodes``: the ids they index, by which the new nodes are ordered (as a
-    ``"pyg"`` sampler orders them). Returns ``(known, local_sources)``: ``known`` with
-    the new nodes appended, and ``[E]`` int64 positions of ``sources`` in it.
+    ``pieces``: ``[E_i]`` block-local ids of the sources of the hop's kept edges, one
+    tensor per edge type starting at the node type; ``input_nodes``: the ids they index,
+    by which the new nodes are ordered (as a ``"pyg"`` sampler orders them). Returns
+    ``(known, local_pieces)``: ``known`` with the new nodes appended, and per piece the
+    ``[E_i]`` int64 positions of its sources in it.
     """
     num_known = known.numel()
+    sources = pieces[0] if len(pieces) == 1 else torch.cat(pieces) if pieces else known[:0]
     grown, local_sources = unique_and_compact(known, sources, max(input_nodes.numel(), 1))
     # The new nodes come in block-local order; renumber them by id.
     new = grown[num_known:]
     order = torch.argsort(input_nodes[new])
     relabel = torch.arange(grown.numel(), device=grown.device)
     relabel[num_known + order] = relabel[num_known:].clone()
-    return torch.cat([known, new[order]]), relabel[local_sources]
+    local = relabel[local_sources]
+    local_pieces = [local] if len(pieces) == 1 else list(local.split([p.numel() for p in pieces]))
+    return torch.cat([known, new[order]]), local_pieces
 
 
 def _ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
