@@ -120,5 +120,6 @@ def _per_type(value, fn):
 
 def _csc_edge_index(csc: CSCFormat) -> torch.Tensor:
     """``[2, num_edges]`` int64 local (source, destination) ids of ``csc``, CSC order."""
-    dst = torch.repeat_interleave(csc.indptr.diff(), output_size=csc.indices.numel())  # j repeated degree(j) times
+    degrees = csc.indptr.diff().to(torch.int64)
+    dst = torch.repeat_interleave(degrees, output_size=csc.indices.numel())  # j, degree(j) times
     return torch.stack([csc.indices, dst])
