@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import torch
 
-from typing import List
-
 from graphpipe.graph.edge_types import parse_edge_type
-from graphpipe.graph.sampled_subgraph import SampledSubgraph
 
-__all__ = ["blocks", "hetero_blocks"]
+__all__ = ["blocks"]
 
 
 def blocks(minibatch) -> list:
     """The sampled layers as DGL message-flow graphs (``dgl.create_block``), input first.
 
     Same as GraphBolt's ``MiniBatch.blocks``: block ``i`` feeds GNN layer ``i``, its
-    ``srcdata[dgl.NID]``/``dstdata[dgl.NID]`` hold global node ids,
-    ``edata[dgl.EID]`` the graph's edge ids and, when the sampler set them,
-    ``edata["edge_weights"]`` the estimator weights. Needs ``dgl`` (imported lazily)
-    and a batch sampled with ``layout="block"``.
+    ``srcdata[dgl.NID]``/``dstdata[dgl.NID]`` hold node ids, ``edata[dgl.EID]`` the
+    graph's edge ids and, when the sampler set them, ``edata["edge_weights"]`` the
+    estimator weights. Needs ``dgl`` (imported lazily) and a batch sampled with
+    ``layout="block"``.
 
-    Typed batches give heterograph blocks, as GraphBolt's: canonical edge types
-    ``(src, rel, dst)``, ``srcnodes[ntype].data[dgl.NID]`` /
+    Typed batches (node seeds or node pairs) give heterograph blocks, as GraphBolt's:
+    canonical edge types ``(src, rel, dst)``, ``srcnodes[ntype].data[dgl.NID]`` /
     ``dstnodes[ntype].data[dgl.NID]`` type-local node ids and
-    ``edges[etype].data[dgl.EID]`` type-local edge ids.
+    ``edges[etype].data[dgl.EID]`` type-local edge ids. An untyped layer is the
+    one-type case (:meth:`SampledSubgraph.as_typed`): node type ``"_N"`` and edge type
+    ``("_N", "_E", "_N")``, the types DGL gives a homogeneous block.
     """
     if minibatch.layout != "block":
         raise ValueError(
@@ -39,38 +38,14 @@ def blocks(minibatch) -> list:
         raise ImportError("MiniBatch.blocks needs DGL: pip install dgl") from err
     if not minibatch.sampled_subgraphs:
         raise ValueError("MiniBatch.blocks: the batch has no sampled_subgraphs; add a sampler stage")
-    if minibatch.sampled_subgraphs[0].is_heterogeneous:
-
-        return hetero_blocks(minibatch.sampled_subgraphs)
-    blocks = []
+    out = []
     for sg in minibatch.sampled_subgraphs:
-        csc = sg.sampled_csc
-        edge_order = torch.arange(sg.num_edges, device=csc.indices.device)
-        block = dgl.create_block(
-            ("csc", (csc.indptr, csc.indices, edge_order)),
-            num_src_nodes=sg.num_src_nodes,
-            num_dst_nodes=sg.num_dst_nodes,
-        )
-        block.srcdata[dgl.NID] = sg.original_row_node_ids
-        block.dstdata[dgl.NID] = sg.original_column_node_ids
-        block.edata[dgl.EID] = sg.original_edge_ids
-        if sg.edge_weights is not None:
-            block.edata["edge_weights"] = sg.edge_weights
-        blocks.append(block)
-    return blocks
-
-
-def hetero_blocks(layers: List[SampledSubgraph]) -> list:
-    """DGL heterograph blocks of typed layers (see :attr:`MiniBatch.blocks`), input first."""
-    import dgl
-
-    blocks = []
-    for sg in layers:
-        graph_data, canonical = {}, {}
-        for etype, csc in sg.sampled_csc.items():
-            canonical[etype] = parse_edge_type(etype)
-            edge_order = torch.arange(csc.indices.numel(), device=csc.indices.device)
-            graph_data[canonical[etype]] = ("csc", (csc.indptr, csc.indices, edge_order))
+        sg = sg.as_typed()
+        canonical = {etype: parse_edge_type(etype) for etype in sg.sampled_csc}
+        graph_data = {
+            canonical[etype]: ("csc", (csc.indptr, csc.indices, torch.arange(csc.indices.numel(), device=csc.indices.device)))
+            for etype, csc in sg.sampled_csc.items()
+        }
         block = dgl.create_block(graph_data, num_src_nodes=sg.num_src_nodes, num_dst_nodes=sg.num_dst_nodes)
         for node_type, ids in sg.original_row_node_ids.items():
             block.srcnodes[node_type].data[dgl.NID] = ids
@@ -80,5 +55,5 @@ def hetero_blocks(layers: List[SampledSubgraph]) -> list:
             block.edges[canonical[etype]].data[dgl.EID] = ids
             if sg.edge_weights is not None:
                 block.edges[canonical[etype]].data["edge_weights"] = sg.edge_weights[etype]
-        blocks.append(block)
-    return blocks
+        out.append(block)
+    return out

@@ -9,7 +9,7 @@ import torch
 
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.batch import dgl, pyg
-from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
+from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, by_type
 
 __all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "map_tensors"]
 
@@ -74,8 +74,14 @@ class MiniBatch:
     types in the batch), ``input_nodes`` by node type (every type of the graph),
     ``sampled_subgraphs`` of typed :class:`SampledSubgraph` layers, ``node_features``
     keyed by ``(node type, name)`` with rows of ``input_nodes[node type]`` and
-    ``edge_features`` by ``(edge type, name)``. :attr:`blocks` gives DGL heterograph
-    blocks and :meth:`to_pyg` a PyG ``HeteroData``.
+    ``edge_features`` by ``(edge type, name)``. Typed link batches key the seed fields
+    by edge type ``"src:rel:dst"``: ``seeds`` ``[N, 2]`` (source of type ``src``,
+    destination of type ``dst``), ``labels``, ``indexes`` ``[N]``, ``item_ids`` ``[P]``,
+    and ``compacted_seeds`` ``[N, 2]``: column 0 in local ids of the last layer's
+    destinations of type ``src``, column 1 of type ``dst`` (each type's destinations
+    are its distinct endpoints over every edge type of the batch, ascending).
+    :attr:`blocks` gives DGL heterograph blocks and :meth:`to_pyg` a PyG ``HeteroData``.
+    An untyped batch is the one-type case of a typed one (:meth:`as_typed`).
     """
 
     seeds: Optional[torch.Tensor] = None
@@ -100,18 +106,17 @@ class MiniBatch:
 
     @property
     def is_heterogeneous(self) -> bool:
-        """Whether the batch is typed: ``seeds`` is a dict of node type -> ids."""
+        """Whether the batch is typed: ``seeds`` is a dict by node type (edge type for
+        node pairs)."""
         return isinstance(self.seeds, dict)
 
     @property
     def batch_size(self) -> int:
         """The number of seeds: nodes, or node pairs for link prediction (summed over
-        the node types of a typed batch)."""
+        the types of a typed batch)."""
         if self.seeds is None:
             return 0
-        if self.is_heterogeneous:
-            return sum(ids.shape[0] for ids in self.seeds.values())
-        return self.seeds.shape[0]
+        return sum(ids.shape[0] for ids in by_type(self.seeds, HOMO_NODE_TYPE).values())
 
     @property
     def is_link_batch(self) -> bool:
@@ -119,9 +124,33 @@ class MiniBatch:
         hyperlinks (``[batch_size, k]``); for a typed batch, whether any type's seeds are."""
         if self.seeds is None:
             return False
+        return any(ids.dim() == 2 for ids in by_type(self.seeds, HOMO_NODE_TYPE).values())
+
+    def as_typed(self) -> "MiniBatch":
+        """The batch with every field by type: itself if typed; an untyped batch as the
+        one-type case, sharing its tensors: node type ``"_N"``, edge type ``"_N:_E:_N"``
+        (GraphBolt's), the seed fields keyed by ``"_N"`` (node seeds) or ``"_N:_E:_N"``
+        (node pairs), feature keys ``("_N", name)`` / ``("_N:_E:_N", name)``."""
         if self.is_heterogeneous:
-            return any(ids.dim() == 2 for ids in self.seeds.values())
-        return self.seeds.dim() == 2
+            return self
+        seed_type = HOMO_EDGE_TYPE if self.is_link_batch else HOMO_NODE_TYPE
+
+        def seed_field(value):
+            return None if value is None else {seed_type: value}
+
+        return MiniBatch(
+            seeds=seed_field(self.seeds),
+            labels=seed_field(self.labels),
+            sampled_subgraphs=None if self.sampled_subgraphs is None else [sg.as_typed() for sg in self.sampled_subgraphs],
+            input_nodes=None if self.input_nodes is None else {HOMO_NODE_TYPE: self.input_nodes},
+            node_features={(HOMO_NODE_TYPE, key): value for key, value in self.node_features.items()},
+            edge_features=[{(HOMO_EDGE_TYPE, key): value for key, value in layer.items()} for layer in self.edge_features],
+            batch_index=self.batch_index,
+            layout=self.layout,
+            indexes=seed_field(self.indexes),
+            compacted_seeds=seed_field(self.compacted_seeds),
+            item_ids=seed_field(self.item_ids),
+        )
 
     # ------------------------------------------------------------------ moves
     def to(self, device, non_blocking: bool = False) -> "MiniBatch":
@@ -148,7 +177,7 @@ class MiniBatch:
         neg_sampling: str = "binary",
     ):
         """The batch as the ``torch_geometric.data.Data`` (``HeteroData`` for a typed
-        batch) PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` returns; see
+        batch) PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` return; see
         :func:`graphpipe.batch.pyg.to_pyg`."""
         return pyg.to_pyg(self, node_feature_key, edge_feature_key, label_key, neg_sampling)
 

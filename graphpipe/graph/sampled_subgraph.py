@@ -10,7 +10,11 @@ import torch
 
 from graphpipe._internal.reprs import fields_repr
 
-__all__ = ["CSCFormat", "SampledSubgraph"]
+__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "SampledSubgraph", "by_type"]
+
+# The one node type and edge type of an untyped graph seen as a typed one (GraphBolt's names).
+HOMO_NODE_TYPE = "_N"
+HOMO_EDGE_TYPE = "_N:_E:_N"
 
 
 @dataclass
@@ -67,44 +71,55 @@ class SampledSubgraph:
     @property
     def num_src_nodes(self) -> Union[int, Dict[str, int]]:
         """The number of source nodes (per node type for a typed layer)."""
-        return _numel(self.original_row_node_ids)
+        return _per_type(self.original_row_node_ids, torch.Tensor.numel)
 
     @property
     def num_dst_nodes(self) -> Union[int, Dict[str, int]]:
         """The number of destination nodes (per node type for a typed layer)."""
-        return _numel(self.original_column_node_ids)
+        return _per_type(self.original_column_node_ids, torch.Tensor.numel)
 
     @property
     def num_edges(self) -> Union[int, Dict[str, int]]:
         """The number of sampled edges (per edge type for a typed layer)."""
-        if self.is_heterogeneous:
-            return {etype: csc.indices.numel() for etype, csc in self.sampled_csc.items()}
-        return self.sampled_csc.indices.numel()
+        return _per_type(self.sampled_csc, lambda csc: csc.indices.numel())
 
     def edge_index(self) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
         """``[2, num_edges]`` int64 local (source, destination) ids, CSC order; for a
         typed layer ``{edge type: [2, num_edges_of_type]}``, sources local to the source
         type's ``original_row_node_ids`` and destinations to the destination type's
         ``original_column_node_ids``."""
+        return _per_type(self.sampled_csc, _csc_edge_index)
+
+    def as_typed(self) -> "SampledSubgraph":
+        """The layer with every field by type: itself if typed, an untyped layer as the
+        one-type case (node type ``"_N"``, edge type ``"_N:_E:_N"``, as GraphBolt's
+        ``convert_to_hetero``), sharing its tensors."""
         if self.is_heterogeneous:
-            return {etype: _csc_edge_index(csc) for etype, csc in self.sampled_csc.items()}
-        return _csc_edge_index(self.sampled_csc)
+            return self
+        return SampledSubgraph(
+            {HOMO_EDGE_TYPE: self.sampled_csc},
+            {HOMO_NODE_TYPE: self.original_row_node_ids},
+            {HOMO_NODE_TYPE: self.original_column_node_ids},
+            {HOMO_EDGE_TYPE: self.original_edge_ids},
+            None if self.edge_weights is None else {HOMO_EDGE_TYPE: self.edge_weights},
+        )
 
 
-def _numel(ids):
-    """``ids.numel()``, or ``{key: ids[key].numel()}`` for a dict of tensors."""
-    if isinstance(ids, dict):
-        return {key: value.numel() for key, value in ids.items()}
-    return ids.numel()
+def by_type(value, key: str) -> dict:
+    """``value`` as a dict by type: itself if it is one, else ``{key: value}`` (the value
+    of an untyped batch, whose one type is ``key``)."""
+    return value if isinstance(value, dict) else {key: value}
+
+
+def _per_type(value, fn):
+    """``fn(value)``, or ``{key: fn(item)}`` for a dict by type."""
+    if isinstance(value, dict):
+        return {key: fn(item) for key, item in value.items()}
+    return fn(value)
 
 
 def _csc_edge_index(csc: CSCFormat) -> torch.Tensor:
     """``[2, num_edges]`` int64 local (source, destination) ids of ``csc``, CSC order."""
-    indptr = csc.indptr
-    dst = torch.repeat_interleave(
-        torch.arange(indptr.numel() - 1, device=indptr.device),
-        indptr[1:] - indptr[:-1],
-        output_size=csc.indices.numel(),
-    )
+    degrees = csc.indptr.diff().to(torch.int64)
+    dst = torch.repeat_interleave(degrees, output_size=csc.indices.numel())  # j, degree(j) times
     return torch.stack([csc.indices, dst])
-

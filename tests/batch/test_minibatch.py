@@ -4,7 +4,9 @@ from dataclasses import replace
 import pytest
 import torch
 
+import graphpipe as gp
 from graphpipe import CSCGraph, FeatureStore, ItemSampler, ItemSet, MiniBatch
+from hetero_graphs import uniform_typed_edges
 
 NUM_NODES = 300
 FANOUTS = [4, 3, 2]
@@ -53,6 +55,33 @@ def _batch(weighted=False, node_features=("feat",), layout="block", extra_node_f
     return graph, store, _with_weights(mb) if weighted else mb
 
 
+TYPED_NODES = {"author": 20, "paper": 30}
+TYPED_EDGES = {"author:writes:paper": 60, "paper:cites:paper": 80, "paper:written_by:author": 60}
+
+
+def _typed_batch(layout="block"):
+    """A typed node batch of 8 papers with node features ``(t, "feat")`` and edge
+    features ``(etype, "w")``, and the graph's edges ``{etype: [2, m]}``."""
+    g = torch.Generator().manual_seed(0)
+    edges = uniform_typed_edges(TYPED_NODES, TYPED_EDGES, g)
+    graph = gp.CSCGraph.from_hetero_edges(edges, TYPED_NODES)
+    items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(TYPED_NODES["paper"]), names="seeds")})
+    mb = next(iter(gp.ItemSampler(items, 8, seed=0).sample_neighbor(graph, [3, 2], seed=1, layout=layout)))
+    mb.node_features = {(t, "feat"): torch.randn(ids.numel(), 4, generator=g) for t, ids in mb.input_nodes.items()}
+    mb.edge_features = [
+        {(etype, "w"): torch.randn(ids.numel(), generator=g) for etype, ids in sg.original_edge_ids.items()}
+        for sg in mb.sampled_subgraphs
+    ]
+    return edges, mb
+
+
+def _any_batch(typed, layout="block"):
+    """``(edges, mb)``: a typed batch, or an untyped one with its user edges ``{"_N:_E:_N": [2, m]}``."""
+    if typed:
+        return _typed_batch(layout)
+    return {"_N:_E:_N": torch.stack(_coo())}, _batch(weighted=True, layout=layout)[2]
+
+
 def _tensors(obj, path="mb"):
     """(path, tensor) of every tensor inside a MiniBatch, recursively."""
     if isinstance(obj, torch.Tensor):
@@ -68,11 +97,14 @@ def _tensors(obj, path="mb"):
             yield from _tensors(getattr(obj, name), f"{path}.{name}")
 
 
-def test_to_moves_every_tensor():
-    _, _, mb = _batch(weighted=True)
+@pytest.mark.parametrize("typed", [False, True])
+def test_to_moves_every_tensor_and_keeps_keys(typed):
+    _, mb = _any_batch(typed)
     tensors = dict(_tensors(mb))
-    # seeds, labels, item_ids, input_nodes, 1 node feature, 3 layers x (indptr, indices, rows, cols, eids, weights, "w")
-    assert len(tensors) == 5 + 3 * 7
+    if typed:
+        assert len(tensors) > 30
+    else:  # seeds, labels, item_ids, input_nodes, 1 node feature, 3 layers x (indptr, indices, rows, cols, eids, weights, "w")
+        assert len(tensors) == 5 + 3 * 7
     moved = mb.to("meta")
     moved_tensors = dict(_tensors(moved))
     assert moved_tensors.keys() == tensors.keys()
@@ -80,23 +112,73 @@ def test_to_moves_every_tensor():
         assert t.device.type == "meta", path
         assert t.shape == tensors[path].shape and t.dtype == tensors[path].dtype, path
     assert moved.batch_index == mb.batch_index
-    assert all(t.device.type == "cpu" for t in tensors.values())
+    assert all(t.device.type == "cpu" for t in tensors.values())  # the original is untouched
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA behaviour")
-def test_pin_memory_without_cuda_is_a_no_op():
-    _, _, mb = _batch()
+@pytest.mark.parametrize("typed", [False, True])
+def test_pin_memory_without_cuda_is_a_no_op(typed):
+    _, mb = _any_batch(typed)
     assert mb.pin_memory() is mb
 
 
 @pytest.mark.cuda
-def test_pin_memory_pins_every_tensor():
-    _, _, mb = _batch(weighted=True)
+@pytest.mark.parametrize("typed", [False, True])
+def test_pin_memory_pins_every_tensor(typed):
+    _, mb = _any_batch(typed)
     pinned = mb.pin_memory()
     for path, t in _tensors(pinned):
-        assert t.is_pinned(), path
+        assert t.is_pinned() or t.numel() == 0, path  # an empty tensor has no memory to pin
     for path, t in _tensors(pinned.to("cuda", non_blocking=True)):
         assert t.is_cuda, path
+
+
+def test_batch_properties_of_every_kind():
+    """batch_size, is_link_batch and as_typed() of node and link batches, typed and untyped:
+    an untyped batch is the one-type case (node type "_N", edge type "_N:_E:_N")."""
+    _, typed = _typed_batch()
+    assert typed.is_heterogeneous and not typed.is_link_batch and typed.batch_size == 8 and typed.num_layers == 2
+    assert typed.as_typed() is typed
+    two_types = MiniBatch(seeds={"paper": torch.arange(3), "author": torch.arange(2)})
+    assert two_types.batch_size == 5 and not two_types.is_link_batch
+    typed_pairs = MiniBatch(seeds={"a:x:b": torch.zeros(4, 2, dtype=torch.int64), "b:y:a": torch.zeros(3, 2, dtype=torch.int64)})
+    assert typed_pairs.is_link_batch and typed_pairs.batch_size == 7
+    assert MiniBatch().batch_size == 0 and not MiniBatch().is_link_batch and not MiniBatch().is_heterogeneous
+    _, _, nodes = _batch()
+    view = nodes.as_typed()
+    assert not nodes.is_heterogeneous and view.is_heterogeneous and nodes.batch_size == view.batch_size == BATCH_SIZE
+    assert view.seeds["_N"] is nodes.seeds and view.labels["_N"] is nodes.labels and view.item_ids["_N"] is nodes.item_ids
+    assert view.input_nodes["_N"] is nodes.input_nodes and view.node_features[("_N", "feat")] is nodes.node_features["feat"]
+    assert [set(layer) for layer in view.edge_features] == [{("_N:_E:_N", "w")}] * len(FANOUTS)
+    for sg, typed_sg in zip(nodes.sampled_subgraphs, view.sampled_subgraphs):
+        assert typed_sg.sampled_csc["_N:_E:_N"] is sg.sampled_csc and typed_sg.original_edge_ids["_N:_E:_N"] is sg.original_edge_ids
+        assert typed_sg.num_src_nodes == {"_N": sg.num_src_nodes} and typed_sg.num_edges == {"_N:_E:_N": sg.num_edges}
+    pairs = MiniBatch(seeds=torch.zeros(5, 2, dtype=torch.int64), labels=torch.ones(5), compacted_seeds=torch.zeros(5, 2))
+    assert pairs.is_link_batch and pairs.batch_size == 5
+    assert set(pairs.as_typed().seeds) == set(pairs.as_typed().labels) == set(pairs.as_typed().compacted_seeds) == {"_N:_E:_N"}
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_sampled_subgraph_counts_and_edge_index(typed):
+    """Counts per type, and local edge_index ids that map back to the user's edges of that
+    type through the layer's node ids and edge ids (int for an untyped layer)."""
+    edges, mb = _any_batch(typed)
+    for sg in mb.sampled_subgraphs:
+        assert sg.is_heterogeneous == typed
+        view = sg.as_typed()
+        assert sg.num_src_nodes == (view.num_src_nodes if typed else view.num_src_nodes["_N"])
+        assert view.num_src_nodes == {t: ids.numel() for t, ids in view.original_row_node_ids.items()}
+        assert view.num_dst_nodes == {t: ids.numel() for t, ids in view.original_column_node_ids.items()}
+        assert view.num_edges == {etype: view.original_edge_ids[etype].numel() for etype in edges}
+        assert sum(view.num_edges.values()) > 0
+        edge_index = sg.edge_index() if typed else {"_N:_E:_N": sg.edge_index()}
+        assert set(edge_index) == set(edges)
+        for etype, local in edge_index.items():
+            src_type, _, dst_type = etype.split(":")
+            assert local.shape == (2, view.num_edges[etype]) and local.dtype == torch.int64
+            ids = view.original_edge_ids[etype]
+            assert torch.equal(view.original_row_node_ids[src_type][local[0]], edges[etype][0, ids])
+            assert torch.equal(view.original_column_node_ids[dst_type][local[1]], edges[etype][1, ids])
 
 
 def _cumsum(values):
@@ -169,8 +251,9 @@ def test_to_pyg_trimmed_graphsage_matches_full(layout):
     assert not torch.allclose(full, model(data.x, data.edge_index[:, :cut])[: data.batch_size], atol=1e-5)
 
 
-def test_pyg_layout_batch_refuses_blocks():
-    _, _, mb = _batch(layout="pyg")
+@pytest.mark.parametrize("typed", [False, True])
+def test_pyg_layout_batch_refuses_blocks(typed):
+    _, mb = _any_batch(typed, layout="pyg")
     with pytest.raises(ValueError, match=r"layout='pyg'.*sample with layout='block'"):
         mb.blocks
 
@@ -247,3 +330,12 @@ def test_repr_shows_shapes_and_dtypes_not_values():
         f"    item_ids=int64[{mb.seeds.numel()}],", ")",
     ]
     assert repr(MiniBatch()).splitlines()[1:3] == ["    seeds=None,", "    labels=None,"]
+
+
+def test_typed_repr_shows_shapes_by_key():
+    _, mb = _typed_batch()
+    text = repr(mb)
+    assert "seeds={'paper': int64[8]}" in text
+    assert f"('paper', 'feat'): float32[{mb.input_nodes['paper'].numel()}, 4]" in text
+    assert "('author:writes:paper', 'w'): float32[" in text
+    assert "'paper:cites:paper': CSCFormat(indptr=int64[" in repr(mb.sampled_subgraphs[0])

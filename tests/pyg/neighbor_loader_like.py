@@ -1,5 +1,6 @@
 """graphpipe set up as a drop-in for PyG's ``NeighborLoader`` and ``LinkNeighborLoader``
-(homogeneous graphs), so that PyG's own loader tests read as they do upstream.
+(homogeneous graphs; ``LinkNeighborLoader`` on a ``HeteroData`` too), so that PyG's own
+loader tests read as they do upstream.
 
 ``neighbor_loader(data, num_neighbors, batch_size, ...)`` takes a ``Data`` and PyG's
 arguments (``num_neighbors`` seeds first, as PyG lists them) and returns a
@@ -14,6 +15,8 @@ import functools
 import torch
 
 import graphpipe as gp
+
+from typed_link_model import typed_link_batch
 
 LAYOUTS = ("pyg", "block")
 
@@ -112,3 +115,66 @@ def link_neighbor_loader(
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), seed=seed, layout=layout, **sampler_kwargs)
     pipe = pipe.fetch_feature(gp.FeatureStore(node_features, edge_features), list(node_features), list(edge_features))
     return gp.DataLoader(pipe.transform(functools.partial(gp.MiniBatch.to_pyg, neg_sampling=mode)))
+
+
+def hetero_link_neighbor_loader(
+    data,
+    num_neighbors,
+    edge_label_index,
+    batch_size,
+    edge_label=None,
+    neg_sampling_ratio=None,
+    neg_sampling=None,
+    shuffle=False,
+    layout="pyg",
+    seed=0,
+):
+    """One ``HeteroData`` per batch of ``data`` (a ``HeteroData``), with LinkNeighborLoader's
+    arguments: ``to_pyg()`` of typed link MiniBatches made by ``typed_link_model`` (a
+    destination's first ``num_neighbors[k]`` in-edges per edge type at hop ``k + 1``).
+
+    ``edge_label_index``: an edge type (``(src, dst)`` or ``(src, rel, dst)``), or a pair
+    (edge type, ``[2, N]`` type-local pairs; default: that edge type's edges). Negatives
+    are ``sample_uniform_negative``'s: each positive's source with uniform destinations of
+    the destination type, labels True/False (or ``edge_label`` then zeros; binary labels
+    holding 0 are shifted by one, as LinkLoader does), ``indexes`` grouping each positive
+    with its negatives. Node attributes ``x`` and edge attributes ``edge_attr`` are fetched.
+    """
+    edge_type, pairs = edge_label_index if isinstance(edge_label_index[-1], torch.Tensor) else (edge_label_index, None)
+    if len(edge_type) == 2:  # PyG's (src, dst) names the one edge type between them, else "to"
+        matches = [key for key in data.edge_types if (key[0], key[2]) == tuple(edge_type)]
+        edge_type = matches[0] if len(matches) == 1 else (edge_type[0], "to", edge_type[1])
+    etype = ":".join(edge_type)
+    if pairs is None:
+        pairs = data[edge_type].edge_index
+    mode, amount = "binary", neg_sampling_ratio
+    if neg_sampling is not None:
+        mode, amount = neg_sampling["mode"], neg_sampling["amount"]
+    if mode == "binary" and amount is not None and edge_label is not None and int(edge_label.min()) == 0:
+        edge_label = edge_label + 1
+    edges = {":".join(key): data[key].edge_index for key in data.edge_types}
+    num_nodes = {t: data[t].num_nodes for t in data.node_types}
+    node_tables = {t: data[t].x for t in data.node_types if "x" in data[t]}
+    edge_tables = {":".join(key): data[key].edge_attr for key in data.edge_types if "edge_attr" in data[key]}
+    gen = torch.Generator().manual_seed(seed)
+    order = torch.randperm(pairs.size(1), generator=gen) if shuffle else torch.arange(pairs.size(1))
+    batches = []
+    for item_ids in order.split(batch_size):
+        seeds, labels, indexes = pairs[:, item_ids].t(), None if edge_label is None else edge_label[item_ids], None
+        if amount is not None:
+            k, num_positives = int(amount), item_ids.numel()
+            negatives = torch.stack(
+                [seeds[:, 0].repeat_interleave(k), torch.randint(num_nodes[edge_type[2]], (k * num_positives,), generator=gen)], 1
+            )
+            seeds = torch.cat([seeds, negatives])
+            positive = torch.ones(num_positives, dtype=torch.bool) if labels is None else labels
+            labels = torch.cat([positive, positive.new_zeros(k * num_positives)])
+            queries = torch.arange(num_positives)
+            indexes = {etype: torch.cat([queries, queries.repeat_interleave(k)])}
+        mb = typed_link_batch(
+            edges, num_nodes, {etype: seeds}, list(reversed(num_neighbors)), layout,
+            labels=None if labels is None else {etype: labels}, indexes=indexes, item_ids={etype: item_ids},
+            node_tables=node_tables, edge_tables=edge_tables,
+        )
+        batches.append(mb.to_pyg(neg_sampling=mode))
+    return batches

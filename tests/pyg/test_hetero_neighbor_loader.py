@@ -217,15 +217,6 @@ def test_label_key_and_feature_choice():
         mb.to_pyg()
 
 
-def test_typed_node_pairs_are_not_supported():
-    mb = _batches("pyg", num_batches=1)[0]
-    seeds = next(iter(mb.seeds))
-    mb.seeds = {seeds: torch.zeros(4, 2, dtype=torch.int64)}
-    assert mb.is_link_batch
-    with pytest.raises(NotImplementedError, match="node-pair"):
-        mb.to_pyg()
-
-
 class HeteroSAGE(torch.nn.Module):
     """PyG's hetero trim-to-layer model: one HeteroConv of SAGEConvs per layer."""
 

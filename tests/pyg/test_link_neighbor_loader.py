@@ -1,25 +1,30 @@
-"""PyG's LinkNeighborLoader tests (``test/loader/test_link_neighbor_loader.py``, homogeneous
-cases), run against graphpipe.
+"""PyG's LinkNeighborLoader tests (``test/loader/test_link_neighbor_loader.py``), run
+against graphpipe.
 
 Each test builds what upstream builds and swaps ``LinkNeighborLoader(...)`` for
 ``link_neighbor_loader(...)`` (graphpipe with the same arguments, see
-``neighbor_loader_like``), sampling in PyG's layout and in GraphBolt's block layout
-converted by ``to_pyg()``. Upstream's assertions are kept. Differences: negatives keep
-their positive's source (GraphBolt's ``sample_uniform_negative``; PyG's binary mode draws
-both ends), so the binary layout is checked, not the negatives' sources; graphpipe needs at
-least one layer (upstream's ``num_neighbors=[]`` case uses ``[-1]`` on a graph without
-edges). Not ported: heterogeneous, temporal, ``disjoint``, ``subgraph_type="bidirectional"``,
-custom stores, and upstream's ``loader([indices])`` call on chosen edges.
+``neighbor_loader_like``) or, on a ``HeteroData``, ``hetero_link_neighbor_loader(...)``
+(``to_pyg()`` of typed link MiniBatches from ``typed_link_model``, a plain-Python model of
+their layout), sampling in PyG's layout and in GraphBolt's block layout converted by
+``to_pyg()``. Upstream's assertions are kept. Differences: negatives keep their positive's
+source (GraphBolt's ``sample_uniform_negative``; PyG's binary mode draws both ends), so
+the binary layout is checked, not the negatives' sources, and they are uniform (upstream's
+hetero triplet case weights them); graphpipe needs at least one layer (upstream's
+``num_neighbors=[]`` cases use ``[-1]`` on a graph without edges). Not ported: temporal,
+``disjoint``, ``subgraph_type="bidirectional"``, custom stores, and upstream's
+``loader([indices])`` call on chosen edges.
 """
+
+import functools
 
 import pytest
 import torch
 
 pytest.importorskip("torch_geometric")
 
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
-from neighbor_loader_like import LAYOUTS, link_neighbor_loader
+from neighbor_loader_like import LAYOUTS, hetero_link_neighbor_loader, link_neighbor_loader
 from test_neighbor_loader_contract import TrimmedGNN, get_random_edge_index
 
 
@@ -99,24 +104,32 @@ def test_homo_link_neighbor_loader_basic(layout, neg_sampling_ratio):
         assert batch.num_sampled_nodes[0] == batch.edge_label_index.unique().numel()
 
 
-def test_link_neighbor_loader_edge_label():
+@pytest.mark.parametrize("typed", [False, True])
+def test_link_neighbor_loader_edge_label(typed):
     torch.manual_seed(12345)
     edge_index = get_random_edge_index(100, 100, 500)
-    data = Data(edge_index=edge_index, x=torch.arange(100))
+    if typed:  # upstream's case on a HeteroData with one edge type
+        data = HeteroData()
+        data["paper"].x = torch.arange(100)
+        data["paper", "paper"].edge_index = edge_index
+        loader = functools.partial(hetero_link_neighbor_loader, edge_label_index=("paper", "paper"))
+        label_store = lambda batch: batch["paper", "to", "paper"]  # noqa: E731
+    else:
+        data = Data(edge_index=edge_index, x=torch.arange(100))
+        loader, label_store = link_neighbor_loader, lambda batch: batch  # noqa: E731
 
-    loader = link_neighbor_loader(data, num_neighbors=[-1] * 2, batch_size=10, neg_sampling_ratio=1)
-    for batch in loader:
-        assert batch.edge_label.dtype == torch.float
-        assert torch.all(batch.edge_label[:10] == 1.0)
-        assert torch.all(batch.edge_label[10:] == 0.0)
+    for batch in loader(data, num_neighbors=[-1] * 2, batch_size=10, neg_sampling_ratio=1):
+        assert label_store(batch).edge_label.dtype == torch.float
+        assert torch.all(label_store(batch).edge_label[:10] == 1.0)
+        assert torch.all(label_store(batch).edge_label[10:] == 0.0)
 
-    loader = link_neighbor_loader(
+    loader = loader(
         data, num_neighbors=[-1] * 2, batch_size=10, edge_label=torch.ones(500, dtype=torch.long), neg_sampling_ratio=1
     )
     for batch in loader:
-        assert batch.edge_label.dtype == torch.long
-        assert torch.all(batch.edge_label[:10] == 1)
-        assert torch.all(batch.edge_label[10:] == 0)
+        assert label_store(batch).edge_label.dtype == torch.long
+        assert torch.all(label_store(batch).edge_label[:10] == 1)
+        assert torch.all(label_store(batch).edge_label[10:] == 0)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -265,3 +278,242 @@ def test_to_pyg_of_link_batches_refuses_what_it_cannot_lay_out():
         nodes.to_pyg(neg_sampling="triplet")
     with pytest.raises(ValueError, match="has no compacted_seeds"):
         gp.MiniBatch(seeds=pairs, sampled_subgraphs=mb.sampled_subgraphs).to_pyg()
+
+
+# Heterogeneous cases: typed link batches (seeds by edge type) give LinkNeighborLoader's HeteroData.
+
+
+def _paper_author_data(with_edge_attr=True):
+    data = HeteroData()
+    data["paper"].x = torch.arange(100)
+    data["author"].x = torch.arange(100, 300)
+    data["paper", "paper"].edge_index = get_random_edge_index(100, 100, 500)
+    data["paper", "author"].edge_index = get_random_edge_index(100, 200, 1000)
+    data["author", "paper"].edge_index = get_random_edge_index(200, 100, 1000)
+    if with_edge_attr:
+        data["paper", "paper"].edge_attr = torch.arange(500)
+        data["paper", "author"].edge_attr = torch.arange(500, 1500)
+        data["author", "paper"].edge_attr = torch.arange(1500, 2500)
+    return data
+
+
+def _check_typed_batch(batch, data, pairs, seed_type):
+    """Beyond upstream: every id maps back to ``data``, features follow ids, the seeds'
+    endpoints lead each type (ascending), and node types carry no NeighborLoader fields."""
+    for key in batch.edge_types:
+        store = batch[key]
+        assert torch.equal(batch[key[0]].n_id[store.edge_index[0]], data[key].edge_index[0, store.e_id])
+        assert torch.equal(batch[key[-1]].n_id[store.edge_index[1]], data[key].edge_index[1, store.e_id])
+        if "edge_attr" in data[key]:
+            assert torch.equal(store.edge_attr, data[key].edge_attr[store.e_id])
+        assert sum(store.num_sampled_edges) == store.num_edges
+    for node_type in batch.node_types:
+        assert torch.equal(batch[node_type].x, data[node_type].x[batch[node_type].n_id])
+        assert sum(batch[node_type].num_sampled_nodes) == batch[node_type].num_nodes
+        assert "batch_size" not in batch[node_type] and "input_id" not in batch[node_type]
+    src_type, _, dst_type = seed_type
+    store = batch[seed_type]
+    assert torch.equal(batch[src_type].n_id[store.edge_label_index[0, : store.input_id.numel()]], pairs[0, store.input_id])
+    assert torch.equal(batch[dst_type].n_id[store.edge_label_index[1, : store.input_id.numel()]], pairs[1, store.input_id])
+    ends = {t: set() for t in batch.node_types}
+    ends[src_type].update(batch[src_type].n_id[store.edge_label_index[0]].tolist())
+    ends[dst_type].update(batch[dst_type].n_id[store.edge_label_index[1]].tolist())
+    for node_type, ids in ends.items():
+        count = batch[node_type].num_sampled_nodes[0]
+        assert batch[node_type].n_id[:count].tolist() == sorted(ids)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("neg_sampling_ratio", [None, 1])
+def test_hetero_link_neighbor_loader_basic(layout, neg_sampling_ratio):
+    torch.manual_seed(12345)
+    data = _paper_author_data()
+
+    loader = hetero_link_neighbor_loader(
+        data,
+        num_neighbors=[-1] * 2,
+        edge_label_index=("paper", "author"),
+        batch_size=20,
+        neg_sampling_ratio=neg_sampling_ratio,
+        shuffle=True,
+        layout=layout,
+    )
+    assert len(loader) == 1000 / 20
+
+    for batch in loader:
+        assert isinstance(batch, HeteroData)
+        assert batch.input_type == ("paper", "to", "author")
+
+        if neg_sampling_ratio is None:
+            # Assert only positive samples are present in the original graph:
+            edge_index = unique_edge_pairs(batch["paper", "author"].edge_index)
+            edge_label_index = batch["paper", "author"].edge_label_index
+            edge_label_index = unique_edge_pairs(edge_label_index)
+            assert len(edge_index | edge_label_index) == len(edge_index)
+
+        else:
+            assert batch["paper", "author"].edge_label_index.size(1) == 40
+            assert torch.all(batch["paper", "author"].edge_label[:20] == 1)
+            assert torch.all(batch["paper", "author"].edge_label[20:] == 0)
+
+        _check_typed_batch(batch, data, data["paper", "author"].edge_index, ("paper", "to", "author"))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_hetero_link_neighbor_loader_loop(layout):
+    torch.manual_seed(12345)
+    data = _paper_author_data(with_edge_attr=False)
+
+    loader = hetero_link_neighbor_loader(
+        data, num_neighbors=[-1] * 2, edge_label_index=("paper", "paper"), batch_size=20, layout=layout
+    )
+
+    for batch in loader:
+        assert batch["paper"].x.size(0) <= 100
+        assert batch["paper"].x.min() >= 0 and batch["paper"].x.max() < 100
+
+        # Assert positive samples are present in the original graph:
+        edge_index = unique_edge_pairs(batch["paper", "paper"].edge_index)
+        edge_label_index = batch["paper", "paper"].edge_label_index
+        edge_label_index = unique_edge_pairs(edge_label_index)
+        assert len(edge_index | edge_label_index) == len(edge_index)
+
+        _check_typed_batch(batch, data, data["paper", "paper"].edge_index, ("paper", "to", "paper"))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_hetero_link_neighbor_loader_no_edges(layout):
+    torch.manual_seed(12345)
+    loader = hetero_link_neighbor_loader(
+        HeteroData(paper=dict(num_nodes=100)),
+        num_neighbors=[-1],  # upstream: [] (no layer); graphpipe samples one, which finds no edges
+        edge_label_index=(("paper", "paper"), get_random_edge_index(100, 100, 100)),
+        batch_size=20,
+        layout=layout,
+    )
+
+    for batch in loader:
+        assert isinstance(batch, HeteroData)
+        assert batch["paper", "paper"].input_id.numel() == 20
+        assert batch["paper", "paper"].edge_label_index.size(1) == 20
+        assert batch["paper"].num_nodes == batch["paper", "paper"].edge_label_index.unique().numel()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("amount", [1, 2])
+def test_hetero_link_neighbor_loader_triplet(layout, amount):
+    torch.manual_seed(12345)
+    data = HeteroData()
+
+    data["paper"].x = torch.arange(100)
+    data["author"].x = torch.arange(100, 300)
+
+    data["paper", "paper"].edge_index = get_random_edge_index(100, 100, 400)
+    edge_label_index = get_random_edge_index(100, 100, 500)
+    data["paper", "paper"].edge_label_index = edge_label_index
+    data["paper", "author"].edge_index = get_random_edge_index(100, 200, 1000)
+    data["author", "paper"].edge_index = get_random_edge_index(200, 100, 1000)
+
+    batch_size = 20
+    index = (("paper", "paper"), data["paper", "paper"].edge_label_index)
+    loader = hetero_link_neighbor_loader(
+        data,
+        num_neighbors=[-1] * 2,
+        batch_size=batch_size,
+        edge_label_index=index,
+        neg_sampling=dict(mode="triplet", amount=amount),  # upstream also weights the negatives
+        shuffle=True,
+        layout=layout,
+    )
+    assert len(loader) == 500 / batch_size
+
+    for batch in loader:
+        assert isinstance(batch, HeteroData)
+
+        node_store = batch["paper"]
+        edge_store = batch["paper", "paper"]
+
+        # Check that `src_index` and `dst_pos_index` point to valid edges:
+        assert torch.equal(node_store.x[node_store.src_index], data["paper", "paper"].edge_label_index[0, edge_store.input_id])
+        assert torch.equal(
+            node_store.x[node_store.dst_pos_index], data["paper", "paper"].edge_label_index[1, edge_store.input_id]
+        )
+
+        # Check that `dst_neg_index` points to valid nodes in the batch:
+        if amount == 1:
+            assert node_store.dst_neg_index.size() == (batch_size,)
+        else:
+            assert node_store.dst_neg_index.size() == (batch_size, amount)
+        assert node_store.dst_neg_index.min() >= 0
+        assert node_store.dst_neg_index.max() < node_store.num_nodes
+
+        # Beyond upstream: the triplet fields are seed nodes, and no edge_label_index is left.
+        assert int(node_store.dst_neg_index.max()) < node_store.num_sampled_nodes[0]
+        assert "edge_label_index" not in edge_store and "edge_label" not in edge_store
+        assert batch.input_type == ("paper", "to", "paper")
+
+
+def _hetero_link_batches(layout, neg_sampling=None, fanouts=(3, 2)):
+    torch.manual_seed(7)
+    data = HeteroData()
+    data["paper"].x = torch.randn(80, 4)
+    data["author"].x = torch.randn(60, 4)
+    data["paper", "cites", "paper"].edge_index = get_random_edge_index(80, 80, 400)
+    data["author", "writes", "paper"].edge_index = get_random_edge_index(60, 80, 300)
+    data["paper", "rev_writes", "author"].edge_index = data["author", "writes", "paper"].edge_index.flip(0)
+    return data, hetero_link_neighbor_loader(
+        data, num_neighbors=list(fanouts), edge_label_index=("author", "paper"), batch_size=16,
+        neg_sampling=neg_sampling or dict(mode="binary", amount=2), shuffle=True, layout=layout,
+    )
+
+
+@pytest.mark.parametrize("mode", ["binary", "triplet"])
+def test_hetero_link_batches_agree_between_layouts(mode):
+    """A typed link batch of block layout, pruned by to_pyg(), equals the pyg-layout batch."""
+    _, pyg_batches = _hetero_link_batches("pyg", dict(mode=mode, amount=2))
+    _, block_batches = _hetero_link_batches("block", dict(mode=mode, amount=2))
+    for a, b in zip(pyg_batches, block_batches):
+        assert a.node_types == b.node_types and a.edge_types == b.edge_types
+        for key in a.node_types + a.edge_types:
+            assert set(a[key].keys()) == set(b[key].keys()), key
+            for name in a[key].keys():
+                equal = torch.equal if isinstance(a[key][name], torch.Tensor) else (lambda x, y: x == y)
+                assert equal(a[key][name], b[key][name]), (key, name)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_trim_to_layer_with_hetero_link_batches(layout):
+    """Trimmed and untrimmed passes agree on the pairs' endpoints, and full neighbourhoods
+    reproduce the full-graph outputs of the endpoints."""
+    from test_hetero_neighbor_loader import HeteroSAGE
+
+    for fanouts in ([3, 2], [-1, -1]):
+        data, loader = _hetero_link_batches(layout, fanouts=fanouts)
+        torch.manual_seed(0)
+        model = HeteroSAGE(data.edge_types, num_layers=2).eval()
+        full, _ = model(data.x_dict, data.edge_index_dict)
+        for batch in loader:
+            out1, _ = model(batch.x_dict, batch.edge_index_dict)
+            out2, sizes = model(batch.x_dict, batch.edge_index_dict, batch.num_sampled_nodes_dict, batch.num_sampled_edges_dict)
+            for node_type in batch.node_types:
+                num_seeds = batch[node_type].num_sampled_nodes[0]
+                torch.testing.assert_close(out1[node_type][:num_seeds], out2[node_type][:num_seeds])
+                if fanouts[0] == -1:
+                    expected = full[node_type][batch[node_type].n_id[:num_seeds]]
+                    torch.testing.assert_close(out1[node_type][:num_seeds], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_triplet_fields_of_two_seed_edge_types_must_not_collide():
+    """Triplet fields live on node types (PyG's layout): two seed edge types ending at the
+    same node type cannot both place theirs."""
+    from typed_link_model import typed_link_batch
+
+    edges = {"a:x:b": get_random_edge_index(10, 10, 30), "b:y:b": get_random_edge_index(10, 10, 30)}
+    seeds = {"a:x:b": torch.tensor([[0, 1], [0, 2]]), "b:y:b": torch.tensor([[3, 4], [3, 5]])}
+    indexes = {etype: torch.tensor([0, 0]) for etype in seeds}
+    item_ids = {etype: torch.tensor([0]) for etype in seeds}
+    mb = typed_link_batch(edges, {"a": 10, "b": 10}, seeds, [-1], "pyg", indexes=indexes, item_ids=item_ids)
+    with pytest.raises(ValueError, match="two seed edge types of the batch put `dst_pos_index` on node type 'b'"):
+        mb.to_pyg(neg_sampling="triplet")
+    binary = mb.to_pyg()  # binary fields live on the edge types: both fit
+    assert binary["a", "x", "b"].edge_label_index.shape == binary["b", "y", "b"].edge_label_index.shape == (2, 2)
