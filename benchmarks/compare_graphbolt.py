@@ -94,7 +94,10 @@ _COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt, "==": operat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--graphbolt-python", required=True, help="python of the venv with dgl 2.1 (venv-dgl/bin/python)")
+    parser.add_argument("--graphbolt-python", help="python of the venv with dgl 2.1 (venv-dgl/bin/python)")
+    parser.add_argument("--graphbolt-json",
+                        help="instead of running GraphBolt, take its figures from this earlier --json output (same "
+                             "arguments, same machine): to compare two graphpipe versions against one GraphBolt run")
     parser.add_argument("--num-nodes", type=int, default=2_000_000)
     parser.add_argument("--avg-degree", type=int, default=34, help="R-MAT edges per node (both directions)")
     parser.add_argument("--feature-dim", type=int, default=100)
@@ -117,6 +120,16 @@ def main() -> None:
     parser.add_argument("--hetero-papers", type=int, default=2_000_000,
                         help="papers of the heterogeneous graph (synthetic_mag; other node types scale with it)")
     args = parser.parse_args()
+    if (args.graphbolt_python is None) == (args.graphbolt_json is None):
+        parser.error("pass one of --graphbolt-python (run GraphBolt) and --graphbolt-json (reuse a run's figures)")
+    earlier = None
+    if args.graphbolt_json:
+        with open(args.graphbolt_json) as f:
+            earlier = json.load(f)
+        if {k: v for k, v in earlier["args"].items() if k not in ("json", "graphbolt_python", "graphbolt_json")} != {
+            k: v for k, v in vars(args).items() if k not in ("json", "graphbolt_python", "graphbolt_json", "threads")
+        } | {"threads": earlier["args"]["threads"]}:
+            parser.error(f"--graphbolt-json: {args.graphbolt_json} was measured with other arguments: {earlier['args']}")
     # numba's thread count is per thread (a background stage would not inherit a
     # set_num_threads here), so the process-wide NUMBA_NUM_THREADS sets it for both sides.
     args.threads = numba.config.NUMBA_NUM_THREADS
@@ -172,9 +185,11 @@ def main() -> None:
                 mine.update(measure_graphpipe_link_prediction(graph, features, pairs, args))
             if "hetero" in args.cases:
                 mine.update(measure_graphpipe_hetero(hetero, hetero_seeds, args))
-            rounds.append((mine, run_graphbolt(data_dir, args)))
+            rounds.append((mine, run_graphbolt(data_dir, args) if earlier is None else None))
     ours = _median_of_rounds([mine for mine, _ in rounds])
-    theirs = _median_of_rounds([other for _, other in rounds])
+    theirs = _median_of_rounds([other for _, other in rounds]) if earlier is None else dict(earlier["graphbolt"])
+    if earlier is not None:
+        theirs["torch"] = earlier["versions"]["graphbolt_torch"]
     if "node" in args.cases:
         for method in ("ns", "labor0"):
             _overlap(ours, method)
