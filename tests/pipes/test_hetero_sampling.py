@@ -302,5 +302,5 @@ def test_dict_fanouts_on_a_homogeneous_graph(graph_builder):
 
 def test_typed_seeds_on_a_homogeneous_graph(graph_builder):
     graph = graph_builder(num_nodes=50, max_degree=10)
-    with pytest.raises(ValueError, match=r"`seeds` is a dict of node types \['paper'\].*the graph is homogeneous"):
+    with pytest.raises(ValueError, match=r"`seeds` is a dict of types \['paper'\].*the graph is homogeneous"):
         NeighborSampler(None, graph, [2]).sample_subgraphs(MiniBatch(seeds={"paper": torch.tensor([0])}))

@@ -1,6 +1,8 @@
 import pytest
 import torch
 
+from graphpipe.pipes.capabilities import UnsupportedCombination
+
 import graphpipe as gp
 from graphpipe import CSCGraph, FeatureStore, ItemSampler, MiniBatch, NeighborSampler
 
@@ -116,7 +118,7 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
     for layout in ("dgl", None, "PyG"):
         with pytest.raises(ValueError, match=r"`layout` must be 'block' \(GraphBolt/DGL blocks.*or 'pyg'"):
             NeighborSampler(source, graph, [2], layout=layout)
-    with pytest.raises(NotImplementedError, match=r"cooperative=True supports layout='block' only"):
+    with pytest.raises(UnsupportedCombination, match=r"mode=cooperative, layout=pyg is not supported: .*layout='block'"):
         NeighborSampler(source, graph, [2], cooperative=True, layout="pyg")
     sampler = NeighborSampler(source, graph, [2])
     with pytest.raises(ValueError, match=r"`seeds` holds node id 50, out of range: valid ids are 0..49"):

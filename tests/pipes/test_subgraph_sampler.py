@@ -162,9 +162,11 @@ def test_exclusion_arguments_are_checked():
     not_reverse = torch.arange(graph.num_edges)
     with pytest.raises(ValueError, match=r"`reverse_edge_ids` must map every edge u -> v to an edge v -> u"):
         source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=not_reverse)
-    nodes = gp.ItemSampler(gp.ItemSet(torch.arange(10), names="seeds"), 5).sample_neighbor(graph, [2], exclude_seed_edges=True)
-    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\)"):
-        next(iter(nodes))
+    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\).*ItemSet of node seeds"):
+        gp.ItemSampler(gp.ItemSet(torch.arange(10), names="seeds"), 5).sample_neighbor(graph, [2], exclude_seed_edges=True)
+    sampler = gp.NeighborSampler(None, graph, [2], exclude_seed_edges=True)
+    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\).*\(10,\)"):
+        sampler.sample_subgraphs(gp.MiniBatch(seeds=torch.arange(10)))
     out_of_range = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 120]]), names="seeds"), 5).sample_neighbor(graph, [2])
     with pytest.raises(ValueError, match="NeighborSampler: `seeds` holds node id 120, out of range"):
         next(iter(out_of_range))
