@@ -111,7 +111,7 @@ def test_errors_name_the_argument():
         HeteroItemSet({})
     with pytest.raises(ValueError, match="`item_sets` must be a non-empty dict"):
         HeteroItemSet([ItemSet(3)])
-    with pytest.raises(TypeError, match="keys must be node type names"):
+    with pytest.raises(TypeError, match="keys must be node or edge type names"):
         HeteroItemSet({0: ItemSet(3)})
     with pytest.raises(TypeError, match="the `seeds` field of 'b' must hold integer node ids"):
         ItemSampler(HeteroItemSet({"a": torch.arange(2), "b": torch.rand(2)}), batch_size=1)
