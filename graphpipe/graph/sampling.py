@@ -113,12 +113,12 @@ def seed_nodes(graph, seeds, where: str) -> SeedNodes:
     hyperlinks; on a typed graph a dict node type -> ``[n]`` type-local ids, or edge type
     ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs."""
     if not graph.is_heterogeneous:
-        if isinstance(seeds, Mapping):
-            raise ValueError(
-                f"{where}: `seeds` is a dict of types {sorted(seeds)} (from a HeteroItemSet), but the graph is "
-                f"homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
-            )
         if not isinstance(seeds, torch.Tensor) or seeds.dim() != 2:
+            if isinstance(seeds, Mapping):
+                raise ValueError(
+                    f"{where}: `seeds` is a dict of types {sorted(seeds)} (from a HeteroItemSet), but the graph is "
+                    f"homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
+                )
             nodes = check_node_ids(seeds, graph.num_nodes, "seeds", where)
             return SeedNodes(nodes, (nodes.numel(),))
         if seeds.size(1) < 2:
@@ -281,9 +281,8 @@ def compact_layer(graph, dst: torch.Tensor, dst_counts, skipped, sample: LayerSa
 
 
 def next_destinations(graph, layer: SampledLayer) -> Tuple[torch.Tensor, Tuple[int, ...]]:
-    """The next layer's destinations (this layer's sources), type-major, and their counts."""
-    if not graph.is_heterogeneous:
-        return layer.src, (layer.src.numel(),)
+    """The next layer's destinations (this typed layer's sources), type-major, and their
+    counts (an untyped layer's are its sources)."""
     pieces, dst_at, new_at = [], 0, layer.dst.numel()
     for dst_count, new_count in zip(layer.dst_counts, layer.new_counts):
         pieces += [layer.src[dst_at : dst_at + dst_count], layer.src[new_at : new_at + new_count]]

@@ -31,7 +31,7 @@ from graphpipe.graph.sampling import (
 from graphpipe.ops import LayerSample, derive_key
 from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted
 from graphpipe.pipes.base import Pipe, upstream
-from graphpipe.pipes.capabilities import UnsupportedCombination, check_supported
+from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UnsupportedCombination, check_supported
 from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
 from graphpipe.pipes.feature_fetcher import FeatureFetcher
 from graphpipe.pipes.item_sampler import ItemSampler
@@ -140,14 +140,24 @@ class SubgraphSampler(Pipe):
         self.source = source
         self.graph = graph
         self.typed = graph.is_heterogeneous
+        self.graph_kind = "typed" if self.typed else "untyped"
         self.cooperative = bool(cooperative)
+        self.mode = "cooperative" if self.cooperative else "independent"
         self.layout = layout
+        self.no_skip = (0,) * len(graph.schema.node_types)
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         known = {"device": "GPU"} if self.on_gpu else {}
         self.items_task = _task_of_items(source)  # "node", "link", "hyperlink", or None: no ItemSampler upstream
         if self.items_task is not None:
             known["task"] = self.items_task
         check_supported(name, graph=self.graph_kind, mode=self.mode, layout=layout, **known)
+        # Whether a batch is in a supported cell whatever its seeds are (then none is checked).
+        devices = ("GPU",) if self.on_gpu else DIMENSIONS["device"]
+        self.any_seeds_supported = all(
+            SUPPORT[(self.graph_kind, task, self.mode, device, layout)] is None
+            for task in DIMENSIONS["task"]
+            for device in devices
+        )
         if self.typed:
             # edge_type_fanouts[layer][t]: the fanout of edge type id t (0: none sampled);
             # fanouts[layer]: one int when a layer uses one for every type, else a dict.
@@ -168,14 +178,6 @@ class SubgraphSampler(Pipe):
             seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
-
-    @property
-    def graph_kind(self) -> str:
-        return "typed" if self.typed else "untyped"
-
-    @property
-    def mode(self) -> str:
-        return "cooperative" if self.cooperative else "independent"
 
     def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping) -> None:
         """Check the exclusion arguments once: ``reverse_edge_types`` per edge type id (-1:
@@ -265,7 +267,7 @@ class SubgraphSampler(Pipe):
     ) -> LayerSample:
         """The uncompacted layer ``layer`` of the destinations ``nodes`` (global,
         type-major, ``counts`` per node type) but the first ``skipped`` of each type."""
-        if any(skipped):
+        if skipped is not self.no_skip:
             if self.typed:
                 starts = [0]
                 for count in counts:
@@ -284,8 +286,8 @@ class SubgraphSampler(Pipe):
     def sample_block(self, nodes: torch.Tensor, counts: Tuple[int, ...], layer: int, minibatch: MiniBatch) -> SampledSubgraph:
         """One block layer for the destinations ``nodes`` (global, type-major, ``counts``
         per node type), compacted and laid out (the cooperative loop's step)."""
-        no_skip = tuple(0 for _ in counts)
-        step = compact_layer(self.graph, nodes, counts, no_skip, self.sample_frontier(nodes, counts, no_skip, layer, minibatch, None))
+        sample = self.sample_frontier(nodes, counts, self.no_skip, layer, minibatch, None)
+        step = compact_layer(self.graph, nodes, counts, self.no_skip, sample)
         if self.typed:
             return typed_subgraph(self.graph, step, self.edge_type_fanouts[layer])
         return untyped_subgraph(self.graph, step)
@@ -302,7 +304,7 @@ class SubgraphSampler(Pipe):
                 raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
         nodes, counts = seeds.nodes, seeds.counts
-        skipped = tuple(0 for _ in counts)  # pyg layout: per type, the destinations sampled already
+        skipped = self.no_skip  # pyg layout: per type, the destinations sampled already
         layers: List[SampledLayer] = []
         for layer in reversed(range(len(self.fanouts))):
             # The seeds, the only destinations with excluded in-edges, lead every block
@@ -312,7 +314,7 @@ class SubgraphSampler(Pipe):
             layers.append(compact_layer(self.graph, nodes, counts, skipped, sample))
             if self.layout == "pyg":
                 skipped = counts
-            nodes, counts = next_destinations(self.graph, layers[-1])
+            nodes, counts = next_destinations(self.graph, layers[-1]) if self.typed else (layers[-1].src, (layers[-1].src.numel(),))
         layers.reverse()
         return self._with_layers(minibatch, layers, seeds)
 
@@ -346,13 +348,20 @@ class SubgraphSampler(Pipe):
         """Refuse a batch whose seeds (their task, their device) make an unsupported cell."""
         if minibatch.seeds is None:
             raise ValueError(f"{type(self).__name__}: the MiniBatch has no `seeds` to sample from")
+        if self.any_seeds_supported:
+            return
         seeds = minibatch.seeds
-        values = seeds.values() if isinstance(seeds, dict) else (seeds,)
-        task = _task_of_shapes(v.shape for v in values if isinstance(v, torch.Tensor))
-        device = "GPU" if self.on_gpu or any(isinstance(v, torch.Tensor) and v.is_cuda for v in values) else "CPU"
-        check_supported(
-            type(self).__name__, graph=self.graph_kind, task=task, mode=self.mode, device=device, layout=self.layout
-        )
+        if isinstance(seeds, torch.Tensor):
+            task = "node" if seeds.dim() != 2 else "link" if seeds.shape[1] == 2 else "hyperlink"
+            gpu = seeds.is_cuda
+        else:
+            values = [v for v in seeds.values() if isinstance(v, torch.Tensor)]
+            task, gpu = _task_of_shapes([v.shape for v in values]), any(v.is_cuda for v in values)
+        device = "GPU" if gpu or self.on_gpu else "CPU"
+        if SUPPORT[(self.graph_kind, task, self.mode, device, self.layout)] is not None:
+            check_supported(
+                type(self).__name__, graph=self.graph_kind, task=task, mode=self.mode, device=device, layout=self.layout
+            )
 
     @property
     def collective(self) -> bool:
@@ -374,8 +383,8 @@ _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N,
 
 def _task_of_shapes(shapes) -> str:
     """``"node"``, ``"link"`` or ``"hyperlink"``: the task of seeds of these shapes."""
-    widths = {shape[1] if len(shape) == 2 else 0 for shape in shapes}
-    return "hyperlink" if any(w > 2 for w in widths) else "link" if 2 in widths else "node"
+    widest = max([shape[1] if len(shape) == 2 else 0 for shape in shapes], default=0)
+    return "hyperlink" if widest > 2 else "link" if widest == 2 else "node"
 
 
 def _task_of_items(source) -> Optional[str]:
