@@ -130,14 +130,25 @@ def _check_seed_layer(schema, minibatch, columns: Dict[str, torch.Tensor]) -> No
     endpoints = {t: [] for t in schema.node_types}
     for etype, pairs in seeds.items():
         s, _, d = parse_edge_type(etype)
-        endpoints[s].append(pairs[:, 0])
-        endpoints[d].append(pairs[:, 1])
         local = minibatch.compacted_seeds[etype]
         assert local.shape == pairs.shape and local.dtype == torch.int64
-        assert torch.equal(columns[s][local[:, 0]], pairs[:, 0]) and torch.equal(columns[d][local[:, 1]], pairs[:, 1])
+        for column, node_type in enumerate([s] + [d] * (pairs.size(1) - 1)):  # (untyped hyperlinks: one type)
+            endpoints[node_type].append(pairs[:, column])
+            assert torch.equal(columns[node_type][local[:, column]], pairs[:, column])
     for t, ids in endpoints.items():
         expected = torch.unique(torch.cat(ids)) if ids else torch.empty(0, dtype=torch.int64)
         assert torch.equal(columns[t], expected), t
+
+
+def seed_edge_ids(edges, seeds: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """``{edge type: ids}`` of the edges ``u -> v`` of each seed pair ``(u, v)`` of its type
+    (``seeds`` as :func:`typed_view` gives them)."""
+    out = {}
+    for etype, pairs in seeds.items():
+        src, dst = edges[etype]
+        n = int(max(src.max(), dst.max(), pairs.max())) + 1
+        out[etype] = torch.isin(src * n + dst, pairs[:, 0] * n + pairs[:, 1]).nonzero().flatten()
+    return out
 
 
 def check_batch(
@@ -160,29 +171,45 @@ def check_batch(
     (destination, edge type) follow the fanouts (without the excluded edges; in ``"pyg"``
     layout only for the destinations the layer samples); no edge twice without replacement."""
     schema = graph.schema
-    offsets = schema.node_type_offset
     mb = typed_view(minibatch)
     subs = mb.sampled_subgraphs
     assert len(subs) == len(edge_type_fanouts)
     for i, sub in enumerate(subs):
-        assert set(sub.original_row_node_ids) == set(schema.node_types) == set(sub.original_column_node_ids)
-        assert set(sub.sampled_csc) == set(schema.edge_types) == set(sub.original_edge_ids)
-        for n, t in enumerate(schema.node_types):
-            rows, cols = sub.original_row_node_ids[t], sub.original_column_node_ids[t]
-            assert rows.dtype == cols.dtype == torch.int64
-            assert torch.equal(rows[: cols.numel()], cols), (i, t)
-            assert torch.unique(rows).numel() == rows.numel(), (i, t)
-            new = rows[cols.numel() :]
-            assert bool((new[1:] > new[:-1]).all()), "new nodes ascending"
-            assert rows.numel() == 0 or (int(rows.min()) >= 0 and int(rows.max()) < offsets[n + 1] - offsets[n])
-            if i + 1 < len(subs):
-                assert torch.equal(cols, subs[i + 1].original_row_node_ids[t]), (i, t)
-        if i + 1 == len(subs):
-            _check_seed_layer(schema, mb, sub.original_column_node_ids)
-        if i == 0:
+        check_layer_nodes(schema, sub)
+        if i + 1 < len(subs):
             for t in schema.node_types:
-                assert torch.equal(mb.input_nodes[t], sub.original_row_node_ids[t])
+                assert torch.equal(sub.original_column_node_ids[t], subs[i + 1].original_row_node_ids[t]), (i, t)
+        else:
+            _check_seed_layer(schema, mb, sub.original_column_node_ids)
         _check_layer_edges(graph, edges, mb, i, edge_type_fanouts[i], replace, weights, exact_counts, excluded)
+    for t in schema.node_types:
+        assert torch.equal(mb.input_nodes[t], subs[0].original_row_node_ids[t])
+
+
+def check_layer_nodes(schema, sub) -> None:
+    """Per node type, a layer's destinations are a prefix of its unique sources, the new
+    ones ascending, every id within its type's range."""
+    assert set(sub.original_row_node_ids) == set(schema.node_types) == set(sub.original_column_node_ids)
+    assert set(sub.sampled_csc) == set(schema.edge_types) == set(sub.original_edge_ids)
+    offsets = schema.node_type_offset
+    for n, t in enumerate(schema.node_types):
+        rows, cols = sub.original_row_node_ids[t], sub.original_column_node_ids[t]
+        assert rows.dtype == cols.dtype == torch.int64
+        assert torch.equal(rows[: cols.numel()], cols), t
+        assert torch.unique(rows).numel() == rows.numel(), t
+        new = rows[cols.numel() :]
+        assert bool((new[1:] > new[:-1]).all()), "new nodes ascending"
+        assert rows.numel() == 0 or (int(rows.min()) >= 0 and int(rows.max()) < offsets[n + 1] - offsets[n])
+
+
+def check_layers(graph: CSCGraph, edges, minibatch, edge_type_fanouts: List[List[int]]) -> None:
+    """:func:`check_batch` for each layer alone (cooperative batches: a layer's
+    destinations are the nodes this rank owns, not the next layer's sources)."""
+    mb = typed_view(minibatch)
+    assert len(mb.sampled_subgraphs) == len(edge_type_fanouts)
+    for i, sub in enumerate(mb.sampled_subgraphs):
+        check_layer_nodes(graph.schema, sub)
+        _check_layer_edges(graph, edges, mb, i, edge_type_fanouts[i], False, None, True, None)
 
 
 def _check_layer_edges(graph, edges, mb, i, fanouts, replace, weights, exact_counts, excluded) -> None:
