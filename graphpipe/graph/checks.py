@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -10,7 +10,7 @@ import torch
 from graphpipe._internal.checks import as_int, check_node_ids
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["check_edge_weights", "check_typed_fanouts", "check_typed_seeds"]
+__all__ = ["check_edge_weights", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds"]
 
 
 def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List[int]]:
@@ -135,3 +135,21 @@ def check_typed_seeds(seeds, graph, where: str) -> Dict[str, torch.Tensor]:
         out[node_type] = check_node_ids(ids, offsets[i + 1] - offsets[i], f"seeds['{node_type}']", where).to(torch.int64)
     empty = torch.empty(0, dtype=torch.int64)
     return {t: out.get(t, empty) for t in schema.node_types}
+
+
+def check_typed_pairs(key, pairs, schema, where: str) -> Tuple[int, int, int]:
+    """``(edge type id, source node type id, destination node type id)`` of the link seeds
+    ``pairs`` given for edge type ``key``, after checking that ``key`` is an edge type of
+    the graph (``schema``) and ``pairs`` ``[N, 2]`` type-local ids of its two node types."""
+    etype = schema.edge_type_id.get(":".join(parse_edge_type(key, where))) if isinstance(key, (str, tuple)) else None
+    if etype is None or not isinstance(pairs, torch.Tensor) or pairs.dim() != 2 or pairs.size(1) != 2:
+        raise ValueError(
+            f"{where}: link seeds on a typed graph are a dict edge type -> [N, 2] (source, destination) pairs of "
+            f"type-local ids, every key one of the graph's edge types {list(schema.edge_types)}; got key {key!r} "
+            f"with {tuple(pairs.shape) if isinstance(pairs, torch.Tensor) else type(pairs).__name__}"
+        )
+    offsets = schema.node_type_offset
+    for column, node_type in enumerate(schema.edge_type_ends[etype]):
+        name = f"seeds['{schema.edge_types[etype]}'][:, {column}]"
+        check_node_ids(pairs[:, column], offsets[node_type + 1] - offsets[node_type], name, where)
+    return (etype, *schema.edge_type_ends[etype])

@@ -23,13 +23,13 @@ on global ids, for both (an untyped graph is the one-type case of its
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
 from graphpipe._internal.checks import as_int, check_node_ids
-from graphpipe.graph.checks import check_edge_weights, check_typed_seeds
-from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.graph.checks import check_edge_weights, check_typed_pairs, check_typed_seeds
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
 from graphpipe.ops import LayerSample, sample_neighbors, unique_and_compact
 from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
@@ -144,17 +144,7 @@ def _typed_link_seeds(graph, seeds: Mapping, where: str) -> SeedNodes:
     offsets = schema.node_type_offset
     pairs = {}
     for key, ids in seeds.items():
-        etype = schema.edge_type_id.get(":".join(parse_edge_type(key, where))) if isinstance(key, (str, tuple)) else None
-        if etype is None or not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.size(1) != 2:
-            raise ValueError(
-                f"{where}: link seeds on a typed graph are a dict edge type -> [N, 2] (source, destination) pairs "
-                f"of type-local ids, every key one of the graph's edge types {list(schema.edge_types)}; got key "
-                f"{key!r} with {tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}"
-            )
-        src_type, dst_type = schema.edge_type_ends[etype]
-        for column, node_type in ((0, src_type), (1, dst_type)):
-            count = offsets[node_type + 1] - offsets[node_type]
-            check_node_ids(ids[:, column], count, f"seeds['{schema.edge_types[etype]}'][:, {column}]", where)
+        etype, src_type, dst_type = check_typed_pairs(key, ids, schema, where)
         pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
     flat = torch.cat([p.reshape(-1) for p in pairs.values()])
     nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.num_nodes)
@@ -186,12 +176,8 @@ def seed_edge_exclusion(
         sorted_indices: sources are sorted per node (per node and edge type).
     """
     schema, typed = graph.schema, graph.is_heterogeneous
-    starts = [0]
-    for count in seeds.counts:
-        starts.append(starts[-1] + count)
-    segments = [0]
-    for _, dst_type in schema.edge_type_ends:
-        segments.append(segments[-1] + seeds.counts[dst_type])
+    starts = list(accumulate(seeds.counts, initial=0))
+    segments = list(accumulate((seeds.counts[d] for _, d in schema.edge_type_ends), initial=0))
     rows: List[Tuple[torch.Tensor, ...]] = []  # (nodes, sources, owners, edge type)
     reverse_owners = []
     for etype, (pairs, local) in seeds.links.items():
@@ -312,7 +298,7 @@ def typed_subgraph(graph, layer: SampledLayer, fanouts: Sequence[int]) -> Sample
     type (within the type), all type-local; every type has an entry."""
     schema = graph.schema
     offsets = schema.node_type_offset
-    dst_starts, new_starts = _starts(layer.dst_counts), _starts(layer.new_counts)
+    dst_starts, new_starts = list(accumulate(layer.dst_counts, initial=0)), list(accumulate(layer.new_counts, initial=0))
     num_dst = layer.dst.numel()
     rows, columns = {}, {}
     for i, node_type in enumerate(schema.node_types):
@@ -336,19 +322,12 @@ def typed_subgraph(graph, layer: SampledLayer, fanouts: Sequence[int]) -> Sample
     return SampledSubgraph(csc, rows, columns, original_edge_ids, None if weights is None else edge_weights)
 
 
-def _starts(counts: Sequence[int]) -> List[int]:
-    starts = [0]
-    for count in counts:
-        starts.append(starts[-1] + count)
-    return starts
-
-
 def _edge_type_slices(schema, dst_counts, skipped, sample: LayerSample, fanouts) -> List[Tuple[torch.Tensor, int, int]]:
     """Per edge type id: ``(indptr over its destination type's destinations, first edge,
     end edge)`` of a typed layer's ``sample`` (:func:`sample_layer`'s segment order)."""
     frontier = [count - skip for count, skip in zip(dst_counts, skipped)]
     sampled = [t for t, (_, d) in enumerate(schema.edge_type_ends) if fanouts[t] != 0 and frontier[d]]
-    segment_cuts = _starts([frontier[schema.edge_type_ends[t][1]] for t in sampled])
+    segment_cuts = list(accumulate([frontier[schema.edge_type_ends[t][1]] for t in sampled], initial=0))
     edge_cuts = sample.indptr[segment_cuts].tolist()
     slices, j = [], 0
     for t, (_, dst_type) in enumerate(schema.edge_type_ends):
@@ -434,7 +413,7 @@ def _split_by_edge_type(graph, start: SeedNodes, sample: LayerSample) -> Sampled
     """A layer sampled over whole in-edge ranges (one fanout for every edge type), split
     into GraphBolt's per-edge-type layout."""
     schema = graph.schema
-    starts = _starts(start.counts)
+    starts = list(accumulate(start.counts, initial=0))
     destination = torch.repeat_interleave(torch.arange(start.nodes.numel()), sample.indptr.diff())
     types = graph.type_per_edge[sample.edge_ids].to(torch.int64)
     csc, edge_ids = {}, {}

@@ -81,18 +81,12 @@ def check_supported(where: str, **known: str) -> None:
     """Raise :class:`UnsupportedCombination` (naming ``where``) when no cell that agrees
     with ``known`` (a value for some of :data:`DIMENSIONS`, e.g. ``graph="typed",
     mode="cooperative"``) is supported; the others may still be refused once known."""
-    if len(known) == len(DIMENSIONS):
-        reason = SUPPORT[tuple(known[key] for key in DIMENSIONS)]
-        if reason is None:
-            return
-        reasons = [reason]
-    else:
-        cells = [cell for cell in SUPPORT if all(cell[i] == known.get(key, cell[i]) for i, key in enumerate(DIMENSIONS))]
-        reasons = [SUPPORT[cell] for cell in cells]
-        if None in reasons:
-            return
-    described = ", ".join(f"{key}={known[key]}" for key in DIMENSIONS if key in known)
-    raise UnsupportedCombination(f"{where}: {described} is not supported: {reasons[0]}")
+    reasons = [
+        reason for cell, reason in SUPPORT.items() if all(value == known.get(key, value) for key, value in zip(DIMENSIONS, cell))
+    ]
+    if None not in reasons:
+        described = ", ".join(f"{key}={known[key]}" for key in DIMENSIONS if key in known)
+        raise UnsupportedCombination(f"{where}: {described} is not supported: {reasons[0]}")
 
 
 def capability_table() -> str:

@@ -7,10 +7,10 @@ from typing import Optional, Tuple
 
 import torch
 
-from graphpipe._internal.checks import check_int, check_node_ids, check_node_pairs
+from graphpipe._internal.checks import check_int, check_node_pairs
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
-from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.ops import derive_key, sample_uniform_negatives
 from graphpipe.ops.edge_lookup import in_neighbours_sorted
 from graphpipe.ops.negative_sampling import check_negative_ratio
@@ -117,11 +117,14 @@ class UniformNegativeSampler(Pipe):
             negatives = self.negatives(pairs, derive_key(self.seed, minibatch.batch_index), (0, self.graph.num_nodes), -1)
             return with_negatives(minibatch, negatives)
         seeds, labels, indexes = {}, {}, {}
+        offsets = self.graph.schema.node_type_offset
         for key, pairs in minibatch.seeds.items():
-            etype, (src, dst) = self._typed_pairs(key, pairs)
-            negatives = self.negatives(pairs + torch.tensor([src[0], dst[0]]), derive_key(self.seed, minibatch.batch_index, etype), dst, etype)
+            etype, src_type, dst_type = check_typed_pairs(key, pairs, self.graph.schema, name)
+            first, end = offsets[dst_type], offsets[dst_type + 1]
+            key_of_type = derive_key(self.seed, minibatch.batch_index, etype)
+            negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
             given = None if minibatch.labels is None else minibatch.labels.get(key)
-            seeds[key], labels[key], indexes[key] = _with_negatives(pairs, given, negatives - dst[0])
+            seeds[key], labels[key], indexes[key] = _with_negatives(pairs, given, negatives - first)
         return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
 
     def negatives(self, pairs: torch.Tensor, key: int, candidates: Tuple[int, int], etype: int) -> torch.Tensor:
@@ -132,23 +135,6 @@ class UniformNegativeSampler(Pipe):
             indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
             candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
         )  # fmt: skip
-
-    def _typed_pairs(self, key, pairs) -> Tuple[int, Tuple[Tuple[int, int], Tuple[int, int]]]:
-        """The edge type id of ``key`` and the ``(first global id, count)`` of its source and
-        destination types, after checking ``pairs`` (``[P, 2]`` type-local ids)."""
-        name, schema = type(self).__name__, self.graph.schema
-        etype = schema.edge_type_id.get(":".join(parse_edge_type(key, name))) if isinstance(key, (str, tuple)) else None
-        if etype is None or not isinstance(pairs, torch.Tensor) or pairs.dim() != 2 or pairs.size(1) != 2:
-            raise ValueError(
-                f"{name}: typed link seeds are a dict edge type -> [P, 2] type-local pairs over the graph's edge types "
-                f"{list(schema.edge_types)}; got key {key!r} with {getattr(pairs, 'shape', type(pairs).__name__)}"
-            )
-        ranges = []
-        for column, node_type in enumerate(schema.edge_type_ends[etype]):
-            first, end = schema.node_type_offset[node_type], schema.node_type_offset[node_type + 1]
-            check_node_ids(pairs[:, column], end - first, f"seeds['{key}'][:, {column}]", name)
-            ranges.append((first, end - first))
-        return etype, tuple(ranges)
 
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:

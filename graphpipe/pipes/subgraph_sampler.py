@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from itertools import accumulate
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -269,9 +270,7 @@ class SubgraphSampler(Pipe):
         type-major, ``counts`` per node type) but the first ``skipped`` of each type."""
         if skipped is not self.no_skip:
             if self.typed:
-                starts = [0]
-                for count in counts:
-                    starts.append(starts[-1] + count)
+                starts = list(accumulate(counts, initial=0))
                 nodes = torch.cat([nodes[starts[i] + skip : starts[i + 1]] for i, skip in enumerate(skipped)])
             else:
                 nodes = nodes[skipped[0] :]
@@ -332,9 +331,7 @@ class SubgraphSampler(Pipe):
         compacted = None
         if seeds.links is not None:
             schema = self.graph.schema
-            starts = [0]
-            for count in seeds.counts:
-                starts.append(starts[-1] + count)
+            starts = list(accumulate(seeds.counts, initial=0))
             compacted = {}
             for etype, (_, local) in seeds.links.items():
                 src_type, dst_type = schema.edge_type_ends[etype]
