@@ -15,8 +15,8 @@ on global ids, for both (an untyped graph is the one-type case of its
 3. :func:`compact_layer`: one :func:`~graphpipe.ops.unique_and_compact` over global ids:
    the sources are the destinations, then the new nodes ascending. Global ids of a type
    being contiguous, splitting that list stably by node type gives per type "its
-   destinations, then its new nodes ascending": GraphBolt's typed layout.
-   :func:`next_destinations` makes the type-major list the next layer samples;
+   destinations, then its new nodes ascending": GraphBolt's typed layout, and the
+   type-major list the next layer samples;
 4. :func:`untyped_subgraph` / :func:`typed_subgraph`: the layer as a
    :class:`~graphpipe.SampledSubgraph` (typed: per edge type, ids type-local).
 """
@@ -41,7 +41,6 @@ __all__ = [
     "SeedEdgeExclusion",
     "SeedNodes",
     "compact_layer",
-    "next_destinations",
     "sample_graph_neighbors",
     "sample_layer",
     "seed_edge_exclusion",
@@ -95,7 +94,9 @@ class SampledLayer(NamedTuple):
             type major), ``edge_ids`` CSC positions.
         src: ``[num_src]`` int64: ``dst``, then the new source nodes ascending.
         local: ``[num_edges]`` int64 positions of the sampled sources in ``src``.
-        new_counts: new source nodes per node type.
+        rows: ``src`` type-major (per node type: its destinations, then its new nodes;
+            untyped: ``src``): the next layer's destinations.
+        row_counts: ``rows`` per node type.
     """
 
     dst: torch.Tensor
@@ -104,7 +105,8 @@ class SampledLayer(NamedTuple):
     sample: LayerSample
     src: torch.Tensor
     local: torch.Tensor
-    new_counts: Tuple[int, ...]
+    rows: torch.Tensor
+    row_counts: Tuple[int, ...]
 
 
 def seed_nodes(graph, seeds, where: str) -> SeedNodes:
@@ -258,22 +260,19 @@ def _layer_exclusion(exclude: Optional[SeedEdgeExclusion], sampled: List[int], s
 
 
 def compact_layer(graph, dst: torch.Tensor, dst_counts, skipped, sample: LayerSample) -> SampledLayer:
-    """Relabel a sampled layer: its sources are ``dst``, then the new nodes ascending."""
+    """Relabel a sampled layer: its sources are ``dst``, then the new nodes ascending
+    (one :func:`~graphpipe.ops.unique_and_compact` over global ids, typed or not)."""
     src, local = unique_and_compact(dst, sample.indices, graph.num_nodes)
     if not graph.is_heterogeneous:
-        return SampledLayer(dst, dst_counts, skipped, sample, src, local, (src.numel() - dst.numel(),))
-    cuts = torch.searchsorted(src[dst.numel() :], graph.node_type_offset.to(src.device)).tolist()
-    return SampledLayer(dst, dst_counts, skipped, sample, src, local, tuple(b - a for a, b in zip(cuts, cuts[1:])))
-
-
-def next_destinations(graph, layer: SampledLayer) -> Tuple[torch.Tensor, Tuple[int, ...]]:
-    """The next layer's destinations (this typed layer's sources), type-major, and their
-    counts (an untyped layer's are its sources)."""
-    pieces, dst_at, new_at = [], 0, layer.dst.numel()
-    for dst_count, new_count in zip(layer.dst_counts, layer.new_counts):
-        pieces += [layer.src[dst_at : dst_at + dst_count], layer.src[new_at : new_at + new_count]]
-        dst_at, new_at = dst_at + dst_count, new_at + new_count
-    return torch.cat(pieces), tuple(d + n for d, n in zip(layer.dst_counts, layer.new_counts))
+        return SampledLayer(dst, dst_counts, skipped, sample, src, local, src, (src.numel(),))
+    # Global ids of a type are contiguous, so the new nodes (ascending) are grouped by type.
+    cuts = torch.searchsorted(src[dst.numel() :], graph.node_type_offset).tolist()
+    pieces, dst_at, new_at = [], 0, dst.numel()
+    for dst_count, new_start, new_end in zip(dst_counts, cuts, cuts[1:]):
+        pieces += [src[dst_at : dst_at + dst_count], src[new_at + new_start : new_at + new_end]]
+        dst_at += dst_count
+    row_counts = tuple(d + b - a for d, a, b in zip(dst_counts, cuts, cuts[1:]))
+    return SampledLayer(dst, dst_counts, skipped, sample, src, local, torch.cat(pieces), row_counts)
 
 
 def untyped_subgraph(graph, layer: SampledLayer) -> SampledSubgraph:
@@ -297,26 +296,26 @@ def typed_subgraph(graph, layer: SampledLayer, fanouts: Sequence[int]) -> Sample
     local to the sources of its source type), node ids per node type, edge ids per edge
     type (within the type), all type-local; every type has an entry."""
     schema = graph.schema
-    offsets = schema.node_type_offset
-    dst_starts, new_starts = list(accumulate(layer.dst_counts, initial=0)), list(accumulate(layer.new_counts, initial=0))
+    dst_counts, row_counts = layer.dst_counts, layer.row_counts
+    new_counts = [rows - dsts for rows, dsts in zip(row_counts, dst_counts)]
+    row_starts = list(accumulate(row_counts, initial=0))
+    type_local = layer.rows - torch.repeat_interleave(torch.tensor(schema.node_type_offset[:-1]), torch.tensor(row_counts))
+    rows = {t: type_local[row_starts[i] : row_starts[i + 1]] for i, t in enumerate(schema.node_types)}
+    columns = {t: rows[t][: dst_counts[i]] for i, t in enumerate(schema.node_types)}
+    # Position in `src` (destinations, then new nodes, each type-major) -> position among
+    # the nodes of its type (its destinations, then its new nodes), for every source at once.
     num_dst = layer.dst.numel()
-    rows, columns = {}, {}
-    for i, node_type in enumerate(schema.node_types):
-        own = layer.src[dst_starts[i] : dst_starts[i] + layer.dst_counts[i]]
-        new = layer.src[num_dst + new_starts[i] : num_dst + new_starts[i] + layer.new_counts[i]]
-        columns[node_type] = own - offsets[i]
-        rows[node_type] = torch.cat([own, new]) - offsets[i]
+    shifts = list(accumulate(dst_counts, initial=0))[:-1]
+    shifts += [num_dst + new_start - count for new_start, count in zip(accumulate(new_counts, initial=0), dst_counts)]
+    runs = torch.tensor(list(dst_counts) + new_counts)
+    position = torch.arange(layer.src.numel()) - torch.repeat_interleave(torch.tensor(shifts), runs)
+    local = position[layer.local]
     edge_ids = graph.map_edge_ids(layer.sample.edge_ids)
     weights = layer.sample.edge_weights
     csc, original_edge_ids, edge_weights = {}, {}, {}
-    slices = _edge_type_slices(schema, layer.dst_counts, layer.skipped, layer.sample, fanouts)
-    for etype, (src_type, _), (indptr, e0, e1) in zip(schema.edge_types, schema.edge_type_ends, slices):
-        local = layer.local[e0:e1]
-        # Positions in `src` -> positions among the source type's nodes (its destinations, then its new nodes).
-        local = torch.where(
-            local < num_dst, local - dst_starts[src_type], local - (num_dst + new_starts[src_type]) + layer.dst_counts[src_type]
-        )
-        csc[etype] = CSCFormat(indptr, local)
+    slices = _edge_type_slices(schema, dst_counts, layer.skipped, layer.sample, fanouts)
+    for etype, (indptr, e0, e1) in zip(schema.edge_types, slices):
+        csc[etype] = CSCFormat(indptr, local[e0:e1])
         original_edge_ids[etype] = edge_ids[e0:e1]
         edge_weights[etype] = None if weights is None else weights[e0:e1]
     return SampledSubgraph(csc, rows, columns, original_edge_ids, None if weights is None else edge_weights)

@@ -22,7 +22,6 @@ from graphpipe.graph.sampling import (
     SeedEdgeExclusion,
     SeedNodes,
     compact_layer,
-    next_destinations,
     sample_layer,
     seed_edge_exclusion,
     seed_nodes,
@@ -313,7 +312,7 @@ class SubgraphSampler(Pipe):
             layers.append(compact_layer(self.graph, nodes, counts, skipped, sample))
             if self.layout == "pyg":
                 skipped = counts
-            nodes, counts = next_destinations(self.graph, layers[-1]) if self.typed else (layers[-1].src, (layers[-1].src.numel(),))
+            nodes, counts = layers[-1].rows, layers[-1].row_counts
         layers.reverse()
         return self._with_layers(minibatch, layers, seeds)
 
