@@ -285,7 +285,10 @@ class SubgraphSampler(Pipe):
         """One block layer for the destinations ``nodes`` (global, type-major, ``counts``
         per node type), compacted and laid out (the cooperative loop's step)."""
         sample = self.sample_frontier(nodes, counts, self.no_skip, layer, minibatch, None)
-        step = compact_layer(self.graph, nodes, counts, self.no_skip, sample)
+        return self.lay_out(compact_layer(self.graph, nodes, counts, self.no_skip, sample), layer)
+
+    def lay_out(self, step: SampledLayer, layer: int) -> SampledSubgraph:
+        """Layer ``layer`` as a SampledSubgraph (typed: GraphBolt's heterogeneous layout)."""
         if self.typed:
             return typed_subgraph(self.graph, step, self.edge_type_fanouts[layer])
         return untyped_subgraph(self.graph, step)
@@ -303,42 +306,34 @@ class SubgraphSampler(Pipe):
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
         nodes, counts = seeds.nodes, seeds.counts
         skipped = self.no_skip  # pyg layout: per type, the destinations sampled already
-        layers: List[SampledLayer] = []
+        subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
             # The seeds, the only destinations with excluded in-edges, lead every block
             # layer's destinations of their type and are pyg's first frontier.
-            exclude = exclusion if self.layout == "block" or not layers else None
+            exclude = exclusion if self.layout == "block" or not subgraphs else None
             sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude)
-            layers.append(compact_layer(self.graph, nodes, counts, skipped, sample))
+            step = compact_layer(self.graph, nodes, counts, skipped, sample)
+            subgraphs.append(self.lay_out(step, layer))  # laid out now: the sample's sources are freed
             if self.layout == "pyg":
                 skipped = counts
-            nodes, counts = layers[-1].rows, layers[-1].row_counts
-        layers.reverse()
-        return self._with_layers(minibatch, layers, seeds)
-
-    def _with_layers(self, minibatch: MiniBatch, layers: List[SampledLayer], seeds: SeedNodes) -> MiniBatch:
-        """``minibatch`` with the sampled layers laid out (typed: GraphBolt's heterogeneous
-        layout), ``input_nodes`` and ``compacted_seeds``."""
-        if not self.typed:
-            subgraphs = [untyped_subgraph(self.graph, step) for step in layers]
-            compacted = None if seeds.links is None else seeds.links[0][1]
-            return replace(
-                minibatch, sampled_subgraphs=subgraphs, input_nodes=layers[0].src, layout=self.layout,
-                compacted_seeds=compacted,
-            )  # fmt: skip
-        subgraphs = [typed_subgraph(self.graph, step, self.edge_type_fanouts[i]) for i, step in enumerate(layers)]
-        compacted = None
-        if seeds.links is not None:
-            schema = self.graph.schema
-            starts = list(accumulate(seeds.counts, initial=0))
-            compacted = {}
-            for etype, (_, local) in seeds.links.items():
-                src_type, dst_type = schema.edge_type_ends[etype]
-                compacted[schema.edge_types[etype]] = local - torch.tensor([starts[src_type], starts[dst_type]])
+            nodes, counts = step.rows, step.row_counts
+        subgraphs.reverse()
         return replace(
             minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
-            compacted_seeds=compacted,
+            compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
         )  # fmt: skip
+
+    def compacted_seeds(self, seeds: SeedNodes):
+        """The link seeds in local ids of the last layer's destinations: ``[N, k]``, or
+        ``{edge type: [N, 2]}`` on a typed graph (columns local to their node types)."""
+        if not self.typed:
+            return seeds.links[0][1]
+        schema = self.graph.schema
+        starts = list(accumulate(seeds.counts, initial=0))
+        return {
+            schema.edge_types[etype]: local - torch.tensor([starts[schema.edge_type_ends[etype][0]], starts[schema.edge_type_ends[etype][1]]])
+            for etype, (_, local) in seeds.links.items()
+        }
 
     def check_batch(self, minibatch: MiniBatch) -> None:
         """Refuse a batch whose seeds (their task, their device) make an unsupported cell."""
