@@ -1,5 +1,5 @@
-"""ItemSet and HeteroItemSet: the training items (seed nodes, optionally with labels) a
-sampler iterates."""
+"""ItemSet and HeteroItemSet: the training items (seed nodes or node pairs, optionally with
+labels) a sampler iterates."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from graphpipe._internal.checks import as_int
+from graphpipe.graph.edge_types import parse_edge_type
 
 __all__ = ["ItemSet", "HeteroItemSet", "ItemSetDict"]
 
@@ -133,19 +134,22 @@ def _field(values, index: int) -> torch.Tensor:
 
 
 class HeteroItemSet:
-    """Items of several node types (GraphBolt's ``HeteroItemSet``, also ``ItemSetDict``).
+    """Items of several node or edge types (GraphBolt's ``HeteroItemSet``, also ``ItemSetDict``).
 
-    ``HeteroItemSet({"paper": ItemSet((seeds, labels), names=("seeds", "labels")), ...})``:
-    every :class:`ItemSet` holds type-local node ids of its type and the same field names.
-    The items are numbered type after type in the dict's order (item ``i`` of the second
-    type is item ``len(first) + i``), so an :class:`~graphpipe.ItemSampler` shuffles and
-    cuts them as one set; a batch's fields are dicts node type -> rows (only the types
-    the batch holds), e.g. ``minibatch.seeds == {"paper": ..., "author": ...}``, and
+    Node tasks: ``HeteroItemSet({"paper": ItemSet((seeds, labels), names=("seeds",
+    "labels")), ...})``, every :class:`ItemSet` holding type-local node ids of its node
+    type. Link tasks: keys are edge types ``"src:relation:dst"`` and ``seeds`` are
+    ``[N, 2]`` type-local ``(source, destination)`` pairs of that edge type (with
+    ``labels`` and ``indexes`` as for untyped pairs). Every ItemSet has the same field
+    names. The items are numbered type after type in the dict's order (item ``i`` of the
+    second type is item ``len(first) + i``), so an :class:`~graphpipe.ItemSampler`
+    shuffles and cuts them as one set; a batch's fields are dicts type -> rows (only the
+    types the batch holds), e.g. ``minibatch.seeds == {"paper": ..., "author": ...}``, and
     ``item_ids`` the items' positions within their type's ItemSet. A type may have no
     items (a split without that type): no batch holds it.
 
     Args:
-        item_sets: node type -> :class:`ItemSet` (or a tensor of seed ids).
+        item_sets: node type (or edge type) -> :class:`ItemSet` (or a tensor of seeds).
     """
 
     def __init__(self, item_sets: Mapping[str, Union[ItemSet, torch.Tensor]]):
@@ -156,12 +160,14 @@ class HeteroItemSet:
         sets = {}
         for node_type, item_set in item_sets.items():
             if not isinstance(node_type, str):
-                raise TypeError(f"HeteroItemSet: keys must be node type names (str), got {node_type!r}")
+                raise TypeError(f"HeteroItemSet: keys must be node or edge type names (str), got {node_type!r}")
             sets[node_type] = item_set if isinstance(item_set, ItemSet) else ItemSet(item_set, names="seeds")
         names = {t: s.names for t, s in sets.items()}
         first = next(iter(names.values()))
         if first is None or any(n != first for n in names.values()):
             raise ValueError(f"HeteroItemSet: every ItemSet needs the same field names, got {names}")
+        if "seeds" in first:
+            _check_keys({t: s.field("seeds") for t, s in sets.items()})
         self._sets = sets
         self.names: Tuple[str, ...] = first
         lengths = [len(s) for s in sets.values()]
@@ -193,6 +199,26 @@ class HeteroItemSet:
     def __repr__(self) -> str:
         inner = ",\n".join(f"    {t!r}: {s!r}" for t, s in self._sets.items())
         return f"HeteroItemSet(\n{inner},\n)"
+
+
+def _check_keys(seeds: Dict[str, torch.Tensor]) -> None:
+    """Node ids are keyed by node type, node pairs by edge type ``"src:relation:dst"``,
+    and one HeteroItemSet holds one kind."""
+    links = [key for key, ids in seeds.items() if ids.dim() == 2]
+    if links and len(links) != len(seeds):
+        raise ValueError(
+            f"HeteroItemSet: every ItemSet must hold node ids (keyed by node type) or every one node pairs (keyed by "
+            f"edge type 'src:relation:dst'); got pairs for {links} and node ids for "
+            f"{[key for key in seeds if key not in links]}"
+        )
+    for key in seeds:
+        if key in links:
+            parse_edge_type(key, "HeteroItemSet")
+        elif ":" in key:
+            raise ValueError(
+                f"HeteroItemSet: {key!r} holds node ids, so it must be a node type; node pairs keyed by edge type "
+                f"are [N, 2] seeds"
+            )
 
 
 ItemSetDict = HeteroItemSet

@@ -6,7 +6,7 @@ of the ranks' shares from a :class:`~graphpipe.DistributedItemSampler`):
 
 1. every rank sends its seeds (and labels) to their owners;
 2. per layer, from the seeds outwards, each rank samples the in-edges of the frontier
-   vertices it owns (``sampler.sample_layer``, keyed by global vertex ids, so the edges
+   vertices it owns (``sampler.sample_block``, keyed by global vertex ids, so the edges
    do not depend on which rank samples), compacts them into an ordinary
    :class:`~graphpipe.SampledSubgraph`, and sends the layer's source ids to their owners
    (all-to-all: counts first, then ids, sorted by owner). The owners deduplicate what
@@ -183,8 +183,8 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> Min
     owned_seeds = nodes
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        # compact_layer gives the block in local ids with the user's edge ids.
-        subgraph = sampler.compact_layer(nodes, sampler.sample_layer(nodes, layer, minibatch))
+        # The block in local ids with the user's edge ids.
+        subgraph = sampler.sample_block(nodes, (nodes.numel(),), layer, minibatch)
         plan = _plan_exchange(subgraph.original_row_node_ids, nodes, partition, group, source.exchange_group)
         subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=plan))
         nodes = plan.local_node_ids
@@ -264,7 +264,7 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
     Owners are keyed by global node ids (``node_type_offset[t] +`` type-local id), so
     the one :class:`Partition` over ``graph.num_nodes`` serves every node type. Per
     layer, each rank samples the in-edges of every edge type of the destinations it
-    owns (the typed kernel, one call: :func:`sample_hetero_layer`), compacts
+    owns (the typed kernel, one call: ``sampler.sample_block``), compacts
     each node type's sources against that type's destinations, and sends the sources
     of all types to their owners in one exchange; each owner's next destinations of
     type ``t`` are its destinations of ``t`` followed by the new ones it received,
@@ -294,7 +294,8 @@ def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: st
     }
     subgraphs: List[SampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        subgraph = sampler.sample_typed_layer({t: ids.to(torch.int64) for t, ids in nodes.items()}, layer, minibatch)
+        owned = torch.cat([nodes[t].to(torch.int64) + offsets[i] for i, t in enumerate(node_types)])
+        subgraph = sampler.sample_block(owned, tuple(nodes[t].numel() for t in node_types), layer, minibatch)
         plans = _plan_typed_exchange(subgraph.original_row_node_ids, nodes, offsets, partition, group, source.exchange_group)
         subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=plans))
         nodes = {t: plans[t].local_node_ids for t in node_types}

@@ -1,17 +1,16 @@
-"""Checks of arguments that refer to a graph: the graph itself, its edge weights, typed fanouts."""
+"""Checks of arguments that refer to a graph: its edge weights, typed fanouts and seeds."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from graphpipe._internal.checks import as_int, check_node_ids
-from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["check_edge_weights", "check_graph", "check_typed_fanouts", "check_typed_seeds"]
+__all__ = ["check_edge_weights", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds"]
 
 
 def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List[int]]:
@@ -116,66 +115,41 @@ def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
     return probs.contiguous()
 
 
-def check_graph(graph, where: str):
-    """``graph`` if it is a :class:`graphpipe.CSCGraph`; else a TypeError naming ``where``
-    and the constructor that builds one from what was passed (a PyG ``Data``, an
-    ``edge_index`` tensor, a networkx or DGL graph, a graphpipe dataset)."""
-    if isinstance(graph, CSCGraph):
-        return graph
-    kind = type(graph)
-    module = kind.__module__.split(".")[0]
-    name = kind.__name__ if module in ("builtins", "graphpipe") else f"{kind.__name__} ({module})"
-    if module == "torch_geometric":
-        hint = (
-            "graphpipe.datasets.from_pyg(data) builds the graph with its features, labels and splits "
-            "(its .graph is the CSCGraph); for the graph alone, CSCGraph.from_edge_index(data.edge_index, "
-            "num_nodes=data.num_nodes)"
-        )
-        if kind.__name__ == "HeteroData":
-            hint += " (a HeteroData: from_pyg, or CSCGraph.from_hetero_edges(data.edge_index_dict, num_nodes))"
-    elif module == "dgl":
-        hint = "graphpipe.datasets.from_dgl(graph) (its .graph is the CSCGraph)"
-    elif module == "networkx":
-        hint = (
-            "number its nodes 0..n-1 (networkx.convert_node_labels_to_integers), then CSCGraph.from_coo(src, dst, "
-            "num_nodes=G.number_of_nodes()) with src, dst = torch.tensor(list(G.edges)).T (add the reversed edges "
-            "of an undirected graph); or PyG's torch_geometric.utils.from_networkx, then graphpipe.datasets.from_pyg"
-        )
-    elif isinstance(graph, (torch.Tensor, np.ndarray)):
-        hint = (
-            "a [2, num_edges] edge_index (row 0 sources, row 1 targets) becomes one with "
-            "CSCGraph.from_edge_index(edge_index, num_nodes=...); separate source and target lists with "
-            "CSCGraph.from_coo(src, dst, num_nodes=...)"
-        )
-    elif isinstance(getattr(graph, "graph", None), CSCGraph):
-        hint = "this is a dataset: pass dataset.graph"
-    else:
-        hint = (
-            "build one with CSCGraph.from_edge_index (PyG's [2, num_edges] edge_index), CSCGraph.from_coo "
-            "(source and target lists), graphpipe.datasets.from_pyg / from_dgl, or CSCGraph.load (a saved graph)"
-        )
-    raise TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {name}; {hint}")
-
-
 def check_typed_seeds(seeds, graph, where: str) -> Dict[str, torch.Tensor]:
     """``seeds`` (node type -> ``[n]`` type-local ids) checked against ``graph``, as int64
-    tensors, with an empty entry for every node type not given."""
-    node_types = graph.node_types
+    tensors, one entry per node type in id order (empty for a type not given)."""
+    schema = graph.schema
     if not isinstance(seeds, dict):
         raise ValueError(
             f"{where}: the graph is heterogeneous, so `seeds` must be a dict of node type -> ids (from a "
-            f"HeteroItemSet), got {type(seeds).__name__}; node types: {node_types}"
+            f"HeteroItemSet), got {type(seeds).__name__}; node types: {list(schema.node_types)}"
         )
-    counts = graph.num_nodes_per_type
+    offsets = schema.node_type_offset
     out = {}
     for node_type, ids in seeds.items():
-        if node_type not in counts:
-            raise ValueError(f"{where}: `seeds` has unknown node type {node_type!r}; the graph's node types: {node_types}")
-        if isinstance(ids, torch.Tensor) and ids.dim() == 2:
-            raise NotImplementedError(
-                f"{where}: node-pair seeds (link prediction) on heterogeneous graphs are not supported yet; "
-                f"`seeds['{node_type}']` has shape {tuple(ids.shape)}"
+        i = schema.node_type_id.get(node_type)
+        if i is None:
+            raise ValueError(
+                f"{where}: `seeds` has unknown node type {node_type!r}; the graph's node types: {list(schema.node_types)}"
             )
-        out[node_type] = check_node_ids(ids, counts[node_type], f"seeds['{node_type}']", where).to(torch.int64)
+        out[node_type] = check_node_ids(ids, offsets[i + 1] - offsets[i], f"seeds['{node_type}']", where).to(torch.int64)
     empty = torch.empty(0, dtype=torch.int64)
-    return {t: out.get(t, empty) for t in node_types}
+    return {t: out.get(t, empty) for t in schema.node_types}
+
+
+def check_typed_pairs(key, pairs, schema, where: str) -> Tuple[int, int, int]:
+    """``(edge type id, source node type id, destination node type id)`` of the link seeds
+    ``pairs`` given for edge type ``key``, after checking that ``key`` is an edge type of
+    the graph (``schema``) and ``pairs`` ``[N, 2]`` type-local ids of its two node types."""
+    etype = schema.edge_type_id.get(":".join(parse_edge_type(key, where))) if isinstance(key, (str, tuple)) else None
+    if etype is None or not isinstance(pairs, torch.Tensor) or pairs.dim() != 2 or pairs.size(1) != 2:
+        raise ValueError(
+            f"{where}: link seeds on a typed graph are a dict edge type -> [N, 2] (source, destination) pairs of "
+            f"type-local ids, every key one of the graph's edge types {list(schema.edge_types)}; got key {key!r} "
+            f"with {tuple(pairs.shape) if isinstance(pairs, torch.Tensor) else type(pairs).__name__}"
+        )
+    offsets = schema.node_type_offset
+    for column, node_type in enumerate(schema.edge_type_ends[etype]):
+        name = f"seeds['{schema.edge_types[etype]}'][:, {column}]"
+        check_node_ids(pairs[:, column], offsets[node_type + 1] - offsets[node_type], name, where)
+    return (etype, *schema.edge_type_ends[etype])

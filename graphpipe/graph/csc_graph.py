@@ -39,13 +39,16 @@ import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import FrozenInstanceError, dataclass, field, fields
+from functools import cached_property
 from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+import numpy as np
 import torch
 
 from graphpipe.graph.edge_types import NO_COLON_IN_TYPE_NAMES, parse_edge_type
+from graphpipe.graph.sampling import sample_graph_neighbors
 
-__all__ = ["CSCGraph", "smallest_index_dtype"]
+__all__ = ["CSCGraph", "TypeSchema", "check_graph", "smallest_index_dtype"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
 
@@ -68,6 +71,40 @@ _CHECKSUM_CHUNK_BYTES = 1 << 26
 def smallest_index_dtype(max_value: int) -> torch.dtype:
     """int32 when every value up to ``max_value`` fits, else int64."""
     return torch.int32 if max_value < 2**31 else torch.int64
+
+
+class TypeSchema(NamedTuple):
+    """A graph's node and edge types as plain Python values, computed once per graph
+    (:attr:`CSCGraph.schema`) so that samplers never re-parse or re-sort them per batch.
+
+    An untyped graph is the one-type case (GraphBolt's ``"_N"`` and ``"_N:_E:_N"``).
+
+    Attributes:
+        node_types: node type names by id.
+        edge_types: ``"src:relation:dst"`` by id.
+        node_type_offset: ``num_node_types + 1`` ints: the global ids of type ``i`` are
+            ``node_type_offset[i]:node_type_offset[i + 1]``.
+        edge_type_ends: ``(src node type id, dst node type id)`` per edge type id.
+        edge_types_to: per node type id, the ids (ascending) of the edge types ending there.
+        node_type_id: node type name -> id.
+        edge_type_id: edge type name -> id.
+    """
+
+    node_types: Tuple[str, ...]
+    edge_types: Tuple[str, ...]
+    node_type_offset: Tuple[int, ...]
+    edge_type_ends: Tuple[Tuple[int, int], ...]
+    edge_types_to: Tuple[Tuple[int, ...], ...]
+    node_type_id: Mapping[str, int]
+    edge_type_id: Mapping[str, int]
+
+
+def _type_schema(node_types: List[str], edge_types: List[str], offsets: List[int]) -> TypeSchema:
+    node_id = {t: i for i, t in enumerate(node_types)}
+    ends = tuple((node_id[s], node_id[d]) for s, _, d in map(parse_edge_type, edge_types))
+    to = tuple(tuple(t for t, (_, d) in enumerate(ends) if d == i) for i in range(len(node_types)))
+    edge_id = {t: i for i, t in enumerate(edge_types)}
+    return TypeSchema(tuple(node_types), tuple(edge_types), tuple(offsets), ends, to, node_id, edge_id)
 
 
 @dataclass(init=False)
@@ -553,6 +590,13 @@ class CSCGraph:
     def num_edges(self) -> int:
         return self.indices.numel()
 
+    @cached_property
+    def schema(self) -> TypeSchema:
+        """The graph's :class:`TypeSchema` (one type ``"_N"`` / ``"_N:_E:_N"`` when untyped)."""
+        if not self.is_heterogeneous:
+            return _type_schema(["_N"], ["_N:_E:_N"], [0, self.num_nodes])
+        return _type_schema(self.node_types, self.edge_types, self.node_type_offset.tolist())
+
     def in_degrees(self) -> torch.Tensor:
         """``[num_nodes]`` int64 in-degree of every node."""
         return (self.indptr[1:] - self.indptr[:-1]).to(torch.int64)
@@ -1014,9 +1058,7 @@ class CSCGraph:
         graph) with ``fanouts`` (one, or one per edge type), as GraphBolt's
         ``FusedCSCSamplingGraph.sample_neighbors``: a not-compacted
         :class:`~graphpipe.SampledSubgraph` whose ``sampled_csc`` holds the sources' ids
-        in the graph. See :func:`graphpipe.pipes.neighbor_sampler.sample_graph_neighbors`."""
-        from graphpipe.pipes.neighbor_sampler import sample_graph_neighbors
-
+        in the graph. See :func:`graphpipe.graph.sampling.sample_graph_neighbors`."""
         return sample_graph_neighbors(self, seeds, fanouts, replace=replace, probs_name=probs_name)
 
     def __repr__(self) -> str:
@@ -1031,6 +1073,47 @@ class CSCGraph:
             f"node_attributes={list(self.node_attributes)}, "
             f"original_edge_ids={edge_ids}{source})"
         )
+
+
+def check_graph(graph, where: str):
+    """``graph`` if it is a :class:`graphpipe.CSCGraph`; else a TypeError naming ``where``
+    and the constructor that builds one from what was passed (a PyG ``Data``, an
+    ``edge_index`` tensor, a networkx or DGL graph, a graphpipe dataset)."""
+    if isinstance(graph, CSCGraph):
+        return graph
+    kind = type(graph)
+    module = kind.__module__.split(".")[0]
+    name = kind.__name__ if module in ("builtins", "graphpipe") else f"{kind.__name__} ({module})"
+    if module == "torch_geometric":
+        hint = (
+            "graphpipe.datasets.from_pyg(data) builds the graph with its features, labels and splits "
+            "(its .graph is the CSCGraph); for the graph alone, CSCGraph.from_edge_index(data.edge_index, "
+            "num_nodes=data.num_nodes)"
+        )
+        if kind.__name__ == "HeteroData":
+            hint += " (a HeteroData: from_pyg, or CSCGraph.from_hetero_edges(data.edge_index_dict, num_nodes))"
+    elif module == "dgl":
+        hint = "graphpipe.datasets.from_dgl(graph) (its .graph is the CSCGraph)"
+    elif module == "networkx":
+        hint = (
+            "number its nodes 0..n-1 (networkx.convert_node_labels_to_integers), then CSCGraph.from_coo(src, dst, "
+            "num_nodes=G.number_of_nodes()) with src, dst = torch.tensor(list(G.edges)).T (add the reversed edges "
+            "of an undirected graph); or PyG's torch_geometric.utils.from_networkx, then graphpipe.datasets.from_pyg"
+        )
+    elif isinstance(graph, (torch.Tensor, np.ndarray)):
+        hint = (
+            "a [2, num_edges] edge_index (row 0 sources, row 1 targets) becomes one with "
+            "CSCGraph.from_edge_index(edge_index, num_nodes=...); separate source and target lists with "
+            "CSCGraph.from_coo(src, dst, num_nodes=...)"
+        )
+    elif isinstance(getattr(graph, "graph", None), CSCGraph):
+        hint = "this is a dataset: pass dataset.graph"
+    else:
+        hint = (
+            "build one with CSCGraph.from_edge_index (PyG's [2, num_edges] edge_index), CSCGraph.from_coo "
+            "(source and target lists), graphpipe.datasets.from_pyg / from_dgl, or CSCGraph.load (a saved graph)"
+        )
+    raise TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {name}; {hint}")
 
 
 def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids, typed=None) -> CSCGraph:

@@ -7,12 +7,17 @@ range: a binary search when every node's sources are sorted (:func:`in_neighbour
 checked once by the stages that look edges up; ``synthetic_node_classification`` builds
 such graphs, ``CSCGraph.from_coo`` keeps the user's order), a scan of the range otherwise.
 
+On a typed graph the in-edges of ``v`` are grouped by edge type (ascending type id), so
+the edges of type ``t`` are a sub-range found by two binary searches on ``type_per_edge``
+(:func:`in_edge_range`), and "sorted" means sorted within each such sub-range.
+
 Seed-edge exclusion: a link-prediction batch must not show the model the edges it is asked
-to predict. :func:`seed_edge_exclusion` turns a batch's node pairs into an
-:class:`EdgeExclusion`, the CSC positions to skip per seed node (every edge ``u -> v`` of a
-pair ``(u, v)``, and optionally its reverse edges); the sampling ops skip them inside
-their kernels (:func:`~graphpipe.ops.sample_neighbors`) or, where a kernel cannot,
-:func:`drop_excluded` removes them from a sampled layer.
+to predict. :func:`seed_edge_exclusion` answers :class:`EdgeQueries` (the edges ``u -> v``
+of each seed pair, of its edge type on a typed graph, and optionally their reverse edges)
+with an :class:`EdgeExclusion`, the CSC positions to skip per owner (a seed node, or a
+seed node and edge type); the sampling ops skip them inside their kernels
+(:func:`~graphpipe.ops.sample_neighbors`) or, where a kernel cannot, :func:`drop_excluded`
+removes them from a sampled layer.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import torch
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.selection import lower_bound_in
 
-__all__ = ["EdgeExclusion", "check_exclusion", "drop_excluded", "in_neighbours_sorted", "seed_edge_exclusion"]
+__all__ = ["EdgeExclusion", "EdgeQueries", "check_exclusion", "drop_excluded", "in_edge_range", "in_neighbours_sorted", "seed_edge_exclusion"]
 
 
 class EdgeExclusion(NamedTuple):
@@ -47,7 +52,43 @@ class EdgeExclusion(NamedTuple):
     positions: torch.Tensor
 
 
+class EdgeQueries(NamedTuple):
+    """Edges to look up, one query per row: the in-edges of ``nodes[i]`` (of edge type
+    ``edge_types[i]`` on a typed graph) whose source is ``sources[i]``, excluded for the
+    destination ``owners[i]``; with a reverse map, their reverse edges too, for
+    ``reverse_owners[i]``. All ``[Q]`` int64, node ids global.
+
+    Attributes:
+        nodes: the destinations whose in-edges are searched.
+        sources: the source each query looks for.
+        owners: the destination (of the sampling op) that must skip what is found.
+        edge_types: edge type ids, or None (every in-edge of an untyped graph).
+        reverse_owners: owners of the mapped reverse edges, or None.
+    """
+
+    nodes: torch.Tensor
+    sources: torch.Tensor
+    owners: torch.Tensor
+    edge_types: Optional[torch.Tensor] = None
+    reverse_owners: Optional[torch.Tensor] = None
+
+
+# No edge types (an untyped graph): one compiled kernel either way.
+_NO_TYPES = np.zeros(0, np.uint8)
+
+
 # ---------------------------------------------------------------- kernels' building blocks
+@numba.njit(inline="always", nogil=True, cache=True)
+def in_edge_range(indptr, type_per_edge, v, t):
+    """``(start, end)``: the CSC positions of ``v``'s in-edges of edge type ``t``, or of all
+    of them when ``t < 0`` (``type_per_edge`` may then be empty)."""
+    start, end = np.int64(indptr[v]), np.int64(indptr[v + 1])
+    if t < 0:
+        return start, end
+    lo = lower_bound_in(type_per_edge, start, end, t)
+    return lo, lower_bound_in(type_per_edge, lo, end, t + 1)
+
+
 @numba.njit(inline="always", nogil=True, cache=True)
 def count_source(indices, start, end, u, sorted_indices):
     """How many positions of ``[start, end)`` have source ``u`` (edges ``u -> v``)."""
@@ -88,66 +129,58 @@ def write_source_positions(indices, start, end, u, sorted_indices, out, at):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _unsorted_nodes(indptr, indices):
+def _unsorted_nodes(indptr, indices, type_per_edge):
+    typed = type_per_edge.size > 0
     bad = 0
     for v in numba.prange(indptr.size - 1):
         for p in range(indptr[v] + 1, indptr[v + 1]):
-            if indices[p] < indices[p - 1]:
+            if indices[p] < indices[p - 1] and (not typed or type_per_edge[p] == type_per_edge[p - 1]):
                 bad += 1
                 break
     return bad
 
 
-def in_neighbours_sorted(indptr: torch.Tensor, indices: torch.Tensor) -> bool:
+def in_neighbours_sorted(indptr: torch.Tensor, indices: torch.Tensor, type_per_edge: Optional[torch.Tensor] = None) -> bool:
     """Whether every node's sources ``indices[indptr[v]:indptr[v + 1]]`` are in
-    non-decreasing order (then edges are found by binary search). ``O(num_edges)``,
-    parallel; False for a graph on a CUDA device (its lookups run on host copies)."""
+    non-decreasing order, within each edge type's sub-range when ``type_per_edge`` is
+    given (then edges are found by binary search). ``O(num_edges)``, parallel; False for
+    a graph on a CUDA device (its lookups run on host copies)."""
     if indptr.is_cuda or indices.is_cuda:
         return False
-    return _unsorted_nodes(indptr.contiguous().numpy(), indices.contiguous().numpy()) == 0
+    types = _NO_TYPES if type_per_edge is None else type_per_edge.contiguous().numpy()
+    return _unsorted_nodes(indptr.contiguous().numpy(), indices.contiguous().numpy(), types) == 0
 
 
 # ---------------------------------------------------------------- seed-edge exclusion
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _exclusion_entries(indptr, indices, src, dst, local_src, local_dst, sorted_indices, reverse_pairs, reverse_positions):
-    """``(local destination, CSC position)`` of every edge to exclude, unsorted, with repeats.
-
-    Pair ``i`` contributes its edges ``src -> dst`` (at ``local_dst``) and, with
-    ``reverse_pairs``, the edges ``dst -> src`` (at ``local_src``), or, with a non-empty
-    ``reverse_positions``, ``reverse_positions[p]`` of each of its edges ``p`` (at
-    ``local_src``: the map sends an edge to one with swapped endpoints)."""
-    n = src.size
-    forward = np.empty(n, np.int64)
-    backward = np.empty(n, np.int64)
-    by_map = reverse_positions.size > 0
+def _exclusion_entries(indptr, indices, type_per_edge, nodes, sources, owners, edge_types, reverse_owners, sorted_indices, reverse_positions):
+    """``(owner, CSC position)`` of every edge the queries find (see :class:`EdgeQueries`),
+    unsorted, with repeats; a found position ``p`` also gives ``reverse_positions[p]`` to
+    ``reverse_owners`` when that is not empty."""
+    n = nodes.size
+    typed = edge_types.size > 0
+    by_map = reverse_owners.size > 0
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    found = np.empty(n, np.int64)
     for i in numba.prange(n):
-        v, u = dst[i], src[i]
-        forward[i] = count_source(indices, np.int64(indptr[v]), np.int64(indptr[v + 1]), u, sorted_indices)
-        if by_map:
-            backward[i] = forward[i]
-        elif reverse_pairs:
-            backward[i] = count_source(indices, np.int64(indptr[u]), np.int64(indptr[u + 1]), v, sorted_indices)
-        else:
-            backward[i] = 0
+        starts[i], ends[i] = in_edge_range(indptr, type_per_edge, nodes[i], edge_types[i] if typed else -1)
+        found[i] = count_source(indices, starts[i], ends[i], sources[i], sorted_indices)
     offsets = np.empty(n + 1, np.int64)
     offsets[0] = 0
     for i in range(n):
-        offsets[i + 1] = offsets[i] + forward[i] + backward[i]
+        offsets[i + 1] = offsets[i] + found[i] * (2 if by_map else 1)
     positions = np.empty(offsets[n], np.int64)
-    owners = np.empty(offsets[n], np.int64)
+    entry_owners = np.empty(offsets[n], np.int64)
     for i in numba.prange(n):
-        v, u = dst[i], src[i]
         at = offsets[i]
-        end = write_source_positions(indices, np.int64(indptr[v]), np.int64(indptr[v + 1]), u, sorted_indices, positions, at)
-        owners[at:end] = local_dst[i]
+        end = write_source_positions(indices, starts[i], ends[i], sources[i], sorted_indices, positions, at)
+        entry_owners[at:end] = owners[i]
         if by_map:
             for j in range(at, end):
                 positions[end + j - at] = reverse_positions[positions[j]]
-            owners[end : end + forward[i]] = local_src[i]
-        elif reverse_pairs:
-            stop = write_source_positions(indices, np.int64(indptr[u]), np.int64(indptr[u + 1]), v, sorted_indices, positions, end)
-            owners[end:stop] = local_src[i]
-    return owners, positions
+            entry_owners[end : end + found[i]] = reverse_owners[i]
+    return entry_owners, positions
 
 
 @numba.njit(nogil=True, cache=True)
@@ -174,43 +207,42 @@ def _group_by_owner(owners, positions, num_owners, num_edges):
 def seed_edge_exclusion(
     indptr: torch.Tensor,
     indices: torch.Tensor,
-    pairs: torch.Tensor,
-    local_pairs: torch.Tensor,
-    num_seed_nodes: int,
+    queries: EdgeQueries,
+    num_owners: int,
     *,
     sorted_indices: bool,
-    reverse_pairs: bool = False,
+    type_per_edge: Optional[torch.Tensor] = None,
     reverse_positions: Optional[torch.Tensor] = None,
 ) -> EdgeExclusion:
-    """The edges a batch of node pairs must not sample, grouped by seed node.
+    """The edges a batch must not sample, grouped by owner.
 
     Args:
         indptr, indices: the graph's CSC arrays (host memory).
-        pairs: ``[N, 2]`` int64 global ``(source, destination)`` ids.
-        local_pairs: ``[N, 2]`` int64 local ids of the same nodes among the batch's
-            ``num_seed_nodes`` seed nodes (``MiniBatch.compacted_seeds``).
-        num_seed_nodes: the number of seed nodes (the batch's first destinations).
-        sorted_indices: every node's sources are sorted (:func:`in_neighbours_sorted`).
-        reverse_pairs: also exclude every edge ``v -> u`` of a pair ``(u, v)``.
-        reverse_positions: optional ``[num_edges]`` CSC position -> CSC position of its
-            reverse edge, which must run between the same nodes the other way; the
-            reverse of each seed edge is then excluded (instead of ``reverse_pairs``).
+        queries: the :class:`EdgeQueries`, owners in ``[0, num_owners)``.
+        num_owners: the number of owners (the first destinations of the sampling ops).
+        sorted_indices: sources are sorted per node (per edge type of a node on a typed
+            graph; :func:`in_neighbours_sorted`).
+        type_per_edge: the typed graph's ``[num_edges]`` edge type ids, with
+            ``queries.edge_types``.
+        reverse_positions: ``[num_edges]`` CSC position -> CSC position of its reverse
+            edge, with ``queries.reverse_owners``.
 
     Returns:
-        An :class:`EdgeExclusion` over the ``num_seed_nodes`` seed nodes: seed node ``j``
-        skips every edge ``u -> v`` of a pair whose ``v`` is node ``j`` (parallel edges
-        included) and the chosen reverse edges that end at it. Pairs that are not edges
-        (most negatives) exclude nothing.
+        An :class:`EdgeExclusion` over ``num_owners`` destinations: owner ``j`` skips every
+        edge a query of owner ``j`` found (parallel edges included), ascending and each
+        once. Queries that find no edge (most negatives) exclude nothing.
     """
-    host = [t.contiguous().numpy() for t in (indptr, indices)]
-    pairs_np = pairs.to(torch.int64).contiguous().numpy()
-    local_np = local_pairs.to(torch.int64).contiguous().numpy()
-    reverse_np = np.empty(0, np.int64) if reverse_positions is None else reverse_positions.contiguous().numpy()
+
+    def host(t, dtype=np.int64):
+        return np.zeros(0, dtype) if t is None else t.to(torch.int64).contiguous().numpy()
+
+    types = _NO_TYPES if type_per_edge is None else type_per_edge.contiguous().numpy()
     owners, positions = _exclusion_entries(
-        *host, pairs_np[:, 0].copy(), pairs_np[:, 1].copy(), local_np[:, 0].copy(), local_np[:, 1].copy(),
-        bool(sorted_indices), bool(reverse_pairs), reverse_np,
+        indptr.contiguous().numpy(), indices.contiguous().numpy(), types, host(queries.nodes), host(queries.sources),
+        host(queries.owners), host(queries.edge_types), host(queries.reverse_owners), bool(sorted_indices),
+        host(None) if reverse_positions is None else reverse_positions.contiguous().numpy(),
     )  # fmt: skip
-    grouped_indptr, grouped = _group_by_owner(owners, positions, int(num_seed_nodes), max(indices.numel(), 1))
+    grouped_indptr, grouped = _group_by_owner(owners, positions, int(num_owners), max(indices.numel(), 1))
     return EdgeExclusion(torch.from_numpy(grouped_indptr), torch.from_numpy(grouped))
 
 

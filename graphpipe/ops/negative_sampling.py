@@ -1,11 +1,12 @@
 """Uniform negative sampling for link prediction: corrupted destinations per positive pair.
 
 For every positive pair ``(u, v)`` (an edge ``u -> v`` to predict), draw ``k`` negative
-destinations ``v'`` uniformly from all nodes, giving the negative pairs ``(u, v')``:
-GraphBolt's ``sample_uniform_negative`` (its negatives keep the source), which is also
-the per-source protocol of ogbl-citation2's evaluation and the draws of PyG's
+destinations ``v'`` uniformly from all nodes (on a typed graph: from the nodes of the
+edge type's destination type), giving the negative pairs ``(u, v')``: GraphBolt's
+``sample_uniform_negative`` (its negatives keep the source), which is also the
+per-source protocol of ogbl-citation2's evaluation and the draws of PyG's
 ``neg_sampling="triplet"``. With ``exclude_edges``, a draw that is an edge ``u -> v'``
-of the graph is redrawn, so every negative is a non-edge.
+of the graph (of the pair's edge type) is redrawn, so every negative is a non-edge.
 
 Randomness is counter-based (:mod:`graphpipe.ops.random`): negative ``j`` of pair ``i``,
 ``(u, v)``, is ``floor(n * uniform(vkey, j + k * attempt))`` with ``vkey =
@@ -18,13 +19,15 @@ independent negatives for their different pairs (the endpoints).
 
 from __future__ import annotations
 
+from typing import Optional, Tuple
+
 import numba
 import numpy as np
 import torch
 
 from graphpipe._internal.checks import check_int, check_node_pairs
 from graphpipe.ops import torch_random
-from graphpipe.ops.edge_lookup import has_source
+from graphpipe.ops.edge_lookup import has_source, in_edge_range
 from graphpipe.ops.random import hash2, uniform
 from graphpipe.ops.selection import max_output_edges
 
@@ -52,29 +55,32 @@ def check_negative_ratio(negative_ratio, num_pairs: int, where: str) -> int:
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
-def _uniform_node(vkey, counter, num_nodes):
-    """A uniform node id in ``[0, num_nodes)`` from 53 random bits (bias below n / 2**53)."""
-    return min(np.int64(uniform(vkey, counter) * num_nodes), num_nodes - 1)
+def _uniform_node(vkey, counter, first, count):
+    """A uniform node id in ``[first, first + count)`` from 53 random bits (bias below count / 2**53)."""
+    return first + min(np.int64(uniform(vkey, counter) * count), count - 1)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _uniform_negatives(src, dst, num_nodes, k, key, indptr, indices, exclude_edges, sorted_indices, out):
+def _uniform_negatives(src, dst, first, count, k, key, indptr, indices, type_per_edge, edge_type, exclude_edges, sorted_indices, out):
     """``out[i, j]`` = negative ``j`` of pair ``i``; -1 where ``MAX_ATTEMPTS`` draws all hit
-    edges (the caller raises)."""
+    edges (of ``edge_type``, or any when it is negative; the caller raises)."""
     failed = 0
     for i in numba.prange(src.size):
         u = src[i]
         vkey = hash2(hash2(hash2(key, i), u), dst[i])
         for j in range(k):
             attempt = 0
-            v = _uniform_node(vkey, j, num_nodes)
-            while exclude_edges and has_source(indices, np.int64(indptr[v]), np.int64(indptr[v + 1]), u, sorted_indices):
+            v = _uniform_node(vkey, j, first, count)
+            while exclude_edges:
+                start, end = in_edge_range(indptr, type_per_edge, v, edge_type)
+                if not has_source(indices, start, end, u, sorted_indices):
+                    break
                 attempt += 1
                 if attempt == MAX_ATTEMPTS:
                     v = -1
                     failed += 1
                     break
-                v = _uniform_node(vkey, j + k * attempt, num_nodes)
+                v = _uniform_node(vkey, j + k * attempt, first, count)
             out[i, j] = v
     return failed
 
@@ -89,18 +95,26 @@ def sample_uniform_negatives(
     indices: torch.Tensor = None,
     exclude_edges: bool = False,
     sorted_indices: bool = False,
+    candidates: Optional[Tuple[int, int]] = None,
+    type_per_edge: Optional[torch.Tensor] = None,
+    edge_type: int = -1,
 ) -> torch.Tensor:
     """``negative_ratio`` uniform negative destinations for each positive pair.
 
     Args:
         pairs: ``[N, 2]`` integer ``(source, destination)`` ids in ``[0, num_nodes)``.
-        num_nodes: the number of nodes negatives are drawn from.
+        num_nodes: the graph's number of nodes.
         negative_ratio: negatives per pair, ``>= 1``.
         key: a 64-bit key (an int in ``[0, 2**64)``), e.g. ``derive_key(seed, batch_index)``.
         indptr, indices: the graph's CSC arrays in host memory; needed with ``exclude_edges``.
         exclude_edges: redraw a negative ``v'`` while ``u -> v'`` is an edge of the graph.
-        sorted_indices: every node's sources are sorted (edges are then found by binary
-            search; :func:`~graphpipe.ops.edge_lookup.in_neighbours_sorted`).
+        sorted_indices: every node's sources are sorted (per edge type on a typed graph;
+            edges are then found by binary search;
+            :func:`~graphpipe.ops.edge_lookup.in_neighbours_sorted`).
+        candidates: ``(first, count)``: negatives are drawn from the ids ``[first, first +
+            count)`` (a typed graph's destination type), default all nodes.
+        type_per_edge, edge_type: a typed graph's edge type ids and the pairs' edge type
+            id: ``exclude_edges`` then avoids edges of that type only.
 
     Returns:
         ``[N, negative_ratio]`` int64 negative destinations on ``pairs``' device: row
@@ -116,6 +130,9 @@ def sample_uniform_negatives(
     negative_ratio = check_int(negative_ratio, "negative_ratio", where, minimum=1)
     if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
         raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
+    first, count = (0, num_nodes) if candidates is None else candidates
+    if not 0 <= first < first + count <= num_nodes:
+        raise ValueError(f"{where}: `candidates` {candidates!r} must be a non-empty range of ids below {num_nodes}")
     pairs = check_node_pairs(pairs, num_nodes, "pairs", where)
     check_negative_ratio(negative_ratio, pairs.shape[0], where)
     if exclude_edges:
@@ -126,7 +143,7 @@ def sample_uniform_negatives(
         if indptr.numel() - 1 != num_nodes:
             raise ValueError(f"{where}: `indptr` has {indptr.numel() - 1} nodes, `num_nodes` is {num_nodes}")
     elif pairs.is_cuda:
-        return _uniform_negatives_torch(pairs, num_nodes, negative_ratio, int(key))
+        return first + _uniform_negatives_torch(pairs, count, negative_ratio, int(key))
     device = pairs.device
     host = pairs.cpu()
     src, dst = host[:, 0].contiguous().numpy(), host[:, 1].contiguous().numpy()
@@ -134,16 +151,18 @@ def sample_uniform_negatives(
         arrays = (indptr.contiguous().numpy(), indices.contiguous().numpy())
     else:
         arrays = (np.zeros(1, np.int64), np.zeros(0, np.int64))
+    types = np.zeros(0, np.uint8) if type_per_edge is None else type_per_edge.contiguous().numpy()
     out = np.empty((src.size, negative_ratio), np.int64)
     failed = _uniform_negatives(
-        src, dst, num_nodes, negative_ratio, np.uint64(key), *arrays, bool(exclude_edges), bool(sorted_indices), out
-    )
+        src, dst, first, count, negative_ratio, np.uint64(key), *arrays, types, int(edge_type), bool(exclude_edges),
+        bool(sorted_indices), out,
+    )  # fmt: skip
     if failed:
         row = int(np.flatnonzero((out < 0).any(axis=1))[0])
         raise ValueError(
             f"{where}: found no negative destination for source node {int(src[row])} in {MAX_ATTEMPTS} draws: "
-            f"it has edges to (nearly) every one of the {num_nodes} nodes, so with `exclude_edges=True` it has "
-            f"no non-edges to sample"
+            f"it has edges to (nearly) every one of the {count} candidate nodes, so with `exclude_edges=True` it "
+            f"has no non-edges to sample"
         )
     return torch.from_numpy(out).to(device)
 

@@ -17,19 +17,23 @@ every batch, on every rank and for any thread count.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numba
 import numpy as np
 import torch
 
+from graphpipe.ops.edge_lookup import EdgeExclusion
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.selection import check_kernel_report, lower_bound_in, range_is_bad
 
 __all__ = ["typed_segments_of_nodes", "sample_segments"]
 
-# sample(bounds, segment_nodes, key_ids, fanout) -> LayerSample over those segments.
-SegmentSampler = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], LayerSample]
+# sample(indptr, nodes, fanout, key_ids, exclude) -> LayerSample of the in-edge ranges
+# [indptr[v], indptr[v + 1]) of ``nodes`` (for segments: indptr = bounds, nodes = even
+# positions), destination i keyed by key_ids[i] (None: by its node id), the first
+# destinations skipping what ``exclude`` names.
+SegmentSampler = Callable[[torch.Tensor, torch.Tensor, int, Optional[torch.Tensor], Optional[EdgeExclusion]], LayerSample]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -107,26 +111,33 @@ def typed_segments_of_nodes(
     return torch.from_numpy(bounds), torch.from_numpy(key_ids)
 
 
-def sample_segments(bounds: torch.Tensor, key_ids: torch.Tensor, fanouts: torch.Tensor, sample: SegmentSampler) -> LayerSample:
+def sample_segments(
+    bounds: torch.Tensor,
+    key_ids: torch.Tensor,
+    fanouts: torch.Tensor,
+    sample: SegmentSampler,
+    exclude: Optional[EdgeExclusion] = None,
+) -> LayerSample:
     """Sample the segments of ``bounds``/``key_ids`` (:func:`typed_segments_of_nodes`),
     segment ``i`` with ``fanouts[i]`` (``-1``: all its in-edges): one call of ``sample``
     per run of equal fanouts, so a layer whose edge types share one fanout (usually all
     of them) is one call.
 
-    ``sample(bounds, segment_nodes, key_ids, fanout)`` samples the segments
+    ``sample(bounds, segment_nodes, fanout, key_ids, exclude)`` samples the segments
     ``segment_nodes`` (even positions of ``bounds``) with one fanout, e.g.
     :func:`~graphpipe.ops.sample_neighbors` or :func:`~graphpipe.ops.sample_labor` with
-    ``indptr=bounds``. Returns a :class:`LayerSample` with one destination per segment, in
+    ``indptr=bounds``. ``exclude`` (over the first segments, as the ops take it) is cut
+    per call. Returns a :class:`LayerSample` with one destination per segment, in
     segment order; its ``indices`` are global source ids and ``edge_ids`` CSC positions
     of the graph."""
     num_segments = key_ids.numel()
     if num_segments == 0:
-        return sample(bounds.new_zeros(1), bounds.new_empty(0), key_ids, 1)
+        return sample(bounds.new_zeros(1), bounds.new_empty(0), 1, key_ids, None)
     change = torch.nonzero(fanouts[1:] != fanouts[:-1]).flatten() + 1
     cuts = [0, *change.tolist(), num_segments]
     runs = []
     for lo, hi in zip(cuts, cuts[1:]):
-        runs.append(sample(bounds, torch.arange(2 * lo, 2 * hi, 2), key_ids[lo:hi], int(fanouts[lo])))
+        runs.append(sample(bounds, torch.arange(2 * lo, 2 * hi, 2), int(fanouts[lo]), key_ids[lo:hi], _cut(exclude, lo, hi)))
     if len(runs) == 1:
         return runs[0]
     counts = torch.cat([run.indptr[1:] - run.indptr[:-1] for run in runs])
@@ -136,3 +147,12 @@ def sample_segments(bounds: torch.Tensor, key_ids: torch.Tensor, fanouts: torch.
     return LayerSample(
         indptr_out, torch.cat([run.indices for run in runs]), torch.cat([run.edge_ids for run in runs]), weights
     )
+
+
+def _cut(exclude: Optional[EdgeExclusion], lo: int, hi: int) -> Optional[EdgeExclusion]:
+    """The part of ``exclude`` for the segments ``[lo, hi)``, or None when it names none."""
+    if exclude is None or lo >= exclude.indptr.numel() - 1:
+        return None
+    indptr = exclude.indptr[lo : min(hi, exclude.indptr.numel() - 1) + 1]
+    first, last = int(indptr[0]), int(indptr[-1])
+    return None if first == last else EdgeExclusion(indptr - first, exclude.positions[first:last])

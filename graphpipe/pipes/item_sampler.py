@@ -12,6 +12,7 @@ from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.ops.random import derive_key
 from graphpipe._internal.checks import check_int
 from graphpipe.pipes.base import Pipe
+from graphpipe.pipes.capabilities import check_supported
 
 __all__ = ["ItemSampler"]
 
@@ -44,8 +45,9 @@ class ItemSampler(Pipe):
         item_set: an :class:`ItemSet` (or a tensor of seed ids) with a ``seeds`` field
             (node ids, ``[N, 2]`` node pairs or ``[N, k]`` hyperlinks) and optionally
             ``labels`` and ``indexes``;
-            or a :class:`~graphpipe.HeteroItemSet` of such sets per node type, whose
-            batches hold dicts node type -> rows (heterogeneous graphs).
+            or a :class:`~graphpipe.HeteroItemSet` of such sets per node type (node ids)
+            or per edge type ``"src:relation:dst"`` (``[N, 2]`` pairs), whose batches hold
+            dicts type -> rows (typed graphs).
         batch_size: items per batch, ``>= 1``.
         shuffle: permute the items each epoch.
         drop_last: drop the last batch when it is smaller than ``batch_size``.
@@ -98,6 +100,8 @@ class ItemSampler(Pipe):
                 )
             if "indexes" in item_set.names and seeds.dim() != 2:
                 raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")
+            if node_type is not None and seeds.dim() == 2 and seeds.size(1) > 2:
+                check_supported("ItemSampler", graph="typed", task="hyperlink")
         if len(item_set) == 0:
             raise ValueError(f"ItemSampler: `item_set` has no items ({item_set!r}); give at least one")
         self.item_set = item_set

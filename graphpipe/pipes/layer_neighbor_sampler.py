@@ -7,20 +7,21 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import Future
 from functools import partial
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
 
-from graphpipe.graph.csc_graph import CSCGraph
-from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.ops import LayerSample, derive_key
-from graphpipe.ops.edge_lookup import EdgeExclusion, drop_excluded
-from graphpipe.ops.compile import compile_sample_labor, dtype_only
-from graphpipe.ops.labor import Variates, sample_labor, vertex_normals
 from graphpipe._internal.checks import check_importance_sampling, check_int
+from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.checks import check_edge_weights
+from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.ops import LayerSample, derive_key
+from graphpipe.ops.compile import compile_sample_labor, dtype_only
+from graphpipe.ops.edge_lookup import drop_excluded
+from graphpipe.ops.labor import Variates, sample_labor, vertex_normals
 from graphpipe.pipes.base import Pipe, functional_pipe
+from graphpipe.pipes.capabilities import UnsupportedCombination
 from graphpipe.pipes.subgraph_sampler import SubgraphSampler
 
 __all__ = ["LayerNeighborSampler"]
@@ -45,8 +46,9 @@ class LayerNeighborSampler(SubgraphSampler):
 
     Args:
         source: a pipe of MiniBatches with ``seeds``.
-        graph: the :class:`~graphpipe.CSCGraph`.
-        fanouts: one int per GNN layer, ``>= 1`` or -1.
+        graph: the :class:`~graphpipe.CSCGraph` (typed or not).
+        fanouts: one entry per GNN layer, ``>= 1`` or -1 (typed graphs: per edge type, as
+            for ``sample_neighbor``).
         importance_sampling: 0 = LABOR-0 (exactly ``min(fanout, d)`` neighbours, a drop-in
             for neighbor sampling); ``k > 0`` = LABOR-k (k fixed-point iterations);
             -1 = LABOR-* (until converged). Importance sampling samples fewer vertices at
@@ -67,8 +69,8 @@ class LayerNeighborSampler(SubgraphSampler):
             ``importance_sampling != 0`` the vertex probabilities of a layer are computed
             over the nodes that layer samples, so the two layouts then differ in more
             than the re-sampled edges.
-        exclude_seed_edges, include_reverse_edges, reverse_edge_ids: seed-edge exclusion
-            for node-pair seeds, as for ``sample_neighbor``
+        exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping:
+            seed-edge exclusion for node-pair seeds, as for ``sample_neighbor``
             (:class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`). LABOR drops the
             excluded edges after sampling (its variates are shared between destinations),
             so those destinations may get fewer than ``fanout`` edges; their
@@ -90,11 +92,12 @@ class LayerNeighborSampler(SubgraphSampler):
         exclude_seed_edges: bool = False,
         include_reverse_edges: bool = False,
         reverse_edge_ids: Optional[torch.Tensor] = None,
+        reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
     ):
         super().__init__(
             source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout,
             exclude_seed_edges=exclude_seed_edges, include_reverse_edges=include_reverse_edges,
-            reverse_edge_ids=reverse_edge_ids,
+            reverse_edge_ids=reverse_edge_ids, reverse_etypes_mapping=reverse_etypes_mapping,
         )  # fmt: skip
         name = type(self).__name__
         importance_sampling = check_importance_sampling(importance_sampling, name)
@@ -102,7 +105,7 @@ class LayerNeighborSampler(SubgraphSampler):
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
         if cooperative and importance_sampling != 0:
-            raise NotImplementedError(
+            raise UnsupportedCombination(
                 f"{name}: cooperative=True supports importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* "
                 f"need vertex probabilities over the whole global batch"
             )
@@ -130,34 +133,17 @@ class LayerNeighborSampler(SubgraphSampler):
             normals=self._normals,
         )
 
-    def sample_layer(
-        self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch, exclude: Optional[EdgeExclusion] = None
-    ) -> LayerSample:
-        """LABOR-sample the in-edges of ``nodes`` with ``fanouts[layer]``, then drop those
-        ``exclude`` names."""
+    def sample_segments(self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch) -> LayerSample:
+        """LABOR over the in-edge ranges of ``nodes`` with ``fanout``, then drop those
+        ``exclude`` names. A source node has one variate per layer whatever the edge type
+        (``key_ids`` is not needed); on a typed graph LABOR-k's vertex probabilities are
+        solved over the segments of one call (all edge types of a layer when they share a
+        fanout)."""
         sample = sample_labor(
-            self.graph.indptr,
-            self.graph.indices,
-            nodes,
-            self.fanouts[layer],
-            variates=self.variates(minibatch.batch_index, layer),
-            importance_sampling=self.importance_sampling,
-            probs=self.probs,
-        )
-        if exclude is None:
-            return sample
-        return drop_excluded(sample, exclude, nodes, self.graph.indptr, self.probs)
-
-    def sample_segments(
-        self, bounds: torch.Tensor, segments: torch.Tensor, key_ids: torch.Tensor, fanout: int, layer: int, minibatch: MiniBatch
-    ) -> LayerSample:
-        """Typed graphs: LABOR over the segments' in-edges; a source node has one variate
-        per layer whatever the edge type (LABOR-k's vertex probabilities are solved over
-        the segments of one call: all edge types of a layer when they share a fanout)."""
-        return sample_labor(
-            bounds, self.graph.indices, segments, fanout, variates=self.variates(minibatch.batch_index, layer),
+            indptr, self.graph.indices, nodes, fanout, variates=self.variates(minibatch.batch_index, layer),
             importance_sampling=self.importance_sampling, probs=self.probs, num_nodes=self.graph.num_nodes,
         )  # fmt: skip
+        return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr, self.probs)
 
     def compile_task(self) -> Callable[[], None]:
         """A picklable call that compiles (or loads from numba's cache) the CPU kernels of

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
-from graphpipe.graph.csc_graph import CSCGraph
-from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.ops import derive_key, sample_uniform_negatives
-from graphpipe.ops.negative_sampling import check_negative_ratio
-from graphpipe.ops.edge_lookup import in_neighbours_sorted
 from graphpipe._internal.checks import check_int, check_node_pairs
-from graphpipe.graph.checks import check_graph
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.graph.csc_graph import CSCGraph, check_graph
+from graphpipe.graph.checks import check_typed_pairs
+from graphpipe.ops import derive_key, sample_uniform_negatives
+from graphpipe.ops.edge_lookup import in_neighbours_sorted
+from graphpipe.ops.negative_sampling import check_negative_ratio
 from graphpipe.pipes.base import Pipe, functional_pipe
+from graphpipe.pipes.capabilities import UnsupportedCombination, check_supported
 
 __all__ = ["UniformNegativeSampler", "with_negatives"]
 
@@ -39,6 +40,12 @@ class UniformNegativeSampler(Pipe):
     ``exclude_existing_edges=True`` redraws a negative while ``u -> v'`` is an edge of
     ``graph``, so every negative is a non-edge (without it, as in GraphBolt and PyG, a
     few negatives are edges: false negatives).
+
+    Typed graphs (GraphBolt's heterogeneous layout): ``seeds`` is a dict edge type
+    ``"src:relation:dst"`` -> ``[P, 2]`` type-local pairs; each edge type gets its own
+    negatives, drawn from the nodes of its destination type (and avoiding edges of that
+    edge type only), and ``seeds``, ``labels`` and ``indexes`` become dicts by edge type
+    in the layout above.
 
     Random numbers: the negatives of a batch's pair ``i`` are a function of the seed, the
     batch index, ``i`` and the pair (:mod:`graphpipe.ops.negative_sampling`), so a batch
@@ -74,8 +81,10 @@ class UniformNegativeSampler(Pipe):
         check_graph(graph, name)
         if not isinstance(exclude_existing_edges, bool):
             raise TypeError(f"{name}: `exclude_existing_edges` must be a bool, got {exclude_existing_edges!r}")
-        if exclude_existing_edges and (graph.indptr.is_cuda or graph.indices.is_cuda):
-            raise NotImplementedError(
+        on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
+        check_supported(name, graph="typed" if graph.is_heterogeneous else "untyped", task="link", **({"device": "GPU"} if on_gpu else {}))
+        if exclude_existing_edges and on_gpu:
+            raise UnsupportedCombination(
                 f"{name}: `exclude_existing_edges=True` looks edges up in host memory; keep the graph on the CPU "
                 f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
             )
@@ -83,36 +92,49 @@ class UniformNegativeSampler(Pipe):
         self.graph = graph
         self.negative_ratio = check_negative_ratio(negative_ratio, 1, name)
         self.exclude_existing_edges = exclude_existing_edges
-        # Edges are looked up by binary search where every node's sources are sorted.
-        self.sorted_indices = exclude_existing_edges and in_neighbours_sorted(graph.indptr, graph.indices)
+        # Edges are looked up by binary search where every node's sources are sorted (per edge type).
+        types = graph.type_per_edge if graph.is_heterogeneous else None
+        self.sorted_indices = exclude_existing_edges and in_neighbours_sorted(graph.indptr, graph.indices, types)
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", name)
 
     def process(self, minibatch: MiniBatch) -> MiniBatch:
         """The batch with its negatives appended (see the class doc)."""
         name = type(self).__name__
         if not minibatch.is_link_batch:
-            shape = None if minibatch.seeds is None else tuple(minibatch.seeds.shape)
+            seeds = minibatch.seeds
+            shape = {k: tuple(v.shape) for k, v in seeds.items()} if isinstance(seeds, dict) else None if seeds is None else tuple(seeds.shape)
             raise ValueError(
                 f"{name}: the MiniBatch's `seeds` must be node pairs of shape [N, 2] (an ItemSet of pairs, "
-                f"names='seeds'), got {shape}"
+                f"names='seeds'; typed: per edge type), got {shape}"
             )
         if minibatch.indexes is not None:
             raise ValueError(
                 f"{name}: the MiniBatch already has `indexes` (its items carry their own negatives, as "
                 f"evaluation sets do); sample negatives for batches of positive pairs only"
             )
-        pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
-        negatives = sample_uniform_negatives(
-            pairs,
-            self.graph.num_nodes,
-            self.negative_ratio,
-            key=derive_key(self.seed, minibatch.batch_index),
-            indptr=self.graph.indptr,
-            indices=self.graph.indices,
-            exclude_edges=self.exclude_existing_edges,
-            sorted_indices=self.sorted_indices,
-        )
-        return with_negatives(minibatch, negatives)
+        if not self.graph.is_heterogeneous:
+            pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
+            negatives = self.negatives(pairs, derive_key(self.seed, minibatch.batch_index), (0, self.graph.num_nodes), -1)
+            return with_negatives(minibatch, negatives)
+        seeds, labels, indexes = {}, {}, {}
+        offsets = self.graph.schema.node_type_offset
+        for key, pairs in minibatch.seeds.items():
+            etype, src_type, dst_type = check_typed_pairs(key, pairs, self.graph.schema, name)
+            first, end = offsets[dst_type], offsets[dst_type + 1]
+            key_of_type = derive_key(self.seed, minibatch.batch_index, etype)
+            negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
+            given = None if minibatch.labels is None else minibatch.labels.get(key)
+            seeds[key], labels[key], indexes[key] = _with_negatives(pairs, given, negatives - first)
+        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
+
+    def negatives(self, pairs: torch.Tensor, key: int, candidates: Tuple[int, int], etype: int) -> torch.Tensor:
+        """``[P, k]`` negative destinations (global ids, drawn from ``candidates``) of the
+        global ``pairs`` of edge type id ``etype`` (-1: untyped)."""
+        return sample_uniform_negatives(
+            pairs, self.graph.num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
+            indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
+            candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
+        )  # fmt: skip
 
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
@@ -120,14 +142,19 @@ def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
     ``negatives`` (``[P, k]``) appended in GraphBolt's layout: ``seeds`` ``[P(1 + k), 2]``
     (positives, then positive ``i``'s negatives ``(u_i, negatives[i, j])`` in row order),
     ``labels`` (True / the positives' labels, then zeros) and ``indexes``."""
-    positives = minibatch.seeds.to(torch.int64)
+    seeds, labels, indexes = _with_negatives(minibatch.seeds, minibatch.labels, negatives)
+    return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
+
+
+def _with_negatives(positives: torch.Tensor, labels: Optional[torch.Tensor], negatives: torch.Tensor):
+    """``(seeds, labels, indexes)`` of :func:`with_negatives` for one set of pairs."""
+    positives = positives.to(torch.int64)
     num_positives, k = negatives.shape
     sources = positives[:, 0].repeat_interleave(k)
     seeds = torch.cat([positives, torch.stack([sources, negatives.reshape(-1)], dim=1)])
-    labels = minibatch.labels
     if labels is None:
         labels = torch.ones(num_positives, dtype=torch.bool, device=seeds.device)
     negative_labels = labels.new_zeros((num_positives * k,) + tuple(labels.shape[1:]))
     queries = torch.arange(num_positives, device=seeds.device)
     indexes = torch.cat([queries, queries.repeat_interleave(k)])
-    return replace(minibatch, seeds=seeds, labels=torch.cat([labels, negative_labels]), indexes=indexes)
+    return seeds, torch.cat([labels, negative_labels]), indexes

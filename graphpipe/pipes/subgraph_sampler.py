@@ -1,25 +1,41 @@
-"""SubgraphSampler: the layer loop shared by every sampling stage."""
+"""SubgraphSampler: the one layer loop of every sampling stage, typed graphs and untyped."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import List, Optional, Sequence
+from functools import partial
+from itertools import accumulate
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from graphpipe.graph.csc_graph import CSCGraph, smallest_index_dtype
+from graphpipe._internal.checks import check_fanouts, check_int, check_reverse_edge_ids
+from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import LAYOUTS, MiniBatch
-from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
-from graphpipe.ops import LayerSample, derive_key, unique_and_compact
-from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted, seed_edge_exclusion
 from graphpipe.ops.compile import unique_and_compact_task
-from graphpipe._internal.checks import check_fanouts, check_int, check_node_ids, check_reverse_edge_ids
-from graphpipe.graph.checks import check_edge_weights, check_graph, check_typed_fanouts
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
+from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
+from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
+from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.graph.sampled_subgraph import SampledSubgraph
+from graphpipe.graph.sampling import (
+    SampledLayer,
+    SeedEdgeExclusion,
+    SeedNodes,
+    compact_layer,
+    sample_layer,
+    seed_edge_exclusion,
+    seed_nodes,
+    typed_subgraph,
+    untyped_subgraph,
+)
+from graphpipe.ops import LayerSample, derive_key
+from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted
 from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UnsupportedCombination, check_supported
 from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
 from graphpipe.pipes.feature_fetcher import FeatureFetcher
-from graphpipe.pipes.hetero_sampling import sample_hetero_layer, sample_hetero_subgraphs
+from graphpipe.pipes.item_sampler import ItemSampler
 
 __all__ = ["SubgraphSampler"]
 
@@ -30,7 +46,15 @@ class SubgraphSampler(Pipe):
     Layer ``L-1`` (``fanouts[-1]``) samples in-neighbours of the seeds, layer ``L-2``
     samples in-neighbours of the nodes of layer ``L-1``, and so on; each layer is
     relabelled with :func:`~graphpipe.ops.unique_and_compact` so that its destinations
-    are a prefix of its sources. Subclasses implement :meth:`sample_layer`.
+    are a prefix of its sources. Subclasses implement :meth:`sample_segments` (the
+    built-in samplers) or :meth:`sample_layer` (untyped graphs).
+
+    One loop serves typed and untyped graphs (:mod:`graphpipe.graph.sampling`): it runs
+    on global node ids, a typed graph's types being contiguous id ranges, and lays each
+    layer out per type at the end (GraphBolt's heterogeneous layout: dicts per node type
+    and edge type, type-local ids). A typed layer samples every (destination, edge type)
+    with that edge type's fanout (``fanouts[l]``: an int for every edge type, a dict edge
+    type -> int, or a list in edge type id order; 0 samples none of that type).
 
     ``layout`` says which nodes a layer samples (recorded in ``MiniBatch.layout``):
 
@@ -57,42 +81,52 @@ class SubgraphSampler(Pipe):
     the same on every rank and never replaced).
 
     ``cooperative=True`` makes the ranks of a ``torch.distributed`` group sample one
-    shared batch together (see :mod:`graphpipe.distributed`); block layout only.
+    shared batch together (see :mod:`graphpipe.distributed`). Which combinations of
+    graph, task, mode, device and layout work is one table
+    (:mod:`graphpipe.pipes.capabilities`); the others raise
+    :class:`~graphpipe.pipes.capabilities.UnsupportedCombination`.
 
-    Edge ids: samplers work on CSC positions; :meth:`compact_layer` maps them through
+    Edge ids: samplers work on CSC positions; the layers map them through
     :meth:`CSCGraph.map_edge_ids`, so ``original_edge_ids`` (and ``to_pyg().e_id``,
     DGL's ``EID``, edge features fetched by them) are the ids of the edges as the user
-    gave them to ``CSCGraph.from_edge_index`` / ``from_coo``.
+    gave them to ``CSCGraph.from_edge_index`` / ``from_coo`` (within their type on a
+    typed graph).
 
     Link prediction: ``seeds`` may be ``[N, 2]`` node pairs, or ``[N, k]`` hyperlinks
-    (GraphBolt's, ``k > 2`` nodes each). The layers are then sampled from their distinct
-    nodes (ascending: the last layer's destinations), and ``compacted_seeds`` holds the
-    pairs (hyperlinks) in those local ids, ``[N, k]``. With
-    ``exclude_seed_edges=True`` no layer contains an edge ``u -> v`` of a pair ``(u,
-    v)`` of ``seeds`` (positives and negatives alike, as GraphBolt's
-    ``exclude_seed_edges``; parallel edges included), so the model never sees an edge it
-    must predict; ``include_reverse_edges=True`` also excludes their reverse edges: the
-    edges ``reverse_edge_ids`` maps them to (DGL's ``reverse_eids``: user edge id -> the
-    user edge id of its reverse), or without it every edge ``v -> u`` (GraphBolt's
+    (GraphBolt's, ``k > 2`` nodes each, untyped graphs); on a typed graph a dict edge type
+    ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs (a ``HeteroItemSet`` keyed by
+    edge type). The layers are then sampled from their distinct nodes (ascending: the
+    last layer's destinations), and ``compacted_seeds`` holds the pairs in those local
+    ids (typed: ``{edge type: [N, 2]}``, column 0 local to the source type's
+    destinations, column 1 to the destination type's). With ``exclude_seed_edges=True``
+    no layer contains an edge ``u -> v`` (of the pair's edge type) of a pair ``(u, v)``
+    of ``seeds`` (positives and negatives alike, as GraphBolt's ``exclude_seed_edges``;
+    parallel edges included), so the model never sees an edge it must predict;
+    ``include_reverse_edges=True`` also excludes their reverse edges: on a typed graph
+    the edges ``v -> u`` of the reverse edge type ``reverse_etypes_mapping`` names
+    (GraphBolt's form, ``{"user:like:item": "item:liked-by:user"}``); on an untyped graph
+    the edges ``reverse_edge_ids`` maps them to (DGL's ``reverse_eids``: user edge id ->
+    the user edge id of its reverse), or without it every edge ``v -> u`` (GraphBolt's
     homogeneous rule). Neighbor sampling on CPU skips those edges inside its kernel, so
     a destination still gets ``min(fanout, in-edges left)`` uniformly among the others;
     LABOR and the GPU paths drop them from the sample (fewer edges for those
     destinations; LABOR's ``edge_weights`` are rescaled to estimate the mean over the
     in-edges left). Excluded edges are found per batch by binary search where every
-    node's sources are sorted, else by a scan of the seed nodes' in-edges.
+    node's sources are sorted (per edge type), else by a scan of the seed nodes' in-edges.
     """
 
     def __init__(
         self,
         source: Pipe,
         graph: CSCGraph,
-        fanouts: Sequence[int],
+        fanouts: Sequence,
         seed: Optional[int] = None,
         cooperative: bool = False,
         layout: str = "block",
         exclude_seed_edges: bool = False,
         include_reverse_edges: bool = False,
         reverse_edge_ids: Optional[torch.Tensor] = None,
+        reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
     ):
         super().__init__()
         name = type(self).__name__
@@ -104,19 +138,38 @@ class SubgraphSampler(Pipe):
                 f"destinations) or 'pyg' (PyG's NeighborLoader: each node's neighbours are sampled once, at the "
                 f"hop where it is first reached), got {layout!r}"
             )
-        if cooperative and layout != "block":
-            raise NotImplementedError(
-                f"{name}: cooperative=True supports layout='block' only (the ranks exchange the rows of "
-                f"every destination of every layer), got layout={layout!r}"
-            )
         self.source = source
         self.graph = graph
-        if graph.is_heterogeneous:
-            self._init_typed(fanouts)
-        else:
-            self.fanouts: List[int] = check_fanouts(fanouts, name)
-        seed = None if seed is None else check_int(seed, "seed", name)
+        self.typed = graph.is_heterogeneous
+        self.graph_kind = "typed" if self.typed else "untyped"
         self.cooperative = bool(cooperative)
+        self.mode = "cooperative" if self.cooperative else "independent"
+        self.layout = layout
+        self.no_skip = (0,) * len(graph.schema.node_types)
+        self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
+        known = {"device": "GPU"} if self.on_gpu else {}
+        self.items_task = _task_of_items(source)  # "node", "link", "hyperlink", or None: no ItemSampler upstream
+        if self.items_task is not None:
+            known["task"] = self.items_task
+        check_supported(name, graph=self.graph_kind, mode=self.mode, layout=layout, **known)
+        # Whether a batch is in a supported cell whatever its seeds are (then none is checked).
+        devices = ("GPU",) if self.on_gpu else DIMENSIONS["device"]
+        self.any_seeds_supported = all(
+            SUPPORT[(self.graph_kind, task, self.mode, device, layout)] is None
+            for task in DIMENSIONS["task"]
+            for device in devices
+        )
+        if self.typed:
+            # edge_type_fanouts[layer][t]: the fanout of edge type id t (0: none sampled);
+            # fanouts[layer]: one int when a layer uses one for every type, else a dict.
+            self.edge_type_fanouts: List[List[int]] = check_typed_fanouts(fanouts, graph.edge_types, name)
+            self.fanouts = [
+                layer[0] if len(set(layer)) == 1 else dict(zip(graph.edge_types, layer)) for layer in self.edge_type_fanouts
+            ]
+        else:
+            self.fanouts = check_fanouts(fanouts, name)
+            self.edge_type_fanouts = [[fanout] for fanout in self.fanouts]
+        seed = None if seed is None else check_int(seed, "seed", name)
         if self.cooperative:
             where = f"{name} (cooperative)"
             try:
@@ -124,51 +177,46 @@ class SubgraphSampler(Pipe):
             except ValueError:
                 source = None  # the first batch reports the missing DistributedItemSampler
             seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
-        self.layout = layout
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
-        self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids)
+        self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
 
-    def _init_typed(self, fanouts) -> None:
-        """Typed graphs: ``edge_type_fanouts[layer][t]`` is the fanout of edge type id ``t``
-        (0: none sampled), ``fanouts[layer]`` one int when a layer uses one for every
-        type, else a dict edge type -> fanout."""
-        name = type(self).__name__
-        if self.graph.indptr.is_cuda:
-            raise NotImplementedError(f"{name}: heterogeneous graphs are sampled on the CPU; keep the graph in host memory")
-        self.edge_type_fanouts: List[List[int]] = check_typed_fanouts(fanouts, self.graph.edge_types, name)
-        self.fanouts = [
-            layer[0] if len(set(layer)) == 1 else dict(zip(self.graph.edge_types, layer))
-            for layer in self.edge_type_fanouts
-        ]
-
-    def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids) -> None:
-        """Check the exclusion arguments; map ``reverse_edge_ids`` to CSC positions."""
+    def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping) -> None:
+        """Check the exclusion arguments once: ``reverse_edge_types`` per edge type id (-1:
+        none) and ``reverse_positions`` (CSC position -> CSC position of its reverse)."""
         name = type(self).__name__
         for arg, value in (("exclude_seed_edges", exclude_seed_edges), ("include_reverse_edges", include_reverse_edges)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name}: `{arg}` must be a bool, got {value!r}")
         if include_reverse_edges and not exclude_seed_edges:
             raise ValueError(f"{name}: `include_reverse_edges=True` needs `exclude_seed_edges=True`")
-        if reverse_edge_ids is not None and not include_reverse_edges:
-            raise ValueError(
-                f"{name}: `reverse_edge_ids` says which edges are reverses, but `include_reverse_edges` is False; "
-                f"pass include_reverse_edges=True to exclude them"
-            )
-        if exclude_seed_edges and self.graph.is_heterogeneous:
-            raise NotImplementedError(
-                f"{name}: `exclude_seed_edges=True` (link prediction) is not supported on heterogeneous graphs yet"
-            )
-        if exclude_seed_edges and self.cooperative:
-            raise NotImplementedError(f"{name}: `exclude_seed_edges=True` is not supported with cooperative=True")
-        if exclude_seed_edges and (self.graph.indptr.is_cuda or self.graph.indices.is_cuda):
-            raise NotImplementedError(
-                f"{name}: `exclude_seed_edges=True` looks edges up in host memory; keep the graph on the CPU "
-                f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
-            )
+        for arg, value in (("reverse_edge_ids", reverse_edge_ids), ("reverse_etypes_mapping", reverse_etypes_mapping)):
+            if value is not None and not include_reverse_edges:
+                raise ValueError(
+                    f"{name}: `{arg}` says which edges are reverses, but `include_reverse_edges` is False; pass "
+                    f"include_reverse_edges=True to exclude them"
+                )
+        if exclude_seed_edges:
+            if self.items_task not in (None, "link"):
+                raise ValueError(_NEEDS_PAIRS.format(name=name, got=f"an ItemSet of {self.items_task} seeds"))
+            check_supported(name, graph=self.graph_kind, task="link", mode=self.mode, layout=self.layout)
+            if self.on_gpu:
+                raise UnsupportedCombination(
+                    f"{name}: `exclude_seed_edges=True` looks edges up in host memory; keep the graph on the CPU "
+                    f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
+                )
         self.exclude_seed_edges = exclude_seed_edges
         self.include_reverse_edges = include_reverse_edges
-        self.reverse_positions = None if reverse_edge_ids is None else _reverse_positions(self.graph, reverse_edge_ids, name)
-        self.sorted_indices = exclude_seed_edges and in_neighbours_sorted(self.graph.indptr, self.graph.indices)
+        self.reverse_positions = None
+        if self.typed:
+            self.reverse_edge_types = _reverse_edge_types(self.graph, include_reverse_edges, reverse_etypes_mapping, reverse_edge_ids, name)
+        else:
+            if reverse_etypes_mapping is not None:
+                raise ValueError(f"{name}: `reverse_etypes_mapping` names edge types, but the graph is untyped; use `reverse_edge_ids`")
+            if reverse_edge_ids is not None:
+                self.reverse_positions = _reverse_positions(self.graph, reverse_edge_ids, name)
+            self.reverse_edge_types = (0 if include_reverse_edges and reverse_edge_ids is None else -1,)
+        type_per_edge = self.graph.type_per_edge if self.typed else None
+        self.sorted_indices = exclude_seed_edges and in_neighbours_sorted(self.graph.indptr, self.graph.indices, type_per_edge)
 
     def __getstate__(self):
         """Sampling weights taken from a memory-mapped graph (``CSCGraph.load(mmap=True)``)
@@ -188,118 +236,124 @@ class SubgraphSampler(Pipe):
         """The 64-bit key of every random variate of one layer of one batch."""
         return derive_key(self.seed, batch_index, layer)
 
+    def sample_segments(
+        self,
+        indptr: torch.Tensor,
+        nodes: torch.Tensor,
+        fanout: int,
+        key_ids: Optional[torch.Tensor],
+        exclude: Optional[EdgeExclusion],
+        layer: int,
+        minibatch: MiniBatch,
+    ) -> LayerSample:
+        """Sample the in-edge ranges ``[indptr[v], indptr[v + 1])`` of ``nodes`` with
+        ``fanout`` for GNN layer ``layer``, the first destinations skipping what
+        ``exclude`` names: the graph's own ``indptr`` and node ids, or a typed layer's
+        segments (``indptr``: their bounds, ``nodes``: even positions, destination ``i``
+        keyed by ``key_ids[i]`` where variates are per destination; see
+        :mod:`graphpipe.ops.typed_sampling`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines sample_layer only: it samples untyped graphs")
+
     def sample_layer(
         self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch, exclude: Optional[EdgeExclusion] = None
     ) -> LayerSample:
-        """Sample in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN layer
-        ``layer``, none of the in-edges ``exclude`` names for the first destinations."""
-        raise NotImplementedError
+        """Untyped graphs: in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN
+        layer ``layer``, none of the in-edges ``exclude`` names for the first destinations.
+        A sampler for untyped graphs may define this (``(nodes, layer, minibatch)``: it is
+        then never given an ``exclude``) instead of :meth:`sample_segments`."""
+        return self.sample_segments(self.graph.indptr, nodes, self.fanouts[layer], None, exclude, layer, minibatch)
 
-    def sample_segments(
-        self, bounds: torch.Tensor, segments: torch.Tensor, key_ids: torch.Tensor, fanout: int, layer: int, minibatch: MiniBatch
+    def sample_frontier(
+        self, nodes, counts, skipped, layer: int, minibatch: MiniBatch, exclude: Optional[SeedEdgeExclusion]
     ) -> LayerSample:
-        """Typed graphs: sample the in-edge ranges ``[bounds[s], bounds[s + 1])`` of the
-        segments ``s`` in ``segments`` (even positions) with ``fanout`` for GNN layer
-        ``layer``, segment ``i`` keyed by ``key_ids[i]`` where variates are per
-        destination (see :mod:`graphpipe.ops.typed_sampling`)."""
-        raise NotImplementedError(f"{type(self).__name__} does not sample heterogeneous graphs")
+        """The uncompacted layer ``layer`` of the destinations ``nodes`` (global,
+        type-major, ``counts`` per node type) but the first ``skipped`` of each type."""
+        if skipped is not self.no_skip:
+            if self.typed:
+                starts = list(accumulate(counts, initial=0))
+                nodes = torch.cat([nodes[starts[i] + skip : starts[i + 1]] for i, skip in enumerate(skipped)])
+            else:
+                nodes = nodes[skipped[0] :]
+            counts = tuple(count - skip for count, skip in zip(counts, skipped))
+        if not self.typed:
+            if exclude is None:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
+                return self.sample_layer(nodes, layer, minibatch)
+            return self.sample_layer(nodes, layer, minibatch, exclude=exclude.edges)
+        kernel = partial(self.sample_segments, layer=layer, minibatch=minibatch)
+        return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude)
 
-    def sample_typed_layer(self, nodes, layer: int, minibatch: MiniBatch) -> SampledSubgraph:
-        """Typed graphs: one layer for the destinations ``nodes`` (node type -> type-local
-        ids), compacted per node type (:func:`~graphpipe.pipes.hetero_sampling.sample_hetero_layer`)."""
-        return sample_hetero_layer(self, nodes, layer, minibatch)
+    def sample_block(self, nodes: torch.Tensor, counts: Tuple[int, ...], layer: int, minibatch: MiniBatch) -> SampledSubgraph:
+        """One block layer for the destinations ``nodes`` (global, type-major, ``counts``
+        per node type), compacted and laid out (the cooperative loop's step)."""
+        sample = self.sample_frontier(nodes, counts, self.no_skip, layer, minibatch, None)
+        return self.lay_out(compact_layer(self.graph, nodes, counts, self.no_skip, sample), layer)
 
-    def compact_layer(self, nodes: torch.Tensor, sample: LayerSample) -> SampledSubgraph:
-        """The :class:`SampledSubgraph` of one layer whose destinations are ``nodes``.
-
-        ``sample`` holds the in-edges of the LAST ``len(sample.indptr) - 1`` of
-        ``nodes`` (all of them in block layout; the nodes the previous layer added in
-        pyg layout): the destinations before them get no in-edges. Sources are
-        ``nodes`` followed by the new ones (:func:`~graphpipe.ops.unique_and_compact`),
-        and the sample's CSC positions become the user's edge ids.
-        """
-        src_nodes, local_indices = unique_and_compact(nodes, sample.indices, self.graph.num_nodes)
-        indptr = sample.indptr
-        skipped = nodes.numel() - (indptr.numel() - 1)
-        if skipped:
-            indptr = torch.cat([indptr.new_zeros(skipped), indptr])
-        return SampledSubgraph(
-            sampled_csc=CSCFormat(indptr, local_indices),
-            original_row_node_ids=src_nodes,
-            original_column_node_ids=nodes,
-            original_edge_ids=self.graph.map_edge_ids(sample.edge_ids),
-            edge_weights=sample.edge_weights,
-        )
+    def lay_out(self, step: SampledLayer, layer: int) -> SampledSubgraph:
+        """Layer ``layer`` as a SampledSubgraph (typed: GraphBolt's heterogeneous layout)."""
+        if self.typed:
+            return typed_subgraph(self.graph, step, self.edge_type_fanouts[layer])
+        return untyped_subgraph(self.graph, step)
 
     def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
         """Fill ``sampled_subgraphs``, ``input_nodes`` and ``layout`` of ``minibatch``
-        (and ``compacted_seeds`` for node pairs)."""
+        (and ``compacted_seeds`` for link seeds)."""
         name = type(self).__name__
-        if minibatch.seeds is None:
-            raise ValueError(f"{name}: the MiniBatch has no `seeds` to sample from")
-        if self.graph.is_heterogeneous:
-            seeds = minibatch.seeds.values() if isinstance(minibatch.seeds, dict) else [minibatch.seeds]
-            if any(t.is_cuda for t in seeds):
-                raise NotImplementedError(
-                    f"{name}: heterogeneous graphs are sampled on the CPU, but the seeds are on a GPU; "
-                    f"put copy_to('cuda') after the sampler (and the feature fetcher), not before it"
-                )
-            return sample_hetero_subgraphs(self, minibatch)
-        if isinstance(minibatch.seeds, dict):
-            raise ValueError(
-                f"{name}: `seeds` is a dict of node types {sorted(minibatch.seeds)} (from a HeteroItemSet), but the "
-                f"graph is homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
-            )
-        compacted_seeds = exclusion = None
-        if minibatch.is_link_batch:
-            links = _check_links(minibatch.seeds, self.graph.num_nodes, name)
-            nodes, local = unique_and_compact(links.new_empty(0), links.reshape(-1), self.graph.num_nodes)
-            compacted_seeds = local.view(links.shape)
-            if self.exclude_seed_edges:
-                if links.size(1) != 2:
-                    raise ValueError(
-                        f"{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), got hyperlinks of "
-                        f"shape {tuple(links.shape)}"
-                    )
-                exclusion = self.seed_edge_exclusion(links, compacted_seeds, nodes.numel())
-        elif self.exclude_seed_edges:
-            raise ValueError(
-                f"{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), got seeds of shape "
-                f"{tuple(minibatch.seeds.shape)}"
-            )
-        else:
-            nodes = check_node_ids(minibatch.seeds, self.graph.num_nodes, "seeds", name)
-        frontier_start = 0  # pyg layout: nodes[frontier_start:] were added by the previous layer
+        self.check_batch(minibatch)
+        seeds = seed_nodes(self.graph, minibatch.seeds, name)
+        exclusion = None
+        if self.exclude_seed_edges:
+            if seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values()):
+                raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
+            exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+        nodes, counts = seeds.nodes, seeds.counts
+        skipped = self.no_skip  # pyg layout: per type, the destinations sampled already
         subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
-            frontier = nodes[frontier_start:] if self.layout == "pyg" else nodes
             # The seeds, the only destinations with excluded in-edges, lead every block
-            # layer's destinations and are pyg's first frontier (later ones never hold them).
-            if exclusion is not None and (frontier_start == 0 or self.layout == "block"):
-                sample = self.sample_layer(frontier, layer, minibatch, exclude=exclusion)
-            else:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
-                sample = self.sample_layer(frontier, layer, minibatch)
-            subgraph = self.compact_layer(nodes, sample)
-            subgraphs.append(subgraph)
-            frontier_start = nodes.numel()
-            nodes = subgraph.original_row_node_ids
+            # layer's destinations of their type and are pyg's first frontier.
+            exclude = exclusion if self.layout == "block" or not subgraphs else None
+            sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude)
+            step = compact_layer(self.graph, nodes, counts, skipped, sample)
+            subgraphs.append(self.lay_out(step, layer))  # laid out now: the sample's sources are freed
+            if self.layout == "pyg":
+                skipped = counts
+            nodes, counts = step.rows, step.row_counts
         subgraphs.reverse()
         return replace(
-            minibatch, sampled_subgraphs=subgraphs, input_nodes=nodes, layout=self.layout, compacted_seeds=compacted_seeds
-        )
+            minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
+            compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
+        )  # fmt: skip
 
-    def seed_edge_exclusion(self, pairs: torch.Tensor, compacted_seeds: torch.Tensor, num_seed_nodes: int) -> EdgeExclusion:
-        """The edges no layer of this batch may sample (see the class doc), per seed node."""
-        return seed_edge_exclusion(
-            self.graph.indptr,
-            self.graph.indices,
-            pairs.cpu(),
-            compacted_seeds.cpu(),
-            num_seed_nodes,
-            sorted_indices=self.sorted_indices,
-            reverse_pairs=self.include_reverse_edges,
-            reverse_positions=self.reverse_positions,
-        )
+    def compacted_seeds(self, seeds: SeedNodes):
+        """The link seeds in local ids of the last layer's destinations: ``[N, k]``, or
+        ``{edge type: [N, 2]}`` on a typed graph (columns local to their node types)."""
+        if not self.typed:
+            return seeds.links[0][1]
+        schema = self.graph.schema
+        starts = list(accumulate(seeds.counts, initial=0))
+        return {
+            schema.edge_types[etype]: local - torch.tensor([starts[schema.edge_type_ends[etype][0]], starts[schema.edge_type_ends[etype][1]]])
+            for etype, (_, local) in seeds.links.items()
+        }
+
+    def check_batch(self, minibatch: MiniBatch) -> None:
+        """Refuse a batch whose seeds (their task, their device) make an unsupported cell."""
+        if minibatch.seeds is None:
+            raise ValueError(f"{type(self).__name__}: the MiniBatch has no `seeds` to sample from")
+        if self.any_seeds_supported:
+            return
+        seeds = minibatch.seeds
+        if isinstance(seeds, torch.Tensor):
+            task = "node" if seeds.dim() != 2 else "link" if seeds.shape[1] == 2 else "hyperlink"
+            gpu = seeds.is_cuda
+        else:
+            values = [v for v in seeds.values() if isinstance(v, torch.Tensor)]
+            task, gpu = _task_of_shapes([v.shape for v in values]), any(v.is_cuda for v in values)
+        device = "GPU" if gpu or self.on_gpu else "CPU"
+        if SUPPORT[(self.graph_kind, task, self.mode, device, self.layout)] is not None:
+            check_supported(
+                type(self).__name__, graph=self.graph_kind, task=task, mode=self.mode, device=device, layout=self.layout
+            )
 
     @property
     def collective(self) -> bool:
@@ -310,12 +364,7 @@ class SubgraphSampler(Pipe):
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
         rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
         if self.cooperative:
-            # Typed seeds are a dict; node pairs of a type are refused where they are checked.
-            if not self.graph.is_heterogeneous and minibatch.is_link_batch:
-                raise NotImplementedError(
-                    f"{type(self).__name__}: cooperative=True samples node seeds only; node pairs (link "
-                    f"prediction) need independent batches (cooperative=False)"
-                )
+            self.check_batch(minibatch)
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
             return sample_subgraphs_cooperatively(self, minibatch, source)
         return self.sample_subgraphs(minibatch)
@@ -336,6 +385,31 @@ class SubgraphSampler(Pipe):
         return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.num_nodes)) if task is not None]
 
 
+_NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), per edge type on a typed graph; got {got}"
+
+
+def _task_of_shapes(shapes) -> str:
+    """``"node"``, ``"link"`` or ``"hyperlink"``: the task of seeds of these shapes."""
+    widest = max([shape[1] if len(shape) == 2 else 0 for shape in shapes], default=0)
+    return "hyperlink" if widest > 2 else "link" if widest == 2 else "node"
+
+
+def _task_of_items(source) -> Optional[str]:
+    """The task of the item set of the ItemSampler upstream of ``source``, if there is one."""
+    for stage in upstream(source):
+        if isinstance(stage, ItemSampler):
+            items = stage.item_set
+            sets = items.item_sets.values() if isinstance(items, HeteroItemSet) else (items,)
+            return _task_of_shapes(s.field("seeds").shape for s in sets)
+    return None
+
+
+def _shapes(seeds) -> str:
+    if isinstance(seeds, dict):
+        return str({key: tuple(ids.shape) for key, ids in seeds.items()})
+    return f"seeds of shape {tuple(seeds.shape)}"
+
+
 def _check_no_fetch_before(source, where: str) -> None:
     """Refuse node features fetched upstream of a sampler: they are the rows of the seeds
     (or of an earlier sampler's nodes), not of the ``input_nodes`` this sampler makes."""
@@ -347,15 +421,38 @@ def _check_no_fetch_before(source, where: str) -> None:
         )
 
 
-def _check_links(seeds: torch.Tensor, num_nodes: int, where: str) -> torch.Tensor:
-    """``seeds``, ``[N, k]`` node pairs (``k == 2``) or hyperlinks (``k > 2``), as int64
-    after checking every id is in ``[0, num_nodes)``."""
-    if seeds.size(1) < 2:
+def _reverse_edge_types(graph: CSCGraph, include: bool, mapping, reverse_edge_ids, where: str) -> Tuple[int, ...]:
+    """Per edge type id of a typed graph, the id of the edge type its reverse edges have
+    (``reverse_etypes_mapping``, GraphBolt's form), -1 for none."""
+    schema = graph.schema
+    reverse = [-1] * len(schema.edge_types)
+    if reverse_edge_ids is not None:
         raise ValueError(
-            f"{where}: 2-D `seeds` must be node pairs [N, 2] or hyperlinks [N, k] with k >= 2, got shape "
-            f"{tuple(seeds.shape)} (node seeds are 1-D)"
+            f"{where}: the graph is typed, so reverse edges are named by edge type: pass "
+            f"reverse_etypes_mapping={{'src:rel:dst': 'dst:rev:src'}} instead of `reverse_edge_ids`"
         )
-    return check_node_ids(seeds.reshape(-1), num_nodes, "seeds", where).view(seeds.shape)
+    if not include:
+        return tuple(reverse)
+    if not isinstance(mapping, Mapping) or not mapping:
+        raise ValueError(
+            f"{where}: `include_reverse_edges=True` on a typed graph needs reverse_etypes_mapping, a dict edge type "
+            f"-> its reverse edge type (GraphBolt's form, e.g. {{'user:like:item': 'item:liked-by:user'}}), got {mapping!r}"
+        )
+    for key, value in mapping.items():
+        ids = [schema.edge_type_id.get(":".join(parse_edge_type(t, where))) for t in (key, value)]
+        if None in ids:
+            raise ValueError(
+                f"{where}: `reverse_etypes_mapping` entry {key!r}: {value!r} names an edge type the graph lacks; its "
+                f"edge types: {list(schema.edge_types)}"
+            )
+        (src, dst), (reverse_src, reverse_dst) = (schema.edge_type_ends[i] for i in ids)
+        if (reverse_src, reverse_dst) != (dst, src):
+            raise ValueError(
+                f"{where}: `reverse_etypes_mapping` maps {key!r} to {value!r}, whose edges do not run the other way "
+                f"(from the destination type to the source type)"
+            )
+        reverse[ids[0]] = ids[1]
+    return tuple(reverse)
 
 
 def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: str) -> torch.Tensor:

@@ -111,7 +111,7 @@ def test_errors_name_the_argument():
         HeteroItemSet({})
     with pytest.raises(ValueError, match="`item_sets` must be a non-empty dict"):
         HeteroItemSet([ItemSet(3)])
-    with pytest.raises(TypeError, match="keys must be node type names"):
+    with pytest.raises(TypeError, match="keys must be node or edge type names"):
         HeteroItemSet({0: ItemSet(3)})
     with pytest.raises(TypeError, match="the `seeds` field of 'b' must hold integer node ids"):
         ItemSampler(HeteroItemSet({"a": torch.arange(2), "b": torch.rand(2)}), batch_size=1)
@@ -139,3 +139,23 @@ def test_typed_splits_with_an_empty_type_keep_their_fields():
     assert set(minibatch.seeds) == set(minibatch.labels) == {"paper"}
     with pytest.raises(ValueError, match=r"ItemSampler: `item_set` has no items"):
         ItemSampler(HeteroItemSet({"paper": ItemSet(0), "author": torch.zeros(0, dtype=torch.int64)}), batch_size=2)
+
+
+def test_node_pairs_are_keyed_by_edge_type_and_batched_per_edge_type():
+    pairs = {"user:like:item": torch.tensor([[0, 1], [2, 3], [1, 1]]), "user:follow:user": torch.tensor([[4, 0]])}
+    items = HeteroItemSet({t: ItemSet((p, torch.arange(len(p))), names=("seeds", "labels")) for t, p in pairs.items()})
+    minibatch = next(iter(ItemSampler(items, batch_size=4)))
+    assert {t: s.tolist() for t, s in minibatch.seeds.items()} == {t: p.tolist() for t, p in pairs.items()}
+    assert minibatch.is_link_batch and minibatch.item_ids["user:like:item"].tolist() == [0, 1, 2]
+
+
+def test_keys_say_what_the_seeds_are():
+    with pytest.raises(ValueError, match=r"every one node pairs \(keyed by edge type 'src:relation:dst'\); got pairs for \['a:r:b'\] and node ids for \['b'\]"):
+        HeteroItemSet({"a:r:b": torch.zeros(2, 2, dtype=torch.int64), "b": torch.arange(2)})
+    with pytest.raises(ValueError, match="an edge type must be 'src_type:relation:dst_type'"):
+        HeteroItemSet({"user": torch.zeros(2, 2, dtype=torch.int64)})
+    with pytest.raises(ValueError, match="'a:r:b' holds node ids, so it must be a node type"):
+        HeteroItemSet({"a:r:b": torch.arange(2)})
+    hyperlinks = HeteroItemSet({"a:r:b": torch.zeros(2, 3, dtype=torch.int64)})
+    with pytest.raises(NotImplementedError, match=r"graph=typed, task=hyperlink is not supported: hyperlinks \(\[N, k > 2\] seeds\)"):
+        ItemSampler(hyperlinks, batch_size=1)

@@ -184,7 +184,7 @@ def cooperative_rank(rank, world_size, batch_size, use_partition):
             batches = []
             for mb in gp.DataLoader(pipe):
                 if store is None:
-                    mb.node_features = fetch_node_features_cooperatively(fetcher, mb)
+                    mb.node_features = fetch_node_features_cooperatively(fetcher, mb, source)
                 batches.append(summary(mb))
                 if kind == "neighbor" and not runs:
                     out["exchange_error"] = max(out.get("exchange_error", 0.0), exchange_error(mb, rank, world_size))

@@ -7,7 +7,7 @@ import torch
 
 from graphpipe import CSCGraph
 from graphpipe._internal.checks import check_reverse_edge_ids
-from graphpipe.graph.checks import check_graph
+from graphpipe.graph.csc_graph import check_graph
 
 
 # ---------------------------------------------------------------- item 11: a foreign `graph`

@@ -60,8 +60,10 @@ def test_subgraph_sampler_unique_csc_format_homo_hyperlink(labor):
 def test_hyperlinks_where_only_pairs_make_sense_are_refused():
     graph = gp.CSCGraph.from_coo(torch.tensor([1, 2, 0]), torch.tensor([0, 1, 2]), num_nodes=3)
     items = gp.ItemSet(torch.tensor([[0, 1, 2]]), names="seeds")
-    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\), got hyperlinks of shape \(1, 3\)"):
-        next(iter(gp.ItemSampler(items, 1).sample_neighbor(graph, [1], exclude_seed_edges=True)))
+    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\).*ItemSet of hyperlink seeds"):
+        gp.ItemSampler(items, 1).sample_neighbor(graph, [1], exclude_seed_edges=True)  # refused when built
+    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\).*\(1, 3\)"):
+        gp.NeighborSampler(None, graph, [1], exclude_seed_edges=True).sample_subgraphs(gp.MiniBatch(seeds=items.items[0]))
     with pytest.raises(ValueError, match=r"`seeds` must be node pairs of shape \[N, 2\]"):
         next(iter(gp.ItemSampler(items, 1).sample_uniform_negative(graph, 1)))
     pytest.importorskip("torch_geometric")

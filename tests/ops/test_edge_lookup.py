@@ -8,7 +8,7 @@ from scipy import stats
 
 from graphpipe import CSCGraph
 from graphpipe.ops import EdgeExclusion, sample_labor, sample_neighbors, seed_edge_exclusion, unique_and_compact
-from graphpipe.ops.edge_lookup import drop_excluded, in_neighbours_sorted
+from graphpipe.ops.edge_lookup import EdgeQueries, drop_excluded, in_neighbours_sorted
 from graphpipe.ops.labor import Variates
 from graphpipe.ops.random import derive_key
 
@@ -48,6 +48,16 @@ def _expected(graph, pairs, nodes, reverse):
     return [per_node[int(v)] for v in nodes]
 
 
+def _queries(pairs, local, reverse=False, by_map=False):
+    """The :class:`EdgeQueries` of node pairs on an untyped graph: edges u -> v for v's seed
+    position, and with ``reverse`` the edges v -> u for u's; ``by_map``: u's position owns
+    the mapped reverses."""
+    u, v, lu, lv = pairs[:, 0], pairs[:, 1], local[:, 0], local[:, 1]
+    if reverse:
+        return EdgeQueries(torch.cat([v, u]), torch.cat([u, v]), torch.cat([lv, lu]))
+    return EdgeQueries(v, u, lv, reverse_owners=lu if by_map else None)
+
+
 def _lists(exclusion):
     return [exclusion.positions[a:b].tolist() for a, b in zip(exclusion.indptr[:-1], exclusion.indptr[1:])]
 
@@ -62,9 +72,7 @@ def test_exclusion_lists_match_brute_force_for_sorted_and_unsorted_graphs(revers
     assert in_neighbours_sorted(sorted_graph.indptr, sorted_graph.indices)
     pairs, nodes, local = _pairs_and_locals(graph, 60)
     for g, is_sorted in ((graph, False), (sorted_graph, True)):
-        exclusion = seed_edge_exclusion(
-            g.indptr, g.indices, pairs, local, nodes.numel(), sorted_indices=is_sorted, reverse_pairs=reverse
-        )
+        exclusion = seed_edge_exclusion(g.indptr, g.indices, _queries(pairs, local, reverse), nodes.numel(), sorted_indices=is_sorted)
         assert _lists(exclusion) == _expected(g, pairs, nodes, reverse)
     assert sum(map(len, _expected(graph, pairs, nodes, reverse))) > 60  # parallel edges counted
 
@@ -75,14 +83,15 @@ def test_reverse_by_map_excludes_exactly_the_mapped_edges():
     reverse_positions = torch.tensor([2, 3, 0, 1])  # position 0 (1->0) <-> position 2 (0->1), 1 <-> 3
     pairs = torch.tensor([[1, 0]])
     nodes, local = unique_and_compact(pairs.new_empty(0), pairs.reshape(-1), 2)
+    local = local.view(-1, 2)
     by_map = seed_edge_exclusion(
-        graph.indptr, graph.indices, pairs, local.view(-1, 2), 2, sorted_indices=True, reverse_positions=reverse_positions
+        graph.indptr, graph.indices, _queries(pairs, local, by_map=True), 2, sorted_indices=True, reverse_positions=reverse_positions
     )
-    by_pair = seed_edge_exclusion(graph.indptr, graph.indices, pairs, local.view(-1, 2), 2, sorted_indices=True, reverse_pairs=True)
+    by_pair = seed_edge_exclusion(graph.indptr, graph.indices, _queries(pairs, local, reverse=True), 2, sorted_indices=True)
     assert _lists(by_map) == _lists(by_pair) == [[0, 1], [2, 3]]
     reverse_positions = torch.tensor([2, 2, 0, 0])  # both parallel 1->0 edges map to position 2
     by_map = seed_edge_exclusion(
-        graph.indptr, graph.indices, pairs, local.view(-1, 2), 2, sorted_indices=True, reverse_positions=reverse_positions
+        graph.indptr, graph.indices, _queries(pairs, local, by_map=True), 2, sorted_indices=True, reverse_positions=reverse_positions
     )
     assert _lists(by_map) == [[0, 1], [2]]
 

@@ -4,7 +4,7 @@ one-call sampling of a layer's segments with a fanout per segment."""
 import pytest
 import torch
 
-from graphpipe.ops import sample_neighbors
+from graphpipe.ops import EdgeExclusion, sample_neighbors
 from graphpipe.ops.labor import Variates, sample_labor
 from graphpipe.ops.typed_sampling import sample_segments, typed_segments_of_nodes
 from hetero_graphs import hetero_graph
@@ -62,8 +62,8 @@ def test_a_bad_destination_is_reported(graph):
 
 
 def neighbor_segments(graph, key=7, replace=False):
-    def sample(bounds, segments, key_ids, fanout):
-        return sample_neighbors(bounds, graph.indices, segments, fanout, key=key, replace=replace, key_ids=key_ids)
+    def sample(bounds, segments, fanout, key_ids, exclude):
+        return sample_neighbors(bounds, graph.indices, segments, fanout, key=key, replace=replace, key_ids=key_ids, exclude=exclude)
 
     return sample
 
@@ -86,6 +86,20 @@ def test_segments_with_their_own_fanouts(graph, fanouts):
     assert torch.unique(e).numel() == e.numel()
 
 
+def test_an_exclusion_is_cut_per_run_of_fanouts(graph):
+    """Excluded positions of segments in different runs are never sampled, and each
+    segment draws min(fanout, in-edges left)."""
+    bounds, key_ids, (nodes, types) = all_segments(graph)
+    segment_fanouts = torch.where(types < 2, 1, 2)
+    starts, ends = bounds[0::2], bounds[1::2]
+    counts = torch.where(torch.arange(nodes.numel()) % 3 == 0, (ends - starts).clamp(max=2), 0)  # first positions of every third segment
+    positions = torch.cat([torch.arange(int(s), int(s) + int(c)) for s, c in zip(starts, counts)])
+    exclude = EdgeExclusion(torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]), positions)
+    out = sample_segments(bounds, key_ids, segment_fanouts, neighbor_segments(graph), exclude)
+    assert not bool(torch.isin(out.edge_ids, positions).any())
+    assert torch.equal(out.indptr.diff(), torch.minimum(ends - starts - counts, segment_fanouts))
+
+
 def test_a_segments_sample_depends_only_on_its_key(graph):
     """The same segment among different others, in another position: the same edges."""
     bounds, key_ids, (nodes, types) = all_segments(graph)
@@ -104,7 +118,7 @@ def test_labor_runs_concatenate_their_weights(graph):
     bounds, key_ids, (nodes, types) = all_segments(graph)
     segment_fanouts = torch.where(types < 2, 1, 3)
 
-    def sample(bounds, segments, key_ids, fanout):
+    def sample(bounds, segments, fanout, key_ids, exclude):
         return sample_labor(bounds, graph.indices, segments, fanout, variates=Variates(11), num_nodes=graph.num_nodes)
 
     out = sample_segments(bounds, key_ids, segment_fanouts, sample)

@@ -5,6 +5,7 @@ from scipy import stats
 
 import graphpipe as gp
 from graphpipe.ops.labor import labor_variates
+from graphpipe.pipes.capabilities import UnsupportedCombination
 
 
 def _coo():
@@ -133,10 +134,10 @@ def test_deterministic_under_seed():
         ({"seed": 1.7}, ValueError, r"`seed` must be an int"),
         ({"weights": "nope"}, KeyError, r"'nope' is not an edge attribute.*\['w'\]"),
         ({"weights": "w", "importance_sampling": -1}, ValueError, "importance_sampling=0 only"),
-        ({"cooperative": True, "importance_sampling": -1}, NotImplementedError, "LABOR-0"),
+        ({"cooperative": True, "importance_sampling": -1}, UnsupportedCombination, "LABOR-0"),
         ({"fanouts": [3, 0]}, ValueError, r"`fanouts\[1\]` must be an int >= 1 or -1"),
         ({"layout": "blocks"}, ValueError, r"`layout` must be 'block' .* or 'pyg'"),
-        ({"cooperative": True, "layout": "pyg"}, NotImplementedError, r"supports layout='block' only"),
+        ({"cooperative": True, "layout": "pyg"}, UnsupportedCombination, r"builds block layers only \(layout='block'\)"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):

@@ -1,7 +1,6 @@
 """Misuse that used to pass silently or with an unhelpful error: features fetched before
 the sampler, and a graph that is not a CSCGraph (errors point to the constructors)."""
 
-import numpy as np
 import pytest
 import torch
 

@@ -1,8 +1,12 @@
+"""UniformNegativeSampler: GraphBolt's link layout per edge type, typed and untyped graphs."""
+
 import pytest
 import torch
 
 import graphpipe as gp
+from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.pipes.negative_sampler import with_negatives
+from sampling_checks import EDGE, KINDS, graph_and_edges, seed_items
 
 
 def _edge_pairs(graph):
@@ -10,31 +14,41 @@ def _edge_pairs(graph):
     return torch.stack([src, dst], dim=1)
 
 
-def _edges(graph):
-    return set(map(tuple, _edge_pairs(graph).tolist()))
+def _per_type(mb):
+    """``{edge type: (seeds, labels, indexes, item_ids)}`` of a link batch (untyped: one entry)."""
+    if not mb.is_heterogeneous:
+        return {EDGE: (mb.seeds, mb.labels, mb.indexes, mb.item_ids)}
+    return {t: (mb.seeds[t], mb.labels[t], mb.indexes[t], mb.item_ids[t]) for t in mb.seeds}
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("ratio", [1, 3])
 @pytest.mark.parametrize("exclude", [False, True])
-def test_layout_positives_then_negatives_with_aligned_labels_and_indexes(graph_builder, ratio, exclude):
-    graph = graph_builder(200, 30, seed=1)
-    pairs = _edge_pairs(graph)
-    pipe = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 64, shuffle=True, seed=0).sample_uniform_negative(
-        graph, ratio, exclude_existing_edges=exclude, seed=1
-    )
-    edges = _edges(graph)
+def test_layout_positives_then_negatives_with_aligned_labels_and_indexes(kind, ratio, exclude):
+    """GraphBolt's layout per edge type; negatives keep their positive's source and draw
+    destinations of the edge type's destination type; with ``exclude_existing_edges``
+    none is an edge of that edge type, without it some are."""
+    graph, edges = graph_and_edges(kind, seed=1)
+    items = seed_items(kind, edges, "link", count=1000)
+    item_set = gp.ItemSet(items[EDGE], names="seeds") if kind == "untyped" else gp.HeteroItemSet(items)
+    pipe = gp.ItemSampler(item_set, 64, shuffle=True, seed=0).sample_uniform_negative(graph, ratio, exclude_existing_edges=exclude, seed=1)
+    schema = graph.schema
     hits = 0
     for mb in pipe:
-        p = mb.item_ids.numel()
-        assert mb.seeds.shape == (p * (1 + ratio), 2) and mb.seeds.dtype == torch.int64
-        assert torch.equal(mb.seeds[:p], pairs[mb.item_ids])
-        assert mb.labels.dtype == torch.bool and bool(mb.labels[:p].all()) and not bool(mb.labels[p:].any())
-        assert torch.equal(mb.indexes, torch.cat([torch.arange(p), torch.arange(p).repeat_interleave(ratio)]))
-        # Every negative keeps the source of the positive its index names.
-        assert torch.equal(mb.seeds[p:, 0], mb.seeds[mb.indexes[p:], 0])
-        negatives = mb.seeds[p:]
-        assert int(negatives.min()) >= 0 and int(negatives.max()) < graph.num_nodes
-        hits += sum(pair in edges for pair in map(tuple, negatives.tolist()))
+        for etype, (seeds, labels, indexes, item_ids) in _per_type(mb).items():
+            p = item_ids.numel()
+            assert seeds.shape == (p * (1 + ratio), 2) and seeds.dtype == torch.int64
+            assert torch.equal(seeds[:p], items[etype][item_ids])
+            assert labels.dtype == torch.bool and bool(labels[:p].all()) and not bool(labels[p:].any())
+            assert torch.equal(indexes, torch.cat([torch.arange(p), torch.arange(p).repeat_interleave(ratio)]))
+            # Every negative keeps the source of the positive its index names.
+            assert torch.equal(seeds[p:, 0], seeds[indexes[p:], 0])
+            dst_type = schema.node_type_id[parse_edge_type(etype)[2]]
+            negatives = seeds[p:, 1]
+            count = schema.node_type_offset[dst_type + 1] - schema.node_type_offset[dst_type]
+            assert int(negatives.min()) >= 0 and int(negatives.max()) < count
+            existing = set(zip(*(e.tolist() for e in edges[etype])))
+            hits += sum(pair in existing for pair in map(tuple, seeds[p:].tolist()))
     assert (hits == 0) if exclude else (hits > 0)
 
 

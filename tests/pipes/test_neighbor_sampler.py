@@ -1,97 +1,13 @@
+"""NeighborSampler on untyped graphs: its arguments, the user's edge ids, the pyg layout's
+frontier, fanouts too large for memory (sampling properties shared with typed graphs are in
+test_sampling.py)."""
+
 import pytest
 import torch
 
 import graphpipe as gp
 from graphpipe import CSCGraph, FeatureStore, ItemSampler, MiniBatch, NeighborSampler
-
-
-def _check_minibatch(graph, mb, fanouts, replace=False):
-    """Layers chain (dst prefix of src; layer l's dst == layer l+1's src), every edge is a
-    graph edge, and per-destination counts follow the fanout."""
-    subgraphs = mb.sampled_subgraphs
-    assert len(subgraphs) == len(fanouts)
-    assert torch.equal(subgraphs[-1].original_column_node_ids, mb.seeds.to(torch.int64))
-    assert torch.equal(subgraphs[0].original_row_node_ids, mb.input_nodes)
-    indptr, indices = graph.indptr.to(torch.int64), graph.indices.to(torch.int64)
-    for layer, sg in enumerate(subgraphs):
-        src, dst = sg.original_row_node_ids, sg.original_column_node_ids
-        assert torch.equal(src[: dst.numel()], dst)
-        assert src.unique().numel() == src.numel()
-        if layer + 1 < len(subgraphs):
-            assert torch.equal(subgraphs[layer + 1].original_row_node_ids, dst)
-        local_src, local_dst = sg.edge_index()
-        eids = sg.original_edge_ids
-        assert torch.equal(indices[eids], src[local_src])
-        global_dst = dst[local_dst]
-        assert bool((eids >= indptr[global_dst]).all()) and bool((eids < indptr[global_dst + 1]).all())
-        deg = indptr[dst + 1] - indptr[dst]
-        fanout = fanouts[layer]
-        counts = sg.sampled_csc.indptr[1:] - sg.sampled_csc.indptr[:-1]
-        if fanout == -1:
-            assert torch.equal(counts, deg)
-        elif replace:
-            assert torch.equal(counts, torch.where(deg > 0, fanout, 0))
-        else:
-            assert torch.equal(counts, deg.clamp(max=fanout))
-            pairs = global_dst * graph.num_edges + eids
-            assert pairs.unique().numel() == pairs.numel()
-
-
-@pytest.mark.parametrize("fanouts", [[4, 3], [-1, 2, 5], [1]])
-@pytest.mark.parametrize("replace", [False, True])
-def test_layers_chain_and_edges_exist(graph_builder, fanouts, replace):
-    graph = graph_builder(300, 30, seed=1, index_dtype=torch.int32)
-    pipe = ItemSampler(torch.arange(0, 300, 3), batch_size=32, shuffle=True, seed=0).sample_neighbor(
-        graph, fanouts, replace=replace, seed=11
-    )
-    assert isinstance(pipe, NeighborSampler)
-    batches = list(pipe)
-    assert len(batches) == 4
-    for mb in batches:
-        _check_minibatch(graph, mb, fanouts, replace)
-
-
-def test_weighted_never_takes_zero_weight_edges(graph_builder):
-    graph = graph_builder(300, 30, seed=2, weights=True)
-    weight = graph.edge_attributes["weight"]
-    assert bool((weight == 0).any())
-    for replace in (False, True):
-        pipe = ItemSampler(torch.arange(300), batch_size=100).sample_neighbor(
-            graph, [5, 5], replace=replace, weights="weight", seed=3
-        )
-        for mb in pipe:
-            for sg in mb.sampled_subgraphs:
-                assert bool((weight[sg.original_edge_ids] > 0).all())
-
-
-def test_deterministic_under_seed_and_same_node_same_sample(graph_builder):
-    graph = graph_builder(300, 30, seed=4)
-
-    def run(seed, seeds):
-        (mb,) = list(ItemSampler(seeds, batch_size=seeds.numel()).sample_neighbor(graph, [3, 2], seed=seed))
-        return mb
-
-    seeds = graph.in_degrees().argsort(descending=True)[:4]  # degrees > fanouts: real choices
-    a, b, c = run(7, seeds), run(7, seeds), run(8, seeds)
-    for x, y in zip(a.sampled_subgraphs, b.sampled_subgraphs):
-        assert torch.equal(x.original_edge_ids, y.original_edge_ids)
-        assert torch.equal(x.sampled_csc.indices, y.sampled_csc.indices)
-    assert not all(
-        torch.equal(x.original_edge_ids, y.original_edge_ids) for x, y in zip(a.sampled_subgraphs, c.sampled_subgraphs)
-    )
-    # the seeds' own in-edges do not depend on the other seeds of the batch or their order
-    d = run(7, torch.cat([torch.tensor([1]), seeds.flip(0)]))
-
-    def seed_edges(mb):
-        sg = mb.sampled_subgraphs[-1]
-        ptr = sg.sampled_csc.indptr
-        return {
-            int(v): sg.original_edge_ids[ptr[j] : ptr[j + 1]].tolist()
-            for j, v in enumerate(sg.original_column_node_ids)
-        }
-
-    ea, ed = seed_edges(a), seed_edges(d)
-    assert all(ea[v] == ed[v] for v in ea)
+from graphpipe.pipes.capabilities import UnsupportedCombination
 
 
 def test_bad_arguments_raise_clear_errors(graph_builder):
@@ -116,7 +32,7 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
     for layout in ("dgl", None, "PyG"):
         with pytest.raises(ValueError, match=r"`layout` must be 'block' \(GraphBolt/DGL blocks.*or 'pyg'"):
             NeighborSampler(source, graph, [2], layout=layout)
-    with pytest.raises(NotImplementedError, match=r"cooperative=True supports layout='block' only"):
+    with pytest.raises(UnsupportedCombination, match=r"mode=cooperative, layout=pyg is not supported: .*layout='block'"):
         NeighborSampler(source, graph, [2], cooperative=True, layout="pyg")
     sampler = NeighborSampler(source, graph, [2])
     with pytest.raises(ValueError, match=r"`seeds` holds node id 50, out of range: valid ids are 0..49"):

@@ -1,0 +1,440 @@
+"""Sampling layers of a :class:`~graphpipe.CSCGraph`, typed or untyped, in global node ids.
+
+A typed graph is a view over an untyped one: the nodes of a type are a contiguous range
+of global ids (``node_type_offset``), so every step above the kernels is written once,
+on global ids, for both (an untyped graph is the one-type case of its
+:class:`~graphpipe.graph.csc_graph.TypeSchema`). A layer's destinations are kept
+*type-major*: per node type in id order, that type's destinations.
+
+1. :func:`seed_nodes`: the batch's seeds (node ids, or the distinct endpoints of node
+   pairs, ascending) as global ids, checked once;
+2. :func:`sample_layer`: the in-edges of the frontier, uncompacted. Untyped: one kernel
+   call. Typed: one segment per (destination, edge type) with that edge type's fanout,
+   sampled together through one ``indptr`` (:mod:`graphpipe.ops.typed_sampling`); the
+   seed edges of a link batch (:func:`seed_edge_exclusion`) are skipped;
+3. :func:`compact_layer`: one :func:`~graphpipe.ops.unique_and_compact` over global ids:
+   the sources are the destinations, then the new nodes ascending. Global ids of a type
+   being contiguous, splitting that list stably by node type gives per type "its
+   destinations, then its new nodes ascending": GraphBolt's typed layout, and the
+   type-major list the next layer samples;
+4. :func:`untyped_subgraph` / :func:`typed_subgraph`: the layer as a
+   :class:`~graphpipe.SampledSubgraph` (typed: per edge type, ids type-local).
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+
+from graphpipe._internal.checks import as_int, check_node_ids
+from graphpipe.graph.checks import check_edge_weights, check_typed_pairs, check_typed_seeds
+from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
+from graphpipe.ops import LayerSample, sample_neighbors, unique_and_compact
+from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
+from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_excluded_edges
+from graphpipe.ops.typed_sampling import SegmentSampler, sample_segments, typed_segments_of_nodes
+
+__all__ = [
+    "SampledLayer",
+    "SeedEdgeExclusion",
+    "SeedNodes",
+    "compact_layer",
+    "sample_graph_neighbors",
+    "sample_layer",
+    "seed_edge_exclusion",
+    "seed_nodes",
+    "typed_subgraph",
+    "untyped_subgraph",
+]
+
+
+class SeedNodes(NamedTuple):
+    """A batch's seeds as the layer loop takes them.
+
+    Attributes:
+        nodes: ``[n]`` int64 global ids, type-major (node seeds per node type in id
+            order; link seeds: their distinct endpoints, ascending).
+        counts: per node type id, how many of ``nodes`` are of that type.
+        links: link seeds only: edge type id (0 on an untyped graph) -> ``([N, k]`` int64
+            global ids, ``[N, k]`` int64 positions in ``nodes)``; else None.
+    """
+
+    nodes: torch.Tensor
+    counts: Tuple[int, ...]
+    links: Optional[Dict[int, Tuple[torch.Tensor, torch.Tensor]]] = None
+
+
+class SeedEdgeExclusion(NamedTuple):
+    """The edges a link batch must not sample, per *seed segment*: for each edge type id
+    ``t`` in order, one segment per seed of ``t``'s destination type (untyped: one per
+    seed node).
+
+    Attributes:
+        edges: an :class:`~graphpipe.ops.edge_lookup.EdgeExclusion` over the seed segments.
+        segment_offsets: ``num_edge_types + 1`` ints: edge type ``t``'s seed segments.
+        position_offsets: ``num_edge_types + 1`` ints: where their positions start.
+    """
+
+    edges: EdgeExclusion
+    segment_offsets: Tuple[int, ...]
+    position_offsets: Tuple[int, ...]
+
+
+class SampledLayer(NamedTuple):
+    """One sampled layer in global ids, before it is laid out as a SampledSubgraph.
+
+    Attributes:
+        dst: ``[num_dst]`` int64 destinations, type-major.
+        dst_counts: destinations per node type.
+        skipped: per node type, its first destinations that sampled no in-edges (pyg
+            layout: sampled by an earlier layer).
+        sample: the in-edges of the other destinations (typed: of their segments, edge
+            type major), ``edge_ids`` CSC positions.
+        src: ``[num_src]`` int64: ``dst``, then the new source nodes ascending.
+        local: ``[num_edges]`` int64 positions of the sampled sources in ``src``.
+        rows: ``src`` type-major (per node type: its destinations, then its new nodes;
+            untyped: ``src``): the next layer's destinations.
+        row_counts: ``rows`` per node type.
+    """
+
+    dst: torch.Tensor
+    dst_counts: Tuple[int, ...]
+    skipped: Tuple[int, ...]
+    sample: LayerSample
+    src: torch.Tensor
+    local: torch.Tensor
+    rows: torch.Tensor
+    row_counts: Tuple[int, ...]
+
+
+def seed_nodes(graph, seeds, where: str) -> SeedNodes:
+    """Check a batch's ``seeds`` against ``graph`` (the user's ids: checked here, once)
+    and give them as :class:`SeedNodes`: ``[n]`` node ids, ``[N, k]`` node pairs or
+    hyperlinks; on a typed graph a dict node type -> ``[n]`` type-local ids, or edge type
+    ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs."""
+    if not graph.is_heterogeneous:
+        if not isinstance(seeds, torch.Tensor) or seeds.dim() != 2:
+            if isinstance(seeds, Mapping):
+                raise ValueError(
+                    f"{where}: `seeds` is a dict of types {sorted(seeds)} (from a HeteroItemSet), but the graph is "
+                    f"homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
+                )
+            nodes = check_node_ids(seeds, graph.num_nodes, "seeds", where)
+            return SeedNodes(nodes, (nodes.numel(),))
+        if seeds.size(1) < 2:
+            raise ValueError(
+                f"{where}: 2-D `seeds` must be node pairs [N, 2] or hyperlinks [N, k] with k >= 2, got shape "
+                f"{tuple(seeds.shape)} (node seeds are 1-D)"
+            )
+        links = check_node_ids(seeds.reshape(-1), graph.num_nodes, "seeds", where).view(seeds.shape)
+        nodes, local = unique_and_compact(links.new_empty(0), links.reshape(-1), graph.num_nodes)
+        return SeedNodes(nodes, (nodes.numel(),), {0: (links, local.view(links.shape))})
+    schema = graph.schema
+    if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
+        return _typed_link_seeds(graph, seeds, where)
+    by_type = check_typed_seeds(seeds, graph, where)
+    offsets = schema.node_type_offset
+    nodes = torch.cat([ids + offsets[i] for i, ids in enumerate(by_type.values())])
+    return SeedNodes(nodes, tuple(ids.numel() for ids in by_type.values()))
+
+
+def _typed_link_seeds(graph, seeds: Mapping, where: str) -> SeedNodes:
+    """:func:`seed_nodes` of ``{edge type: [N, 2] type-local pairs}``."""
+    schema = graph.schema
+    offsets = schema.node_type_offset
+    pairs = {}
+    for key, ids in seeds.items():
+        etype, src_type, dst_type = check_typed_pairs(key, ids, schema, where)
+        pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
+    flat = torch.cat([p.reshape(-1) for p in pairs.values()])
+    nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.num_nodes)
+    cuts = torch.searchsorted(nodes, graph.node_type_offset).tolist()
+    links, at = {}, 0
+    for etype, p in pairs.items():
+        links[etype] = (p, local[at : at + p.numel()].view(p.shape))
+        at += p.numel()
+    return SeedNodes(nodes, tuple(b - a for a, b in zip(cuts, cuts[1:])), links)
+
+
+def seed_edge_exclusion(
+    graph,
+    seeds: SeedNodes,
+    reverse_edge_types: Sequence[int],
+    reverse_positions: Optional[torch.Tensor],
+    sorted_indices: bool,
+) -> SeedEdgeExclusion:
+    """The edges no layer of a link batch may sample: every edge ``u -> v`` of the edge
+    type of each seed pair ``(u, v)``, and its reverse edges: the edges ``v -> u`` of
+    edge type ``reverse_edge_types[t]`` (``-1``: none; untyped: ``0`` for GraphBolt's
+    homogeneous rule), or the edges ``reverse_positions`` maps them to (untyped).
+
+    Args:
+        graph: the graph (its CSC arrays in host memory).
+        seeds: :func:`seed_nodes` of node pairs.
+        reverse_edge_types: per edge type id, the id of its reverse edge type or -1.
+        reverse_positions: ``[num_edges]`` CSC position -> CSC position of its reverse.
+        sorted_indices: sources are sorted per node (per node and edge type).
+    """
+    schema, typed = graph.schema, graph.is_heterogeneous
+    starts = list(accumulate(seeds.counts, initial=0))
+    segments = list(accumulate((seeds.counts[d] for _, d in schema.edge_type_ends), initial=0))
+    rows: List[Tuple[torch.Tensor, ...]] = []  # (nodes, sources, owners, edge type)
+    reverse_owners = []
+    for etype, (pairs, local) in seeds.links.items():
+        pairs, local = pairs.cpu(), local.cpu()
+        src_type, dst_type = schema.edge_type_ends[etype]
+        rows.append((pairs[:, 1], pairs[:, 0], local[:, 1] - starts[dst_type] + segments[etype], etype))
+        reverse_owners.append(local[:, 0])
+        reverse = reverse_edge_types[etype]
+        if reverse >= 0:
+            rows.append((pairs[:, 0], pairs[:, 1], local[:, 0] - starts[src_type] + segments[reverse], reverse))
+    nodes, sources, owners = (torch.cat([row[i] for row in rows]) for i in range(3))
+    edge_types = torch.cat([torch.full_like(row[0], row[3]) for row in rows]) if typed else None
+    queries = EdgeQueries(
+        nodes, sources, owners, edge_types, None if reverse_positions is None else torch.cat(reverse_owners)
+    )
+    edges = find_excluded_edges(
+        graph.indptr, graph.indices, queries, segments[-1], sorted_indices=sorted_indices,
+        type_per_edge=graph.type_per_edge if typed else None, reverse_positions=reverse_positions,
+    )  # fmt: skip
+    return SeedEdgeExclusion(edges, tuple(segments), tuple(edges.indptr[segments].tolist()))
+
+
+def sample_layer(
+    graph,
+    nodes: torch.Tensor,
+    counts: Sequence[int],
+    fanouts: Sequence[int],
+    kernel: SegmentSampler,
+    exclude: Optional[SeedEdgeExclusion] = None,
+) -> LayerSample:
+    """The in-edges of ``nodes`` for one layer, uncompacted.
+
+    Args:
+        graph: the graph.
+        nodes: ``[n]`` int64 global destination ids, type-major.
+        counts: destinations per node type.
+        fanouts: per edge type id, its fanout (0: none sampled, -1: all).
+        kernel: samples in-edge ranges (:data:`~graphpipe.ops.typed_sampling.SegmentSampler`).
+        exclude: the seed edges to skip; the seeds must lead each type's destinations.
+
+    Returns:
+        Untyped: a :class:`~graphpipe.ops.LayerSample` over ``nodes``. Typed: over one
+        segment per sampled edge type (fanout not 0, ascending id) and destination of its
+        destination type, edge type major.
+    """
+    if not graph.is_heterogeneous:
+        return kernel(graph.indptr, nodes, fanouts[0], None, None if exclude is None else exclude.edges)
+    schema = graph.schema
+    groups, start = [], 0
+    for node_type, count in enumerate(counts):
+        edge_types = [t for t in schema.edge_types_to[node_type] if fanouts[t] != 0]
+        if edge_types and count:
+            groups.append((nodes[start : start + count], edge_types))
+        start += count
+    sampled = [t for t, (_, dst_type) in enumerate(schema.edge_type_ends) if fanouts[t] != 0 and counts[dst_type]]
+    sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
+    bounds, key_ids = typed_segments_of_nodes(graph.indptr, graph.type_per_edge, groups, len(schema.edge_types))
+    segment_fanouts = torch.repeat_interleave(
+        torch.tensor([fanouts[t] for t in sampled], dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64)
+    )
+    return sample_segments(bounds, key_ids, segment_fanouts, kernel, _layer_exclusion(exclude, sampled, sizes))
+
+
+def _layer_exclusion(exclude: Optional[SeedEdgeExclusion], sampled: List[int], sizes: List[int]) -> Optional[EdgeExclusion]:
+    """``exclude`` over a typed layer's segments: edge type ``t``'s seed segments lead its
+    ``sizes`` segments (the seeds lead their type's destinations)."""
+    if exclude is None:
+        return None
+    segments, positions = exclude.segment_offsets, exclude.position_offsets
+    counts = exclude.edges.indptr[1:] - exclude.edges.indptr[:-1]
+    pieces, kept = [], []
+    for t, size in zip(sampled, sizes):
+        pieces += [counts[segments[t] : segments[t + 1]], counts.new_zeros(size - segments[t + 1] + segments[t])]
+        kept.append(exclude.edges.positions[positions[t] : positions[t + 1]])
+    indptr = torch.zeros(sum(sizes) + 1, dtype=torch.int64)
+    torch.cumsum(torch.cat(pieces), 0, out=indptr[1:])
+    return EdgeExclusion(indptr, torch.cat(kept))
+
+
+def compact_layer(graph, dst: torch.Tensor, dst_counts, skipped, sample: LayerSample) -> SampledLayer:
+    """Relabel a sampled layer: its sources are ``dst``, then the new nodes ascending
+    (one :func:`~graphpipe.ops.unique_and_compact` over global ids, typed or not)."""
+    src, local = unique_and_compact(dst, sample.indices, graph.num_nodes)
+    if not graph.is_heterogeneous:
+        return SampledLayer(dst, dst_counts, skipped, sample, src, local, src, (src.numel(),))
+    # Global ids of a type are contiguous, so the new nodes (ascending) are grouped by type.
+    cuts = torch.searchsorted(src[dst.numel() :], graph.node_type_offset).tolist()
+    pieces, dst_at, new_at = [], 0, dst.numel()
+    for dst_count, new_start, new_end in zip(dst_counts, cuts, cuts[1:]):
+        pieces += [src[dst_at : dst_at + dst_count], src[new_at + new_start : new_at + new_end]]
+        dst_at += dst_count
+    row_counts = tuple(d + b - a for d, a, b in zip(dst_counts, cuts, cuts[1:]))
+    return SampledLayer(dst, dst_counts, skipped, sample, src, local, torch.cat(pieces), row_counts)
+
+
+def untyped_subgraph(graph, layer: SampledLayer) -> SampledSubgraph:
+    """The :class:`SampledSubgraph` of an untyped layer: the sample's CSC positions become
+    the user's edge ids, and destinations skipped (pyg layout) get no in-edges."""
+    indptr = layer.sample.indptr
+    if layer.skipped[0]:
+        indptr = torch.cat([indptr.new_zeros(layer.skipped[0]), indptr])
+    return SampledSubgraph(
+        sampled_csc=CSCFormat(indptr, layer.local),
+        original_row_node_ids=layer.src,
+        original_column_node_ids=layer.dst,
+        original_edge_ids=graph.map_edge_ids(layer.sample.edge_ids),
+        edge_weights=layer.sample.edge_weights,
+    )
+
+
+def typed_subgraph(graph, layer: SampledLayer, fanouts: Sequence[int]) -> SampledSubgraph:
+    """The :class:`SampledSubgraph` of a typed layer in GraphBolt's layout: ``sampled_csc``
+    per edge type (``indptr`` over the destinations of its destination type, ``indices``
+    local to the sources of its source type), node ids per node type, edge ids per edge
+    type (within the type), all type-local; every type has an entry."""
+    schema = graph.schema
+    dst_counts, row_counts = layer.dst_counts, layer.row_counts
+    new_counts = [rows - dsts for rows, dsts in zip(row_counts, dst_counts)]
+    row_starts = list(accumulate(row_counts, initial=0))
+    type_local = layer.rows - torch.repeat_interleave(torch.tensor(schema.node_type_offset[:-1]), torch.tensor(row_counts))
+    rows = {t: type_local[row_starts[i] : row_starts[i + 1]] for i, t in enumerate(schema.node_types)}
+    columns = {t: rows[t][: dst_counts[i]] for i, t in enumerate(schema.node_types)}
+    # Position in `src` (destinations, then new nodes, each type-major) -> position among
+    # the nodes of its type (its destinations, then its new nodes), for every source at once.
+    num_dst = layer.dst.numel()
+    shifts = list(accumulate(dst_counts, initial=0))[:-1]
+    shifts += [num_dst + new_start - count for new_start, count in zip(accumulate(new_counts, initial=0), dst_counts)]
+    runs = torch.tensor(list(dst_counts) + new_counts)
+    position = torch.arange(layer.src.numel()) - torch.repeat_interleave(torch.tensor(shifts), runs)
+    local = position[layer.local]
+    edge_ids = graph.map_edge_ids(layer.sample.edge_ids)
+    weights = layer.sample.edge_weights
+    csc, original_edge_ids, edge_weights = {}, {}, {}
+    slices = _edge_type_slices(schema, dst_counts, layer.skipped, layer.sample, fanouts)
+    for etype, (indptr, e0, e1) in zip(schema.edge_types, slices):
+        csc[etype] = CSCFormat(indptr, local[e0:e1])
+        original_edge_ids[etype] = edge_ids[e0:e1]
+        edge_weights[etype] = None if weights is None else weights[e0:e1]
+    return SampledSubgraph(csc, rows, columns, original_edge_ids, None if weights is None else edge_weights)
+
+
+def _edge_type_slices(schema, dst_counts, skipped, sample: LayerSample, fanouts) -> List[Tuple[torch.Tensor, int, int]]:
+    """Per edge type id: ``(indptr over its destination type's destinations, first edge,
+    end edge)`` of a typed layer's ``sample`` (:func:`sample_layer`'s segment order)."""
+    frontier = [count - skip for count, skip in zip(dst_counts, skipped)]
+    sampled = [t for t, (_, d) in enumerate(schema.edge_type_ends) if fanouts[t] != 0 and frontier[d]]
+    segment_cuts = list(accumulate([frontier[schema.edge_type_ends[t][1]] for t in sampled], initial=0))
+    edge_cuts = sample.indptr[segment_cuts].tolist()
+    slices, j = [], 0
+    for t, (_, dst_type) in enumerate(schema.edge_type_ends):
+        if j < len(sampled) and sampled[j] == t:
+            e0 = edge_cuts[j]
+            indptr = sample.indptr[segment_cuts[j] : segment_cuts[j + 1] + 1] - e0
+            if skipped[dst_type]:
+                indptr = torch.cat([indptr.new_zeros(skipped[dst_type]), indptr])
+            slices.append((indptr, e0, edge_cuts[j + 1]))
+            j += 1
+        else:
+            slices.append((torch.zeros(dst_counts[dst_type] + 1, dtype=torch.int64), 0, 0))
+    return slices
+
+
+def sample_graph_neighbors(
+    graph,
+    seeds,
+    fanouts,
+    replace: bool = False,
+    probs_name: Optional[str] = None,
+) -> SampledSubgraph:
+    """One layer of in-edges of ``seeds``, GraphBolt's graph-level
+    ``FusedCSCSamplingGraph.sample_neighbors`` (:meth:`CSCGraph.sample_neighbors`).
+
+    Args:
+        graph: the graph (homogeneous or typed).
+        seeds: ``[n]`` node ids, or for a typed graph a dict node type -> ``[n_t]``
+            type-local ids (types left out sample nothing).
+        fanouts: a 1-D tensor or list (or an int): one fanout (``>= 0`` or -1), or for a
+            typed graph one per edge type in edge type id order. One fanout on a typed
+            graph applies to a node's in-edges of all types together, as GraphBolt's.
+        replace: draw with replacement.
+        probs_name: an edge attribute of ``graph`` to sample proportionally to.
+
+    Returns:
+        A :class:`SampledSubgraph` as GraphBolt returns it, not compacted:
+        ``sampled_csc`` (per edge type ``"src:relation:dst"`` for a typed graph) has an
+        ``indptr`` over the seeds (of the edge type's destination type) and ``indices``
+        that are the sources' ids in the graph (type-local); ``original_edge_ids`` the
+        edges' ids (within their type); ``original_row_node_ids`` and
+        ``original_column_node_ids`` are None. Draws follow torch's global generator
+        (``torch.manual_seed``).
+    """
+    where = "CSCGraph.sample_neighbors"
+    counts = _graph_fanouts(fanouts, graph, where)
+    if probs_name is not None and probs_name not in graph.edge_attributes:
+        raise KeyError(
+            f"{where}: `probs_name`={probs_name!r} is not an edge attribute of the graph; known edge attributes: "
+            f"{sorted(graph.edge_attributes)}"
+        )
+    probs = None if probs_name is None else check_edge_weights(graph, probs_name, where)
+    key = int(torch.randint(0, 2**62, ()))
+
+    def kernel(indptr, nodes, fanout, key_ids, exclude):
+        if fanout == 0:
+            return LayerSample(torch.zeros(nodes.numel() + 1, dtype=torch.int64), *[torch.empty(0, dtype=torch.int64)] * 2)
+        return sample_neighbors(indptr, graph.indices, nodes, fanout, key=key, replace=replace, probs=probs, key_ids=key_ids)
+
+    if graph.is_heterogeneous and isinstance(seeds, torch.Tensor):
+        raise ValueError(f"{where}: the graph is typed, so `seeds` must be a dict of node type -> ids")
+    if not graph.is_heterogeneous and isinstance(seeds, Mapping):
+        raise TypeError(f"{where}: the graph is homogeneous, so `seeds` must be a tensor of node ids, got a dict")
+    start = seed_nodes(graph, seeds, where)
+    if start.links is not None:
+        raise ValueError(f"{where}: `seeds` must be node ids, got node pairs")
+    if not graph.is_heterogeneous:
+        sample = kernel(graph.indptr, start.nodes, counts[0], None, None)
+        return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
+    schema = graph.schema
+    if len(counts) == 1 and len(schema.edge_types) > 1:
+        return _split_by_edge_type(graph, start, kernel(graph.indptr, start.nodes, counts[0], None, None))
+    sample = sample_layer(graph, start.nodes, start.counts, counts, kernel)
+    slices = _edge_type_slices(schema, start.counts, tuple(0 for _ in start.counts), sample, counts)
+    csc, edge_ids = {}, {}
+    for etype, (src_type, _), (indptr, e0, e1) in zip(schema.edge_types, schema.edge_type_ends, slices):
+        csc[etype] = CSCFormat(indptr, sample.indices[e0:e1] - schema.node_type_offset[src_type])
+        edge_ids[etype] = graph.map_edge_ids(sample.edge_ids[e0:e1])
+    return SampledSubgraph(csc, None, None, edge_ids)
+
+
+def _split_by_edge_type(graph, start: SeedNodes, sample: LayerSample) -> SampledSubgraph:
+    """A layer sampled over whole in-edge ranges (one fanout for every edge type), split
+    into GraphBolt's per-edge-type layout."""
+    schema = graph.schema
+    starts = list(accumulate(start.counts, initial=0))
+    destination = torch.repeat_interleave(torch.arange(start.nodes.numel()), sample.indptr.diff())
+    types = graph.type_per_edge[sample.edge_ids].to(torch.int64)
+    csc, edge_ids = {}, {}
+    for t, (etype, (src_type, dst_type)) in enumerate(zip(schema.edge_types, schema.edge_type_ends)):
+        mask = types == t
+        per_dst = torch.bincount(destination[mask] - starts[dst_type], minlength=start.counts[dst_type])
+        indptr = torch.cat([per_dst.new_zeros(1), per_dst.cumsum(0)])
+        csc[etype] = CSCFormat(indptr, sample.indices[mask] - schema.node_type_offset[src_type])
+        edge_ids[etype] = graph.map_edge_ids(sample.edge_ids[mask])
+    return SampledSubgraph(csc, None, None, edge_ids)
+
+
+def _graph_fanouts(fanouts, graph, where: str) -> list:
+    """``fanouts`` of :func:`sample_graph_neighbors` as a list of ints (one, or one per
+    edge type of a typed graph), each ``>= 0`` or -1."""
+    values = fanouts.tolist() if isinstance(fanouts, torch.Tensor) and fanouts.dim() == 1 else fanouts
+    values = [values] if as_int(values) is not None else values
+    lengths = {1, len(graph.edge_types)} if graph.is_heterogeneous else {1}
+    if not isinstance(values, (list, tuple)) or len(values) not in lengths:
+        allowed = f"1 or {len(graph.edge_types)} (one per edge type)" if graph.is_heterogeneous else "1"
+        raise ValueError(f"{where}: `fanouts` must be a 1-D tensor of {allowed} ints, got {fanouts!r}")
+    counts = [as_int(value) for value in values]
+    if any(count is None or count < -1 for count in counts):
+        raise ValueError(f"{where}: `fanouts` must hold ints >= 0 or -1 (all in-edges), got {fanouts!r}")
+    return counts

@@ -1,0 +1,109 @@
+"""What combination of graph, task, mode, device and layout the samplers support: one table.
+
+Every cell of {untyped, typed} x {node, link, hyperlink} x {independent, cooperative} x
+{CPU, GPU} x {block, pyg} is supported unless a rule of :data:`UNSUPPORTED` matches it;
+the first matching rule gives the reason. The stages call :func:`check_supported` when
+they are built (with what they know then) and per batch where the batch decides (its
+seeds: node ids, pairs or hyperlinks, on a GPU or not), and every unsupported cell
+raises :class:`UnsupportedCombination`. :func:`capability_table` renders the table for
+the README.
+
+"GPU" means the batch is sampled on a GPU: CUDA seeds, or a graph on a CUDA device.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import Dict, Optional, Tuple
+
+__all__ = ["DIMENSIONS", "SUPPORT", "UNSUPPORTED", "UnsupportedCombination", "capability_table", "check_supported"]
+
+
+class UnsupportedCombination(NotImplementedError):
+    """A combination of graph kind, task, mode, device and layout (or a stage option) that
+    graphpipe does not sample; the message names it and what to do instead."""
+
+
+DIMENSIONS: Dict[str, Tuple[str, ...]] = {
+    "graph": ("untyped", "typed"),
+    "task": ("node", "link", "hyperlink"),
+    "mode": ("independent", "cooperative"),
+    "device": ("CPU", "GPU"),
+    "layout": ("block", "pyg"),
+}
+
+# (what the rule matches, why it is not supported); the first match wins.
+UNSUPPORTED = (
+    (
+        {"graph": "typed", "device": "GPU"},
+        "typed graphs are sampled on the CPU: keep the graph and the seeds in host memory and put "
+        "copy_to('cuda') after the sampler (and the feature fetcher)",
+    ),
+    (
+        {"graph": "typed", "task": "hyperlink"},
+        "hyperlinks ([N, k > 2] seeds) are sampled on untyped graphs only; typed link seeds are "
+        "[N, 2] pairs per edge type",
+    ),
+    (
+        {"mode": "cooperative", "layout": "pyg"},
+        "cooperative sampling exchanges the rows of every destination of every layer, so it builds "
+        "block layers only (layout='block')",
+    ),
+    (
+        {"mode": "cooperative", "task": "link"},
+        "cooperative sampling takes node seeds only; node pairs (link prediction) need independent "
+        "batches (cooperative=False, also with a DistributedItemSampler)",
+    ),
+    ({"mode": "cooperative", "task": "hyperlink"}, "cooperative sampling takes node seeds only"),
+    (
+        {"mode": "cooperative", "device": "GPU"},
+        "cooperative sampling runs on the CPU (its ids cross ranks through gloo); keep the seeds in "
+        "host memory and put copy_to('cuda') after the fetcher: the model's cooperative_exchange "
+        "runs on the GPU",
+    ),
+)
+
+
+def _reason(cell: Dict[str, str]) -> Optional[str]:
+    for rule, reason in UNSUPPORTED:
+        if all(cell[key] == value for key, value in rule.items()):
+            return reason
+    return None
+
+
+# Every cell (a tuple of DIMENSIONS' values in order) -> None (supported) or the reason.
+SUPPORT: Dict[Tuple[str, ...], Optional[str]] = {
+    cell: _reason(dict(zip(DIMENSIONS, cell))) for cell in product(*DIMENSIONS.values())
+}
+
+
+def check_supported(where: str, **known: str) -> None:
+    """Raise :class:`UnsupportedCombination` (naming ``where``) when no cell that agrees
+    with ``known`` (a value for some of :data:`DIMENSIONS`, e.g. ``graph="typed",
+    mode="cooperative"``) is supported; the others may still be refused once known."""
+    reasons = [
+        reason for cell, reason in SUPPORT.items() if all(value == known.get(key, value) for key, value in zip(DIMENSIONS, cell))
+    ]
+    if None not in reasons:
+        described = ", ".join(f"{key}={known[key]}" for key in DIMENSIONS if key in known)
+        raise UnsupportedCombination(f"{where}: {described} is not supported: {reasons[0]}")
+
+
+def capability_table() -> str:
+    """The table as markdown: one row per graph kind, task and mode, one column per device
+    and layout; unsupported cells name a numbered reason listed below the table."""
+    columns = list(product(DIMENSIONS["device"], DIMENSIONS["layout"]))
+    lines = [
+        "| graph | task | mode | " + " | ".join(f"{device}, {layout}" for device, layout in columns) + " |",
+        "|---" * (3 + len(columns)) + "|",
+    ]
+    numbers: Dict[str, int] = {}
+    for graph, task, mode in product(DIMENSIONS["graph"], DIMENSIONS["task"], DIMENSIONS["mode"]):
+        cells = []
+        for device, layout in columns:
+            reason = SUPPORT[(graph, task, mode, device, layout)]
+            cells.append("yes" if reason is None else f"no ({numbers.setdefault(reason, len(numbers) + 1)})")
+        lines.append(f"| {graph} | {task} | {mode} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"{number}. {reason[0].upper()}{reason[1:]}." for reason, number in numbers.items()]
+    return "\n".join(lines)

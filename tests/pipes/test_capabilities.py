@@ -1,0 +1,135 @@
+"""The capability table, walked cell by cell: {untyped, typed} x {node, link, hyperlink} x
+{independent, cooperative} x {CPU, GPU} x {block, pyg}. A supported cell yields batches
+the brute-force checker accepts (edges exist with their type, fanouts respected, no seed
+edge sampled, compacted seeds map back to the seeds, typed ids in range per type); an
+unsupported one raises :class:`UnsupportedCombination` naming its reason. Cooperative cells
+run on two gloo ranks; GPU cells need CUDA."""
+
+import itertools
+import re
+
+import pytest
+import torch
+
+import graphpipe as gp
+from dist_harness import run_ranks, values
+from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UNSUPPORTED, UnsupportedCombination, capability_table, check_supported
+from sampling_checks import EDGE, NODE, check_batch, check_layers, graph_and_edges, seed_edge_ids, seed_items, typed_view
+
+FANOUTS = [3, 2]
+
+
+def cell_id(cell):
+    return "-".join(cell)
+
+
+def item_set(kind, edges, task):
+    """The cell's items: node ids, node pairs that are edges (per edge type when typed), or
+    hyperlinks of 3 nodes (an untyped graph's; keyed by an edge type when typed)."""
+    if task == "hyperlink":
+        triples = torch.randint(0, 30, (40, 3), generator=torch.Generator().manual_seed(0))
+        return gp.ItemSet(triples, names="seeds") if kind == "untyped" else gp.HeteroItemSet({"paper:cites:paper": triples})
+    seeds = seed_items(kind, edges, task)
+    if kind == "untyped":
+        return gp.ItemSet(seeds[NODE if task == "node" else EDGE], names="seeds")
+    return gp.HeteroItemSet({t: gp.ItemSet(ids, names="seeds") for t, ids in seeds.items()})
+
+
+def cell_pipe(cell, graph, edges, source=None):
+    """The cell's pipe: items (link: with negatives) -> neighbor sampler (link: excluding the
+    seed edges); ``source`` replaces the ItemSampler (cooperative cells)."""
+    kind, task, mode, device, layout = cell
+    pipe = source or gp.ItemSampler(item_set(kind, edges, task), 8, shuffle=True, seed=0)
+    if device == "GPU":
+        pipe = pipe.copy_to("cuda")
+    if task == "link":
+        pipe = pipe.sample_uniform_negative(graph, 1, seed=1)
+    return pipe.sample_neighbor(
+        graph, FANOUTS, seed=2, layout=layout, cooperative=mode == "cooperative", exclude_seed_edges=task == "link"
+    )
+
+
+def test_the_table_covers_every_cell_once_and_names_its_reasons():
+    assert len(SUPPORT) == 2 * 3 * 2 * 2 * 2
+    reasons = {reason for _, reason in UNSUPPORTED}
+    assert set(SUPPORT.values()) - {None} == reasons  # every rule decides some cell
+    table = capability_table().splitlines()
+    columns = list(itertools.product(DIMENSIONS["device"], DIMENSIONS["layout"]))
+    rows = [line for line in table if line.startswith("| ") and not line.startswith("| graph")]
+    assert len(rows) == 12
+    numbered = {line.split(". ", 1)[0]: line.split(". ", 1)[1] for line in table if line[:1].isdigit()}
+    assert len(numbered) == len(reasons)
+    for row in rows:
+        graph, task, mode, *cells = [part.strip() for part in row.strip("|").split("|")]
+        for (device, layout), text in zip(columns, cells):
+            reason = SUPPORT[(graph, task, mode, device, layout)]
+            if reason is None:
+                assert text == "yes"
+            else:
+                number = text[len("no (") : -1]
+                assert numbered[number].rstrip(".").lower() == reason.lower()
+
+
+def test_check_supported_decides_with_what_is_known():
+    check_supported("here", graph="typed", task="node", mode="independent", device="CPU", layout="pyg")
+    check_supported("here", graph="typed")  # some typed cell is supported
+    with pytest.raises(UnsupportedCombination, match=r"here: graph=typed, device=GPU is not supported: typed graphs are sampled on the CPU"):
+        check_supported("here", graph="typed", device="GPU")
+    with pytest.raises(UnsupportedCombination, match=r"mode=cooperative, layout=pyg is not supported"):
+        check_supported("here", mode="cooperative", layout="pyg")
+    assert issubclass(UnsupportedCombination, NotImplementedError)
+
+
+@pytest.mark.parametrize("cell", [c for c in SUPPORT if c[2] == "independent"], ids=cell_id)
+def test_independent_cell(cell):
+    kind, task, _, device, layout = cell
+    if device == "GPU" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    graph, edges = graph_and_edges(kind)
+    if device == "GPU" and kind == "untyped":
+        graph = graph.pin_memory_()
+    if SUPPORT[cell] is not None:
+        with pytest.raises(UnsupportedCombination, match=re.escape(SUPPORT[cell])):
+            next(iter(cell_pipe(cell, graph, edges)))
+        return
+    pipe = cell_pipe(cell, graph, edges)
+    batches = 0
+    for mb in itertools.islice(pipe, 3):
+        mb = mb.to("cpu")
+        excluded = seed_edge_ids(edges, typed_view(mb).seeds) if task == "link" else None
+        check_batch(graph, edges, mb, pipe.edge_type_fanouts, excluded=excluded)
+        batches += 1
+    assert batches == 3
+
+
+COOPERATIVE = [c for c in SUPPORT if c[2] == "cooperative"]
+
+
+@pytest.mark.parametrize("cell", [c for c in COOPERATIVE if SUPPORT[c] is not None], ids=cell_id)
+def test_unsupported_cooperative_cell(cell):
+    """Refused when the sampler is built (no process group needed) or by its first batch."""
+    kind, _, _, device, _ = cell
+    if device == "GPU" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    graph, edges = graph_and_edges(kind)
+    with pytest.raises(UnsupportedCombination, match=re.escape(SUPPORT[cell])):
+        next(iter(cell_pipe(cell, graph, edges)))
+
+
+def cooperative_cell_rank(rank, world_size, cell):
+    kind = cell[0]
+    graph, edges = graph_and_edges(kind)
+    source = gp.DistributedItemSampler(item_set(kind, edges, cell[1]), 4, shuffle=True, seed=0, drop_uneven_inputs=True)
+    pipe = cell_pipe(cell, graph, edges, source)
+    batches = 0
+    for mb in gp.DataLoader(pipe):
+        check_layers(graph, edges, mb, pipe.edge_type_fanouts)
+        batches += 1
+    return batches
+
+
+@pytest.mark.parametrize("cell", [c for c in COOPERATIVE if SUPPORT[c] is None], ids=cell_id)
+def test_supported_cooperative_cell(cell, tmp_path):
+    assert cell[3] == "CPU"  # cooperative sampling runs on the CPU
+    counts = values(run_ranks(cooperative_cell_rank, 2, tmp_path, args=(cell,)))
+    assert counts[0] == counts[1] > 0

@@ -1,0 +1,231 @@
+"""SubgraphSampler with link seeds, typed and untyped graphs as parameters of the same
+tests: sampling from the pairs' endpoints, compacted_seeds, and seed-edge exclusion (with
+reverse edges: GraphBolt's rule, reverse edge ids, reverse edge types) in every layer."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import graphpipe as gp
+from hetero_graphs import random_typed_edges
+from sampling_checks import EDGE, KINDS, check_batch, typed_view, user_weights
+
+SAMPLERS = ("neighbor", "weighted", "labor")
+# A typed graph's reverse edge types (GraphBolt's reverse_etypes_mapping).
+REVERSE_TYPES = {"author:writes:paper": "paper:written_by:author", "paper:cites:paper": "paper:cites:paper"}
+LINK_TYPES = ("author:writes:paper", "paper:cites:paper")
+
+
+def undirected_graph(num_nodes=120, num_edges=700, seed=0, parallel=0):
+    """A graph with both directions of every edge, built from an ``edge_index`` in a shuffled
+    order (user edge ids differ from CSC positions). Column ``e`` and ``(e + E/2) % E`` of
+    the unshuffled list are reverses; returns ``(graph, edge_index, reverse_edge_ids)``."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(num_nodes, (num_edges,), generator=g) ** 2 // num_nodes  # skewed degrees
+    dst = torch.randint(num_nodes, (num_edges,), generator=g)
+    if parallel:
+        src, dst = torch.cat([src, src[:parallel]]), torch.cat([dst, dst[:parallel]])
+    half = src.numel()
+    edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
+    reverse = (torch.arange(2 * half) + half) % (2 * half)
+    perm = torch.randperm(2 * half, generator=g)
+    inverse = torch.argsort(perm)
+    edge_index, reverse = edge_index[:, perm], inverse[reverse[perm]]
+    weight = torch.rand(2 * half, generator=g) + 0.1
+    graph = gp.CSCGraph.from_edge_index(edge_index, num_nodes, edge_attributes={"w": weight[torch.argsort(perm)][perm]})
+    return graph, edge_index, reverse
+
+
+def typed_link_graph(seed=0, parallel=False):
+    """A typed graph whose ``paper:written_by:author`` edges are the reverses of its
+    ``author:writes:paper`` edges and whose ``paper:cites:paper`` edges come in both
+    directions; ``(graph, edges)`` with a float32 ``"w"`` attribute."""
+    g = torch.Generator().manual_seed(seed)
+    writes = random_typed_edges(30, 40, 12, g, parallel)
+    cites = random_typed_edges(40, 40, 10, g, parallel)
+    edges = {
+        "author:writes:paper": writes,
+        "paper:written_by:author": (writes[1], writes[0]),
+        "paper:cites:paper": (torch.cat([cites[0], cites[1]]), torch.cat([cites[1], cites[0]])),
+        "venue:hosts:paper": random_typed_edges(5, 40, 3, g),
+    }
+    weights = {t: torch.rand(e[0].numel(), generator=g) + 0.1 for t, e in edges.items()}
+    graph = gp.CSCGraph.from_hetero_edges(edges, {"author": 30, "paper": 40, "venue": 5}, edge_attributes={"w": weights})
+    return graph, edges
+
+
+def link_graph(kind, seed=0, parallel=False):
+    """``(graph, edges, reverse_edge_ids)`` (the last: untyped only, else None)."""
+    if kind == "typed":
+        return (*typed_link_graph(seed, parallel), None)
+    graph, edge_index, reverse = undirected_graph(seed=seed, parallel=40 if parallel else 0)
+    return graph, {EDGE: (edge_index[0], edge_index[1])}, reverse
+
+
+def link_items(kind, edges):
+    if kind == "untyped":
+        return gp.ItemSet(torch.stack(edges[EDGE], 1), names="seeds")
+    return gp.HeteroItemSet({t: gp.ItemSet(torch.stack(edges[t], 1), names="seeds") for t in LINK_TYPES})
+
+
+def _pipe(kind, graph, edges, sampler, fanouts=(4, 3), batch_size=30, ratio=1, **kwargs):
+    pipe = gp.ItemSampler(link_items(kind, edges), batch_size, shuffle=True, seed=0)
+    if ratio:
+        pipe = pipe.sample_uniform_negative(graph, ratio, seed=1)
+    if sampler == "labor":
+        return pipe.sample_layer_neighbor(graph, list(fanouts), seed=2, **kwargs)
+    weights = "w" if sampler == "weighted" else None
+    return pipe.sample_neighbor(graph, list(fanouts), weights=weights, seed=2, **kwargs)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_pairs_are_sampled_from_their_endpoints(kind, sampler, layout):
+    """The last layer's destinations are each type's distinct endpoints, ascending, and
+    ``compacted_seeds`` map the pairs to them; every layer is a valid sample."""
+    graph, edges, _ = link_graph(kind)
+    pipe = _pipe(kind, graph, edges, sampler, layout=layout)
+    weights = user_weights(graph) if sampler == "weighted" else None
+    for mb in itertools.islice(pipe, 8):
+        check_batch(graph, edges, mb, pipe.edge_type_fanouts, weights=weights, exact_counts=sampler != "labor")
+
+
+def _excluded_ids(edges, seeds, reverse, reverse_edge_ids):
+    """``{edge type: user ids}`` of the edges a batch must not sample: the seed pairs' edges
+    of their type and, by ``reverse``, their reverse edges (``"pair"``: every edge v -> u of
+    the reverse type; ``"map"``: the edges ``reverse_edge_ids`` maps them to)."""
+    out = {}
+
+    def add(etype, pairs):
+        src, dst = edges[etype]
+        n = int(max(src.max(), dst.max(), pairs.max())) + 1
+        ids = torch.isin(src * n + dst, pairs[:, 0] * n + pairs[:, 1]).nonzero().flatten()
+        out[etype] = torch.cat([out.get(etype, ids[:0]), ids])
+
+    for etype, pairs in seeds.items():
+        add(etype, pairs)
+        if reverse == "pair":
+            add(REVERSE_TYPES.get(etype, etype), pairs.flip(1))
+        elif reverse == "map":
+            out[etype] = torch.cat([out[etype], reverse_edge_ids[out[etype]]])
+    return out
+
+
+def _reverse_arguments(kind, reverse, reverse_edge_ids):
+    kwargs = dict(exclude_seed_edges=True, include_reverse_edges=reverse != "none")
+    if reverse == "map":
+        kwargs["reverse_edge_ids"] = reverse_edge_ids
+    if reverse == "pair" and kind == "typed":
+        kwargs["reverse_etypes_mapping"] = REVERSE_TYPES
+    return kwargs
+
+
+@pytest.mark.parametrize(
+    "kind, reverse", [("untyped", "none"), ("untyped", "pair"), ("untyped", "map"), ("typed", "none"), ("typed", "pair")]
+)
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_no_seed_edge_nor_its_reverse_in_any_layer(kind, reverse, sampler, layout):
+    """Excluded edges are never sampled; neighbor sampling keeps exactly min(fanout, edges
+    left) per destination; the same batches without exclusion do sample those edges (the
+    check can fail)."""
+    graph, edges, reverse_edge_ids = link_graph(kind, seed=1, parallel=True)
+    fanouts = (-1, 3)
+    pipe = _pipe(kind, graph, edges, sampler, layout=layout, fanouts=fanouts, **_reverse_arguments(kind, reverse, reverse_edge_ids))
+    plain_pipe = _pipe(kind, graph, edges, sampler, layout=layout, fanouts=fanouts)
+    weights = user_weights(graph) if sampler == "weighted" else None
+    seen_excluded = 0
+    for mb in itertools.islice(pipe, 12):
+        excluded = _excluded_ids(edges, typed_view(mb).seeds, reverse, reverse_edge_ids)
+        check_batch(graph, edges, mb, pipe.edge_type_fanouts, weights=weights, exact_counts=sampler == "neighbor", excluded=excluded)
+        plain = typed_view(plain_pipe.sample_subgraphs(gp.MiniBatch(seeds=mb.seeds, batch_index=mb.batch_index)))
+        for sg in plain.sampled_subgraphs:
+            seen_excluded += sum(int(torch.isin(ids, excluded.get(t, ids[:0])).sum()) for t, ids in sg.original_edge_ids.items())
+    assert seen_excluded > 0
+
+
+def test_reverse_by_map_spares_parallel_reverse_edges():
+    """1 -> 0 twice and 0 -> 1 twice, each edge mapped to one reverse: excluding the seed
+    (1, 0) by map removes its two edges and their two mapped reverses; mapping both to the
+    same reverse leaves the other 0 -> 1 edge in the sample."""
+    edge_index = torch.tensor([[1, 1, 0, 0], [0, 0, 1, 1]])
+    graph = gp.CSCGraph.from_edge_index(edge_index, 2)
+    items = gp.ItemSet(torch.tensor([[1, 0]]), names="seeds")
+
+    def sampled(reverse_edge_ids):
+        pipe = gp.ItemSampler(items, 1).sample_neighbor(
+            graph, [-1], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse_edge_ids
+        )
+        return sorted(next(iter(pipe)).sampled_subgraphs[0].original_edge_ids.tolist())
+
+    assert sampled(torch.tensor([2, 3, 0, 1])) == []
+    assert sampled(torch.tensor([2, 2, 0, 0])) == [3]
+    # DGL's reverse_eids as a numpy array (any integer dtype) samples the same.
+    assert sampled(np.array([2, 3, 0, 1])) == []
+    assert sampled(np.array([2, 2, 0, 0], dtype=np.int32)) == [3]
+
+
+def test_typed_exclusion_arguments_are_checked():
+    graph, edges = typed_link_graph()
+    source = gp.ItemSampler(link_items("typed", edges), 10)
+    with pytest.raises(ValueError, match="`include_reverse_edges=True` on a typed graph needs reverse_etypes_mapping"):
+        source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True)
+    with pytest.raises(ValueError, match="the graph is typed, so reverse edges are named by edge type"):
+        source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=torch.arange(3))
+    with pytest.raises(ValueError, match="`reverse_etypes_mapping` says which edges are reverses, but `include_reverse_edges` is False"):
+        source.sample_neighbor(graph, [2], exclude_seed_edges=True, reverse_etypes_mapping=REVERSE_TYPES)
+    with pytest.raises(ValueError, match=r"names an edge type the graph lacks; its edge types: \['author:writes:paper'"):
+        source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_etypes_mapping={"a:b:c": "c:d:a"})
+    with pytest.raises(ValueError, match="maps 'author:writes:paper' to 'paper:cites:paper', whose edges do not run the other way"):
+        source.sample_neighbor(
+            graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_etypes_mapping={"author:writes:paper": "paper:cites:paper"}
+        )
+    untyped, _, _ = undirected_graph()
+    with pytest.raises(ValueError, match="`reverse_etypes_mapping` names edge types, but the graph is untyped"):
+        gp.NeighborSampler(None, untyped, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_etypes_mapping=REVERSE_TYPES)
+    sampler = gp.NeighborSampler(None, graph, [2], exclude_seed_edges=True)
+    for seeds, match in [
+        ({"paper:likes:paper": torch.tensor([[0, 1]])}, r"link seeds on a typed graph are a dict edge type -> \[N, 2\]"),
+        ({"paper:cites:paper": torch.tensor([[0, 40]])}, r"`seeds\['paper:cites:paper'\]\[:, 1\]` holds node id 40, out of range"),
+        ({"author:writes:paper": torch.tensor([[30, 1]])}, r"`seeds\['author:writes:paper'\]\[:, 0\]` holds node id 30"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            sampler.sample_subgraphs(gp.MiniBatch(seeds=seeds))
+
+
+def test_exclusion_arguments_are_checked():
+    graph, edge_index, reverse = undirected_graph(seed=3)
+    source = gp.ItemSampler(gp.ItemSet(edge_index.t(), names="seeds"), 10)
+    with pytest.raises(ValueError, match="`include_reverse_edges=True` needs `exclude_seed_edges=True`"):
+        source.sample_neighbor(graph, [2], include_reverse_edges=True)
+    with pytest.raises(ValueError, match="`reverse_edge_ids` says which edges are reverses, but `include_reverse_edges`"):
+        source.sample_neighbor(graph, [2], exclude_seed_edges=True, reverse_edge_ids=reverse)
+    with pytest.raises(TypeError, match="`exclude_seed_edges` must be a bool"):
+        source.sample_layer_neighbor(graph, [2], exclude_seed_edges=1)
+    with pytest.raises(ValueError, match=r"`reverse_edge_ids` must be a \[num_edges\]"):
+        source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse[:-1])
+    with pytest.raises(ValueError, match="`reverse_edge_ids` holds edge id"):
+        source.sample_neighbor(
+            graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse + graph.num_edges
+        )
+    for bad, error, match in [
+        (reverse.numpy().astype(np.float64), TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got a numpy array of dtype float64"),
+        ("reverse", TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got str"),
+        (reverse.numpy()[:-1], ValueError, rf"`reverse_edge_ids` must be a \[num_edges\] = \[{graph.num_edges}\] .*got shape \({graph.num_edges - 1},\)"),
+    ]:
+        with pytest.raises(error, match=match):
+            source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=bad)
+    not_reverse = torch.arange(graph.num_edges)
+    with pytest.raises(ValueError, match=r"`reverse_edge_ids` must map every edge u -> v to an edge v -> u"):
+        source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=not_reverse)
+    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\).*ItemSet of node seeds"):
+        gp.ItemSampler(gp.ItemSet(torch.arange(10), names="seeds"), 5).sample_neighbor(graph, [2], exclude_seed_edges=True)
+    sampler = gp.NeighborSampler(None, graph, [2], exclude_seed_edges=True)
+    with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\).*\(10,\)"):
+        sampler.sample_subgraphs(gp.MiniBatch(seeds=torch.arange(10)))
+    out_of_range = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 120]]), names="seeds"), 5).sample_neighbor(graph, [2])
+    with pytest.raises(ValueError, match="NeighborSampler: `seeds` holds node id 120, out of range"):
+        next(iter(out_of_range))
