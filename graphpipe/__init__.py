@@ -27,6 +27,7 @@ from graphpipe.pipes import LayerNeighborSampler, NeighborSampler, UniformNegati
 from graphpipe.pipes import CopyTo, FeatureFetcher, Transform
 from graphpipe.distributed import cooperative_exchange
 from graphpipe.pipes import DistributedItemSampler
+from graphpipe.pipes.capabilities import UnsupportedCombination
 from graphpipe._internal.allocator import retain_freed_memory
 
 __version__ = "0.1.0"
@@ -36,7 +37,7 @@ __version__ = "0.1.0"
 numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if name.startswith("graphpipe."))
 
 __all__ = [
-    "DistributedItemSampler", "cooperative_exchange", "retain_freed_memory",
+    "DistributedItemSampler", "UnsupportedCombination", "cooperative_exchange", "retain_freed_memory",
     "GPUCachedFeature", "gpu_cached_feature", "hotness_from_degree", "hotness_from_presampling",
     "CopyTo",
     "CPUCachedFeature",
