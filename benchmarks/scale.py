@@ -203,7 +203,7 @@ def main():
         start = time.perf_counter()
         value = work()
         results[name] = dict(value) if isinstance(value, dict) else {}
-        results[name].update(seconds=round(time.perf_counter() - start, 3), peak_rss_gb=round(peak_rss_gb(), 3))
+        results[name].update(seconds=round(time.perf_counter() - start, 6), peak_rss_gb=round(peak_rss_gb(), 3))
         if cgroup is not None:
             results[name]["cgroup_peak_gb"] = round(cgroup.peak_gb(), 3)
         print(f"{name}: {results[name]}", flush=True)
