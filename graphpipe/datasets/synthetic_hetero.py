@@ -47,7 +47,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.graph.csc_graph import _INDPTR, CSCGraph, smallest_index_dtype
+from graphpipe.graph.csc_graph import CSCGraph, smallest_index_dtype
 from graphpipe.features.store import FeatureStore
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.ops.random import hash2, uniform, uniform_bits
@@ -381,7 +381,7 @@ def _typed_csc(relations: Dict[str, Tuple[np.ndarray, np.ndarray]], num_nodes: D
         torch.from_numpy(indptr).to(smallest_index_dtype(num_edges)),
         torch.from_numpy(indices),
         original_edge_ids=torch.from_numpy(edge_ids),
-        level=_INDPTR,
+        level="indptr",
         typed=dict(
             node_type_offset=torch.from_numpy(offsets),
             type_per_edge=torch.from_numpy(type_per_edge),

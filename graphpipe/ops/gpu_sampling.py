@@ -21,45 +21,22 @@ raise a ValueError before any edge is gathered with them.
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional, Tuple
 
 import torch
 
+from graphpipe._internal.devices import device_array
 from graphpipe.ops import torch_random
 from graphpipe.ops.layer_sample import LayerSample
-from graphpipe.ops.uva_gather import is_pinned, zero_copy_view
 
 # As :data:`graphpipe.ops.selection.LOG_SPACE_SPREAD` (not imported: that module needs numba).
 _LOG_SPACE_SPREAD = 1e-300
 
 __all__ = [
-    "device_array",
     "sample_labor_torch",
     "sample_neighbors_torch",
     "unique_and_compact_torch",
 ]
-
-_warned_unpinned = False
-
-
-def device_array(array: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``array`` readable by torch ops on ``device``: itself, a zero-copy view of pinned
-    host memory, or (unpinned host memory on a CUDA device) a device copy, with a
-    warning once per process, since such a copy is made again for every layer."""
-    global _warned_unpinned
-    if array.device == device:
-        return array
-    if device.type == "cuda" and is_pinned(array):
-        return zero_copy_view(array, device)
-    if not _warned_unpinned:
-        _warned_unpinned = True
-        warnings.warn(
-            "GPU sampling on a graph that is neither on the GPU nor pinned copies its arrays for "
-            "every layer; call graph.pin_memory_() or graph.to('cuda') once"
-        )
-    return array.to(device)
-
 
 def _neighbourhoods(indptr: torch.Tensor, nodes: torch.Tensor, num_edges: int):
     """``(first edge id, in-degree, bad)`` of every node, int64; ``bad`` (a 0-d tensor)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph
-from graphpipe.ops import uva_gather
+from graphpipe._internal import devices
 
 
 def test_from_edge_index_groups_by_target():
@@ -202,7 +202,7 @@ def test_a_graph_pickles_with_its_arrays():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only fallback")
 def test_to_cuda_without_cuda_warns_once_and_stays_on_the_cpu(monkeypatch):
-    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
+    monkeypatch.setattr(devices, "_warned_without_cuda", set())
     g = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2], [2, 0, 1]]))
     with pytest.warns(UserWarning, match=r"CSCGraph.to\('cuda'\): CUDA is not available; the graph stays on the CPU"):
         assert g.to("cuda") is g

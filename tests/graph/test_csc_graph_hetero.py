@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph
-from graphpipe.graph.csc_graph import _checksum
+from graphpipe.graph.storage import _checksum
 from graphpipe.graph.edge_types import parse_edge_type
 from hetero_graphs import EDGE_TYPES, NUM_NODES, hetero_graph
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph
-from graphpipe.graph.csc_graph import _checksum
+from graphpipe.graph.storage import _checksum
 
 
 def graph(num_nodes=1000, num_edges=5000, seed=0):

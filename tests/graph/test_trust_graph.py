@@ -277,7 +277,7 @@ def mapped_graph(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", ["r", "r+", "c"])
 def test_a_graph_of_memory_maps_pickles_as_its_files(tmp_path, mode):
-    from graphpipe.graph.csc_graph import _file_backing
+    from graphpipe.graph.storage import file_backing
 
     graph = mapped_graph(tmp_path, mode)
     data = pickle.dumps(graph)
@@ -288,9 +288,9 @@ def test_a_graph_of_memory_maps_pickles_as_its_files(tmp_path, mode):
         ("weight", graph.edge_attributes["weight"], copy.edge_attributes["weight"]),
     ]:
         assert torch.equal(original, mapped) and original.dtype == mapped.dtype
-        backing = _file_backing(mapped)
+        backing = file_backing(mapped)
         assert backing is not None and backing[0] == str(tmp_path / f"{name}.npy")
-        assert backing[:2] == _file_backing(original)[:2]
+        assert backing[:2] == file_backing(original)[:2]
     assert pickle.loads(pickle.dumps(copy)).num_edges == graph.num_edges  # and again from a worker
 
 
