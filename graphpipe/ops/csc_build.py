@@ -98,30 +98,11 @@ def coo_to_csc_chunked(
     num_edges = src.shape[0]
     chunk_edges = max(chunk_edges, MIN_CHUNK_EDGES)
     block_edges = max(block_edges, MIN_BLOCK_EDGES)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)  # in-degrees at [1:], then their prefix sums
     parts = _ranges(num_nodes)
     with_edge_ids = edge_ids_out is not None
     edge_ids = edge_ids_out if with_edge_ids else _NO_EDGE_IDS
-    if scratch is None:
-        scratch = _NO_POSITIONS  # allocated below if needed, as the same type
-    # Every kernel for these types is compiled (or loaded from numba's cache) before the
-    # first pass, on empty inputs: a build does not grow (LLVM's memory) midway, and a
-    # compile error comes before hours of passes.
-    none, two = np.zeros(0, np.int64), np.zeros(2, np.int64)
-    _count_kernel(dst[:0], parts, indptr[1:])
-    _fill_kernel(src[:0], dst[:0], 0, parts, indptr, indices_out, edge_ids, with_edge_ids)
-    _distribute_kernel(dst[:0], 0, two, two, none, scratch)
-    _gather_fill_kernel(src, dst, scratch[:0], parts, indptr, indices_out, edge_ids, with_edge_ids)
-    already_sorted = True
-    previous = -1
-    for start in range(0, num_edges, chunk_edges):
-        chunk = dst[start : start + chunk_edges]
-        _count_kernel(chunk, parts, indptr[1:])
-        if already_sorted and chunk.size:
-            already_sorted = previous <= int(chunk[0]) and bool(_is_sorted(chunk))
-            previous = int(chunk[-1])
-    np.cumsum(indptr, out=indptr)
-
+    _compile_kernels(src, dst, indices_out, edge_ids, with_edge_ids, scratch)
+    indptr, already_sorted = _count(dst, num_nodes, parts, chunk_edges)
     block_starts = _block_starts(indptr, block_edges)  # [num_blocks + 1] node ids
     windows = indptr[block_starts]  # block b writes output slots [windows[b], windows[b + 1])
     if already_sorted:  # CSC order is input order: copy, one window at a time
@@ -131,21 +112,56 @@ def coo_to_csc_chunked(
                 indices_out[start:stop] = src[start:stop]
             _flush(indices_out)
         return indptr, True
-
     cursor = indptr[:-1].copy()
-    num_blocks = block_starts.size - 1
-    if num_blocks == 1:  # the whole output is one window: place each chunk's edges directly
+    if block_starts.size == 2:  # the whole output is one window: place each chunk's edges directly
         for start in range(0, num_edges, chunk_edges):
             stop = min(start + chunk_edges, num_edges)
             _fill_kernel(src[start:stop], dst[start:stop], start, parts, cursor, indices_out, edge_ids, with_edge_ids)
         _flush(indices_out, edge_ids_out)
         return indptr, False
-
-    if scratch is _NO_POSITIONS:
+    if scratch is None:
         scratch = np.empty(num_edges, dtype=np.int64)
+    _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_ids_out, chunk_edges, scratch)
+    return indptr, False
+
+
+def _compile_kernels(src, dst, indices_out, edge_ids, with_edge_ids, scratch) -> None:
+    """Compile (or load from numba's cache) every kernel for these types before the
+    first pass, on empty inputs: a build does not grow (LLVM's memory) midway, and a
+    compile error comes before hours of passes."""
+    none, two, parts = np.zeros(0, np.int64), np.zeros(2, np.int64), _ranges(0)
+    scratch = _NO_POSITIONS if scratch is None else scratch  # allocated later, as this type
+    _count_kernel(dst[:0], parts, none)
+    _fill_kernel(src[:0], dst[:0], 0, parts, none, indices_out, edge_ids, with_edge_ids)
+    _distribute_kernel(dst[:0], 0, two, two, none, scratch)
+    _gather_fill_kernel(src, dst, scratch[:0], parts, none, indices_out, edge_ids, with_edge_ids)
+
+
+def _count(dst: np.ndarray, num_nodes: int, parts: np.ndarray, chunk_edges: int) -> Tuple[np.ndarray, bool]:
+    """Pass 1: ``(indptr, already_sorted)``, ``[num_nodes + 1]`` int64 and whether ``dst``
+    is non-decreasing, one chunk at a time."""
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)  # in-degrees at [1:], then their prefix sums
+    already_sorted = True
+    previous = -1
+    for start in range(0, dst.shape[0], chunk_edges):
+        chunk = dst[start : start + chunk_edges]
+        _count_kernel(chunk, parts, indptr[1:])
+        if already_sorted and chunk.size:
+            already_sorted = previous <= int(chunk[0]) and bool(_is_sorted(chunk))
+            previous = int(chunk[-1])
+    np.cumsum(indptr, out=indptr)
+    return indptr, already_sorted
+
+
+def _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_ids_out, chunk_edges, scratch) -> None:
+    """Passes 2 and 3 with several blocks: list each block's edges in its window of
+    ``scratch``, then place them block by block."""
+    with_edge_ids = edge_ids_out is not None
+    edge_ids = edge_ids_out if with_edge_ids else _NO_EDGE_IDS
+    num_blocks = block_starts.size - 1
     block_cursor = windows[:-1].copy()
     block_parts = _ranges(num_blocks)  # thread t distributes the edges of blocks [block_parts[t], block_parts[t + 1])
-    for start in range(0, num_edges, chunk_edges):
+    for start in range(0, src.shape[0], chunk_edges):
         _distribute_kernel(dst[start : start + chunk_edges], start, block_starts, block_parts, block_cursor, scratch)
     _flush(scratch)
     for b in range(num_blocks):
@@ -155,7 +171,6 @@ def coo_to_csc_chunked(
             stop = min(start + chunk_edges, int(windows[b + 1]))
             _gather_fill_kernel(src, dst, scratch[start:stop], node_parts, cursor, indices_out, edge_ids, with_edge_ids)
         _flush(indices_out, edge_ids_out)
-    return indptr, False
 
 
 _NO_EDGE_IDS = np.empty(0, dtype=np.int64)
@@ -208,6 +223,16 @@ def _count_kernel(dst, parts, counts):
                 counts[v] += 1
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _place(v, source, edge_id, cursor, indices, edge_ids, with_edge_ids):
+    """Write the edge ``source -> v`` at ``v``'s cursor and advance it."""
+    position = cursor[v]
+    indices[position] = source
+    if with_edge_ids:
+        edge_ids[position] = edge_id
+    cursor[v] = position + 1
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _fill_kernel(src, dst, first_edge, parts, cursor, indices, edge_ids, with_edge_ids):
     # Thread t places the edges whose destination is in [parts[t], parts[t + 1]), in
@@ -218,11 +243,7 @@ def _fill_kernel(src, dst, first_edge, parts, cursor, indices, edge_ids, with_ed
         for e in range(dst.size):
             v = dst[e]
             if lo <= v < hi:
-                position = cursor[v]
-                indices[position] = src[e]
-                if with_edge_ids:
-                    edge_ids[position] = first_edge + e
-                cursor[v] = position + 1
+                _place(v, src[e], first_edge + e, cursor, indices, edge_ids, with_edge_ids)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -251,8 +272,4 @@ def _gather_fill_kernel(src, dst, positions, parts, cursor, indices, edge_ids, w
             e = positions[k]
             v = dst[e]
             if lo <= v < hi:
-                position = cursor[v]
-                indices[position] = src[e]
-                if with_edge_ids:
-                    edge_ids[position] = e
-                cursor[v] = position + 1
+                _place(v, src[e], e, cursor, indices, edge_ids, with_edge_ids)
