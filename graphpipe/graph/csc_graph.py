@@ -1,27 +1,16 @@
 """CSCGraph: a graph stored by destination (compressed sparse columns).
 
-Edges are grouped by their target node, so ``indices[indptr[v]:indptr[v + 1]]`` are the
-in-neighbours (sources) of ``v``: exactly what message passing aggregates and what a
-sampler draws from. Samplers work with *CSC positions* ``e`` (``indices[e]`` is the
-source of edge ``e``); ``edge_attributes`` are indexed by them. A graph built from a COO
-list or an ``edge_index`` that was not already grouped by target keeps
-``original_edge_ids``: CSC position -> the user's edge id (the edge's position in the
-input), and :meth:`CSCGraph.map_edge_ids` turns sampled positions into those ids.
+``indices[indptr[v]:indptr[v + 1]]`` are the in-neighbours (sources) of ``v``: what
+message passing aggregates and a sampler draws from. Samplers work with *CSC positions*
+``e`` (``indices[e]`` is the source of edge ``e``), and ``original_edge_ids`` maps them
+to the user's edge ids.
 
-A graph is read-only once built (every array passed validation; assigning a field
-raises): build a new one, e.g. with ``dataclasses.replace(graph, indices=...)``.
-
-Heterogeneous (typed) graphs, GraphBolt's ``FusedCSCSamplingGraph`` layout: one CSC over
-global node ids in which the nodes of a type are contiguous (``node_type_offset``), every
-edge has a type (``type_per_edge``) and each destination's in-edges are grouped by edge
-type in ascending type id, so one kernel per layer samples every edge type (see
-:meth:`CSCGraph.from_hetero_edges`). Node types are names, edge types
-``"src_type:relation:dst_type"`` strings; ids of a type (``type-local`` ids, what
-``HeteroItemSet``s, typed MiniBatches and per-type features use) are global ids minus the
-type's offset, and ``original_edge_ids`` of a typed graph are edge ids within their type.
-
-Building lives in :mod:`graphpipe.graph.build`, files and pickling in
-:mod:`graphpipe.graph.storage`.
+Typed graphs use GraphBolt's ``FusedCSCSamplingGraph`` layout: one CSC over global node
+ids, the nodes of a type contiguous (``node_type_offset``), each destination's in-edges
+grouped by edge type id (``type_per_edge``), so one kernel per layer samples every edge
+type. Type-local ids (what ``HeteroItemSet``s, typed MiniBatches and per-type features
+use) are global ids minus the type's offset. Building lives in
+:mod:`graphpipe.graph.build`, files and pickling in :mod:`graphpipe.graph.storage`.
 """
 
 from __future__ import annotations
@@ -54,46 +43,35 @@ _TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type
 # and indices and original_edge_ids in range, O(num_nodes + num_edges).
 CheckLevel = Literal["shapes", "indptr", "full"]
 
+
 @dataclass(init=False)
 class CSCGraph:
-    """A homogeneous graph in CSC form. Read-only: assigning a field raises
-    ``dataclasses.FrozenInstanceError`` (an ``AttributeError``); build a new graph instead,
-    e.g. ``dataclasses.replace(graph, edge_attributes={**graph.edge_attributes, "w": w})``.
-
-    Every array is stored contiguous (the constructor copies strided inputs once, not
-    every sampled layer). ``CSCGraph(...)`` validates everything (``O(num_nodes +
-    num_edges)``).
+    """A graph in CSC form, typed or not, validated when built (``O(num_nodes +
+    num_edges)``) and read-only: assigning a field raises ``FrozenInstanceError`` (an
+    ``AttributeError``); derive a new one, e.g. ``dataclasses.replace(graph,
+    edge_attributes={**graph.edge_attributes, "w": w})``. Arrays are stored contiguous.
 
     Attributes:
-        indptr: ``[num_nodes + 1]`` int32/int64, non-decreasing, ``indptr[0] == 0``,
-            ``indptr[-1] == num_edges``.
-        indices: ``[num_edges]`` int32/int64 source node ids, each in ``[0, num_nodes)``;
-            ``indices[e]`` is the source of the edge at CSC position ``e``.
-        edge_attributes: name -> ``[num_edges, ...]`` tensor indexed by CSC position
-            (e.g. ``"weight"`` for weighted sampling); a read-only mapping.
-        node_attributes: name -> ``[num_nodes, ...]`` tensor; a read-only mapping.
-        original_edge_ids: ``[num_edges]`` int32/int64 (int32 when ``num_edges`` fits),
-            a permutation of ``0..num_edges - 1``: CSC position ``e`` -> the user's edge
-            id, i.e. the edge's position in the COO list / ``edge_index`` it was built
-            from. None when they are the same (input already grouped by target). Use
-            :meth:`map_edge_ids`. Typed graphs: ids within the edge's type, never None
-            (given none, each type's edges are numbered in CSC order).
+        indptr: ``[num_nodes + 1]`` int32/int64, non-decreasing, from 0 to ``num_edges``.
+        indices: ``[num_edges]`` int32/int64 source node ids in ``[0, num_nodes)``.
+        edge_attributes: name -> ``[num_edges, ...]`` tensor by CSC position (e.g.
+            ``"weight"`` for weighted sampling); read-only.
+        node_attributes: name -> ``[num_nodes, ...]`` tensor; read-only.
+        original_edge_ids: ``[num_edges]`` int32/int64 permutation: CSC position -> the
+            user's edge id (its position in the COO list or ``edge_index``); None when
+            they are the same. Use :meth:`map_edge_ids`. Typed graphs: ids within the
+            edge's type, never None (given none, numbered in CSC order per type).
         node_type_offset: typed graphs only (else None, as the three below):
-            ``[num_node_types + 1]`` int64 (given as another integer dtype, e.g.
-            GraphBolt's int32, converted once), nodes of type ``i`` are the global ids
-            ``node_type_offset[i]:node_type_offset[i + 1]``.
-        type_per_edge: ``[num_edges]`` uint8 (int32 past 255 types) edge type id of the
-            edge at each CSC position, ascending within each destination's range.
-        node_type_to_id: node type name -> id (a read-only mapping).
-        edge_type_to_id: ``"src_type:relation:dst_type"`` -> id (a read-only mapping);
-            an edge of type ``t`` goes from a ``src_type`` node to a ``dst_type`` node.
-        source_path: absolute path of the file this graph was mapped from by
-            ``load(path, mmap=True)``, else None. Such a graph pickles as this path
-            (worker processes map the file; nothing is copied). Not a constructor
-            argument: a graph derived from this one (``to()``, ``dataclasses.replace``)
-            is not backed by the file and has None.
+            ``[num_node_types + 1]`` int64 (other integer dtypes are converted): type
+            ``i``'s nodes are ``node_type_offset[i]:node_type_offset[i + 1]``.
+        type_per_edge: ``[num_edges]`` uint8 (int32 past 255 types) edge type id per CSC
+            position, ascending within each destination's range.
+        node_type_to_id: node type name -> id (read-only).
+        edge_type_to_id: ``"src_type:relation:dst_type"`` -> id (read-only).
+        source_path: the file this graph was mapped from by ``load(path, mmap=True)``,
+            else None; such a graph pickles as this path. Not a constructor argument; a
+            graph derived from it has None.
     """
-
     indptr: torch.Tensor
     indices: torch.Tensor
     edge_attributes: Mapping[str, torch.Tensor] = field(default_factory=dict)
@@ -210,14 +188,10 @@ class CSCGraph:
         edge_attributes: Optional[Dict[str, torch.Tensor]] = None,
         node_attributes: Optional[Dict[str, torch.Tensor]] = None,
     ) -> "CSCGraph":
-        """Build from edge lists ``src -> dst`` (1-D integer tensors of equal length).
-
-        Edges are stably sorted by ``dst``; ``edge_attributes`` given in COO order are
-        permuted along (they are indexed by CSC position), and ``original_edge_ids``
-        keeps the permutation (COO position of each CSC position; None if the input was
-        already sorted by ``dst``). ``num_nodes`` defaults to ``max id + 1``. The graph
-        does not share memory with the inputs.
-        """
+        """Build from edge lists ``src -> dst`` (1-D integer tensors of equal length),
+        stably sorted by ``dst``: ``edge_attributes`` (in COO order) are permuted along and
+        ``original_edge_ids`` keeps the permutation (None if ``dst`` was sorted).
+        ``num_nodes`` defaults to ``max id + 1``. Shares no memory with the inputs."""
         return cls(**coo_arrays(src, dst, num_nodes, edge_attributes), node_attributes=node_attributes)
 
     @classmethod
@@ -232,21 +206,15 @@ class CSCGraph:
         block_edges: int = 1 << 28,
     ) -> "CSCGraph":
         """Build a graph from edge lists on disk without loading them, save it to ``path``
-        and return it mapped lazily (``CSCGraph.load(path, mmap=True)``).
+        and return it mapped (``CSCGraph.load(path, mmap=True)``); equal to
+        ``from_coo(src, dst, num_nodes)``.
 
-        For graphs whose edge list or CSC is larger than the memory the process may use:
-        the edges are read ``chunk_edges`` at a time from memory-mapped ``.npy`` files and
-        the CSC arrays are written into memory-mapped files in a private scratch
-        directory beside ``path`` (removed at the end, and by the next build if this
-        process is killed), ``block_edges`` output slots at a time (see
-        :func:`graphpipe.ops.csc_build.coo_to_csc_chunked`; the cost is linear in the
-        number of edges for any ``chunk_edges`` and ``block_edges``). Process memory stays
-        at about 16 bytes per node plus a chunk; disk needs room for the CSC twice while
-        the file is written, plus 4 or 8 bytes per edge when the CSC takes more than one
-        block of ``block_edges``. The result equals ``from_coo(src, dst, num_nodes)``: same
-        ``indptr``, ``indices`` and ``original_edge_ids`` (int32 where they fit). The file
-        is moved into place at the end (a symlink at ``path`` is replaced, not written
-        through).
+        For edge lists or CSCs larger than memory: edges are read ``chunk_edges`` at a
+        time from memory-mapped ``.npy`` files, and the CSC is written ``block_edges``
+        slots at a time into memory maps in a private scratch directory beside ``path``
+        (:func:`graphpipe.ops.csc_build.coo_to_csc_chunked`). Memory: about 16 bytes per
+        node plus a chunk; disk: the CSC twice while the file is written, plus 4 or 8
+        bytes per edge with more than one block. The file is moved into place at the end.
 
         Args:
             path: the graph file to write (as :meth:`save`); its directory must exist.
@@ -277,12 +245,8 @@ class CSCGraph:
         edge_attributes: Optional[Dict[str, torch.Tensor]] = None,
         node_attributes: Optional[Dict[str, torch.Tensor]] = None,
     ) -> "CSCGraph":
-        """Build from a PyG ``edge_index`` of shape ``[2, num_edges]``.
-
-        Row 0 holds sources and row 1 targets (PyG's ``flow="source_to_target"``), so a
-        node samples among its in-neighbours. The user's edge id of an edge is its
-        column in ``edge_index`` (see ``original_edge_ids``).
-        """
+        """Build from a PyG ``edge_index`` ``[2, num_edges]`` (row 0 sources, row 1
+        targets, PyG's ``flow="source_to_target"``); an edge's user id is its column."""
         edge_index = torch.as_tensor(edge_index)
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
             raise ValueError(
@@ -300,10 +264,9 @@ class CSCGraph:
     ) -> "CSCGraph":
         """Build a typed graph from edge lists per edge type (PyG's ``edge_index_dict``).
 
-        Node types get ids in sorted name order (as DGL and GraphBolt number them) and
-        their nodes contiguous global ids in that order; edge types likewise, by sorted
-        ``"src:relation:dst"`` string. Each destination's in-edges are grouped by edge
-        type, and within a type keep their input order.
+        Node and edge types get ids in sorted name order (as DGL and GraphBolt), the
+        nodes of a type contiguous global ids in that order. A destination's in-edges
+        are grouped by edge type and keep their input order within a type.
 
         Args:
             edges: edge type (``"src:relation:dst"`` or a ``(src, relation, dst)`` tuple)
@@ -311,10 +274,9 @@ class CSCGraph:
                 ``(src, dst)`` pair of ``[E]`` tensors, in type-local node ids.
             num_nodes: node type -> number of nodes (every type an edge type names).
             edge_attributes: name -> {edge type -> ``[E, ...]`` tensor in input order};
-                every edge type must have it. Stored per CSC position.
+                every edge type must have it.
 
-        ``original_edge_ids`` maps each CSC position to the edge's position in its
-        type's input list, so edge features per edge type are read by them.
+        ``original_edge_ids``: each CSC position's index in its type's input list.
         """
         return cls(**hetero_arrays(edges, num_nodes, edge_attributes))
 
@@ -363,22 +325,10 @@ class CSCGraph:
         return torch.stack([self.indices.to(torch.int64), dst])
 
     def map_edge_ids(self, positions: torch.Tensor) -> torch.Tensor:
-        """The user's edge ids of the edges at CSC ``positions``.
-
-        Args:
-            positions: integer tensor of any shape, values in ``[0, num_edges)``, on the
-                graph's device, or on a CUDA device for a pinned graph (e.g. a sampler's
-                ``LayerSample.edge_ids``).
-
-        Returns:
-            int64 tensor shaped like ``positions``: ``original_edge_ids[positions]``, or
-            ``positions`` itself (as int64, no copy if it is one) when the graph has no
-            ``original_edge_ids``.
-
-        Raises:
-            ValueError: a position outside ``[0, num_edges)`` (CPU; a CUDA index raises
-                torch's device-side error).
-        """
+        """The user's edge ids (int64, shaped like ``positions``) of the edges at CSC
+        ``positions`` (integers in ``[0, num_edges)`` on the graph's device, or on a CUDA
+        device for a pinned graph): ``original_edge_ids[positions]``, or ``positions`` as
+        int64 without them. A position out of range raises ValueError (on the CPU)."""
         if self.original_edge_ids is None:
             return positions.to(torch.int64)
         # A pinned host graph sampled on the GPU: read the map through a zero-copy view.
@@ -386,10 +336,8 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the array at fault if the graph is malformed.
-
-        Reads every array (``O(num_nodes + num_edges)``); the constructor calls it.
-        """
+        """Raise ``ValueError`` naming the array at fault if the graph is malformed
+        (``O(num_nodes + num_edges)``, as the constructor)."""
         self._check("full")
 
     def _check(self, level: CheckLevel) -> None:
@@ -577,24 +525,17 @@ class CSCGraph:
         return [self.indptr, self.indices, *extra, *self.edge_attributes.values(), *self.node_attributes.values()]
 
     def pin_memory_(self) -> "CSCGraph":
-        """Page-lock every CPU array in place (``cudaHostRegister``, no copy); return self.
-
-        GPU samplers then read the graph from host memory through zero-copy views. Without
-        CUDA this is a no-op that warns once per process.
-        """
+        """Page-lock every CPU array in place (no copy), so GPU samplers read the graph
+        through zero-copy views; return self. Without CUDA: warns once, does nothing."""
         if not cuda_or_warn_once("CSCGraph.pin_memory_(): CUDA is not available; the graph stays unpinned"):
             return self
-
         for t in self._arrays():
             pin_in_place(t)
         return self
 
     def to(self, device) -> "CSCGraph":
-        """A graph with every array on ``device`` (this one if they are all there already).
-
-        Without CUDA, ``to("cuda")`` warns once per process and returns the graph on the
-        CPU, as :meth:`pin_memory_` does, so CPU code keeps working.
-        """
+        """A graph with every array on ``device`` (self if they are there already).
+        Without CUDA, ``to("cuda")`` warns once and keeps the graph on the CPU."""
         device = resolve_device(device)
         if device.type == "cuda" and not cuda_or_warn_once(
             "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU"
@@ -625,18 +566,12 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ storage
     def save(self, path: str | os.PathLike) -> None:
-        """Write the graph to ``path`` (``torch.save`` format, from host memory).
-
-        The file holds a format tag and version, every array, and a CRC-32 per 64 MiB of
-        each array, which :meth:`load` checks. It is written in a private scratch
-        directory beside ``path`` and moved over it at the end, so an interrupted save
-        leaves no truncated file (a killed one's scratch directory is removed by the
-        next save there), a symlink at ``path`` is replaced rather than written through,
-        and a process that has mapped the old file keeps reading the old one.
-
-        Raises:
-            FileNotFoundError: the directory of ``path`` does not exist.
-        """
+        """Write the graph to ``path`` (``torch.save`` format with a format tag, version
+        and a CRC-32 per 64 MiB of each array, which :meth:`load` checks). Written in a
+        private scratch directory beside ``path`` and moved over it: an interrupted save
+        leaves no truncated file, a symlink at ``path`` is replaced, not written through,
+        and a process that mapped the old file keeps reading it. Raises
+        FileNotFoundError when the directory of ``path`` does not exist."""
         storage.save(self, path)
 
     @classmethod
@@ -647,27 +582,19 @@ class CSCGraph:
 
         Args:
             path: the file.
-            mmap: map the file instead of reading it: arrays are paged in when used,
-                the graph's ``source_path`` is set, and it pickles as that path.
-            validate: how much to check.
-
-                * ``None`` (default): with ``mmap=False`` everything, as ``True``; with
-                  ``mmap=True`` only ``O(num_nodes)`` work: the structure, ``indptr``
-                  (non-decreasing, ends at ``num_edges``) and its checksum; ``indices``
-                  and the attributes are not read, so a corrupted ``indices`` goes
-                  unnoticed (``load(path, validate=True)`` checks a file once).
-                * ``True``: every checksum and every check of the constructor.
-                * ``False``: types, shapes and ``indptr``'s two ends only (``O(1)``); for
-                  files known to be good.
-
-                Files written by graphpipe before checksums (format version 0) are
-                validated in full unless ``validate=False``; save them again to get
-                checksums and lazy mapping.
+            mmap: map the file instead of reading it (arrays are paged in when used);
+                sets ``source_path``, and the graph pickles as that path.
+            validate: ``True``: every checksum and constructor check. ``False``: types,
+                shapes and ``indptr``'s ends only (``O(1)``, for files known good).
+                ``None`` (default): as ``True`` without ``mmap``; with it ``O(num_nodes)``
+                only (structure, ``indptr`` and its checksum: a corrupted ``indices``
+                goes unnoticed; ``load(path, validate=True)`` checks a file once). Files
+                from before checksums (version 0) are checked in full unless ``False``.
 
         Raises:
             FileNotFoundError: no file at ``path``.
-            ValueError: naming ``path`` and what is wrong, for empty, truncated,
-                corrupted (checksum mismatch) or foreign files and malformed graphs.
+            ValueError: naming ``path``: empty, truncated, corrupted (checksum mismatch)
+                or foreign files, and malformed graphs.
         """
         return storage.load(cls, path, mmap, validate)
 
