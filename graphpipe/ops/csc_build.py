@@ -1,37 +1,23 @@
 """Out-of-core COO -> CSC: group an edge list by destination with bounded memory.
 
-:func:`coo_to_csc_chunked` reads the edge arrays ``src``/``dst`` (numpy arrays or
-``numpy.memmap`` s of files larger than RAM) in chunks of ``chunk_edges`` edges and
-writes the CSC arrays into output arrays the caller provides (``numpy.memmap`` s of
-files, for graphs whose CSC does not fit in memory either). The destination nodes are
-split into *blocks* whose edges take at most ``block_edges`` output slots, and the
-output is written one block at a time: the writes of one block stay within one window
-of the output, so the dirty pages of a memory-mapped output are bounded by the block,
-not the graph (a graph larger than RAM would otherwise thrash the page cache).
+:func:`coo_to_csc_chunked` reads ``src``/``dst`` (arrays or memory maps of files larger
+than RAM) ``chunk_edges`` edges at a time and writes the CSC into output arrays the
+caller provides (memory maps, when the CSC does not fit either). The destinations are
+split into *blocks* of at most ``block_edges`` output slots, written one at a time, so
+the dirty pages of a mapped output are bounded by a block, not the graph.
 
-1. **count**: in-degrees of every node (and whether ``dst`` is already sorted), one
-   chunk at a time;
-2. **distribute** (only with more than one block): the input position of every edge is
-   written into ``scratch`` at its block's window, in input order (one sequential
-   stream per block);
-3. **fill**: for each block, the edges listed in its window of ``scratch`` (or every
-   edge, with one block) are placed at ``cursor[dst]++``.
+1. **count** in-degrees (and whether ``dst`` is sorted), chunk by chunk;
+2. **distribute** (more than one block only): each edge's input position goes into
+   ``scratch`` at its block's window, in input order;
+3. **fill** each block: its edges (every edge, with one block) go to ``cursor[dst]++``.
 
-Each pass reads every edge once, so the cost is linear in the number of edges whatever
-``chunk_edges`` and ``block_edges`` are: ``O(num_edges / chunk_edges + num_blocks)``
-kernel launches. Both are raised to at least ``2**16`` (:data:`MIN_CHUNK_EDGES`,
-:data:`MIN_BLOCK_EDGES`): a smaller chunk only adds launches (it is a view of the input,
-not a buffer), and a smaller window bounds no fewer dirty pages worth the launches and
-flushes. Input already sorted by destination is copied block by block.
-
-Edges keep their input order within a node (a stable grouping, as
-:meth:`graphpipe.CSCGraph.from_coo`), so ``original_edge_ids[e]`` is the input position
-of the edge at CSC position ``e``. Memory: ``indptr`` and a cursor (16 bytes per node),
-two small arrays per block, plus the chunk being read (a view of the memory map);
-nothing of size ``num_edges`` is allocated except ``scratch`` when the caller gives
-none. The kernels split the nodes (or blocks) into one range per thread, each thread
-scanning the chunk for its own range: no atomics, and the result does not depend on the
-number of threads.
+Each pass reads every edge once: linear in the edges for any ``chunk_edges`` and
+``block_edges`` (both raised to at least ``2**16``, below which they only add launches).
+Sorted input is copied block by block. Edges keep their input order within a node (as
+:meth:`graphpipe.CSCGraph.from_coo`). Memory: ``indptr`` and a cursor (16 bytes per
+node), plus the chunk being read; nothing of size ``num_edges`` but ``scratch`` when the
+caller gives none. Each thread scans a chunk for its own node range: no atomics, and a
+result independent of the thread count.
 """
 
 from __future__ import annotations

@@ -46,9 +46,10 @@ from graphpipe.ops.selection import (
     check_kernel_report,
     check_probs,
     destination_ranges,
+    heapify,
     max_output_edges,
+    offer,
     range_is_bad,
-    sift_down,
     sort_by_rank,
     weight_range,
     weighted_score,
@@ -258,9 +259,8 @@ _sample_uniform_large = _uniform_kernel(large_fanouts=True, name="_sample_unifor
 def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, pos, excluded):
     """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
     ascending, ``w`` divided by the ``largest`` weight (or in log space, see
-    :func:`weighted_score`), the ``excluded`` CSC positions (ascending) left out. A
-    max-heap of the best ``k`` so far (exactly equal scores, which need equal weights and
-    equal 53-bit uniforms, are broken deterministically)."""
+    :func:`weighted_score`), the ``excluded`` CSC positions (ascending) left out: a
+    max-heap of the best ``k`` so far (equal scores keep the lower position)."""
     score = np.empty(k, np.float64)
     n = 0
     x = 0
@@ -277,21 +277,13 @@ def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, 
             continue
         s = weighted_score(-math.log(u), w, largest, log_space)
         if n < k:
-            m = n
+            score[n] = s
+            pos[n] = p
             n += 1
-            score[m] = s
-            pos[m] = p
-            while m > 0:
-                parent = (m - 1) >> 1
-                if score[parent] >= score[m]:
-                    break
-                score[m], score[parent] = score[parent], score[m]
-                pos[m], pos[parent] = pos[parent], pos[m]
-                m = parent
-        elif s < score[0]:
-            score[0] = s
-            pos[0] = p
-            sift_down(score, pos, n, 0)
+            if n == k:
+                heapify(score, pos, k)
+        else:
+            offer(score, pos, k, s, p)
     pos[:k].sort()
 
 
