@@ -56,7 +56,7 @@ def _in_csc_order(t: torch.Tensor, perm: Optional[torch.Tensor]) -> torch.Tensor
 
 
 def coo_arrays(src, dst, num_nodes: Optional[int], edge_attributes: Optional[Mapping]) -> dict:
-    """The arguments of ``CSCGraph(...)`` for the edges ``src -> dst`` (:meth:`CSCGraph.from_coo`)."""
+    """The arrays of :meth:`CSCGraph.from_coo` for the edges ``src -> dst``, by field name."""
     src = torch.as_tensor(src)
     dst = torch.as_tensor(dst)
     for name, t in (("src", src), ("dst", dst)):
@@ -89,8 +89,8 @@ def coo_arrays(src, dst, num_nodes: Optional[int], edge_attributes: Optional[Map
 
 
 def hetero_arrays(edges: Mapping, num_nodes: Mapping[str, int], edge_attributes: Optional[Mapping]) -> dict:
-    """The arguments of ``CSCGraph(...)`` for edge lists per edge type
-    (:meth:`CSCGraph.from_hetero_edges`): the lists are concatenated in edge type id
+    """The arrays of :meth:`CSCGraph.from_hetero_edges` by field name (the typed ones
+    under ``typed``): the edge lists are concatenated in edge type id
     order, so the stable grouping by target leaves each target's in-edges ascending by
     edge type and, within a type, in input order."""
     where = "CSCGraph.from_hetero_edges"
@@ -120,10 +120,12 @@ def hetero_arrays(edges: Mapping, num_nodes: Mapping[str, int], edge_attributes:
         indices=_in_csc_order(src, perm).to(smallest_index_dtype(max(total_nodes - 1, 0))),
         edge_attributes=attributes,
         original_edge_ids=_in_csc_order(torch.cat(local_ids), perm).to(smallest_index_dtype(max(max_local - 1, 0))),
-        node_type_offset=torch.tensor(offsets, dtype=torch.int64),
-        type_per_edge=_in_csc_order(torch.cat(type_ids), perm).to(torch.uint8 if len(edge_types) <= 256 else torch.int32),
-        node_type_to_id=node_type_to_id,
-        edge_type_to_id={t: i for i, t in enumerate(edge_types)},
+        typed=dict(
+            node_type_offset=torch.tensor(offsets, dtype=torch.int64),
+            type_per_edge=_in_csc_order(torch.cat(type_ids), perm).to(torch.uint8 if len(edge_types) <= 256 else torch.int32),
+            node_type_to_id=node_type_to_id,
+            edge_type_to_id={t: i for i, t in enumerate(edge_types)},
+        ),
     )
 
 

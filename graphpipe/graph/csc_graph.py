@@ -121,9 +121,9 @@ class CSCGraph:
         source_path: Optional[str] = None,
         typed: Optional[dict] = None,
     ) -> "CSCGraph":
-        """A graph checked only up to ``level`` (see :data:`CheckLevel`):
-        for arrays already validated (``to()``, unpickling) or whose ``O(num_edges)``
-        scans the caller leaves out on purpose (``load``). ``typed``: the four typed
+        """A graph checked only up to ``level`` (see :data:`CheckLevel`): for arrays
+        already validated (``to()``, unpickling), made from checked ids (the builders)
+        or whose ``O(num_edges)`` scans ``load`` leaves out on purpose. ``typed``: the four typed
         fields by name, or None for a homogeneous graph."""
         graph = cls.__new__(cls)
         graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed)
@@ -192,7 +192,8 @@ class CSCGraph:
         stably sorted by ``dst``: ``edge_attributes`` (in COO order) are permuted along and
         ``original_edge_ids`` keeps the permutation (None if ``dst`` was sorted).
         ``num_nodes`` defaults to ``max id + 1``. Shares no memory with the inputs."""
-        return cls(**coo_arrays(src, dst, num_nodes, edge_attributes), node_attributes=node_attributes)
+        arrays = coo_arrays(src, dst, num_nodes, edge_attributes)
+        return cls._build(**arrays, node_attributes=node_attributes, level="shapes")
 
     @classmethod
     def from_coo_files(
@@ -278,7 +279,7 @@ class CSCGraph:
 
         ``original_edge_ids``: each CSC position's index in its type's input list.
         """
-        return cls(**hetero_arrays(edges, num_nodes, edge_attributes))
+        return cls._build(**hetero_arrays(edges, num_nodes, edge_attributes), level="shapes")
 
     # ------------------------------------------------------------------ properties
     @property

@@ -210,3 +210,21 @@ def test_to_cuda_without_cuda_warns_once_and_stays_on_the_cpu(monkeypatch):
         warnings.simplefilter("error")
         assert g.to(torch.device("cuda", 0)) is g
     assert g.indices.device.type == "cpu"
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_builders_check_the_ids_once_and_the_graph_only_for_shapes(typed, monkeypatch):
+    levels = []
+    check = CSCGraph._check
+    monkeypatch.setattr(CSCGraph, "_check", lambda graph, level: levels.append(level) or check(graph, level))
+    if typed:
+        graph = CSCGraph.from_hetero_edges({"a:r:b": torch.tensor([[0, 1], [1, 0]])}, {"a": 2, "b": 2})
+    else:
+        graph = CSCGraph.from_coo(torch.tensor([0, 1, 2]), torch.tensor([2, 0, 1]))
+    assert levels == ["shapes"]
+    graph.validate()  # and what they built is valid
+    with pytest.raises(ValueError, match="out of range"):
+        if typed:
+            CSCGraph.from_hetero_edges({"a:r:b": torch.tensor([[0, 2], [1, 0]])}, {"a": 2, "b": 2})
+        else:
+            CSCGraph.from_coo(torch.tensor([0, 3]), torch.tensor([1, 0]), num_nodes=3)
