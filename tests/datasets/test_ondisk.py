@@ -206,7 +206,7 @@ tasks:
 """
 
 
-def write(root):
+def write_typed(root):
     gen = np.random.default_rng(0)
     writes = np.stack([gen.integers(0, 30, 120), gen.integers(0, 40, 120)])
     cites = np.stack([gen.integers(0, 40, 90), gen.integers(0, 40, 90)])
@@ -232,7 +232,7 @@ def write(root):
 
 
 def test_reads_a_typed_dataset_and_samples_it(tmp_path):
-    writes, cites, arrays = write(tmp_path)
+    writes, cites, arrays = write_typed(tmp_path)
     ds = gp.datasets.OnDiskDataset(tmp_path).load()
     g = ds.graph
     assert g.is_heterogeneous and g.num_nodes_per_type == {"author": 30, "paper": 40}
@@ -270,7 +270,7 @@ def test_reads_a_typed_dataset_and_samples_it(tmp_path):
 
 
 def test_typed_errors_name_the_entry(tmp_path):
-    write(tmp_path)
+    write_typed(tmp_path)
     text = (tmp_path / "metadata.yaml").read_text()
     (tmp_path / "metadata.yaml").write_text(text.replace("    type: author\n    name: feat", "    type: writer\n    name: feat"))
     with pytest.raises(ValueError, match=r"node feature 'feat' names unknown node type 'writer'"):
