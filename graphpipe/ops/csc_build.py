@@ -102,7 +102,9 @@ def coo_to_csc_chunked(
     if block_starts.size == 2:  # the whole output is one window: place each chunk's edges directly
         for start in range(0, num_edges, chunk_edges):
             stop = min(start + chunk_edges, num_edges)
-            _fill_kernel(src[start:stop], dst[start:stop], start, parts, cursor, indices_out, edge_ids, with_edge_ids)
+            _fill_kernel(
+                src[start:stop], dst[start:stop], start, _NO_POSITIONS, False, parts, cursor, indices_out, edge_ids, with_edge_ids
+            )
         _flush(indices_out, edge_ids_out)
         return indptr, False
     if scratch is None:
@@ -118,9 +120,9 @@ def _compile_kernels(src, dst, indices_out, edge_ids, with_edge_ids, scratch) ->
     none, two, parts = np.zeros(0, np.int64), np.zeros(2, np.int64), _ranges(0)
     scratch = _NO_POSITIONS if scratch is None else scratch  # allocated later, as this type
     _count_kernel(dst[:0], parts, none)
-    _fill_kernel(src[:0], dst[:0], 0, parts, none, indices_out, edge_ids, with_edge_ids)
     _distribute_kernel(dst[:0], 0, two, two, none, scratch)
-    _gather_fill_kernel(src, dst, scratch[:0], parts, none, indices_out, edge_ids, with_edge_ids)
+    for positions in (_NO_POSITIONS, scratch):  # both kinds of positions the passes give
+        _fill_kernel(src[:0], dst[:0], 0, positions[:0], False, parts, none, indices_out, edge_ids, with_edge_ids)
 
 
 def _count(dst: np.ndarray, num_nodes: int, parts: np.ndarray, chunk_edges: int) -> Tuple[np.ndarray, bool]:
@@ -155,7 +157,9 @@ def _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_i
         node_parts = _ranges(v1 - v0) + v0
         for start in range(int(windows[b]), int(windows[b + 1]), chunk_edges):
             stop = min(start + chunk_edges, int(windows[b + 1]))
-            _gather_fill_kernel(src, dst, scratch[start:stop], node_parts, cursor, indices_out, edge_ids, with_edge_ids)
+            _fill_kernel(
+                src, dst, 0, scratch[start:stop], True, node_parts, cursor, indices_out, edge_ids, with_edge_ids
+            )
         _flush(indices_out, edge_ids_out)
 
 
@@ -220,13 +224,16 @@ def _place(v, source, edge_id, cursor, indices, edge_ids, with_edge_ids):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _fill_kernel(src, dst, first_edge, parts, cursor, indices, edge_ids, with_edge_ids):
+def _fill_kernel(src, dst, first_edge, positions, by_position, parts, cursor, indices, edge_ids, with_edge_ids):
     # Thread t places the edges whose destination is in [parts[t], parts[t + 1]), in
-    # input order, so each node's edges keep their input order.
+    # input order, so each node's edges keep their input order: every edge of the chunk
+    # (its input position first_edge + k), or the edges at input `positions` (ascending).
+    count = positions.size if by_position else dst.size
     for t in numba.prange(parts.size - 1):
         lo = parts[t]
         hi = parts[t + 1]
-        for e in range(dst.size):
+        for k in range(count):
+            e = positions[k] if by_position else k
             v = dst[e]
             if lo <= v < hi:
                 _place(v, src[e], first_edge + e, cursor, indices, edge_ids, with_edge_ids)
@@ -246,16 +253,3 @@ def _distribute_kernel(dst, first_edge, block_starts, block_parts, block_cursor,
                 slot = block_cursor[b]
                 positions[slot] = first_edge + e
                 block_cursor[b] = slot + 1
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _gather_fill_kernel(src, dst, positions, parts, cursor, indices, edge_ids, with_edge_ids):
-    # As _fill_kernel, for the edges at input `positions` (ascending).
-    for t in numba.prange(parts.size - 1):
-        lo = parts[t]
-        hi = parts[t + 1]
-        for k in range(positions.size):
-            e = positions[k]
-            v = dst[e]
-            if lo <= v < hi:
-                _place(v, src[e], e, cursor, indices, edge_ids, with_edge_ids)

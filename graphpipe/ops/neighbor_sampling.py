@@ -255,6 +255,15 @@ _sample_uniform = _uniform_kernel(large_fanouts=False, name="_sample_uniform")
 _sample_uniform_large = _uniform_kernel(large_fanouts=True, name="_sample_uniform_large")
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _drawable_weight(probs, start, p, excluded, x):
+    """``(w, x)``: the weight of position ``p`` (0.0 when it is the next of the ``excluded``
+    CSC positions, ascending), and how many excluded positions are passed."""
+    if x < excluded.size and excluded[x] == start + p:
+        return 0.0, x + 1
+    return np.float64(probs[start + p]), x
+
+
 @numba.njit(nogil=True, cache=True)
 def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, pos, excluded):
     """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
@@ -265,10 +274,7 @@ def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, 
     n = 0
     x = 0
     for p in range(d):
-        w = np.float64(probs[start + p])
-        if x < excluded.size and excluded[x] == start + p:
-            x += 1
-            continue
+        w, x = _drawable_weight(probs, start, p, excluded, x)
         if not w > 0.0:
             continue
         u = uniform_open(vkey, p)
@@ -300,10 +306,8 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded)
     total = 0.0
     x = 0
     for p in range(d):
-        w = np.float64(probs[start + p])
-        if x < excluded.size and excluded[x] == start + p:
-            x += 1
-        elif w > 0.0:
+        w, x = _drawable_weight(probs, start, p, excluded, x)
+        if w > 0.0:
             total += w / largest
     targets = np.empty(k, np.float64)
     for j in range(k):
@@ -314,10 +318,7 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded)
     last = 0
     x = 0
     for p in range(d):
-        w = np.float64(probs[start + p])
-        if x < excluded.size and excluded[x] == start + p:
-            x += 1
-            continue
+        w, x = _drawable_weight(probs, start, p, excluded, x)
         if not w > 0.0:
             continue
         cum += w / largest
@@ -383,9 +384,8 @@ def _sample_weighted(indptr, indices, nodes, key_ids, probs, fanout, key, replac
             m = 0
             x = 0
             for p in range(d):
-                if x < excluded.size and excluded[x] == start + p:
-                    x += 1
-                elif probs[start + p] > 0.0:
+                w, x = _drawable_weight(probs, start, p, excluded, x)
+                if w > 0.0:
                     pos[m] = p
                     m += 1
         else:
