@@ -32,7 +32,8 @@ from common import cuda_ms, emit, require_cuda, wall_ms
 from graphpipe.features.store import Feature
 from graphpipe.features.gpu_cache import GPUCachedFeature
 from graphpipe.ops.gather import gather_rows
-from graphpipe.ops.uva_gather import uva_gather, zero_copy_view
+from graphpipe._internal.devices import zero_copy_view
+from graphpipe.ops.uva_gather import uva_gather
 
 
 def uva_runs(args, device, row_bytes):

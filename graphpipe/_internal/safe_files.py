@@ -28,7 +28,7 @@ import stat
 import tempfile
 from typing import Iterator, Sequence
 
-__all__ = ["real_directory", "scratch_directory", "publish", "inside", "regular_file", "remove_stale_scratch"]
+__all__ = ["inside", "process_exists", "publish", "real_directory", "regular_file", "remove_stale_scratch", "scratch_directory"]
 
 _SCRATCH_PREFIX = ".graphpipe-tmp-"
 
@@ -70,7 +70,8 @@ def real_directory(path: str | os.PathLike, what: str, create: bool = False) -> 
     return path
 
 
-def _pid_alive(pid: int) -> bool:
+def process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -95,7 +96,7 @@ def remove_stale_scratch(directory: str) -> None:
         pid = fields[0]
         if len(fields) not in (2, 3) or (len(fields) == 3 and fields[1] != host):
             continue
-        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+        if not pid.isdigit() or int(pid) == os.getpid() or process_exists(int(pid)):
             continue
         entry = os.path.join(directory, name)
         if stat.S_ISDIR(os.lstat(entry).st_mode):  # never follow a link planted under the prefix

@@ -133,7 +133,11 @@ def ogb_node_dataset(
             cached = _convert(inputs, binary, split_files, scratch, bool(add_inverse_edge), where)
             stale = {"node_feat.npy", "edge_feat.npy"} - set(cached)  # of an earlier conversion
             publish_cache(scratch, cache, "ogb.json", stamp, cached, stale)
+    return _read_cache(name, cache, cached)
 
+
+def _read_cache(name: str, cache: str, cached) -> NodeClassificationDataset:
+    """The dataset of the converted files ``cached`` in ``cache``, mapped where large."""
     graph = CSCGraph.load(os.path.join(cache, "graph.pt"), mmap=True)
     labels = torch.from_numpy(np.load(os.path.join(cache, "labels.npy")))
     node_features = {"feat": os.path.join(cache, "node_feat.npy")} if "node_feat.npy" in cached else {}

@@ -99,6 +99,20 @@ def _check_rmat(where: str, num_nodes, num_edges, a, b, c) -> Tuple[int, int]:
     return num_nodes, num_edges
 
 
+def check_noise_and_split(feature_noise, split, where: str) -> Tuple[float, float, float]:
+    """``split`` as three floats, after checking it and ``feature_noise`` (the arguments
+    both synthetic datasets take)."""
+    if not feature_noise >= 0.0:
+        raise ValueError(f"{where}: `feature_noise` must be >= 0, got {feature_noise!r}")
+    split = tuple(float(f) for f in split)
+    if len(split) != 3 or min(split) <= 0.0 or sum(split) > 1.0 + 1e-9:
+        raise ValueError(
+            f"{where}: `split` must be three positive fractions (train, validation, test) "
+            f"summing to at most 1, got {split!r}"
+        )
+    return split
+
+
 def _rmat_chunks(num_nodes, num_edges, chunk_edges, a, b, c, seed):
     scale = max(int(num_nodes - 1).bit_length(), 1)
     relabel = np.argsort(_uniforms(_key(seed, _RELABEL), num_nodes), kind="stable").astype(np.int32)
@@ -166,14 +180,7 @@ def synthetic_node_classification(
     feature_dim = check_int(feature_dim, "feature_dim", where, minimum=1)
     if not 0.0 <= rewire_fraction <= 1.0:
         raise ValueError(f"{where}: `rewire_fraction` must be in [0, 1], got {rewire_fraction!r}")
-    if not feature_noise >= 0.0:
-        raise ValueError(f"{where}: `feature_noise` must be >= 0, got {feature_noise!r}")
-    split = tuple(float(f) for f in split)
-    if len(split) != 3 or min(split) <= 0.0 or sum(split) > 1.0 + 1e-9:
-        raise ValueError(
-            f"{where}: `split` must be three positive fractions (train, validation, test) "
-            f"summing to at most 1, got {split!r}"
-        )
+    split = check_noise_and_split(feature_noise, split, where)
 
     # The kernels first, on a tiny graph: compiling them takes long once (a notice says so).
     tiny = partial(_generate, 256, 8, 2, 4, 0.5, 1.0, (0.3, 0.3, 0.3), 0)

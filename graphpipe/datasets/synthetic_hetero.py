@@ -47,7 +47,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.graph.csc_graph import _INDPTR, CSCGraph, smallest_index_dtype
+from graphpipe.graph.csc_graph import CSCGraph, smallest_index_dtype
 from graphpipe.features.store import FeatureStore
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.ops.random import hash2, uniform, uniform_bits
@@ -61,6 +61,7 @@ from graphpipe.datasets.synthetic import (
     _sort_unique_segments,
     _undirected_csc,
     _uniforms,
+    check_noise_and_split,
 )
 
 __all__ = ["HeteroNodeClassificationDataset", "synthetic_mag"]
@@ -198,16 +199,9 @@ def synthetic_mag(
     feature_dim = check_int(feature_dim, "feature_dim", where, minimum=1)
     if not 0.0 <= homophily <= 1.0:
         raise ValueError(f"{where}: `homophily` must be in [0, 1], got {homophily!r}")
-    if not feature_noise >= 0.0:
-        raise ValueError(f"{where}: `feature_noise` must be >= 0, got {feature_noise!r}")
     if not degree_exponent > 2.0:
         raise ValueError(f"{where}: `degree_exponent` must be > 2 (a finite mean degree), got {degree_exponent!r}")
-    split = tuple(float(f) for f in split)
-    if len(split) != 3 or min(split) <= 0.0 or sum(split) > 1.0 + 1e-9:
-        raise ValueError(
-            f"{where}: `split` must be three positive fractions (train, validation, test) "
-            f"summing to at most 1, got {split!r}"
-        )
+    split = check_noise_and_split(feature_noise, split, where)
     sizes = [int(f * num_papers) for f in split]
     if min(sizes) < 1:
         raise ValueError(f"{where}: `split` {split!r} leaves an empty set among {num_papers} papers; use more papers")
@@ -381,7 +375,7 @@ def _typed_csc(relations: Dict[str, Tuple[np.ndarray, np.ndarray]], num_nodes: D
         torch.from_numpy(indptr).to(smallest_index_dtype(num_edges)),
         torch.from_numpy(indices),
         original_edge_ids=torch.from_numpy(edge_ids),
-        level=_INDPTR,
+        level="indptr",
         typed=dict(
             node_type_offset=torch.from_numpy(offsets),
             type_per_edge=torch.from_numpy(type_per_edge),

@@ -33,7 +33,7 @@ from typing import Optional, Union
 import torch
 
 from graphpipe.features.store import Feature, FeatureStore
-from graphpipe.ops.uva_gather import cuda_or_warn_once, resolve_device
+from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
 
 __all__ = [
     "GPUCachedFeature",

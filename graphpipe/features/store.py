@@ -19,8 +19,8 @@ import torch
 
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe._internal.checks import check_node_ids
+from graphpipe._internal.devices import cuda_or_warn_once, pin_in_place
 from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
-from graphpipe.ops.uva_gather import cuda_or_warn_once, pin_in_place
 
 __all__ = ["Feature", "FeatureStore"]
 

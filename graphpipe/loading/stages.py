@@ -63,7 +63,7 @@ import numba
 import torch
 
 from graphpipe.batch.minibatch import map_tensors
-from graphpipe.ops.uva_gather import resolve_device
+from graphpipe._internal.devices import resolve_device
 from graphpipe._internal.checks import check_int
 from graphpipe.pipes.base import Pipe, functional_pipe
 

@@ -1,37 +1,23 @@
 """Out-of-core COO -> CSC: group an edge list by destination with bounded memory.
 
-:func:`coo_to_csc_chunked` reads the edge arrays ``src``/``dst`` (numpy arrays or
-``numpy.memmap`` s of files larger than RAM) in chunks of ``chunk_edges`` edges and
-writes the CSC arrays into output arrays the caller provides (``numpy.memmap`` s of
-files, for graphs whose CSC does not fit in memory either). The destination nodes are
-split into *blocks* whose edges take at most ``block_edges`` output slots, and the
-output is written one block at a time: the writes of one block stay within one window
-of the output, so the dirty pages of a memory-mapped output are bounded by the block,
-not the graph (a graph larger than RAM would otherwise thrash the page cache).
+:func:`coo_to_csc_chunked` reads ``src``/``dst`` (arrays or memory maps of files larger
+than RAM) ``chunk_edges`` edges at a time and writes the CSC into output arrays the
+caller provides (memory maps, when the CSC does not fit either). The destinations are
+split into *blocks* of at most ``block_edges`` output slots, written one at a time, so
+the dirty pages of a mapped output are bounded by a block, not the graph.
 
-1. **count**: in-degrees of every node (and whether ``dst`` is already sorted), one
-   chunk at a time;
-2. **distribute** (only with more than one block): the input position of every edge is
-   written into ``scratch`` at its block's window, in input order (one sequential
-   stream per block);
-3. **fill**: for each block, the edges listed in its window of ``scratch`` (or every
-   edge, with one block) are placed at ``cursor[dst]++``.
+1. **count** in-degrees (and whether ``dst`` is sorted), chunk by chunk;
+2. **distribute** (more than one block only): each edge's input position goes into
+   ``scratch`` at its block's window, in input order;
+3. **fill** each block: its edges (every edge, with one block) go to ``cursor[dst]++``.
 
-Each pass reads every edge once, so the cost is linear in the number of edges whatever
-``chunk_edges`` and ``block_edges`` are: ``O(num_edges / chunk_edges + num_blocks)``
-kernel launches. Both are raised to at least ``2**16`` (:data:`MIN_CHUNK_EDGES`,
-:data:`MIN_BLOCK_EDGES`): a smaller chunk only adds launches (it is a view of the input,
-not a buffer), and a smaller window bounds no fewer dirty pages worth the launches and
-flushes. Input already sorted by destination is copied block by block.
-
-Edges keep their input order within a node (a stable grouping, as
-:meth:`graphpipe.CSCGraph.from_coo`), so ``original_edge_ids[e]`` is the input position
-of the edge at CSC position ``e``. Memory: ``indptr`` and a cursor (16 bytes per node),
-two small arrays per block, plus the chunk being read (a view of the memory map);
-nothing of size ``num_edges`` is allocated except ``scratch`` when the caller gives
-none. The kernels split the nodes (or blocks) into one range per thread, each thread
-scanning the chunk for its own range: no atomics, and the result does not depend on the
-number of threads.
+Each pass reads every edge once: linear in the edges for any ``chunk_edges`` and
+``block_edges`` (both raised to at least ``2**16``, below which they only add launches).
+Sorted input is copied block by block. Edges keep their input order within a node (as
+:meth:`graphpipe.CSCGraph.from_coo`). Memory: ``indptr`` and a cursor (16 bytes per
+node), plus the chunk being read; nothing of size ``num_edges`` but ``scratch`` when the
+caller gives none. Each thread scans a chunk for its own node range: no atomics, and a
+result independent of the thread count.
 """
 
 from __future__ import annotations
@@ -98,30 +84,11 @@ def coo_to_csc_chunked(
     num_edges = src.shape[0]
     chunk_edges = max(chunk_edges, MIN_CHUNK_EDGES)
     block_edges = max(block_edges, MIN_BLOCK_EDGES)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)  # in-degrees at [1:], then their prefix sums
     parts = _ranges(num_nodes)
     with_edge_ids = edge_ids_out is not None
     edge_ids = edge_ids_out if with_edge_ids else _NO_EDGE_IDS
-    if scratch is None:
-        scratch = _NO_POSITIONS  # allocated below if needed, as the same type
-    # Every kernel for these types is compiled (or loaded from numba's cache) before the
-    # first pass, on empty inputs: a build does not grow (LLVM's memory) midway, and a
-    # compile error comes before hours of passes.
-    none, two = np.zeros(0, np.int64), np.zeros(2, np.int64)
-    _count_kernel(dst[:0], parts, indptr[1:])
-    _fill_kernel(src[:0], dst[:0], 0, parts, indptr, indices_out, edge_ids, with_edge_ids)
-    _distribute_kernel(dst[:0], 0, two, two, none, scratch)
-    _gather_fill_kernel(src, dst, scratch[:0], parts, indptr, indices_out, edge_ids, with_edge_ids)
-    already_sorted = True
-    previous = -1
-    for start in range(0, num_edges, chunk_edges):
-        chunk = dst[start : start + chunk_edges]
-        _count_kernel(chunk, parts, indptr[1:])
-        if already_sorted and chunk.size:
-            already_sorted = previous <= int(chunk[0]) and bool(_is_sorted(chunk))
-            previous = int(chunk[-1])
-    np.cumsum(indptr, out=indptr)
-
+    _compile_kernels(src, dst, indices_out, edge_ids, with_edge_ids, scratch)
+    indptr, already_sorted = _count(dst, num_nodes, parts, chunk_edges)
     block_starts = _block_starts(indptr, block_edges)  # [num_blocks + 1] node ids
     windows = indptr[block_starts]  # block b writes output slots [windows[b], windows[b + 1])
     if already_sorted:  # CSC order is input order: copy, one window at a time
@@ -131,21 +98,58 @@ def coo_to_csc_chunked(
                 indices_out[start:stop] = src[start:stop]
             _flush(indices_out)
         return indptr, True
-
     cursor = indptr[:-1].copy()
-    num_blocks = block_starts.size - 1
-    if num_blocks == 1:  # the whole output is one window: place each chunk's edges directly
+    if block_starts.size == 2:  # the whole output is one window: place each chunk's edges directly
         for start in range(0, num_edges, chunk_edges):
             stop = min(start + chunk_edges, num_edges)
-            _fill_kernel(src[start:stop], dst[start:stop], start, parts, cursor, indices_out, edge_ids, with_edge_ids)
+            _fill_kernel(
+                src[start:stop], dst[start:stop], start, _NO_POSITIONS, False, parts, cursor, indices_out, edge_ids, with_edge_ids
+            )
         _flush(indices_out, edge_ids_out)
         return indptr, False
-
-    if scratch is _NO_POSITIONS:
+    if scratch is None:
         scratch = np.empty(num_edges, dtype=np.int64)
+    _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_ids_out, chunk_edges, scratch)
+    return indptr, False
+
+
+def _compile_kernels(src, dst, indices_out, edge_ids, with_edge_ids, scratch) -> None:
+    """Compile (or load from numba's cache) every kernel for these types before the
+    first pass, on empty inputs: a build does not grow (LLVM's memory) midway, and a
+    compile error comes before hours of passes."""
+    none, two, parts = np.zeros(0, np.int64), np.zeros(2, np.int64), _ranges(0)
+    scratch = _NO_POSITIONS if scratch is None else scratch  # allocated later, as this type
+    _count_kernel(dst[:0], parts, none)
+    _distribute_kernel(dst[:0], 0, two, two, none, scratch)
+    for positions in (_NO_POSITIONS, scratch):  # both kinds of positions the passes give
+        _fill_kernel(src[:0], dst[:0], 0, positions[:0], False, parts, none, indices_out, edge_ids, with_edge_ids)
+
+
+def _count(dst: np.ndarray, num_nodes: int, parts: np.ndarray, chunk_edges: int) -> Tuple[np.ndarray, bool]:
+    """Pass 1: ``(indptr, already_sorted)``, ``[num_nodes + 1]`` int64 and whether ``dst``
+    is non-decreasing, one chunk at a time."""
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)  # in-degrees at [1:], then their prefix sums
+    already_sorted = True
+    previous = -1
+    for start in range(0, dst.shape[0], chunk_edges):
+        chunk = dst[start : start + chunk_edges]
+        _count_kernel(chunk, parts, indptr[1:])
+        if already_sorted and chunk.size:
+            already_sorted = previous <= int(chunk[0]) and bool(_is_sorted(chunk))
+            previous = int(chunk[-1])
+    np.cumsum(indptr, out=indptr)
+    return indptr, already_sorted
+
+
+def _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_ids_out, chunk_edges, scratch) -> None:
+    """Passes 2 and 3 with several blocks: list each block's edges in its window of
+    ``scratch``, then place them block by block."""
+    with_edge_ids = edge_ids_out is not None
+    edge_ids = edge_ids_out if with_edge_ids else _NO_EDGE_IDS
+    num_blocks = block_starts.size - 1
     block_cursor = windows[:-1].copy()
     block_parts = _ranges(num_blocks)  # thread t distributes the edges of blocks [block_parts[t], block_parts[t + 1])
-    for start in range(0, num_edges, chunk_edges):
+    for start in range(0, src.shape[0], chunk_edges):
         _distribute_kernel(dst[start : start + chunk_edges], start, block_starts, block_parts, block_cursor, scratch)
     _flush(scratch)
     for b in range(num_blocks):
@@ -153,9 +157,10 @@ def coo_to_csc_chunked(
         node_parts = _ranges(v1 - v0) + v0
         for start in range(int(windows[b]), int(windows[b + 1]), chunk_edges):
             stop = min(start + chunk_edges, int(windows[b + 1]))
-            _gather_fill_kernel(src, dst, scratch[start:stop], node_parts, cursor, indices_out, edge_ids, with_edge_ids)
+            _fill_kernel(
+                src, dst, 0, scratch[start:stop], True, node_parts, cursor, indices_out, edge_ids, with_edge_ids
+            )
         _flush(indices_out, edge_ids_out)
-    return indptr, False
 
 
 _NO_EDGE_IDS = np.empty(0, dtype=np.int64)
@@ -208,21 +213,30 @@ def _count_kernel(dst, parts, counts):
                 counts[v] += 1
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _place(v, source, edge_id, cursor, indices, edge_ids, with_edge_ids):
+    """Write the edge ``source -> v`` at ``v``'s cursor and advance it."""
+    position = cursor[v]
+    indices[position] = source
+    if with_edge_ids:
+        edge_ids[position] = edge_id
+    cursor[v] = position + 1
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _fill_kernel(src, dst, first_edge, parts, cursor, indices, edge_ids, with_edge_ids):
+def _fill_kernel(src, dst, first_edge, positions, by_position, parts, cursor, indices, edge_ids, with_edge_ids):
     # Thread t places the edges whose destination is in [parts[t], parts[t + 1]), in
-    # input order, so each node's edges keep their input order.
+    # input order, so each node's edges keep their input order: every edge of the chunk
+    # (its input position first_edge + k), or the edges at input `positions` (ascending).
+    count = positions.size if by_position else dst.size
     for t in numba.prange(parts.size - 1):
         lo = parts[t]
         hi = parts[t + 1]
-        for e in range(dst.size):
+        for k in range(count):
+            e = positions[k] if by_position else k
             v = dst[e]
             if lo <= v < hi:
-                position = cursor[v]
-                indices[position] = src[e]
-                if with_edge_ids:
-                    edge_ids[position] = first_edge + e
-                cursor[v] = position + 1
+                _place(v, src[e], first_edge + e, cursor, indices, edge_ids, with_edge_ids)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -239,20 +253,3 @@ def _distribute_kernel(dst, first_edge, block_starts, block_parts, block_cursor,
                 slot = block_cursor[b]
                 positions[slot] = first_edge + e
                 block_cursor[b] = slot + 1
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _gather_fill_kernel(src, dst, positions, parts, cursor, indices, edge_ids, with_edge_ids):
-    # As _fill_kernel, for the edges at input `positions` (ascending).
-    for t in numba.prange(parts.size - 1):
-        lo = parts[t]
-        hi = parts[t + 1]
-        for k in range(positions.size):
-            e = positions[k]
-            v = dst[e]
-            if lo <= v < hi:
-                position = cursor[v]
-                indices[position] = src[e]
-                if with_edge_ids:
-                    edge_ids[position] = e
-                cursor[v] = position + 1

@@ -9,7 +9,7 @@ every feature. ``table`` may be a torch tensor, a numpy array or a read-only
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Optional
 
 import numba
 import numpy as np
@@ -19,12 +19,10 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from graphpipe._internal.checks import check_node_ids
-from graphpipe.ops.uva_gather import is_pinned, uva_gather
+from graphpipe._internal.devices import Table, is_pinned
+from graphpipe.ops.uva_gather import uva_gather
 
 __all__ = ["gather_rows", "gather_valid_rows", "take_as_int64"]
-
-Table = Union[torch.Tensor, np.ndarray]
-
 
 # Rows ahead whose first cache line the gather asks for (a row's first miss is otherwise
 # exposed; the hardware streams the rest of the row): 12% faster on 160k rows of 400 B.

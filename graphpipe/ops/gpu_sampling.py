@@ -1,65 +1,35 @@
 """One-layer sampling and unique-and-compact as torch ops, for graphs and seeds on a GPU.
 
-These are the CUDA branches of :func:`~graphpipe.ops.sample_neighbors`,
-:func:`~graphpipe.ops.sample_labor` and :func:`~graphpipe.ops.unique_and_compact`.
-They are written with device-agnostic torch ops, so the same code runs (slowly) on CPU
-tensors, where the tests compare it with the numba kernels.
-
-Same contract as the CPU ops: a :class:`LayerSample` in global ids, int64, each
-destination's edges in ascending edge id, and the same vertex-keyed counter-based
+The CUDA branches of :func:`~graphpipe.ops.sample_neighbors`, ``sample_labor`` and
+``unique_and_compact``, in device-agnostic torch ops (the tests run them on CPU tensors
+against the numba kernels). Same contract as the CPU ops, and the same vertex-keyed
 variates (:mod:`graphpipe.ops.torch_random` is bit-identical to the numba hash), so a
 vertex's sample does not depend on the device, batch or rank that draws it.
 
-The graph may live in device memory or in pinned host memory (``CSCGraph.pin_memory_()``):
-pinned arrays are read through a zero-copy view. Host synchronisation happens only where
-an output size is needed: the number of candidate edges and of sampled edges of a layer
-(two reads of a scalar), and ``torch.unique``'s output size in unique-and-compact. The
-checks of the CPU kernels ride on those reads (:func:`_host_ints`): destinations whose
-``indptr`` range is not within ``indices``, and NaN or infinite weights of their in-edges,
-raise a ValueError before any edge is gathered with them.
+The graph may be in device memory or pinned host memory (read through zero-copy views).
+The host is read only for output sizes (a layer's candidate and sampled edges,
+``torch.unique``'s size); the CPU kernels' checks (bad ``indptr`` ranges, non-finite
+weights) ride on those reads (:func:`_host_ints`).
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional, Tuple
 
 import torch
 
+from graphpipe._internal.devices import device_array
 from graphpipe.ops import torch_random
 from graphpipe.ops.layer_sample import LayerSample
-from graphpipe.ops.uva_gather import is_pinned, zero_copy_view
 
 # As :data:`graphpipe.ops.selection.LOG_SPACE_SPREAD` (not imported: that module needs numba).
 _LOG_SPACE_SPREAD = 1e-300
 
 __all__ = [
-    "device_array",
     "sample_labor_torch",
     "sample_neighbors_torch",
     "unique_and_compact_torch",
 ]
-
-_warned_unpinned = False
-
-
-def device_array(array: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``array`` readable by torch ops on ``device``: itself, a zero-copy view of pinned
-    host memory, or (unpinned host memory on a CUDA device) a device copy, with a
-    warning once per process, since such a copy is made again for every layer."""
-    global _warned_unpinned
-    if array.device == device:
-        return array
-    if device.type == "cuda" and is_pinned(array):
-        return zero_copy_view(array, device)
-    if not _warned_unpinned:
-        _warned_unpinned = True
-        warnings.warn(
-            "GPU sampling on a graph that is neither on the GPU nor pinned copies its arrays for "
-            "every layer; call graph.pin_memory_() or graph.to('cuda') once"
-        )
-    return array.to(device)
-
 
 def _neighbourhoods(indptr: torch.Tensor, nodes: torch.Tensor, num_edges: int):
     """``(first edge id, in-degree, bad)`` of every node, int64; ``bad`` (a 0-d tensor)
@@ -148,34 +118,11 @@ def sample_neighbors_torch(
     replace: bool = False,
     probs: Optional[torch.Tensor] = None,
 ) -> LayerSample:
-    """Neighbor sampling of one layer with torch ops (see ``sample_neighbors``).
-
-    Args:
-        indptr, indices: the CSC arrays (int32/int64) on ``nodes``' device or pinned.
-        nodes: ``[num_dst]`` int64 distinct destination ids.
-        fanout: edges per destination, or -1 for all.
-        key: the layer's uint64 key.
-        replace: draw with replacement (exactly ``fanout`` edges when the degree is > 0).
-        probs: optional ``[num_edges]`` non-negative float edge weights.
-
-    The selection rules are those of the numba kernels, draw for draw: destination ``v``
-    draws from the sub-key ``hash2(key, v)`` and a draw number or edge position ``i``
-    (``d``: its degree, ``k``: the fanout):
-
-    * ``k == -1`` or ``d <= k`` (no replacement): all in-edges;
-    * uniform, no replacement: Floyd's algorithm, run for all destinations at once, one
-      vectorised step per draw (identical edges to the CPU op);
-    * uniform, with replacement: draw ``j`` takes an integer in ``[0, d)`` made from the
-      hash by multiply-shift, as Floyd's draws are (identical);
-    * weighted, no replacement: the ``k`` positive-weight edges with the smallest
-      ``-log(u_i) / w_i`` (Efraimidis-Spirakis; identical up to ``log`` rounding ties),
-      ``w_i`` divided by the row's largest weight, or in log space where the row's
-      weights span more than 1e300, as the numba kernel does;
-    * weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum
-      interval holds ``u_j * sum(w)``, weights divided by the row's largest (same
-      distribution; prefix sums are rounded in a different order, so an edge at an
-      interval boundary may differ).
-    """
+    """Neighbor sampling of one layer with torch ops: ``sample_neighbors``'s arguments
+    (the CSC arrays on ``nodes``' device or pinned) and rules, draw for draw. Uniform
+    draws give the CPU op's edges (Floyd's algorithm runs one vectorised step per draw
+    for all destinations); weighted ones match up to ``log`` rounding ties, and with
+    replacement up to an edge at a prefix-sum boundary (sums rounded in another order)."""
     device = nodes.device
     indptr, indices = device_array(indptr, device), device_array(indices, device)
     nodes = nodes.to(torch.int64)
@@ -218,17 +165,14 @@ def _randint(vkeys: torch.Tensor, draws, n: torch.Tensor) -> torch.Tensor:
 
 
 def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
-    """``[num_dst, k]`` ascending positions: Floyd's uniform ``k``-subset of ``[0, d)`` for
-    every row (meaningful where ``d > k``). Step ``s`` draws ``t_s`` in ``[0, j_s]``,
-    ``j_s = d - k + s``; ``t_s`` joins unless already chosen, then ``j_s`` does.
+    """``[num_dst, k]`` ascending positions: Floyd's uniform ``k``-subset of ``[0, d)`` per
+    row (meaningful where ``d > k``): step ``s`` draws ``t_s`` in ``[0, j_s]``, ``j_s = d -
+    k + s``, which joins unless already chosen, then ``j_s`` does.
 
-    All steps at once, in a fixed number of ops (on a GPU each op is a kernel launch): a
-    step's draw is already chosen iff an earlier draw equals it (an earlier draw always
-    ends up in the set), or it equals ``j_r`` of the one earlier step ``r = t_s - (d - k)``
-    and ``j_r`` was chosen, i.e. that step's draw was already chosen. So "already chosen"
-    is an OR of the first condition down a chain of earlier steps: pointer jumping
-    resolves it in ``ceil(log2 k)`` rounds.
-    """
+    All steps at once, in a fixed number of ops: ``t_s`` is already chosen iff an earlier
+    draw equals it, or it equals ``j_r`` of the earlier step ``r = t_s - (d - k)`` whose
+    own draw was already chosen: an OR down a chain, resolved by pointer jumping in
+    ``ceil(log2 k)`` rounds."""
     steps = torch.arange(k, device=deg.device)
     j = deg[:, None] - k + steps
     t = _randint(vkeys[:, None], steps, (j + 1).clamp(min=1))
@@ -287,16 +231,10 @@ def sample_labor_torch(
     *,
     variates,
 ) -> LayerSample:
-    """LABOR-0 of one layer with torch ops (unweighted; see ``sample_labor``).
-
-    ``variates(t)`` maps ``[k]`` int64 global vertex ids to their float64 uniforms
-    ``r_t`` (the same for every destination that has ``t`` as a neighbour). With
-    ``π = min(1, fanout / d_s)`` destination ``s`` keeps its ``min(fanout, d_s)``
-    neighbours with the smallest ``r_t / π`` (sequential Poisson sampling; ties to the
-    lower edge id) and every kept edge gets the Horvitz-Thompson weight
-    ``1 / (d_s π) = 1 / min(fanout, d_s)`` (float32), so ``Σ w h_t`` estimates the
-    neighbourhood mean. ``fanout=-1`` keeps all, weight ``1 / d_s``.
-    """
+    """Unweighted LABOR-0 of one layer with torch ops (rules of ``sample_labor``):
+    ``variates(t)`` maps ``[k]`` int64 vertex ids to their float64 uniforms ``r_t``;
+    destination ``s`` keeps its ``min(fanout, d_s)`` in-edges with the smallest ``r_t``
+    (ties to the lower edge id), each with float32 weight ``1 / min(fanout, d_s)``."""
     device = nodes.device
     indptr, indices = device_array(indptr, device), device_array(indices, device)
     nodes = nodes.to(torch.int64)
@@ -315,13 +253,8 @@ def sample_labor_torch(
 
 
 def unique_and_compact_torch(dst_nodes: torch.Tensor, src_nodes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``unique_and_compact`` with torch ops (any device), same contract.
-
-    Returns ``(unique_nodes, local_src)``: ``dst_nodes`` first in their order, then the
-    other source ids once each, ascending; ``unique_nodes[local_src] == src_nodes`` (a
-    repeated destination id: its first position, a deterministic minimum). Two host
-    synchronisations (the output sizes of ``torch.unique`` and of the new ids).
-    """
+    """``unique_and_compact`` with torch ops (any device), same contract; two host
+    synchronisations (the output sizes of ``torch.unique`` and of the new ids)."""
     dst_nodes, src_nodes = dst_nodes.to(torch.int64), src_nodes.to(torch.int64)
     num_dst = dst_nodes.numel()
     uniq, inverse = torch.unique(torch.cat([dst_nodes, src_nodes]), sorted=True, return_inverse=True)

@@ -794,8 +794,6 @@ def sample_labor(
     check_probs(probs, indices.numel(), "sample_labor")
     nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
     num_nodes = indptr.numel() - 1 if num_nodes is None else num_nodes
-    k0, k1 = np.uint64(variates.k0), np.uint64(variates.k1)
-    c0, c1, dependent = float(variates.c0), float(variates.c1), bool(variates.dependent)
     if nodes.is_cuda or indptr.is_cuda:
         if probs is not None or importance_sampling != 0:
             raise NotImplementedError(
@@ -806,6 +804,12 @@ def sample_labor(
         return sample_labor_torch(
             indptr, indices, nodes.to(device), fanout, variates=lambda t: _labor_variates_torch(t, variates)
         )
+    return _sample_labor_cpu(indptr, indices, nodes, fanout, variates, importance_sampling, probs, num_nodes)
+
+
+def _sample_labor_cpu(indptr, indices, nodes, fanout, variates, importance_sampling, probs, num_nodes) -> LayerSample:
+    """The CPU kernels: LABOR-0 in one pass; weighted LABOR-0 and LABOR-k over the
+    gathered neighbourhoods and their unique sources."""
     indptr_np, indices_np, nodes_np = (t.contiguous().numpy() for t in (indptr, indices, nodes))
     fanout = min(fanout, _FANOUT_CAP)
     chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
@@ -820,7 +824,8 @@ def sample_labor(
         torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids), num_nodes
     )
     vertices_np, local_np = vertices.numpy(), local.numpy()
-    r = labor_variates(vertices_np, k0, k1, c0, c1, dependent)
+    keys = np.uint64(variates.k0), np.uint64(variates.k1)
+    r = labor_variates(vertices_np, *keys, float(variates.c0), float(variates.c1), bool(variates.dependent))
     if probs is not None:
         probs_np = probs.contiguous().numpy()
         *out, non_finite = _weighted_labor0(

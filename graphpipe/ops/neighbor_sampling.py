@@ -46,9 +46,10 @@ from graphpipe.ops.selection import (
     check_kernel_report,
     check_probs,
     destination_ranges,
+    heapify,
     max_output_edges,
+    offer,
     range_is_bad,
-    sift_down,
     sort_by_rank,
     weight_range,
     weighted_score,
@@ -168,33 +169,31 @@ def _skip_excluded(out, k, start, excluded):
         out[m] = start + r + j
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _sample_size(d, fanout, replace):
+    """Edges a destination with ``d`` drawable in-edges takes."""
+    if fanout == -1:
+        return d
+    if replace:
+        return fanout if d > 0 else 0
+    return min(d, fanout)
+
+
 def _uniform_kernel(large_fanouts: bool, name: str):
     """The uniform sampling kernel, with (``large_fanouts``) or without the code for
-    fanouts above ``_SMALL_FANOUT_MAX`` (Floyd's hash set and a sort call): numba
-    compiles every branch a kernel has, taken or not, and that code is most of the
-    compile time of the usual fanouts (a branch on a closure constant is dropped before
-    compilation).
-
-    Each variant is named ``name`` (its qualified name too): numba names a kernel's cache
-    files and its object code's symbols after the qualified name, and two variants
-    sharing one (``_uniform_kernel.<locals>.sample_uniform``) loaded each other's code
-    from the cache in a later process (``SystemError: ... returned a result with an
-    exception set``)."""
+    fanouts above ``_SMALL_FANOUT_MAX`` (Floyd's hash set, a sort call): numba compiles
+    every branch, taken or not, and that code is most of the compile time of the usual
+    fanouts (a branch on a closure constant is dropped before compilation). Each variant
+    has its own (qualified) ``name``: numba names cache files and symbols after it, and
+    variants sharing one loaded each other's cached code."""
 
     def sample_uniform(indptr, indices, nodes, key_ids, fanout, key, replace, max_out, ex_indptr, ex_pos):
-        """Pass 1 counts per destination, a prefix sum gives the offsets, pass 2 picks edge
-        ids, pass 3 gathers their sources (a loop of independent loads, so cache misses on
-        ``indices`` overlap instead of stalling the sampling arithmetic). Destination ``i``
-        draws its variates from ``hash2(key, key_ids[i])`` (its node id, or for typed
-        graphs its node and edge type, :mod:`graphpipe.ops.typed_sampling`).
-
-        A destination with excluded in-edges (``ex_indptr``/``ex_pos``, an
-        :class:`EdgeExclusion`) draws ranks among its ``d - x`` other in-edges, with the same
-        rules and variates, and maps them past the excluded positions.
-
-        Returns ``(indptr, sources, edge ids, bad ranges)``; when a destination's range is
-        bad (:func:`range_is_bad`) or the output would exceed ``max_out`` edges, nothing is
-        sampled (the caller raises)."""
+        """Pass 1 counts per destination, pass 2 picks edge ids, pass 3 gathers their
+        sources (independent loads, so cache misses on ``indices`` overlap). Destination
+        ``i`` draws from ``hash2(key, key_ids[i])``; one with excluded in-edges
+        (``ex_indptr``/``ex_pos``) draws ranks among the others and maps them past the
+        excluded positions. Returns ``(indptr, sources, edge ids, bad ranges)``; nothing is
+        sampled when a range is bad or the output would exceed ``max_out`` edges."""
         num_dst = nodes.shape[0]
         num_edges = indices.shape[0]
         starts = np.empty(num_dst, np.int64)
@@ -209,12 +208,7 @@ def _uniform_kernel(large_fanouts: bool, name: str):
             d = end - start - _excluded_count(ex_indptr, i)
             starts[i] = start
             degrees[i] = d
-            if fanout == -1:
-                out_indptr[i + 1] = d
-            elif replace:
-                out_indptr[i + 1] = fanout if d > 0 else 0
-            else:
-                out_indptr[i + 1] = min(d, fanout)
+            out_indptr[i + 1] = _sample_size(d, fanout, replace)
         if bad:
             return out_indptr, np.empty(0, np.int64), np.empty(0, np.int64), bad
         num_out = _offsets(out_indptr, max_out)
@@ -261,21 +255,26 @@ _sample_uniform = _uniform_kernel(large_fanouts=False, name="_sample_uniform")
 _sample_uniform_large = _uniform_kernel(large_fanouts=True, name="_sample_uniform_large")
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _drawable_weight(probs, start, p, excluded, x):
+    """``(w, x)``: the weight of position ``p`` (0.0 when it is the next of the ``excluded``
+    CSC positions, ascending), and how many excluded positions are passed."""
+    if x < excluded.size and excluded[x] == start + p:
+        return 0.0, x + 1
+    return np.float64(probs[start + p]), x
+
+
 @numba.njit(nogil=True, cache=True)
 def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, pos, excluded):
     """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
     ascending, ``w`` divided by the ``largest`` weight (or in log space, see
-    :func:`weighted_score`), the ``excluded`` CSC positions (ascending) left out. A
-    max-heap of the best ``k`` so far (exactly equal scores, which need equal weights and
-    equal 53-bit uniforms, are broken deterministically)."""
+    :func:`weighted_score`), the ``excluded`` CSC positions (ascending) left out: a
+    max-heap of the best ``k`` so far (equal scores keep the lower position)."""
     score = np.empty(k, np.float64)
     n = 0
     x = 0
     for p in range(d):
-        w = np.float64(probs[start + p])
-        if x < excluded.size and excluded[x] == start + p:
-            x += 1
-            continue
+        w, x = _drawable_weight(probs, start, p, excluded, x)
         if not w > 0.0:
             continue
         u = uniform_open(vkey, p)
@@ -284,21 +283,13 @@ def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, 
             continue
         s = weighted_score(-math.log(u), w, largest, log_space)
         if n < k:
-            m = n
+            score[n] = s
+            pos[n] = p
             n += 1
-            score[m] = s
-            pos[m] = p
-            while m > 0:
-                parent = (m - 1) >> 1
-                if score[parent] >= score[m]:
-                    break
-                score[m], score[parent] = score[parent], score[m]
-                pos[m], pos[parent] = pos[parent], pos[m]
-                m = parent
-        elif s < score[0]:
-            score[0] = s
-            pos[0] = p
-            sift_down(score, pos, n, 0)
+            if n == k:
+                heapify(score, pos, k)
+        else:
+            offer(score, pos, k, s, p)
     pos[:k].sort()
 
 
@@ -315,10 +306,8 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded)
     total = 0.0
     x = 0
     for p in range(d):
-        w = np.float64(probs[start + p])
-        if x < excluded.size and excluded[x] == start + p:
-            x += 1
-        elif w > 0.0:
+        w, x = _drawable_weight(probs, start, p, excluded, x)
+        if w > 0.0:
             total += w / largest
     targets = np.empty(k, np.float64)
     for j in range(k):
@@ -329,10 +318,7 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded)
     last = 0
     x = 0
     for p in range(d):
-        w = np.float64(probs[start + p])
-        if x < excluded.size and excluded[x] == start + p:
-            x += 1
-            continue
+        w, x = _drawable_weight(probs, start, p, excluded, x)
         if not w > 0.0:
             continue
         cum += w / largest
@@ -376,12 +362,7 @@ def _sample_weighted(indptr, indices, nodes, key_ids, probs, fanout, key, replac
         if i < ex_indptr.size - 1:
             for j in range(ex_indptr[i], ex_indptr[i + 1]):
                 positive -= probs[ex_pos[j]] > 0.0
-        if fanout == -1:
-            out_indptr[i + 1] = positive
-        elif replace:
-            out_indptr[i + 1] = fanout if positive > 0 else 0
-        else:
-            out_indptr[i + 1] = min(positive, fanout)
+        out_indptr[i + 1] = _sample_size(positive, fanout, replace)
     empty = np.empty(0, np.int64)
     if bad or non_finite:
         return out_indptr, empty, empty, bad, non_finite
@@ -403,9 +384,8 @@ def _sample_weighted(indptr, indices, nodes, key_ids, probs, fanout, key, replac
             m = 0
             x = 0
             for p in range(d):
-                if x < excluded.size and excluded[x] == start + p:
-                    x += 1
-                elif probs[start + p] > 0.0:
+                w, x = _drawable_weight(probs, start, p, excluded, x)
+                if w > 0.0:
                     pos[m] = p
                     m += 1
         else:

@@ -219,6 +219,34 @@ def _find_slot(keys, x, mask, base=0):
     return base + slot
 
 
+@numba.njit(nogil=True, cache=True)
+def _bucket_layout(counts):
+    """``(cursors, bucket_start, table_start)`` of the ids counted per (chunk, bucket) in
+    ``counts``: each (chunk, bucket)'s first slot in the grouped ids, bucket-major and
+    chunk-minor (positions stay in increasing order in a bucket, so its destinations come
+    before its sources); each bucket's first slot; each bucket's first slot in the hash
+    tables (a power of two of at least twice its ids, and 16)."""
+    num_chunks, num_buckets = counts.shape
+    cursors = np.empty((num_chunks, num_buckets), np.int64)
+    bucket_start = np.empty(num_buckets + 1, np.int64)
+    table_start = np.empty(num_buckets + 1, np.int64)
+    total = 0
+    tables = 0
+    for b in range(num_buckets):
+        bucket_start[b] = total
+        table_start[b] = tables
+        for c in range(num_chunks):
+            cursors[c, b] = total
+            total += counts[c, b]
+        size = 16
+        while size < 2 * (total - bucket_start[b]):
+            size <<= 1
+        tables += size
+    bucket_start[num_buckets] = total
+    table_start[num_buckets] = tables
+    return cursors, bucket_start, table_start
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _unique_bucketed(dst, src, max_id, num_chunks):
     """Sparse-id parallel kernel. The ids of ``dst ++ src`` (position ``p`` in that
@@ -242,25 +270,8 @@ def _unique_bucketed(dst, src, max_id, num_chunks):
         for p in range(c * chunk, min((c + 1) * chunk, n)):
             x = dst[p] if p < num_dst else src[p - num_dst]
             counts[c, x >> shift] += 1
-    # Bucket-major, chunk-minor offsets: positions stay in increasing order in a bucket,
-    # so its destinations come before its sources.
-    cursors = np.empty((num_chunks, num_buckets), np.int64)
-    bucket_start = np.empty(num_buckets + 1, np.int64)
-    table_start = np.empty(num_buckets + 1, np.int64)
-    total = 0
-    tables = 0
-    for b in range(num_buckets):
-        bucket_start[b] = total
-        table_start[b] = tables
-        for c in range(num_chunks):
-            cursors[c, b] = total
-            total += counts[c, b]
-        size = 16
-        while size < 2 * (total - bucket_start[b]):
-            size <<= 1
-        tables += size
-    bucket_start[num_buckets] = total
-    table_start[num_buckets] = tables
+    cursors, bucket_start, table_start = _bucket_layout(counts)
+    tables = table_start[num_buckets]
     ids = np.empty(n, np.int64)  # the ids grouped by range
     positions = np.empty(n, np.int64)  # their positions p
     for c in numba.prange(num_chunks):

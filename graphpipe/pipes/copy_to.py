@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from graphpipe.ops.uva_gather import cuda_or_warn_once, resolve_device
+from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
 from graphpipe.pipes.base import Pipe, functional_pipe
 
 __all__ = ["CopyTo"]

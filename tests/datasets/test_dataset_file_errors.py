@@ -12,7 +12,7 @@ pytest.importorskip("yaml")
 import graphpipe as gp  # noqa: E402
 from graphbolt_layout import write_graphbolt_dataset  # noqa: E402
 from graphpipe.datasets import _files  # noqa: E402
-from test_ondisk_hetero import write as write_typed  # noqa: E402
+from test_ondisk import write_typed  # noqa: E402
 
 
 def whole_gzip(text: bytes) -> bytes:

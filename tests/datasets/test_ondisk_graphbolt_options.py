@@ -11,7 +11,7 @@ pytest.importorskip("yaml")
 import graphpipe as gp  # noqa: E402
 from graphbolt_layout import write_graphbolt_dataset  # noqa: E402
 from graphpipe.datasets.ondisk import ORIGINAL_EDGE_ID  # noqa: E402
-from test_ondisk_hetero import write as write_typed  # noqa: E402
+from test_ondisk import write_typed  # noqa: E402
 
 
 def test_graphbolts_call_works(tmp_path):

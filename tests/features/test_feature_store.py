@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from graphpipe import MiniBatch
+from graphpipe._internal import devices
 from graphpipe.features import CPUCachedFeature, DiskBasedFeature, GPUCachedFeature
+from graphpipe.ops.uva_gather import uva_gather
 from graphpipe.features.store import Feature, FeatureStore
-from graphpipe.ops import uva_gather
 from graphpipe.pipes import FeatureFetcher
 
 
@@ -197,7 +198,7 @@ def test_every_kind_reads_the_same_rows_and_refuses_the_same_mistake_with_the_sa
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA behaviour")
 def test_pin_without_cuda_warns_once_and_is_a_no_op(monkeypatch):
-    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
+    monkeypatch.setattr(devices, "_warned_without_cuda", set())
     table = torch.randn(4, 2)
     store = FeatureStore({"a": table, "b": np.zeros(3)})
     with pytest.warns(UserWarning, match="CUDA is not available"):
@@ -232,8 +233,8 @@ def test_pin_memory_registers_in_place(tmp_path):
             continue
         assert feature.data.is_pinned(), mode
         assert torch.equal(feature.read(_ids(7, 99, 7).cuda()).cpu(), table[[7, 99, 7]])
-        view = uva_gather.zero_copy_view(feature.data)
+        view = devices.zero_copy_view(feature.data)
         assert view.is_cuda and view.data_ptr() == feature.data.data_ptr()
         assert torch.equal(view[torch.tensor([3, 0], device="cuda")].cpu(), table[[3, 0]])
-        assert torch.equal(uva_gather.uva_gather(feature.data, _ids(98, 1).cuda()).cpu(), table[[98, 1]])
+        assert torch.equal(uva_gather(feature.data, _ids(98, 1).cuda()).cpu(), table[[98, 1]])
     torch.cuda.synchronize()  # no CUDA error left behind by the registrations

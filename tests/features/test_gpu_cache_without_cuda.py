@@ -7,12 +7,12 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.ops import uva_gather
+from graphpipe._internal import devices
 
 
 def test_a_gpu_cache_without_cuda_warns_once_and_caches_on_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
+    monkeypatch.setattr(devices, "_warned_without_cuda", set())
     table = torch.randn(50, 4)
     store = gp.FeatureStore({"feat": table})
     with pytest.warns(UserWarning, match=r"GPUCachedFeature: CUDA is not available; the cache lives in host memory"):
@@ -24,7 +24,7 @@ def test_a_gpu_cache_without_cuda_warns_once_and_caches_on_the_cpu(monkeypatch):
         warnings.simplefilter("error")  # once per process; device="cpu" asks for the host quietly
         gp.gpu_cached_feature(store, "feat", max_bytes=10 * 16, device="cuda")
         gp.GPUCachedFeature(store["feat"], 10 * 16)
-    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
+    monkeypatch.setattr(devices, "_warned_without_cuda", set())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert gp.gpu_cached_feature(store, "feat", max_bytes=10 * 16, device="cpu")["feat"].device.type == "cpu"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph
-from graphpipe.ops import uva_gather
+from graphpipe._internal import devices
 
 has_cuda = torch.cuda.is_available()
 
@@ -20,7 +20,7 @@ def graph():
 
 @pytest.mark.skipif(has_cuda, reason="the CPU-only fallback")
 def test_pin_without_cuda_is_a_noop_that_warns_once(monkeypatch):
-    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
+    monkeypatch.setattr(devices, "_warned_without_cuda", set())
     g = graph()
     ptr = g.indices.data_ptr()
     with pytest.warns(UserWarning, match="CUDA is not available; the graph stays unpinned"):
@@ -47,7 +47,7 @@ def test_pin_registers_in_place_and_views_read_it():
     assert g.pin_memory_() is g
     assert [g.indptr.data_ptr(), g.indices.data_ptr()] == ptrs
     assert g.indices.is_pinned() and g.edge_attributes["w"].is_pinned() and g.node_attributes["x"].is_pinned()
-    view = uva_gather.zero_copy_view(g.indices)
+    view = devices.zero_copy_view(g.indices)
     assert view.is_cuda and torch.equal(view.cpu(), g.indices)
     assert g.pin_memory_() is g  # twice is fine
 
@@ -55,10 +55,10 @@ def test_pin_registers_in_place_and_views_read_it():
 @pytest.mark.cuda
 def test_pin_in_place_unregisters_when_collected():
     t = torch.arange(1 << 16)
-    uva_gather.pin_in_place(t)
+    devices.pin_in_place(t)
     assert t.is_pinned()
     del t  # the finaliser unregisters: a new registration of fresh memory must work
-    u = uva_gather.pin_in_place(torch.arange(1 << 16))
+    u = devices.pin_in_place(torch.arange(1 << 16))
     assert u.is_pinned()
 
 
@@ -96,14 +96,14 @@ class FakeCudart:
 def test_pin_in_place_registers_read_only_and_clears_the_error_it_leaves(monkeypatch, answers, flags, outcome):
     fake, cleared = FakeCudart(*answers), []
     monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
-    monkeypatch.setattr(uva_gather, "_clear_last_cuda_error", lambda: cleared.append(True))
+    monkeypatch.setattr(devices, "_clear_last_cuda_error", lambda: cleared.append(True))
     tensor = torch.arange(6, dtype=torch.float32)
     if outcome == "error":
         with pytest.raises(RuntimeError, match=r"cudaHostRegister of 24 bytes failed: read-only registration with "
                                                r"CUDA error 801 \(error 801\), plain registration with 1 \(error 1\)"):
-            uva_gather.pin_in_place(tensor)
+            devices.pin_in_place(tensor)
     else:
-        assert uva_gather.pin_in_place(tensor) is tensor
+        assert devices.pin_in_place(tensor) is tensor
     assert fake.calls == [(tensor.data_ptr(), 24, f) for f in flags]
     assert len(cleared) == sum(1 for a in answers if a != 0)  # every failed call's error is cleared
     ptr = tensor.data_ptr()
@@ -113,13 +113,13 @@ def test_pin_in_place_registers_read_only_and_clears_the_error_it_leaves(monkeyp
 
 @pytest.mark.skipif(has_cuda, reason="fakes the CUDA runtime")
 def test_resolve_device_fills_in_the_current_cuda_index(monkeypatch):
-    assert uva_gather.resolve_device("cpu") == torch.device("cpu")
-    assert uva_gather.resolve_device("cuda") == torch.device("cuda")  # no CUDA: left as it is
+    assert devices.resolve_device("cpu") == torch.device("cpu")
+    assert devices.resolve_device("cuda") == torch.device("cuda")  # no CUDA: left as it is
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    assert uva_gather.resolve_device(None) == torch.device("cuda:1")
-    assert uva_gather.resolve_device("cuda") == torch.device("cuda:1")
-    assert uva_gather.resolve_device("cuda:0") == torch.device("cuda:0")
+    assert devices.resolve_device(None) == torch.device("cuda:1")
+    assert devices.resolve_device("cuda") == torch.device("cuda:1")
+    assert devices.resolve_device("cuda:0") == torch.device("cuda:0")
 
 
 @pytest.mark.cuda
@@ -142,7 +142,7 @@ def test_a_memory_map_the_device_cannot_pin_stays_unpinned_with_a_warning(monkey
 
     np.save(tmp_path / "x.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(uva_gather, "_clear_last_cuda_error", lambda: None)
+    monkeypatch.setattr(devices, "_clear_last_cuda_error", lambda: None)
     fake = FakeCudart(801, 1)  # no read-only registration; the plain one refused (a read-only map)
     monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
     feature = Feature(str(tmp_path / "x.npy"))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from graphpipe._internal import devices
 from graphpipe.ops import uva_gather as uva
 
 has_cuda = torch.cuda.is_available()
@@ -81,9 +82,9 @@ def test_out_buffer_and_empty_ids():
 @pytest.mark.skipif(has_cuda, reason="checks the CPU-only answer")
 def test_without_cuda_nothing_is_pinned_and_views_refuse():
     table = torch.zeros(4, 4)
-    assert not uva.is_pinned(table) and not uva.is_pinned(np.zeros((4, 4)))
+    assert not devices.is_pinned(table) and not devices.is_pinned(np.zeros((4, 4)))
     with pytest.raises(ValueError, match="`table` must be pinned CPU memory"):
-        uva.zero_copy_view(table)
+        devices.zero_copy_view(table)
 
 
 @pytest.mark.cuda
@@ -92,7 +93,7 @@ def test_zero_copy_view_aliases_registered_numpy_memory():
 
     array = np.arange(64 * 10, dtype=np.float32).reshape(64, 10)
     feature = Feature(array).pin_memory_()
-    view = uva.zero_copy_view(feature.data)
+    view = devices.zero_copy_view(feature.data)
     assert view.is_cuda and view.shape == (64, 10) and view.dtype == torch.float32
     array[3, 2] = -1.0
     torch.cuda.synchronize()
@@ -104,4 +105,4 @@ def test_zero_copy_view_aliases_registered_numpy_memory():
 @pytest.mark.cuda
 def test_unpinned_table_is_refused_by_view():
     with pytest.raises(ValueError, match="must be pinned"):
-        uva.zero_copy_view(torch.zeros(3, 3))
+        devices.zero_copy_view(torch.zeros(3, 3))

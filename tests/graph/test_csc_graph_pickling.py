@@ -1,6 +1,7 @@
 """A graph mapped by CSCGraph.load(mmap=True) pickles as its path: worker processes map
 the same file instead of receiving a copy in shared memory."""
 
+import copy
 import dataclasses
 import io
 import multiprocessing
@@ -15,7 +16,7 @@ import torch.multiprocessing  # noqa: F401  (registers torch's reductions with F
 import graphpipe as gp
 from graphpipe import CSCGraph
 
-from test_csc_graph_storage import graph, mapped_from
+from test_csc_graph_storage import assert_same_graph, either_graph, graph, mapped_from
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps"),
@@ -27,6 +28,19 @@ def forking_dumps(obj) -> bytes:
     buffer = io.BytesIO()
     ForkingPickler(buffer).dump(obj)
     return buffer.getvalue()
+
+
+@pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.parametrize("mmap", [False, True])
+def test_pickling_keeps_every_array(tmp_path, mmap, typed):
+    g = either_graph(typed)
+    if mmap:
+        g.save(tmp_path / "g.pt")
+        g = CSCGraph.load(tmp_path / "g.pt", mmap=True)
+    again = pickle.loads(pickle.dumps(g))
+    assert_same_graph(g, again)
+    assert again.source_path == g.source_path and again.to("cpu") is again
+    assert torch.equal(copy.deepcopy(g).map_edge_ids(torch.tensor([0, 5])), g.map_edge_ids(torch.tensor([0, 5])))
 
 
 def test_a_mapped_graph_pickles_as_its_path(tmp_path):

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from graphpipe import CSCGraph
-from graphpipe.graph.csc_graph import _checksum
+from graphpipe.graph.storage import _checksum
+from hetero_graphs import hetero_graph
 
 
 def graph(num_nodes=1000, num_edges=5000, seed=0):
@@ -23,14 +24,20 @@ def graph(num_nodes=1000, num_edges=5000, seed=0):
 
 
 def assert_same_graph(a, b):
-    assert torch.equal(a.indptr, b.indptr) and torch.equal(a.indices, b.indices)
-    assert torch.equal(a.original_edge_ids, b.original_edge_ids)
-    assert a.indptr.dtype == b.indptr.dtype and a.indices.dtype == b.indices.dtype
+    for name in ("indptr", "indices", "original_edge_ids", "node_type_offset", "type_per_edge"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None and y is None) or (torch.equal(x, y) and x.dtype == y.dtype), name
+    assert a.node_type_to_id == b.node_type_to_id and a.edge_type_to_id == b.edge_type_to_id
     assert list(a.edge_attributes) == list(b.edge_attributes) and list(a.node_attributes) == list(b.node_attributes)
     for key in a.edge_attributes:
         assert torch.equal(a.edge_attributes[key], b.edge_attributes[key])
     for key in a.node_attributes:
         assert torch.equal(a.node_attributes[key], b.node_attributes[key])
+
+
+def either_graph(typed: bool):
+    """:func:`graph`, or the typed graph of ``hetero_graphs``."""
+    return hetero_graph(seed=0)[0] if typed else graph()
 
 
 def mapped_from(tensor, path):
@@ -52,15 +59,19 @@ def rewrite(path, edit):
     torch.save(state, path)
 
 
+@pytest.mark.parametrize("typed", [False, True])
 @pytest.mark.parametrize("mmap", [False, True])
-def test_round_trip_keeps_every_array(tmp_path, mmap):
-    g = graph()
+def test_round_trip_keeps_every_array(tmp_path, mmap, typed):
+    g = either_graph(typed)
     g.save(tmp_path / "g.pt")
     h = CSCGraph.load(tmp_path / "g.pt", mmap=mmap)
     assert_same_graph(g, h)
+    assert (h.source_path is not None) == mmap
     assert h.map_edge_ids(torch.tensor([0, 1, 2])).tolist() == g.map_edge_ids(torch.tensor([0, 1, 2])).tolist()
     assert repr(h).startswith(repr(g)[:-1])
     assert os.listdir(tmp_path) == ["g.pt"]  # no temporary file left behind
+    h.validate()
+    assert_same_graph(g, CSCGraph.load(tmp_path / "g.pt", mmap=mmap, validate=True))
 
 
 def test_a_graph_saved_from_a_view_writes_only_its_own_bytes(tmp_path):
@@ -198,3 +209,51 @@ def test_files_of_the_previous_format_load_with_full_validation(tmp_path):
     torch.save(legacy, tmp_path / "old.pt")
     with pytest.raises(ValueError, match="node id -3"):
         CSCGraph.load(tmp_path / "old.pt", mmap=True)
+
+
+def test_a_corrupted_type_per_edge_is_caught_by_its_checksum(tmp_path):
+    graph = either_graph(typed=True)
+    graph.save(tmp_path / "g.pt")
+    state = torch.load(tmp_path / "g.pt", weights_only=True)
+    state["type_per_edge"][0] ^= 1
+    torch.save(state, tmp_path / "g.pt")
+    with pytest.raises(ValueError, match="checksum mismatch in `type_per_edge`"):
+        CSCGraph.load(tmp_path / "g.pt")
+
+
+def test_a_loaded_file_with_bad_types_is_refused(tmp_path):
+    graph = either_graph(typed=True)
+    graph.save(tmp_path / "g.pt")
+    state = torch.load(tmp_path / "g.pt", weights_only=True)
+    state["node_type_offset"] = torch.tensor([0, 30, 70, 80])
+    state["checksums"]["node_type_offset"] = _checksum(state["node_type_offset"])
+    torch.save(state, tmp_path / "g.pt")
+    with pytest.raises(ValueError, match=r"g.pt'\): CSCGraph: `node_type_offset` must rise from 0 to num_nodes=75"):
+        CSCGraph.load(tmp_path / "g.pt")
+
+
+def test_homogeneous_files_of_format_version_1_still_load(tmp_path):
+    """A version 1 file (before types) as CSCGraph.save wrote it: no typed keys."""
+    graph = CSCGraph.from_coo(torch.tensor([2, 0, 1, 2]), torch.tensor([1, 2, 0, 0]), 3, edge_attributes={"w": torch.arange(4.0)})
+    graph.save(tmp_path / "g.pt")
+    state = torch.load(tmp_path / "g.pt", weights_only=True)
+    state["version"] = 1
+    for key in ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id"):
+        del state[key]
+        state["checksums"].pop(key, None)
+    assert set(state) == {
+        "format", "version", "indptr", "indices", "edge_attributes", "node_attributes",
+        "original_edge_ids", "checksums", "checksum_chunk_bytes",
+    }  # fmt: skip
+    torch.save(state, tmp_path / "v1.pt")
+    for mmap in (False, True):
+        loaded = CSCGraph.load(tmp_path / "v1.pt", mmap=mmap)
+        assert not loaded.is_heterogeneous and loaded.node_types == [] and loaded.type_per_edge is None
+        assert torch.equal(loaded.indptr, graph.indptr) and torch.equal(loaded.indices, graph.indices)
+        assert torch.equal(loaded.original_edge_ids, graph.original_edge_ids)
+        assert torch.equal(loaded.edge_attributes["w"], graph.edge_attributes["w"])
+    # a version 1 file with typed keys is not a version 1 file
+    state["type_per_edge"] = None
+    torch.save(state, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match=r"wrong keys for a version 1 graph file: .*unexpected \['type_per_edge'\]"):
+        CSCGraph.load(tmp_path / "bad.pt")

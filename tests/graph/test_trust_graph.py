@@ -90,12 +90,12 @@ def test_a_build_killed_midway_leaves_nothing_the_next_build_keeps(tmp_path):
         "import os, sys, numpy as np\n"
         "from graphpipe import CSCGraph\n"
         "from graphpipe.ops import csc_build\n"
-        "fill = csc_build._gather_fill_kernel\n"
-        "def die(*args):  # in the fill pass, after the scratch files were written\n"
-        "    if args[2].size:\n"
+        "fill = csc_build._fill_kernel\n"
+        "def die(*args):  # in the fill pass by position, after the scratch files were written\n"
+        "    if args[4] and args[3].size:\n"
         "        os.kill(os.getpid(), 9)\n"
         "    return fill(*args)\n"
-        "csc_build._gather_fill_kernel = die\n"
+        "csc_build._fill_kernel = die\n"
         f"CSCGraph.from_coo_files({str(tmp_path / 'g.pt')!r}, {str(files[0])!r}, {str(files[1])!r}, block_edges=50_000)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
@@ -111,12 +111,16 @@ def test_a_build_killed_midway_leaves_nothing_the_next_build_keeps(tmp_path):
 def count_launches(monkeypatch):
     """Launches over edges (not the compile calls on empty inputs), as a growing list."""
     launches = []
-    edges_argument = {"_count_kernel": 0, "_fill_kernel": 1, "_distribute_kernel": 0, "_gather_fill_kernel": 2}
-    for name, position in edges_argument.items():
+    edges = {  # the argument that holds a launch's edges
+        "_count_kernel": lambda args: args[0],
+        "_distribute_kernel": lambda args: args[0],
+        "_fill_kernel": lambda args: args[3] if args[4] else args[1],  # positions, or the chunk's dst
+    }
+    for name, edges_of in edges.items():
         kernel = getattr(csc_build, name)
 
-        def counted(*args, kernel=kernel, position=position):
-            if args[position].size:
+        def counted(*args, kernel=kernel, edges_of=edges_of):
+            if edges_of(args).size:
                 launches.append(1)
             return kernel(*args)
 
@@ -277,7 +281,7 @@ def mapped_graph(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", ["r", "r+", "c"])
 def test_a_graph_of_memory_maps_pickles_as_its_files(tmp_path, mode):
-    from graphpipe.graph.csc_graph import _file_backing
+    from graphpipe.graph.storage import file_backing
 
     graph = mapped_graph(tmp_path, mode)
     data = pickle.dumps(graph)
@@ -288,9 +292,9 @@ def test_a_graph_of_memory_maps_pickles_as_its_files(tmp_path, mode):
         ("weight", graph.edge_attributes["weight"], copy.edge_attributes["weight"]),
     ]:
         assert torch.equal(original, mapped) and original.dtype == mapped.dtype
-        backing = _file_backing(mapped)
+        backing = file_backing(mapped)
         assert backing is not None and backing[0] == str(tmp_path / f"{name}.npy")
-        assert backing[:2] == _file_backing(original)[:2]
+        assert backing[:2] == file_backing(original)[:2]
     assert pickle.loads(pickle.dumps(copy)).num_edges == graph.num_edges  # and again from a worker
 
 

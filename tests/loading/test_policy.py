@@ -155,10 +155,10 @@ def test_stages_the_pipe_already_runs_elsewhere_are_left_where_they_are():
 def _cuda_chain_without_cuda(monkeypatch):
     """``karate_chain().copy_to("cuda")`` where CUDA is not available: it warns (once per
     process, so the record of earlier warnings is emptied first) and stays on the CPU."""
-    from graphpipe.ops import uva_gather
+    from graphpipe._internal import devices
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(uva_gather, "_warned_without_cuda", set())
+    monkeypatch.setattr(devices, "_warned_without_cuda", set())
     with pytest.warns(UserWarning, match=r"copy_to\('cuda'\): CUDA is not available; batches stay on the CPU"):
         return karate_chain().copy_to("cuda")
 

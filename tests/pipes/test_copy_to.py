@@ -52,9 +52,9 @@ def test_copy_to_cuda_without_cuda_warns_once_and_keeps_batches_on_the_cpu(non_b
     import warnings
 
     import graphpipe as gp
-    from graphpipe.ops import uva_gather
+    from graphpipe._internal import devices
 
-    uva_gather._warned_without_cuda.clear()
+    devices._warned_without_cuda.clear()
     data = gp.datasets.karate_club()
 
     def chain(*device):

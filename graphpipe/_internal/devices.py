@@ -1,0 +1,218 @@
+"""Device helpers: pinning host memory in place, zero-copy CUDA views of it, devices.
+
+Under unified virtual addressing the address of page-locked host memory (``pin_memory``
+or ``cudaHostRegister``, as :func:`pin_in_place` does) is valid on the device, so
+:func:`zero_copy_view` wraps it as a CUDA tensor through ``__cuda_array_interface__``
+(no extension needed): kernels and torch ops read it over PCIe/NVLink.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import warnings
+import weakref
+from typing import Tuple, Union
+
+import numpy as np
+import torch
+
+__all__ = [
+    "cuda_or_warn_once",
+    "device_array",
+    "is_pinned",
+    "pin_in_place",
+    "resolve_device",
+    "table_dtype_and_row_shape",
+    "zero_copy_view",
+]
+
+Table = Union[torch.Tensor, np.ndarray]
+
+_CUDA_ERROR_ALREADY_REGISTERED = 712
+# cudaHostRegister flags. Portable (every device's context) and mapped (an address the
+# device can read; under UVA the host address) are what UVA reads need. Read-only: the
+# device only reads the memory, so its pages are pinned without write access, and a
+# read-only memory map can be registered.
+_HOST_REGISTER_PORTABLE_MAPPED = 1 | 2
+_HOST_REGISTER_READ_ONLY = 8
+_libcudart = None
+
+
+class _CudaArrayInterface:
+    """Exposes host memory at ``ptr`` as a device array (valid under UVA); keeps ``owner`` alive."""
+
+    def __init__(self, ptr: int, shape: Tuple[int, ...], owner):
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 3,
+            "strides": None,
+        }
+
+
+def _host_bytes(table: Table) -> Tuple[int, int, int]:
+    """``(data pointer, num_rows, row_nbytes)`` of a CPU table with C-contiguous rows."""
+    if isinstance(table, torch.Tensor):
+        if table.is_cuda:
+            raise ValueError("zero_copy_view: `table` is already on a CUDA device")
+        if not table.is_contiguous():
+            raise ValueError("zero_copy_view: `table` must be contiguous (rows stored one after another)")
+        num_rows = table.shape[0]
+        row_nbytes = table[0].numel() * table.element_size() if num_rows else 0
+        return table.data_ptr(), num_rows, row_nbytes
+    if not table.flags.c_contiguous:
+        raise ValueError("zero_copy_view: `table` must be C-contiguous (rows stored one after another)")
+    num_rows = table.shape[0]
+    return table.ctypes.data, num_rows, (table.nbytes // num_rows if num_rows else 0)
+
+
+def is_pinned(table: Table) -> bool:
+    """True if ``table`` is CPU memory the GPU can address (pinned or ``cudaHostRegister``ed)."""
+    if not torch.cuda.is_available():
+        return False
+    if isinstance(table, np.ndarray):
+        if table.size == 0:
+            return False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # read-only memmaps: torch warns, we only ask a question
+            table = torch.from_numpy(table)
+    return not table.is_cuda and table.is_pinned()
+
+
+_warned_without_cuda: set = set()
+
+
+def cuda_or_warn_once(message: str) -> bool:
+    """True when CUDA is available; otherwise warn ``message`` (once per process per
+    message) and return False: pinning without CUDA is a no-op, so CPU code keeps working."""
+    if torch.cuda.is_available():
+        return True
+    if message not in _warned_without_cuda:
+        _warned_without_cuda.add(message)
+        warnings.warn(message)
+    return False
+
+
+def resolve_device(device: Union[int, str, torch.device, None] = None) -> torch.device:
+    """``device`` as a ``torch.device`` with its CUDA index filled in (default: CUDA).
+
+    ``torch.device("cuda") != torch.device("cuda:0")``, while every CUDA tensor's
+    ``.device`` has an index; and an index-less device means the *calling thread's*
+    current device, which is device 0 in a background stage thread. Resolving it once,
+    where a stage or cache is built, fixes both. Without CUDA the device is returned as is.
+    """
+    device = torch.device("cuda" if device is None else device)
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
+    """Page-lock a contiguous CPU tensor's memory in place (``cudaHostRegister``, no copy),
+    for memory the GPU only reads (feature tables, graph arrays): do not pin this way a
+    buffer that device-to-host copies write into.
+
+    Registered read-only for the device where it supports that
+    (``cudaDevAttrHostRegisterReadOnlySupported``), which lets a read-only memory map be
+    pinned; elsewhere registered plainly. Pinning locks the pages in RAM. Returns
+    ``tensor``. The registration ends when ``tensor`` is garbage-collected (views made by
+    :func:`zero_copy_view` keep it alive). Needs CUDA; tensors that are empty, already
+    pinned or on a GPU are left as they are.
+    """
+    if tensor.is_cuda or tensor.numel() == 0 or tensor.is_pinned():
+        return tensor
+    if not tensor.is_contiguous():
+        raise ValueError("pin_in_place: `tensor` must be contiguous")
+    cudart = torch.cuda.cudart()
+    ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
+    failed = []
+    for flags in (_HOST_REGISTER_PORTABLE_MAPPED | _HOST_REGISTER_READ_ONLY, _HOST_REGISTER_PORTABLE_MAPPED):
+        result = cudart.cudaHostRegister(ptr, nbytes, flags)
+        if int(result) == 0:
+            weakref.finalize(tensor, cudart.cudaHostUnregister, ptr)
+            return tensor
+        _clear_last_cuda_error()
+        if int(result) == _CUDA_ERROR_ALREADY_REGISTERED:  # part of the range is: leave it to its owner
+            return tensor
+        failed.append(f"{int(result)} ({cudart.cudaGetErrorString(result)})")
+    raise RuntimeError(
+        f"pin_in_place: cudaHostRegister of {nbytes} bytes failed: read-only registration with CUDA error "
+        f"{failed[0]}, plain registration with {failed[1]}. A read-only memory map can only be pinned where "
+        "the device supports read-only registration; elsewhere map the file with mmap_mode='c' or load it "
+        "into memory"
+    )
+
+
+def _clear_last_cuda_error() -> None:
+    """Reset the thread's last CUDA runtime error after a failed ``cudaHostRegister``.
+
+    The runtime keeps the failure as the last error, and torch reads that after its next
+    kernel launch and reports it as the kernel's. ``torch.cuda.cudart()`` has no
+    ``cudaGetLastError``, so call it in the ``libcudart`` torch loaded (nothing to do
+    where torch links the runtime statically, or the library cannot be opened again: the
+    error that follows then names the registration's failure as the last error).
+    """
+    global _libcudart
+    try:
+        if _libcudart is None:
+            with open("/proc/self/maps") as maps:
+                path = next((line.split(maxsplit=5)[-1].strip() for line in maps if "/libcudart.so" in line), None)
+            if path is None:
+                return
+            _libcudart = ctypes.CDLL(path)
+        _libcudart.cudaGetLastError()
+    except OSError:
+        return
+
+
+def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = None) -> torch.Tensor:
+    """A CUDA tensor of ``table``'s shape and dtype aliasing the pinned CPU ``table``.
+
+    No copy: reads of the view travel to host memory, so torch ops (indexing a pinned
+    graph's ``indptr``, say) and kernels can use it directly. ``table`` (a contiguous
+    tensor or numpy array) must be page-locked (see :func:`is_pinned`) and stays alive
+    as long as the view does.
+    """
+    if not is_pinned(table):
+        raise ValueError(
+            "zero_copy_view: `table` must be pinned CPU memory (tensor.pin_memory() or "
+            "Feature.pin_memory_()), and CUDA must be available"
+        )
+    ptr, num_rows, row_nbytes = _host_bytes(table)
+    device = resolve_device(device)
+    dtype, row_shape = table_dtype_and_row_shape(table)
+    rows = torch.as_tensor(_CudaArrayInterface(ptr, (num_rows, row_nbytes), table), device=device)
+    if rows.data_ptr() != ptr:
+        # torch copied instead of aliasing: it placed the memory on another device.
+        raise RuntimeError(f"zero_copy_view: the pinned table could not be viewed in place on {device}")
+    return rows.view(dtype).reshape((num_rows,) + row_shape)
+
+
+def table_dtype_and_row_shape(table: Table) -> Tuple[torch.dtype, Tuple[int, ...]]:
+    """The torch dtype of a tensor or numpy table and the shape of one row."""
+    if isinstance(table, torch.Tensor):
+        return table.dtype, tuple(table.shape[1:])
+    return torch.from_numpy(np.empty(0, dtype=table.dtype)).dtype, tuple(table.shape[1:])
+
+
+_warned_unpinned = False
+
+
+def device_array(array: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``array`` readable by torch ops on ``device``: itself, a zero-copy view of pinned
+    host memory, or (unpinned host memory on a CUDA device) a device copy, with a
+    warning once per process, since such a copy is made again for every layer."""
+    global _warned_unpinned
+    if array.device == device:
+        return array
+    if device.type == "cuda" and is_pinned(array):
+        return zero_copy_view(array, device)
+    if not _warned_unpinned:
+        _warned_unpinned = True
+        warnings.warn(
+            "GPU sampling on a graph that is neither on the GPU nor pinned copies its arrays for "
+            "every layer; call graph.pin_memory_() or graph.to('cuda') once"
+        )
+    return array.to(device)

@@ -1,0 +1,376 @@
+"""CSCGraph files and pickling (behind :meth:`CSCGraph.save`, ``load`` and ``__reduce__``).
+
+A file is a ``torch.save`` archive with a format tag, a version and a CRC-32 of every
+array; ``load`` checks them, and with ``mmap=True`` maps the file and only checks
+``indptr`` (the ``O(num_edges)`` arrays are read when sampled). Such a graph is pickled as
+its path, so worker processes map the same file instead of copying the graph; likewise an
+array that is a memory map of a file (``torch.from_numpy(np.load(path, mmap_mode="r"))``,
+``np.memmap``) is pickled as the file's name, offset, shape and dtype (Linux, where
+``/proc/self/maps`` tells), and checked to be the same file (size, modification time)
+when it is mapped again.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+import torch
+
+from graphpipe._internal.safe_files import publish, scratch_directory
+
+__all__ = ["load", "output_file", "reduce", "save", "write"]
+
+_FORMAT = "graphpipe.CSCGraph"
+_VERSION = 2
+_LEGACY_KEYS = frozenset({"indptr", "indices", "edge_attributes", "node_attributes"})  # save() before version 1
+_KEYS_V1 = _LEGACY_KEYS | {"format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
+_TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
+_KEYS = {1: _KEYS_V1, 2: _KEYS_V1 | set(_TYPE_KEYS)}
+# CRC-32 per chunk of an array's bytes: zlib releases the GIL, so the chunks of a large
+# array are checked on all cores (about 1.3 GB/s per core).
+_CHECKSUM_CHUNK_BYTES = 1 << 26
+_AGAIN = "write it again with CSCGraph.save"
+
+
+def save(graph, path: str | os.PathLike) -> None:
+    """:meth:`CSCGraph.save`: write through a private scratch directory beside ``path``."""
+    where = "CSCGraph.save"
+    destination, directory = output_file(path, where)
+    with scratch_directory(directory, f"{where}: the directory of `path`") as scratch:
+        write(graph, destination, scratch)
+
+
+def write(graph, destination: str, scratch: str) -> None:
+    """Save ``graph`` into the private directory ``scratch``, then move the file to ``destination``."""
+
+    def on_host(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        if t is None:
+            return None
+        t = t.detach().cpu()
+        # torch.save writes a tensor's whole storage: copy views out of larger ones.
+        return t if t.untyped_storage().nbytes() == t.nbytes else t.clone()
+
+    def checksums(value):
+        if isinstance(value, dict):
+            return {k: _checksum(v) for k, v in value.items()}
+        return None if value is None else _checksum(value)
+
+    typed = graph.typed_fields() or dict.fromkeys(_TYPE_KEYS)
+    arrays = {
+        "indptr": on_host(graph.indptr),
+        "indices": on_host(graph.indices),
+        "original_edge_ids": on_host(graph.original_edge_ids),
+        "edge_attributes": {k: on_host(v) for k, v in graph.edge_attributes.items()},
+        "node_attributes": {k: on_host(v) for k, v in graph.node_attributes.items()},
+        "node_type_offset": on_host(typed["node_type_offset"]),
+        "type_per_edge": on_host(typed["type_per_edge"]),
+    }
+    state = {
+        "format": _FORMAT,
+        "version": _VERSION,
+        **arrays,
+        "node_type_to_id": None if typed["node_type_to_id"] is None else dict(typed["node_type_to_id"]),
+        "edge_type_to_id": None if typed["edge_type_to_id"] is None else dict(typed["edge_type_to_id"]),
+        "checksum_chunk_bytes": _CHECKSUM_CHUNK_BYTES,
+        "checksums": {name: checksums(value) for name, value in arrays.items()},
+    }
+    written = os.path.join(scratch, "graph.pt")
+    torch.save(state, written)
+    publish(written, destination)
+
+
+def load(cls, path: str | os.PathLike, mmap: bool, validate: Optional[bool]):
+    """:meth:`CSCGraph.load`: read, check the checksums ``validate`` asks for, build."""
+    path = os.path.abspath(os.fspath(path))
+    where = f"CSCGraph.load('{path}')"
+    state, legacy = _read_state(path, where, mmap)
+    if validate is None:
+        level = "indptr" if mmap and not legacy else "full"
+    else:
+        level = "full" if validate else "shapes"
+    if not legacy and level != "shapes":
+        _verify_checksums(where, state, everything=level == "full")
+    try:
+        return cls._build(
+            state["indptr"],
+            state["indices"],
+            state["edge_attributes"],
+            state["node_attributes"],
+            state.get("original_edge_ids"),
+            level=level,
+            source_path=path if mmap else None,
+            typed=None if state.get("node_type_offset") is None else {name: state[name] for name in _TYPE_KEYS},
+        )
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from error
+
+
+def _read_state(path: str, where: str, mmap: bool) -> Tuple[dict, bool]:
+    """``(the saved dict, whether it predates format versions)``, after checking the
+    file is one ``save`` wrote: format tag, a version this code reads, its keys."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{where}: no such file")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{where}: the file is empty (an interrupted copy or save?); {_AGAIN}")
+    try:
+        state = torch.load(path, mmap=mmap, weights_only=True, map_location="cpu")
+    except Exception as error:
+        reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        raise ValueError(
+            f"{where}: cannot be read as a graph file written by CSCGraph.save: it is truncated, "
+            f"corrupted or of another kind ({reason}); {_AGAIN}"
+        ) from error
+    if not isinstance(state, dict):
+        raise ValueError(f"{where}: holds a {type(state).__name__}, not a graph written by CSCGraph.save")
+    legacy = "format" not in state and set(state) == _LEGACY_KEYS
+    if not legacy:
+        if state.get("format") != _FORMAT:
+            raise ValueError(
+                f"{where}: not a graph written by CSCGraph.save (its keys are {sorted(map(str, state))}, "
+                f"format tag {state.get('format')!r}, expected {_FORMAT!r})"
+            )
+        version = state.get("version")
+        if not isinstance(version, int) or version not in _KEYS:
+            newer = isinstance(version, int) and version > _VERSION
+            raise ValueError(
+                f"{where}: graph file format version {version!r}, but this graphpipe reads version "
+                f"{_VERSION} and older" + ("; upgrade graphpipe to read it" if newer else "")
+            )
+        keys = _KEYS[version]
+        if set(state) != keys:
+            raise ValueError(
+                f"{where}: wrong keys for a version {version} graph file: missing "
+                f"{sorted(keys - set(state))}, unexpected {sorted(map(str, set(state) - keys))}; {_AGAIN}"
+            )
+    for name in ("edge_attributes", "node_attributes"):
+        if not isinstance(state[name], dict):
+            raise ValueError(f"{where}: `{name}` is a {type(state[name]).__name__}, not a dict")
+    return state, legacy
+
+
+def reduce(graph):
+    """``CSCGraph.__reduce__``: a graph mapped by ``load(mmap=True)`` travels as its path,
+    and an array that is a memory map of a file (np.memmap, np.load(mmap_mode=...)) as
+    that file's name, offset, shape and dtype: worker processes map the same file. Any
+    other array travels by value, as a dataclass would (torch's multiprocessing
+    reductions then share it), without scanning it again on arrival."""
+    cls = type(graph)
+    if graph.source_path is not None:
+        return _map_saved_graph, (cls, graph.source_path, graph.num_nodes, graph.num_edges)
+    mappings = _FileMappings()
+
+    def by_file(t):
+        return None if t is None else mappings.backing(t) or t
+
+    typed = graph.typed_fields()
+    if typed is not None:
+        typed = {k: by_file(v) if isinstance(v, torch.Tensor) else dict(v) for k, v in typed.items()}
+    return _unpickle_graph, (
+        cls,
+        by_file(graph.indptr),
+        by_file(graph.indices),
+        {k: by_file(v) for k, v in graph.edge_attributes.items()},
+        {k: by_file(v) for k, v in graph.node_attributes.items()},
+        by_file(graph.original_edge_ids),
+        typed,
+    )
+
+
+def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids, typed=None):
+    def mapped(value):
+        return value.open() if isinstance(value, _MappedArray) else value
+
+    return cls._build(
+        mapped(indptr),
+        mapped(indices),
+        {k: mapped(v) for k, v in edge_attributes.items()},
+        {k: mapped(v) for k, v in node_attributes.items()},
+        mapped(original_edge_ids),
+        level="shapes",
+        typed=None if typed is None else {k: mapped(v) for k, v in typed.items()},
+    )
+
+
+def _map_saved_graph(cls, path: str, num_nodes: int, num_edges: int):
+    """Unpickle a mapped graph: map its file again (the pickling process validated it)."""
+    graph = cls.load(path, mmap=True, validate=False)
+    if (graph.num_nodes, graph.num_edges) != (num_nodes, num_edges):
+        raise ValueError(
+            f"CSCGraph: '{path}' changed after it was loaded: it now holds {graph.num_nodes} nodes and "
+            f"{graph.num_edges} edges, the pickled graph had {num_nodes} and {num_edges}"
+        )
+    return graph
+
+
+class _MappedArray(NamedTuple):
+    """A CPU tensor that is a memory map of a file, pickled as where it lies in the file."""
+
+    path: str
+    offset: int  # of its first byte in the file
+    shape: Tuple[int, ...]
+    dtype: torch.dtype
+    writable: bool  # whether the original mapping was (then this one is copy-on-write)
+    identity: Tuple[int, int, int, int]  # (st_dev, st_ino, st_size, st_mtime_ns) when pickled
+
+    def open(self) -> torch.Tensor:
+        try:
+            info = os.stat(self.path)
+        except OSError as error:
+            raise ValueError(f"CSCGraph: cannot map '{self.path}' again to unpickle the graph ({error})") from error
+        if (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) != self.identity:
+            raise ValueError(
+                f"CSCGraph: '{self.path}' changed after the graph was pickled (another file, size or modification "
+                f"time); the graph's arrays were memory maps of it: build the graph again"
+            )
+        nbytes = math.prod(self.shape) * self.dtype.itemsize
+        mode = "c" if self.writable else "r"  # "c": private, as the by-value copy would be
+        data = np.memmap(self.path, dtype=np.uint8, mode=mode, offset=self.offset, shape=(nbytes,))
+        with warnings.catch_warnings():  # a read-only map stays read-only, as the original
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(data).view(self.dtype).reshape(self.shape)
+
+
+class _FileMappings:
+    """This process's memory maps of files (Linux's ``/proc/self/maps``), read once, to
+    find which tensors lie in one; empty elsewhere."""
+
+    def __init__(self):
+        self._areas: Optional[list] = None
+        self._written: Optional[Dict[int, bool]] = None
+
+    def _read_areas(self) -> list:
+        areas = []
+        try:
+            with open("/proc/self/maps") as maps:
+                lines = maps.read().splitlines()
+        except OSError:
+            return areas
+        for line in lines:
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or not parts[5].startswith("/") or parts[5].endswith(" (deleted)"):
+                continue
+            if parts[5].startswith("/dev/shm/torch_"):
+                continue  # torch's own shared memory (file_system strategy): torch's reductions pass it on
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            areas.append((start, end, parts[1], int(parts[2], 16), int(parts[4]), parts[5]))
+        return areas
+
+    def _copied_on_write(self, start: int) -> bool:
+        """Whether the private mapping starting at ``start`` has pages no longer the file's."""
+        if self._written is None:
+            self._written = {}
+            current = None
+            try:
+                with open("/proc/self/smaps") as smaps:
+                    for line in smaps:
+                        if line.startswith("Anonymous:"):
+                            if current is not None:
+                                self._written[current] = int(line.split()[1]) > 0
+                        elif "-" in line.split(maxsplit=1)[0]:
+                            current = int(line.split("-", 1)[0], 16)
+            except OSError:
+                pass
+        return self._written.get(start, True)
+
+    def backing(self, t: torch.Tensor) -> Optional[_MappedArray]:
+        """Where the contiguous CPU tensor ``t`` lies in a file, or None if it does not
+        lie in one mapping (of a file that still has that name) whose pages are all
+        the file's."""
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.numel() == 0 or not t.is_contiguous():
+            return None
+        if self._areas is None:
+            self._areas = self._read_areas()
+        begin = t.data_ptr()
+        end = begin + t.numel() * t.element_size()
+        covering = [a for a in self._areas if a[0] < end and a[1] > begin]
+        covering.sort()
+        if not covering or covering[0][0] > begin or covering[-1][1] < end:
+            return None
+        first = covering[0]
+        for previous, area in zip(covering, covering[1:]):  # one file, contiguous in memory and in the file
+            if area[0] != previous[1] or area[4:] != first[4:] or area[3] != previous[3] + previous[1] - previous[0]:
+                return None
+        for area in covering:
+            private_and_writable = "p" in area[2] and "w" in area[2]
+            if private_and_writable and self._copied_on_write(area[0]):
+                return None
+        path = first[5]
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        if info.st_ino != first[4]:
+            return None  # the name now names another file
+        return _MappedArray(
+            path=path,
+            offset=first[3] + begin - first[0],
+            shape=tuple(t.shape),
+            dtype=t.dtype,
+            writable="w" in first[2],
+            identity=(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns),
+        )
+
+
+def file_backing(t: torch.Tensor) -> Optional[_MappedArray]:
+    """Where the CPU tensor ``t`` lies in a memory-mapped file (see :class:`_FileMappings`)."""
+    return _FileMappings().backing(t)
+
+
+def _checksum(t: torch.Tensor, chunk_bytes: int = _CHECKSUM_CHUNK_BYTES) -> List[int]:
+    """CRC-32 of each ``chunk_bytes`` of a CPU tensor's bytes (one value for an empty one)."""
+    data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+    chunks = [data[start : start + chunk_bytes] for start in range(0, max(data.size, 1), chunk_bytes)]
+    if len(chunks) == 1:
+        return [zlib.crc32(chunks[0])]
+    with ThreadPoolExecutor(min(len(chunks), os.cpu_count() or 1)) as pool:
+        return list(pool.map(zlib.crc32, chunks))
+
+
+def _verify_checksums(where: str, state: dict, everything: bool) -> None:
+    """Compare the stored CRCs with the arrays': ``indptr`` only, or every array."""
+    chunk_bytes, stored = state["checksum_chunk_bytes"], state["checksums"]
+    if not isinstance(chunk_bytes, int) or chunk_bytes <= 0 or not isinstance(stored, dict):
+        raise ValueError(f"{where}: the checksum table is malformed; {_AGAIN}")
+    arrays = [("indptr", state["indptr"], stored.get("indptr"))]
+    if everything:
+        arrays.append(("indices", state["indices"], stored.get("indices")))
+        for name in ("original_edge_ids", "type_per_edge", "node_type_offset"):
+            if state.get(name) is not None:
+                arrays.append((name, state[name], stored.get(name)))
+        for group in ("edge_attributes", "node_attributes"):
+            table = stored.get(group) if isinstance(stored.get(group), dict) else {}
+            arrays += [(f"{group}['{k}']", t, table.get(k)) for k, t in state[group].items()]
+    for name, t, expected in arrays:
+        if not isinstance(t, torch.Tensor):
+            continue  # reported by the structural checks, with its type
+        if not isinstance(expected, list):
+            raise ValueError(f"{where}: no checksum for `{name}`; {_AGAIN}")
+        actual = _checksum(t, chunk_bytes)
+        if actual != expected:
+            bad = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e), min(len(actual), len(expected)))
+            raise ValueError(
+                f"{where}: checksum mismatch in `{name}` (bytes {bad * chunk_bytes}.."
+                f"{min((bad + 1) * chunk_bytes, t.nbytes)} of {t.nbytes}): the file is corrupted; "
+                f"write it again with CSCGraph.save from the original data"
+            )
+
+
+def output_file(path, where: str) -> Tuple[str, str]:
+    """``(file, directory)``: the absolute path of the output ``path`` with its directory
+    resolved through symlinks, after checking the directory exists and ``path`` is not one."""
+    given = os.path.abspath(os.fspath(path))
+    directory = os.path.realpath(os.path.dirname(given))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            f"{where}: `path` '{given}': its directory '{os.path.dirname(given)}' does not exist; create it first"
+        )
+    file = os.path.join(directory, os.path.basename(given))
+    if os.path.isdir(file) and not os.path.islink(file):
+        raise IsADirectoryError(f"{where}: `path` '{given}' is a directory; name the graph file to write")
+    return file, directory
