@@ -42,6 +42,7 @@ import torch
 import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
+from graphpipe._internal.safe_files import process_exists
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.stages import Timed, in_collector, watch_process
@@ -123,7 +124,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
         try:
             command = commands.get(timeout=_POLL_S)
         except queue.Empty:
-            if not _process_exists(consumer_pid):
+            if not process_exists(consumer_pid):
                 return  # the consumer was killed (SIGKILL, OOM) without stopping us
             continue
         if command is None:
@@ -131,7 +132,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
         run, epoch, start = command
 
         def serving():
-            return current.value == run and not stop.value and _process_exists(consumer_pid)
+            return current.value == run and not stop.value and process_exists(consumer_pid)
 
         for stage in timed:
             stage.reset_stats()
@@ -150,16 +151,6 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _is_main_guard(test: ast.expr) -> bool:
