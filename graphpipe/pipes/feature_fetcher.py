@@ -282,6 +282,7 @@ def _keys_by_type(features: FeatureStore, kind: str, keys, typed: bool, sampler:
     ``"src:relation:dst"``), after checking that the types are the upstream graph's and
     that the store has every feature."""
     argument = f"{kind}_feature_keys"
+    keys = () if keys is None else keys  # GraphBolt's default
     if isinstance(keys, str):
         raise TypeError(f"FeatureFetcher: `{argument}` must be a list of names, got the string {keys!r}")
     if typed and not isinstance(keys, Mapping):

@@ -16,7 +16,6 @@ import torch
 
 import graphpipe as gp
 
-from typed_link_model import typed_link_batch
 
 LAYOUTS = ("pyg", "block")
 
@@ -130,8 +129,9 @@ def hetero_link_neighbor_loader(
     seed=0,
 ):
     """One ``HeteroData`` per batch of ``data`` (a ``HeteroData``), with LinkNeighborLoader's
-    arguments: ``to_pyg()`` of typed link MiniBatches made by ``typed_link_model`` (a
-    destination's first ``num_neighbors[k]`` in-edges per edge type at hop ``k + 1``).
+    arguments: ``to_pyg()`` of the typed link MiniBatches graphpipe's samplers make
+    (``HeteroItemSet`` keyed by the edge type, ``sample_uniform_negative``, ``sample_neighbor``,
+    ``fetch_feature``).
 
     ``edge_label_index``: an edge type (``(src, dst)`` or ``(src, rel, dst)``), or a pair
     (edge type, ``[2, N]`` type-local pairs; default: that edge type's edges). Negatives
@@ -153,28 +153,22 @@ def hetero_link_neighbor_loader(
     if mode == "binary" and amount is not None and edge_label is not None and int(edge_label.min()) == 0:
         edge_label = edge_label + 1
     edges = {":".join(key): data[key].edge_index for key in data.edge_types}
-    num_nodes = {t: data[t].num_nodes for t in data.node_types}
-    node_tables = {t: data[t].x for t in data.node_types if "x" in data[t]}
-    edge_tables = {":".join(key): data[key].edge_attr for key in data.edge_types if "edge_attr" in data[key]}
-    gen = torch.Generator().manual_seed(seed)
-    order = torch.randperm(pairs.size(1), generator=gen) if shuffle else torch.arange(pairs.size(1))
-    batches = []
-    for item_ids in order.split(batch_size):
-        seeds, labels, indexes = pairs[:, item_ids].t(), None if edge_label is None else edge_label[item_ids], None
-        if amount is not None:
-            k, num_positives = int(amount), item_ids.numel()
-            negatives = torch.stack(
-                [seeds[:, 0].repeat_interleave(k), torch.randint(num_nodes[edge_type[2]], (k * num_positives,), generator=gen)], 1
-            )
-            seeds = torch.cat([seeds, negatives])
-            positive = torch.ones(num_positives, dtype=torch.bool) if labels is None else labels
-            labels = torch.cat([positive, positive.new_zeros(k * num_positives)])
-            queries = torch.arange(num_positives)
-            indexes = {etype: torch.cat([queries, queries.repeat_interleave(k)])}
-        mb = typed_link_batch(
-            edges, num_nodes, {etype: seeds}, list(reversed(num_neighbors)), layout,
-            labels=None if labels is None else {etype: labels}, indexes=indexes, item_ids={etype: item_ids},
-            node_tables=node_tables, edge_tables=edge_tables,
-        )
-        batches.append(mb.to_pyg(neg_sampling=mode))
+    edges.setdefault(etype, torch.empty(2, 0, dtype=torch.int64))  # the label's edge type may have no edges
+    graph = gp.CSCGraph.from_hetero_edges(edges, {t: data[t].num_nodes for t in data.node_types})
+    store = gp.FeatureStore(
+        {(t, "x"): data[t].x for t in data.node_types if "x" in data[t]},
+        edge_features={(":".join(key), "edge_attr"): data[key].edge_attr for key in data.edge_types if "edge_attr" in data[key]},
+    )
+    fields, names = (pairs.t(),), ("seeds",)
+    if edge_label is not None:
+        fields, names = (pairs.t(), edge_label), ("seeds", "labels")
+    items = gp.HeteroItemSet({etype: gp.ItemSet(fields, names=names)})
+    pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
+    if amount is not None:
+        pipe = pipe.sample_uniform_negative(graph, int(amount), seed=seed)
+    pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), layout=layout, seed=seed)
+    node_keys = {t: ["x"] for t in data.node_types if "x" in data[t]}
+    edge_keys = {":".join(key): ["edge_attr"] for key in data.edge_types if "edge_attr" in data[key]}
+    pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys or None)
+    batches = [mb.to_pyg(neg_sampling=mode) for mb in pipe]
     return batches

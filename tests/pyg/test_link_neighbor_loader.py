@@ -4,8 +4,7 @@ against graphpipe.
 Each test builds what upstream builds and swaps ``LinkNeighborLoader(...)`` for
 ``link_neighbor_loader(...)`` (graphpipe with the same arguments, see
 ``neighbor_loader_like``) or, on a ``HeteroData``, ``hetero_link_neighbor_loader(...)``
-(``to_pyg()`` of typed link MiniBatches from ``typed_link_model``, a plain-Python model of
-their layout), sampling in PyG's layout and in GraphBolt's block layout converted by
+(``to_pyg()`` of typed link MiniBatches from graphpipe's samplers), sampling in PyG's layout and in GraphBolt's block layout converted by
 ``to_pyg()``. Upstream's assertions are kept. Differences: negatives keep their positive's
 source (GraphBolt's ``sample_uniform_negative``; PyG's binary mode draws both ends), so
 the binary layout is checked, not the negatives' sources, and they are uniform (upstream's
