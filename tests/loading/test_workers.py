@@ -133,6 +133,7 @@ def test_the_collector_finalizing_a_worker_loader_waits_for_nothing_and_no_threa
     def walk_other_threads():
         raise AssertionError("sys._current_frames() called")
 
+    gc.collect()  # earlier tests' garbage is not this test's
     monkeypatch.setattr(sys, "_current_frames", walk_other_threads)
     loader = gp.DataLoader(python_chain(three_seconds_from_batch_1), num_workers=1)
     iterator = iter(loader)
