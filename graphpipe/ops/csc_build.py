@@ -1,23 +1,14 @@
 """Out-of-core COO -> CSC: group an edge list by destination with bounded memory.
 
-:func:`coo_to_csc_chunked` reads ``src``/``dst`` (arrays or memory maps of files larger
-than RAM) ``chunk_edges`` edges at a time and writes the CSC into output arrays the
-caller provides (memory maps, when the CSC does not fit either). The destinations are
-split into *blocks* of at most ``block_edges`` output slots, written one at a time, so
-the dirty pages of a mapped output are bounded by a block, not the graph.
-
-1. **count** in-degrees (and whether ``dst`` is sorted), chunk by chunk;
-2. **distribute** (more than one block only): each edge's input position goes into
-   ``scratch`` at its block's window, in input order;
-3. **fill** each block: its edges (every edge, with one block) go to ``cursor[dst]++``.
-
-Each pass reads every edge once: linear in the edges for any ``chunk_edges`` and
-``block_edges`` (both raised to at least ``2**16``, below which they only add launches).
-Sorted input is copied block by block. Edges keep their input order within a node (as
-:meth:`graphpipe.CSCGraph.from_coo`). Memory: ``indptr`` and a cursor (16 bytes per
-node), plus the chunk being read; nothing of size ``num_edges`` but ``scratch`` when the
-caller gives none. Each thread scans a chunk for its own node range: no atomics, and a
-result independent of the thread count.
+:func:`coo_to_csc_chunked` reads ``src``/``dst`` (arrays or memory maps larger than RAM)
+``chunk_edges`` at a time and writes the CSC into the caller's outputs, one *block* of at
+most ``block_edges`` output slots at a time, so a mapped output's dirty pages are bounded
+by a block. Passes: 1. count in-degrees (and whether ``dst`` is sorted); 2. with several
+blocks, put each edge's input position into ``scratch`` at its block's window; 3. place
+each block's edges at ``cursor[dst]++``. Each pass reads every edge once. Sorted input is
+copied. Edges keep their input order within a node. Memory: 16 bytes per node plus a
+chunk (and ``scratch`` if not given). Each thread scans a chunk for its own node range:
+no atomics, a result independent of the thread count.
 """
 
 from __future__ import annotations
@@ -34,8 +25,7 @@ MIN_BLOCK_EDGES = 1 << 16  # smaller `block_edges` are raised to this
 
 
 def coo_id_range(src: np.ndarray, dst: np.ndarray, chunk_edges: int = 1 << 24) -> Tuple[int, int]:
-    """``(min, max)`` node id over ``src`` and ``dst`` (``(0, -1)`` without edges), read
-    ``chunk_edges`` (at least :data:`MIN_CHUNK_EDGES`) at a time."""
+    """``(min, max)`` node id over ``src`` and ``dst`` (``(0, -1)`` without edges), read in chunks."""
     if src.shape[0] == 0:
         return 0, -1
     chunk_edges = max(chunk_edges, MIN_CHUNK_EDGES)
@@ -64,17 +54,14 @@ def coo_to_csc_chunked(
     Args:
         src, dst: ``[num_edges]`` integer arrays (memory maps welcome), ids in
             ``[0, num_nodes)`` (checked by the caller, e.g. with :func:`coo_id_range`).
-        num_nodes: number of nodes.
         indices_out: ``[num_edges]`` integer array receiving the sources in CSC order.
         edge_ids_out: ``[num_edges]`` integer array receiving each CSC position's input
-            position, or None if not wanted.
+            position, or None.
         chunk_edges: edges read per kernel launch (at least :data:`MIN_CHUNK_EDGES`).
-        block_edges: output slots written per block (the window of the output that
-            one block dirties; at least :data:`MIN_BLOCK_EDGES`).
-        scratch: ``[num_edges]`` integer array able to hold ``num_edges - 1``, where the
-            edges' input positions are grouped by block when the output takes more than
-            one block (a memory map of a scratch file for graphs larger than memory;
-            allocated in memory when None). Not used with one block or sorted input.
+        block_edges: output slots written per block (at least :data:`MIN_BLOCK_EDGES`).
+        scratch: ``[num_edges]`` integer array holding values up to ``num_edges - 1`` (a
+            memory map for graphs larger than memory; allocated when None), used with
+            several blocks of unsorted input only.
 
     Returns:
         ``(indptr, already_sorted)``: ``[num_nodes + 1]`` int64, and whether ``dst`` was
@@ -114,9 +101,8 @@ def coo_to_csc_chunked(
 
 
 def _compile_kernels(src, dst, indices_out, edge_ids, with_edge_ids, scratch) -> None:
-    """Compile (or load from numba's cache) every kernel for these types before the
-    first pass, on empty inputs: a build does not grow (LLVM's memory) midway, and a
-    compile error comes before hours of passes."""
+    """Compile every kernel for these types on empty inputs before the first pass: LLVM's
+    memory does not grow midway, and a compile error comes before hours of passes."""
     none, two, parts = np.zeros(0, np.int64), np.zeros(2, np.int64), _ranges(0)
     scratch = _NO_POSITIONS if scratch is None else scratch  # allocated later, as this type
     _count_kernel(dst[:0], parts, none)
@@ -126,8 +112,7 @@ def _compile_kernels(src, dst, indices_out, edge_ids, with_edge_ids, scratch) ->
 
 
 def _count(dst: np.ndarray, num_nodes: int, parts: np.ndarray, chunk_edges: int) -> Tuple[np.ndarray, bool]:
-    """Pass 1: ``(indptr, already_sorted)``, ``[num_nodes + 1]`` int64 and whether ``dst``
-    is non-decreasing, one chunk at a time."""
+    """Pass 1: ``[num_nodes + 1]`` int64 ``indptr`` and whether ``dst`` is non-decreasing."""
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)  # in-degrees at [1:], then their prefix sums
     already_sorted = True
     previous = -1
@@ -142,8 +127,7 @@ def _count(dst: np.ndarray, num_nodes: int, parts: np.ndarray, chunk_edges: int)
 
 
 def _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_ids_out, chunk_edges, scratch) -> None:
-    """Passes 2 and 3 with several blocks: list each block's edges in its window of
-    ``scratch``, then place them block by block."""
+    """Passes 2 and 3: each block's edges into its window of ``scratch``, then placed."""
     with_edge_ids = edge_ids_out is not None
     edge_ids = edge_ids_out if with_edge_ids else _NO_EDGE_IDS
     num_blocks = block_starts.size - 1
@@ -180,8 +164,8 @@ def _ranges(count: int) -> np.ndarray:
 
 
 def _block_starts(indptr: np.ndarray, block_edges: int) -> np.ndarray:
-    """``[num_blocks + 1]`` int64 node boundaries of consecutive node ranges covering all
-    nodes, each holding at most ``block_edges`` edges unless a single node has more."""
+    """``[num_blocks + 1]`` int64 node boundaries of ranges of at most ``block_edges`` edges
+    (or one node)."""
     num_nodes = indptr.size - 1
     starts = [0]
     while starts[-1] < num_nodes:
@@ -225,9 +209,8 @@ def _place(v, source, edge_id, cursor, indices, edge_ids, with_edge_ids):
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _fill_kernel(src, dst, first_edge, positions, by_position, parts, cursor, indices, edge_ids, with_edge_ids):
-    # Thread t places the edges whose destination is in [parts[t], parts[t + 1]), in
-    # input order, so each node's edges keep their input order: every edge of the chunk
-    # (its input position first_edge + k), or the edges at input `positions` (ascending).
+    # Thread t places, in input order, the edges with destination in [parts[t], parts[t + 1]):
+    # every edge of the chunk (input position first_edge + k), or those at `positions`.
     count = positions.size if by_position else dst.size
     for t in numba.prange(parts.size - 1):
         lo = parts[t]

@@ -1,23 +1,11 @@
-"""Edges by their endpoints: is ``u -> v`` an edge, where are its edges, and which edges a
-layer must not sample (seed-edge exclusion for link prediction).
+"""Edges by their endpoints, and the edges a layer must not sample (link prediction's seeds).
 
-A CSC graph keeps the in-edges of ``v`` at positions ``indptr[v]:indptr[v + 1]``, their
-sources in ``indices``, so finding the edges ``u -> v`` means finding ``u`` in ``v``'s
-range: a binary search when every node's sources are sorted (:func:`in_neighbours_sorted`,
-checked once by the stages that look edges up; ``synthetic_node_classification`` builds
-such graphs, ``CSCGraph.from_coo`` keeps the user's order), a scan of the range otherwise.
-
-On a typed graph the in-edges of ``v`` are grouped by edge type (ascending type id), so
-the edges of type ``t`` are a sub-range found by two binary searches on ``type_per_edge``
-(:func:`in_edge_range`), and "sorted" means sorted within each such sub-range.
-
-Seed-edge exclusion: a link-prediction batch must not show the model the edges it is asked
-to predict. :func:`seed_edge_exclusion` answers :class:`EdgeQueries` (the edges ``u -> v``
-of each seed pair, of its edge type on a typed graph, and optionally their reverse edges)
-with an :class:`EdgeExclusion`, the CSC positions to skip per owner (a seed node, or a
-seed node and edge type); the sampling ops skip them inside their kernels
-(:func:`~graphpipe.ops.sample_neighbors`) or, where a kernel cannot, :func:`drop_excluded`
-removes them from a sampled layer.
+The edges ``u -> v`` are the positions of ``v``'s CSC range whose source is ``u``: a binary
+search when every node's sources are sorted (:func:`in_neighbours_sorted`), a scan
+otherwise. On a typed graph a node's in-edges are grouped by ascending edge type, so type
+``t``'s are a sub-range (:func:`in_edge_range`), and "sorted" means within each sub-range.
+:func:`seed_edge_exclusion` turns :class:`EdgeQueries` into an :class:`EdgeExclusion`, which
+the CPU kernels skip while sampling and :func:`drop_excluded` removes from a sampled layer.
 """
 
 from __future__ import annotations
@@ -35,13 +23,9 @@ __all__ = ["EdgeExclusion", "EdgeQueries", "check_exclusion", "drop_excluded", "
 
 
 class EdgeExclusion(NamedTuple):
-    """CSC positions a sampling op must not take, for a PREFIX of its destinations.
-
-    Destination ``i`` (for ``i < len(indptr) - 1``) of the op's ``nodes`` skips the
-    positions ``positions[indptr[i]:indptr[i + 1]]``, which lie within its own in-edge
-    range and ascend strictly; the later destinations skip nothing. Samplers build one
-    per batch for its seed nodes (:func:`seed_edge_exclusion`), which are the first
-    destinations of every block layer.
+    """CSC positions a sampling op must not take, for a PREFIX of its destinations (a batch's
+    seeds, the first destinations of every layer): destination ``i < len(indptr) - 1``
+    skips ``positions[indptr[i]:indptr[i + 1]]``, strictly ascending within its own range.
 
     Attributes:
         indptr: ``[num_excluding + 1]`` int64 offsets into ``positions``.
@@ -53,10 +37,9 @@ class EdgeExclusion(NamedTuple):
 
 
 class EdgeQueries(NamedTuple):
-    """Edges to look up, one query per row: the in-edges of ``nodes[i]`` (of edge type
-    ``edge_types[i]`` on a typed graph) whose source is ``sources[i]``, excluded for the
-    destination ``owners[i]``; with a reverse map, their reverse edges too, for
-    ``reverse_owners[i]``. All ``[Q]`` int64, node ids global.
+    """Edges to look up, one query per row, all ``[Q]`` int64: the in-edges of ``nodes[i]``
+    (of type ``edge_types[i]`` on a typed graph) from ``sources[i]``, excluded for the
+    destination ``owners[i]``, and their reverse edges for ``reverse_owners[i]``.
 
     Attributes:
         nodes: the destinations whose in-edges are searched.
@@ -115,8 +98,7 @@ def has_source(indices, start, end, u, sorted_indices):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def write_source_positions(indices, start, end, u, sorted_indices, out, at):
-    """Write the positions of ``[start, end)`` with source ``u`` to ``out[at:]``, ascending;
-    returns the index after the last one written."""
+    """Write the positions of ``[start, end)`` with source ``u`` to ``out[at:]``; returns the end."""
     p = lower_bound_in(indices, start, end, u) if sorted_indices else start
     while p < end:
         if indices[p] == u:
@@ -141,10 +123,9 @@ def _unsorted_nodes(indptr, indices, type_per_edge):
 
 
 def in_neighbours_sorted(indptr: torch.Tensor, indices: torch.Tensor, type_per_edge: Optional[torch.Tensor] = None) -> bool:
-    """Whether every node's sources ``indices[indptr[v]:indptr[v + 1]]`` are in
-    non-decreasing order, within each edge type's sub-range when ``type_per_edge`` is
-    given (then edges are found by binary search). ``O(num_edges)``, parallel; False for
-    a graph on a CUDA device (its lookups run on host copies)."""
+    """Whether every node's sources are non-decreasing (within each edge type's sub-range
+    when ``type_per_edge`` is given), so edges are found by binary search. ``O(num_edges)``;
+    False on a CUDA device."""
     if indptr.is_cuda or indices.is_cuda:
         return False
     types = _NO_TYPES if type_per_edge is None else type_per_edge.contiguous().numpy()
@@ -154,9 +135,8 @@ def in_neighbours_sorted(indptr: torch.Tensor, indices: torch.Tensor, type_per_e
 # ---------------------------------------------------------------- seed-edge exclusion
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _exclusion_entries(indptr, indices, type_per_edge, nodes, sources, owners, edge_types, reverse_owners, sorted_indices, reverse_positions):
-    """``(owner, CSC position)`` of every edge the queries find (see :class:`EdgeQueries`),
-    unsorted, with repeats; a found position ``p`` also gives ``reverse_positions[p]`` to
-    ``reverse_owners`` when that is not empty."""
+    """``(owner, CSC position)`` of every edge the queries find, unsorted, with repeats (and
+    ``reverse_positions[p]`` for ``reverse_owners`` when that is not empty)."""
     n = nodes.size
     typed = edge_types.size > 0
     by_map = reverse_owners.size > 0
@@ -185,8 +165,7 @@ def _exclusion_entries(indptr, indices, type_per_edge, nodes, sources, owners, e
 
 @numba.njit(nogil=True, cache=True)
 def _group_by_owner(owners, positions, num_owners, num_edges):
-    """CSR over owners of their distinct positions, ascending (positions are unique to an
-    owner: a CSC position has one destination)."""
+    """CSR over owners of their distinct positions, ascending."""
     keys = owners * num_edges + positions
     keys.sort()
     indptr = np.zeros(num_owners + 1, np.int64)
@@ -218,19 +197,15 @@ def seed_edge_exclusion(
 
     Args:
         indptr, indices: the graph's CSC arrays (host memory).
-        queries: the :class:`EdgeQueries`, owners in ``[0, num_owners)``.
-        num_owners: the number of owners (the first destinations of the sampling ops).
-        sorted_indices: sources are sorted per node (per edge type of a node on a typed
-            graph; :func:`in_neighbours_sorted`).
-        type_per_edge: the typed graph's ``[num_edges]`` edge type ids, with
-            ``queries.edge_types``.
-        reverse_positions: ``[num_edges]`` CSC position -> CSC position of its reverse
-            edge, with ``queries.reverse_owners``.
+        queries: owners in ``[0, num_owners)``, the first destinations of the sampling ops.
+        sorted_indices: :func:`in_neighbours_sorted` of the graph.
+        type_per_edge: a typed graph's ``[num_edges]`` edge type ids, with ``queries.edge_types``.
+        reverse_positions: ``[num_edges]`` CSC position of each edge's reverse, with
+            ``queries.reverse_owners``.
 
     Returns:
         An :class:`EdgeExclusion` over ``num_owners`` destinations: owner ``j`` skips every
-        edge a query of owner ``j`` found (parallel edges included), ascending and each
-        once. Queries that find no edge (most negatives) exclude nothing.
+        edge its queries found (parallel edges included), each once.
     """
 
     def host(t, dtype=np.int64):
@@ -247,8 +222,7 @@ def seed_edge_exclusion(
 
 
 def check_exclusion(exclude: EdgeExclusion, indptr: torch.Tensor, nodes: torch.Tensor, where: str) -> None:
-    """``exclude`` is an :class:`EdgeExclusion` for a prefix of ``nodes`` whose positions
-    ascend strictly within each destination's in-edge range: ``O(excluded)``."""
+    """``exclude`` is a valid :class:`EdgeExclusion` for a prefix of ``nodes``: ``O(excluded)``."""
     if not isinstance(exclude, EdgeExclusion):
         raise TypeError(f"{where}: `exclude` must be a graphpipe.ops.edge_lookup.EdgeExclusion, got {type(exclude).__name__}")
     offsets, positions = exclude
@@ -286,23 +260,11 @@ def drop_excluded(
     indptr: torch.Tensor,
     probs: Optional[torch.Tensor] = None,
 ) -> LayerSample:
-    """``sample`` without the edges ``exclusion`` names, for ops that cannot skip them while
-    sampling (LABOR, the GPU paths). Those destinations then hold fewer edges than their
-    fanout asked for.
-
-    When the sample has ``edge_weights`` (LABOR's Horvitz-Thompson weights, which estimate
-    the mean over a destination's in-edges), the weights of a destination with excluded
-    in-edges are multiplied by ``total / kept``: its number of in-edges over those not
-    excluded (with ``probs``: their weight sums), so that they estimate the mean over the
-    in-edges that remain, the neighbourhood the model is allowed to see.
-
-    Args:
-        sample: a layer sampled for ``nodes``.
-        exclusion: the positions to drop, for a prefix of ``nodes``.
-        nodes: the ``[num_dst]`` destinations ``sample`` was drawn for.
-        indptr: the graph's CSC offsets.
-        probs: the edge weights the layer was sampled with, if any.
-    """
+    """``sample`` (drawn for ``nodes`` with the edge weights ``probs``, if any) without the
+    edges ``exclusion`` names, for ops that cannot skip them while sampling (LABOR, the GPU
+    paths): those destinations hold fewer edges than their fanout. Their Horvitz-Thompson
+    ``edge_weights``, if any, are multiplied by (in-edges) / (in-edges not excluded), by
+    count or by ``probs``, to estimate the mean over the neighbourhood that remains."""
     m = exclusion.indptr.numel() - 1
     excluded = exclusion.positions.to(sample.edge_ids.device)
     if m == 0 or excluded.numel() == 0:
@@ -325,9 +287,8 @@ def drop_excluded(
 
 
 def _kept_share_inverse(exclusion: EdgeExclusion, seeds: torch.Tensor, indptr: torch.Tensor, probs) -> torch.Tensor:
-    """``[m + 1]`` float64: per excluding destination, (all in-edges) / (in-edges kept),
-    by count or by weight (summed over the destination's range only); 1 where nothing
-    remains, and a last entry 1 for the destinations after the prefix."""
+    """``[m + 1]`` float64: per excluding destination, (in-edges) / (in-edges kept) by count or
+    weight, 1 where nothing remains, and a last 1 for the destinations after the prefix."""
     device = exclusion.positions.device
     seeds = seeds.to(indptr.device)
     start, end = indptr[seeds].to(torch.int64), indptr[seeds + 1].to(torch.int64)

@@ -1,9 +1,8 @@
 """Row gather: ``table[ids]`` into one preallocated output, one fused parallel pass.
 
-The CPU kernel copies whole rows as machine words: any dtype (bfloat16 included) is
-gathered through a byte view of the table, so one compiled kernel per word size serves
-every feature. ``table`` may be a torch tensor, a numpy array or a read-only
-``numpy.memmap`` (rows are then read straight from the page cache, in parallel).
+The CPU kernel copies rows as the widest machine words that tile them, through a byte view,
+so one compiled kernel per word size serves every dtype (bfloat16 included). ``table`` may
+be a torch tensor, a numpy array or a read-only ``numpy.memmap`` (read from the page cache).
 """
 
 from __future__ import annotations
@@ -20,19 +19,17 @@ from numba.extending import intrinsic
 
 from graphpipe._internal.checks import check_node_ids
 from graphpipe._internal.devices import Table, is_pinned
-from graphpipe.ops.uva_gather import uva_gather
+from graphpipe.ops.uva_gather import check_out, uva_gather
 
 __all__ = ["gather_rows", "gather_valid_rows", "take_as_int64"]
 
-# Rows ahead whose first cache line the gather asks for (a row's first miss is otherwise
-# exposed; the hardware streams the rest of the row): 12% faster on 160k rows of 400 B.
+# Rows ahead whose first cache line the gather prefetches: 12% faster on 160k rows of 400 B.
 _PREFETCH_ROWS = 8
 
 
 @intrinsic
 def _prefetch_row(typingctx, table, row):
-    """Hint the CPU to load the cache line at ``table[row, 0]`` (2-D C array): LLVM's
-    ``prefetch`` (read, into every cache level), a no-op on targets without one."""
+    """Prefetch the cache line at ``table[row, 0]`` (2-D C array): LLVM's ``prefetch``."""
     signature = types.void(table, row)
 
     def codegen(context, builder, sig, args):
@@ -66,8 +63,7 @@ def _gather_words(table, ids, out):
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _take_as_int64(table, positions, out):
-    """``out[i] = table[positions[i]]`` in parallel; the number of positions outside the
-    table (nothing is read for them)."""
+    """``out[i] = table[positions[i]]`` in parallel; returns the count of positions outside."""
     n = np.uint64(table.size)
     bad = 0
     for i in numba.prange(positions.size):
@@ -80,19 +76,11 @@ def _take_as_int64(table, positions, out):
 
 
 def take_as_int64(table: torch.Tensor, positions: torch.Tensor, where: str = "take_as_int64") -> torch.Tensor:
-    """``table[positions].to(torch.int64)`` in one parallel pass on the CPU (a sampled
-    layer's edge ids through a graph's id map: millions of scattered reads, which torch's
-    indexing does on one thread, then a second pass to widen them).
+    """``table[positions].to(torch.int64)`` in one parallel pass on the CPU (torch indexes on
+    one thread, then widens in a second pass); other devices go through torch.
 
-    Args:
-        table: ``[n]`` int32/int64 tensor.
-        positions: integer tensor of any shape, values in ``[0, n)``.
-
-    Returns:
-        int64 tensor shaped like ``positions``. Tensors on other devices go through torch.
-
-    Raises:
-        ValueError: a position outside ``[0, n)``, naming ``where``.
+    ``table``: ``[n]`` int32/int64; ``positions``: any shape, in ``[0, n)``, else a
+    ValueError naming ``where``. Returns int64 shaped like ``positions``.
     """
     if table.device.type != "cpu" or positions.device.type != "cpu":
         return table[positions].to(torch.int64)
@@ -112,11 +100,10 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
     Args:
         table: ``[num_rows, ...]`` tensor or numpy array (any dtype) with C-contiguous rows.
         ids: ``[num_ids]`` int32/int64 row ids in ``[0, num_rows)``; repeats allowed.
-        out: optional contiguous output of the result's shape and dtype, on the result's
-            device, written in place and returned (lets a caller reuse a buffer).
+        out: optional contiguous output of the result's shape, dtype and device, written
+            in place and returned.
 
-    CPU tables with CPU ids use the parallel numba kernel; when ``table`` or ``ids`` is
-    on a GPU the result is on that GPU (see :func:`_gather_cuda`).
+    When ``table`` or ``ids`` is on a GPU the result is on that GPU (:func:`_gather_cuda`).
     """
     if not isinstance(table, (torch.Tensor, np.ndarray)):
         raise TypeError(f"gather_rows: `table` must be a torch.Tensor or numpy array, got {type(table).__name__}")
@@ -127,19 +114,17 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
 
 
 def gather_valid_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """:func:`gather_rows` for int64 ``ids`` the caller has checked to be in
-    ``[0, num_rows)`` (a GPU cache reading its misses): no second check, which on a GPU
-    costs a host synchronisation."""
+    """:func:`gather_rows` for int64 ``ids`` the caller has checked (on a GPU a check costs
+    a host synchronisation)."""
     if ids.is_cuda or (isinstance(table, torch.Tensor) and table.is_cuda):
         return _gather_cuda(table, ids, out)
     return _gather_cpu(table, ids, out)
 
 
 def _gather_cuda(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-    """The CUDA dispatch point: ``table`` or ``ids`` is on a GPU, and so is the result
-    (``ids``' GPU if both are). A CUDA table uses ``index_select`` on its device; a pinned
-    host table with CUDA ids is read in place by :func:`~graphpipe.ops.uva_gather.uva_gather`;
-    another host table is gathered on the CPU and copied over."""
+    """The result on ``ids``' GPU, else ``table``'s: ``index_select`` on a CUDA table,
+    :func:`~graphpipe.ops.uva_gather.uva_gather` of a pinned host table, else a CPU gather
+    copied over."""
     device = ids.device if ids.is_cuda else table.device
     if ids.is_cuda and not (isinstance(table, torch.Tensor) and table.is_cuda) and is_pinned(table):
         return uva_gather(table, ids, out)  # pinned host table: the GPU reads its rows in place
@@ -149,18 +134,17 @@ def _gather_cuda(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -
         rows = _gather_cpu(table, ids.cpu(), None).to(device)
     if out is None:
         return rows
-    _check_out(out, rows.shape, rows.dtype, rows.device)
+    check_out(out, rows.shape, rows.dtype, rows.device, "gather_rows")
     return out.copy_(rows)
 
 
 def _gather_cpu(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-    row_shape = tuple(table.shape[1:])
     dtype = table.dtype if isinstance(table, torch.Tensor) else numpy_to_torch_dtype(table.dtype)
-    shape = (ids.numel(),) + row_shape
+    shape = (ids.numel(),) + tuple(table.shape[1:])
     if out is None:
         out = _empty_rows(shape, dtype)
     else:
-        _check_out(out, shape, dtype, torch.device("cpu"))
+        check_out(out, shape, dtype, torch.device("cpu"), "gather_rows")
     if out.numel() == 0:
         return out
     _gather_words(_word_view(_row_bytes(table)), ids.numpy(), _word_view(_row_bytes(out)))
@@ -168,12 +152,8 @@ def _gather_cpu(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) ->
 
 
 def _empty_rows(shape, dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised CPU tensor backed by numpy's allocator.
-
-    numpy advises the kernel to back large arrays with transparent huge pages, so the
-    first write to a fresh output takes ~500x fewer page faults than with
-    ``torch.empty``: for a 80 MB output that is most of the gather's time.
-    """
+    """An uninitialised CPU tensor from numpy's allocator, which asks for transparent huge
+    pages: ~500x fewer page faults than ``torch.empty``, most of an 80 MB gather's time."""
     numel = math.prod(shape)
     if numel == 0:  # numpy gives empty arrays stride 0, which torch cannot view as `dtype`
         return torch.empty(shape, dtype=dtype)
@@ -206,17 +186,6 @@ def _word_view(rows: np.ndarray) -> np.ndarray:
         if rows.shape[1] % word().itemsize == 0:
             return rows.view(word)
     return rows
-
-
-def _check_out(out: torch.Tensor, shape, dtype: torch.dtype, device: torch.device) -> None:
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"gather_rows: `out` must be a torch.Tensor, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(shape) or out.dtype != dtype or out.device != device or not out.is_contiguous():
-        raise ValueError(
-            f"gather_rows: `out` must be a contiguous {dtype} tensor of shape {tuple(shape)} on "
-            f"{device}, got {out.dtype} shape {tuple(out.shape)} on {out.device}"
-            f"{'' if out.is_contiguous() else ' (not contiguous)'}"
-        )
 
 
 def numpy_to_torch_dtype(dtype: np.dtype) -> torch.dtype:

@@ -1,50 +1,32 @@
 """LABOR sampling of one layer (Balın & Çatalyürek, NeurIPS 2023): fused numba kernels.
 
-Every neighbour ``t`` has ONE uniform variate ``r_t`` for the whole layer, shared by all
-destinations that have ``t`` as an in-neighbour, so destinations that share neighbours
-tend to pick the same ones and far fewer distinct vertices are sampled than with
-neighbor sampling, at the same per-destination variance.
+Every neighbour ``t`` has ONE uniform variate ``r_t`` per layer (:class:`Variates`), shared
+by all destinations that have it, so destinations that share neighbours tend to pick the
+same ones: far fewer distinct vertices than neighbor sampling, at the same per-destination
+variance. With ``d_s`` the in-degree of destination ``s`` and ``k`` the fanout:
 
-Modes (``d_s`` = in-degree of destination ``s``, ``k`` = fanout, HT = Horvitz-Thompson):
+* **LABOR-0** (``importance_sampling=0``): ``s`` keeps the ``min(k, d_s)`` in-edges with
+  the smallest ``r_t`` (ties to the lower edge id): a uniform ``k``-subset, inclusion
+  probability ``π_ts = min(1, k / d_s)``, count exactly ``min(k, d_s)``.
+* **LABOR-k / LABOR-\\*** (``importance_sampling=k > 0`` / ``-1``): vertex probabilities
+  ``π_t`` (start 1) and per-destination constants ``c_s`` solve the paper's fixed point:
+  ``c_s`` meets ``Σ_t 1 / min(1, c_s π_t) = d_s² / k`` (LABOR-0's variance), then
+  ``π_t ← max_s c_s π_t``; ``k`` iterations, or (``-1``) until ``Σ_t min(1, π_t)``, the
+  expected number of sampled vertices, changes by less than 1e-4 relative. ``s`` keeps
+  ``t`` iff ``r_t <= min(1, c_s π_t)`` (Poisson sampling): random counts of mean ``≈ k``.
+* **weighted LABOR-0** (``probs`` = edge weights ``A_ts``, as GraphBolt's
+  ``sample_layer_neighbor(prob_name=...)``): ``s`` keeps the ``min(k, m_s)`` of its ``m_s``
+  positive-weight in-edges with the smallest ``r_t / A_ts`` (ties to the lower edge id);
+  zero-weight edges never. This is priority sampling (Duffield, Lund & Thorup, 2007): with
+  ``τ_s`` the ``(k + 1)``-th smallest ``r_t / A_ts``, ``t`` is kept with conditional
+  probability ``min(1, A_ts τ_s)``. A bounded heap per destination, no iteration.
 
-* **LABOR-0** (``importance_sampling=0``, unweighted): ``π_ts = min(1, k / d_s)``;
-  ``s`` keeps its ``min(k, d_s)`` in-edges with the smallest ``r_t / π_ts`` (sequential
-  Poisson sampling; ties to the lower edge id). Because ``π_ts`` is the same for every
-  ``t`` of ``s``, this keeps the ``k`` smallest ``r_t``: a uniform ``k``-subset, so the
-  inclusion probability is exactly ``k / d_s`` and the count exactly ``min(k, d_s)``.
-* **LABOR-k / LABOR-\\*** (``importance_sampling=k > 0`` / ``-1``, unweighted): vertex
-  probabilities ``π_t`` (start 1) and per-destination constants ``c_s`` solve the
-  paper's fixed point: ``c_s`` meets ``Σ_t 1 / min(1, c_s π_t) = d_s² / k`` (the
-  variance of LABOR-0 / neighbor sampling), then ``π_t ← max_s c_s π_t``; ``k``
-  iterations, or (``-1``) until ``Σ_t min(1, π_t)``, the expected number of sampled
-  vertices, changes by less than 1e-4 relative. ``s`` keeps ``t`` iff
-  ``r_t <= min(1, c_s π_t)`` (Poisson sampling): exact inclusion probabilities, random
-  counts with mean ``≈ k``.
-* **weighted LABOR-0** (``probs`` = edge weights ``A_ts``), as GraphBolt's
-  ``sample_layer_neighbor(prob_name=...)``: ``s`` keeps exactly ``min(k, m_s)`` of its
-  ``m_s`` positive-weight in-edges, those with the smallest ``r_t / A_ts`` (ties to the
-  lower edge id). Zero-weight edges are never kept. This is priority sampling (Duffield,
-  Lund & Thorup, 2007) with priorities ``A_ts / r_t``: given ``τ_s``, the ``(k + 1)``-th
-  smallest ``r_t / A_ts`` of ``s``, edge ``t`` is kept with conditional probability
-  ``min(1, A_ts τ_s)``. No iteration: a bounded heap per destination, so weights of any
-  spread finish (a water-filling constant did not converge past a spread of ~5e15).
-
-Edge weights (float32) are HT weights: ``w_ts = 1 / (d_s π_ts)``, so
-``Σ_{kept t} w_ts h_t`` is an unbiased estimate of the neighbourhood mean
-``(1/d_s) Σ_t h_t``; ``fanout=-1`` keeps every edge with weight ``1 / d_s``. Weighted:
-``w_ts = A_ts / (Σ_t A_ts · min(1, A_ts τ_s))`` (priority sampling's estimator, unbiased
-for ``Σ_t A_ts h_t / Σ_t A_ts`` when ``s`` has no parallel edges, whose sources share one
-``r_t``); ``A_ts / Σ_t A_ts`` where every positive-weight edge is
-kept (``k >= m_s``, ``fanout=-1``). Weights of any finite magnitude work: they are divided
-by the destination's largest, and a destination whose weights span more than 1e300
-compares ``log r_t - log A_ts`` (:func:`~graphpipe.ops.selection.weighted_score`).
-
-Errors: ``indptr`` ranges of the destinations outside ``indices`` (checked as the kernels
-read them, ``O(batch)``) and NaN or infinite weights of their in-edges raise ValueError.
-
-Variates: :class:`Variates` says how ``r_t`` is made from 64-bit keys — independent
-(``uniform(key, t)``) or, for dependent minibatching, ``Φ(c0·N(k0, t) + c1·N(k1, t))``
-with ``c0² + c1² = 1``: uniform in every batch, drifting smoothly between batches.
+Edge weights (float32) are Horvitz-Thompson weights ``w_ts = 1 / (d_s π_ts)``: ``Σ_{kept t}
+w_ts h_t`` is an unbiased estimate of the mean ``(1/d_s) Σ_t h_t`` (``fanout=-1``: all edges,
+``1 / d_s``). Weighted: ``w_ts = A_ts / (Σ_t A_ts · min(1, A_ts τ_s))``, unbiased for
+``Σ_t A_ts h_t / Σ_t A_ts`` when ``s`` has no parallel edges (they share one ``r_t``), and
+``A_ts / Σ_t A_ts`` where every positive-weight edge is kept. Weights of any finite
+magnitude work (:mod:`graphpipe.ops.selection`, "weights of any magnitude").
 """
 
 from __future__ import annotations
@@ -66,6 +48,7 @@ from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.random import uniform, uniform_bits, uniform_open
 from graphpipe.ops.selection import (
     CHUNKS_PER_THREAD,
+    FANOUT_CAP,
     check_graph_arrays,
     check_kernel_report,
     check_probs,
@@ -90,23 +73,19 @@ _SUM_CHUNKS = 64
 # Rows of per-partition maxima in the vertex-probability update: at most this many, as
 # zeroing and merging them costs partitions x vertices per iteration.
 _MAX_PARTITIONS = 8
-# A fanout above this keeps every in-edge (no destination has more); it keeps the
-# kernels' int64 arithmetic on fanouts from overflowing.
-_FANOUT_CAP = 1 << 61
 
 
 class Variates(NamedTuple):
-    """How a layer's per-vertex uniforms ``r_t`` are made.
+    """How a layer's per-vertex uniforms ``r_t`` are made from 64-bit keys.
 
-    Independent (``dependent=False``): ``r_t = uniform(k0, t)``. Dependent:
-    ``r_t = Φ(c0·N(k0, t) + c1·N(k1, t))`` where ``N(k, t)`` is a standard normal from the
-    counter hash (Box-Muller) and ``c0² + c1² = 1``, so ``r_t`` is exactly uniform for any
-    ``(c0, c1)`` and moves continuously as ``(c0, c1)`` turns from ``(1, 0)`` to ``(0, 1)``.
+    Independent (``dependent=False``): ``r_t = uniform(k0, t)``. Dependent (dependent
+    minibatching): ``r_t = Φ(c0·N(k0, t) + c1·N(k1, t))``, ``N(k, t)`` a standard normal from
+    the counter hash (Box-Muller), ``c0² + c1² = 1``: exactly uniform for any ``(c0, c1)``,
+    moving continuously as ``(c0, c1)`` turns from ``(1, 0)`` to ``(0, 1)``.
 
-    ``normals``: optional function ``key -> [num_nodes]`` float64 ``N(key, t)`` of every
-    vertex (:func:`vertex_normals`), e.g. a cache that serves the ``κ`` batches of a period
-    (their keys are the same). Used where a layer takes its variates from a per-vertex
-    table; the variates are the same with or without it.
+    ``normals``: optional ``key -> [num_nodes]`` float64 ``N(key, t)`` of every vertex
+    (:func:`vertex_normals`), e.g. a cache for the ``κ`` batches of a period (same keys);
+    read where a layer uses a per-vertex table. The variates are the same without it.
     """
 
     k0: int
@@ -117,9 +96,8 @@ class Variates(NamedTuple):
     normals: Optional[Callable[[int], np.ndarray]] = None
 
 
-# _normal, _variate and _order_key are compiled once and called (LLVM inlines them):
-# inlined in numba's IR, a dependent kernel copied them at each of ~30 uses and took
-# twice as long to compile (11 s against 6 on the 2-core machine), for the same speed.
+# _normal, _variate and _order_key are called, not inlined in numba's IR (as mix64 in
+# graphpipe.ops.random): the same speed, half the compile time of a dependent kernel.
 @numba.njit(nogil=True, cache=True)
 def _normal(key, t):
     """A standard normal from (key, t): Box-Muller on two counter-based uniforms."""
@@ -158,8 +136,8 @@ def _float_bits(typingctx, value):
 
 @numba.njit(nogil=True, cache=True)
 def _order_key(x):
-    """An int64 ordered as the float64 ``x`` (not NaN) is: its bits, the magnitude bits
-    of negative values flipped (``+ 0.0`` makes -0.0 into 0.0, which it equals)."""
+    """An int64 ordered as the float64 ``x`` (not NaN): its bits, with the magnitude bits of
+    negative values flipped (``+ 0.0`` turns -0.0 into 0.0)."""
     bits = _float_bits(x + 0.0)
     return bits ^ ((bits >> np.int64(63)) & np.int64(0x7FFFFFFFFFFFFFFF))
 
@@ -176,8 +154,8 @@ def _mixed_normal_keys(normals0, normals1, c0, c1):
 
 @numba.njit(nogil=True, cache=True)
 def _normal_quantile(p):
-    """About ``Φ⁻¹(p)`` for ``0 < p < 1`` (Abramowitz & Stegun 26.2.23, error < 4.5e-4):
-    enough for a candidate threshold, which only sets how many candidates are kept."""
+    """About ``Φ⁻¹(p)``, ``0 < p < 1`` (Abramowitz & Stegun 26.2.23, error < 4.5e-4): enough
+    for a candidate threshold, which only sets how many candidates are kept."""
     q = p if p < 0.5 else 1.0 - p
     t = math.sqrt(-2.0 * math.log(q))
     z = t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t)
@@ -194,20 +172,14 @@ def labor_variates(ids, k0, k1, c0, c1, dependent):
 
 
 # ---------------------------------------------------------------- LABOR-0, unweighted
-# A destination with d in-edges keeps the k smallest r_t. The kernel compares int64 keys
-# with the order of r_t (independent: uniform_bits, the variate's exact 53-bit numerator;
-# dependent: _order_key of r_t or of z_t), which vectorise where float64 variates do not.
-# The k-th smallest of d uniforms is about k / d, so the scan keeps only the candidates
-# below a threshold with _CANDIDATE_MARGIN standard deviations of room (about 30 of them
-# for k = 15) and selects among those; fewer than k candidates (under 1% of destinations)
-# or more than the buffer holds falls back to a max-heap over all d. Same result either
-# way: the k smallest. The scan runs in segments of _SEGMENT edges: a branch-free loop of
-# keys that LLVM vectorises, then a compaction of the candidates from that L1-resident
-# buffer. No sort: once the k-th smallest (key, position) is known, one ordered pass
-# keeps the keys up to it, already in ascending position.
-#
-# The kernel is compiled for the kind of variates it is given, so a pipe compiles only
-# the code of the kind it uses (numba compiles every branch of a kernel, taken or not):
+# A destination keeps the k smallest r_t, compared as int64 keys of the same order (they
+# vectorise where float64 variates do not). The k-th smallest of d uniforms is about k / d,
+# so a scan keeps the candidates below a threshold _CANDIDATE_MARGIN standard deviations
+# above it and selects among those; too few or too many candidates (under 1% of
+# destinations) fall back to a max-heap over all d. The scan runs in segments of _SEGMENT
+# edges (a branch-free loop that vectorises, then a compaction from L1); once the k-th
+# smallest (key, position) is known, one ordered pass keeps the keys up to it: no sort.
+# The kernel is compiled for the kind of variates it gets (numba compiles every branch):
 #   (k0,)               independent, r_t = uniform(k0, t)
 #   (k0, k1, c0, c1)    dependent, computed per scanned edge
 #   table               int64 [num_nodes], the order key of z_t per vertex (r_t = Φ(z_t))
@@ -218,22 +190,20 @@ _ABOVE_EVERY_KEY = np.int64(np.iinfo(np.int64).max)  # keys are order keys of fi
 
 
 def _variate_keys(indices, start, count, out, variates):
-    """``out[:count]`` = int64 keys with the order of ``r_t`` of the sources
-    ``indices[start:start + count]``, for one kind of ``variates`` (see above). A numba
-    function: its code is chosen by the type of ``variates`` when a kernel is compiled."""
+    """``out[:count]`` = int64 keys ordered as ``r_t`` of the sources ``indices[start:start +
+    count]``; numba only, its code chosen by the kind of ``variates`` (above)."""
     raise NotImplementedError("_variate_keys is for numba kernels")
 
 
 @overload(_variate_keys, inline="always")
 def _variate_keys_of_kind(indices, start, count, out, variates):
-    # Each reads a slice from 0: numba then knows the index is not negative and drops the
-    # wraparound check that keeps ``indices[start + j]`` from vectorising (2-4x slower).
+    # Each reads a slice from 0: numba drops the wraparound check that keeps
+    # ``indices[start + j]`` from vectorising (2-4x slower).
     if isinstance(variates, types.Array):
 
         def table_keys(indices, start, count, out, variates):
-            # A source id past the table (a corrupted ``indices``) reads the last entry
-            # instead of memory outside it; the id itself is returned and rejected
-            # downstream (unique_and_compact): one unsigned min, no branch.
+            # A source id past the table (a corrupted ``indices``) reads the last entry; the
+            # id itself is rejected downstream (unique_and_compact). No branch.
             sources = indices[start : start + count]
             last = np.uint64(variates.size - 1)
             for j in range(count):
@@ -262,9 +232,8 @@ def _variate_keys_of_kind(indices, start, count, out, variates):
 
 
 def _threshold_key(p, variates):
-    """The key of ``r_t = p`` in the keys of :func:`_variate_keys` (``0 < p < 1``):
-    ``r_t < p`` exactly when its key is below this (a table's ``z_t`` up to the
-    approximate quantile: the threshold only bounds the candidates). A numba function."""
+    """The key of ``r_t = p`` (``0 < p < 1``) in :func:`_variate_keys`' order (a table's up to
+    the approximate quantile: it only bounds the candidates); numba only."""
     raise NotImplementedError("_threshold_key is for numba kernels")
 
 
@@ -287,13 +256,11 @@ def _is_kept(key, position, tau_key, tau_position):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _smallest_candidates(indices, start, d, k, score, pos, heap_score, heap_pos, keys, variates):
-    """Try the candidate scan: ``pos[:k]`` = the positions of the ``k < d`` smallest
-    ``(r_t, position)`` among the in-edges ``indices[start:start + d]``, ascending, and
-    True; or False when there were fewer than ``k`` candidates or more than the buffer
-    holds (then :func:`_smallest_by_heap` finds them). With few more in-edges than ``k``,
-    every in-edge is a candidate. Scratch (int64): ``score``/``pos``
-    of ``> k`` slots (their size bounds the candidates), ``heap_score``/``heap_pos`` of
-    ``k``, ``keys`` of ``_SEGMENT``."""
+    """The candidate scan: ``pos[:k]`` = the positions of the ``k < d`` smallest ``(r_t,
+    position)`` of the in-edges ``indices[start:start + d]``, ascending, and True; False
+    with fewer than ``k`` candidates or more than ``score`` holds (then
+    :func:`_smallest_by_heap`). int64 scratch: ``score``/``pos`` (``> k`` slots),
+    ``heap_score``/``heap_pos`` (``k``), ``keys`` (``_SEGMENT``)."""
     cap = score.size - _SEGMENT
     expected = k + _CANDIDATE_MARGIN * math.sqrt(k) + _CANDIDATE_MARGIN
     if expected * 2.0 > cap:
@@ -334,11 +301,9 @@ def _smallest_candidates(indices, start, d, k, score, pos, heap_score, heap_pos,
 
 @numba.njit(nogil=True, cache=True)
 def _smallest_by_heap(indices, start, d, k, pos, heap_score, heap_pos, keys, variates):
-    """:func:`_smallest_candidates`' answer (``pos[:k]``, ``pos`` of ``> k`` slots) from
-    all ``d`` in-edges: a max-heap of the ``k`` smallest, fed segment by segment, gives
-    the largest kept pair, then a second pass keeps the keys up to it, in order (the keys
-    are computed once when ``d`` fits one segment). Rare (under 1% of destinations), so
-    out of line: the kernel stays small to compile."""
+    """:func:`_smallest_candidates`' ``pos[:k]`` from all ``d`` in-edges: a max-heap of the
+    ``k`` smallest gives the largest kept pair, a second pass keeps the keys up to it, in
+    order. Rare, so out of line: the kernel stays small to compile."""
     for segment in range(0, d, _SEGMENT):
         count = min(_SEGMENT, d - segment)
         _variate_keys(indices, start + segment, count, keys, variates)
@@ -366,11 +331,8 @@ def _smallest_by_heap(indices, start, d, k, pos, heap_score, heap_pos, keys, var
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _labor0(indptr, indices, nodes, fanout, variates, num_chunks):
     """LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights, bad
-    ranges)``; nothing is sampled where destinations have bad ranges (:func:`range_is_bad`).
-
-    ``variates``: the layer's variates, of one of the kinds above.
-    ``num_chunks``: work chunks of about equal scanned edges for the ``prange``.
-    """
+    ranges)``, nothing sampled if a range is bad. ``variates``: one of the kinds above;
+    ``num_chunks``: edge-balanced chunks for the ``prange``."""
     n = nodes.size
     num_edges = indices.size
     out_indptr = np.zeros(n + 1, np.int64)
@@ -395,8 +357,7 @@ def _labor0(indptr, indices, nodes, fanout, variates, num_chunks):
     out_eids = np.empty(total, np.int64)
     out_w = np.empty(total, np.float32)
     chunks = edge_balanced_chunks(indptr, nodes, num_chunks)
-    # Candidate buffer: > the largest k that selects, not the fanout (which may be huge
-    # where every destination keeps all its edges).
+    # Candidate buffer: > the largest k that selects, not the fanout (which may be huge).
     scratch = 4 * (largest + 16) + _SEGMENT
     for c in numba.prange(chunks.size - 1):
         score = np.empty(scratch, np.int64)
@@ -429,9 +390,8 @@ def _labor0(indptr, indices, nodes, fanout, variates, num_chunks):
 # ---------------------------------------------------------------- Poisson sampling
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, denom):
-    """Keep in-edge ``j`` of destination ``i`` iff ``r_t <= p`` with ``p = edge_prob[o + j]``
-    (``o = edge_offsets[i]``); weight ``1 / (denom[i] * p)``. ``variates[local[o + j]]``
-    is ``r_t`` of the edge's source."""
+    """Keep in-edge ``j`` of destination ``i`` iff ``r_t = variates[local[o + j]] <= p =
+    edge_prob[o + j]`` (``o = edge_offsets[i]``), with weight ``1 / (denom[i] * p)``."""
     n = nodes.size
     out_indptr = np.zeros(n + 1, np.int64)
     for i in numba.prange(n):
@@ -464,8 +424,8 @@ def _poisson(indptr, indices, nodes, edge_prob, edge_offsets, variates, local, d
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _gather_neighbourhoods(indptr, indices, nodes):
-    """Offsets ``[n + 1]`` and the concatenated in-neighbour ids ``[Σ d]`` of ``nodes``,
-    and the number of destinations with a bad range (:func:`range_is_bad`; then no ids)."""
+    """Offsets ``[n + 1]``, the concatenated in-neighbour ids ``[Σ d]`` of ``nodes``, and the
+    number of bad ranges (then no ids)."""
     n = nodes.size
     offsets = np.zeros(n + 1, np.int64)
     bad = 0
@@ -492,9 +452,8 @@ _SMALL_SORT = 64  # fanouts up to this sort their kept positions by rank (sort_s
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _priority_weight(w, largest, tau, total, log_space):
-    """HT weight ``a / (Σa · min(1, a τ))`` of a kept edge, ``a = w / largest`` its
-    weight over the destination's largest and ``total = Σa``; ``tau`` is ``τ`` (or
-    ``log τ`` when ``log_space``) in the same units as :func:`weighted_score`."""
+    """HT weight ``a / (Σa · min(1, a τ))`` of a kept edge, ``a = w / largest``, ``total =
+    Σa``; ``tau`` is ``τ`` (``log τ`` when ``log_space``) in :func:`weighted_score`'s units."""
     if log_space:
         log_a = math.log(w) - math.log(largest)
         if log_a + tau >= 0.0:
@@ -508,10 +467,9 @@ def _priority_weight(w, largest, tau, total, log_space):
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _weighted_labor0(indptr, indices, nodes, probs, offsets, local, variates, fanout, num_chunks):
-    """Weighted LABOR-0 (priority sampling, module doc) of ``nodes``: ``(indptr [n + 1],
-    sources, edge ids, float32 weights, non-finite weights)``; nothing is sampled when
-    the last is not 0. ``variates[local[offsets[i] + j]]`` is ``r_t`` of in-edge ``j``
-    of destination ``i``."""
+    """Weighted LABOR-0 of ``nodes``: ``(indptr [n + 1], sources, edge ids, float32 weights,
+    non-finite weights)``, nothing sampled if the last is not 0. ``r_t`` of in-edge ``j``
+    of destination ``i`` is ``variates[local[offsets[i] + j]]``."""
     n = nodes.size
     out_indptr = np.zeros(n + 1, np.int64)
     positives = np.empty(n, np.int64)
@@ -592,8 +550,8 @@ def _weighted_labor0(indptr, indices, nodes, probs, offsets, local, variates, fa
 # ---------------------------------------------------------------- LABOR-k / LABOR-*
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _solve_constants(offsets, local, inv_pi, targets, c, chunks):
-    """Per destination ``c_s``: ``Σ_t 1 / min(1, c_s π_t) = targets[s]`` (``inf``: keep all),
-    from ``inv_pi = 1 / π`` (float32). ``chunks``: edge-balanced bounds over the destinations."""
+    """``c[s]`` solving ``Σ_t 1 / min(1, c_s π_t) = targets[s]`` (``inf``: keep all), from
+    float32 ``inv_pi = 1 / π``, over edge-balanced ``chunks`` of the destinations."""
     for chunk in numba.prange(chunks.size - 1):
         lo, hi = chunks[chunk], chunks[chunk + 1]
         longest = 0
@@ -638,12 +596,11 @@ def _solve_constant(inverses, target):
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _update_vertex_probabilities(offsets, local, pi, c, partial):
-    """``π_t ← π_t · max_s c_s`` over the destinations ``s`` that have ``t``; returns the
-    new ``π`` (float64), ``1 / π`` (float32) and ``Σ_t min(1, π_t)``. Row ``p`` of the
-    float32 scratch ``partial`` ``[partitions, num_vertices]`` takes the maxima of one
-    edge-balanced slice of the destinations (threads never write the same row); a second
-    pass combines the rows. The sum is added up in ``_SUM_CHUNKS`` fixed chunks, in
-    order, so it (and the stopping test) is the same for any thread count."""
+    """``π_t ← π_t · max_s c_s`` over the destinations ``s`` of ``t``: the new ``π`` (float64),
+    ``1 / π`` (float32) and ``Σ_t min(1, π_t)``. Row ``p`` of the float32 scratch
+    ``partial [partitions, num_vertices]`` takes the maxima of one slice of the
+    destinations, a second pass combines the rows; the sum runs over ``_SUM_CHUNKS`` fixed
+    chunks, so it (and the stopping test) is the same for any thread count."""
     n = offsets.size - 1
     partitions = partial.shape[0]
     for p in numba.prange(partitions):
@@ -694,9 +651,8 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
     )
     threads = numba.get_num_threads()
     chunks = edge_balanced_chunks(offsets, np.arange(degrees.size), CHUNKS_PER_THREAD * threads)
-    # The per-iteration passes gather 1 / π and scatter maxima at random vertices: float32
-    # keeps those arrays in the last-level cache (25% faster on the benchmark graph); π
-    # itself and the edge probabilities stay float64.
+    # The passes gather 1 / π and scatter maxima at random vertices: float32 keeps those in
+    # the last-level cache (25% faster on the benchmark graph); π itself stays float64.
     partial = np.empty((min(threads, _MAX_PARTITIONS), num_vertices), np.float32)
     pi = np.ones(num_vertices, np.float64)
     c = np.empty(degrees.size, np.float64)
@@ -716,12 +672,10 @@ def _importance_sampling(offsets, local, num_vertices, degrees, fanout, iteratio
 
 # ---------------------------------------------------------------- entry point
 def _labor0_variates(indptr, nodes, fanout, variates: Variates, num_nodes: int):
-    """The variates argument of :func:`_labor0`: ``(k0,)`` when independent; when
-    dependent, the int64 order keys of ``z_t`` (``r_t = Φ(z_t)``) of every vertex if
-    dependent variates (two Box-Muller normals and an erfc each, ~50x a hash) would
-    otherwise be computed per scanned edge for more edges than the graph has vertices,
-    else ``(k0, k1, c0, c1)`` (compute per edge). The order of ``z_t`` is that of ``r_t``
-    (up to ties that rounding ``Φ`` would make)."""
+    """:func:`_labor0`'s variates: ``(k0,)`` when independent; when dependent, a table of the
+    order keys of ``z_t`` (``r_t = Φ(z_t)``, same order) of every vertex if the layer scans
+    more edges than the graph has vertices (a dependent variate costs ~50 hashes), else
+    ``(k0, k1, c0, c1)``, computed per edge."""
     k0 = np.uint64(variates.k0)
     if not variates.dependent:
         return (k0,)
@@ -740,8 +694,7 @@ def _labor0_variates(indptr, nodes, fanout, variates: Variates, num_nodes: int):
 
 @numba.njit(nogil=True, cache=True)
 def _scanned_edges(indptr, nodes, fanout):
-    """``Σ`` in-degree of the ``nodes`` with more than ``fanout`` in-edges: the edges a
-    LABOR-0 layer draws variates for (the others keep every edge)."""
+    """``Σ`` in-degree of the ``nodes`` with more than ``fanout`` in-edges (those LABOR-0 draws for)."""
     total = 0
     for v in nodes:
         d = indptr[v + 1] - indptr[v]
@@ -764,19 +717,16 @@ def sample_labor(
     """LABOR-sample the in-edges of ``nodes`` for one layer (rules in the module doc).
 
     Args:
-        indptr, indices: the graph's CSC arrays (int32/int64), valid as
-            :class:`~graphpipe.CSCGraph` checks them. Checked here: their types,
-            ``indptr[-1] <= len(indices)`` and the ranges of ``nodes``; not checked (that
-            is ``O(graph)``): that every id in ``indices`` is a node, which a layer's
-            unique_and_compact then checks for the ids sampled.
+        indptr, indices: the graph's CSC arrays (int32/int64). Checked: their types,
+            ``indptr[-1] <= len(indices)`` and the ranges of ``nodes``; not (``O(graph)``):
+            that ids in ``indices`` are nodes (unique_and_compact checks those sampled).
         nodes: ``[num_dst]`` int64 destination ids.
         fanout: ``>= 1`` or -1 (all in-edges).
         variates: the keys of the layer's per-vertex uniforms.
         importance_sampling: 0 (LABOR-0), ``k > 0`` (LABOR-k) or -1 (LABOR-*).
         probs: optional ``[num_edges]`` float32/float64 edge weights (weighted LABOR-0).
-        num_nodes: ids in ``indices`` are below it; default ``len(indptr) - 1``. Given
-            when ``indptr`` is not the graph's own (typed graphs sample through a table
-            of per-edge-type ranges, :mod:`graphpipe.ops.typed_sampling`).
+        num_nodes: ids in ``indices`` are below it; default ``len(indptr) - 1`` (given when
+            ``indptr`` is a table of segments, :mod:`graphpipe.ops.typed_sampling`).
 
     Returns:
         :class:`LayerSample` with int64 ``indptr``, ``indices`` (global), ``edge_ids``
@@ -808,10 +758,9 @@ def sample_labor(
 
 
 def _sample_labor_cpu(indptr, indices, nodes, fanout, variates, importance_sampling, probs, num_nodes) -> LayerSample:
-    """The CPU kernels: LABOR-0 in one pass; weighted LABOR-0 and LABOR-k over the
-    gathered neighbourhoods and their unique sources."""
+    """LABOR-0 in one pass; weighted LABOR-0 and LABOR-k over the gathered neighbourhoods."""
     indptr_np, indices_np, nodes_np = (t.contiguous().numpy() for t in (indptr, indices, nodes))
-    fanout = min(fanout, _FANOUT_CAP)
+    fanout = min(fanout, FANOUT_CAP)
     chunks = CHUNKS_PER_THREAD * numba.get_num_threads()
     if probs is None and importance_sampling == 0:
         kernel_variates = _labor0_variates(indptr_np, nodes_np, fanout, variates, num_nodes)

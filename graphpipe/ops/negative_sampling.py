@@ -1,20 +1,12 @@
 """Uniform negative sampling for link prediction: corrupted destinations per positive pair.
 
-For every positive pair ``(u, v)`` (an edge ``u -> v`` to predict), draw ``k`` negative
-destinations ``v'`` uniformly from all nodes (on a typed graph: from the nodes of the
-edge type's destination type), giving the negative pairs ``(u, v')``: GraphBolt's
-``sample_uniform_negative`` (its negatives keep the source), which is also the
-per-source protocol of ogbl-citation2's evaluation and the draws of PyG's
-``neg_sampling="triplet"``. With ``exclude_edges``, a draw that is an edge ``u -> v'``
-of the graph (of the pair's edge type) is redrawn, so every negative is a non-edge.
-
-Randomness is counter-based (:mod:`graphpipe.ops.random`): negative ``j`` of pair ``i``,
-``(u, v)``, is ``floor(n * uniform(vkey, j + k * attempt))`` with ``vkey =
-hash2(hash2(hash2(key, i), u), v)``, for the first ``attempt = 0, 1, ...`` that is not an
-edge. So a batch's negatives depend on the key and the pairs only, not on the thread
-count or the worker; a pair repeated in a batch gets independent negatives (the
-position), and ranks of a ``DistributedItemSampler``, which share a batch's key, draw
-independent negatives for their different pairs (the endpoints).
+Each positive pair ``(u, v)`` gets ``k`` negative destinations ``v'`` drawn uniformly from
+all nodes (a typed graph: from the edge type's destination type), keeping the source:
+GraphBolt's ``sample_uniform_negative``, ogbl-citation2's protocol, PyG's
+``neg_sampling="triplet"``. With ``exclude_edges`` a draw that is an edge ``u -> v'`` is
+redrawn. Negative ``j`` of pair ``i`` is ``floor(n * uniform(vkey, j + k * attempt))``,
+``vkey = hash2(hash2(hash2(key, i), u), v)``, for the first ``attempt`` that is not an edge:
+independent of threads and workers, and independent for repeated pairs and across ranks.
 """
 
 from __future__ import annotations
@@ -33,16 +25,15 @@ from graphpipe.ops.selection import max_output_edges
 
 __all__ = ["MAX_ATTEMPTS", "check_negative_ratio", "sample_uniform_negatives"]
 
-# Draws per negative before giving up on a source that points at (nearly) every node:
-# a source whose out-edges cover a fraction f of the nodes fails with probability f**1000.
+# Draws per negative before giving up: a source with edges to a fraction f of the nodes
+# fails with probability f**1000.
 MAX_ATTEMPTS = 1000
 # Bytes a batch holds per negative: the draw, its seed pair and its index (int64), its label.
 _BYTES_PER_NEGATIVE = 40
 
 
 def check_negative_ratio(negative_ratio, num_pairs: int, where: str) -> int:
-    """``negative_ratio`` as an int ``>= 1`` whose ``num_pairs * negative_ratio`` negatives
-    fit in the machine's memory; a ValueError naming ``negative_ratio`` otherwise."""
+    """``negative_ratio`` as an int ``>= 1`` whose negatives fit in memory, else a ValueError."""
     negative_ratio = check_int(negative_ratio, "negative_ratio", where, minimum=1)
     most = max_output_edges(_BYTES_PER_NEGATIVE)
     if num_pairs * negative_ratio > most:
@@ -62,8 +53,8 @@ def _uniform_node(vkey, counter, first, count):
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _uniform_negatives(src, dst, first, count, k, key, indptr, indices, type_per_edge, edge_type, exclude_edges, sorted_indices, out):
-    """``out[i, j]`` = negative ``j`` of pair ``i``; -1 where ``MAX_ATTEMPTS`` draws all hit
-    edges (of ``edge_type``, or any when it is negative; the caller raises)."""
+    """``out[i, j]`` = negative ``j`` of pair ``i``, -1 where ``MAX_ATTEMPTS`` draws hit edges
+    (of ``edge_type``, any if negative); returns the count of those."""
     failed = 0
     for i in numba.prange(src.size):
         u = src[i]
@@ -106,35 +97,31 @@ def sample_uniform_negatives(
         num_nodes: the graph's number of nodes.
         negative_ratio: negatives per pair, ``>= 1``.
         key: a 64-bit key (an int in ``[0, 2**64)``), e.g. ``derive_key(seed, batch_index)``.
-        indptr, indices: the graph's CSC arrays in host memory; needed with ``exclude_edges``.
+        indptr, indices: the graph's CSC arrays in host memory, for ``exclude_edges``.
         exclude_edges: redraw a negative ``v'`` while ``u -> v'`` is an edge of the graph.
-        sorted_indices: every node's sources are sorted (per edge type on a typed graph;
-            edges are then found by binary search;
-            :func:`~graphpipe.ops.edge_lookup.in_neighbours_sorted`).
-        candidates: ``(first, count)``: negatives are drawn from the ids ``[first, first +
-            count)`` (a typed graph's destination type), default all nodes.
-        type_per_edge, edge_type: a typed graph's edge type ids and the pairs' edge type
-            id: ``exclude_edges`` then avoids edges of that type only.
+        sorted_indices: :func:`~graphpipe.ops.edge_lookup.in_neighbours_sorted` of the graph.
+        candidates: ``(first, count)``: draw from the ids ``[first, first + count)`` (a typed
+            graph's destination type), default all nodes.
+        type_per_edge, edge_type: a typed graph's edge type ids and the pairs' edge type:
+            ``exclude_edges`` then avoids edges of that type only.
 
     Returns:
         ``[N, negative_ratio]`` int64 negative destinations on ``pairs``' device: row
         ``i`` holds the negatives of pair ``i``, whose source they keep.
 
     Raises:
-        ValueError: bad arguments (naming them; a ``negative_ratio`` whose negatives would
-            not fit in memory), or, with ``exclude_edges``, a source
-            with edges to nearly every node (no non-edge found in ``MAX_ATTEMPTS`` draws).
+        ValueError: bad arguments (naming them), or, with ``exclude_edges``, a source with
+            edges to nearly every node (no non-edge in ``MAX_ATTEMPTS`` draws).
     """
     where = "sample_uniform_negatives"
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
-    negative_ratio = check_int(negative_ratio, "negative_ratio", where, minimum=1)
     if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
         raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
     first, count = (0, num_nodes) if candidates is None else candidates
     if not 0 <= first < first + count <= num_nodes:
         raise ValueError(f"{where}: `candidates` {candidates!r} must be a non-empty range of ids below {num_nodes}")
     pairs = check_node_pairs(pairs, num_nodes, "pairs", where)
-    check_negative_ratio(negative_ratio, pairs.shape[0], where)
+    negative_ratio = check_negative_ratio(negative_ratio, pairs.shape[0], where)
     if exclude_edges:
         if indptr is None or indices is None:
             raise ValueError(f"{where}: `exclude_edges=True` needs the graph's `indptr` and `indices`")

@@ -1,30 +1,19 @@
 """Neighbor sampling of one layer: a fused numba kernel per layer on CPU tensors.
 
-Every destination ``v`` draws its variates from the sub-key ``hash2(key, v)`` and a
-draw number, never from a thread or a position in the batch, so the edges ``v`` gets
-depend only on ``(key, v, fanout)``: the same in every batch, on every rank, and for
-any numba thread count.
-
-Selection rules for a destination with ``d`` in-edges and fanout ``k`` (``d`` and the
-positions ``i`` below are relative to the destination's CSC range):
+Destination ``v`` draws its variates from the sub-key ``hash2(key, v)`` and a draw number,
+so its edges depend only on ``(key, v, fanout)``: the same in every batch, on every rank,
+for any thread count. Rules for ``d`` in-edges and fanout ``k``:
 
 * ``k == -1`` or ``k >= d`` (without replacement): all in-edges;
-* uniform, without replacement: Floyd's algorithm, ``k`` draws, every ``k``-subset
-  equally likely, ``O(k)`` work for small ``k`` (``O(k log k)`` for large ``k``);
+* uniform, without replacement: Floyd's algorithm, every ``k``-subset equally likely;
 * uniform, with replacement: draw ``j`` takes an independent uniform position;
 * weighted, without replacement: the ``k`` positive-weight edges with the smallest
   ``-log(u_i) / w_i`` (Efraimidis-Spirakis: successive sampling proportional to weight);
 * weighted, with replacement: draw ``j`` takes the edge whose weight prefix-sum interval
   holds ``u_j * sum(w)``.
 
-Edges of zero (or negative) weight are never drawn. Weights may have any finite
-magnitude: each destination's weights are divided by its largest, so a sum past
-float64's range or subnormal weights draw in the right proportions, and a destination
-whose weights span more than 1e300 compares ``log(-log(u_i)) - log(w_i)`` (the same
-order, never infinite). NaN or infinite weights of the destinations' in-edges raise a
-ValueError, as do ``indptr`` ranges of the destinations that do not lie within
-``indices`` and outputs too large for the machine's memory (a huge ``fanout`` with
-replacement).
+Edges of weight <= 0 are never drawn; weights of any finite magnitude work
+(:mod:`graphpipe.ops.selection`, "weights of any magnitude").
 """
 
 from __future__ import annotations
@@ -42,6 +31,7 @@ from graphpipe.ops.edge_lookup import EdgeExclusion, check_exclusion, drop_exclu
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.random import hash2, uniform, uniform_open
 from graphpipe.ops.selection import (
+    FANOUT_CAP,
     check_graph_arrays,
     check_kernel_report,
     check_probs,
@@ -58,18 +48,13 @@ from graphpipe.ops.selection import (
 
 __all__ = ["FanoutTooLarge", "sample_neighbors"]
 
-# Up to this fanout Floyd's set is a plain array (membership by scan behind a 64-bit
-# filter, ascending order by rank: O(k^2) branch-free work); above, a hash set and a
-# final sort keep the cost O(k log k) for any fanout.
+# Up to this fanout Floyd's set is a plain array (O(k^2) branch-free work); above, a hash
+# set and a sort keep it O(k log k).
 _SMALL_FANOUT_MAX = 64
-# Destinations are picked in this many contiguous chunks, so that each chunk allocates
-# its scratch once (the work per destination is O(fanout) unless it keeps all its edges).
+# Contiguous chunks of destinations, each allocating its scratch once.
 _NUM_CHUNKS = 64
-# Bytes of output per sampled edge (int64 edge id and source id), and a fanout cap that
-# keeps the kernels' int64 counts from overflowing (any fanout above it keeps every
-# in-edge without replacement; with replacement the output could not fit in memory).
+# Output bytes per sampled edge: an int64 edge id and source.
 _BYTES_PER_EDGE = 16
-_FANOUT_CAP = 1 << 61
 # No excluded edges: an EdgeExclusion over no destinations (one compiled kernel either way).
 _NO_EXCLUSION_INDPTR = np.zeros(1, np.int64)
 _NO_EXCLUSION_POSITIONS = np.zeros(0, np.int64)
@@ -85,16 +70,10 @@ def _randint(vkey, draw, n):
 @numba.njit(inline="always", nogil=True, cache=True)
 def _floyd_small(vkey, start, d, k, out, draws):
     """Floyd's algorithm: ``out[:k]`` = ``start +`` a uniform random ``k``-subset of
-    ``[0, d)``, ascending, for ``k <= 64``. (``out`` is a view of the destination's output
-    slots: indexing from 0 lets numba drop its negative-index wraparound checks.)
-
-    Step ``s`` draws ``t`` in ``[0, j]`` with ``j = d - k + s``; ``t`` joins the set unless
-    it is there already, in which case ``j`` (larger than every member) does. The ``k``
-    draws go to the scratch ``draws`` first, in a branch-free loop the compiler
-    vectorises. A 64-bit filter of the members' low 6 bits spares the membership scan
-    for most non-members (for all of them when ``d <= 64``), and the members are written
-    out at their ranks (no branches to mispredict, unlike an insertion sort).
-    """
+    ``[0, d)``, ascending, ``k <= 64``. Step ``s`` draws ``t`` in ``[0, j]``, ``j = d - k +
+    s``; ``t`` joins the set unless it is there already, then ``j`` does. The draws are made
+    first in a loop that vectorises; a 64-bit filter of the members' low 6 bits spares most
+    membership scans, and the members are written at their ranks (no branches)."""
     for s in range(k):
         draws[s] = _randint(vkey, s, d - k + s + 1)
     seen = np.uint64(0)
@@ -140,9 +119,8 @@ def _floyd_hashed(vkey, start, d, k, out):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _offsets(out_indptr, max_out):
-    """Prefix sums of the counts ``out_indptr[1:]`` in place, stopping at ``max_out + 1``
-    (counts are at most ``_FANOUT_CAP``, so nothing overflows): the total is then
-    ``out_indptr[-1]``, or more than ``max_out`` if the output would not fit."""
+    """Prefix sums of the counts ``out_indptr[1:]`` in place, saturating at ``max_out + 1``:
+    returns the total, more than ``max_out`` if the output would not fit."""
     n = out_indptr.size - 1
     for i in range(n):
         out_indptr[i + 1] = min(out_indptr[i + 1] + out_indptr[i], max_out + 1)
@@ -157,9 +135,9 @@ def _excluded_count(ex_indptr, i):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _skip_excluded(out, k, start, excluded):
-    """Turn ``out[:k]`` = ``start +`` ascending ranks among the positions of ``[start, ...)``
-    that are not ``excluded`` (ascending) into those positions: the ``r``-th remaining
-    position is ``r + j``, ``j`` the number of excluded positions up to it."""
+    """Map ``out[:k]`` = ``start +`` ascending ranks among the positions not ``excluded``
+    (ascending) to those positions: the ``r``-th remaining one is ``r + j``, ``j`` the
+    number of excluded positions up to it."""
     j = 0
     x = excluded.size
     for m in range(k):
@@ -180,20 +158,18 @@ def _sample_size(d, fanout, replace):
 
 
 def _uniform_kernel(large_fanouts: bool, name: str):
-    """The uniform sampling kernel, with (``large_fanouts``) or without the code for
-    fanouts above ``_SMALL_FANOUT_MAX`` (Floyd's hash set, a sort call): numba compiles
-    every branch, taken or not, and that code is most of the compile time of the usual
-    fanouts (a branch on a closure constant is dropped before compilation). Each variant
-    has its own (qualified) ``name``: numba names cache files and symbols after it, and
-    variants sharing one loaded each other's cached code."""
+    """The uniform kernel with (``large_fanouts``) or without the code for fanouts above
+    ``_SMALL_FANOUT_MAX``, most of the compile time of the usual fanouts (numba compiles
+    every branch; one on a closure constant is dropped first). Each variant has its own
+    ``name``: numba names cache files after it, and variants sharing one loaded each
+    other's code."""
 
     def sample_uniform(indptr, indices, nodes, key_ids, fanout, key, replace, max_out, ex_indptr, ex_pos):
-        """Pass 1 counts per destination, pass 2 picks edge ids, pass 3 gathers their
-        sources (independent loads, so cache misses on ``indices`` overlap). Destination
-        ``i`` draws from ``hash2(key, key_ids[i])``; one with excluded in-edges
-        (``ex_indptr``/``ex_pos``) draws ranks among the others and maps them past the
-        excluded positions. Returns ``(indptr, sources, edge ids, bad ranges)``; nothing is
-        sampled when a range is bad or the output would exceed ``max_out`` edges."""
+        """Pass 1 counts, pass 2 picks edge ids, pass 3 gathers their sources (independent
+        loads: misses overlap). Destination ``i`` draws from ``hash2(key, key_ids[i])``;
+        one with excluded in-edges (``ex_indptr``/``ex_pos``) draws ranks among the others.
+        Returns ``(indptr, sources, edge ids, bad ranges)``, nothing sampled if a range is
+        bad or the output would exceed ``max_out`` edges."""
         num_dst = nodes.shape[0]
         num_edges = indices.shape[0]
         starts = np.empty(num_dst, np.int64)
@@ -266,10 +242,9 @@ def _drawable_weight(probs, start, p, excluded, x):
 
 @numba.njit(nogil=True, cache=True)
 def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, pos, excluded):
-    """``pos[:k]`` = the ``k`` positive-weight positions with the smallest ``-log(u)/w``,
-    ascending, ``w`` divided by the ``largest`` weight (or in log space, see
-    :func:`weighted_score`), the ``excluded`` CSC positions (ascending) left out: a
-    max-heap of the best ``k`` so far (equal scores keep the lower position)."""
+    """``pos[:k]`` = the ``k`` positive-weight positions, ``excluded`` ones left out, with the
+    smallest ``-log(u)/w`` (:func:`weighted_score`), ascending: a max-heap of the best ``k``
+    (equal scores keep the lower position)."""
     score = np.empty(k, np.float64)
     n = 0
     x = 0
@@ -296,13 +271,8 @@ def _weighted_without_replacement(vkey, probs, start, d, k, largest, log_space, 
 @numba.njit(nogil=True, cache=True)
 def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded):
     """``pos[:k]`` = ``k`` independent draws proportional to weight, ascending, among the
-    positions that are not ``excluded`` (CSC positions, ascending).
-
-    Weights are divided by the ``largest`` one (so their sum is at most ``d``, and
-    subnormal weights become ordinary ratios). The targets ``u_j * total`` are sorted,
-    then one sweep over the weight prefix sums gives each target the first position
-    whose prefix sum exceeds it.
-    """
+    positions not ``excluded``: the sorted targets ``u_j * total`` take, in one sweep, the
+    first position whose prefix sum of ``w / largest`` exceeds them."""
     total = 0.0
     x = 0
     for p in range(d):
@@ -335,13 +305,10 @@ def _weighted_with_replacement(vkey, probs, start, d, k, largest, pos, excluded)
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _sample_weighted(indptr, indices, nodes, key_ids, probs, fanout, key, replace, max_out, ex_indptr, ex_pos):
-    """Pass 1 checks the ranges and counts positive-weight in-edges per destination
-    (noting the largest weight and whether scores need log space), pass 2 fills. The
-    excluded in-edges of a destination (``ex_indptr``/``ex_pos``) are neither counted
-    nor drawn.
-
-    Returns ``(indptr, sources, edge ids, bad ranges, non-finite weights)``; nothing is
-    sampled when either count is not 0 or the output would exceed ``max_out`` edges."""
+    """Pass 1 checks the ranges and counts positive-weight in-edges (and the largest weight,
+    whether scores need log space), pass 2 fills; excluded in-edges are neither counted nor
+    drawn. Returns ``(indptr, sources, edge ids, bad ranges, non-finite weights)``, nothing
+    sampled if either count is not 0 or the output would exceed ``max_out`` edges."""
     num_dst = nodes.shape[0]
     num_edges = indices.shape[0]
     out_indptr = np.empty(num_dst + 1, np.int64)
@@ -409,27 +376,24 @@ def sample_neighbors(
     exclude: Optional[EdgeExclusion] = None,
     key_ids: Optional[torch.Tensor] = None,
 ) -> LayerSample:
-    """Sample in-edges of ``nodes`` for one GNN layer (see the module doc for the rules).
+    """Sample in-edges of ``nodes`` for one GNN layer (rules in the module doc).
 
     Args:
         indptr: ``[num_nodes + 1]`` int32/int64 CSC offsets of the graph.
         indices: ``[num_edges]`` int32/int64 source ids of the graph.
         nodes: ``[num_dst]`` int32/int64 destination ids in ``[0, num_nodes)``.
         fanout: in-edges per destination, ``>= 1``, or -1 for all of them.
-        key: the layer's 64-bit key (an int in ``[0, 2**64)``), e.g. from
-            ``SubgraphSampler.layer_key``.
+        key: the layer's key, an int in ``[0, 2**64)`` (``SubgraphSampler.layer_key``).
         replace: draw with replacement (exactly ``fanout`` edges when the destination
             has any drawable in-edge).
         probs: optional ``[num_edges]`` float32/float64 edge weights; sampling is then
             proportional to weight and non-positive weights are never drawn.
-        exclude: optional :class:`~graphpipe.ops.edge_lookup.EdgeExclusion`: in-edges the
-            first destinations must not take (link prediction's seed edges). On the CPU
-            they are skipped while sampling: such a destination draws by the rules above
-            among its other in-edges (``min(fanout, d - excluded)`` of them without
-            replacement). The GPU path drops them from its sample instead.
-        key_ids: optional ``[num_dst]`` int64 ids that key each destination's variates
-            instead of its node id (CPU only): typed graphs sample per (node, edge type)
-            segment through a table of ranges (:mod:`graphpipe.ops.typed_sampling`).
+        exclude: optional :class:`~graphpipe.ops.edge_lookup.EdgeExclusion`, in-edges the
+            first destinations must not take (link prediction's seed edges). The CPU
+            kernels draw among the other in-edges by the same rules; the GPU path drops
+            them from its sample.
+        key_ids: optional ``[num_dst]`` int64 ids keying each destination's variates
+            instead of its node id (CPU only; typed segments, :mod:`~graphpipe.ops.typed_sampling`).
 
     Returns:
         A :class:`LayerSample` (``edge_weights=None``): ``indptr`` ``[num_dst + 1]``,
@@ -437,10 +401,9 @@ def sample_neighbors(
         edges in ascending edge id.
 
     Raises:
-        ValueError: ``indptr`` ranges of ``nodes`` outside ``indices`` (checked for the
-            destinations only, as the kernel reads them), NaN or infinite ``probs`` of
-            their in-edges, or an output too large for memory (a huge ``fanout`` with
-            replacement).
+        ValueError: ``indptr`` ranges of ``nodes`` outside ``indices``, NaN or infinite
+            ``probs`` of their in-edges, or an output too large for memory
+            (:class:`FanoutTooLarge`).
     """
     fanout = check_fanout(fanout, "sample_neighbors")
     if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
@@ -459,7 +422,7 @@ def sample_neighbors(
         if replace and fanout != -1 and fanout * nodes.numel() > max_output_edges(_BYTES_PER_EDGE):
             raise _too_many_edges(fanout, replace, nodes.numel())
         device = nodes.device if nodes.is_cuda else indptr.device
-        fanout = min(fanout, _FANOUT_CAP)
+        fanout = min(fanout, FANOUT_CAP)
         sample = sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs)
         return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr)
     return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids)
@@ -479,15 +442,14 @@ def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> FanoutTooLarge:
 
 
 def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids=None) -> LayerSample:
-    """The CPU kernels; destination ``i`` keys its variates by ``key_ids[i]`` (default: its
-    node id)."""
+    """The CPU kernels; destination ``i`` keys its variates by ``key_ids[i]`` (default ``nodes[i]``)."""
     indptr_np = indptr.contiguous().numpy()
     indices_np = indices.contiguous().numpy()
     nodes_np = nodes.contiguous().numpy()
     key_ids_np = nodes_np if key_ids is None else key_ids.contiguous().numpy()
     key = np.uint64(key)
     max_out = max_output_edges(_BYTES_PER_EDGE)
-    capped = min(fanout, _FANOUT_CAP)
+    capped = min(fanout, FANOUT_CAP)
     if exclude is None:
         excluded = (_NO_EXCLUSION_INDPTR, _NO_EXCLUSION_POSITIONS)
     else:

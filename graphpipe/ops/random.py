@@ -1,20 +1,12 @@
 """Counter-based random numbers: a uniform variate is a pure function of (key, counter).
 
-Samplers never carry RNG state. A batch gets a 64-bit ``key`` (from the sampler seed,
-the batch index and the layer), and every random number is ``uniform(key, counter)``
-for a counter such as a vertex id or an edge position. Results therefore do not depend
-on the number of threads, the worker that runs a batch, or the order of loops; and two
-seeds that share a neighbour ``t`` can see the same variate (what LABOR needs).
-
-``hash2(key, counter)`` is SplitMix64 (Steele et al., 2014; passes BigCrush): its output
-number ``counter`` from the seed ``key``, one finaliser mix per variate (the kernels that
-hash every scanned edge, as LABOR does, are bound by it). ``mix64``/``uniform``/
-``uniform_bits`` are numba functions usable inside kernels;
-:func:`derive_key` is the Python-side helper that builds keys from integers.
-
-``mix64`` and ``hash2`` are compiled once and called: LLVM inlines them into each loop
-(vectorised loops stay vectorised, same speed). Inlined in numba's IR instead, each
-kernel copied and typed them at every use, ~70 times in a dependent-LABOR kernel.
+Samplers carry no RNG state: a batch gets a 64-bit ``key`` (:func:`derive_key` of the seed,
+batch index and layer) and every variate is ``uniform(key, counter)`` for a counter such as
+a vertex id or an edge position, so results do not depend on threads, workers or loop
+order, and two seeds sharing a neighbour ``t`` can see the same variate (what LABOR needs).
+``hash2`` is SplitMix64 (Steele et al., 2014; passes BigCrush). ``mix64`` and ``hash2`` are
+called, not inlined in numba's IR: LLVM inlines them anyway, and the kernels compile faster
+(benchmarks/RESULTS.md, "Test suite time (issue 19), second step").
 """
 
 import numba
@@ -37,8 +29,7 @@ def mix64(x):
 
 @numba.njit(nogil=True, cache=True)
 def hash2(key, counter):
-    """A uint64 hash of (key, counter): SplitMix64's output number ``counter`` for the seed
-    ``key`` (one mix of ``key + (counter + 1) * golden``)."""
+    """A uint64 hash of (key, counter): SplitMix64's output number ``counter`` from seed ``key``."""
     return mix64(np.uint64(key) + (np.uint64(counter) + np.uint64(1)) * _GOLDEN)
 
 
@@ -50,9 +41,8 @@ def uniform(key, counter):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def uniform_bits(key, counter):
-    """``uniform(key, counter) * 2**53`` as an int64 in ``[0, 2**53)``: the same variate as
-    an exact integer, so a kernel can compare and order variates without converting them
-    (below AVX-512, a vector of uint64 has no one-instruction conversion to float64)."""
+    """``uniform(key, counter) * 2**53`` as an exact int64 in ``[0, 2**53)``: kernels order
+    variates without converting them (below AVX-512, uint64 -> float64 does not vectorise)."""
     return np.int64(hash2(key, counter) >> np.uint64(11))
 
 
@@ -70,11 +60,9 @@ def _mix64_py(x: int) -> int:
 
 
 def derive_key(*parts: int) -> int:
-    """Fold integers into one 64-bit key (e.g. ``derive_key(seed, batch_index, layer)``).
-
-    Uses the same SplitMix64 mixer as the kernels, in pure Python, so keys are stable
-    across runs and platforms. Returns a Python int in [0, 2**64).
-    """
+    """Fold integers into one 64-bit key, a Python int in [0, 2**64) (e.g. ``derive_key(seed,
+    batch_index, layer)``): the kernels' SplitMix64 mixer in pure Python, stable across runs
+    and platforms."""
     key = 0x6A09E667F3BCC909
     golden = 0x9E3779B97F4A7C15
     for part in parts:

@@ -1,9 +1,6 @@
-"""Small numba building blocks shared by the sampling kernels: a bounded max-heap that
-keeps the ``k`` smallest ``(score, position)`` pairs, a sort for a fanout's few values,
-work chunks of equal edge counts for ``prange`` loops over destinations of power-law
-degrees, the per-destination ranges of a kernel's fill pass, scale-free weighted scores;
-and the argument checks the public sampling ops share (graph arrays, a kernel's report
-of bad ranges or weights, output sizes)."""
+"""numba building blocks of the sampling kernels (a bounded max-heap of the ``k`` smallest
+``(score, position)`` pairs, sorts for a fanout's few values, edge-balanced chunks, scores
+for weights of any magnitude) and the argument checks the public sampling ops share."""
 
 import functools
 import math
@@ -15,6 +12,7 @@ import torch
 
 __all__ = [
     "CHUNKS_PER_THREAD",
+    "FANOUT_CAP",
     "LOG_SPACE_SPREAD",
     "check_graph_arrays",
     "check_kernel_report",
@@ -36,9 +34,11 @@ __all__ = [
     "write_ranked",
 ]
 
-# prange splits its range into one contiguous block per thread; this many chunks per
-# thread keeps the blocks even when single destinations are heavy.
+# prange gives each thread one contiguous block: this many chunks per thread keep them even.
 CHUNKS_PER_THREAD = 16
+# A fanout above this keeps every in-edge (no destination has more), and int64 counts of
+# fanouts do not overflow.
+FANOUT_CAP = 1 << 61
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -69,9 +69,8 @@ def heapify(score, pos, k):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def offer(score, pos, k, value, position):
-    """Put ``(value, position)`` into the max-heap ``[:k]`` of the ``k`` smallest so far if
-    it is smaller than the largest; ``position`` must exceed every position offered
-    before, so only a strictly smaller ``value`` gets in."""
+    """Put ``(value, position)`` into the max-heap ``[:k]`` of the ``k`` smallest if smaller
+    than its largest; ``position`` must exceed every earlier one (a tie stays out)."""
     if value < score[0]:
         score[0] = value
         pos[0] = position
@@ -80,13 +79,9 @@ def offer(score, pos, k, value, position):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def kth_smallest(score, pos, n, k, heap_score, heap_pos):
-    """The ``k``-th smallest ``(score, pos)`` pair of ``[:n]`` (``1 <= k <= n``), as
-    ``(score, pos)``: the root of a max-heap of the ``k`` smallest, built in the scratch
-    ``heap_score``/``heap_pos`` (``>= k`` slots), so the input keeps its order.
-
-    ``pos[:n]`` must be ascending, so a later pair only replaces the heap's largest when
-    its score is strictly smaller. ``O(n + k log k log(n / k))`` expected for random scores.
-    """
+    """The ``k``-th smallest ``(score, pos)`` pair of ``[:n]`` (``1 <= k <= n``, ``pos[:n]``
+    ascending): the root of a max-heap of the ``k`` smallest built in the scratch
+    ``heap_score``/``heap_pos`` (``>= k`` slots); the input keeps its order."""
     for j in range(k):
         heap_score[j] = score[j]
         heap_pos[j] = pos[j]
@@ -98,9 +93,8 @@ def kth_smallest(score, pos, n, k, heap_score, heap_pos):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def write_ranked(values, n, out, offset):
-    """``out[r] = offset + values[i]`` where ``r`` is the rank of ``values[i]`` among the
-    DISTINCT ``values[:n]``: ``out[:n]`` holds ``offset + values[:n]`` ascending. ``n²``
-    branch-free comparisons, for the few values of a fanout."""
+    """``out[:n]`` = ``offset + values[:n]`` (DISTINCT) ascending, each written at its rank:
+    ``n²`` branch-free comparisons, for the few values of a fanout."""
     for i in range(n):
         t = values[i]
         rank = 0
@@ -111,9 +105,8 @@ def write_ranked(values, n, out, offset):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def sort_by_rank(values, n, scratch):
-    """Sort ``values[:n]`` (repeats allowed, ``n <= scratch.size``) ascending in place, by
-    rank through ``scratch`` (same dtype): ``n²`` branch-free comparisons. A sort call
-    costs about 400 ns however few the values; ranking 15 of them costs about 65 ns."""
+    """Sort ``values[:n]`` (repeats allowed, ``n <= scratch.size``) in place by rank through
+    ``scratch``: for 15 values 65 ns, where a sort call costs 400 ns."""
     for i in range(n):
         t = values[i]
         rank = 0
@@ -126,9 +119,8 @@ def sort_by_rank(values, n, scratch):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def sort_small(values, n, scratch):
-    """Sort ``values[:n]`` (repeats allowed) ascending in place: :func:`sort_by_rank`
-    when ``n <= scratch.size``, else numpy's sort (whose code takes seconds to compile:
-    kernels that never sort more than ``scratch.size`` values call ``sort_by_rank``)."""
+    """Sort ``values[:n]`` in place: :func:`sort_by_rank` up to ``scratch.size`` values, else
+    numpy's sort (seconds to compile: kernels that need no more call ``sort_by_rank``)."""
     if n > scratch.size:
         values[:n].sort()
         return
@@ -137,10 +129,9 @@ def sort_small(values, n, scratch):
 
 @numba.njit(nogil=True, cache=True)
 def edge_balanced_chunks(indptr, nodes, chunks):
-    """``[c + 1]`` int64 bounds (``c <= chunks``) that cut ``nodes`` into contiguous chunks
-    of about equal ``Σ (in-degree + 16)``, so a ``prange`` over them gives threads equal
-    work. Pass ``chunks = CHUNKS_PER_THREAD * numba.get_num_threads()`` (read outside the
-    kernel: calling it inside would keep numba from caching the kernel)."""
+    """``[c + 1]`` int64 bounds (``c <= chunks``) cutting ``nodes`` into contiguous chunks of
+    about equal ``Σ (in-degree + 16)``. Pass ``chunks = CHUNKS_PER_THREAD *
+    numba.get_num_threads()``, read outside the kernel (inside, numba cannot cache it)."""
     n = nodes.size
     cost = np.empty(n + 1, np.int64)
     cost[0] = 0
@@ -157,15 +148,13 @@ def edge_balanced_chunks(indptr, nodes, chunks):
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def lower_bound(sorted_values, x):
-    """The first index ``i`` with ``sorted_values[i] >= x`` (``np.searchsorted(...,
-    side="left")``, whose generic code takes a second to compile)."""
+    """The first ``i`` with ``sorted_values[i] >= x`` (``np.searchsorted`` takes a second to compile)."""
     return lower_bound_in(sorted_values, 0, sorted_values.size, x)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def lower_bound_in(sorted_values, start, end, x):
-    """The first index in ``[start, end)`` with ``sorted_values[i] >= x`` (``end`` if none;
-    the values in that range are sorted)."""
+    """The first ``i`` in ``[start, end)`` with ``sorted_values[i] >= x`` (sorted there), else ``end``."""
     lo, hi = start, end
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -188,21 +177,18 @@ def destination_ranges(indptr, nodes, out_indptr, i):
 
 
 # ---------------------------------------------------------------- weights of any magnitude
-# Weighted kernels divide every weight by its destination's largest, so that sums and
-# scores depend on ratios only: a destination's weights may be subnormal or sum past
-# float64's range. Where its positive weights span more than 1 / LOG_SPACE_SPREAD, a
-# score ``x / (w / w_max)`` could overflow (and ties of inf would pick by position), so
-# that destination compares ``log(x) - (log(w) - log(w_max))`` instead: finite for every
-# positive finite weight, the same order.
+# Weighted kernels divide each weight by its destination's largest: sums and scores depend
+# on ratios only (subnormal weights, sums past float64's range). Where positive weights
+# span more than 1 / LOG_SPACE_SPREAD, ``x / (w / w_max)`` could overflow, so that
+# destination compares ``log(x) - (log(w) - log(w_max))``: finite, the same order.
 LOG_SPACE_SPREAD = 1e-300
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def weight_range(probs, start, d):
-    """``(positive, largest, log_space, non_finite)`` of the weights ``probs[start:start
-    + d]``: the number of positive weights, the largest weight (0.0 if none), whether
-    their spread calls for log-space scores, and the number of NaN or infinite weights
-    (which no rule samples: the caller raises)."""
+    """``(positive, largest, log_space, non_finite)`` of ``probs[start:start + d]``: the count
+    of positive weights, the largest (0.0 if none), whether scores need log space, and the
+    count of NaN or infinite weights (the caller raises)."""
     positive = 0
     largest = 0.0
     smallest = np.inf
@@ -229,16 +215,13 @@ def weighted_score(x, w, largest, log_space):
 # ---------------------------------------------------------------- checks of the public ops
 @numba.njit(inline="always", nogil=True, cache=True)
 def range_is_bad(start, end, num_edges):
-    """Whether the CSC range ``[start, end)`` is not within ``[0, num_edges]`` or runs
-    backwards: two unsigned comparisons (a negative bound is a huge unsigned one)."""
+    """Whether the CSC range ``[start, end)`` runs backwards or leaves ``[0, num_edges]``."""
     return (np.uint64(start) > np.uint64(end)) | (np.uint64(end) > np.uint64(num_edges))
 
 
 def check_graph_arrays(indptr, indices, where: str) -> None:
-    """``indptr``/``indices`` are 1-D int32/int64 tensors with ``0 <= indptr[-1] <=
-    len(indices)`` (read when ``indptr`` is in host memory): O(1). The kernels check the
-    destinations' own ranges as they read them (:func:`range_is_bad`,
-    :func:`check_kernel_report`): O(batch), not O(graph)."""
+    """``indptr``/``indices`` are 1-D int32/int64 tensors, ``0 <= indptr[-1] <= len(indices)``
+    (host ``indptr`` only): O(1). The kernels check the ranges they read (O(batch))."""
     for name, array in (("indptr", indptr), ("indices", indices)):
         if not isinstance(array, torch.Tensor) or array.dtype not in (torch.int32, torch.int64):
             raise TypeError(
@@ -260,8 +243,7 @@ def check_graph_arrays(indptr, indices, where: str) -> None:
 
 
 def check_probs(probs, num_edges: int, where: str) -> None:
-    """``probs`` is None or a ``[num_edges]`` float32/float64 tensor. Its values are
-    checked by the kernels, for the in-edges of the destinations they read."""
+    """``probs`` is None or a ``[num_edges]`` float32/float64 tensor (the kernels check the values they read)."""
     if probs is None:
         return
     if not isinstance(probs, torch.Tensor) or probs.dtype not in (torch.float32, torch.float64):
@@ -274,8 +256,7 @@ def check_probs(probs, num_edges: int, where: str) -> None:
 
 
 def check_kernel_report(bad_ranges: int, non_finite: int, where: str) -> None:
-    """Raise for what a kernel's first pass found: destinations whose ``indptr`` range is
-    not within ``indices``, or NaN / infinite weights among their in-edges."""
+    """Raise for a kernel's count of bad ``indptr`` ranges or of NaN / infinite weights."""
     if bad_ranges:
         raise ValueError(
             f"{where}: `indptr` and `indices` disagree: {bad_ranges} destination(s) have an "
@@ -298,6 +279,5 @@ def _physical_memory() -> int:
 
 
 def max_output_edges(bytes_per_edge: int) -> int:
-    """The most sampled edges whose output arrays (``bytes_per_edge`` each) fit in the
-    machine's physical memory: a larger output can only end in an allocation failure."""
+    """The most sampled edges whose outputs (``bytes_per_edge`` each) fit in physical memory."""
     return _physical_memory() // bytes_per_edge

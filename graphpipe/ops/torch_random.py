@@ -1,11 +1,7 @@
-"""The counter-based hash of :mod:`graphpipe.ops.random` in torch int64 arithmetic.
-
-GPU samplers run as torch ops, so they need the same variates as the numba kernels:
-``uniform(key, counter)`` here is bit-identical to the numba ``uniform`` for every
-key and counter. torch has no uint64 arithmetic on CUDA, so the uint64 algebra is
-carried out on int64 two's-complement bits: addition and multiplication wrap modulo
-2**64 exactly as uint64 does, and a logical right shift is an arithmetic shift with the
-sign-extended high bits masked off. Works on any device.
+"""The counter hash of :mod:`graphpipe.ops.random` in torch ops on any device, bit-identical
+to the numba functions. CUDA has no uint64 arithmetic, so the uint64 algebra runs on int64
+bits: addition and multiplication wrap modulo 2**64 alike, and a logical right shift is an
+arithmetic one with the sign-extended bits masked off.
 """
 
 import torch
@@ -13,21 +9,16 @@ import torch
 __all__ = ["as_int64_key", "hash2", "logical_shift_right", "mix64", "uniform", "uniform_open"]
 
 
-def _signed(value: int) -> int:
-    """The int64 with the same bits as the uint64 ``value``."""
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-_GOLDEN = _signed(0x9E3779B97F4A7C15)
-_M1 = _signed(0xBF58476D1CE4E5B9)
-_M2 = _signed(0x94D049BB133111EB)
-_INV_2_53 = 1.0 / 9007199254740992.0
-
-
 def as_int64_key(key: int) -> int:
     """A uint64 key (a Python int in ``[0, 2**64)``) as the int64 with the same bits."""
-    return _signed(int(key))
+    key = int(key) & ((1 << 64) - 1)
+    return key - (1 << 64) if key >= 1 << 63 else key
+
+
+_GOLDEN = as_int64_key(0x9E3779B97F4A7C15)
+_M1 = as_int64_key(0xBF58476D1CE4E5B9)
+_M2 = as_int64_key(0x94D049BB133111EB)
+_INV_2_53 = 1.0 / 9007199254740992.0
 
 
 def logical_shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:

@@ -1,18 +1,12 @@
 """Sampling one layer of a typed graph: one kernel call serves every edge type.
 
 A typed :class:`~graphpipe.CSCGraph` groups each destination's in-edges by edge type, so
-the in-edges of type ``t`` of destination ``v`` are a sub-range ``[lo, hi)`` of ``v``'s
-CSC range, found by two binary searches on ``type_per_edge``. :func:`typed_segments_of_nodes`
-lists these ranges for the layer's ``(v, t)`` pairs ("segments") interleaved as
-``[lo_0, hi_0, lo_1, hi_1, ...]``: read as an ``indptr`` with destinations ``0, 2, 4,
-...``, it lets the homogeneous kernels sample every segment of the layer in one call,
-each with the rules and the fanout of its edge type.
-
-Randomness stays keyed by vertices, never by positions: neighbor sampling keys segment
-``(v, t)`` by ``v * num_edge_types + t`` (so the edge types of one node draw independent
-variates) and LABOR keys every variate by its source node, as on homogeneous graphs.
-A segment's sample thus depends only on the key, ``v``, ``t`` and the fanout: the same in
-every batch, on every rank and for any thread count.
+type ``t``'s in-edges of ``v`` are a sub-range ``[lo, hi)`` of ``v``'s CSC range (a
+"segment"). :func:`typed_segments_of_nodes` lists a layer's segments as ``[lo_0, hi_0,
+lo_1, hi_1, ...]``: read as an ``indptr`` with destinations ``0, 2, 4, ...``, the
+homogeneous kernels sample them all in one call. Variates stay keyed by vertices: neighbor
+sampling keys segment ``(v, t)`` by ``v * num_edge_types + t``, LABOR by source node, so a
+segment's sample depends only on the key, ``v``, ``t`` and the fanout.
 """
 
 from __future__ import annotations
@@ -29,20 +23,16 @@ from graphpipe.ops.selection import check_kernel_report, lower_bound_in, range_i
 
 __all__ = ["typed_segments_of_nodes", "sample_segments"]
 
-# sample(indptr, nodes, fanout, key_ids, exclude) -> LayerSample of the in-edge ranges
-# [indptr[v], indptr[v + 1]) of ``nodes`` (for segments: indptr = bounds, nodes = even
-# positions), destination i keyed by key_ids[i] (None: by its node id), the first
-# destinations skipping what ``exclude`` names.
+# sample(indptr, nodes, fanout, key_ids, exclude) -> LayerSample of the ranges of ``nodes``
+# (segments: indptr = bounds, nodes = even positions), destination i keyed by key_ids[i].
 SegmentSampler = Callable[[torch.Tensor, torch.Tensor, int, Optional[torch.Tensor], Optional[EdgeExclusion]], LayerSample]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _segments_of_nodes(indptr, type_per_edge, nodes, edge_types, first_segment, num_edge_types, bounds, key_ids):
-    """Fill ``bounds[2s:2s + 2]`` with the in-edge range and ``key_ids[s]`` with the key
-    of every pair of ``nodes`` (one node type's destinations) and ``edge_types``
-    (ascending ids), where segment ``s = first_segment[j] + i`` is node ``i``'s range of
-    type ``edge_types[j]``; a node's range is read once for all its types. Returns the
-    number of destinations whose range is bad (their segments are empty)."""
+    """Fill ``bounds[2s:2s + 2]`` and ``key_ids[s]`` of segment ``s = first_segment[j] + i``,
+    node ``i``'s range of type ``edge_types[j]`` (ascending); returns the count of bad
+    ranges (their segments are empty)."""
     num_edges = type_per_edge.size
     bad = 0
     for i in numba.prange(nodes.size):
@@ -73,22 +63,19 @@ def typed_segments_of_nodes(
     groups: Sequence[Tuple[torch.Tensor, Sequence[int]]],
     num_edge_types: int,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The CSC ranges of the in-edges of every edge type of every node of ``groups``,
-    ordered by edge type, then node.
+    """The segments of every edge type of every node of ``groups``, by edge type, then node.
 
     Args:
         indptr: ``[num_nodes + 1]`` the typed graph's CSC offsets (CPU).
         type_per_edge: ``[num_edges]`` edge type ids, ascending within each destination.
         groups: ``(nodes, edge_types)`` per destination node type: ``[n]`` int64 global
-            ids and the (ascending) edge type ids whose segments they get; every edge
-            type appears in one group at most.
+            ids and the edge type ids whose segments they get (each type in one group).
         num_edge_types: the graph's number of edge types.
 
     Returns:
-        ``(bounds, key_ids)``: ``[2 * S]`` ``[lo_0, hi_0, lo_1, hi_1, ...]`` of
-        ``indptr``'s dtype (so the sampling kernels run the code compiled for the graph's
-        own ``indptr``) and ``[S]`` int64 ``node * num_edge_types + edge_type``; segments
-        in ascending edge type order, each edge type's in the order of its group's nodes.
+        ``(bounds, key_ids)``: ``[2 * S]`` ``[lo_0, hi_0, ...]`` of ``indptr``'s dtype (the
+        kernels compiled for the graph's ``indptr`` serve) and ``[S]`` int64 ``node *
+        num_edge_types + edge_type``.
     """
     indptr_np, types_np = indptr.numpy(), type_per_edge.numpy()
     sizes = {t: nodes.numel() for nodes, edge_types in groups for t in edge_types}
@@ -118,18 +105,11 @@ def sample_segments(
     sample: SegmentSampler,
     exclude: Optional[EdgeExclusion] = None,
 ) -> LayerSample:
-    """Sample the segments of ``bounds``/``key_ids`` (:func:`typed_segments_of_nodes`),
-    segment ``i`` with ``fanouts[i]`` (``-1``: all its in-edges): one call of ``sample``
-    per run of equal fanouts, so a layer whose edge types share one fanout (usually all
-    of them) is one call.
-
-    ``sample(bounds, segment_nodes, fanout, key_ids, exclude)`` samples the segments
-    ``segment_nodes`` (even positions of ``bounds``) with one fanout, e.g.
-    :func:`~graphpipe.ops.sample_neighbors` or :func:`~graphpipe.ops.sample_labor` with
-    ``indptr=bounds``. ``exclude`` (over the first segments, as the ops take it) is cut
-    per call. Returns a :class:`LayerSample` with one destination per segment, in
-    segment order; its ``indices`` are global source ids and ``edge_ids`` CSC positions
-    of the graph."""
+    """Sample segment ``i`` of ``bounds``/``key_ids`` (:func:`typed_segments_of_nodes`) with
+    ``fanouts[i]``: one call of ``sample`` (a :data:`SegmentSampler`, e.g. ``sample_neighbors``
+    with ``indptr=bounds``) per run of equal fanouts, ``exclude`` (over the first segments)
+    cut per call. Returns a :class:`LayerSample` with one destination per segment; its
+    ``edge_ids`` are CSC positions of the graph."""
     num_segments = key_ids.numel()
     if num_segments == 0:
         return sample(bounds.new_zeros(1), bounds.new_empty(0), 1, key_ids, None)

@@ -1,24 +1,11 @@
 """Unique-and-compact: relabel a layer's nodes to local ids, destinations first.
 
-CPU tensors go through one fused numba kernel, chosen by how dense the ids are:
-
-* dense (the largest id is at most a few times the number of ids, as in the input layer
-  of a large batch): a ``[max_id + 1]`` byte array marks the ids present; one ascending
-  sweep over it, eight ids a step, numbers the new ids, so no sort is needed. Parallel.
-* sparse, many ids (a large layer of a graph with far more nodes, e.g. 768k ids of a
-  111M-node graph): the ids are grouped into ranges of ids by a parallel counting sort;
-  each range then finds its new ids with its own hash table and orders them, the ranges
-  in parallel. Numbering the ranges in order gives the new ids in ascending order, as
-  the dense sweep does.
-* sparse, few ids (under ``_PARALLEL_MIN_IDS``): one open-addressing hash table finds
-  the new ids, which a radix sort then orders. Serial: starting threads costs more.
-
-Every path gives the same result, whatever the number of threads. A destination id
-given more than once (a seed repeated in a batch) is the local id of its first position,
-decided without races.
-
-Tensors on other devices (GPUs) use the torch ops of
-:func:`~graphpipe.ops.gpu_sampling.unique_and_compact_torch`.
+CPU tensors go through one numba kernel, chosen by how dense the ids are: dense (the
+largest id at most ~128x the number of ids) marks the ids in a byte array and numbers them
+in one ascending sweep, no sort; sparse with many ids groups them into id ranges by a
+parallel counting sort, each range numbering its ids with its own hash table; sparse with
+few ids uses one hash table and a radix sort, serially. Every path gives the same result
+for any thread count. Other devices use :func:`~graphpipe.ops.gpu_sampling.unique_and_compact_torch`.
 """
 
 from typing import Optional, Tuple
@@ -33,24 +20,16 @@ from graphpipe.ops.random import mix64
 
 __all__ = ["unique_and_compact"]
 
-# The dense kernel sweeps ``max_id + 1`` table entries (a byte each, eight per step) and
-# the serial hash costs about 13 ns per id, so dense pays while the id range is at most
-# this many times the number of ids (plus a constant for tiny inputs). Measured on a 2M
-# id range, 2 threads: 45k ids dense 0.35 ms / hash 0.58 ms; 5k ids 0.17 / 0.05 ms;
-# 460k ids 1.5 / 13 ms.
+# Dense pays while the id range is at most this many times the number of ids, plus a
+# constant (2M id range, 2 threads: 45k ids dense 0.35 ms / hash 0.58 ms; 5k 0.17 / 0.05).
 _DENSE_FACTOR = 128
 _DENSE_SLACK = 1 << 16
 # Chunks of the dense sweep: a fixed number, so the numbering never depends on threads.
 _NUM_CHUNKS = 64
-# Id ranges of the sparse parallel path: as many as make a range at most 2**16 ids, within
-# these bounds (a number fixed by the id range alone, as the chunks).
+# Id ranges of the sparse parallel path: ranges of at most 2**16 ids, within these bounds.
 _MIN_BUCKETS = 256
 _MAX_BUCKETS = 4096
-# Below this many ids (destinations plus sources) the serial hash path is faster. Measured
-# on 2 threads (uniform ids over 111M nodes, no destinations): 32k ids 1.4 ms serial vs
-# 1.9 ms bucketed, 64k 2.75 vs 2.81, 768k 105 vs 66. Skewed ids with few distinct ones
-# favour the serial hash (768k Zipf(1.3) ids: 42 vs 63 ms); sampled layers are far less
-# skewed than that.
+# Below this many ids the serial hash is faster (benchmarks/RESULTS.md, "unique_and_compact").
 _PARALLEL_MIN_IDS = 1 << 16
 
 
@@ -60,19 +39,15 @@ def unique_and_compact(
     """Give every node of a sampled layer a local id, destination nodes first.
 
     Args:
-        dst_nodes: ``[num_dst]`` int64 global ids (the layer's destinations; an id may
-            repeat, e.g. a seed drawn twice: it then keeps every position, and sources
-            with that id take the first).
+        dst_nodes: ``[num_dst]`` int64 global ids of the destinations; a repeated id keeps
+            every position, and sources with that id take the first.
         src_nodes: ``[num_edges]`` int64 global ids of sampled sources (repeats allowed).
-        num_nodes: every id must be in ``[0, num_nodes)`` (ids taken from a graph): for
-            a dense id range this saves the pass that finds the largest id.
+        num_nodes: optional bound of every id (a graph's), which spares a pass over dense ids.
 
     Returns:
-        ``(unique_nodes, local_src)``: ``unique_nodes`` ``[num_src]`` int64 is
-        ``dst_nodes`` followed by the source ids that are not destinations, each once, in
-        ascending id order; ``local_src`` ``[num_edges]`` int64 gives
-        ``unique_nodes[local_src] == src_nodes`` (a source that is a destination: the
-        destination's first position).
+        ``(unique_nodes, local_src)``, int64: ``unique_nodes`` ``[num_src]`` is ``dst_nodes``
+        then the other source ids, each once, ascending; ``local_src`` ``[num_edges]`` gives
+        ``unique_nodes[local_src] == src_nodes``.
 
     Raises:
         ValueError: an id is negative, or not below ``num_nodes`` when it is given.
@@ -107,8 +82,7 @@ def unique_and_compact(
 
 
 def _raise_outside(bad: int, num_nodes: int, count: Optional[int]):
-    """The error for ids outside the graph, e.g. read from a corrupted memory-mapped
-    ``indices``: it names one of them and ``num_nodes``."""
+    """The error for ids outside the graph (a corrupted ``indices``), naming one of them."""
     how_many = "" if count is None else f" ({count} ids are)"
     raise ValueError(
         f"unique_and_compact: node id {bad} is outside [0, num_nodes) = [0, {num_nodes}){how_many}; "
@@ -135,24 +109,21 @@ _LOW_BITS = np.uint64(0x0101010101010101)
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _new_id_bits(word):
-    """Bit 0 of each byte of ``word`` set where that byte of ``marks`` is exactly 1 (a
-    source that is not a destination); marks are 0..3, so that is bit 0 and not bit 1."""
+    """Bit 0 of each byte of ``word`` where that byte of ``marks`` (0..3) is exactly 1: a
+    source that is not a destination."""
     return word & ~(word >> np.uint64(1)) & _LOW_BITS
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _unique_dense(dst, src, max_id):
-    """Dense-id kernel: ``marks[x]`` is 2 for a destination, |1 for a source; the ids
-    marked exactly 1 are numbered by a sweep over ``marks`` read as uint64 words (eight
-    ids a step, jumping from one new id to the next), in ``_NUM_CHUNKS`` chunks. Local
-    ids are kept as int32 (a layer has far fewer than 2**31 nodes). The third result
-    counts ids outside ``[0, max_id]`` and the fourth is one of them (the largest as
-    uint64: a negative one if any); when the count is not 0 the others are meaningless."""
+    """Dense-id kernel: ``marks[x]`` is 2 for a destination, |1 for a source; the ids marked
+    exactly 1 are numbered by a sweep over ``marks`` as uint64 words in ``_NUM_CHUNKS``
+    chunks. Also returns the count of ids outside ``[0, max_id]`` and one of them (the
+    largest as uint64: a negative one if any); the rest is meaningless if any."""
     num_dst = dst.shape[0]
     num_words = (max_id + 8) // 8
     marks = np.zeros(num_words * 8, np.uint8)
-    # Ids index as uint64: numba then skips its negative-index wraparound, and one
-    # unsigned comparison rejects negative ids and ids above max_id alike.
+    # Ids index as uint64: no wraparound check, and one comparison rejects negative ids too.
     limit = np.uint64(max_id)
     outside = 0
     worst = np.uint64(0)
@@ -221,11 +192,10 @@ def _find_slot(keys, x, mask, base=0):
 
 @numba.njit(nogil=True, cache=True)
 def _bucket_layout(counts):
-    """``(cursors, bucket_start, table_start)`` of the ids counted per (chunk, bucket) in
-    ``counts``: each (chunk, bucket)'s first slot in the grouped ids, bucket-major and
-    chunk-minor (positions stay in increasing order in a bucket, so its destinations come
-    before its sources); each bucket's first slot; each bucket's first slot in the hash
-    tables (a power of two of at least twice its ids, and 16)."""
+    """``(cursors, bucket_start, table_start)`` of the ids counted per (chunk, bucket): each
+    (chunk, bucket)'s first slot in the grouped ids (bucket-major, so a bucket's positions
+    ascend), each bucket's first slot, and its first slot in the hash tables (a power of
+    two, at least 16 and twice its ids)."""
     num_chunks, num_buckets = counts.shape
     cursors = np.empty((num_chunks, num_buckets), np.int64)
     bucket_start = np.empty(num_buckets + 1, np.int64)
@@ -249,21 +219,17 @@ def _bucket_layout(counts):
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _unique_bucketed(dst, src, max_id, num_chunks):
-    """Sparse-id parallel kernel. The ids of ``dst ++ src`` (position ``p`` in that
-    concatenation) are grouped by id range (``id >> shift``) with a stable counting sort
-    that moves the ids and their positions together, so the later passes read them in
-    order. Each range (in parallel) puts its destinations and then its sources in its
-    own small hash table (in cache) and collects its new ids, then orders them
-    (:func:`_order_ids`). A prefix over the ranges numbers the new ids in ascending
-    order; each range then writes its sources' local ids."""
+    """Sparse-id parallel kernel: the ids of ``dst ++ src`` and their positions are grouped
+    by id range (``id >> shift``) with a stable counting sort; each range (in parallel)
+    finds its new ids with its own small hash table and orders them (:func:`_order_ids`);
+    a prefix over the ranges numbers them in ascending order."""
     num_dst = dst.shape[0]
     n = num_dst + src.shape[0]
     num_buckets = min(_MAX_BUCKETS, max(_MIN_BUCKETS, (max_id >> 16) + 1))
     shift = 0
     while (max_id >> shift) >= num_buckets:
         shift += 1
-    # ``num_chunks``: one per thread; the counting sort is stable, so the result does not
-    # depend on it.
+    # One chunk per thread; the counting sort is stable, so the result does not depend on it.
     chunk = (n + num_chunks - 1) // num_chunks
     counts = np.zeros((num_chunks, num_buckets), np.int64)
     for c in numba.prange(num_chunks):
@@ -325,9 +291,8 @@ def _unique_bucketed(dst, src, max_id, num_chunks):
 
 @numba.njit(nogil=True, cache=True)
 def _order_ids(ids, lo, shift):
-    """Sort ``ids`` (distinct, in ``[lo, lo + 2**shift)``) in place: through a bitmap of
-    the range when sweeping it costs no more than about eight words per id, else
-    numba's sort."""
+    """Sort ``ids`` (distinct, in ``[lo, lo + 2**shift)``) in place: by a bitmap of the range
+    when that is at most about eight words per id, else numba's sort."""
     num_words = ((1 << shift) + 63) >> 6
     if num_words > 8 * ids.shape[0] + 1024:
         ids.sort()
@@ -347,8 +312,7 @@ def _order_ids(ids, lo, shift):
 
 @numba.njit(nogil=True, cache=True)
 def _radix_sort(values):
-    """``values`` (non-negative int64) sorted ascending: LSD radix sort, 11-bit digits,
-    as many passes as the largest value needs."""
+    """``values`` (non-negative int64) sorted: LSD radix sort, 11-bit digits."""
     top = values.max() if values.shape[0] else 0
     out = values.copy()
     spare = np.empty_like(values)

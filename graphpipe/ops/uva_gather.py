@@ -1,24 +1,14 @@
-"""UVA gather: rows of a pinned host table read by the GPU directly, no staging copy.
+"""UVA gather: rows of a pinned host table read by the GPU in place, no staging copy.
 
-A Triton kernel reads the rows of a pinned table through
-:func:`~graphpipe._internal.devices.zero_copy_view` into device memory.
-
-At minibatch sizes (~150k rows of a few hundred bytes) such reads are latency bound, so
-the kernel is shaped for many reads in flight and for few wasted bytes per request:
-
-* ids are sorted first, so consecutive lanes read ascending addresses and neighbouring
-  rows that share a cache line are fetched together; each row is written to its
-  original position (``out[perm[i]] = table[sorted_ids[i]]``);
-* rows are read as the widest machine words that tile them (8, 4, 2 or 1 bytes), and
-  the lanes of a program are laid on 128-byte-aligned line positions, so every load
-  instruction covers whole aligned lines instead of straddling them;
-* a program copies a tile of ``rows_per_program`` rows at once and the grid is capped
-  (``max_programs``, persistent programs loop over tiles) so that a gather running on a
-  side stream leaves most SMs to the training kernels.
-
-Triton is imported lazily: it ships with CUDA builds of torch. The kernel also runs in
-Triton's interpreter (``TRITON_INTERPRET=1``) on CPU tensors, which the tests use to
-check it without a GPU.
+A Triton kernel reads the table through :func:`~graphpipe._internal.devices.zero_copy_view`.
+Such reads are latency bound at minibatch sizes, so the kernel keeps many in flight and
+wastes few bytes per request: ids are sorted first (consecutive lanes read ascending
+addresses, rows sharing a cache line are fetched together) and each row is written to its
+own position; rows are read as the widest words that tile them, lanes laid on 128-byte
+aligned lines; a program copies a tile of ``rows_per_program`` rows and the grid is capped
+(``max_programs``, persistent programs) so a gather on a side stream leaves most SMs to
+training. Triton ships with CUDA builds of torch; its interpreter (``TRITON_INTERPRET=1``)
+runs the kernel on CPU tensors in the tests.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ import torch
 
 from graphpipe._internal.devices import Table, table_dtype_and_row_shape, zero_copy_view
 
-__all__ = ["uva_gather"]
+__all__ = ["check_out", "uva_gather"]
 
 _LINE_BYTES = 128
 _TILE_WORDS = 2048
@@ -104,18 +94,15 @@ def uva_gather(
         rows_per_program: rows per program tile (default: about 2048 words per tile).
         max_programs: grid cap (default: 2 programs per SM).
 
-    Returns ``[n, *row_shape]`` with ``table``'s dtype on ``ids``' device. Runs on the
-    current stream (the transforms put it on a side stream).
+    Returns ``[n, *row_shape]`` with ``table``'s dtype on ``ids``' device, computed on the
+    current stream.
     """
     dtype, row_shape = table_dtype_and_row_shape(table)
     n = ids.numel()
     if out is None:
         out = torch.empty((n,) + row_shape, dtype=dtype, device=ids.device)
-    elif tuple(out.shape) != (n,) + row_shape or out.dtype != dtype or out.device != ids.device or not out.is_contiguous():
-        raise ValueError(
-            f"uva_gather: `out` must be a contiguous {dtype} tensor of shape {(n,) + row_shape} on "
-            f"{ids.device}, got {out.dtype} shape {tuple(out.shape)} on {out.device}"
-        )
+    else:
+        check_out(out, (n,) + row_shape, dtype, ids.device, "uva_gather")
     if n == 0 or out.numel() == 0:
         return out
     if not (isinstance(table, torch.Tensor) and table.device == ids.device):
@@ -140,6 +127,18 @@ def uva_gather(
             ROWS=rows_per_program, BLOCK_W=block_w, LINE_WORDS=line_words,
         )
     return out
+
+
+def check_out(out: torch.Tensor, shape, dtype: torch.dtype, device: torch.device, where: str) -> None:
+    """``out`` is a contiguous ``dtype`` tensor of ``shape`` on ``device``, else an error naming ``where``."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{where}: `out` must be a torch.Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape) or out.dtype != dtype or out.device != device or not out.is_contiguous():
+        raise ValueError(
+            f"{where}: `out` must be a contiguous {dtype} tensor of shape {tuple(shape)} on "
+            f"{device}, got {out.dtype} shape {tuple(out.shape)} on {out.device}"
+            f"{'' if out.is_contiguous() else ' (not contiguous)'}"
+        )
 
 
 def _num_sms(device: torch.device) -> int:
