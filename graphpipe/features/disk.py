@@ -24,7 +24,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import Feature
+from graphpipe.features.store import Feature, output_rows
 from graphpipe.ops.gather import numpy_to_torch_dtype
 from graphpipe._internal.checks import check_int, check_node_ids
 
@@ -33,6 +33,7 @@ __all__ = ["DiskBasedFeature"]
 _ALIGN = 4096  # O_DIRECT offsets, lengths and buffers must be multiples of the block size
 _CALL_BYTES = 4 << 20  # rows one kernel call reads: about this many bytes, 16 to 1024 rows
 _STOPPED = -2  # what a thread's share of a read returns when it stopped early
+_CPU = torch.device("cpu")
 
 # Set at interpreter exit before the I/O threads are joined (concurrent.futures' hook runs
 # after this one): reads in progress stop after their current kernel call.
@@ -126,7 +127,7 @@ class DiskBasedFeature(Feature):
     def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Rows ``ids`` (``[n]`` int32/int64, in range) as ``[n, *row_shape]`` on the
         device of ``ids`` (read on the CPU, into ``out`` when given)."""
-        out = self._output(ids, out)
+        out = output_rows(out, (ids.numel(), *self.row_shape), self.dtype, _CPU, "DiskBasedFeature.read")
         self._read_into(ids.cpu(), out)
         return out.to(ids.device) if ids.is_cuda else out
 
@@ -134,23 +135,11 @@ class DiskBasedFeature(Feature):
         """Start reading rows ``ids`` (checked as by :meth:`read`); a Future of the result
         (as :meth:`read`, on the CPU)."""
         ids = check_node_ids(ids, self.num_rows, "ids", "DiskBasedFeature.read_async", "row").cpu()
-        out = self._output(ids, out)
+        out = output_rows(out, (ids.numel(), *self.row_shape), self.dtype, _CPU, "DiskBasedFeature.read_async")
         file = self._open()
         return file.pool.submit(lambda: (self._read_into(ids, out, file), out)[1])
 
     # ------------------------------------------------------------------ I/O
-    def _output(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-        """``out``, after checking it holds ``len(ids)`` rows on the CPU, or a new tensor."""
-        shape = (ids.numel(), *self.row_shape)
-        if out is None:
-            return torch.empty(shape, dtype=self.dtype)
-        if tuple(out.shape) != shape or out.dtype != self.dtype or out.device.type != "cpu" or not out.is_contiguous():
-            raise ValueError(
-                f"DiskBasedFeature.read: `out` must be a contiguous CPU tensor {shape} {self.dtype}, "
-                f"got {tuple(out.shape)} {out.dtype} on {out.device}"
-            )
-        return out
-
     def _open(self) -> "_OpenFile":
         with self._lock:
             if self._file is None or self._file.pid != os.getpid():  # closed, or a forked child: open anew

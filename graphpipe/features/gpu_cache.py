@@ -25,7 +25,7 @@ from typing import Optional, Union
 
 import torch
 
-from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.features.store import Feature, FeatureStore, output_rows
 from graphpipe._internal.checks import check_int
 from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
 
@@ -129,14 +129,7 @@ class GPUCachedFeature(Feature):
         user's): ``[n, *row_shape]`` on the cache's device."""
         ids = ids.to(self.device, torch.int64)
         n = ids.numel()
-        shape = (n,) + self.row_shape
-        if out is None:
-            out = torch.empty(shape, dtype=self.dtype, device=self.device)
-        elif tuple(out.shape) != shape or out.dtype != self.dtype or out.device != self.device or not out.is_contiguous():
-            raise ValueError(
-                f"GPUCachedFeature.read: `out` must be a contiguous {self.dtype} tensor of shape {shape} "
-                f"on {self.device}, got {out.dtype} shape {tuple(out.shape)} on {out.device}"
-            )
+        out = output_rows(out, (n, *self.row_shape), self.dtype, self.device, "GPUCachedFeature.read")
         if n == 0:
             return out
         slot = self.slot_of_row[ids].to(torch.int64)

@@ -278,6 +278,19 @@ def feature_key(key, where: str) -> Key:
     )
 
 
+def output_rows(out: Optional[torch.Tensor], shape: tuple, dtype: torch.dtype, device, where: str) -> torch.Tensor:
+    """``out`` after checking it is a contiguous ``dtype`` tensor of ``shape`` on ``device``;
+    a new one when ``out`` is None."""
+    if out is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    if tuple(out.shape) != shape or out.dtype != dtype or out.device != device or not out.is_contiguous():
+        raise ValueError(
+            f"{where}: `out` must be a contiguous {dtype} tensor of shape {shape} on {device}, "
+            f"got {out.dtype} shape {tuple(out.shape)} on {out.device}"
+        )
+    return out
+
+
 def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):
     """``data`` after checking it has rows and stores them C-contiguously."""
     if data.ndim < 1:

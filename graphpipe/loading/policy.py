@@ -29,22 +29,17 @@ QUEUE = 2  # batches a background thread or worker process may hold ready
 
 @dataclasses.dataclass(frozen=True)
 class Place:
-    """Where one stage's per-batch work runs (:func:`place` builds it).
-
-    ``kind``:
+    """Where one stage's per-batch work runs; ``kernel_threads``: numba threads of each of
+    its threads (None: all cores). ``kind``:
 
     * ``"inline"``: where its consumer pulls it.
-    * ``"thread"``: in a background thread with the inline stages upstream of it, up to
-      ``QUEUE`` batches ahead of its consumer.
-    * ``"pool"``: ``threads`` threads run it on that many batches at once, in order; a
-      background thread feeds them. Consecutive stages with equal pool places share the
-      pool: each batch goes through all of them in one pool thread.
-    * ``"stream"``: on a high-priority CUDA side stream, queued from a background thread;
-      a ``"copy"`` stage copies pinned batches without blocking.
-    * ``"workers"``: ``threads`` worker processes run it and everything upstream (its
-      source is sharded: worker ``w`` makes the batches ``i = w mod threads``).
-
-    ``kernel_threads``: numba threads of each of its threads (None: all cores).
+    * ``"thread"``: in a background thread with the inline stages upstream of it.
+    * ``"pool"``: ``threads`` threads run it on that many batches at once, in order, fed by
+      a background thread; consecutive equal pool places share one pool (a batch goes
+      through all of them in one pool thread).
+    * ``"stream"``: on a CUDA side stream, queued from a background thread (a ``"copy"``
+      stage copies pinned batches without blocking).
+    * ``"workers"``: ``threads`` worker processes run it and everything upstream.
     """
 
     kind: str = "inline"
@@ -86,13 +81,11 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
       thread-safe fetcher right after it in the same pool threads: whole batches, each
       on its share of the cores (0-7% faster for NS, 1-4% for LABOR-0 on 2 cores than a
       separate fetch thread; benchmarks/RESULTS.md, "Issue 30: what was removed");
-    * another fetcher on CPU batches runs in a thread of its own, gathering on ``C // 4``
-      threads (a gather is bound by memory); another sampler, in a thread of its own;
-    * a sampler or fetcher on CUDA batches runs on a CUDA side stream, and a copy to a
-      CUDA device copies pinned batches on one, overlapping the training kernels;
-    * a collective stage (cooperative) runs in a thread of its own, one batch at a time;
-    * ``num_workers > 0``: the stages before the first fetcher run in that many worker
-      processes (for samplers whose per-batch work is Python-heavy).
+    * another sampler runs in a thread of its own, another fetcher too, gathering on
+      ``C // 4`` threads (a gather is bound by memory);
+    * a sampler or fetcher on CUDA batches, and a copy to a CUDA device, on a side stream;
+    * a collective stage (cooperative) in a thread of its own, one batch at a time;
+    * ``num_workers > 0``: the stages before the first fetcher in worker processes.
 
     Other stages, and those ``pipe`` already runs elsewhere (e.g. upstream of a ``prefetch()``),
     run inline. Under numba's ``workqueue`` layer the whole chain runs in one background

@@ -1,39 +1,19 @@
-"""The stages that move work: threads, thread pools, CUDA streams (workers: :mod:`.workers`).
-
-Every other stage says only what it does to one batch (``Pipe.process``) and runs where
-its consumer pulls it. The placement (:mod:`graphpipe.loading.policy`) puts these into a
-chain (users may chain them by hand too); each says where it moves work through
-``Pipe.upstream_location`` / ``Pipe.wrapped_location``, which ``explain()`` and
-``stats()`` read. Any stage with a ``process`` can be wrapped.
-
-=====================  ===========================================================
-stage                  where the work runs
-=====================  ===========================================================
-:class:`Prefetcher`    everything upstream, in a new background thread (bounded queue)
-:class:`ThreadPoolMap` the wrapped stage's ``process``, on a pool of threads, several
-                       batches at once, in order; its upstream where it runs
-:class:`SideStream`    the wrapped stage's ``process``, on a high-priority CUDA stream
-                       (queued from the pulling thread)
-:class:`~graphpipe.loading.workers.ProcessWorkers`
-                       everything upstream, in worker processes (``num_workers``)
-:class:`Waiter`        in the pulling thread: resolves the batches of a ``SideStream``
-:class:`PinMemory`     where it is pulled: pins batches for non-blocking copies
-:class:`Timed`         in the pulling thread: adds up the time spent pulling (``stats()``)
-=====================  ===========================================================
+"""The stages that move work: :class:`Prefetcher` (a background thread), :class:`ThreadPoolMap`
+(a pool of threads), :class:`SideStream` / :class:`Waiter` (a CUDA stream), and the helpers
+:class:`PinMemory` and :class:`Timed`; worker processes are in :mod:`.workers`. The policy
+puts them into a chain; each says where it moves work (``Pipe.upstream_location`` /
+``Pipe.wrapped_location``) for ``explain()`` and ``stats()``.
 
 Every background thread has a bounded queue and a stop event, and its exception is
-re-raised in the consumer (the original object: its traceback shows the thread's frames).
-Leaving a loop early (``break``, ``close()``, Ctrl-C) stops the threads, waiting at most
-``_STOP_TIMEOUT_S`` for the batch each is computing; a thread still in a kernel then is a
-daemon left to finish, with a warning. Two places wait less or more:
+re-raised in the consumer (the original object, with the thread's frames). Leaving a loop
+early stops the threads, waiting at most ``_STOP_TIMEOUT_S`` for a batch in progress; a
+thread still in a kernel then is a daemon left to finish, with a warning. Two exceptions:
 
 * Inside the garbage collector stopping only signals: the collector can run while CPython
-  holds its thread-list lock, and a join there deadlocks every thread. The threads end at
-  their next poll (``_POLL_S``) or batch.
-* At interpreter exit an ``atexit`` hook stops and joins (``_STOP_TIMEOUT_S``) the threads
-  still running: Python 3.11 ends a daemon thread that wants the GIL during finalization
-  with ``pthread_exit``, whose unwinding through torch's C++ frames aborted the process
-  ("terminate called without an active exception").
+  holds its thread-list lock, and a join there deadlocks every thread.
+* At exit an ``atexit`` hook stops and joins the threads still running: Python 3.11 ends
+  a daemon thread wanting the GIL during finalization with ``pthread_exit``, whose
+  unwinding through torch's C++ frames aborted the process.
 """
 
 from __future__ import annotations
