@@ -56,11 +56,8 @@ def check_int(value, name: str, where: str, minimum: Optional[int] = None, maxim
 
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
-    """``fanouts`` as a list of ints, each ``>= 1`` or ``-1`` (all neighbours).
-
-    Accepts a list or tuple of ints in the forms of :func:`as_int` (GraphBolt users pass
-    ``[torch.LongTensor([15]), torch.LongTensor([10])]``), or a 1-D integer tensor or
-    numpy array."""
+    """``fanouts`` (a list or tuple of ints in the forms of :func:`as_int`, or a 1-D integer
+    tensor or numpy array) as a list of ints, each ``>= 1`` or ``-1`` (all neighbours)."""
     if isinstance(fanouts, (torch.Tensor, np.ndarray)) and fanouts.ndim == 1:
         fanouts = fanouts.tolist()
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:

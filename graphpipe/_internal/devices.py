@@ -160,13 +160,9 @@ def _clear_last_cuda_error() -> None:
 
 
 def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = None) -> torch.Tensor:
-    """A CUDA tensor of ``table``'s shape and dtype aliasing the pinned CPU ``table``.
-
-    No copy: reads of the view travel to host memory, so torch ops (indexing a pinned
-    graph's ``indptr``, say) and kernels can use it directly. ``table`` (a contiguous
-    tensor or numpy array) must be page-locked (see :func:`is_pinned`) and stays alive
-    as long as the view does.
-    """
+    """A CUDA tensor of ``table``'s shape and dtype aliasing the pinned CPU ``table`` (a
+    contiguous tensor or numpy array, kept alive by the view): no copy, reads travel to
+    host memory, so torch ops and kernels use it directly."""
     if not is_pinned(table):
         raise ValueError(
             "zero_copy_view: `table` must be pinned CPU memory (tensor.pin_memory() or "

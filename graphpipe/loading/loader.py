@@ -299,17 +299,6 @@ def _plain(value):
     return value
 
 
-class _EpochState:
-    """One epoch, shared by its iterator and its generator: ``live`` ``[epoch, batches
-    yielded]`` (for ``state_dict``), ``chain`` the chain run, ``span`` its ``[start, end]``
-    (perf_counter seconds, for ``stats()``)."""
-
-    def __init__(self, live: List[int], chain: Pipe):
-        self.live = live
-        self.chain = chain
-        self.span = [time.perf_counter(), None]
-
-
 class _Epoch:
     """The iterator ``iter(loader)`` returns: one epoch, started by its first ``next()``
     (an iterator that yielded nothing took no epoch: the next ``iter()`` runs it again).
@@ -321,7 +310,9 @@ class _Epoch:
 
     def __init__(self, loader: DataLoader):
         self._loader = weakref.ref(loader)
-        self._state = _EpochState(list(loader._next), loader.rewritten)
+        self._chain = loader.rewritten
+        self._live = list(loader._next)  # [epoch, batches yielded], for state_dict()
+        self._span = [time.perf_counter(), None]  # perf_counter seconds, for stats()
         self._batches = None  # the generator running the chain, while it runs
         self._started = False
         self._ended = False
@@ -341,16 +332,15 @@ class _Epoch:
             raise
 
     def _start(self):
-        state, loader = self._state, self._loader()
+        loader = self._loader()
         if loader is not None:
             if not self._started:
-                loader._next = (state.live[0] + 1, 0)
+                loader._next = (self._live[0] + 1, 0)
                 loader._reset_stats()
-                state.span = [time.perf_counter(), None]
-                loader._epoch_span = state.span
-            loader._live = state.live
+                self._span = loader._epoch_span = [time.perf_counter(), None]
+            loader._live = self._live
         self._started = True
-        return _batches(self._loader, state)
+        return _batches(self._loader, self._chain, self._live, self._span)
 
     def pause(self) -> None:
         """Stop the threads; the next ``next()`` starts them again at the same batch."""
@@ -367,18 +357,18 @@ class _Epoch:
         self.pause()
 
 
-def _batches(loader_ref, state: _EpochState):
-    """The batches of ``state``'s epoch from its position on. The loader is reached through
-    ``loader_ref`` only, and never held across a ``yield`` (see :class:`_Epoch`)."""
-    live = state.live
-    iterator = state.chain.stream(live[0], live[1])
+def _batches(loader_ref, chain: Pipe, live: List[int], span: list):
+    """The batches of ``chain`` from the position ``live`` (counted on) to the end of its
+    epoch, then the end of ``span``. The loader is reached through ``loader_ref`` only,
+    and never held across a ``yield`` (see :class:`_Epoch`)."""
+    iterator = chain.stream(live[0], live[1])
     try:
         for item in iterator:
             live[1] += 1
             yield item
     finally:
         iterator.close()
-        state.span[1] = time.perf_counter()
+        span[1] = time.perf_counter()
         loader = loader_ref()
         if loader is not None and loader._live is live:
             loader._live = None

@@ -72,8 +72,8 @@ def in_collector() -> bool:
     return _collector_thread[0] == threading.get_ident()
 
 
-def _per_batch_function(stage: Pipe, where: str) -> Callable:
-    """``stage.process``, after checking ``stage`` has one and may run batches concurrently."""
+def _check_wrappable(stage: Pipe, where: str) -> None:
+    """Check that ``stage`` has a per-batch ``process`` that may run batches concurrently."""
     if not isinstance(stage, Pipe) or type(stage).process is Pipe.process:
         raise TypeError(f"{where}: {type(stage).__name__} has no per-batch function (process); it cannot be wrapped")
     if stage.collective:
@@ -81,7 +81,6 @@ def _per_batch_function(stage: Pipe, where: str) -> Callable:
             f"{where}: {type(stage).__name__}'s batches are collective calls (cooperative=True), which run one at "
             f"a time in order; it cannot be wrapped"
         )
-    return stage.process
 
 
 _END = object()  # the end of a background thread's stream
@@ -379,7 +378,7 @@ class ThreadPoolMap(Pipe):
         self.source = stage
         self.stages = check_int(stages, "stages", "ThreadPoolMap", minimum=1)
         for wrapped in self.wrapped_stages():
-            _per_batch_function(wrapped, "ThreadPoolMap")
+            _check_wrappable(wrapped, "ThreadPoolMap")
         self.num_threads = check_int(num_threads, "num_threads", "ThreadPoolMap", minimum=1)
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
@@ -469,7 +468,7 @@ class SideStream(Pipe):
 
     def __init__(self, stage: Pipe, device=None):
         super().__init__()
-        _per_batch_function(stage, "SideStream")
+        _check_wrappable(stage, "SideStream")
         self.source = stage
         self.device = resolve_device(device if device is not None else stage.device)
         if self.device.type != "cuda":

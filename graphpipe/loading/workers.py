@@ -47,11 +47,9 @@ _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may t
 
 
 class Shard(Pipe):
-    """Keep the items ``i`` of ``source`` with ``i % count == index`` (``i`` from 0).
-
-    Placed right after the source by :func:`graphpipe.loading.policy.place` when a stage
-    runs in worker processes; each worker process sets ``index`` to its rank.
-    """
+    """Keep the items ``i`` of ``source`` with ``i % count == index`` (``i`` from 0); each
+    worker process sets ``index`` to its rank (:func:`~graphpipe.loading.policy.place`
+    puts it right after the source)."""
 
     def __init__(self, source: Pipe, index: int = 0, count: int = 1):
         super().__init__()
