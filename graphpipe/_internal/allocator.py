@@ -1,19 +1,13 @@
-"""Opt-in: keep glibc's malloc from returning each batch's memory to the kernel.
+"""Opt-in (``gp.retain_freed_memory()``, README "The DataLoader rewrites your chain"): keep
+glibc's malloc from unmapping each batch's blocks, which the sampler pool's threads, in
+their own arenas, fault back in every batch (LABOR-0 loader: 143 -> 0 faults, ~1 ms a
+batch; benchmarks/RESULTS.md, "malloc left alone"). Raises the mmap and trim thresholds
+and keeps every thread on the main arena (a thread's arena grows in heaps of at most 64 MB).
 
-Blocks of a few to tens of MB that malloc maps fresh every batch are faulted in page by
-page, and each unmap flushes the other threads' TLBs. The fetcher reuses its output
-blocks and glibc keeps blocks up to 32 MB on the heap; what is left are the blocks of the
-sampler pool's threads, in their own arenas (LABOR-0 loader: 143 -> 0 faults, ~1 ms a
-batch; benchmarks/RESULTS.md, "malloc left alone"). :func:`retain_freed_memory` raises
-the mmap and trim thresholds and keeps every thread on the main arena (a thread's own
-arena grows in heaps of at most 64 MB, so a larger block there is always mapped fresh).
-
-Process-wide, so never applied by graphpipe itself: a script calls
-``gp.retain_freed_memory()`` once, first thing (arenas made before stay). It costs up to
-``TRIM_THRESHOLD`` bytes of freed memory kept per arena; glibc before 2.35 caps the mmap
-threshold at 32 MB. A no-op off glibc and when the user tunes malloc through glibc's
-variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_ARENA_MAX``,
-``GLIBC_TUNABLES``); harmless under an ``LD_PRELOAD``-ed jemalloc or tcmalloc.
+Process-wide, so never applied by graphpipe itself; arenas made before the call stay. Costs
+up to ``TRIM_THRESHOLD`` bytes of freed memory kept per arena; glibc before 2.35 caps the
+mmap threshold at 32 MB. A no-op off glibc and when the user tunes malloc through glibc's
+variables (``_USER_TUNING``); harmless under an ``LD_PRELOAD``-ed jemalloc or tcmalloc.
 """
 
 from __future__ import annotations

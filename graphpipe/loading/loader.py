@@ -24,36 +24,25 @@ class DataLoader(IterableDataset):
     """Iterate the MiniBatches of ``pipe`` after rewriting it; each ``iter()`` is one epoch.
 
     Args:
-        pipe: the chain as written, e.g.
-            ``ItemSampler(...).sample_neighbor(...).fetch_feature(...)``. It is never
-            modified: the loader runs a rewritten copy (:attr:`rewritten`, with a timer
-            after each stage, for :meth:`stats`) and counts its own epochs, so several
-            loaders (and plain iterations) over one pipe are independent.
-        transforms: ``None``: run each stage where
-            :func:`~graphpipe.loading.policy.default_placement` says (:attr:`placement`),
-            overlapping sampling, feature fetching, host-to-device copies and the training
-            step. Else functions ``pipe -> pipe`` applied in order (see
-            :mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
+        pipe: the chain as written, never modified: the loader runs a rewritten copy
+            (:attr:`rewritten`, with a timer after each stage) and counts its own epochs,
+            so several loaders and plain iterations over one pipe are independent.
+        transforms: ``None``: run each stage where ``default_placement`` says
+            (:attr:`placement`). Else functions ``pipe -> pipe`` applied in order
+            (:mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
         num_workers: with the default placement, run the chain before ``fetch_feature``
             in this many worker processes (for Python-heavy samplers).
 
-    Batches come in the order and with the content of the plain chain. The loader owns
-    the edges: a new ``iter()`` ends an unfinished epoch; leaving the loop (``break``, an
-    exception, Ctrl-C) stops the epoch's threads; worker processes serve every epoch and
-    stop at :meth:`close`, ``del`` or garbage collection, which stop the threads too (an
-    iterator still referenced starts them again if used; inside the garbage collector
-    nothing waits). Stopping waits about 2 s for a batch in progress, then leaves a thread
-    in a long kernel behind with a warning and terminates a busy worker process, so
-    Ctrl-C always gets through (:mod:`graphpipe.loading.stages`). A background stage's
-    exception is re-raised in the loop with its original traceback.
+    Batches come in the order and with the content of the plain chain. A new ``iter()``
+    ends an unfinished epoch; leaving the loop stops the epoch's threads, and
+    :meth:`close`, ``del`` or garbage collection stop the worker processes too, waiting
+    about 2 s for a batch in progress (:mod:`graphpipe.loading.stages`). A background
+    stage's exception is re-raised in the loop with its original traceback.
 
-    Resuming: :meth:`state_dict` / :meth:`load_state_dict` (torchdata's ``Stateful``).
-    The state is the epoch and the batches the loop has taken; a batch's random numbers
-    derive from the stages' seeds, the epoch and its position, so a restarted process
-    (same pipe, same seeds) yields the rest bit for bit as an uninterrupted run, with or
-    without workers. A state from another pipe is refused. ``StatefulDataLoader(loader,
-    batch_size=None)`` (pass ``num_workers`` here, not there) saves this state in its own
-    and resumes through :meth:`load_state_dict` without re-sampling earlier batches.
+    :meth:`state_dict` / :meth:`load_state_dict` (torchdata's ``Stateful``) resume a
+    restarted process (same pipe, same seeds) bit for bit, with or without workers;
+    ``StatefulDataLoader(loader, batch_size=None)`` (``num_workers`` here, not there)
+    saves and resumes through them.
     """
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
