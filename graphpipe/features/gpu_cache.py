@@ -262,8 +262,7 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
 
     Heterogeneous batches count the type-local ids of ``input_nodes[node_type]`` (the rows
     of that type's features); ``node_type`` is required for them."""
-    if num_batches < 1:
-        raise ValueError(f"hotness_from_presampling: `num_batches` must be >= 1, got {num_batches}")
+    num_batches = check_int(num_batches, "num_batches", "hotness_from_presampling", minimum=1)
     counts = torch.zeros(num_rows, dtype=torch.int64)
     batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
     for i, minibatch in enumerate(batches):
