@@ -1,14 +1,7 @@
-"""Pipe-graph rewrites for ``DataLoader(pipe, transforms=[...])``: functions from a pipe
-graph to a new pipe graph (they live in :mod:`graphpipe.loading`).
-
-* where each stage runs (:mod:`graphpipe.loading.policy`): :class:`Place`, the default
-  placement (``default_placement``) and the one rewrite that applies a placement
-  (``place``), and ``thread_pool``;
-* the toolkit every rewrite is written with (:mod:`graphpipe.loading.rewrite`):
-  ``stages``, ``find``, ``consumer_of``, ``rebuild``, ``replace_stage``, ``insert_after``,
-  ``insert_before``;
-* where each stage of a chain runs (:mod:`graphpipe.loading.explain`): as text, DOT source
-  or a figure.
+"""Pipe-graph rewrites for ``DataLoader(pipe, transforms=[...])``, re-exported from
+:mod:`graphpipe.loading`: the placement (:mod:`~graphpipe.loading.policy`), the toolkit
+rewrites are written with (:mod:`~graphpipe.loading.rewrite`) and where each stage runs,
+as text, DOT source or a figure (:mod:`~graphpipe.loading.explain`).
 """
 
 from graphpipe.loading.policy import Place, default_placement, place, thread_pool

@@ -1,29 +1,13 @@
-"""Opt-in: keep glibc's malloc from returning each batch's memory to the kernel.
+"""Opt-in (``gp.retain_freed_memory()``, README "The DataLoader rewrites your chain"): keep
+glibc's malloc from unmapping each batch's blocks, which the sampler pool's threads, in
+their own arenas, fault back in every batch (LABOR-0 loader: 143 -> 0 faults, ~1 ms a
+batch; benchmarks/RESULTS.md, "malloc left alone"). Raises the mmap and trim thresholds
+and keeps every thread on the main arena (a thread's arena grows in heaps of at most 64 MB).
 
-Every batch allocates and frees arrays of a few MB to tens of MB (sampled edges, the
-unique-and-compact tables, gathered features). A block malloc maps fresh is faulted in
-page by page, and every unmap interrupts the other threads to flush their TLBs. graphpipe
-avoids this locally: the feature fetcher reuses its output blocks (the largest, tens of
-MB a batch), and glibc's own dynamic threshold keeps blocks up to 32 MB on the heap after
-the first free. What is left are the blocks of the sampler pool's threads, in their own
-malloc arenas (LABOR-0 loader on the 2-core benchmark machine: ~140 faults, ~1 ms of
-kernel time per batch; neighbor sampling ~30).
-
-:func:`retain_freed_memory` removes those too: it raises the mmap and trim thresholds so
-freed blocks stay in the process and are reused, and keeps every thread on glibc's main
-arena (a thread's own arena grows in heaps of at most 64 MB, so a larger block allocated
-in a thread is mapped fresh every time whatever the thresholds). The few threads graphpipe
-runs allocate a few blocks per batch, so they do not contend for the one arena's lock.
-
-It is process-wide, so graphpipe never applies it by itself (importing graphpipe leaves
-malloc's settings alone): a training script opts in by calling
-``graphpipe._internal.allocator.retain_freed_memory()`` once, first thing (arenas that threads
-made before stay). It costs memory: up to ``TRIM_THRESHOLD`` bytes of freed memory can
-stay mapped in each arena. glibc before 2.35 refuses an mmap threshold above 32 MB; 32 MB
-is then used. It does nothing on non-glibc systems and when the user tunes malloc through
-glibc's own environment variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``,
-``MALLOC_ARENA_MAX``, ``GLIBC_TUNABLES``); under an ``LD_PRELOAD``-ed jemalloc or tcmalloc,
-glibc's malloc is unused and the call is harmless.
+Process-wide, so never applied by graphpipe itself; arenas made before the call stay. Costs
+up to ``TRIM_THRESHOLD`` bytes of freed memory kept per arena; glibc before 2.35 caps the
+mmap threshold at 32 MB. A no-op off glibc and when the user tunes malloc through glibc's
+variables (``_USER_TUNING``); harmless under an ``LD_PRELOAD``-ed jemalloc or tcmalloc.
 """
 
 from __future__ import annotations

@@ -14,11 +14,10 @@ __all__ = [
     "check_node_ids",
     "check_node_pairs",
     "check_reverse_edge_ids",
-    ]
+]
 
-# LABOR-k's largest k. LABOR-* (-1) iterates until the probabilities converge, which
-# takes about 16 iterations; a larger k only repeats converged iterations, each a pass
-# over every sampled edge (k = 10**6 took 48 s for two batches of 4 seeds).
+# LABOR-k's largest k: LABOR-* (-1) converges in about 16 iterations, and each more is a
+# pass over every sampled edge (k = 10**6 took 48 s for two batches of 4 seeds).
 MAX_IMPORTANCE_SAMPLING = 100
 
 
@@ -57,11 +56,8 @@ def check_int(value, name: str, where: str, minimum: Optional[int] = None, maxim
 
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
-    """``fanouts`` as a list of ints, each ``>= 1`` or ``-1`` (all neighbours).
-
-    Accepts a list or tuple of ints in the forms of :func:`as_int` (GraphBolt users pass
-    ``[torch.LongTensor([15]), torch.LongTensor([10])]``), or a 1-D integer tensor or
-    numpy array."""
+    """``fanouts`` (a list or tuple of ints in the forms of :func:`as_int`, or a 1-D integer
+    tensor or numpy array) as a list of ints, each ``>= 1`` or ``-1`` (all neighbours)."""
     if isinstance(fanouts, (torch.Tensor, np.ndarray)) and fanouts.ndim == 1:
         fanouts = fanouts.tolist()
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
@@ -69,15 +65,11 @@ def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
             f"{where}: `fanouts` must be a non-empty list of ints (one per GNN layer, each >= 1 "
             f"or -1 for all neighbours), got {fanouts!r}"
         )
-    return [_fanout(f, f"fanouts[{i}]", where) for i, f in enumerate(fanouts)]
+    return [check_fanout(f, where, f"fanouts[{i}]") for i, f in enumerate(fanouts)]
 
 
-def check_fanout(fanout, where: str) -> int:
-    """One layer's ``fanout`` (see :func:`as_int`), ``>= 1`` or ``-1``, as an int."""
-    return _fanout(fanout, "fanout", where)
-
-
-def _fanout(value, name: str, where: str) -> int:
+def check_fanout(value, where: str, name: str = "fanout") -> int:
+    """One layer's fanout (see :func:`as_int`), ``>= 1`` or ``-1``, as an int."""
     fanout = as_int(value)
     if fanout is None or fanout == 0 or fanout < -1:
         raise ValueError(f"{where}: `{name}` must be an int >= 1 or -1 (all neighbours), got {value!r}")

@@ -98,10 +98,9 @@ def cuda_or_warn_once(message: str) -> bool:
 def resolve_device(device: Union[int, str, torch.device, None] = None) -> torch.device:
     """``device`` as a ``torch.device`` with its CUDA index filled in (default: CUDA).
 
-    ``torch.device("cuda") != torch.device("cuda:0")``, while every CUDA tensor's
-    ``.device`` has an index; and an index-less device means the *calling thread's*
-    current device, which is device 0 in a background stage thread. Resolving it once,
-    where a stage or cache is built, fixes both. Without CUDA the device is returned as is.
+    An index-less CUDA device differs from every tensor's ``.device`` and means the
+    calling thread's current device (0 in a background stage thread): resolve it once,
+    where a stage or cache is built. Without CUDA the device is returned as is.
     """
     device = torch.device("cuda" if device is None else device)
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
@@ -110,16 +109,13 @@ def resolve_device(device: Union[int, str, torch.device, None] = None) -> torch.
 
 
 def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
-    """Page-lock a contiguous CPU tensor's memory in place (``cudaHostRegister``, no copy),
-    for memory the GPU only reads (feature tables, graph arrays): do not pin this way a
-    buffer that device-to-host copies write into.
+    """Page-lock a contiguous CPU tensor in place (``cudaHostRegister``, no copy) and
+    return it, for memory the GPU only reads (not a buffer device-to-host copies write).
 
-    Registered read-only for the device where it supports that
-    (``cudaDevAttrHostRegisterReadOnlySupported``), which lets a read-only memory map be
-    pinned; elsewhere registered plainly. Pinning locks the pages in RAM. Returns
-    ``tensor``. The registration ends when ``tensor`` is garbage-collected (views made by
-    :func:`zero_copy_view` keep it alive). Needs CUDA; tensors that are empty, already
-    pinned or on a GPU are left as they are.
+    Registered read-only where the device supports it (so a read-only memory map can be
+    pinned), else plainly; the pages stay locked in RAM until ``tensor`` is collected
+    (views from :func:`zero_copy_view` keep it alive). Needs CUDA; tensors that are
+    empty, already pinned or on a GPU are left as they are.
     """
     if tensor.is_cuda or tensor.numel() == 0 or tensor.is_pinned():
         return tensor
@@ -146,13 +142,9 @@ def pin_in_place(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _clear_last_cuda_error() -> None:
-    """Reset the thread's last CUDA runtime error after a failed ``cudaHostRegister``.
-
-    The runtime keeps the failure as the last error, and torch reads that after its next
-    kernel launch and reports it as the kernel's. ``torch.cuda.cudart()`` has no
-    ``cudaGetLastError``, so call it in the ``libcudart`` torch loaded (nothing to do
-    where torch links the runtime statically, or the library cannot be opened again: the
-    error that follows then names the registration's failure as the last error).
+    """Reset the thread's last CUDA error after a failed ``cudaHostRegister``: torch would
+    report it as its next kernel's. ``torch.cuda.cudart()`` has no ``cudaGetLastError``,
+    so call the ``libcudart`` torch loaded (nothing to do where it is linked statically).
     """
     global _libcudart
     try:
@@ -168,13 +160,9 @@ def _clear_last_cuda_error() -> None:
 
 
 def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = None) -> torch.Tensor:
-    """A CUDA tensor of ``table``'s shape and dtype aliasing the pinned CPU ``table``.
-
-    No copy: reads of the view travel to host memory, so torch ops (indexing a pinned
-    graph's ``indptr``, say) and kernels can use it directly. ``table`` (a contiguous
-    tensor or numpy array) must be page-locked (see :func:`is_pinned`) and stays alive
-    as long as the view does.
-    """
+    """A CUDA tensor of ``table``'s shape and dtype aliasing the pinned CPU ``table`` (a
+    contiguous tensor or numpy array, kept alive by the view): no copy, reads travel to
+    host memory, so torch ops and kernels use it directly."""
     if not is_pinned(table):
         raise ValueError(
             "zero_copy_view: `table` must be pinned CPU memory (tensor.pin_memory() or "

@@ -1,15 +1,12 @@
 """numba's on-disk cache, safe when several processes save kernels of one function at once.
 
-numba saves a new kernel by reading the function's index, taking the first data-file
-number the index does not use, writing the index, then the data. Two processes saving
-kernels of one function at the same time (pytest workers sharing the compiling, the
-compile helper beside the loader's process) read the same index and take the same number:
-the last index written then names the other process's object code, and a later process
-loads the wrong kernel for a signature (seen as numba's "'descr' is NULL" crash).
-:func:`lock_saves` makes each save of the given functions one critical section per cache
-directory, under an ``fcntl`` lock held across processes, with the data written before
-the index that names it. It changes those functions' cache objects only, never numba's
-classes: ``import graphpipe`` applies it to graphpipe's own kernels.
+numba saves a kernel by reading the function's index, taking the first data-file number
+it does not use, then writing the index and the data. Two processes saving at once
+(pytest workers, the compile helper beside the loader) take the same number, and a later
+process loads the wrong kernel for a signature (numba's "'descr' is NULL" crash).
+:func:`lock_saves` makes each save one critical section per cache directory (an
+``fcntl`` lock across processes), data before index. It patches the given functions'
+cache objects only, never numba's classes; ``import graphpipe`` applies it to its kernels.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Writing caches and scratch files without following planted symlinks, and reading
 only inside a directory the user named.
 
-A dataset directory is untrusted: any entry in it may be a symlink placed there. So
-graphpipe
-
-* writes only into a directory it checked is a real directory (not a symlink);
-* writes every file first into a private scratch directory it created itself
-  (``mkdtemp``: a new name, mode 0700), then renames it into place: ``rename`` replaces
-  a symlink at the destination instead of writing through it;
-* reads a path a dataset file names only after resolving it (symlinks included) and
-  checking that it stays inside the dataset directory.
+A dataset directory is untrusted (any entry may be a planted symlink), so graphpipe writes
+only into directories it checked are real (not symlinks), writes each file into a private
+scratch directory it made (``mkdtemp``: mode 0700) and renames it into place (``rename``
+replaces a symlink instead of writing through it), and reads a path a dataset names only
+after resolving it and checking it stays inside the dataset directory.
 
 Scratch directories are named ``.graphpipe-tmp-<pid>-<host>-*``; one left by a killed
 process is removed by the next :func:`scratch_directory` in the same directory on the same
@@ -137,13 +133,7 @@ def regular_file(path: str | os.PathLike) -> bool:
         return False
 
 
-def inside(
-    root: str | os.PathLike,
-    path: str | os.PathLike,
-    what: str,
-    trusted: Sequence[str | os.PathLike] = (),
-    opt_in: str = "the loader's argument for trusted directories",
-) -> str:
+def inside(root: str | os.PathLike, path: str | os.PathLike, what: str, trusted: Sequence, opt_in: str) -> str:
     """``path`` (relative to ``root`` unless absolute) resolved through every symlink,
     after checking that it stays inside ``root`` or one of the ``trusted`` directories
     (all resolved too).

@@ -1,24 +1,20 @@
 """CPUCachedFeature: the hot rows of a slow feature (on disk, remote) kept in memory.
 
-As GraphBolt's ``CPUCachedFeature``: a fixed budget of rows in host memory in front of
-a fallback :class:`~graphpipe.Feature` (typically a
-:class:`~graphpipe.features.disk.DiskBasedFeature`). ``read(ids)`` copies the cached rows,
-reads the others from the fallback in one call, and admits them to the cache.
+As GraphBolt's ``CPUCachedFeature``: a budget of rows in host memory in front of a
+fallback :class:`~graphpipe.Feature` (typically a ``DiskBasedFeature``). ``read(ids)``
+copies the cached rows, reads the others from the fallback in one call and admits them.
 
-Eviction is S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
-SOSP'23), which is scan-resistant: one pass over cold rows (an evaluation over all
-nodes, a batch of one-off neighbours) does not flush the rows every batch needs. A
-small FIFO (10% of the rows) admits new rows; a row read again while there
-moves to the main FIFO, others leave and are remembered in a ghost FIFO of ids, and a
-row missed while remembered goes straight to the main FIFO. The main FIFO gives each
-row one more round per read (up to 3) before evicting it. ``policy="sieve"`` (Zhang et
-al., NSDI'24) keeps one list with a visited mark per row and a hand that moves from the
-oldest row towards the newest, clearing marks and evicting the first unmarked row: as
-good on skewed workloads, but a long scan with no re-reads evicts the hot rows too.
+Eviction is S3-FIFO (Yang et al., SOSP'23), scan-resistant: one pass over cold rows does
+not flush the rows every batch needs. A small FIFO (10% of the rows) admits new rows; a
+row read again there moves to the main FIFO, others leave and are remembered in a ghost
+FIFO of ids, and a remembered row that misses goes straight to the main FIFO, which
+gives each row one more round per read (up to 3). ``policy="sieve"`` (Zhang et al.,
+NSDI'24): one list with a visited mark per row and a hand moving from the oldest row,
+clearing marks and evicting the first unmarked row; as good on skewed reads, but a long
+scan evicts the hot rows too.
 
-Book-keeping is in numba kernels over plain arrays: an ``int32`` slot per feature row
-(``-1`` when not cached) and a byte of ghost state per row (5 bytes per row of the
-table), plus per-slot queues. ``cache_stats()`` gives the hit counts.
+Book-keeping is numba kernels over plain arrays: an ``int32`` slot per feature row (-1:
+not cached) and a byte of ghost state per row (5 bytes per row), plus per-slot queues.
 """
 
 from __future__ import annotations
@@ -110,9 +106,8 @@ class CPUCachedFeature(Feature):
         return self
 
     def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` int32/int64, in range: :meth:`read` checks a user's) as
-        ``[n, *row_shape]``: on the CPU, or, for ids on a GPU, gathered on the CPU and
-        copied to that GPU (as ``Feature.read``)."""
+        """Rows ``ids`` (``[n]`` int32/int64, in range) as ``[n, *row_shape]``, on the
+        device of ``ids`` (gathered on the CPU)."""
         rows = self._read_host(ids.cpu(), out)
         return rows.to(ids.device) if ids.is_cuda else rows
 
@@ -174,8 +169,7 @@ class CPUCachedFeature(Feature):
         return torch.from_numpy(self._slot_of[torch.as_tensor(ids).numpy()] >= 0)
 
     def __getstate__(self):
-        # The cache travels with its rows and statistics (a worker process starts warm);
-        # the lock is made anew.
+        # The cache travels with its rows and statistics (a worker starts warm), not its lock.
         state = dict(self.__dict__)
         del state["_lock"]
         return state

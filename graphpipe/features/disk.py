@@ -1,23 +1,13 @@
 """DiskBasedFeature: a ``.npy`` feature table read row by row from disk, not mapped.
 
-For tables larger than RAM (GraphBolt's ``DiskBasedFeature``): a memory map would read
-them through the page cache, which then competes with everything else for memory and
-evicts by recency. Here each requested row is read with ``pread`` into the output, from
-a pool of I/O threads running a numba kernel that releases the GIL, so reads overlap
-the sampler's and the model's work in other threads. With ``direct_io`` the file is
-opened ``O_DIRECT`` (no page cache; each row is read as the aligned blocks that cover
-it); file systems that refuse ``O_DIRECT`` fall back to ordinary reads when
-``direct_io=None`` (the default), with a warning once per file. Put a
-:class:`~graphpipe.features.cpu_cache.CPUCachedFeature` in front to keep the hot rows in memory.
-
-Reads stop early: each thread reads a few hundred rows (at most a few MiB) per kernel
-call and checks between calls whether to stop, so Ctrl-C interrupts a read within one
-call (the caller's thread sees ``KeyboardInterrupt``; the I/O threads of that read stop
-after their current call), as do :meth:`DiskBasedFeature.close` and interpreter exit
-(the I/O threads do not keep a stopping process alive).
-
-io_uring is not used: Python has no binding for it in the standard library, and
-graphpipe compiles nothing; ``pread`` from a few threads keeps an NVMe queue busy.
+For tables larger than RAM (GraphBolt's ``DiskBasedFeature``), where a memory map would
+compete for memory through the page cache. Each requested row is ``pread`` into the
+output by a pool of I/O threads running a numba kernel that releases the GIL, a few
+hundred rows (at most a few MiB) per call, checking between calls whether to stop: so
+Ctrl-C, :meth:`DiskBasedFeature.close` and interpreter exit stop a read within one call.
+``direct_io`` opens the file ``O_DIRECT`` (no page cache). io_uring is not used: the
+standard library has no binding, and ``pread`` from a few threads keeps an NVMe queue busy.
+Put a :class:`~graphpipe.features.cpu_cache.CPUCachedFeature` in front for the hot rows.
 """
 
 from __future__ import annotations
@@ -34,7 +24,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import Feature
+from graphpipe.features.store import Feature, output_rows
 from graphpipe.ops.gather import numpy_to_torch_dtype
 from graphpipe._internal.checks import check_int, check_node_ids
 
@@ -43,10 +33,10 @@ __all__ = ["DiskBasedFeature"]
 _ALIGN = 4096  # O_DIRECT offsets, lengths and buffers must be multiples of the block size
 _CALL_BYTES = 4 << 20  # rows one kernel call reads: about this many bytes, 16 to 1024 rows
 _STOPPED = -2  # what a thread's share of a read returns when it stopped early
+_CPU = torch.device("cpu")
 
-# Set when the interpreter starts to exit, before it joins the I/O threads (the pool's own
-# exit hook, registered earlier by concurrent.futures, runs after this one): reads in
-# progress stop after their current kernel call instead of running to the end.
+# Set at interpreter exit before the I/O threads are joined (concurrent.futures' hook runs
+# after this one): reads in progress stop after their current kernel call.
 _EXITING = threading.Event()
 threading._register_atexit(_EXITING.set)
 
@@ -65,17 +55,15 @@ class DiskBasedFeature(Feature):
     Args:
         path: the ``.npy`` file.
         num_threads: I/O threads (each reads its share of a batch's rows).
-        direct_io: ``True`` opens with ``O_DIRECT`` (an OSError where the file system
-            or platform refuses it), ``False`` reads through the page cache, ``None``
-            tries ``O_DIRECT`` first and else reads through the page cache, warning
-            once per file.
+        direct_io: ``True`` opens with ``O_DIRECT`` (OSError where refused), ``False``
+            reads through the page cache, ``None`` tries ``O_DIRECT`` and else reads
+            through the page cache, warning once per file.
 
-    ``read(ids)`` returns ``[len(ids), *row_shape]`` on the CPU; ``read_async(ids)``
-    returns a ``concurrent.futures.Future`` of it, to start the next batch's reads while
-    this one is used. ``close()`` (or ``with``, or garbage collection) stops the threads
-    and closes the file; a closed feature reopens on the next read. Pickles as its path
-    and options (worker processes open the file themselves). A read stopped by
-    ``close()`` from another thread or by interpreter exit raises ``RuntimeError``.
+    ``read(ids)`` returns ``[len(ids), *row_shape]`` on the CPU; ``read_async(ids)`` a
+    ``Future`` of it. ``close()`` (or ``with``, or garbage collection) stops the threads
+    and closes the file, which the next read reopens; a read stopped by ``close()`` from
+    another thread or by interpreter exit raises ``RuntimeError``. Pickles as its path
+    and options (worker processes open the file themselves).
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -137,10 +125,9 @@ class DiskBasedFeature(Feature):
         return self
 
     def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` int32/int64, each in ``[0, num_rows)``: :meth:`read`
-        checks a user's) as ``[n, *row_shape]`` on the CPU, written into ``out`` when
-        given; for ids on a GPU, then copied to that GPU (as ``Feature.read``)."""
-        out = self._output(ids, out)
+        """Rows ``ids`` (``[n]`` int32/int64, in range) as ``[n, *row_shape]`` on the
+        device of ``ids`` (read on the CPU, into ``out`` when given)."""
+        out = output_rows(out, (ids.numel(), *self.row_shape), self.dtype, _CPU, "DiskBasedFeature.read")
         self._read_into(ids.cpu(), out)
         return out.to(ids.device) if ids.is_cuda else out
 
@@ -148,23 +135,11 @@ class DiskBasedFeature(Feature):
         """Start reading rows ``ids`` (checked as by :meth:`read`); a Future of the result
         (as :meth:`read`, on the CPU)."""
         ids = check_node_ids(ids, self.num_rows, "ids", "DiskBasedFeature.read_async", "row").cpu()
-        out = self._output(ids, out)
+        out = output_rows(out, (ids.numel(), *self.row_shape), self.dtype, _CPU, "DiskBasedFeature.read_async")
         file = self._open()
         return file.pool.submit(lambda: (self._read_into(ids, out, file), out)[1])
 
     # ------------------------------------------------------------------ I/O
-    def _output(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-        """``out``, after checking it holds ``len(ids)`` rows on the CPU, or a new tensor."""
-        shape = (ids.numel(), *self.row_shape)
-        if out is None:
-            return torch.empty(shape, dtype=self.dtype)
-        if tuple(out.shape) != shape or out.dtype != self.dtype or out.device.type != "cpu" or not out.is_contiguous():
-            raise ValueError(
-                f"DiskBasedFeature.read: `out` must be a contiguous CPU tensor {shape} {self.dtype}, "
-                f"got {tuple(out.shape)} {out.dtype} on {out.device}"
-            )
-        return out
-
     def _open(self) -> "_OpenFile":
         with self._lock:
             if self._file is None or self._file.pid != os.getpid():  # closed, or a forked child: open anew

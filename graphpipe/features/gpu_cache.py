@@ -1,27 +1,20 @@
 """A device-memory cache in front of a (pinned, CPU or memory-mapped) feature table.
 
 ``gpu_cached_feature(features, "feat", max_bytes=8 << 30, policy="clock")`` returns a
-:class:`~graphpipe.features.store.FeatureStore` whose ``"feat"`` is a
-:class:`GPUCachedFeature`: reads take cached rows from device memory and only the misses
-from the backing feature (a UVA gather when it is pinned). Policies:
+store whose ``"feat"`` is a :class:`GPUCachedFeature`: cached rows come from device
+memory, only the misses from the backing feature (a UVA gather when it is pinned).
 
-* ``"static"``: filled once and never changed. With ``hotness`` (one score per row) it
-  holds the hottest rows: :func:`hotness_from_degree` (how many nodes have the row's node
-  as an in-neighbour) or :func:`hotness_from_presampling` (access counts over a few
-  sampled batches, as GNNLab and NeutronOrch do). Without ``hotness`` it keeps the first
-  rows it misses until it is full.
-* ``"clock"``: CLOCK (second chance), updated in batches: every hit sets its slot's
-  reference bit; the misses of a read replace, in hand order, the slots whose bit is
-  clear, clearing the bits the hand sweeps past (a second pass over the cleared slots if
-  one pass does not free enough). Unlike one-at-a-time CLOCK, rows admitted by a read
-  never evict each other.
+* ``"static"``: filled once, never changed: with ``hotness`` (a score per row:
+  :func:`hotness_from_degree`, or :func:`hotness_from_presampling` as GNNLab and
+  NeutronOrch do) the hottest rows, else the first rows missed until full.
+* ``"clock"``: CLOCK in batches: a hit sets its slot's reference bit; a read's misses
+  replace, in hand order, the slots whose bit is clear, clearing the bits swept past (a
+  second pass over those if one does not free enough); rows admitted together never
+  evict each other.
 
-Lookup is a direct map ``slot_of_row`` (``[num_rows]`` int32 in device memory: 4 bytes a
-row, no hashing) and every step is a batched torch op, so the same code runs on CPU
-tensors (tests) and on a GPU. ``read_valid`` (the fetcher's read of a sampler's ids)
-synchronises with the host twice: for the number of misses and for the number of
-distinct misses (the size of the backing read); ``read`` checks a user's ids first, one
-more. Hit rate: :attr:`GPUCachedFeature.hit_rate`.
+Lookup is a direct map ``slot_of_row`` (``[num_rows]`` int32 on the device) and every
+step a batched torch op, so the same code runs on CPU tensors. ``read_valid`` syncs with
+the host twice (the numbers of misses and of distinct misses); ``read`` once more.
 Not thread-safe: one stage reads a given cache.
 """
 
@@ -32,7 +25,8 @@ from typing import Optional, Union
 
 import torch
 
-from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.features.store import Feature, FeatureStore, output_rows
+from graphpipe._internal.checks import check_int
 from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
 
 __all__ = [
@@ -80,8 +74,7 @@ class GPUCachedFeature(Feature):
             raise TypeError("GPUCachedFeature: `feature` is already cached")
         if policy not in POLICIES:
             raise ValueError(f"GPUCachedFeature: `policy` must be one of {list(POLICIES)}, got {policy!r}")
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
-            raise ValueError(f"GPUCachedFeature: `max_bytes` must be an int >= 0, got {max_bytes!r}")
+        max_bytes = check_int(max_bytes, "max_bytes", "GPUCachedFeature", minimum=0)
         self.feature = feature
         self.policy = policy
         device = torch.device("cuda" if device is None else device)
@@ -136,14 +129,7 @@ class GPUCachedFeature(Feature):
         user's): ``[n, *row_shape]`` on the cache's device."""
         ids = ids.to(self.device, torch.int64)
         n = ids.numel()
-        shape = (n,) + self.row_shape
-        if out is None:
-            out = torch.empty(shape, dtype=self.dtype, device=self.device)
-        elif tuple(out.shape) != shape or out.dtype != self.dtype or out.device != self.device or not out.is_contiguous():
-            raise ValueError(
-                f"GPUCachedFeature.read: `out` must be a contiguous {self.dtype} tensor of shape {shape} "
-                f"on {self.device}, got {out.dtype} shape {tuple(out.shape)} on {out.device}"
-            )
+        out = output_rows(out, (n, *self.row_shape), self.dtype, self.device, "GPUCachedFeature.read")
         if n == 0:
             return out
         slot = self.slot_of_row[ids].to(torch.int64)
@@ -276,8 +262,7 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
 
     Heterogeneous batches count the type-local ids of ``input_nodes[node_type]`` (the rows
     of that type's features); ``node_type`` is required for them."""
-    if num_batches < 1:
-        raise ValueError(f"hotness_from_presampling: `num_batches` must be >= 1, got {num_batches}")
+    num_batches = check_int(num_batches, "num_batches", "hotness_from_presampling", minimum=1)
     counts = torch.zeros(num_rows, dtype=torch.int64)
     batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
     for i, minibatch in enumerate(batches):

@@ -1,12 +1,4 @@
-"""FeatureStore: node and edge feature tables, read by row id.
-
-A :class:`Feature` is one ``[num_rows, *row_shape]`` table; its ``read(ids)`` (a user's
-ids, checked) and ``read_valid(ids)`` (ids the library made) are the whole protocol that
-stages use, so other storages (a GPU cache, a remote store) can implement
-``read_valid`` and sit in the same :class:`FeatureStore`. Tables may be tensors, numpy
-arrays, ``numpy.memmap`` or paths of ``.npy`` files, which are memory-mapped on first
-use (so a store is cheap to build and pickles as paths, e.g. into worker processes).
-"""
+"""FeatureStore: named node and edge feature tables (:class:`Feature`), read by row id."""
 
 from __future__ import annotations
 
@@ -30,14 +22,14 @@ FeatureData = Union[torch.Tensor, np.ndarray, str, os.PathLike]
 class Feature:
     """One feature table, ``[num_rows, *row_shape]``, read by row id.
 
-    The protocol stages rely on is ``read`` / ``read_valid``, ``num_rows``, ``row_shape``,
-    ``dtype``, ``nbytes`` and ``pin_memory_``; other storages (a GPU cache) subclass and
-    override it (``read_valid``, not ``read``: ``read`` checks the ids, then calls it).
+    Stages use only ``read`` / ``read_valid``, ``num_rows``, ``row_shape``, ``dtype``,
+    ``nbytes`` and ``pin_memory_``: other storages (disk, caches) subclass and override
+    them (``read_valid``, not ``read``, which checks the ids and calls it).
 
     Args:
         data: a tensor (CPU or CUDA), a numpy array / ``numpy.memmap``, or the path of a
-            ``.npy`` file, opened with ``numpy.load(mmap_mode="r")`` on first use. Rows
-            must be C-contiguous.
+            ``.npy`` file, memory-mapped read-only on first use (so a store is cheap to
+            build and pickles as paths). Rows must be C-contiguous.
     """
 
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
@@ -90,11 +82,8 @@ class Feature:
 
     def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Rows ``ids`` (``[n]`` integer tensor): ``[n, *row_shape]``, on the GPU if the
-        table or ``ids`` is on one. ``out`` is an optional preallocated result, written in
-        place and returned.
-
-        ``ids`` are checked (user input): a ValueError names the id out of range and the
-        valid range, in every kind of feature. Then :meth:`read_valid` reads them.
+        table or ``ids`` is on one, written into ``out`` when given. ``ids`` are checked
+        (user input): every kind of feature raises a ValueError naming the id out of range.
         """
         return self.read_valid(check_node_ids(ids, self.num_rows, "ids", f"{type(self).__name__}.read", "row"), out)
 
@@ -104,15 +93,13 @@ class Feature:
         return gather_valid_rows(self.data, ids, out)
 
     def pin_memory_(self) -> "Feature":
-        """Page-lock a CPU table in place (``cudaHostRegister``, no copy) and return self.
+        """Page-lock a CPU table in place (``cudaHostRegister``, no copy) and return self,
+        so the GPU reads rows in place (UVA) and copies them asynchronously.
 
-        The GPU can then read rows in place (UVA) and copy them asynchronously; the
-        registration lasts as long as the table. A numpy table is wrapped as a tensor
-        (no copy). A memory-mapped one (a ``.npy`` path maps read-only) is registered
-        read-only for the device, which locks the file's pages in RAM: the table must fit
-        in memory. Where the device or the kernel refuses to pin a memory map, it stays
-        unpinned, with a warning: its rows are then gathered on the CPU and copied.
-        Without CUDA this is a no-op that warns once per process.
+        A numpy table is wrapped as a tensor (no copy); a memory map is registered
+        read-only, locking the file's pages in RAM (it must fit), or, where that is
+        refused, stays unpinned with a warning (rows gathered on the CPU and copied).
+        Without CUDA a no-op that warns once per process.
         """
         if not cuda_or_warn_once("Feature.pin_memory_(): CUDA is not available; features stay unpinned"):
             return self
@@ -153,15 +140,13 @@ class Feature:
 class FeatureStore:
     """Named node and edge features, homogeneous or per node / edge type.
 
-    A feature's key is GraphBolt's ``(domain, type, name)``: ``store["node", "paper",
-    "feat"]`` has one row per ``paper`` node (type-local ids), ``store["edge",
-    "author:writes:paper", "w"]`` one row per edge of that type (ids within the type, as
-    ``SampledSubgraph.original_edge_ids[etype]``). A homogeneous feature is the one-type
-    case, its type None: ``store["node", None, "feat"]``, also written ``store["feat"]``
-    or ``store["node", "feat"]``; ``store["edge", "w"]`` is an edge feature (rows indexed
-    by edge id). Edge types are ``"src:relation:dst"`` strings; a ``(src, relation, dst)``
-    tuple (PyG's form) is accepted wherever an edge type is and stored as the string.
-    ``store[kind, key]`` also takes a key as :attr:`node_keys` / :attr:`edge_keys` list it.
+    A key is GraphBolt's ``(domain, type, name)``: ``store["node", "paper", "feat"]`` has
+    a row per ``paper`` node (type-local ids), ``store["edge", "author:writes:paper",
+    "w"]`` a row per edge of that type (as ``SampledSubgraph.original_edge_ids[etype]``).
+    Homogeneous is the one-type case, type None: ``store["node", None, "feat"]``, also
+    ``store["feat"]`` or ``store["node", "feat"]``; ``store["edge", "w"]`` by edge id.
+    An edge type is ``"src:relation:dst"`` or PyG's ``(src, relation, dst)`` (stored as
+    the string). ``store[kind, key]`` also takes a key as :attr:`node_keys` lists it.
 
     Args:
         node_features: ``name`` or ``(node_type, name)`` -> table (see :class:`Feature`)
@@ -291,6 +276,19 @@ def feature_key(key, where: str) -> Key:
         f"{where}: a key is 'name', ('node' | 'edge', 'name') or ('node' | 'edge', type, 'name') (type None "
         f"when homogeneous, an edge type 'src:relation:dst' or a (src, relation, dst) tuple), got {key!r}"
     )
+
+
+def output_rows(out: Optional[torch.Tensor], shape: tuple, dtype: torch.dtype, device, where: str) -> torch.Tensor:
+    """``out`` after checking it is a contiguous ``dtype`` tensor of ``shape`` on ``device``;
+    a new one when ``out`` is None."""
+    if out is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    if tuple(out.shape) != shape or out.dtype != dtype or out.device != device or not out.is_contiguous():
+        raise ValueError(
+            f"{where}: `out` must be a contiguous {dtype} tensor of shape {shape} on {device}, "
+            f"got {out.dtype} shape {tuple(out.shape)} on {out.device}"
+        )
+    return out
 
 
 def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):

@@ -1,20 +1,15 @@
 """Compiling the numba kernels of a pipe in the background, from when its loader is built.
 
-A process compiles each numba kernel when it first runs it, unless numba's on-disk
-cache has it (:mod:`graphpipe.ops.compile`): the first batch of a first run waits 5-20 s
-for its sampler's kernels. :func:`compile_kernels` starts that work as soon as a pipe is
-known, in a daemon thread, for exactly the kernels its stages use (their samplers,
-options, graph and feature dtypes), and logs one line when it takes long, so that a
-first run does not look like a hang. A batch that needs a kernel while the thread
-compiles it waits for numba's compiler lock, then uses the compiled code: nothing has
-to wait for the job.
+A kernel compiles on its first run unless numba's on-disk cache has it: a first run's
+first batch waits 5-20 s for its sampler's. :func:`compile_kernels` starts compiling the
+kernels a pipe's stages use in a daemon thread as soon as the pipe is known, and logs a
+line when it takes long, so a first run does not look like a hang; a batch that needs a
+kernel being compiled waits for numba's compiler lock, then uses it.
 
-numba compiles one kernel at a time per process (that lock). When the job is still
-compiling after its notice (numba's cache did not have the kernels) and the machine has
-a second core, the tasks after the current one go to a helper process (``python -m
-graphpipe.loading.compile_helper``), last first, which writes them to numba's on-disk
-cache while this process compiles the sampler: the batch then loads them from the
-cache instead of compiling them after the sampler's.
+numba compiles one kernel at a time per process: when the job is still compiling after
+its notice and there is a second core, the tasks after the current one go to a helper
+process (``python -m graphpipe.loading.compile_helper``), last first, which writes them
+to numba's cache while this process compiles the sampler.
 """
 
 from __future__ import annotations
@@ -40,34 +35,28 @@ __all__ = ["CompileJob", "compile_kernels"]
 
 logger = logging.getLogger("graphpipe")
 
-# Tasks that end within this long loaded their kernels from the cache: no notice.
-NOTICE_AFTER_S = 1.0
-# How long a first run's compilation takes on 2 cores, for the notice: with an empty numba
-# cache, 5.4-6.5 s from DataLoader() to the first batch of sample_neighbor and
-# sample_layer_neighbor on the 200k-node synthetic graph, and 9.2-9.8 s to the job's end
-# (its helper process included), with the machine otherwise quiet.
+NOTICE_AFTER_S = 1.0  # tasks that end within this long loaded their kernels from the cache: no notice
+# A first run's compilation on 2 cores, for the notice: 5.4-6.5 s from DataLoader() to the first
+# NS or LABOR batch on the 200k-node synthetic graph (README.md), 9.2-9.8 s to the job's end.
 LOADER_FIRST_RUN = "5-10 s"
 
 Task = Tuple[str, Callable[[], None]]
 
-# One notice at a time: loaders built back to back (training, validation) start jobs
-# that wait on the same compilations.
+# One notice at a time: loaders built back to back start jobs that wait on the same compilations.
 _notice_lock = threading.Lock()
 _notice_shown = False
 
 
 class CompileJob:
     """``tasks`` (``(name, function)`` pairs) run in order by a daemon thread, or here
-    when ``background`` is false.
+    when ``background`` is false; ``wait()`` blocks until they are done and re-raises a
+    task's exception.
 
-    ``wait()`` blocks until they are done and re-raises a task's exception. When they
-    take longer than ``notice_after`` seconds (numba's cache did not have the kernels),
-    one line goes to the ``graphpipe`` logger (printed on stderr unless logging is
-    configured otherwise), saying that a first run takes ``first_run`` and where numba
-    caches ``kernel`` (one of the kernels; graphpipe's ops by default), and one more when
-    they end. With ``helper_process``, the
-    tasks after the current one then run in a helper process instead (their functions
-    must pickle); :attr:`handed_off` is the index of the first of them.
+    When they take longer than ``notice_after`` seconds, one line goes to the
+    ``graphpipe`` logger saying that a first run takes ``first_run`` and where numba
+    caches ``kernel`` (graphpipe's ops by default), and one more when they end. With
+    ``helper_process``, the tasks after the current one then run in a helper process
+    (if their functions pickle); :attr:`handed_off` is the index of the first of them.
     """
 
     def __init__(
@@ -182,19 +171,13 @@ _in_job = _InJob()
 
 
 class _OnDemandNotice(event.Listener):
-    """Says why a batch waits when it needs a graphpipe kernel that no job compiled
-    (numba compiles it on demand, in the batch's thread): one line on the ``graphpipe``
-    logger when the compilation takes longer than ``NOTICE_AFTER_S``, one when it ends.
-
-    A cold first epoch's last, partial batch did this silently for 9-19 s: its layers
-    hold few ids spread over the graph, which ``unique_and_compact`` gives to its
-    sparse-id (hash) kernel, while every full batch used the dense one. The loader's job
-    compiles that kernel too, but in its helper process, which had not written it to the
-    cache by the end of a short epoch (a 13-batch epoch ended 3 s before it on a quiet
-    machine). Compilations in a CompileJob (which has its own notice) and of functions
-    outside graphpipe are not reported;
-    numba compiles one function at a time (its compiler lock), so one counter of nested
-    compilations is enough."""
+    """Says why a batch waits for a graphpipe kernel that no job compiled yet (numba
+    compiles it on demand): a line on the ``graphpipe`` logger when the compilation takes
+    longer than ``NOTICE_AFTER_S``, one when it ends. E.g. a cold epoch's last, partial
+    batch needs ``unique_and_compact``'s sparse-id kernel, which the job's helper process
+    may not have cached yet (it waited 9-19 s silently). Compilations in a CompileJob
+    (its own notice) and outside graphpipe are not reported; numba compiles one function
+    at a time, so one counter of nested compilations is enough."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -245,8 +228,7 @@ _on_demand_notice: List[_OnDemandNotice] = []
 
 
 def _listen_for_compilations() -> None:
-    """Register the :class:`_OnDemandNotice` with numba once, when the first job starts
-    (not at import: importing graphpipe changes nothing process-wide)."""
+    """Register the :class:`_OnDemandNotice` with numba when the first job starts (not at import)."""
     with _notice_lock:
         if not _on_demand_notice:
             _on_demand_notice.append(_OnDemandNotice())
@@ -254,15 +236,11 @@ def _listen_for_compilations() -> None:
 
 
 def compile_kernels(pipe: Pipe, background: bool = True) -> CompileJob:
-    """Start compiling (or loading from numba's cache) the kernels that the stages of
-    ``pipe`` running in this process use: each stage's ``compile_tasks()`` (a sampler's
-    layer and unique-and-compact kernels, a fetcher's row gathers), upstream stages first
-    (the order a batch needs them). Stages upstream of ``ProcessWorkers`` are left to the
-    worker processes.
-
-    ``background``: run the tasks in a daemon thread; false runs them here, before this
-    returns (under numba's ``workqueue`` threading layer, which aborts when parallel
-    kernels start from two threads at once), with the same notice.
+    """Start compiling (or loading from numba's cache) each stage's ``compile_tasks()``,
+    upstream first (the order a batch needs them), for the stages of ``pipe`` that run in
+    this process (not those upstream of ``ProcessWorkers``). ``background`` false runs
+    them here (for numba's ``workqueue`` layer, which aborts when parallel kernels start
+    from two threads at once).
     """
     here: List[Pipe] = []
     for stage in upstream(pipe):  # sink first

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.stages import Timed
@@ -63,28 +63,15 @@ def describe(pipe: Pipe) -> str:
     )
 
 
-def _edges(pipe: Pipe) -> Tuple[List[Pipe], List[Tuple[int, int]]]:
-    nodes = _visible(pipe)
-    index = {id(stage): i for i, stage in enumerate(nodes)}
-    edges = []
-    for i, stage in enumerate(nodes):
-        source = getattr(stage, "source", None)
-        while isinstance(source, Timed):
-            source = source.source
-        if id(source) in index:
-            edges.append((index[id(source)], i))
-    return nodes, edges
-
-
 def to_graphviz(pipe: Pipe) -> str:
     """Graphviz DOT source of ``pipe``'s graph: one box per stage, labelled with where it runs."""
     where = locations(pipe)
-    nodes, edges = _edges(pipe)
+    nodes = _visible(pipe)  # a chain: each reads from the one before
     lines = ["digraph pipe {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb"];']
     for i, stage in enumerate(nodes):
         label = f"{stage.label()}\\n{where.get(id(stage), '?')}"
         lines.append(f'  s{i} [label="{label}"];')
-    lines += [f"  s{a} -> s{b};" for a, b in edges]
+    lines += [f"  s{i - 1} -> s{i};" for i in range(1, len(nodes))]
     lines.append("}")
     return "\n".join(lines)
 
@@ -97,12 +84,8 @@ def draw(pipe: Pipe, ax=None):
     from matplotlib.patches import FancyBboxPatch
 
     where = locations(pipe)
-    nodes, edges = _edges(pipe)
-    lanes: List[str] = []
-    for stage in nodes:
-        location = where.get(id(stage), "?")
-        if location not in lanes:
-            lanes.append(location)
+    nodes = _visible(pipe)  # a chain: each reads from the one before
+    lanes = list(dict.fromkeys(where.get(id(stage), "?") for stage in nodes))
     if MAIN in lanes:  # the training loop's lane at the bottom, next to "your loop"
         lanes.remove(MAIN)
         lanes.append(MAIN)
@@ -125,8 +108,7 @@ def draw(pipe: Pipe, ax=None):
             )
         )
         ax.text(column, -row, stage.label(), ha="center", va="center", fontsize=7.5)
-    for a, b in edges:
-        (xa, ya), (xb, yb) = centres[a], centres[b]
+    for (xa, ya), (xb, yb) in zip(centres, centres[1:]):
         ax.annotate(
             "", xy=(xb - width / 2, yb), xytext=(xa + width / 2, ya),
             arrowprops=dict(arrowstyle="->", color="#333333", shrinkA=0, shrinkB=0),

@@ -24,44 +24,25 @@ class DataLoader(IterableDataset):
     """Iterate the MiniBatches of ``pipe`` after rewriting it; each ``iter()`` is one epoch.
 
     Args:
-        pipe: the chain as written, e.g.
-            ``ItemSampler(...).sample_neighbor(...).fetch_feature(...)``. It is never
-            modified: the loader runs a rewritten copy (:attr:`rewritten`, with a timer
-            after each stage, for :meth:`stats`) and counts its own epochs, so several
-            loaders (and plain iterations) over one pipe are independent.
-        transforms: ``None``: run each stage where
-            :func:`~graphpipe.loading.policy.default_placement` says (:attr:`placement`),
-            overlapping sampling, feature fetching, host-to-device copies and the training
-            step. Else functions ``pipe -> pipe`` applied in order (see
-            :mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
+        pipe: the chain as written, never modified: the loader runs a rewritten copy
+            (:attr:`rewritten`, with a timer after each stage) and counts its own epochs,
+            so several loaders and plain iterations over one pipe are independent.
+        transforms: ``None``: run each stage where ``default_placement`` says
+            (:attr:`placement`). Else functions ``pipe -> pipe`` applied in order
+            (:mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
         num_workers: with the default placement, run the chain before ``fetch_feature``
             in this many worker processes (for Python-heavy samplers).
 
-    The loader owns the edges: starting an epoch ends an unfinished one; leaving the
-    loop (``break``, an exception, KeyboardInterrupt) stops the epoch's threads; worker
-    processes (``num_workers``) serve every epoch and stop at :meth:`close`, ``del`` or
-    garbage collection, which stop the threads too (an iterator still referenced then
-    starts them again if it is used; inside the garbage collector, and so from
-    ``__del__``, nothing waits: the threads and processes are told to stop and end on
-    their own). At interpreter exit, threads still running are stopped and waited for
-    before Python finalizes. Stopping waits at most about 2 s
-    for a batch in progress: a thread still in a long kernel then is left behind with a
-    warning (a daemon thread) and a busy worker process is terminated, so Ctrl-C always
-    gets through. An exception in a background stage is re-raised in the loop with its
-    original traceback. Batches come in the same order with the same content as from
-    the plain chain.
+    Batches come in the order and with the content of the plain chain. A new ``iter()``
+    ends an unfinished epoch; leaving the loop stops the epoch's threads, and
+    :meth:`close`, ``del`` or garbage collection stop the worker processes too, waiting
+    about 2 s for a batch in progress (:mod:`graphpipe.loading.stages`). A background
+    stage's exception is re-raised in the loop with its original traceback.
 
-    Resuming: :meth:`state_dict` / :meth:`load_state_dict` (the ``Stateful`` protocol of
-    torchdata's ``StatefulDataLoader``). The state is the epoch and how many of its
-    batches the loop has taken; every random number of a batch derives from the stages'
-    seeds, the epoch and the batch's position, so a process restarted from a checkpoint
-    (same pipe, same seeds) yields the rest of that epoch and all later epochs bit for bit
-    as an uninterrupted run would, with or without worker processes. A state names the
-    pipe it is from (item count, batches per epoch, stages, seeds): another pipe's is
-    refused. The loader is an ``IterableDataset``, so torchdata's ``StatefulDataLoader``
-    can wrap it: ``StatefulDataLoader(loader, batch_size=None)`` (no torch worker
-    processes there: pass ``num_workers`` here) saves this state in its own and resumes
-    through :meth:`load_state_dict`, without re-sampling the batches before the position.
+    :meth:`state_dict` / :meth:`load_state_dict` (torchdata's ``Stateful``) resume a
+    restarted process (same pipe, same seeds) bit for bit, with or without workers;
+    ``StatefulDataLoader(loader, batch_size=None)`` (``num_workers`` here, not there)
+    saves and resumes through them.
     """
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
@@ -82,11 +63,9 @@ class DataLoader(IterableDataset):
         self.placement: Optional[Placement] = None if transforms is not None else default_placement(pipe, num_workers)
         self.transforms: List[Callable[[Pipe], Pipe]] = list(transforms or [])
         chain = place(pipe, self.placement) if self.placement is not None else _transformed(pipe, self.transforms)
-        # The chain as run. The Timed after the sink measures the time the training loop
-        # waits for batches.
+        # The chain as run; the Timed after the sink measures the training loop's wait.
         self.rewritten: Pipe = _with_timers(chain)
-        # The kernels the stages run, compiled (or loaded from numba's cache) from now on
-        # in a daemon thread: a first run's first batch waits less, and a notice says why.
+        # The stages' kernels, compiled (or loaded from numba's cache) from now on, in a daemon thread.
         self.compile_job = compile_kernels(self.rewritten, background=kernels_thread_safe())
         self._workers = find(self.rewritten, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
@@ -135,7 +114,9 @@ class DataLoader(IterableDataset):
             "items": upstream(self.pipe)[-1].num_items(),
             "batches": self._batches_per_epoch(),
             "stages": [stage.label() for stage in reversed(upstream(self.pipe))],
-            "seeds": [list(seed) for seed in _seeds(self.pipe)],
+            "seeds": [
+                [type(stage).__name__, stage.seed] for stage in reversed(upstream(self.pipe)) if stage.seed is not None
+            ],
         }
 
     def _batches_per_epoch(self) -> Optional[int]:
@@ -198,9 +179,8 @@ class DataLoader(IterableDataset):
             workers.close()
 
     def __del__(self):
-        """The loader is gone (``del``, or the garbage collector): its epoch's threads and its
-        worker processes stop. An iterator still referenced starts them again if used (see
-        :class:`_Epoch`); inside the garbage collector nothing waits for them."""
+        """Stop the epoch's threads (an iterator still referenced restarts them if used) and
+        the worker processes; inside the garbage collector nothing waits for them."""
         epoch = self._epoch() if self._epoch is not None else None
         if epoch is not None:
             epoch.pause()
@@ -308,31 +288,20 @@ def _plain(value):
     return value
 
 
-class _EpochState:
-    """What one epoch runs, shared by its iterator and its batches' generator: ``live``
-    ``[epoch, batches yielded]`` (the loader's state_dict reads it), ``chain`` the chain
-    run, ``span`` its ``[start, end]`` (perf_counter seconds, for ``stats()``)."""
-
-    def __init__(self, live: List[int], chain: Pipe):
-        self.live = live
-        self.chain = chain
-        self.span = [time.perf_counter(), None]
-
-
 class _Epoch:
     """The iterator ``iter(loader)`` returns: one epoch, started by its first ``next()``
-    (an iterator that yielded nothing took no epoch: the next ``iter()`` runs the same one).
+    (an iterator that yielded nothing took no epoch: the next ``iter()`` runs it again).
 
-    It holds what it runs (the pipe, the chain, its position), not the loader: when the
-    loader is gone (``del``, garbage collection) the epoch's threads stop, even while this
-    iterator is referenced, and a later ``next()`` starts them again at the same batch. So
-    ``for mb in DataLoader(pipe)`` (the loader dropped at once) runs as usual, and an
-    abandoned iterator of a dropped loader holds no threads.
+    It holds what it runs, not the loader: when the loader is gone the epoch's threads
+    stop, and a later ``next()`` starts them again at the same batch. So ``for mb in
+    DataLoader(pipe)`` runs as usual, and an abandoned iterator holds no threads.
     """
 
     def __init__(self, loader: DataLoader):
         self._loader = weakref.ref(loader)
-        self._state = _EpochState(list(loader._next), loader.rewritten)
+        self._chain = loader.rewritten
+        self._live = list(loader._next)  # [epoch, batches yielded], for state_dict()
+        self._span = [time.perf_counter(), None]  # perf_counter seconds, for stats()
         self._batches = None  # the generator running the chain, while it runs
         self._started = False
         self._ended = False
@@ -352,16 +321,15 @@ class _Epoch:
             raise
 
     def _start(self):
-        state, loader = self._state, self._loader()
+        loader = self._loader()
         if loader is not None:
             if not self._started:
-                loader._next = (state.live[0] + 1, 0)
+                loader._next = (self._live[0] + 1, 0)
                 loader._reset_stats()
-                state.span = [time.perf_counter(), None]
-                loader._epoch_span = state.span
-            loader._live = state.live
+                self._span = loader._epoch_span = [time.perf_counter(), None]
+            loader._live = self._live
         self._started = True
-        return _batches(self._loader, state)
+        return _batches(self._loader, self._chain, self._live, self._span)
 
     def pause(self) -> None:
         """Stop the threads; the next ``next()`` starts them again at the same batch."""
@@ -378,25 +346,24 @@ class _Epoch:
         self.pause()
 
 
-def _batches(loader_ref, state: _EpochState):
-    """The batches of ``state``'s epoch from its position on. The loader is reached through
-    ``loader_ref`` only, and never held across a ``yield`` (see :class:`_Epoch`)."""
-    live = state.live
-    iterator = state.chain.stream(live[0], live[1])
+def _batches(loader_ref, chain: Pipe, live: List[int], span: list):
+    """The batches of ``chain`` from the position ``live`` (counted on) to the end of its
+    epoch, then the end of ``span``. The loader is reached through ``loader_ref`` only,
+    and never held across a ``yield`` (see :class:`_Epoch`)."""
+    iterator = chain.stream(live[0], live[1])
     try:
         for item in iterator:
             live[1] += 1
             yield item
     finally:
         iterator.close()
-        state.span[1] = time.perf_counter()
+        span[1] = time.perf_counter()
         loader = loader_ref()
         if loader is not None and loader._live is live:
             loader._live = None
 
 
 def _transformed(pipe: Pipe, transforms: Sequence[Callable[[Pipe], Pipe]]) -> Pipe:
-    """``pipe`` after each of ``transforms`` in order."""
     for transform in transforms:
         if not callable(transform):
             raise TypeError(f"DataLoader: every transform must be a function pipe -> pipe, got {transform!r}")
@@ -406,18 +373,12 @@ def _transformed(pipe: Pipe, transforms: Sequence[Callable[[Pipe], Pipe]]) -> Pi
     return pipe
 
 
-def _seeds(pipe: Pipe) -> List[tuple]:
-    """``(stage type, seed)`` of every stage of ``pipe`` with a ``seed``, source first."""
-    return [(type(stage).__name__, stage.seed) for stage in reversed(upstream(pipe)) if stage.seed is not None]
-
-
 def _name(transform) -> str:
     return getattr(transform, "__name__", repr(transform))
 
 
 def _with_timers(pipe: Pipe) -> Pipe:
-    """A copy of ``pipe`` with a :class:`Timed` after every stage (not between a stage
-    that wraps its source and the stages it wraps, which it does not iterate); the source
-    stage (the ItemSampler) is shared."""
+    """A copy of ``pipe`` with a :class:`Timed` after every stage but those a stage wraps
+    (which it does not iterate); the source stage is shared."""
     wrapped = {id(inner) for stage in upstream(pipe) for inner in stage.wrapped_stages()}
     return rebuild(pipe, lambda stage, on: on if id(stage) in wrapped else Timed(on))

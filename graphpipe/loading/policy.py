@@ -1,13 +1,8 @@
 """Where each stage runs: one value (:class:`Place` per stage), chosen by one policy
-(:func:`default_placement`) and applied by one rewrite (:func:`place`).
-
-``DataLoader(pipe)`` runs ``place(pipe, default_placement(pipe, num_workers))`` and keeps
-the value as ``loader.placement``; ``explain()``, ``draw()`` and ``stats()`` show where
-the stages of the chain it built run. The policy reads only what stages declare
-(:class:`graphpipe.Pipe`: role, thread safety, collectives, devices) and the machine
-(numba's thread count and threading layer), so a stage of any class gets what it declares.
-``DataLoader(pipe, transforms=[...])`` runs your own rewrites instead (``[]``: the chain
-as written); :func:`thread_pool` is one.
+(:func:`default_placement`, which reads only what stages declare and the machine) and
+applied by one rewrite (:func:`place`). ``DataLoader(pipe)`` keeps it as
+``loader.placement``; ``DataLoader(pipe, transforms=[...])`` runs your rewrites instead
+(:func:`thread_pool` is one).
 """
 
 from __future__ import annotations
@@ -34,22 +29,17 @@ QUEUE = 2  # batches a background thread or worker process may hold ready
 
 @dataclasses.dataclass(frozen=True)
 class Place:
-    """Where one stage's per-batch work runs (:func:`place` builds it).
-
-    ``kind``:
+    """Where one stage's per-batch work runs; ``kernel_threads``: numba threads of each of
+    its threads (None: all cores). ``kind``:
 
     * ``"inline"``: where its consumer pulls it.
-    * ``"thread"``: in a background thread with the inline stages upstream of it, up to
-      ``QUEUE`` batches ahead of its consumer.
-    * ``"pool"``: ``threads`` threads run it on that many batches at once, in order; a
-      background thread feeds them. Consecutive stages with equal pool places share the
-      pool: each batch goes through all of them in one pool thread.
-    * ``"stream"``: on a high-priority CUDA side stream, queued from a background thread;
-      a ``"copy"`` stage copies pinned batches without blocking.
-    * ``"workers"``: ``threads`` worker processes run it and everything upstream (its
-      source is sharded: worker ``w`` makes the batches ``i = w mod threads``).
-
-    ``kernel_threads``: numba threads of each of its threads (None: all cores).
+    * ``"thread"``: in a background thread with the inline stages upstream of it.
+    * ``"pool"``: ``threads`` threads run it on that many batches at once, in order, fed by
+      a background thread; consecutive equal pool places share one pool (a batch goes
+      through all of them in one pool thread).
+    * ``"stream"``: on a CUDA side stream, queued from a background thread (a ``"copy"``
+      stage copies pinned batches without blocking).
+    * ``"workers"``: ``threads`` worker processes run it and everything upstream.
     """
 
     kind: str = "inline"
@@ -86,25 +76,19 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
     """The placement ``DataLoader(pipe, num_workers=...)`` runs, one :class:`Place` per
     stage of ``pipe`` (source first), from what the stages declare:
 
-    * a sampler on CPU batches that is thread-safe runs in a pool of ``P = min(C, 8)``
-      threads with kernels on ``C // P`` threads each (``C``: numba's thread count), and
-      a thread-safe fetcher right after it in the same pool threads: ``P`` whole batches
-      are sampled and fetched at once, with no thread between sampling and fetching (on 2
-      cores 0-7% faster for neighbor sampling, 1-4% for LABOR-0, than a pool sampling
-      beside a thread fetching; ``benchmarks/RESULTS.md``, issue 18's fifth run). Each
-      batch's kernels stay on its share of the cores: no synchronisation inside a batch,
-      no imbalance from power-law degrees;
-    * another fetcher on CPU batches runs in a thread of its own, gathering on ``C // 4``
-      threads (a gather is bound by memory); another sampler, in a thread of its own;
-    * a sampler or fetcher on CUDA batches runs on a CUDA side stream, and a copy to a
-      CUDA device copies pinned batches on one, overlapping the training kernels;
-    * a collective stage (cooperative) runs in a thread of its own, one batch at a time;
-    * ``num_workers > 0``: the stages before the first fetcher run in that many worker
-      processes (for samplers whose per-batch work is Python-heavy).
+    * a thread-safe sampler on CPU batches runs in a pool of ``P = min(C, 8)`` threads
+      with kernels on ``C // P`` threads each (``C``: numba's thread count), and a
+      thread-safe fetcher right after it in the same pool threads: whole batches, each
+      on its share of the cores (0-7% faster for NS, 1-4% for LABOR-0 on 2 cores than a
+      separate fetch thread; benchmarks/RESULTS.md, "Issue 30: what was removed");
+    * another sampler runs in a thread of its own, another fetcher too, gathering on
+      ``C // 4`` threads (a gather is bound by memory);
+    * a sampler or fetcher on CUDA batches, and a copy to a CUDA device, on a side stream;
+    * a collective stage (cooperative) in a thread of its own, one batch at a time;
+    * ``num_workers > 0``: the stages before the first fetcher in worker processes.
 
-    Other stages run inline, in the thread that pulls them, and so do stages that ``pipe``
-    already runs elsewhere (a stage of yours that moves work, e.g. a ``prefetch()``).
-    Under numba's ``workqueue`` threading layer the whole chain runs in one background
+    Other stages, and those ``pipe`` already runs elsewhere (e.g. upstream of a ``prefetch()``),
+    run inline. Under numba's ``workqueue`` layer the whole chain runs in one background
     thread instead.
     """
     chain = upstream(pipe)[::-1]
@@ -162,9 +146,8 @@ def _place_of(stage: Pipe, cuda: bool, before: Optional[Place], previous: Pipe) 
 
 
 def place(pipe: Pipe, placement: Sequence[Place]) -> Pipe:
-    """``pipe`` rebuilt to run each stage where ``placement`` (one :class:`Place` per
-    stage, source first) says: the one rewrite that inserts the loader's threads, pools,
-    streams and worker processes (:mod:`graphpipe.loading.stages`). ``pipe`` is unchanged."""
+    """A copy of ``pipe`` that runs each stage where ``placement`` (one :class:`Place` per
+    stage, source first) says, with the stages of :mod:`graphpipe.loading.stages`."""
     chain = upstream(pipe)[::-1]
     placement = tuple(placement)
     if len(placement) != len(chain) or not all(isinstance(where, Place) for where in placement):
@@ -198,10 +181,8 @@ def place(pipe: Pipe, placement: Sequence[Place]) -> Pipe:
 
 def thread_pool(stage_type: Type[Pipe], num_threads: int) -> Callable[[Pipe], Pipe]:
     """A transform running the per-batch work of every ``stage_type`` stage on a pool of
-    ``num_threads`` threads, several batches at once, in order (:class:`ThreadPoolMap`).
-
-    Useful when one stage is the bottleneck and its kernels do not use all cores.
-    """
+    ``num_threads`` threads (:class:`ThreadPoolMap`): for a bottleneck stage whose kernels
+    do not use all cores."""
     check_int(num_threads, "num_threads", "thread_pool", minimum=1)
 
     def run_in_thread_pool(pipe: Pipe) -> Pipe:

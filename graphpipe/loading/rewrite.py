@@ -1,10 +1,8 @@
 """Find, replace, insert: the pipe-graph toolkit every rewrite is written with.
 
-A pipe graph is the chain of stages reachable from the sink (the pipe a loader
-iterates) through ``.source`` links, walked by :func:`graphpipe.pipes.base.upstream`
-(O(stages), whatever the size of the tensors the stages hold). Rewrites never touch the
-user's stages: :func:`rebuild` shallow-copies a stage onto its new upstream only where
-that upstream changed, and shares everything upstream of the first change.
+A pipe graph is the chain of stages reachable from the sink through ``.source`` links
+(:func:`graphpipe.pipes.base.upstream`). Rewrites never touch the user's stages:
+:func:`rebuild` shallow-copies a stage only where its upstream changed.
 """
 
 from __future__ import annotations

@@ -1,48 +1,19 @@
-"""Where stages run: the placement stages of the loader (threads, thread pools, CUDA streams).
+"""The stages that move work: :class:`Prefetcher` (a background thread), :class:`ThreadPoolMap`
+(a pool of threads), :class:`SideStream` / :class:`Waiter` (a CUDA stream), and the helpers
+:class:`PinMemory` and :class:`Timed`; worker processes are in :mod:`.workers`. The policy
+puts them into a chain; each says where it moves work (``Pipe.upstream_location`` /
+``Pipe.wrapped_location``) for ``explain()`` and ``stats()``.
 
-Every other stage only says what it does to one batch (``Pipe.process``) and runs where
-its consumer pulls it: in the training loop's thread unless a stage below moves it. The
-placement (:mod:`graphpipe.loading.policy`) chooses which of these go into a user's
-chain; they are ordinary pipes, so users can also chain them by hand. Each says
-where it moves work through ``Pipe.upstream_location`` / ``Pipe.wrapped_location``, which
-``explain()`` and ``stats()`` read. Any stage with a ``process`` method can be wrapped:
-adding a stage type needs no change here.
+Every background thread has a bounded queue and a stop event, and its exception is
+re-raised in the consumer (the original object, with the thread's frames). Leaving a loop
+early stops the threads, waiting at most ``_STOP_TIMEOUT_S`` for a batch in progress; a
+thread still in a kernel then is a daemon left to finish, with a warning. Two exceptions:
 
-=====================  ===========================================================
-stage                  where the work runs
-=====================  ===========================================================
-:class:`Prefetcher`    everything upstream, in a new background thread (bounded queue)
-:class:`ThreadPoolMap` the wrapped stage's ``process``, on a pool of threads, several
-                       batches at once, in order; its upstream where it runs
-:class:`SideStream`    the wrapped stage's ``process``, on a high-priority CUDA stream
-                       (queued from the pulling thread)
-:class:`~graphpipe.loading.workers.ProcessWorkers`
-                       everything upstream, in worker processes (``num_workers``; the
-                       process machinery is in :mod:`graphpipe.loading.workers`)
-:class:`Waiter`        in the pulling thread: resolves the batches of a ``SideStream``
-:class:`PinMemory`     where it is pulled: pins batches for non-blocking copies
-:class:`Timed`         in the pulling thread: adds up the time spent pulling (``stats()``)
-=====================  ===========================================================
-
-Every background thread has a bounded queue and a stop event; an exception in it is
-re-raised in the consumer (the original exception object, so its traceback still
-shows the frames of the background thread). Leaving a loop early (``break``,
-``close()``, KeyboardInterrupt) stops and joins the threads, waiting at most 2 s for the
-batch each is computing: threads are daemons, and one still running then (a long kernel
-cannot be interrupted) is left to finish with a warning, so Ctrl-C always gets through.
-Two places only signal or wait less:
-
-* Inside the garbage collector (an iterator or a loader in a reference cycle), stopping
-  signals and does not wait: the collector can run while CPython holds its thread-list
-  lock (it did inside ``sys._current_frames()``), and a join there releases the GIL with
-  that lock held, which deadlocks every thread. The threads end on their own at their
-  next poll (50 ms) or batch.
-* At interpreter exit, threads not stopped yet (an unfinished epoch's iterator still
-  referenced) are stopped and waited for, 2 s at most, by an ``atexit`` hook. Python 3.11
-  kills a daemon thread that wants the GIL after finalization began with
-  ``pthread_exit``, whose unwinding through torch's C++ frames (a tensor freed, an op
-  returning) called ``std::terminate``: "terminate called without an active exception",
-  SIGABRT, in most runs of a script that ended mid-epoch.
+* Inside the garbage collector stopping only signals: the collector can run while CPython
+  holds its thread-list lock, and a join there deadlocks every thread.
+* At exit an ``atexit`` hook stops and joins the threads still running: Python 3.11 ends
+  a daemon thread wanting the GIL during finalization with ``pthread_exit``, whose
+  unwinding through torch's C++ frames aborted the process.
 """
 
 from __future__ import annotations
@@ -70,14 +41,10 @@ from graphpipe.pipes.base import Pipe, functional_pipe
 __all__ = ["PinMemory", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
 
 _POLL_S = 0.05
-# How long stopping waits for a background thread to finish the batch it is computing.
-# A kernel cannot be interrupted: past this the thread (a daemon, so it never keeps the
-# process alive) is left to finish in the background, so that Ctrl-C and close() return.
-_STOP_TIMEOUT_S = 2.0
-# Batches a ThreadPoolMap keeps submitted per thread. With one (as many batches as threads),
-# a thread that finished waited for the slower batch ahead of it: the default loader on 2
-# cores (a pool of 2) ran NS at 95.0-99.5 it/s end to end, 100.2-102.9 with two per thread
-# (LABOR-0: 51.8-54.4 and 54.0-55.5), four interleaved pairs on the 2M-node benchmark graph.
+_STOP_TIMEOUT_S = 2.0  # how long stopping waits for a thread's batch in progress (a kernel cannot be interrupted)
+# Batches a ThreadPoolMap keeps submitted per thread: with one, a thread that finished waited
+# for the slower batch ahead of it (two: +4% NS, +2% LABOR-0 on 2 cores; benchmarks/RESULTS.md,
+# "Planner (issue 18), fourth run").
 _SUBMITTED_PER_THREAD = 2
 _thread_ids = itertools.count(1)
 # Background threads and pools not asked to stop yet (stopped at exit by _stop_at_exit).
@@ -92,9 +59,8 @@ def _on_gc(phase: str, info) -> None:
 
 
 def watch_process() -> None:
-    """From the first background thread on (not at import: importing graphpipe changes
-    nothing process-wide), know when the garbage collector runs, and stop the threads
-    still running at interpreter exit (:func:`_stop_at_exit`)."""
+    """From the first background thread on (not at import), know when the garbage
+    collector runs, and stop the threads still running at exit (:func:`_stop_at_exit`)."""
     with _running_lock:
         if _on_gc not in gc.callbacks:
             gc.callbacks.append(_on_gc)
@@ -102,13 +68,12 @@ def watch_process() -> None:
 
 
 def in_collector() -> bool:
-    """Whether this thread is running the garbage collector (a finalizer it called):
-    stopping then signals and does not wait (see the module docstring)."""
+    """Whether this thread runs the garbage collector: stopping then only signals."""
     return _collector_thread[0] == threading.get_ident()
 
 
-def _per_batch_function(stage: Pipe, where: str) -> Callable:
-    """``stage.process``, after checking ``stage`` has one and may run batches concurrently."""
+def _check_wrappable(stage: Pipe, where: str) -> None:
+    """Check that ``stage`` has a per-batch ``process`` that may run batches concurrently."""
     if not isinstance(stage, Pipe) or type(stage).process is Pipe.process:
         raise TypeError(f"{where}: {type(stage).__name__} has no per-batch function (process); it cannot be wrapped")
     if stage.collective:
@@ -116,24 +81,43 @@ def _per_batch_function(stage: Pipe, where: str) -> Callable:
             f"{where}: {type(stage).__name__}'s batches are collective calls (cooperative=True), which run one at "
             f"a time in order; it cannot be wrapped"
         )
-    return stage.process
 
 
-class _End:
-    """Marks the end of a background producer's stream."""
+_END = object()  # the end of a background thread's stream
 
 
 class _Failure:
-    """An exception raised in a background producer, handed to the consumer."""
+    """An exception raised in a background thread, handed to the consumer."""
 
     def __init__(self, error: BaseException):
         self.error = error
 
 
-def _close(iterator) -> None:
+def close_iterator(iterator) -> None:
     close = getattr(iterator, "close", None)
     if close is not None:
         close()
+
+
+def put_while(out, item, going: Callable[[], bool]) -> bool:
+    """Put ``item`` into the bounded queue ``out`` unless ``going()`` turns false while it is full."""
+    while going():
+        try:
+            out.put(item, timeout=_POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _emptied(items) -> list:
+    """What was left in the queue ``items``, which is now empty."""
+    left = []
+    while True:
+        try:
+            left.append(items.get_nowait())
+        except queue.Empty:
+            return left
 
 
 def _checked_kernel_threads(kernel_threads: Optional[int], where: str) -> Optional[int]:
@@ -153,7 +137,33 @@ def _set_kernel_threads(kernel_threads: Optional[int]) -> None:
         numba.set_num_threads(min(kernel_threads, numba.config.NUMBA_NUM_THREADS))
 
 
-class _BackgroundThread:
+class _Background:
+    """Daemon ``threads``, started by :meth:`_start` and stopped at exit if still running then;
+    a subclass's ``_signal()`` tells them to stop."""
+
+    threads: List[threading.Thread]
+
+    def _start(self, threads: List[threading.Thread]) -> None:
+        self.threads = threads
+        watch_process()
+        for thread in threads:
+            thread.start()
+        with _running_lock:
+            _running.add(self)
+
+    def signal_stop(self) -> None:
+        """Tell the threads to stop, without waiting for them."""
+        with _running_lock:
+            _running.discard(self)
+        self._signal()
+
+    def stop(self) -> None:
+        """:meth:`signal_stop`, then wait for the batches in progress (see :func:`_join_or_warn`)."""
+        self.signal_stop()
+        _join_or_warn(self.threads)
+
+
+class _BackgroundThread(_Background):
     """Iterate ``make_iterator()`` in a daemon thread into a queue of ``maxsize`` items;
     the thread's numba kernels use ``kernel_threads`` threads (``None``: all)."""
 
@@ -161,11 +171,7 @@ class _BackgroundThread:
         self.queue: queue.Queue = queue.Queue(maxsize)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(make_iterator, kernel_threads), name=name, daemon=True)
-        self.threads = [self.thread]
-        watch_process()
-        self.thread.start()
-        with _running_lock:
-            _running.add(self)
+        self._start([self.thread])
 
     def _run(self, make_iterator, kernel_threads) -> None:
         iterator = None
@@ -175,54 +181,44 @@ class _BackgroundThread:
             for item in iterator:
                 if not self._put(item):
                     return
-            self._put(_End)
+            self._put(_END)
         except BaseException as error:  # re-raised by the consumer
             self._put(_Failure(error))
         finally:
-            _close(iterator)
+            close_iterator(iterator)
 
     def _put(self, item) -> bool:
-        while not self.stop_event.is_set():
-            try:
-                self.queue.put(item, timeout=_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return put_while(self.queue, item, lambda: not self.stop_event.is_set())
 
-    def get(self):
-        """The next item, ``_End``, or a ``_Failure``."""
-        while True:
-            try:
-                return self.queue.get(timeout=_POLL_S)
-            except queue.Empty:
-                if not self.thread.is_alive() and self.queue.empty():
-                    return _Failure(RuntimeError(f"background thread {self.thread.name} ended without a result"))
+    def items(self) -> Iterator:
+        """Yield the thread's items in the consumer; re-raise its exception; always stop it."""
+        try:
+            while True:
+                try:
+                    item = self.queue.get(timeout=_POLL_S)
+                except queue.Empty:
+                    if self.thread.is_alive() or not self.queue.empty():
+                        continue
+                    item = _Failure(RuntimeError(f"background thread {self.thread.name} ended without a result"))
+                if item is _END:
+                    return
+                if isinstance(item, _Failure):
+                    raise item.error
+                yield item
+        finally:
+            self.stop()
 
-    def signal_stop(self) -> None:
-        """Tell the thread to stop at its next poll, without waiting for it."""
-        with _running_lock:
-            _running.discard(self)
+    def _signal(self) -> None:
         self.stop_event.set()
-
-    def stop(self) -> None:
-        """Stop the thread and wait up to ``_STOP_TIMEOUT_S`` for it to finish the item it is
-        computing; warn and leave it behind if it is still running then."""
-        self.signal_stop()
-        while True:
-            try:
-                self.queue.get_nowait()
-            except queue.Empty:
-                break
-        _join_or_warn([self.thread])
+        _emptied(self.queue)
 
 
 def _join_or_warn(threads) -> None:
     """Join ``threads`` within ``_STOP_TIMEOUT_S`` in all; warn about those still running.
-    Inside the garbage collector: return at once (see the module docstring)."""
+    Inside the garbage collector: return at once."""
     if in_collector():
         return
-    running = _join(threads)
+    running = join_within(threads)
     if running:
         warnings.warn(
             f"graphpipe: background thread(s) {', '.join(running)} still running a batch {_STOP_TIMEOUT_S:g} s "
@@ -233,32 +229,28 @@ def _join_or_warn(threads) -> None:
         )
 
 
-def _join(threads) -> List[str]:
-    """Join ``threads`` within ``_STOP_TIMEOUT_S`` in all; the names of those still running."""
+def join_within(threads) -> List[str]:
+    """Join ``threads`` (or processes) within ``_STOP_TIMEOUT_S`` in all; the names of those still running."""
     deadline = time.monotonic() + _STOP_TIMEOUT_S
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     return [thread.name for thread in threads if thread.is_alive()]
 
 
-class _DaemonThreadPool:
+class _DaemonThreadPool(_Background):
     """A fixed pool of daemon threads running submitted calls, each returning a Future.
 
-    Used instead of ``ThreadPoolExecutor``, whose threads are joined when the interpreter
-    exits: a kernel that never returns would then keep the process alive after Ctrl-C.
+    Not ``ThreadPoolExecutor``, whose threads are joined at interpreter exit: a kernel
+    that never returns would then keep the process alive after Ctrl-C.
     """
 
     def __init__(self, num_threads: int, name: str, initializer: Callable, initargs=()):
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
-        self.threads = [
+        threads = [
             threading.Thread(target=self._work, args=(initializer, initargs), name=f"{name}_{i}", daemon=True)
             for i in range(num_threads)
         ]
-        watch_process()
-        for thread in self.threads:
-            thread.start()
-        with _running_lock:
-            _running.add(self)
+        self._start(threads)
 
     def _work(self, initializer, initargs) -> None:
         try:
@@ -285,63 +277,31 @@ class _DaemonThreadPool:
         self.tasks.put((future, fn, arg))
         return future
 
-    def signal_stop(self) -> None:
-        """Cancel the calls not started yet and tell the threads to stop after their current
-        call, without waiting for them."""
-        with _running_lock:
-            _running.discard(self)
-        while True:
-            try:
-                task = self.tasks.get_nowait()
-            except queue.Empty:
-                break
+    def _signal(self) -> None:
+        """Cancel the calls not started yet; the threads stop after their current call."""
+        for task in _emptied(self.tasks):
             if task is not None:
                 task[0].cancel()
         for _ in self.threads:
             self.tasks.put(None)
 
-    def shutdown(self) -> None:
-        """:meth:`signal_stop`, then wait for the threads (see :func:`_join_or_warn`)."""
-        self.signal_stop()
-        _join_or_warn(self.threads)
-
 
 def _stop_at_exit() -> None:
-    """Stop the background threads and pools still running (an unfinished epoch whose
-    iterator is still referenced) before the interpreter finalizes, waiting
-    ``_STOP_TIMEOUT_S`` at most (see the module docstring), without a warning: the
-    threads of a stop that already warned (Ctrl-C in a long kernel) are among them.
-    Background threads are told first, so none feeds a pool after the pool was told."""
+    """Stop the background threads and pools still running before the interpreter
+    finalizes, waiting ``_STOP_TIMEOUT_S`` at most, without a warning (a stop that already
+    warned may be among them). Threads are told before pools, so none feeds a told pool."""
     with _running_lock:
         running = sorted(_running, key=lambda stage: isinstance(stage, _DaemonThreadPool))
     for stage in running:
         stage.signal_stop()
-    _join([thread for stage in running for thread in stage.threads])
-
-
-def _drain(producer: _BackgroundThread) -> Iterator:
-    """Yield the producer's items in the consumer; re-raise its exception; always stop it."""
-    try:
-        while True:
-            item = producer.get()
-            if item is _End:
-                return
-            if isinstance(item, _Failure):
-                raise item.error
-            yield item
-    finally:
-        producer.stop()
+    join_within([thread for stage in running for thread in stage.threads])
 
 
 @functional_pipe("prefetch")
 class Prefetcher(Pipe):
-    """Run the upstream chain in a background thread, up to ``buffer_size`` items ahead.
-
-    Everything upstream of this stage (up to the next background stage) runs in the
-    thread, so it overlaps whatever runs downstream. ``kernel_threads``: how many
-    threads the numba kernels of that thread use (``None``: all cores); on few cores,
-    stages that overlap should share the cores rather than each take all of them.
-    """
+    """Run the upstream chain (up to the next background stage) in a background thread,
+    up to ``buffer_size`` items ahead. ``kernel_threads``: numba threads of that thread
+    (``None``: all cores; on few cores, overlapping stages should share them)."""
 
     def __init__(self, source: Pipe, buffer_size: int = 2, kernel_threads: Optional[int] = None):
         super().__init__()
@@ -358,7 +318,7 @@ class Prefetcher(Pipe):
     def stream(self, epoch: int, start: int = 0):
         name = f"graphpipe-prefetch-{next(_thread_ids)}"
         producer = _BackgroundThread(lambda: self.source.stream(epoch, start), self.buffer_size, name, self.kernel_threads)
-        yield from _drain(producer)
+        yield from producer.items()
 
 
 def _delayed(items: Iterable, delay: int) -> Iterator:
@@ -400,21 +360,15 @@ class PinMemory(Pipe):
 class ThreadPoolMap(Pipe):
     """Run ``stage``'s per-batch work for up to ``num_threads`` batches at once, in order.
 
-    ``stage`` (any stage with a per-batch ``process``, not a collective one) is not
-    iterated itself: this pipe pulls ``stage.source`` in the consumer's thread and
-    submits ``stage.process`` to a pool of ``num_threads`` threads (with ``stages`` > 1,
-    the run of stages ending at ``stage``, below).
-    Batches come out in the order they went in. ``_SUBMITTED_PER_THREAD`` times
-    ``num_threads`` batches are submitted ahead, so a thread that finishes its batch
-    starts the next one instead of idling until a slower batch before it is done
-    (batches of a power-law graph differ in cost); finished batches wait for their turn.
-    ``stages``: how many stages, ``stage`` and those right before it, each batch goes
-    through in its pool thread (2 with a fetcher as ``stage``: a batch is sampled and its
-    features fetched in one thread, with no thread between them); the pool pulls the
-    first one's source. ``work_seconds`` adds up the time the pool spent in the work
-    (for :meth:`graphpipe.DataLoader.stats`). ``kernel_threads``:
-    numba threads per pool thread (``None``: all cores; 1 runs each batch's kernels
-    serially, the batches in parallel, with no per-kernel thread synchronisation).
+    ``stage`` (any non-collective stage with a ``process``) is not iterated: this pipe
+    pulls its source in the consumer's thread and submits ``process`` to the pool,
+    ``_SUBMITTED_PER_THREAD * num_threads`` batches ahead (batches of a power-law graph
+    differ in cost); results come out in input order. ``stages``: how many stages,
+    ``stage`` and those right before it, each batch goes through in one pool thread (2
+    with a fetcher as ``stage``: sampled and fetched with no thread between); the pool
+    pulls the first one's source. ``kernel_threads``: numba threads per pool thread
+    (``None``: all cores; 1: each batch's kernels serial, batches in parallel).
+    ``work_seconds``: the pool's time in the work (for ``DataLoader.stats()``).
     """
 
     wraps_source = True
@@ -424,7 +378,7 @@ class ThreadPoolMap(Pipe):
         self.source = stage
         self.stages = check_int(stages, "stages", "ThreadPoolMap", minimum=1)
         for wrapped in self.wrapped_stages():
-            _per_batch_function(wrapped, "ThreadPoolMap")
+            _check_wrappable(wrapped, "ThreadPoolMap")
         self.num_threads = check_int(num_threads, "num_threads", "ThreadPoolMap", minimum=1)
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
@@ -468,7 +422,7 @@ class ThreadPoolMap(Pipe):
                 self.work_seconds += seconds
                 yield result
         finally:
-            pool.shutdown()
+            pool.stop()
 
 
 class _StreamResult:
@@ -500,23 +454,21 @@ def _has_cuda_tensor(item) -> bool:
 
 
 class SideStream(Pipe):
-    """Run ``stage``'s per-batch work on a dedicated high-priority CUDA stream.
+    """Run ``stage``'s per-batch work on a high-priority CUDA side stream, overlapping
+    the training stream's kernels (``copy_to("cuda", non_blocking=True)`` of pinned
+    batches, UVA gathers). ``stage`` is not iterated: this pipe pulls its source.
 
-    Made for ``copy_to("cuda", non_blocking=True)`` on pinned batches and UVA feature
-    gathers: the work is queued on the side stream, so it overlaps kernels on the
-    training stream. Yields pending batches; put a :class:`Waiter` downstream (in the
-    training thread), whose ``result()`` makes the current stream wait on the batch's
-    CUDA event and calls ``record_stream`` on its tensors so their memory is not reused
-    early. Inputs with CUDA tensors make the side stream wait for the pulling thread's
-    stream first; CPU inputs (pinned batches to copy) do not wait, so copies overlap the
-    training kernels. ``stage`` itself is not iterated: this pipe pulls ``stage.source``.
+    Yields pending batches: a :class:`Waiter` downstream makes the current stream wait
+    for each and records its tensors on that stream (their memory is not reused early).
+    An input with CUDA tensors makes the side stream wait for the pulling thread's
+    stream first; CPU inputs (pinned batches to copy) do not wait.
     """
 
     wraps_source = True
 
     def __init__(self, stage: Pipe, device=None):
         super().__init__()
-        _per_batch_function(stage, "SideStream")
+        _check_wrappable(stage, "SideStream")
         self.source = stage
         self.device = resolve_device(device if device is not None else stage.device)
         if self.device.type != "cuda":
@@ -543,11 +495,8 @@ class SideStream(Pipe):
 
 
 class Timed(Pipe):
-    """Pass items through, adding the wall seconds spent in ``next(source)`` to ``seconds``
-    and counting ``batches`` (for ``DataLoader.stats()``).
-
-    The time is inclusive: it contains the upstream stages that run in the same thread.
-    """
+    """Pass items through, adding the wall seconds spent in ``next(source)`` (upstream
+    stages in the same thread included) to ``seconds`` and counting ``batches``."""
 
     def __init__(self, source: Pipe):
         super().__init__()
@@ -572,4 +521,4 @@ class Timed(Pipe):
                 self.batches += 1
                 yield item
         finally:
-            _close(iterator)
+            close_iterator(iterator)

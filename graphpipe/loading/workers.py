@@ -1,25 +1,18 @@
-"""Worker processes for the part of a chain before feature fetching (``num_workers``).
+"""Worker processes for the part of a chain before feature fetching (``num_workers``), for
+samplers with Python-heavy per-batch work, which threads cannot overlap.
 
-For samplers with Python-heavy per-batch work, which threads cannot overlap. A
-``"workers"`` place (:func:`graphpipe.loading.policy.place`) builds ``ProcessWorkers(chain
-with a Shard)``: worker ``w`` of ``W`` iterates its own copy of the chain with the
-:class:`Shard` set to keep batches ``i ≡ w (mod W)``, and the consumer takes batch ``i`` from worker ``i mod W``,
-so batches keep their order and content (samplers key their randomness by
-``batch_index``).
+A ``"workers"`` place builds ``ProcessWorkers(chain with a Shard)``: worker ``w`` of ``W``
+iterates its own copy of the chain keeping batches ``i = w (mod W)``, and the consumer
+takes batch ``i`` from worker ``i mod W``, so batches keep their order and content
+(samplers key their randomness by ``batch_index``).
 
-Start method: ``forkserver`` with graphpipe preloaded. ``fork`` is not safe here:
-numba's threading layer on this stack is GNU OpenMP, which is not fork-safe once a
-parallel kernel has run in the parent (and the parent has usually sampled a batch
-already, e.g. to look at it). ``spawn`` would import torch and numba again in every
-worker. The fork server is a fresh interpreter started once per program
-(1-2 s for the imports); the workers fork from it in about 10 ms, receive the
-chain pickled with torch's reductions (tensors are shared through shared memory, not
-copied), and then load numba's cached kernels on their first batch (0.3-1 s, more on
-a loaded machine). Workers persist across epochs, so these costs are paid once per loader.
-
-Each worker first runs the main script again (as ``__mp_main__``, like every forkserver
-or spawn child), so a script must start workers under ``if __name__ == "__main__":``;
-starting them from unguarded module-level code is reported before any process starts.
+Start method ``forkserver``, graphpipe preloaded: ``fork`` is unsafe once a parallel
+kernel ran in the parent (numba's GNU OpenMP layer), and ``spawn`` would import torch and
+numba in every worker. The fork server starts once per program (1-2 s); workers fork from
+it in ~10 ms, get the chain pickled with torch's reductions (tensors in shared memory),
+load numba's cached kernels on their first batch (0.3-1 s) and persist across epochs.
+Each worker first runs the main script again (as ``__mp_main__``), so workers must be
+started under ``if __name__ == "__main__":``; :func:`check_main_guard` says so first.
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ import queue
 import signal
 import sys
 import threading
-import time
 import weakref
 from typing import List, Optional, Tuple
 
@@ -45,21 +37,19 @@ from torch._utils import ExceptionWrapper
 from graphpipe._internal.safe_files import process_exists
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
-from graphpipe.loading.stages import Timed, in_collector, watch_process
+from graphpipe.loading.stages import Timed, close_iterator, in_collector, join_within, put_while, watch_process
 
 __all__ = ["ProcessWorkers", "Shard", "check_main_guard"]
 
 _POLL_S = 0.05
-_JOIN_TIMEOUT_S = 2.0  # how long stopping waits for busy workers before terminating them
+_JOIN_TIMEOUT_S = 2.0  # how long a terminated worker may take to exit before it is killed
 _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may take to exit
 
 
 class Shard(Pipe):
-    """Keep the items ``i`` of ``source`` with ``i % count == index`` (``i`` from 0).
-
-    Placed right after the source by :func:`graphpipe.loading.policy.place` when a stage
-    runs in worker processes; each worker process sets ``index`` to its rank.
-    """
+    """Keep the items ``i`` of ``source`` with ``i % count == index`` (``i`` from 0); each
+    worker process sets ``index`` to its rank (:func:`~graphpipe.loading.policy.place`
+    puts it right after the source)."""
 
     def __init__(self, source: Pipe, index: int = 0, count: int = 1):
         super().__init__()
@@ -92,24 +82,13 @@ def _the_shard(pipe: Pipe) -> Shard:
     return shards[0]
 
 
-def _put(out, item, serving) -> bool:
-    """Put ``item`` unless ``serving()`` turns false while the queue is full."""
-    while serving():
-        try:
-            out.put(item, timeout=_POLL_S)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
 def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop, consumer_pid: int) -> None:
     """Body of worker process ``rank``: serve epochs of its shard of ``pipe`` until told to stop
     (``stop.value`` set, a ``None`` command, or the consumer gone).
 
-    A command ``(run, epoch, start)`` starts an epoch at its batch ``start``; every message is tagged with ``run``, so
-    the consumer can drop what an aborted run left in the queue. The run ends early when
-    ``current.value`` (the run the consumer wants) changes.
+    A command ``(run, epoch, start)`` starts an epoch at batch ``start``; every message is
+    tagged with ``run`` (the consumer drops what an aborted run left), and the run ends
+    early when ``current.value`` (the run the consumer wants) changes.
     """
     # The consumer handles Ctrl-C and stops the workers; at shutdown nothing left in the
     # queue matters, so the process exits without flushing it.
@@ -140,17 +119,15 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
         try:
             iterator = pipe.stream(epoch, start)
             for item in iterator:
-                if not _put(out, (run, item), serving):
+                if not put_while(out, (run, item), serving):
                     break
             else:
-                _put(out, (run, _WorkerDone([(stage.seconds, stage.batches) for stage in timed])), serving)
+                put_while(out, (run, _WorkerDone([(stage.seconds, stage.batches) for stage in timed])), serving)
         except Exception:
             where = f"in graphpipe worker process {rank} (pid {os.getpid()})"
-            _put(out, (run, ExceptionWrapper(where=where)), serving)
+            put_while(out, (run, ExceptionWrapper(where=where)), serving)
         finally:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
+            close_iterator(iterator)
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -175,20 +152,14 @@ def _guarded_lines(path: str) -> List[range]:
 
 
 def _unguarded_main_line() -> Optional[Tuple[str, int]]:
-    """``(file, line)`` of the module-level code of the main script that is starting
-    worker processes outside an ``if __name__ == "__main__":`` block, else None.
+    """``(file, line)`` of the main script's module-level code that is starting worker
+    processes outside an ``if __name__ == "__main__":`` block, else None: a module-level
+    frame of ``__main__`` on a line in no guard, or any of ``__mp_main__`` (a worker
+    re-running the script).
 
-    Under the forkserver (and spawn) start method every worker first runs the main
-    script again, as module ``__mp_main__``: unguarded module-level code that starts
-    workers then runs in every worker. Seen from the main thread's stack, it is a
-    module-level frame of ``__main__`` whose line is in no guard, or (inside a worker
-    that re-runs the script) any module-level frame of ``__mp_main__``.
-
-    Only the calling thread's own frames are walked, in the main thread (elsewhere it
-    returns None): walking other threads' frames (``sys._current_frames()``) runs with
-    CPython's thread-list lock held, and a garbage collection inside it that finalized a
-    loader once deadlocked every thread. A DataLoader checks in the main thread when an
-    epoch starts worker processes (:func:`check_main_guard`).
+    Only the main thread's own frames are walked (elsewhere: None): walking other threads'
+    (``sys._current_frames()``) holds CPython's thread-list lock, and a garbage collection
+    there that finalized a loader deadlocked every thread.
     """
     if threading.current_thread() is not threading.main_thread():
         return None
@@ -275,18 +246,15 @@ class _WorkerPool:
 
 
 def _stop_pool(processes, commands, results, stop) -> None:
-    """Ask the workers to stop; terminate those still busy after ``_JOIN_TIMEOUT_S`` in all
-    (a batch in a long kernel), so that close() and Ctrl-C return promptly. Inside the
-    garbage collector only ``stop`` is set: the workers see it within ``_POLL_S`` and
-    exit, and nothing here waits (see :mod:`graphpipe.loading.stages`)."""
+    """Ask the workers to stop; terminate those still busy (a long kernel) after
+    ``join_within``'s timeout, so that close() and Ctrl-C return promptly. Inside the
+    garbage collector only ``stop`` is set (the workers see it within ``_POLL_S``)."""
     stop.value = 1
     if in_collector():
         return
     for command in commands:
         command.put(None)
-    deadline = time.monotonic() + _JOIN_TIMEOUT_S
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
+    join_within(processes)
     for process in processes:
         if process.is_alive():
             process.terminate()
@@ -320,12 +288,10 @@ class ProcessWorkers(Pipe):
     """Run the upstream chain in ``num_workers`` processes and yield its batches in order.
 
     ``source`` must contain one :class:`Shard` stage (after the ItemSampler). The first
-    epoch starts ``num_workers`` processes (from a fork server); they stay and serve
-    later epochs (each iterates a copy of the chain on its shard, with up to
-    ``buffer_size`` batches queued) until :meth:`close` (called by the DataLoader's
-    ``close()`` / ``del``) or garbage collection. An exception in a worker is re-raised
-    in the consumer with the worker's traceback; a worker that dies is reported and the
-    next epoch starts fresh workers; leaving an epoch early stops the workers' epoch.
+    epoch starts the processes; they serve later epochs (each its shard, up to
+    ``buffer_size`` batches queued) until :meth:`close` or garbage collection. A worker's
+    exception is re-raised in the consumer with its traceback; a worker that dies is
+    reported and the next epoch starts fresh ones; leaving an epoch early ends theirs.
     """
 
     def __init__(self, source: Pipe, num_workers: int, buffer_size: int = 2):
