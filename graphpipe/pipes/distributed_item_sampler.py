@@ -44,29 +44,29 @@ class DistributedItemSampler(ItemSampler):
     and collectives on one group must be issued in the same order on every rank.
 
     Args:
-        item_set: as for :class:`~graphpipe.ItemSampler`.
-        batch_size: items per rank per batch, ``>= 1``.
-        shuffle: permute the items each epoch.
-        drop_last: drop a last global batch smaller than ``batch_size * world_size``.
+        item_set, batch_size: as for :class:`~graphpipe.ItemSampler`; ``batch_size`` items
+            per rank per batch.
         drop_uneven_inputs: give every rank the same number of batches.
         seed: seed of the permutations (the same on every rank).
         partition: a ``[num_nodes]`` integer tensor of owning ranks, a
             :class:`~graphpipe.distributed.Partition`, or None for the hash partition.
         rank, world_size: default to ``torch.distributed``'s; giving both only splits the
             items (no seed broadcast, no process groups, so no cooperative stages).
+        **options: ``shuffle`` and ``drop_last`` (drop a last global batch smaller than
+            ``batch_size * world_size``), as for :class:`~graphpipe.ItemSampler`.
     """
 
     def __init__(
         self,
         item_set: Union[ItemSet, HeteroItemSet, torch.Tensor, int],
         batch_size: int,
-        shuffle: bool = False,
-        drop_last: bool = False,
+        *,
         drop_uneven_inputs: bool = False,
         seed: Optional[int] = None,
         partition: Optional[Union[torch.Tensor, Partition]] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        **options,
     ):
         if (rank is None) != (world_size is None):
             raise ValueError("DistributedItemSampler: give both `rank` and `world_size`, or neither")
@@ -88,7 +88,7 @@ class DistributedItemSampler(ItemSampler):
             shared = torch.randint(0, 2**62, (1,))
             dist.broadcast(shared, src=0)
             seed = int(shared)
-        super().__init__(item_set, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed)
+        super().__init__(item_set, batch_size, seed=seed, **options)
         self.drop_uneven_inputs = bool(drop_uneven_inputs)
         self.rank = rank
         self.world_size = world_size
