@@ -5,18 +5,11 @@ Every stage subclasses :class:`Pipe` and registers a functional name with
 
     ItemSampler(items, 1024).sample_neighbor(graph, [10, 5]).fetch_feature(feats, ["feat"])
 
-A :class:`Pipe` is a ``torch.utils.data.IterableDataset`` (so ``torch.utils.data``
-utilities accept it); graphpipe does not use torch's ``IterDataPipe``, whose
-one-live-iterator rule made a second ``iter(pipe)`` kill the running epoch, and
-whose graph walker pickled every stage and its tensors. The chain is walked by its
-``.source`` links with :func:`upstream`, the one walker: O(stages), nothing is copied
-or pickled.
-
-Functional names live in graphpipe's own registry, not in torch's global
-``IterDataPipe.functions``: GraphBolt and torchdata < 0.10 register the same names
-(``sample_neighbor``, ``fetch_feature``, ``prefetch``...), and torch refuses a second
-registration, so sharing the global table would make ``import dgl`` fail after
-``import graphpipe`` (and the reverse).
+A :class:`Pipe` is a ``torch.utils.data.IterableDataset``, not torch's ``IterDataPipe``
+(whose one-live-iterator rule ends a running epoch on a second ``iter(pipe)``); the chain
+is walked by its ``.source`` links with :func:`upstream`, nothing copied or pickled. The
+functional names live in graphpipe's own registry: GraphBolt and torchdata < 0.10 register
+the same names in torch's global table, which refuses a second registration.
 """
 
 import inspect
