@@ -349,28 +349,8 @@ def sample_graph_neighbors(
     replace: bool = False,
     probs_name: Optional[str] = None,
 ) -> SampledSubgraph:
-    """One layer of in-edges of ``seeds``, GraphBolt's graph-level
-    ``FusedCSCSamplingGraph.sample_neighbors`` (:meth:`CSCGraph.sample_neighbors`).
-
-    Args:
-        graph: the graph (homogeneous or typed).
-        seeds: ``[n]`` node ids, or for a typed graph a dict node type -> ``[n_t]``
-            type-local ids (types left out sample nothing).
-        fanouts: a 1-D tensor or list (or an int): one fanout (``>= 0`` or -1), or for a
-            typed graph one per edge type in edge type id order. One fanout on a typed
-            graph applies to a node's in-edges of all types together, as GraphBolt's.
-        replace: draw with replacement.
-        probs_name: an edge attribute of ``graph`` to sample proportionally to.
-
-    Returns:
-        A :class:`SampledSubgraph` as GraphBolt returns it, not compacted:
-        ``sampled_csc`` (per edge type ``"src:relation:dst"`` for a typed graph) has an
-        ``indptr`` over the seeds (of the edge type's destination type) and ``indices``
-        that are the sources' ids in the graph (type-local); ``original_edge_ids`` the
-        edges' ids (within their type); ``original_row_node_ids`` and
-        ``original_column_node_ids`` are None. Draws follow torch's global generator
-        (``torch.manual_seed``).
-    """
+    """:meth:`CSCGraph.sample_neighbors` (GraphBolt's graph-level ``sample_neighbors``):
+    one layer with a key drawn from torch's generator, laid out per edge type."""
     where = "CSCGraph.sample_neighbors"
     counts = _graph_fanouts(fanouts, graph, where)
     if probs_name is not None and probs_name not in graph.edge_attributes:
