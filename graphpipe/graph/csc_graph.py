@@ -129,12 +129,7 @@ class CSCGraph:
         node_type_to_id: Optional[Mapping[str, int]] = None,
         edge_type_to_id: Optional[Mapping[str, int]] = None,
     ):
-        typed = dict(
-            node_type_offset=node_type_offset,
-            type_per_edge=type_per_edge,
-            node_type_to_id=node_type_to_id,
-            edge_type_to_id=edge_type_to_id,
-        )
+        typed = dict(zip(_TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
         self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed)
         self._check("full")
         if self.is_heterogeneous and self.original_edge_ids is None:
@@ -437,7 +432,7 @@ class CSCGraph:
     def _check_types(self, num_nodes: int, num_edges: int):
         """O(types) checks of the typed fields; returns ``(node offsets, edges per type)``
         for the O(num_edges) checks, or None for a homogeneous graph."""
-        typed = [self.node_type_offset, self.type_per_edge, self.node_type_to_id, self.edge_type_to_id]
+        typed = [getattr(self, name) for name in _TYPE_KEYS]
         if all(value is None for value in typed):
             return None
         if any(value is None for value in typed):
@@ -502,10 +497,7 @@ class CSCGraph:
             )
         src, dst = self.edge_index()
         node_type = torch.bucketize(torch.stack([src, dst]), torch.tensor(offsets[1:]), right=True)
-        node_type_to_id = self.node_type_to_id
-        ends = torch.tensor(
-            [[node_type_to_id[parse_edge_type(name)[i]] for i in (0, 2)] for name in self.edge_types], dtype=torch.int64
-        ).reshape(-1, 2)
+        ends = torch.tensor(self.schema.edge_type_ends, dtype=torch.int64).reshape(-1, 2)
         wrong = (node_type[0] != ends[per_edge, 0]) | (node_type[1] != ends[per_edge, 1])
         if bool(wrong.any()):
             e = int(wrong.nonzero()[0])
