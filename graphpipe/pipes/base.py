@@ -64,13 +64,11 @@ class Pipe(IterableDataset):
     :meth:`next_epoch`      a source's own epoch counter, for plain iterations
     ======================  ================================================================
 
-    Stages that move work elsewhere (:mod:`graphpipe.loading.stages`) say where through
-    :meth:`upstream_location` (a background thread or worker processes run everything
-    upstream elsewhere) or, with ``wraps_source = True`` (a thread pool, a CUDA stream:
-    it calls the ``process`` of :meth:`wrapped_stages` itself and pulls from the last
-    one's source), :meth:`wrapped_location`; a pool adds up its threads' work in
-    :attr:`work_seconds`. ``explain()``, ``draw()`` and ``stats()`` read these hooks;
-    every other stage runs where its consumer pulls it.
+    Stages that move work elsewhere (:mod:`graphpipe.loading.stages`) say where, for
+    ``explain()``, ``draw()`` and ``stats()``: :meth:`upstream_location` (a thread or
+    worker processes run everything upstream) or, with ``wraps_source = True`` (a pool,
+    a CUDA stream), :meth:`wrapped_location`; a pool adds up its threads' work in
+    :attr:`work_seconds`. Every other stage runs where its consumer pulls it.
     """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
