@@ -381,7 +381,7 @@ class CSCGraph:
                 f"CSCGraph: length mismatch: `indptr[-1]` is {int(indptr[-1])} but `indices` "
                 f"has {num_edges} entries"
             )
-        typed_sizes = self._check_types(num_nodes, num_edges)
+        self._check_types(num_nodes, num_edges)  # then the typed fields are all given or all None
         if edge_ids is not None and edge_ids.numel() != num_edges:
             raise ValueError(
                 f"CSCGraph: `original_edge_ids` must have num_edges={num_edges} entries, got {edge_ids.numel()}"
@@ -404,8 +404,8 @@ class CSCGraph:
                 )
         if level != "full" or num_edges == 0:
             return
-        if typed_sizes is not None:
-            self._check_typed_edges(*typed_sizes)
+        if self.is_heterogeneous:
+            self._check_typed_edges()
         lo, hi = int(indices.min()), int(indices.max())
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
@@ -413,7 +413,7 @@ class CSCGraph:
                 f"CSCGraph: `indices` holds node id {bad}, out of range for "
                 f"num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
             )
-        if edge_ids is not None and typed_sizes is None:
+        if edge_ids is not None and not self.is_heterogeneous:
             lo, hi = int(edge_ids.min()), int(edge_ids.max())
             if lo < 0 or hi >= num_edges:
                 raise ValueError(
@@ -429,12 +429,11 @@ class CSCGraph:
                     f"edge id {missing} is missing (another one appears twice)"
                 )
 
-    def _check_types(self, num_nodes: int, num_edges: int):
-        """O(types) checks of the typed fields; returns ``(node offsets, edges per type)``
-        for the O(num_edges) checks, or None for a homogeneous graph."""
+    def _check_types(self, num_nodes: int, num_edges: int) -> None:
+        """O(types) checks of the typed fields (none on a homogeneous graph)."""
         typed = [getattr(self, name) for name in _TYPE_KEYS]
         if all(value is None for value in typed):
-            return None
+            return
         if any(value is None for value in typed):
             raise ValueError(
                 "CSCGraph: a typed graph needs all of `node_type_offset`, `type_per_edge`, `node_type_to_id` and "
@@ -475,14 +474,13 @@ class CSCGraph:
                 f"CSCGraph: `type_per_edge` must be a [num_edges] = [{num_edges}] integer tensor, got "
                 f"{getattr(per_edge, 'dtype', type(per_edge).__name__)} {tuple(getattr(per_edge, 'shape', ()))}"
             )
-        return offsets, num_edges
 
-    def _check_typed_edges(self, offsets: List[int], num_edges: int) -> None:
+    def _check_typed_edges(self) -> None:
         """O(num_edges): edge type ids in range, ascending within each destination, and
         every edge's endpoints of its type's node types; type-local ``original_edge_ids``
         a permutation of ``0..E_t - 1`` within each type."""
         per_edge = self.type_per_edge.to(torch.int64)
-        num_edge_types = len(self.edge_type_to_id)
+        num_edges, num_edge_types = self.num_edges, len(self.edge_type_to_id)
         if int(per_edge.min()) < 0 or int(per_edge.max()) >= num_edge_types:
             bad = int(per_edge.min()) if int(per_edge.min()) < 0 else int(per_edge.max())
             raise ValueError(f"CSCGraph: `type_per_edge` holds {bad}, not an edge type id (0..{num_edge_types - 1})")
@@ -496,7 +494,7 @@ class CSCGraph:
                 f"{e} has type {int(per_edge[e])} after {int(per_edge[e - 1])}"
             )
         src, dst = self.edge_index()
-        node_type = torch.bucketize(torch.stack([src, dst]), torch.tensor(offsets[1:]), right=True)
+        node_type = torch.bucketize(torch.stack([src, dst]), torch.tensor(self.schema.node_type_offset[1:]), right=True)
         ends = torch.tensor(self.schema.edge_type_ends, dtype=torch.int64).reshape(-1, 2)
         wrong = (node_type[0] != ends[per_edge, 0]) | (node_type[1] != ends[per_edge, 1])
         if bool(wrong.any()):
