@@ -105,12 +105,7 @@ class ItemSet:
 
 def _count(items) -> Optional[int]:
     """The number of items when ``items`` is a count (an integer or a 0-d integer
-    tensor or array), else None; bools are neither."""
-    if isinstance(items, (bool, np.bool_)):
-        raise TypeError(
-            "ItemSet: `items` must be an int, a tensor, a list/range/array (one field) or a tuple of "
-            "them (one field each), got bool"
-        )
+    tensor or array), else None (a bool is no count: :func:`_field` refuses it)."""
     if isinstance(items, (torch.Tensor, np.ndarray)) and items.ndim > 0:
         return None
     return as_int(items)

@@ -28,16 +28,11 @@ class MiniBatch:
         input_nodes ──[sampled_subgraphs[0]]──> ... ──[sampled_subgraphs[-1]]──> seeds
         (features)      GNN layer 0                     GNN layer L-1           (outputs)
 
-    Link prediction (GraphBolt's layout): ``seeds`` are ``[num_pairs, 2]`` node pairs
-    ``(source, destination)``, positives then the negatives a negative sampler appended,
-    with ``labels`` and ``indexes`` aligned to them; the samplers sample from the pairs'
-    distinct endpoints (the destinations of the last layer) and set ``compacted_seeds``,
-    the pairs in those local ids, so ``h[compacted_seeds[:, 0]]`` and
-    ``h[compacted_seeds[:, 1]]`` are the two ends' outputs.
-
     Attributes:
         seeds: ``[batch_size]`` int64 node ids whose outputs are trained, or
-            ``[batch_size, 2]`` node pairs (link prediction). A typed batch (see below) has a dict.
+            ``[batch_size, 2]`` node pairs ``(source, destination)`` for link prediction
+            (GraphBolt's layout: positives, then the negatives a negative sampler
+            appended, ``labels`` and ``indexes`` aligned to them).
         labels: ``[batch_size, ...]`` labels of the seeds, or None. For node pairs from a
             negative sampler: bool, True for positives (or the positives' own labels
             followed by zeros).
@@ -50,24 +45,22 @@ class MiniBatch:
         batch_index: position of this batch in the sampler's stream (counts across
             epochs). Samplers derive their random variates from it and their seed, so a
             batch's sample does not depend on which thread or process produced it.
-        layout: how ``sampled_subgraphs`` were sampled (the sampler's ``layout``):
-            ``"block"`` (GraphBolt/DGL: layer ``i`` samples the in-edges of all its
-            destinations) or ``"pyg"`` (PyG's ``NeighborLoader``: each node's in-edges
-            are sampled once, in the layer of the hop where it is first reached; the
-            other destinations of a layer have no in-edges). :attr:`blocks` needs
-            ``"block"``; :meth:`to_pyg` takes either (``"pyg"`` is the fast path).
+        layout: the sampler's ``layout``: ``"block"`` (GraphBolt/DGL: layer ``i`` samples
+            the in-edges of all its destinations) or ``"pyg"`` (PyG's ``NeighborLoader``:
+            each node's in-edges are sampled once, at the hop where it is first reached).
+            :attr:`blocks` needs ``"block"``; :meth:`to_pyg` takes either.
         indexes: ``[batch_size]`` int64, node pairs only: the query each pair belongs to
-            (a positive and its negatives share one; GraphBolt's ``indexes``), for
-            ranking metrics such as MRR. A negative sampler sets ``arange(P)`` for the
-            ``P`` positives and each negative its positive's index; an ItemSet may give
-            them (e.g. fixed evaluation negatives).
+            (a positive and its negatives share one; GraphBolt's ``indexes``), for ranking
+            metrics such as MRR.
         compacted_seeds: ``[batch_size, 2]`` int64, node pairs only (``[batch_size, k]``
             for GraphBolt's hyperlinks), set by the samplers: ``seeds`` in local ids,
             positions in ``sampled_subgraphs[-1].original_column_node_ids`` (the pairs'
-            distinct endpoints, ascending, which are also the first ``input_nodes``).
+            distinct endpoints, ascending, which are also the first ``input_nodes``), so
+            ``h[compacted_seeds[:, 0]]`` and ``h[compacted_seeds[:, 1]]`` are the two
+            ends' outputs.
         item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
-            was cut from (set by the item samplers; PyG's ``input_id``). A negative
-            sampler leaves it alone, so it counts the positives of a link batch.
+            was cut from (PyG's ``input_id``); a negative sampler leaves it alone, so it
+            counts the positives of a link batch.
 
     Typed batches (from a :class:`~graphpipe.HeteroItemSet` on a typed graph) hold dicts,
     every id type-local: ``seeds``, ``labels`` and ``item_ids`` by node type (only the
@@ -79,9 +72,8 @@ class MiniBatch:
     destination of type ``dst``), ``labels``, ``indexes`` ``[N]``, ``item_ids`` ``[P]``,
     and ``compacted_seeds`` ``[N, 2]``: column 0 in local ids of the last layer's
     destinations of type ``src``, column 1 of type ``dst`` (each type's destinations
-    are its distinct endpoints over every edge type of the batch, ascending).
-    :attr:`blocks` gives DGL heterograph blocks and :meth:`to_pyg` a PyG ``HeteroData``.
-    An untyped batch is the one-type case of a typed one (:meth:`as_typed`).
+    are its distinct endpoints over every edge type of the batch, ascending). An untyped
+    batch is the one-type case of a typed one (:meth:`as_typed`).
     """
 
     seeds: Optional[torch.Tensor] = None

@@ -1,26 +1,9 @@
 """MiniBatches as PyTorch Geometric ``Data`` / ``HeteroData``, laid out as PyG's
 ``NeighborLoader`` and ``LinkNeighborLoader`` return them (:meth:`MiniBatch.to_pyg`).
 
-NeighborLoader's subgraph: a node's in-edges (of every edge type) are the ones sampled
-for it at the hop where it is first reached, and every node is reached from the seeds.
-Per node type, nodes are in hop order (the seeds first, then the nodes first reached
-at hop 1, 2, ..., ascending ids within a hop); per edge type, edges are grouped by hop
-(hop ``k``: the in-edges of the nodes first reached at hop ``k - 1``, sampled in
-layer ``sampled_subgraphs[L - k]``), so ``num_sampled_nodes`` / ``num_sampled_edges``
-drive PyG's ``trim_to_layer``.
-
-* ``layout="pyg"`` batches are that subgraph as sampled: ``n_id`` is
-  ``input_nodes`` and ``x`` the fetched rows, no copy.
-* ``layout="block"`` batches (the slower path) also hold in-edges re-sampled for
-  nodes reached at earlier hops, and the nodes only those edges reach: they are
-  dropped and the rest renumbered as above (a pass over the kept edges, a sort
-  of each hop's new nodes and a gather of the feature rows). The result equals
-  that of a ``"pyg"`` batch with the same seed for neighbor sampling and LABOR-0.
-
-One code path for every batch: an untyped batch is the one-type case of a typed one
-(:meth:`MiniBatch.as_typed`), and the stores of its one node type and edge type are the
-``Data`` itself. Edge types are the batch's ``"src:rel:dst"`` keys (checked where they
-entered: the graph and the ItemSet), split here without re-checking."""
+One code path: an untyped batch is the one-type case of a typed one
+(:meth:`MiniBatch.as_typed`) whose node and edge stores are the ``Data`` itself. Edge
+types are the batch's ``"src:rel:dst"`` keys, checked where they entered the library."""
 
 from __future__ import annotations
 
@@ -44,7 +27,18 @@ def to_pyg(
     """The batch as the ``torch_geometric.data.Data`` (``HeteroData`` for a typed batch)
     PyG's ``NeighborLoader`` (node seeds) or ``LinkNeighborLoader`` (node pairs) returns.
 
-    The subgraph is NeighborLoader's, from either layout (see the module docstring).
+    The subgraph is NeighborLoader's: a node's in-edges (of every edge type) are the ones
+    sampled for it at the hop where it is first reached. Per node type, nodes are in hop
+    order (the seeds first, then the nodes first reached at hop 1, 2, ..., ascending ids
+    within a hop); per edge type, edges are grouped by hop (hop ``k``: the in-edges of the
+    nodes first reached at hop ``k - 1``, from ``sampled_subgraphs[L - k]``), so
+    ``num_sampled_nodes`` / ``num_sampled_edges`` drive PyG's ``trim_to_layer``. A
+    ``layout="pyg"`` batch is that subgraph as sampled (``n_id`` is ``input_nodes``, ``x``
+    the fetched rows, no copy). A ``layout="block"`` batch also holds in-edges re-sampled
+    for nodes reached earlier and the nodes only those reach: they are dropped and the
+    rest renumbered (slower: a pass over the kept edges, a sort per hop, a gather of the
+    feature rows); the result equals the ``"pyg"`` batch with the same seed for neighbor
+    sampling and LABOR-0.
 
     Fields of each node type (of the ``Data`` itself for an untyped batch): ``n_id``
     (ids, type-local for a typed batch), ``num_nodes``, ``num_sampled_nodes`` (``L + 1``

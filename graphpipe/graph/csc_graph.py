@@ -41,9 +41,6 @@ __all__ = ["CSCGraph", "TypeSchema", "check_graph", "smallest_index_dtype"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
 _TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
-# How much of the graph a check reads (see CSCGraph._check): "shapes" types, shapes,
-# dtypes, indptr's ends, O(1); "indptr" and indptr non-decreasing, O(num_nodes); "full"
-# and indices and original_edge_ids in range, O(num_nodes + num_edges).
 CheckLevel = Literal["shapes", "indptr", "full"]
 
 
@@ -132,12 +129,7 @@ class CSCGraph:
         node_type_to_id: Optional[Mapping[str, int]] = None,
         edge_type_to_id: Optional[Mapping[str, int]] = None,
     ):
-        typed = dict(
-            node_type_offset=node_type_offset,
-            type_per_edge=type_per_edge,
-            node_type_to_id=node_type_to_id,
-            edge_type_to_id=edge_type_to_id,
-        )
+        typed = dict(zip(_TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
         self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed)
         self._check("full")
         if self.is_heterogeneous and self.original_edge_ids is None:
@@ -158,9 +150,9 @@ class CSCGraph:
         source_path: Optional[str] = None,
         typed: Optional[dict] = None,
     ) -> "CSCGraph":
-        """A graph checked only up to ``level`` (see :data:`CheckLevel`): for arrays
-        already validated (``to()``, unpickling), made from checked ids (the builders)
-        or whose ``O(num_edges)`` scans ``load`` leaves out on purpose. ``typed``: the four typed
+        """A graph checked only up to ``level`` (see :meth:`_check`): for arrays already
+        validated (``to()``, unpickling), made from checked ids (the builders) or whose
+        ``O(num_edges)`` scans ``load`` leaves out on purpose. ``typed``: the four typed
         fields by name, or None for a homogeneous graph."""
         graph = cls.__new__(cls)
         graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed)
@@ -168,37 +160,22 @@ class CSCGraph:
         return graph
 
     def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed=None):
-        def contiguous(t):
-            return t.contiguous() if isinstance(t, torch.Tensor) else t
-
-        def read_only(name, attributes):
-            if attributes is None:
-                attributes = {}
-            if not isinstance(attributes, Mapping):
-                raise ValueError(
-                    f"CSCGraph: `{name}` must be a mapping of name -> tensor, got {type(attributes).__name__}"
-                )
-            return types.MappingProxyType({key: contiguous(t) for key, t in attributes.items()})
-
+        typed = typed or {}
+        offset = typed.get("node_type_offset")
+        if isinstance(offset, torch.Tensor) and not (offset.is_floating_point() or offset.is_complex() or offset.dtype == torch.bool):
+            offset = offset.to(torch.int64)  # GraphBolt's are int32
         values = dict(
-            indptr=contiguous(indptr),
-            indices=contiguous(indices),
-            edge_attributes=read_only("edge_attributes", edge_attributes),
-            node_attributes=read_only("node_attributes", node_attributes),
-            original_edge_ids=contiguous(original_edge_ids),
+            indptr=_contiguous(indptr),
+            indices=_contiguous(indices),
+            edge_attributes=_frozen(edge_attributes, "edge_attributes", "name -> tensor"),
+            node_attributes=_frozen(node_attributes, "node_attributes", "name -> tensor"),
+            original_edge_ids=_contiguous(original_edge_ids),
+            node_type_offset=_contiguous(offset),
+            type_per_edge=_contiguous(typed.get("type_per_edge")),
             source_path=source_path,
         )
-        typed = typed or {}
-        for name in ("node_type_offset", "type_per_edge"):
-            values[name] = contiguous(typed.get(name))
-        offset = values["node_type_offset"]
-        if isinstance(offset, torch.Tensor) and not (offset.is_floating_point() or offset.is_complex() or offset.dtype == torch.bool):
-            values["node_type_offset"] = offset.to(torch.int64)  # GraphBolt's are int32
         for name in ("node_type_to_id", "edge_type_to_id"):
-            mapping = typed.get(name)
-            if mapping is not None and not isinstance(mapping, Mapping):
-                raise ValueError(f"CSCGraph: `{name}` must be a mapping of type name -> id, got {type(mapping).__name__}")
-            values[name] = None if mapping is None else types.MappingProxyType(dict(mapping))
+            values[name] = None if typed.get(name) is None else _frozen(typed[name], name, "type name -> id")
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -243,29 +220,24 @@ class CSCGraph:
         chunk_edges: int = 1 << 24,
         block_edges: int = 1 << 28,
     ) -> "CSCGraph":
-        """Build a graph from edge lists on disk without loading them, save it to ``path``
-        and return it mapped (``CSCGraph.load(path, mmap=True)``); equal to
-        ``from_coo(src, dst, num_nodes)``.
-
-        For edge lists or CSCs larger than memory: edges are read ``chunk_edges`` at a
-        time from memory-mapped ``.npy`` files, and the CSC is written ``block_edges``
-        slots at a time into memory maps in a private scratch directory beside ``path``
-        (:func:`graphpipe.ops.csc_build.coo_to_csc_chunked`). Memory: about 16 bytes per
-        node plus a chunk; disk: the CSC twice while the file is written, plus 4 or 8
-        bytes per edge with more than one block. The file is moved into place at the end.
+        """Build a graph from edge lists in ``.npy`` files without loading them, save it to
+        ``path`` and return it mapped (``load(path, mmap=True)``); equal to
+        ``from_coo(src, dst, num_nodes)``. For edge lists or CSCs larger than memory
+        (:func:`graphpipe.ops.csc_build.coo_to_csc_chunked`): memory about 16 bytes per
+        node plus a chunk; disk the CSC twice while the file is written (in a private
+        scratch directory beside ``path``), plus 4 or 8 bytes per edge with more than one
+        block.
 
         Args:
             path: the graph file to write (as :meth:`save`); its directory must exist.
             src: a ``.npy`` file of ``[num_edges]`` source ids, or of ``[2, num_edges]``
-                (row 0 sources, row 1 targets, GraphBolt's and PyG's layout) when ``dst``
-                is None; integers (int32 or int64 best; any native-byte-order integer
-                dtype works).
+                (row 0 sources, row 1 targets) when ``dst`` is None; any native-byte-order
+                integer dtype (int32 or int64 best).
             dst: a ``.npy`` file of ``[num_edges]`` target ids.
             num_nodes: defaults to ``max id + 1``.
-            chunk_edges: edges read per kernel launch; values below 65,536 are raised
-                to it (a chunk is a view of the mapped input, not a buffer).
+            chunk_edges: edges read per kernel launch (values below 65,536 are raised to it).
             block_edges: output slots one block writes (the window of the output whose
-                pages it dirties); values below 65,536 are raised to it.
+                pages it dirties; values below 65,536 are raised to it).
 
         Raises:
             FileNotFoundError: an edge file or the directory of ``path`` is missing.
@@ -409,7 +381,7 @@ class CSCGraph:
                 f"CSCGraph: length mismatch: `indptr[-1]` is {int(indptr[-1])} but `indices` "
                 f"has {num_edges} entries"
             )
-        typed_sizes = self._check_types(num_nodes, num_edges)
+        self._check_types(num_nodes, num_edges)  # then the typed fields are all given or all None
         if edge_ids is not None and edge_ids.numel() != num_edges:
             raise ValueError(
                 f"CSCGraph: `original_edge_ids` must have num_edges={num_edges} entries, got {edge_ids.numel()}"
@@ -432,8 +404,8 @@ class CSCGraph:
                 )
         if level != "full" or num_edges == 0:
             return
-        if typed_sizes is not None:
-            self._check_typed_edges(*typed_sizes)
+        if self.is_heterogeneous:
+            self._check_typed_edges()
         lo, hi = int(indices.min()), int(indices.max())
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
@@ -441,7 +413,7 @@ class CSCGraph:
                 f"CSCGraph: `indices` holds node id {bad}, out of range for "
                 f"num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
             )
-        if edge_ids is not None and typed_sizes is None:
+        if edge_ids is not None and not self.is_heterogeneous:
             lo, hi = int(edge_ids.min()), int(edge_ids.max())
             if lo < 0 or hi >= num_edges:
                 raise ValueError(
@@ -457,12 +429,11 @@ class CSCGraph:
                     f"edge id {missing} is missing (another one appears twice)"
                 )
 
-    def _check_types(self, num_nodes: int, num_edges: int):
-        """O(types) checks of the typed fields; returns ``(node offsets, edges per type)``
-        for the O(num_edges) checks, or None for a homogeneous graph."""
-        typed = [self.node_type_offset, self.type_per_edge, self.node_type_to_id, self.edge_type_to_id]
+    def _check_types(self, num_nodes: int, num_edges: int) -> None:
+        """O(types) checks of the typed fields (none on a homogeneous graph)."""
+        typed = [getattr(self, name) for name in _TYPE_KEYS]
         if all(value is None for value in typed):
-            return None
+            return
         if any(value is None for value in typed):
             raise ValueError(
                 "CSCGraph: a typed graph needs all of `node_type_offset`, `type_per_edge`, `node_type_to_id` and "
@@ -503,14 +474,13 @@ class CSCGraph:
                 f"CSCGraph: `type_per_edge` must be a [num_edges] = [{num_edges}] integer tensor, got "
                 f"{getattr(per_edge, 'dtype', type(per_edge).__name__)} {tuple(getattr(per_edge, 'shape', ()))}"
             )
-        return offsets, num_edges
 
-    def _check_typed_edges(self, offsets: List[int], num_edges: int) -> None:
+    def _check_typed_edges(self) -> None:
         """O(num_edges): edge type ids in range, ascending within each destination, and
         every edge's endpoints of its type's node types; type-local ``original_edge_ids``
         a permutation of ``0..E_t - 1`` within each type."""
         per_edge = self.type_per_edge.to(torch.int64)
-        num_edge_types = len(self.edge_type_to_id)
+        num_edges, num_edge_types = self.num_edges, len(self.edge_type_to_id)
         if int(per_edge.min()) < 0 or int(per_edge.max()) >= num_edge_types:
             bad = int(per_edge.min()) if int(per_edge.min()) < 0 else int(per_edge.max())
             raise ValueError(f"CSCGraph: `type_per_edge` holds {bad}, not an edge type id (0..{num_edge_types - 1})")
@@ -524,11 +494,8 @@ class CSCGraph:
                 f"{e} has type {int(per_edge[e])} after {int(per_edge[e - 1])}"
             )
         src, dst = self.edge_index()
-        node_type = torch.bucketize(torch.stack([src, dst]), torch.tensor(offsets[1:]), right=True)
-        node_type_to_id = self.node_type_to_id
-        ends = torch.tensor(
-            [[node_type_to_id[parse_edge_type(name)[i]] for i in (0, 2)] for name in self.edge_types], dtype=torch.int64
-        ).reshape(-1, 2)
+        node_type = torch.bucketize(torch.stack([src, dst]), torch.tensor(self.schema.node_type_offset[1:]), right=True)
+        ends = torch.tensor(self.schema.edge_type_ends, dtype=torch.int64).reshape(-1, 2)
         wrong = (node_type[0] != ends[per_edge, 0]) | (node_type[1] != ends[per_edge, 1])
         if bool(wrong.any()):
             e = int(wrong.nonzero()[0])
@@ -588,23 +555,10 @@ class CSCGraph:
             device = torch.device("cpu")
         if all(t.device == device for t in self._arrays()):
             return self
-
-        def moved(t):
-            return None if t is None else t.to(device)
-
-        return type(self)._build(
-            moved(self.indptr),
-            moved(self.indices),
-            {k: moved(v) for k, v in self.edge_attributes.items()},
-            {k: moved(v) for k, v in self.node_attributes.items()},
-            moved(self.original_edge_ids),
-            level="shapes",  # same values as this validated graph
-            typed=None if not self.is_heterogeneous else {
-                **self.typed_fields(),
-                "node_type_offset": self.node_type_offset,  # small: read on the host
-                "type_per_edge": moved(self.type_per_edge),
-            },
-        )
+        arguments = storage.build_arguments(self, lambda t: t.to(device))
+        if self.is_heterogeneous:
+            arguments["typed"]["node_type_offset"] = self.node_type_offset  # small: read on the host
+        return type(self)._build(**arguments, level="shapes")  # same values as this validated graph
 
     def __reduce__(self):
         return storage.reduce(self)
@@ -612,11 +566,11 @@ class CSCGraph:
     # ------------------------------------------------------------------ storage
     def save(self, path: str | os.PathLike) -> None:
         """Write the graph to ``path`` (``torch.save`` format with a format tag, version
-        and a CRC-32 per 64 MiB of each array, which :meth:`load` checks). Written in a
-        private scratch directory beside ``path`` and moved over it: an interrupted save
-        leaves no truncated file, a symlink at ``path`` is replaced, not written through,
-        and a process that mapped the old file keeps reading it. Raises
-        FileNotFoundError when the directory of ``path`` does not exist."""
+        and a CRC-32 per 64 MiB of each array, which :meth:`load` checks), through a
+        private scratch directory beside ``path``: an interrupted save leaves no truncated
+        file, a symlink at ``path`` is replaced, not written through, and a process that
+        mapped the old file keeps reading it. Raises FileNotFoundError when the directory
+        of ``path`` does not exist."""
         storage.save(self, path)
 
     @classmethod
@@ -644,11 +598,27 @@ class CSCGraph:
         return storage.load(cls, path, mmap, validate)
 
     def sample_neighbors(self, seeds, fanouts, replace: bool = False, probs_name: Optional[str] = None):
-        """One layer of in-edges of ``seeds`` (a tensor, or node type -> ids for a typed
-        graph) with ``fanouts`` (one, or one per edge type), as GraphBolt's
-        ``FusedCSCSamplingGraph.sample_neighbors``: a not-compacted
-        :class:`~graphpipe.SampledSubgraph` whose ``sampled_csc`` holds the sources' ids
-        in the graph. See :func:`graphpipe.graph.sampling.sample_graph_neighbors`."""
+        """One layer of in-edges of ``seeds``, GraphBolt's
+        ``FusedCSCSamplingGraph.sample_neighbors``. Draws follow torch's global generator
+        (``torch.manual_seed``).
+
+        Args:
+            seeds: ``[n]`` node ids, or for a typed graph a dict node type -> ``[n_t]``
+                type-local ids (types left out sample nothing).
+            fanouts: a 1-D tensor or list (or an int): one fanout (``>= 0`` or -1), or for a
+                typed graph one per edge type in edge type id order. One fanout on a typed
+                graph applies to a node's in-edges of all types together, as GraphBolt's.
+            replace: draw with replacement.
+            probs_name: an edge attribute of the graph to sample proportionally to.
+
+        Returns:
+            A :class:`~graphpipe.SampledSubgraph` as GraphBolt returns it, not compacted:
+            ``sampled_csc`` (per edge type ``"src:relation:dst"`` for a typed graph) has an
+            ``indptr`` over the seeds (of the edge type's destination type) and ``indices``
+            that are the sources' ids in the graph (type-local); ``original_edge_ids`` the
+            edges' ids (within their type); ``original_row_node_ids`` and
+            ``original_column_node_ids`` are None.
+        """
         return sample_graph_neighbors(self, seeds, fanouts, replace=replace, probs_name=probs_name)
 
     def __repr__(self) -> str:
@@ -704,6 +674,19 @@ def check_graph(graph, where: str):
             "(source and target lists), graphpipe.datasets.from_pyg / from_dgl, or CSCGraph.load (a saved graph)"
         )
     raise TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {name}; {hint}")
+
+
+def _contiguous(t):
+    return t.contiguous() if isinstance(t, torch.Tensor) else t
+
+
+def _frozen(mapping, name: str, of: str) -> types.MappingProxyType:
+    """A read-only copy of ``mapping`` (None: empty), tensor values made contiguous."""
+    if mapping is None:
+        mapping = {}
+    if not isinstance(mapping, Mapping):
+        raise ValueError(f"CSCGraph: `{name}` must be a mapping of {of}, got {type(mapping).__name__}")
+    return types.MappingProxyType({key: _contiguous(value) for key, value in mapping.items()})
 
 
 def _rank_within_type(type_per_edge: torch.Tensor, num_edge_types: int) -> torch.Tensor:

@@ -4,21 +4,11 @@ A typed graph is a view over an untyped one: the nodes of a type are a contiguou
 of global ids (``node_type_offset``), so every step above the kernels is written once,
 on global ids, for both (an untyped graph is the one-type case of its
 :class:`~graphpipe.graph.csc_graph.TypeSchema`). A layer's destinations are kept
-*type-major*: per node type in id order, that type's destinations.
-
-1. :func:`seed_nodes`: the batch's seeds (node ids, or the distinct endpoints of node
-   pairs, ascending) as global ids, checked once;
-2. :func:`sample_layer`: the in-edges of the frontier, uncompacted. Untyped: one kernel
-   call. Typed: one segment per (destination, edge type) with that edge type's fanout,
-   sampled together through one ``indptr`` (:mod:`graphpipe.ops.typed_sampling`); the
-   seed edges of a link batch (:func:`seed_edge_exclusion`) are skipped;
-3. :func:`compact_layer`: one :func:`~graphpipe.ops.unique_and_compact` over global ids:
-   the sources are the destinations, then the new nodes ascending. Global ids of a type
-   being contiguous, splitting that list stably by node type gives per type "its
-   destinations, then its new nodes ascending": GraphBolt's typed layout, and the
-   type-major list the next layer samples;
-4. :func:`untyped_subgraph` / :func:`typed_subgraph`: the layer as a
-   :class:`~graphpipe.SampledSubgraph` (typed: per edge type, ids type-local).
+*type-major*: per node type in id order, that type's destinations. A layer is
+:func:`seed_nodes` (first layer only), :func:`sample_layer` (typed: one segment per
+destination and edge type, sampled through one ``indptr``), :func:`compact_layer` (one
+``unique_and_compact`` over global ids, whose stable split by node type is GraphBolt's
+typed layout), then :func:`untyped_subgraph` / :func:`typed_subgraph`.
 """
 
 from __future__ import annotations
@@ -129,28 +119,24 @@ def seed_nodes(graph, seeds, where: str) -> SeedNodes:
                 f"{tuple(seeds.shape)} (node seeds are 1-D)"
             )
         links = check_node_ids(seeds.reshape(-1), graph.num_nodes, "seeds", where).view(seeds.shape)
-        nodes, local = unique_and_compact(links.new_empty(0), links.reshape(-1), graph.num_nodes)
-        return SeedNodes(nodes, (nodes.numel(),), {0: (links, local.view(links.shape))})
-    schema = graph.schema
+        return _link_seeds(graph, {0: links})
+    offsets = graph.schema.node_type_offset
     if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
-        return _typed_link_seeds(graph, seeds, where)
+        pairs = {}
+        for key, ids in seeds.items():
+            etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
+            pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
+        return _link_seeds(graph, pairs)
     by_type = check_typed_seeds(seeds, graph, where)
-    offsets = schema.node_type_offset
     nodes = torch.cat([ids + offsets[i] for i, ids in enumerate(by_type.values())])
     return SeedNodes(nodes, tuple(ids.numel() for ids in by_type.values()))
 
 
-def _typed_link_seeds(graph, seeds: Mapping, where: str) -> SeedNodes:
-    """:func:`seed_nodes` of ``{edge type: [N, 2] type-local pairs}``."""
-    schema = graph.schema
-    offsets = schema.node_type_offset
-    pairs = {}
-    for key, ids in seeds.items():
-        etype, src_type, dst_type = check_typed_pairs(key, ids, schema, where)
-        pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
+def _link_seeds(graph, pairs: Dict[int, torch.Tensor]) -> SeedNodes:
+    """:func:`seed_nodes` of checked ``{edge type id: [N, k] global ids}``."""
     flat = torch.cat([p.reshape(-1) for p in pairs.values()])
     nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.num_nodes)
-    cuts = torch.searchsorted(nodes, graph.node_type_offset).tolist()
+    cuts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset)).tolist()
     links, at = {}, 0
     for etype, p in pairs.items():
         links[etype] = (p, local[at : at + p.numel()].view(p.shape))
@@ -349,28 +335,8 @@ def sample_graph_neighbors(
     replace: bool = False,
     probs_name: Optional[str] = None,
 ) -> SampledSubgraph:
-    """One layer of in-edges of ``seeds``, GraphBolt's graph-level
-    ``FusedCSCSamplingGraph.sample_neighbors`` (:meth:`CSCGraph.sample_neighbors`).
-
-    Args:
-        graph: the graph (homogeneous or typed).
-        seeds: ``[n]`` node ids, or for a typed graph a dict node type -> ``[n_t]``
-            type-local ids (types left out sample nothing).
-        fanouts: a 1-D tensor or list (or an int): one fanout (``>= 0`` or -1), or for a
-            typed graph one per edge type in edge type id order. One fanout on a typed
-            graph applies to a node's in-edges of all types together, as GraphBolt's.
-        replace: draw with replacement.
-        probs_name: an edge attribute of ``graph`` to sample proportionally to.
-
-    Returns:
-        A :class:`SampledSubgraph` as GraphBolt returns it, not compacted:
-        ``sampled_csc`` (per edge type ``"src:relation:dst"`` for a typed graph) has an
-        ``indptr`` over the seeds (of the edge type's destination type) and ``indices``
-        that are the sources' ids in the graph (type-local); ``original_edge_ids`` the
-        edges' ids (within their type); ``original_row_node_ids`` and
-        ``original_column_node_ids`` are None. Draws follow torch's global generator
-        (``torch.manual_seed``).
-    """
+    """:meth:`CSCGraph.sample_neighbors` (GraphBolt's graph-level ``sample_neighbors``):
+    one layer with a key drawn from torch's generator, laid out per edge type."""
     where = "CSCGraph.sample_neighbors"
     counts = _graph_fanouts(fanouts, graph, where)
     if probs_name is not None and probs_name not in graph.edge_attributes:

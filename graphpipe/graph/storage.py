@@ -1,14 +1,5 @@
-"""CSCGraph files and pickling (behind :meth:`CSCGraph.save`, ``load`` and ``__reduce__``).
-
-A file is a ``torch.save`` archive with a format tag, a version and a CRC-32 of every
-array; ``load`` checks them, and with ``mmap=True`` maps the file and only checks
-``indptr`` (the ``O(num_edges)`` arrays are read when sampled). Such a graph is pickled as
-its path, so worker processes map the same file instead of copying the graph; likewise an
-array that is a memory map of a file (``torch.from_numpy(np.load(path, mmap_mode="r"))``,
-``np.memmap``) is pickled as the file's name, offset, shape and dtype (Linux, where
-``/proc/self/maps`` tells), and checked to be the same file (size, modification time)
-when it is mapped again.
-"""
+"""CSCGraph files and pickling, behind :meth:`CSCGraph.save` and ``load`` (whose
+docstrings give the file contract) and ``__reduce__`` (:func:`reduce`)."""
 
 from __future__ import annotations
 
@@ -24,7 +15,7 @@ import torch
 
 from graphpipe._internal.safe_files import publish, scratch_directory
 
-__all__ = ["load", "output_file", "reduce", "save", "write"]
+__all__ = ["build_arguments", "load", "output_file", "reduce", "save", "write"]
 
 _FORMAT = "graphpipe.CSCGraph"
 _VERSION = 2
@@ -49,9 +40,7 @@ def save(graph, path: str | os.PathLike) -> None:
 def write(graph, destination: str, scratch: str) -> None:
     """Save ``graph`` into the private directory ``scratch``, then move the file to ``destination``."""
 
-    def on_host(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-        if t is None:
-            return None
+    def on_host(t: torch.Tensor) -> torch.Tensor:
         t = t.detach().cpu()
         # torch.save writes a tensor's whole storage: copy views out of larger ones.
         return t if t.untyped_storage().nbytes() == t.nbytes else t.clone()
@@ -61,22 +50,15 @@ def write(graph, destination: str, scratch: str) -> None:
             return {k: _checksum(v) for k, v in value.items()}
         return None if value is None else _checksum(value)
 
-    typed = graph.typed_fields() or dict.fromkeys(_TYPE_KEYS)
-    arrays = {
-        "indptr": on_host(graph.indptr),
-        "indices": on_host(graph.indices),
-        "original_edge_ids": on_host(graph.original_edge_ids),
-        "edge_attributes": {k: on_host(v) for k, v in graph.edge_attributes.items()},
-        "node_attributes": {k: on_host(v) for k, v in graph.node_attributes.items()},
-        "node_type_offset": on_host(typed["node_type_offset"]),
-        "type_per_edge": on_host(typed["type_per_edge"]),
-    }
+    arrays = build_arguments(graph, on_host)
+    typed = arrays.pop("typed") or dict.fromkeys(_TYPE_KEYS)
+    arrays.update(node_type_offset=typed["node_type_offset"], type_per_edge=typed["type_per_edge"])
     state = {
         "format": _FORMAT,
         "version": _VERSION,
         **arrays,
-        "node_type_to_id": None if typed["node_type_to_id"] is None else dict(typed["node_type_to_id"]),
-        "edge_type_to_id": None if typed["edge_type_to_id"] is None else dict(typed["edge_type_to_id"]),
+        "node_type_to_id": typed["node_type_to_id"],
+        "edge_type_to_id": typed["edge_type_to_id"],
         "checksum_chunk_bytes": _CHECKSUM_CHUNK_BYTES,
         "checksums": {name: checksums(value) for name, value in arrays.items()},
     }
@@ -156,44 +138,43 @@ def _read_state(path: str, where: str, mmap: bool) -> Tuple[dict, bool]:
 
 def reduce(graph):
     """``CSCGraph.__reduce__``: a graph mapped by ``load(mmap=True)`` travels as its path,
-    and an array that is a memory map of a file (np.memmap, np.load(mmap_mode=...)) as
-    that file's name, offset, shape and dtype: worker processes map the same file. Any
-    other array travels by value, as a dataclass would (torch's multiprocessing
-    reductions then share it), without scanning it again on arrival."""
+    and an array that is a memory map of a file (``np.memmap``, ``np.load(mmap_mode=...)``)
+    as that file's name, offset, shape and dtype (Linux, where ``/proc/self/maps`` tells),
+    checked to be the same file (size, modification time) when mapped again: worker
+    processes map the same file instead of copying the graph. Any other array travels
+    by value (torch's multiprocessing reductions then share it), not scanned again on
+    arrival."""
     cls = type(graph)
     if graph.source_path is not None:
         return _map_saved_graph, (cls, graph.source_path, graph.num_nodes, graph.num_edges)
     mappings = _FileMappings()
-
-    def by_file(t):
-        return None if t is None else mappings.backing(t) or t
-
-    typed = graph.typed_fields()
-    if typed is not None:
-        typed = {k: by_file(v) if isinstance(v, torch.Tensor) else dict(v) for k, v in typed.items()}
-    return _unpickle_graph, (
-        cls,
-        by_file(graph.indptr),
-        by_file(graph.indices),
-        {k: by_file(v) for k, v in graph.edge_attributes.items()},
-        {k: by_file(v) for k, v in graph.node_attributes.items()},
-        by_file(graph.original_edge_ids),
-        typed,
-    )
+    return _unpickle_graph, (cls, build_arguments(graph, lambda t: mappings.backing(t) or t))
 
 
-def _unpickle_graph(cls, indptr, indices, edge_attributes, node_attributes, original_edge_ids, typed=None):
+def _unpickle_graph(cls, arguments: dict):
     def mapped(value):
+        if isinstance(value, dict):
+            return {k: mapped(v) for k, v in value.items()}
         return value.open() if isinstance(value, _MappedArray) else value
 
-    return cls._build(
-        mapped(indptr),
-        mapped(indices),
-        {k: mapped(v) for k, v in edge_attributes.items()},
-        {k: mapped(v) for k, v in node_attributes.items()},
-        mapped(original_edge_ids),
-        level="shapes",
-        typed=None if typed is None else {k: mapped(v) for k, v in typed.items()},
+    return cls._build(**mapped(arguments), level="shapes")
+
+
+def build_arguments(graph, fn) -> dict:
+    """``CSCGraph._build``'s arguments for ``graph``: ``fn`` applied to every tensor, the
+    type maps copied to dicts."""
+
+    def apply(value):
+        return None if value is None else fn(value) if isinstance(value, torch.Tensor) else dict(value)
+
+    typed = graph.typed_fields()
+    return dict(
+        indptr=apply(graph.indptr),
+        indices=apply(graph.indices),
+        edge_attributes={k: apply(v) for k, v in graph.edge_attributes.items()},
+        node_attributes={k: apply(v) for k, v in graph.node_attributes.items()},
+        original_edge_ids=apply(graph.original_edge_ids),
+        typed=None if typed is None else {k: apply(v) for k, v in typed.items()},
     )
 
 

@@ -5,18 +5,11 @@ Every stage subclasses :class:`Pipe` and registers a functional name with
 
     ItemSampler(items, 1024).sample_neighbor(graph, [10, 5]).fetch_feature(feats, ["feat"])
 
-A :class:`Pipe` is a ``torch.utils.data.IterableDataset`` (so ``torch.utils.data``
-utilities accept it); graphpipe does not use torch's ``IterDataPipe``, whose
-one-live-iterator rule made a second ``iter(pipe)`` kill the running epoch, and
-whose graph walker pickled every stage and its tensors. The chain is walked by its
-``.source`` links with :func:`upstream`, the one walker: O(stages), nothing is copied
-or pickled.
-
-Functional names live in graphpipe's own registry, not in torch's global
-``IterDataPipe.functions``: GraphBolt and torchdata < 0.10 register the same names
-(``sample_neighbor``, ``fetch_feature``, ``prefetch``...), and torch refuses a second
-registration, so sharing the global table would make ``import dgl`` fail after
-``import graphpipe`` (and the reverse).
+A :class:`Pipe` is a ``torch.utils.data.IterableDataset``, not torch's ``IterDataPipe``
+(whose one-live-iterator rule ends a running epoch on a second ``iter(pipe)``); the chain
+is walked by its ``.source`` links with :func:`upstream`, nothing copied or pickled. The
+functional names live in graphpipe's own registry: GraphBolt and torchdata < 0.10 register
+the same names in torch's global table, which refuses a second registration.
 """
 
 import inspect
@@ -71,13 +64,11 @@ class Pipe(IterableDataset):
     :meth:`next_epoch`      a source's own epoch counter, for plain iterations
     ======================  ================================================================
 
-    Stages that move work elsewhere (:mod:`graphpipe.loading.stages`) say where through
-    :meth:`upstream_location` (a background thread or worker processes run everything
-    upstream elsewhere) or, with ``wraps_source = True`` (a thread pool, a CUDA stream:
-    it calls the ``process`` of :meth:`wrapped_stages` itself and pulls from the last
-    one's source), :meth:`wrapped_location`; a pool adds up its threads' work in
-    :attr:`work_seconds`. ``explain()``, ``draw()`` and ``stats()`` read these hooks;
-    every other stage runs where its consumer pulls it.
+    Stages that move work elsewhere (:mod:`graphpipe.loading.stages`) say where, for
+    ``explain()``, ``draw()`` and ``stats()``: :meth:`upstream_location` (a thread or
+    worker processes run everything upstream) or, with ``wraps_source = True`` (a pool,
+    a CUDA stream), :meth:`wrapped_location`; a pool adds up its threads' work in
+    :attr:`work_seconds`. Every other stage runs where its consumer pulls it.
     """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}

@@ -21,52 +21,47 @@ class DistributedItemSampler(ItemSampler):
     """Split every global batch of ``batch_size * world_size`` items over the ranks.
 
     All ranks draw the same permutation per epoch (``seed=None``: rank 0 draws the seed
-    and broadcasts it). Global batch ``i`` is the slice ``i * G : (i + 1) * G`` of the
-    epoch's order, ``G = batch_size * world_size`` (the batch an :class:`ItemSampler`
-    with batch size ``G`` and the same seed yields); rank ``r`` takes its ``r``-th run of
-    ``batch_size`` items, and the items of a last, smaller global batch are dealt evenly
-    (sizes differ by at most one). Every rank stamps the same ``batch_index``
-    (``epoch * num_global_batches + i``) on its share of global batch ``i``, so samplers
-    with the same seed draw the same variates on every rank.
+    and broadcasts it). Global batch ``i`` is the batch an :class:`ItemSampler` of batch
+    size ``G = batch_size * world_size`` and the same seed yields; rank ``r`` takes its
+    ``r``-th run of ``batch_size`` items (a last, smaller global batch is dealt evenly:
+    sizes differ by at most one) and stamps ``batch_index = epoch * num_global_batches +
+    i``, the same on every rank, so samplers with the same seed draw the same variates.
 
-    Ranks get the same number of batches except when the last global batch has fewer
-    items than ranks: then ranks without items stop one batch early, unless
-    ``drop_uneven_inputs=True``, which drops that batch on every rank (no rank waits at
-    the epoch's end for a collective the others never call). With worker processes
-    (``DataLoader(num_workers=W)``) each rank's batches are further dealt over its
-    workers.
+    When the last global batch has fewer items than ranks, ranks without items stop one
+    batch early, unless ``drop_uneven_inputs=True`` drops that batch on every rank (no
+    rank then waits for a collective the others never call). Worker processes
+    (``DataLoader(num_workers=W)``) deal each rank's batches further.
 
-    The sampler also carries the distributed setup the cooperative stages use
-    (``cooperative=True`` on samplers and ``fetch_feature``): the vertex ``partition``
-    (which rank owns each vertex; see :class:`~graphpipe.distributed.Partition`) and one
-    process group per kind of collective (sampling, feature fetching, the model's
-    :func:`~graphpipe.cooperative_exchange`): these stages run in different threads,
-    and collectives on one group must be issued in the same order on every rank.
+    It also carries the setup of the cooperative stages (``cooperative=True``): the vertex
+    ``partition`` (:class:`~graphpipe.distributed.Partition`) and one process group per
+    kind of collective (sampling, feature fetching, the model's
+    :func:`~graphpipe.cooperative_exchange`): those stages run in different threads, and
+    collectives on one group must be issued in the same order on every rank.
 
     Args:
-        item_set: as for :class:`~graphpipe.ItemSampler`.
-        batch_size: items per rank per batch, ``>= 1``.
-        shuffle: permute the items each epoch.
-        drop_last: drop a last global batch smaller than ``batch_size * world_size``.
+        item_set, batch_size: as for :class:`~graphpipe.ItemSampler`; ``batch_size`` items
+            per rank per batch.
         drop_uneven_inputs: give every rank the same number of batches.
         seed: seed of the permutations (the same on every rank).
         partition: a ``[num_nodes]`` integer tensor of owning ranks, a
             :class:`~graphpipe.distributed.Partition`, or None for the hash partition.
         rank, world_size: default to ``torch.distributed``'s; giving both only splits the
             items (no seed broadcast, no process groups, so no cooperative stages).
+        **options: ``shuffle`` and ``drop_last`` (drop a last global batch smaller than
+            ``batch_size * world_size``), as for :class:`~graphpipe.ItemSampler`.
     """
 
     def __init__(
         self,
         item_set: Union[ItemSet, HeteroItemSet, torch.Tensor, int],
         batch_size: int,
-        shuffle: bool = False,
-        drop_last: bool = False,
+        *,
         drop_uneven_inputs: bool = False,
         seed: Optional[int] = None,
         partition: Optional[Union[torch.Tensor, Partition]] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        **options,
     ):
         if (rank is None) != (world_size is None):
             raise ValueError("DistributedItemSampler: give both `rank` and `world_size`, or neither")
@@ -88,7 +83,7 @@ class DistributedItemSampler(ItemSampler):
             shared = torch.randint(0, 2**62, (1,))
             dist.broadcast(shared, src=0)
             seed = int(shared)
-        super().__init__(item_set, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed)
+        super().__init__(item_set, batch_size, seed=seed, **options)
         self.drop_uneven_inputs = bool(drop_uneven_inputs)
         self.rank = rank
         self.world_size = world_size

@@ -22,36 +22,27 @@ _MINIBATCH_FIELDS = ("seeds", "labels", "indexes")
 class ItemSampler(Pipe):
     """Yield MiniBatches of ``batch_size`` items, reshuffled every epoch.
 
-    With ``shuffle=True`` epoch ``e`` uses the permutation drawn from ``(seed, e)``, so a
-    run is reproducible under ``seed`` while every epoch sees a new order. A
-    :class:`~graphpipe.DataLoader` counts its own epochs (and can resume one mid-way);
-    a plain ``for minibatch in pipe`` runs epoch ``self.epoch`` and advances that
-    counter, which no loader reads (so iterating the pipe by hand changes nothing a
-    loader produces). ``seed=None`` draws the seed once from torch's global
-    generator (so ``torch.manual_seed`` makes runs reproducible too).
-
-    Every MiniBatch gets ``batch_index = epoch * len(self) + i``, which later stages use
-    to key their random numbers, and ``item_ids``, the positions of its items in the
-    item set.
-
-    Link prediction: ``seeds`` may be ``[N, 2]`` node pairs ``(source, destination)``,
-    batched by pair (GraphBolt's ``ItemSet(pairs, names="seeds")``); add ``labels`` and
-    ``indexes`` for pairs that carry their own negatives (GraphBolt's evaluation sets),
-    or a negative sampler downstream (``.sample_uniform_negative(graph, k)``). ``[N, k]``
-    seeds with ``k > 2`` are GraphBolt's hyperlinks: ``k`` nodes per item, sampled from
-    all of them (negative sampling and seed-edge exclusion take pairs only).
+    With ``shuffle=True`` epoch ``e`` uses the permutation drawn from ``(seed, e)``: a run
+    is reproducible under ``seed`` and every epoch sees a new order. A
+    :class:`~graphpipe.DataLoader` counts its own epochs (and resumes one mid-way); a
+    plain ``for minibatch in pipe`` runs epoch ``self.epoch`` and advances that counter,
+    which no loader reads. Batch ``i`` of epoch ``e`` gets ``batch_index = e * len(self) +
+    i`` (later stages key their random numbers by it) and ``item_ids``, the positions of
+    its items in the item set.
 
     Args:
-        item_set: an :class:`ItemSet` (or a tensor of seed ids) with a ``seeds`` field
-            (node ids, ``[N, 2]`` node pairs or ``[N, k]`` hyperlinks) and optionally
-            ``labels`` and ``indexes``;
-            or a :class:`~graphpipe.HeteroItemSet` of such sets per node type (node ids)
-            or per edge type ``"src:relation:dst"`` (``[N, 2]`` pairs), whose batches hold
-            dicts type -> rows (typed graphs).
+        item_set: an :class:`ItemSet` (or a tensor of seed ids) with a ``seeds`` field:
+            ``[N]`` node ids, ``[N, 2]`` node pairs (link prediction; with ``labels`` and
+            ``indexes`` when they carry their own negatives, as GraphBolt's evaluation
+            sets) or ``[N, k]`` hyperlinks (GraphBolt's: sampled from all ``k`` nodes;
+            negative sampling and seed-edge exclusion take pairs only); or a
+            :class:`~graphpipe.HeteroItemSet` of such sets per node type (node ids) or per
+            edge type ``"src:relation:dst"`` (pairs), whose batches hold dicts type -> rows.
         batch_size: items per batch, ``>= 1``.
         shuffle: permute the items each epoch.
         drop_last: drop the last batch when it is smaller than ``batch_size``.
-        seed: seed of the permutations.
+        seed: seed of the permutations (None: drawn once from torch's global generator, so
+            ``torch.manual_seed`` makes runs reproducible too).
 
     Integer arguments may be Python ints, numpy integers or one-element integer tensors.
     """

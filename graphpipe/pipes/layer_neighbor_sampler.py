@@ -7,10 +7,9 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import Future
 from functools import partial
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
-import torch
 
 from graphpipe._internal.checks import check_importance_sampling, check_int
 from graphpipe.batch.minibatch import MiniBatch
@@ -31,8 +30,7 @@ __all__ = ["LayerNeighborSampler"]
 class LayerNeighborSampler(SubgraphSampler):
     """LABOR: layer-neighbor sampling (Balın & Çatalyürek, NeurIPS 2023).
 
-    Same layer order and output as :class:`~graphpipe.pipes.neighbor_sampler.NeighborSampler`
-    (``fanouts[-1]`` applies to the seeds, ``sampled_subgraphs[0]`` is nearest the input),
+    Same layer order and output as :class:`~graphpipe.pipes.neighbor_sampler.NeighborSampler`,
     plus ``sampled_subgraphs[i].edge_weights`` (float32): Horvitz-Thompson weights such
     that ``Σ_e w_e h_src(e)`` per destination is an unbiased estimate of the mean of its
     in-neighbours' ``h`` (weighted: of the ``weights``-weighted mean). Use them in place
@@ -60,21 +58,14 @@ class LayerNeighborSampler(SubgraphSampler):
             exactly uniform while consecutive batches sample overlapping vertex sets
             (dependent minibatching: higher cache hit rates).
         weights: name of a finite, non-negative float (or bool mask) edge attribute: weighted LABOR-0.
-        seed: seed of the random keys (``None``: drawn from torch's generator).
-        cooperative: sample one batch together across ranks (LABOR-0 only).
-        layout: ``"block"`` (default: GraphBolt/DGL blocks) or ``"pyg"`` (PyG's
-            ``NeighborLoader``: a node's neighbours are sampled once, at the hop where it
-            is first reached; for ``MiniBatch.to_pyg()``). See
-            :class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`. With
-            ``importance_sampling != 0`` the vertex probabilities of a layer are computed
-            over the nodes that layer samples, so the two layouts then differ in more
-            than the re-sampled edges.
-        exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping:
-            seed-edge exclusion for node-pair seeds, as for ``sample_neighbor``
-            (:class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`). LABOR drops the
-            excluded edges after sampling (its variates are shared between destinations),
-            so those destinations may get fewer than ``fanout`` edges; their
-            ``edge_weights`` are rescaled to estimate the mean over the in-edges left.
+        **options: keyword arguments of :class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`,
+            as for ``sample_neighbor``; ``cooperative=True`` takes LABOR-0 only. With
+            ``layout="pyg"`` and ``importance_sampling != 0`` a layer's vertex
+            probabilities are computed over the nodes that layer samples, so the two
+            layouts then differ in more than the re-sampled edges. Seed-edge exclusion
+            drops the excluded edges after sampling (the variates are shared between
+            destinations), so those destinations may get fewer than ``fanout`` edges,
+            their ``edge_weights`` rescaled to estimate the mean over the in-edges left.
     """
 
     def __init__(
@@ -86,25 +77,15 @@ class LayerNeighborSampler(SubgraphSampler):
         layer_dependency: bool = False,
         batch_dependency: int = 1,
         weights: Optional[str] = None,
-        seed: Optional[int] = None,
-        cooperative: bool = False,
-        layout: str = "block",
-        exclude_seed_edges: bool = False,
-        include_reverse_edges: bool = False,
-        reverse_edge_ids: Optional[torch.Tensor] = None,
-        reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
+        **options,
     ):
-        super().__init__(
-            source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout,
-            exclude_seed_edges=exclude_seed_edges, include_reverse_edges=include_reverse_edges,
-            reverse_edge_ids=reverse_edge_ids, reverse_etypes_mapping=reverse_etypes_mapping,
-        )  # fmt: skip
+        super().__init__(source, graph, fanouts, **options)
         name = type(self).__name__
         importance_sampling = check_importance_sampling(importance_sampling, name)
         batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
-        if cooperative and importance_sampling != 0:
+        if self.cooperative and importance_sampling != 0:
             raise UnsupportedCombination(
                 f"{name}: cooperative=True supports importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* "
                 f"need vertex probabilities over the whole global batch"
@@ -159,13 +140,10 @@ class LayerNeighborSampler(SubgraphSampler):
 
 class _NormalsCache:
     """``key -> N(key, ·)`` over all vertices (float64, 8 bytes per node), kept for the
-    last ``capacity`` keys.
-
-    With ``batch_dependency = κ`` the keys of a layer stay the same for ``κ`` batches, so
-    the two tables a batch needs per layer were usually computed for an earlier batch;
-    across a period boundary a layer needs three keys, hence ``capacity`` = 3 per layer
-    that has its own keys. Safe to call from several threads (a thread-pool stage samples
-    batches concurrently): the first caller of a key computes its table, the others wait.
+    last ``capacity`` keys: with ``batch_dependency = κ`` a layer's keys stay the same for
+    κ batches, and across a period boundary a layer needs three, hence 3 per layer that
+    has its own keys. Thread-safe: the first caller of a key computes its table, the
+    others wait.
     """
 
     def __init__(self, num_nodes: int, capacity: int):

@@ -24,12 +24,11 @@ __all__ = ["UniformNegativeSampler", "with_negatives"]
 class UniformNegativeSampler(Pipe):
     """Append ``negative_ratio`` uniform negatives per positive node pair.
 
-    For each positive pair ``(u, v)`` of ``minibatch.seeds`` (``[P, 2]``), draw
-    ``negative_ratio`` destinations ``v'`` uniformly from the graph's nodes, as
-    GraphBolt's ``sample_uniform_negative`` does: the negatives keep the source, so each
-    positive has its own ``k`` corrupted destinations (ogbl-citation2's protocol; PyG's
+    For each positive pair ``(u, v)`` of ``minibatch.seeds`` (``[P, 2]``), draw ``k =
+    negative_ratio`` destinations ``v'`` uniformly from the graph's nodes, keeping the
+    source, as GraphBolt's ``sample_uniform_negative`` (ogbl-citation2's protocol; PyG's
     ``neg_sampling="triplet"`` with ``to_pyg(neg_sampling="triplet")``). The batch then
-    has GraphBolt's layout (:func:`with_negatives`):
+    has GraphBolt's layout:
 
     * ``seeds``: ``[P * (1 + k), 2]``, the ``P`` positives, then the negatives of
       positive 0, of positive 1, ...;
@@ -37,35 +36,23 @@ class UniformNegativeSampler(Pipe):
       the positives, and its negatives get zeros of the same dtype);
     * ``indexes``: int64, ``i`` for positive ``i`` and each of its negatives.
 
-    ``exclude_existing_edges=True`` redraws a negative while ``u -> v'`` is an edge of
-    ``graph``, so every negative is a non-edge (without it, as in GraphBolt and PyG, a
-    few negatives are edges: false negatives).
+    Typed graphs: ``seeds`` is a dict edge type ``"src:relation:dst"`` -> ``[P, 2]``
+    type-local pairs; each edge type gets its own negatives, drawn from the nodes of its
+    destination type, and ``seeds``, ``labels`` and ``indexes`` become dicts by edge type.
 
-    Typed graphs (GraphBolt's heterogeneous layout): ``seeds`` is a dict edge type
-    ``"src:relation:dst"`` -> ``[P, 2]`` type-local pairs; each edge type gets its own
-    negatives, drawn from the nodes of its destination type (and avoiding edges of that
-    edge type only), and ``seeds``, ``labels`` and ``indexes`` become dicts by edge type
-    in the layout above.
-
-    Random numbers: the negatives of a batch's pair ``i`` are a function of the seed, the
-    batch index, ``i`` and the pair (:mod:`graphpipe.ops.negative_sampling`), so a batch
-    is the same from any thread, worker process or resumed run, and the ranks of a
-    ``DistributedItemSampler`` draw independent negatives.
+    The negatives of a batch's pair ``i`` are a function of the seed, the batch index,
+    ``i`` and the pair (:mod:`graphpipe.ops.negative_sampling`): the same from any thread,
+    worker process or resumed run, independent between the ranks of a
+    ``DistributedItemSampler``.
 
     Args:
-        source: a pipe of MiniBatches whose ``seeds`` are ``[P, 2]`` node pairs (e.g. an
-            ``ItemSampler`` over ``ItemSet(pairs, names="seeds")``).
-        graph: the :class:`~graphpipe.CSCGraph` whose nodes are drawn (and whose edges
-            are avoided with ``exclude_existing_edges``).
+        source: a pipe of MiniBatches whose ``seeds`` are ``[P, 2]`` node pairs.
+        graph: the :class:`~graphpipe.CSCGraph` whose nodes are drawn.
         negative_ratio: negatives per positive, an int ``>= 1``.
-        exclude_existing_edges: never return an edge of ``graph`` as a negative.
+        exclude_existing_edges: redraw a negative while ``u -> v'`` is an edge of
+            ``graph`` (of the pair's edge type), so every negative is a non-edge (without
+            it, as in GraphBolt and PyG, a few negatives are edges: false negatives).
         seed: seed of the random keys (``None``: drawn once from torch's generator).
-
-    Example::
-
-        pipe = (ItemSampler(ItemSet(train_pairs, names="seeds"), 1024, shuffle=True)
-                .sample_uniform_negative(graph, 1)
-                .sample_neighbor(graph, [15, 10, 5], exclude_seed_edges=True))
     """
 
     def __init__(
@@ -138,10 +125,8 @@ class UniformNegativeSampler(Pipe):
 
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
-    """``minibatch`` (``P`` positive pairs in ``seeds``) with the negative destinations
-    ``negatives`` (``[P, k]``) appended in GraphBolt's layout: ``seeds`` ``[P(1 + k), 2]``
-    (positives, then positive ``i``'s negatives ``(u_i, negatives[i, j])`` in row order),
-    ``labels`` (True / the positives' labels, then zeros) and ``indexes``."""
+    """``minibatch`` (``P`` positive pairs in ``seeds``) with the ``[P, k]`` negative
+    destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout."""
     seeds, labels, indexes = _with_negatives(minibatch.seeds, minibatch.labels, negatives)
     return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
 

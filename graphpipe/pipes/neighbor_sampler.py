@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Mapping, Optional, Sequence
-
-import torch
+from typing import Callable, Optional, Sequence
 
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.checks import check_edge_weights
@@ -23,22 +21,16 @@ __all__ = ["NeighborSampler"]
 class NeighborSampler(SubgraphSampler):
     """Sample a fixed number of in-neighbours per node, layer by layer from the seeds.
 
-    ``fanouts[i]`` is the fanout of GNN layer ``i``, so the LAST entry applies to the
-    seeds and ``sampled_subgraphs[0]`` is the layer nearest the input features. With
-    ``fanouts=[15, 10, 5]``::
-
-        input_nodes ──[subgraphs[0], fanout 15]──> h1 ──[subgraphs[1], 10]──> h2 ──[subgraphs[2], 5]──> seeds
-                           ^ sampled last                                              ^ sampled first
-
-    Every layer's destinations are a prefix of its sources, and layer ``l``'s
-    destinations are layer ``l + 1``'s sources.
+    ``fanouts[i]`` is the fanout of GNN layer ``i``: the LAST entry applies to the seeds,
+    and ``sampled_subgraphs[0]`` is the layer nearest the input features (see
+    :class:`~graphpipe.MiniBatch`).
 
     A node with ``d`` in-edges gets ``min(d, fanout)`` distinct in-edges (every subset
     equally likely), or exactly ``fanout`` independent draws with ``replace=True`` (none
     when ``d == 0``); ``-1`` takes all in-edges. With ``weights`` the draws are
     proportional to that edge attribute and zero-weight edges are never taken (without
     replacement: successive sampling by weight). A node's sample depends only on the
-    seed, the batch index, the layer and the node, not on the rest of the batch.
+    seed, the batch index, the layer and the node.
 
     Args:
         source: a pipe of MiniBatches with ``seeds`` (e.g. an ``ItemSampler``).
@@ -49,27 +41,14 @@ class NeighborSampler(SubgraphSampler):
         replace: sample with replacement.
         weights: name of a 1-D finite, non-negative float (or bool mask) edge
             attribute of ``graph`` to sample by, or None for uniform sampling.
-        seed: seed of the random keys (see :class:`SubgraphSampler`).
-        cooperative: sample one batch together across ranks (see :class:`SubgraphSampler`).
-        layout: ``"block"`` (default: GraphBolt/DGL blocks, every layer samples all its
-            destinations) or ``"pyg"`` (PyG's ``NeighborLoader``: a node's neighbours are
-            sampled once, at the hop where it is first reached; less work; for
-            ``MiniBatch.to_pyg()``, not for ``blocks``). See :class:`SubgraphSampler`.
-        exclude_seed_edges: with node-pair seeds (link prediction), sample no edge
-            ``u -> v`` of a pair ``(u, v)``; a destination then draws its fanout among
-            its other in-edges (see :class:`SubgraphSampler`).
-        include_reverse_edges: also exclude the seed edges' reverse edges.
-        reverse_edge_ids: untyped graphs: ``[num_edges]`` user edge id -> user edge id
-            of its reverse (DGL's ``reverse_eids``); without it the reverse of ``(u, v)``
-            is every edge ``v -> u``.
-        reverse_etypes_mapping: typed graphs: edge type -> the edge type of its reverse
-            edges (GraphBolt's form): the reverse of ``(u, v)`` of type ``t`` is every
-            edge ``v -> u`` of type ``reverse_etypes_mapping[t]``.
+        **options: keyword arguments of :class:`SubgraphSampler`: ``seed``,
+            ``cooperative``, ``layout`` (``"block"`` or ``"pyg"``) and, for node-pair
+            seeds, ``exclude_seed_edges``, ``include_reverse_edges``,
+            ``reverse_edge_ids`` (untyped) or ``reverse_etypes_mapping`` (typed).
 
     Example::
 
-        pipe = ItemSampler(train_set, 1024, shuffle=True).sample_neighbor(graph, [15, 10, 5])
-        pyg_pipe = ItemSampler(train_set, 1024, shuffle=True).sample_neighbor(graph, [15, 10, 5], layout="pyg")
+        pipe = ItemSampler(train_set, 1024, shuffle=True).sample_neighbor(graph, [15, 10, 5], layout="pyg")
     """
 
     def __init__(
@@ -79,19 +58,9 @@ class NeighborSampler(SubgraphSampler):
         fanouts: Sequence[int],
         replace: bool = False,
         weights: Optional[str] = None,
-        seed: Optional[int] = None,
-        cooperative: bool = False,
-        layout: str = "block",
-        exclude_seed_edges: bool = False,
-        include_reverse_edges: bool = False,
-        reverse_edge_ids: Optional[torch.Tensor] = None,
-        reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
+        **options,
     ):
-        super().__init__(
-            source, graph, fanouts, seed=seed, cooperative=cooperative, layout=layout,
-            exclude_seed_edges=exclude_seed_edges, include_reverse_edges=include_reverse_edges,
-            reverse_edge_ids=reverse_edge_ids, reverse_etypes_mapping=reverse_etypes_mapping,
-        )  # fmt: skip
+        super().__init__(source, graph, fanouts, **options)
         self.replace = bool(replace)
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)
