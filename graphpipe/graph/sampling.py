@@ -41,6 +41,7 @@ __all__ = [
     "SeedEdgeExclusion",
     "SeedNodes",
     "compact_layer",
+    "link_seed_nodes",
     "sample_graph_neighbors",
     "sample_layer",
     "seed_edge_exclusion",
@@ -129,33 +130,31 @@ def seed_nodes(graph, seeds, where: str) -> SeedNodes:
                 f"{tuple(seeds.shape)} (node seeds are 1-D)"
             )
         links = check_node_ids(seeds.reshape(-1), graph.num_nodes, "seeds", where).view(seeds.shape)
-        nodes, local = unique_and_compact(links.new_empty(0), links.reshape(-1), graph.num_nodes)
-        return SeedNodes(nodes, (nodes.numel(),), {0: (links, local.view(links.shape))})
-    schema = graph.schema
+        return link_seed_nodes(graph, {0: links})
+    offsets = graph.schema.node_type_offset
     if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
-        return _typed_link_seeds(graph, seeds, where)
+        pairs = {}
+        for key, ids in seeds.items():
+            etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
+            pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
+        return link_seed_nodes(graph, pairs)
     by_type = check_typed_seeds(seeds, graph, where)
-    offsets = schema.node_type_offset
     nodes = torch.cat([ids + offsets[i] for i, ids in enumerate(by_type.values())])
     return SeedNodes(nodes, tuple(ids.numel() for ids in by_type.values()))
 
 
-def _typed_link_seeds(graph, seeds: Mapping, where: str) -> SeedNodes:
-    """:func:`seed_nodes` of ``{edge type: [N, 2] type-local pairs}``."""
-    schema = graph.schema
-    offsets = schema.node_type_offset
-    pairs = {}
-    for key, ids in seeds.items():
-        etype, src_type, dst_type = check_typed_pairs(key, ids, schema, where)
-        pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
-    flat = torch.cat([p.reshape(-1) for p in pairs.values()])
+def link_seed_nodes(graph, links: Mapping[int, torch.Tensor]) -> SeedNodes:
+    """:class:`SeedNodes` of link seeds: ``links`` maps an edge type id (0 on an untyped
+    graph) to ``[N, k]`` int64 GLOBAL ids (checked), sampled from their distinct
+    endpoints, ascending (so type-major)."""
+    flat = torch.cat([p.reshape(-1) for p in links.values()])
     nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.num_nodes)
-    cuts = torch.searchsorted(nodes, graph.node_type_offset).tolist()
-    links, at = {}, 0
-    for etype, p in pairs.items():
-        links[etype] = (p, local[at : at + p.numel()].view(p.shape))
+    cuts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset)).tolist()
+    out, at = {}, 0
+    for etype, p in links.items():
+        out[etype] = (p, local[at : at + p.numel()].view(p.shape))
         at += p.numel()
-    return SeedNodes(nodes, tuple(b - a for a, b in zip(cuts, cuts[1:])), links)
+    return SeedNodes(nodes, tuple(b - a for a, b in zip(cuts, cuts[1:])), out)
 
 
 def seed_edge_exclusion(
