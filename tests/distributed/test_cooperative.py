@@ -69,10 +69,10 @@ def graph_of(kind) -> gp.CSCGraph:
     return gp.CSCGraph.from_hetero_edges(edges, NUM_NODES["typed"])
 
 
-def tables_of(kind, dims=None):
+def tables_of(kind):
     """{ntype: [n, dim]} float32, row ``v`` = ``1000 * type index + v`` plus column offsets."""
     return {
-        t: (1000 * i + torch.arange(n, dtype=torch.float32))[:, None] + torch.arange((dims or FEATURE_DIMS)[t])
+        t: (1000 * i + torch.arange(n, dtype=torch.float32))[:, None] + torch.arange(FEATURE_DIMS[t])
         for i, (t, n) in enumerate(sorted(NUM_NODES[kind].items()))
     }
 
@@ -372,6 +372,11 @@ def link_items(kind):
     return sets["_N:_E:_N"] if kind == "untyped" else gp.HeteroItemSet(sets)
 
 
+def link_tables(kind):
+    """{ntype: [n, 3]} float32 rows in (-1, 1), different per node (tanh does not saturate)."""
+    return {t: torch.sin(0.37 * torch.arange(3 * n, dtype=torch.float32).view(n, 3) + i) for i, (t, n) in enumerate(sorted(NUM_NODES[kind].items()))}
+
+
 def link_sampler(kind, source, cooperative):
     """NS excluding the batch's seed edges and their reverses (typed: REVERSE's edge types)."""
     mapping = {"reverse_etypes_mapping": REVERSE} if kind == "typed" else {}
@@ -399,8 +404,9 @@ def link_scores(mb, h, exchange=None):
         h = aggregate(subgraph, exchange(layer, h) if exchange and layer > 0 else h)
     if exchange:
         h = exchange(len(view.sampled_subgraphs), h)  # the rows of this rank's pairs' endpoints
+    # Not symmetric in the pair's ends, so swapped columns would show.
     return {
-        etype: (h[parse_edge_type(etype)[0]][pairs[:, 0]] * h[parse_edge_type(etype)[2]][pairs[:, 1]]).sum(1)
+        etype: (h[parse_edge_type(etype)[0]][pairs[:, 0], :-1] * h[parse_edge_type(etype)[2]][pairs[:, 1], 1:]).sum(1)
         for etype, pairs in view.compacted_seeds.items()
     }
 
@@ -408,14 +414,14 @@ def link_scores(mb, h, exchange=None):
 def link_loss(scores, seeds):
     """A loss whose weight per pair depends on the pair only: the ranks' losses add up
     to the loss of one process on the global batch."""
-    return sum((s * torch.cos(7 * seeds[e][:, 0] + 3 * seeds[e][:, 1] + i)).sum() for i, (e, s) in enumerate(sorted(scores.items())))
+    return sum((s * torch.cos(7 * seeds[e][:, 0] + 3 * seeds[e][:, 1] + len(e))).sum() for e, s in scores.items())
 
 
 def link_rank(rank, world_size, kind):
     """Cooperative link batches (negatives, seed and reverse edges excluded, features
     fetched): the scores and the input rows' gradients of a GNN, and the layers."""
     graph = graph_of(kind)
-    store, keys = store_and_keys(kind, tables_of(kind, dict.fromkeys(FEATURE_DIMS, 3)))
+    store, keys = store_and_keys(kind, link_tables(kind))
     source = gp.DistributedItemSampler(link_items(kind), 4, shuffle=True, seed=0, drop_uneven_inputs=True)
     pipe = link_sampler(kind, source.sample_uniform_negative(graph, 2, seed=1), True).fetch_feature(store, keys, cooperative=True)
     out = []
@@ -450,8 +456,7 @@ def test_cooperative_link_batches(kind, tmp_path):
     and the scores and input-row gradients of a GNN equal that process's."""
     results = values(run_ranks(link_rank, 2, tmp_path, args=(kind,)))
     graph, edges = graph_of(kind), edges_of(kind)
-    store, _ = store_and_keys(kind, tables_of(kind, dict.fromkeys(FEATURE_DIMS, 3)))
-    tables = {t: store["node", None if kind == "untyped" else t, "feat"].data.double() for t in graph.schema.node_types}
+    tables = {t: x.double() for t, x in link_tables(kind).items()}
     reference = link_sampler(kind, gp.ItemSampler(link_items(kind), 8), False)
     assert len(results[0]) == len(results[1]) > 0
     for got in zip(*results):
