@@ -138,17 +138,18 @@ def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partiti
     """Send ``ids`` (``[n]`` int64 global ids, type-major: ``counts`` per node type) to
     their owners: one exchange of the counts, then one of the ids."""
     num_parts, num_types = partition.num_parts, len(counts)
-    by_type_ids, owners = ids.split(counts), partition.owner(ids).split(counts)
-    orders = [torch.argsort(o, stable=True) for o in owners]
-    sent = torch.stack([torch.bincount(o, minlength=num_parts) for o in owners], dim=1)
+    owners = partition.owner(ids)
+    order = torch.argsort(owners, stable=True)  # by owner, then by type (the ids are type-major)
+    sent = torch.stack([torch.bincount(o, minlength=num_parts) for o in owners.split(counts)], dim=1)
     received = torch.empty_like(sent)
     dist.all_to_all_single(received, sent, group=group)  # row r goes to rank r
-    # The send buffer: per owner, per type, the ids in their order.
-    pieces = [t_ids[order].split(sent[:, t].tolist()) for t, (t_ids, order) in enumerate(zip(by_type_ids, orders))]
-    buffer = torch.cat([pieces[t][r] for r in range(num_parts) for t in range(num_types)])
-    arrived, _ = _all_to_all(buffer, sent.sum(1).tolist(), received.sum(1).tolist(), group)
-    arrived = arrived.split(received.flatten().tolist())  # piece r * num_types + t: type t from rank r
-    return _Route([torch.cat(arrived[t::num_types]) for t in range(num_types)], orders, sent, received)
+    arrived, _ = _all_to_all(ids[order], sent.sum(1).tolist(), received.sum(1).tolist(), group)
+    if num_types == 1:  # the one-type case, without copies
+        return _Route([arrived], [order], sent, received)
+    starts = list(accumulate(counts, initial=0))
+    orders = [order[(order >= start) & (order < end)] - start for start, end in zip(starts, starts[1:])]
+    pieces = arrived.split(received.flatten().tolist())  # piece r * num_types + t: type t from rank r
+    return _Route([torch.cat(pieces[t::num_types]) for t in range(num_types)], orders, sent, received)
 
 
 def _plan_exchange(route: _Route, owned: Sequence[torch.Tensor], num_nodes: int, group) -> List[ExchangePlan]:
@@ -238,7 +239,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> Min
     exclusion = _owned_exclusion(sampler, seeds, owned, source) if sampler.exclude_seed_edges else None
     subgraphs: List[CooperativeSampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        nodes, counts = torch.cat(owned), tuple(ids.numel() for ids in owned)
+        nodes, counts = owned[0] if len(owned) == 1 else torch.cat(owned), tuple(ids.numel() for ids in owned)
         sample = sampler.sample_frontier(nodes, counts, sampler.no_skip, layer, minibatch, exclusion)
         step = compact_layer(graph, nodes, counts, sampler.no_skip, sample)
         route = _send_to_owners(step.rows, step.row_counts, partition, group)
