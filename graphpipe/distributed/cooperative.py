@@ -7,9 +7,10 @@ the ranks' shares from a :class:`~graphpipe.DistributedItemSampler`), on global 
 every node type in one exchange per step (a typed graph is a view with offsets, as in
 :mod:`graphpipe.graph.sampling`; an untyped one is its one-type case):
 
-1. every rank sends its seeds to their owners: node seeds with their labels and item
-   ids; link seeds (node pairs, hyperlinks) stay where they are and their distinct
-   endpoints go to their owners;
+1. every rank sends its seeds to their owners: node seeds with their item ids (the
+   owners read the items' labels from the item set, which every rank holds); link seeds
+   (node pairs, hyperlinks) stay where they are and their distinct endpoints go to
+   their owners;
 2. per layer, from the seeds outwards, each rank samples the in-edges of the frontier
    vertices it owns (the sampler's one-layer step, keyed by global vertex ids, so the
    edges do not depend on which rank samples), compacts them into an ordinary
@@ -117,21 +118,21 @@ def _all_to_all(send: torch.Tensor, send_counts: List[int], recv_counts: List[in
 
 
 class _Route(NamedTuple):
-    """Ids of every node type sent to their owners in one exchange; entry (or column)
-    ``t`` of each field is node type ``t``'s.
+    """Ids of every node type sent to their owners in one exchange; entry ``t`` of
+    ``arrived`` and ``orders`` is node type ``t``'s.
 
     Attributes:
         arrived: per type, ``[n_t]`` int64 global ids this rank owns, from rank 0's
             requests to the last rank's.
         orders: per type, ``ids_t[orders[t]]`` is what was sent, grouped by owner.
-        sent: ``[world_size, num_types]`` int64 ids sent to each rank.
-        received: ``[world_size, num_types]`` int64 ids received from each rank.
+        sent: per type, ids sent to each rank (``world_size`` ints).
+        received: per type, ids received from each rank (``world_size`` ints).
     """
 
     arrived: List[torch.Tensor]
     orders: List[torch.Tensor]
-    sent: torch.Tensor
-    received: torch.Tensor
+    sent: List[List[int]]
+    received: List[List[int]]
 
 
 def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partition, group) -> _Route:
@@ -139,17 +140,33 @@ def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partiti
     their owners: one exchange of the counts, then one of the ids."""
     num_parts, num_types = partition.num_parts, len(counts)
     owners = partition.owner(ids)
-    order = torch.argsort(owners, stable=True)  # by owner, then by type (the ids are type-major)
-    sent = torch.stack([torch.bincount(o, minlength=num_parts) for o in owners.split(counts)], dim=1)
+    if num_types == 1:  # the one-type case, without type keys or copies
+        order = torch.argsort(owners, stable=True)
+        sent = torch.bincount(owners, minlength=num_parts)
+        received = torch.empty_like(sent)
+        dist.all_to_all_single(received, sent, group=group)
+        sent_to, received_from = sent.tolist(), received.tolist()
+        arrived, _ = _all_to_all(ids[order], sent_to, received_from, group)
+        return _Route([arrived], [order], [sent_to], [received_from])
+    types = torch.repeat_interleave(torch.arange(num_types), torch.tensor(counts))
+    # Per type (each keeps its range: the ids are type-major), by owner.
+    order = torch.argsort(types * num_parts + owners, stable=True)
+    sent = torch.bincount(owners * num_types + types, minlength=num_parts * num_types)  # rank-major, then type
     received = torch.empty_like(sent)
-    dist.all_to_all_single(received, sent, group=group)  # row r goes to rank r
-    arrived, _ = _all_to_all(ids[order], sent.sum(1).tolist(), received.sum(1).tolist(), group)
-    if num_types == 1:  # the one-type case, without copies
-        return _Route([arrived], [order], sent, received)
+    dist.all_to_all_single(received, sent, group=group)  # rank r gets entries r * num_types ...
+    sent_to, received_from = sent.view(num_parts, num_types).tolist(), received.view(num_parts, num_types).tolist()
+    # The send buffer is owner-major: per owner, per type, the ids in their order.
+    blocks = order.split([row[t] for t in range(num_types) for row in sent_to])  # block t * num_parts + r
+    index = torch.cat([blocks[t * num_parts + r] for r in range(num_parts) for t in range(num_types)])
+    arrived, _ = _all_to_all(ids[index], [sum(row) for row in sent_to], [sum(row) for row in received_from], group)
+    pieces = arrived.split(received.tolist())  # piece r * num_types + t: type t from rank r
     starts = list(accumulate(counts, initial=0))
-    orders = [order[(order >= start) & (order < end)] - start for start, end in zip(starts, starts[1:])]
-    pieces = arrived.split(received.flatten().tolist())  # piece r * num_types + t: type t from rank r
-    return _Route([torch.cat(pieces[t::num_types]) for t in range(num_types)], orders, sent, received)
+    return _Route(
+        [torch.cat(pieces[t::num_types]) for t in range(num_types)],
+        [order[start:end] - start for start, end in zip(starts, starts[1:])],
+        [[row[t] for row in sent_to] for t in range(num_types)],
+        [[row[t] for row in received_from] for t in range(num_types)],
+    )
 
 
 def _plan_exchange(route: _Route, owned: Sequence[torch.Tensor], num_nodes: int, group) -> List[ExchangePlan]:
@@ -162,7 +179,7 @@ def _plan_exchange(route: _Route, owned: Sequence[torch.Tensor], num_nodes: int,
         frontier, positions = unique_and_compact(owned[t], arrived, num_nodes)
         recv_index = torch.empty_like(order)
         recv_index[order] = torch.arange(order.numel())
-        plans.append(ExchangePlan(frontier, positions, route.received[:, t].tolist(), route.sent[:, t].tolist(), recv_index, group))
+        plans.append(ExchangePlan(frontier, positions, route.received[t], route.sent[t], recv_index, group))
     return plans
 
 
@@ -209,8 +226,9 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> Min
     Returns the MiniBatch with ``sampled_subgraphs`` a list of
     :class:`CooperativeSampledSubgraph` (destinations: the vertices of the layer's
     frontier this rank owns) and ``input_nodes`` the first layer's source nodes. Node
-    seeds: ``seeds``, ``labels`` and ``item_ids`` are replaced by those of the global
-    batch's seeds this rank owns (typed: dicts over the node types it owns seeds of).
+    seeds: ``seeds``, ``labels`` (every field of the items) and ``item_ids`` are those of
+    the global batch's seeds this rank owns, read from the item set by their item ids
+    (typed: dicts over the node types it owns seeds of).
     Link seeds: this rank's pairs (and their labels, indexes) stay; ``compacted_seeds``
     index the rows ``cooperative_exchange(mb, mb.num_layers, h)`` returns.
     """
@@ -229,9 +247,11 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> Min
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
     seeds = sampler.batch_seeds(minibatch)
     seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
-    if seeds.links is None:  # node seeds go to their owners, with their labels and item ids
+    if seeds.links is None:  # node seeds go to their owners; their item ids follow, to read their items by
+        item_set = source.item_set
+        sets = item_set.item_sets if isinstance(item_set, HeteroItemSet) else {HOMO_NODE_TYPE: item_set}
         owned, seed_plans = seed_route.arrived, None
-        pending = _send_seed_fields(minibatch, source.item_set, seed_route, graph.schema.node_types, group)
+        pending = _send_item_ids(minibatch, sets, seed_route, graph.schema.node_types, group)
     else:  # link seeds stay; their owners sample their distinct endpoints
         no_nodes = [seeds.nodes[:0]] * len(seeds.counts)
         seed_plans = _plan_exchange(seed_route, no_nodes, graph.num_nodes, source.exchange_group)
@@ -239,67 +259,62 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> Min
     exclusion = _owned_exclusion(sampler, seeds, owned, source) if sampler.exclude_seed_edges else None
     subgraphs: List[CooperativeSampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        nodes, counts = owned[0] if len(owned) == 1 else torch.cat(owned), tuple(ids.numel() for ids in owned)
-        sample = sampler.sample_frontier(nodes, counts, sampler.no_skip, layer, minibatch, exclusion)
-        step = compact_layer(graph, nodes, counts, sampler.no_skip, sample)
-        route = _send_to_owners(step.rows, step.row_counts, partition, group)
-        plans = _plan_exchange(route, owned, graph.num_nodes, source.exchange_group)
-        subgraph = sampler.lay_out(step, layer)
-        subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=_lay_out(plans, graph)))
-        owned = [plan.local_node_ids for plan in plans]
+        subgraph, owned = _sample_layer(sampler, owned, layer, minibatch, exclusion, source)
+        subgraphs.append(subgraph)
     subgraphs.reverse()
     if seed_plans is None:
-        fields = _owned_seed_fields(seed_route.arrived, pending, graph)
+        fields = _owned_items(sets, pending, graph)
     else:
         subgraphs[-1].seed_exchange = _lay_out(seed_plans, graph)
         fields = {"compacted_seeds": sampler.compacted_seeds(seeds)}
     return replace(minibatch, **fields, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids)
 
 
-def _send_seed_fields(minibatch: MiniBatch, item_set, route: _Route, node_types: Sequence[str], group) -> dict:
-    """Start sending the per-seed fields of node seeds (``labels`` when the items have
-    them, and ``item_ids``) along the seeds' ``route``, type by type in ``node_types``
-    order (the same on every rank). Returns {field: {node type: (rows, work)}}: once
-    ``work`` is waited for, ``rows`` are those of the seeds of that type this rank owns,
-    in the order they arrived. A type the rank's share lacks sends rows of the item
-    set's dtype and shape (every rank holds the item set), so that every rank runs the
-    same exchanges."""
-    sets = item_set.item_sets if isinstance(item_set, HeteroItemSet) else {HOMO_NODE_TYPE: item_set}
-    pending = {}
-    for name in ("labels", "item_ids") if "labels" in item_set.names else ("item_ids",):
-        value = getattr(minibatch, name)
-        values = {} if value is None else by_type(value, HOMO_NODE_TYPE)
-        pending[name] = {
-            node_type: _all_to_all(
-                values.get(node_type, _no_rows(sets[node_type], name))[route.orders[t]],
-                route.sent[:, t].tolist(), route.received[:, t].tolist(), group, async_op=True,
-            )
-            for t, node_type in enumerate(node_types)
-            if node_type in sets
-        }  # fmt: skip
-    return pending
+def _sample_layer(sampler, owned: List[torch.Tensor], layer: int, minibatch, exclusion, source):
+    """Layer ``layer`` of this rank: the in-edges of the destinations it owns (``owned``:
+    per node type, global ids), compacted, its sources sent to their owners. Returns the
+    layer and this rank's destinations of the next layer (per node type, global)."""
+    graph = sampler.graph
+    nodes, counts = owned[0] if len(owned) == 1 else torch.cat(owned), tuple(ids.numel() for ids in owned)
+    sample = sampler.sample_frontier(nodes, counts, sampler.no_skip, layer, minibatch, exclusion)
+    step = compact_layer(graph, nodes, counts, sampler.no_skip, sample)
+    subgraph, rows, row_counts = sampler.lay_out(step, layer), step.rows, step.row_counts
+    del sample, step  # the sample's global sources are freed before the exchange (faster: less memory in use)
+    route = _send_to_owners(rows, row_counts, source.partition, source.sampling_group)
+    plans = _plan_exchange(route, owned, graph.num_nodes, source.exchange_group)
+    return CooperativeSampledSubgraph(**vars(subgraph), exchange=_lay_out(plans, graph)), [plan.local_node_ids for plan in plans]
 
 
-def _no_rows(items, name: str) -> torch.Tensor:
-    """No rows of the field ``name`` of the item set ``items``, of its dtype and shape."""
-    return torch.empty(0, dtype=torch.int64) if name == "item_ids" else items.field(name)[:0]
+def _send_item_ids(minibatch: MiniBatch, sets: dict, route: _Route, node_types: Sequence[str], group) -> dict:
+    """Start sending the item ids of node seeds along the seeds' ``route``: one
+    exchange per node type of the item set (``sets``: {node type: ItemSet}), in
+    ``node_types`` order, also where a rank's share lacks that type (the same on every
+    rank). Returns {node type: (item ids, work)}: once ``work`` is waited for, the item
+    ids of the seeds of that type this rank owns, in the order they arrived."""
+    item_ids = by_type(minibatch.item_ids, HOMO_NODE_TYPE)
+    no_ids = torch.empty(0, dtype=torch.int64)
+    return {
+        node_type: _all_to_all(
+            item_ids.get(node_type, no_ids)[route.orders[t]], route.sent[t], route.received[t], group, async_op=True
+        )
+        for t, node_type in enumerate(node_types)
+        if node_type in sets
+    }  # fmt: skip
 
 
-def _owned_seed_fields(arrived: List[torch.Tensor], pending: dict, graph) -> dict:
-    """``seeds`` (type-local), ``labels`` and ``item_ids`` of the node seeds this rank
-    owns (``arrived`` per node type, global): dicts over the types it owns seeds of when
-    the graph is typed."""
-    fields = {name: {t: _waited(*rows_and_work) for t, rows_and_work in by_t.items()} for name, by_t in pending.items()}
+def _owned_items(sets: dict, pending: dict, graph) -> dict:
+    """The MiniBatch fields (``seeds``, ``labels``, ..., ``item_ids``) of the node seeds
+    this rank owns, read from the item set by the item ids that arrived (``pending``):
+    dicts over the node types it owns seeds of when the graph is typed."""
+    fields: Dict[str, dict] = {name: {} for name in (*next(iter(sets.values())).names, "item_ids")}
+    for node_type, (item_ids, work) in pending.items():
+        work.wait()
+        if item_ids.numel() or not graph.is_heterogeneous:
+            for name, rows in sets[node_type].batch(item_ids).items():
+                fields[name][node_type] = rows
     if not graph.is_heterogeneous:
-        return {"seeds": arrived[0], **{name: rows[HOMO_NODE_TYPE] for name, rows in fields.items()}}
-    schema = graph.schema
-    seeds = {t: ids - offset for t, ids, offset in zip(schema.node_types, arrived, schema.node_type_offset) if ids.numel()}
-    return {"seeds": seeds, **{name: {t: rows[t] for t in seeds} for name, rows in fields.items()}}
-
-
-def _waited(rows: torch.Tensor, work) -> torch.Tensor:
-    work.wait()
-    return rows
+        return {name: rows[HOMO_NODE_TYPE] for name, rows in fields.items()}
+    return fields
 
 
 def _owned_exclusion(sampler, seeds: SeedNodes, owned: List[torch.Tensor], source) -> SeedEdgeExclusion:

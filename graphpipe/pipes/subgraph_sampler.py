@@ -81,8 +81,12 @@ class SubgraphSampler(Pipe):
     the same on every rank and never replaced).
 
     ``cooperative=True`` makes the ranks of a ``torch.distributed`` group sample one
-    shared batch together (see :mod:`graphpipe.distributed`). Which combinations of
-    graph, task, mode, device and layout work is one table
+    shared batch together (:mod:`graphpipe.distributed.cooperative`, the same loop on
+    global ids): node seeds move to the ranks that own them; link seeds stay on their
+    rank, whose ``compacted_seeds`` index the rows that
+    ``cooperative_exchange(mb, mb.num_layers, h)`` brings back after the last layer, and
+    ``exclude_seed_edges`` excludes the seed edges of the whole global batch. Which
+    combinations of graph, task, mode, device and layout work is one table
     (:mod:`graphpipe.pipes.capabilities`); the others raise
     :class:`~graphpipe.pipes.capabilities.UnsupportedCombination`.
 
