@@ -299,7 +299,7 @@ def _send_item_ids(minibatch: MiniBatch, sets: dict, route: _Route, node_types: 
         )
         for t, node_type in enumerate(node_types)
         if node_type in sets
-    }  # fmt: skip
+    }
 
 
 def _owned_items(sets: dict, pending: dict, graph) -> dict:
