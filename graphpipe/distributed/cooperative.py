@@ -216,12 +216,13 @@ def agree_on_seed(source, seed: Optional[int], where: str) -> int:
     return seeds[0]
 
 
-def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> MiniBatch:
+def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> MiniBatch:
     """Sample this rank's part of the global batch that ``minibatch`` is this rank's share of.
 
     A collective call: every rank of the DistributedItemSampler ``source`` upstream of
-    ``sampler`` calls it for the same global batch. ``sampler.seed`` is the same on every
-    rank (agreed once when the sampler was built: :func:`agree_on_seed`).
+    ``sampler`` calls it for the same global batch, with its ``seeds``
+    (``sampler.batch_seeds(minibatch)``). ``sampler.seed`` is the same on every rank
+    (agreed once when the sampler was built: :func:`agree_on_seed`).
 
     Returns the MiniBatch with ``sampled_subgraphs`` a list of
     :class:`CooperativeSampledSubgraph` (destinations: the vertices of the layer's
@@ -245,7 +246,6 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> Min
             f"DistributedItemSampler"
         )
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
-    seeds = sampler.batch_seeds(minibatch)
     seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
     if seeds.links is None:  # node seeds go to their owners; their item ids follow, to read their items by
         item_set = source.item_set

@@ -151,7 +151,9 @@ class SubgraphSampler(Pipe):
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
-        known = {"device": "GPU"} if self.on_gpu else {}
+        # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
+        declared = next((stage.device for stage in upstream(source) if stage.device is not None), None)
+        known = {"device": "GPU"} if self.on_gpu or (declared is not None and declared.type == "cuda") else {}
         self.items_task = _task_of_items(source)  # "node", "link", "hyperlink", or None: no ItemSampler upstream
         if self.items_task is not None:
             known["task"] = self.items_task
@@ -368,8 +370,9 @@ class SubgraphSampler(Pipe):
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
         rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
         if self.cooperative:
+            seeds = self.batch_seeds(minibatch)
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
-            return sample_subgraphs_cooperatively(self, minibatch, source)
+            return sample_subgraphs_cooperatively(self, minibatch, seeds, source)
         return self.sample_subgraphs(minibatch)
 
     role = "sampler"  # the Pipe protocol's declarations
