@@ -202,14 +202,14 @@ def check_layer_nodes(schema, sub) -> None:
         assert rows.numel() == 0 or (int(rows.min()) >= 0 and int(rows.max()) < offsets[n + 1] - offsets[n])
 
 
-def check_layers(graph: CSCGraph, edges, minibatch, edge_type_fanouts: List[List[int]]) -> None:
+def check_layers(graph: CSCGraph, edges, minibatch, edge_type_fanouts: List[List[int]], excluded=None) -> None:
     """:func:`check_batch` for each layer alone (cooperative batches: a layer's
     destinations are the nodes this rank owns, not the next layer's sources)."""
     mb = typed_view(minibatch)
     assert len(mb.sampled_subgraphs) == len(edge_type_fanouts)
     for i, sub in enumerate(mb.sampled_subgraphs):
         check_layer_nodes(graph.schema, sub)
-        _check_layer_edges(graph, edges, mb, i, edge_type_fanouts[i], False, None, True, None)
+        _check_layer_edges(graph, edges, mb, i, edge_type_fanouts[i], False, None, True, excluded)
 
 
 def _check_layer_edges(graph, edges, mb, i, fanouts, replace, weights, exact_counts, excluded) -> None:

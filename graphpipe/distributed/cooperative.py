@@ -1,32 +1,38 @@
 """Cooperative minibatching: the ranks sample, fetch and compute one shared global batch.
 
 After Balın et al., "Cooperative Minibatching in Graph Neural Networks": each vertex has
-one owner (:class:`~graphpipe.distributed.Partition`). For global batch ``i`` (the union
-of the ranks' shares from a :class:`~graphpipe.DistributedItemSampler`):
+one owner (:class:`~graphpipe.distributed.Partition`, keyed by global ids: on a typed
+graph ``node_type_offset[type] +`` type-local id). For global batch ``i`` (the union of
+the ranks' shares from a :class:`~graphpipe.DistributedItemSampler`), on global ids,
+every node type in one exchange per step (a typed graph is a view with offsets, as in
+:mod:`graphpipe.graph.sampling`; an untyped one is its one-type case):
 
-1. every rank sends its seeds (and labels) to their owners;
+1. every rank sends its seeds to their owners: node seeds with their item ids (the
+   owners read the items' labels from the item set, which every rank holds); link seeds
+   (node pairs, hyperlinks) stay where they are and their distinct endpoints go to
+   their owners;
 2. per layer, from the seeds outwards, each rank samples the in-edges of the frontier
-   vertices it owns (``sampler.sample_block``, keyed by global vertex ids, so the edges
-   do not depend on which rank samples), compacts them into an ordinary
+   vertices it owns (the sampler's one-layer step, keyed by global vertex ids, so the
+   edges do not depend on which rank samples), compacts them into an ordinary
    :class:`~graphpipe.SampledSubgraph`, and sends the layer's source ids to their owners
    (all-to-all: counts first, then ids, sorted by owner). The owners deduplicate what
    they receive: that is their frontier for the next layer;
 3. features are read by the owners for their own vertices and sent to the ranks that
    need them (``fetch_feature(..., cooperative=True)``);
 4. between GNN layers the model calls :func:`cooperative_exchange`, which sends each
-   rank the rows of its next layer's source nodes from their owners (autograd-aware).
+   rank the rows of its next layer's source nodes from their owners (autograd-aware);
+   after the last layer of a link batch, ``cooperative_exchange(mb, mb.num_layers, h)``
+   brings each rank the rows of its own pairs' endpoints, which ``compacted_seeds``
+   index: the scores of a rank's pairs are then those one process computes for them.
 
-A vertex needed by several ranks is sampled and read once, by its owner: with
-overlapping neighbourhoods the ranks sample and fetch fewer distinct vertices in total
-than with independent batches. With a fixed seed the union over ranks of the sampled
-edges of a global batch equals what one process samples for that batch.
-
-Typed (heterogeneous) graphs take the same steps with every id type-local, as in their
-non-cooperative MiniBatches: a vertex's owner is that of its global id
-(``node_type_offset[type] +`` type-local id), the ids of all node types cross in one
-exchange per step, each rank samples its destinations' in-edges of every edge type
-with the typed kernel, and every exchange plan, feature and model exchange is per
-node type (:func:`_sample_typed_cooperatively`).
+Ids cross between global and type-local once, when a layer is laid out (typed batches:
+GraphBolt's layout, dicts by type, with one :class:`ExchangePlan` per node type, since
+each type's rows have their own width). With ``exclude_seed_edges=True`` every rank
+excludes the seed edges of the whole global batch. A vertex needed by several ranks is
+sampled and read once, by its owner: with overlapping neighbourhoods the ranks sample
+and fetch fewer distinct vertices in total than with independent batches. With a fixed
+seed the union over ranks of the sampled edges of a global batch equals what one
+process samples for that batch.
 
 Each exchange is one ``torch.distributed.all_to_all_single`` (gloo on CPU, NCCL on
 GPU) on the process group the :class:`~graphpipe.DistributedItemSampler` made for that
@@ -38,18 +44,19 @@ flight together (``async_op=True``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple, Union
+from itertools import accumulate
+from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import torch
 import torch.distributed as dist
 
 from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.graph.sampled_subgraph import SampledSubgraph
-from graphpipe.ops import unique_and_compact
-from graphpipe.graph.checks import check_typed_seeds
-from graphpipe._internal.checks import check_node_ids
 from graphpipe.distributed.partition import Partition
+from graphpipe.graph.sampled_subgraph import HOMO_NODE_TYPE, SampledSubgraph, by_type
+from graphpipe.graph.sampling import SeedEdgeExclusion, SeedNodes, compact_layer, link_seed_nodes, seed_edge_exclusion
+from graphpipe.ops import unique_and_compact
+from graphpipe.ops.edge_lookup import EdgeExclusion
 
 __all__ = [
     "CooperativeSampledSubgraph",
@@ -65,9 +72,10 @@ class ExchangePlan:
     """How the rows of one layer's source nodes reach this rank from their owners.
 
     Attributes:
-        local_node_ids: ``[num_local]`` int64 global ids of the rows this rank holds and
-            serves: the vertices it owns in the layer's input (row ``k`` of the ``h``
-            given to :func:`cooperative_exchange` belongs to ``local_node_ids[k]``).
+        local_node_ids: ``[num_local]`` int64 ids (type-local on typed graphs) of the
+            rows this rank holds and serves: the vertices it owns in the layer's input
+            (row ``k`` of the ``h`` given to :func:`cooperative_exchange` belongs to
+            ``local_node_ids[k]``).
         send_index: ``[sum(send_counts)]`` int64 rows of ``local_node_ids`` this rank
             sends, grouped by requesting rank.
         send_counts: rows sent to each rank (``world_size`` ints).
@@ -89,10 +97,16 @@ class ExchangePlan:
 class CooperativeSampledSubgraph(SampledSubgraph):
     """A :class:`~graphpipe.SampledSubgraph` of the destinations this rank owns, with the
     :class:`ExchangePlan` that brings its source rows (``original_row_node_ids``) from
-    their owners: on typed graphs one plan per node type (``{ntype: ExchangePlan}``, every
-    node type of the graph, ids type-local)."""
+    their owners: on typed graphs one plan per node type (``{ntype: ExchangePlan}``,
+    every node type of the graph, ids type-local).
+
+    ``seed_exchange`` (the last layer of a link batch only, same form): the plan that
+    brings the rows of this layer's destinations (its outputs) to the ranks whose node
+    pairs they end, in the order of each rank's distinct endpoints, ascending (per type),
+    which ``MiniBatch.compacted_seeds`` index."""
 
     exchange: Optional[Union[ExchangePlan, Dict[str, ExchangePlan]]] = None
+    seed_exchange: Optional[Union[ExchangePlan, Dict[str, ExchangePlan]]] = None
 
 
 def _all_to_all(send: torch.Tensor, send_counts: List[int], recv_counts: List[int], group, async_op=False):
@@ -103,21 +117,82 @@ def _all_to_all(send: torch.Tensor, send_counts: List[int], recv_counts: List[in
     return received, work
 
 
-def _send_to_owners(ids: torch.Tensor, partition: Partition, group) -> Tuple[torch.Tensor, torch.Tensor, List[int], List[int]]:
-    """Send every id to its owner.
+class _Route(NamedTuple):
+    """Ids of every node type sent to their owners in one exchange; entry ``t`` of
+    ``arrived`` and ``orders`` is node type ``t``'s.
 
-    Returns ``(received, order, sent_counts, received_counts)``: ``received`` holds the
-    ids this rank owns, from rank 0's requests to the last rank's; ``ids[order]`` is what
-    was sent, grouped by owner.
+    Attributes:
+        arrived: per type, ``[n_t]`` int64 global ids this rank owns, from rank 0's
+            requests to the last rank's.
+        orders: per type, ``ids_t[orders[t]]`` is what was sent, grouped by owner.
+        sent: per type, ids sent to each rank (``world_size`` ints).
+        received: per type, ids received from each rank (``world_size`` ints).
     """
+
+    arrived: List[torch.Tensor]
+    orders: List[torch.Tensor]
+    sent: List[List[int]]
+    received: List[List[int]]
+
+
+def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partition, group) -> _Route:
+    """Send ``ids`` (``[n]`` int64 global ids, type-major: ``counts`` per node type) to
+    their owners: one exchange of the counts, then one of the ids."""
+    num_parts, num_types = partition.num_parts, len(counts)
     owners = partition.owner(ids)
-    order = torch.argsort(owners, stable=True)
-    counts = torch.bincount(owners, minlength=partition.num_parts)
-    received_counts = torch.empty_like(counts)
-    dist.all_to_all_single(received_counts, counts, group=group)
-    sent_counts, received_counts = counts.tolist(), received_counts.tolist()
-    received, _ = _all_to_all(ids[order], sent_counts, received_counts, group)
-    return received, order, sent_counts, received_counts
+    if num_types == 1:  # the one-type case, without type keys or copies
+        order = torch.argsort(owners, stable=True)
+        sent = torch.bincount(owners, minlength=num_parts)
+        received = torch.empty_like(sent)
+        dist.all_to_all_single(received, sent, group=group)
+        sent_to, received_from = sent.tolist(), received.tolist()
+        arrived, _ = _all_to_all(ids[order], sent_to, received_from, group)
+        return _Route([arrived], [order], [sent_to], [received_from])
+    types = torch.repeat_interleave(torch.arange(num_types), torch.tensor(counts))
+    # Per type (each keeps its range: the ids are type-major), by owner.
+    order = torch.argsort(types * num_parts + owners, stable=True)
+    sent = torch.bincount(owners * num_types + types, minlength=num_parts * num_types)  # rank-major, then type
+    received = torch.empty_like(sent)
+    dist.all_to_all_single(received, sent, group=group)  # rank r gets entries r * num_types ...
+    sent_to, received_from = sent.view(num_parts, num_types).tolist(), received.view(num_parts, num_types).tolist()
+    # The send buffer is owner-major: per owner, per type, the ids in their order.
+    blocks = order.split([row[t] for t in range(num_types) for row in sent_to])  # block t * num_parts + r
+    index = torch.cat([blocks[t * num_parts + r] for r in range(num_parts) for t in range(num_types)])
+    arrived, _ = _all_to_all(ids[index], [sum(row) for row in sent_to], [sum(row) for row in received_from], group)
+    pieces = arrived.split(received.tolist())  # piece r * num_types + t: type t from rank r
+    starts = list(accumulate(counts, initial=0))
+    return _Route(
+        [torch.cat(pieces[t::num_types]) for t in range(num_types)],
+        [order[start:end] - start for start, end in zip(starts, starts[1:])],
+        [[row[t] for row in sent_to] for t in range(num_types)],
+        [[row[t] for row in received_from] for t in range(num_types)],
+    )
+
+
+def _plan_exchange(route: _Route, owned: Sequence[torch.Tensor], num_nodes: int, group) -> List[ExchangePlan]:
+    """Per node type, the plan of the rows of the ids ``route`` sent (global ids). Its
+    ``local_node_ids`` are this rank's next destinations of that type: ``owned[t]``
+    (its destinations of type ``t``) first, then the other ids of ``t`` it received,
+    ascending."""
+    plans = []
+    for t, (arrived, order) in enumerate(zip(route.arrived, route.orders)):
+        frontier, positions = unique_and_compact(owned[t], arrived, num_nodes)
+        recv_index = torch.empty_like(order)
+        recv_index[order] = torch.arange(order.numel())
+        plans.append(ExchangePlan(frontier, positions, route.received[t], route.sent[t], recv_index, group))
+    return plans
+
+
+def _lay_out(plans: List[ExchangePlan], graph) -> Union[ExchangePlan, Dict[str, ExchangePlan]]:
+    """The plans in a batch's layout: one plan (untyped), or a dict by node type with
+    type-local ``local_node_ids``."""
+    if not graph.is_heterogeneous:
+        return plans[0]
+    schema = graph.schema
+    return {
+        node_type: replace(plan, local_node_ids=plan.local_node_ids - offset)
+        for node_type, plan, offset in zip(schema.node_types, plans, schema.node_type_offset)
+    }
 
 
 def agree_on_seed(source, seed: Optional[int], where: str) -> int:
@@ -141,20 +216,22 @@ def agree_on_seed(source, seed: Optional[int], where: str) -> int:
     return seeds[0]
 
 
-def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> MiniBatch:
+def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> MiniBatch:
     """Sample this rank's part of the global batch that ``minibatch`` is this rank's share of.
 
-    A collective call: every rank of the DistributedItemSampler upstream of ``sampler``
-    calls it for the same global batch. ``sampler.seed`` is the same on every rank
+    A collective call: every rank of the DistributedItemSampler ``source`` upstream of
+    ``sampler`` calls it for the same global batch, with its ``seeds``
+    (``sampler.batch_seeds(minibatch)``). ``sampler.seed`` is the same on every rank
     (agreed once when the sampler was built: :func:`agree_on_seed`).
 
-    Returns the MiniBatch with ``seeds`` (and ``labels``) replaced by the global batch's
-    seeds this rank owns, ``sampled_subgraphs`` a list of
+    Returns the MiniBatch with ``sampled_subgraphs`` a list of
     :class:`CooperativeSampledSubgraph` (destinations: the vertices of the layer's
-    frontier this rank owns) and ``input_nodes`` the first layer's source nodes.
-
-    Typed graphs: the same exchanges, in the typed layout (see
-    :func:`_sample_typed_cooperatively`).
+    frontier this rank owns) and ``input_nodes`` the first layer's source nodes. Node
+    seeds: ``seeds``, ``labels`` (every field of the items) and ``item_ids`` are those of
+    the global batch's seeds this rank owns, read from the item set by their item ids
+    (typed: dicts over the node types it owns seeds of).
+    Link seeds: this rank's pairs (and their labels, indexes) stay; ``compacted_seeds``
+    index the rows ``cooperative_exchange(mb, mb.num_layers, h)`` returns.
     """
     where = f"{type(sampler).__name__} (cooperative)"
     if source.sampling_group is None or not dist.is_initialized():
@@ -168,212 +245,107 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, source) -> Min
             f"{source.batch_size}, {source.world_size} ranks); pass drop_uneven_inputs=True to the "
             f"DistributedItemSampler"
         )
-    if minibatch.seeds is None:
-        raise ValueError(f"{where}: the MiniBatch has no `seeds` to sample from")
-    if sampler.graph.is_heterogeneous:
-        return _sample_typed_cooperatively(sampler, minibatch, source, where)
-    group, partition = source.sampling_group, source.partition
-    seeds = check_node_ids(minibatch.seeds, sampler.graph.num_nodes, "seeds", where)
-
-    nodes, order, sent, received = _send_to_owners(seeds, partition, group)
-    labels, labels_sent = minibatch.labels, None
-    if labels is not None:
-        # In flight while the layers are sampled.
-        labels, labels_sent = _all_to_all(labels[order], sent, received, group, async_op=True)
-    owned_seeds = nodes
-    subgraphs: List[SampledSubgraph] = []
+    graph, group, partition = sampler.graph, source.sampling_group, source.partition
+    seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
+    if seeds.links is None:  # node seeds go to their owners; their item ids follow, to read their items by
+        item_set = source.item_set
+        sets = item_set.item_sets if isinstance(item_set, HeteroItemSet) else {HOMO_NODE_TYPE: item_set}
+        owned, seed_plans = seed_route.arrived, None
+        pending = _send_item_ids(minibatch, sets, seed_route, graph.schema.node_types, group)
+    else:  # link seeds stay; their owners sample their distinct endpoints
+        no_nodes = [seeds.nodes[:0]] * len(seeds.counts)
+        seed_plans = _plan_exchange(seed_route, no_nodes, graph.num_nodes, source.exchange_group)
+        owned = [plan.local_node_ids for plan in seed_plans]
+    exclusion = _owned_exclusion(sampler, seeds, owned, source) if sampler.exclude_seed_edges else None
+    subgraphs: List[CooperativeSampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
-        # The block in local ids with the user's edge ids.
-        subgraph = sampler.sample_block(nodes, (nodes.numel(),), layer, minibatch)
-        plan = _plan_exchange(subgraph.original_row_node_ids, nodes, partition, group, source.exchange_group)
-        subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=plan))
-        nodes = plan.local_node_ids
+        subgraph, owned = _sample_layer(sampler, owned, layer, minibatch, exclusion, source)
+        subgraphs.append(subgraph)
     subgraphs.reverse()
-    if labels_sent is not None:
-        labels_sent.wait()
-    return replace(
-        minibatch,
-        seeds=owned_seeds,
-        labels=labels,
-        sampled_subgraphs=subgraphs,
-        input_nodes=subgraphs[0].original_row_node_ids,
-    )
+    if seed_plans is None:
+        fields = _owned_items(sets, pending, graph)
+    else:
+        subgraphs[-1].seed_exchange = _lay_out(seed_plans, graph)
+        fields = {"compacted_seeds": sampler.compacted_seeds(seeds)}
+    return replace(minibatch, **fields, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids)
 
 
-def _plan_exchange(src_nodes, owned_dst, partition, group, exchange_group) -> ExchangePlan:
-    """Send a layer's source ids to their owners; return the layer's plan, whose
-    ``local_node_ids`` are this rank's next frontier (``owned_dst`` first, then the other
-    owned ids received, ascending)."""
-    received, order, sent_counts, received_counts = _send_to_owners(src_nodes, partition, group)
-    frontier, positions = unique_and_compact(owned_dst, received)
-    recv_index = torch.empty_like(order)
-    recv_index[order] = torch.arange(order.numel())
-    return ExchangePlan(
-        local_node_ids=frontier,
-        send_index=positions,
-        send_counts=received_counts,
-        recv_counts=sent_counts,
-        recv_index=recv_index,
-        group=exchange_group,
-    )
-
-
-def _send_typed_to_owners(
-    ids: List[torch.Tensor], partition: Partition, group
-) -> Tuple[List[Tuple[torch.Tensor, torch.Tensor, List[int], List[int]]], torch.Tensor, torch.Tensor]:
-    """Send every id to its owner, ids of every node type in one exchange.
-
-    Args:
-        ids: per node type id, ``[n_t]`` int64 GLOBAL ids (``node_type_offset[t] +``
-            type-local id), the key of :class:`Partition`.
-
-    Returns:
-        ``(routes, sent, received)``: per node type, ``(received_ids, order,
-        sent_counts, received_counts)`` as :func:`_send_to_owners` returns for that
-        type's ids alone (``received_ids`` from rank 0's requests to the last rank's;
-        ``ids[t][order]`` grouped by owner); ``sent`` and ``received`` are the
-        ``[world_size, num_types]`` count matrices (row: the peer rank), with which
-        per-item values of type ``t`` follow the ids (:func:`_send_typed_rows`).
-    """
-    num_types, num_parts = len(ids), partition.num_parts
-    owners = [partition.owner(t_ids) for t_ids in ids]
-    orders = [torch.argsort(o, stable=True) for o in owners]
-    sent = torch.stack([torch.bincount(o, minlength=num_parts) for o in owners], dim=1).contiguous()
-    received = torch.empty_like(sent)
-    dist.all_to_all_single(received, sent, group=group)  # row r goes to rank r
-    # The send buffer: per owner, per type (types in id order), the ids in their order.
-    pieces = [t_ids[order].split(sent[:, t].tolist()) for t, (t_ids, order) in enumerate(zip(ids, orders))]
-    buffer = torch.cat([pieces[t][r] for r in range(num_parts) for t in range(num_types)] or [torch.empty(0, dtype=torch.int64)])
-    arrived, _ = _all_to_all(buffer, sent.sum(1).tolist(), received.sum(1).tolist(), group)
-    arrived = arrived.split(received.flatten().tolist())  # piece r * num_types + t: type t from rank r
-    routes = [
-        (
-            torch.cat([arrived[r * num_types + t] for r in range(num_parts)]),
-            orders[t],
-            sent[:, t].tolist(),
-            received[:, t].tolist(),
-        )
-        for t in range(num_types)
-    ]
-    return routes, sent, received
-
-
-def _sample_typed_cooperatively(sampler, minibatch: MiniBatch, source, where: str) -> MiniBatch:
-    """:func:`sample_subgraphs_cooperatively` on a typed graph.
-
-    Owners are keyed by global node ids (``node_type_offset[t] +`` type-local id), so
-    the one :class:`Partition` over ``graph.num_nodes`` serves every node type. Per
-    layer, each rank samples the in-edges of every edge type of the destinations it
-    owns (the typed kernel, one call: ``sampler.sample_block``), compacts
-    each node type's sources against that type's destinations, and sends the sources
-    of all types to their owners in one exchange; each owner's next destinations of
-    type ``t`` are its destinations of ``t`` followed by the new ones it received,
-    ascending. Every id in the result is type-local.
-
-    Returns the MiniBatch with ``seeds``, ``labels`` and ``item_ids`` ({ntype: ...},
-    the types of which this rank owns seeds of the global batch) replaced by those of
-    the seeds this rank owns (``item_ids``: positions in their type's ItemSet),
-    ``sampled_subgraphs`` typed :class:`CooperativeSampledSubgraph` whose ``exchange``
-    is ``{ntype: ExchangePlan}``, and ``input_nodes`` the first layer's sources.
-    """
+def _sample_layer(sampler, owned: List[torch.Tensor], layer: int, minibatch, exclusion, source):
+    """Layer ``layer`` of this rank: the in-edges of the destinations it owns (``owned``:
+    per node type, global ids), compacted, its sources sent to their owners. Returns the
+    layer and this rank's destinations of the next layer (per node type, global)."""
     graph = sampler.graph
-    node_types = graph.node_types
-    offsets = graph.node_type_offset.tolist()
-    group, partition = source.sampling_group, source.partition
-    seeds = check_typed_seeds(minibatch.seeds, graph, where)
-    item_fields = _item_field_templates(source.item_set, where)  # raises, if it must, before any collective
-    routes, sent, received = _send_typed_to_owners(
-        [seeds[t] + offsets[i] for i, t in enumerate(node_types)], partition, group
-    )
-    nodes = {t: routes[i][0] - offsets[i] for i, t in enumerate(node_types)}
-    owned_seeds = {t: ids for t, ids in nodes.items() if ids.numel()}
-    # Labels and item ids follow their seeds; in flight while the layers are sampled.
-    in_flight = {
-        name: _send_typed_rows(getattr(minibatch, name), routes, sent, received, node_types, templates, group)
-        for name, templates in item_fields.items()
+    nodes, counts = owned[0] if len(owned) == 1 else torch.cat(owned), tuple(ids.numel() for ids in owned)
+    sample = sampler.sample_frontier(nodes, counts, sampler.no_skip, layer, minibatch, exclusion)
+    step = compact_layer(graph, nodes, counts, sampler.no_skip, sample)
+    subgraph, rows, row_counts = sampler.lay_out(step, layer), step.rows, step.row_counts
+    del sample, step  # the sample's global sources are freed before the exchange (faster: less memory in use)
+    route = _send_to_owners(rows, row_counts, source.partition, source.sampling_group)
+    plans = _plan_exchange(route, owned, graph.num_nodes, source.exchange_group)
+    return CooperativeSampledSubgraph(**vars(subgraph), exchange=_lay_out(plans, graph)), [plan.local_node_ids for plan in plans]
+
+
+def _send_item_ids(minibatch: MiniBatch, sets: dict, route: _Route, node_types: Sequence[str], group) -> dict:
+    """Start sending the item ids of node seeds along the seeds' ``route``: one
+    exchange per node type of the item set (``sets``: {node type: ItemSet}), in
+    ``node_types`` order, also where a rank's share lacks that type (the same on every
+    rank). Returns {node type: (item ids, work)}: once ``work`` is waited for, the item
+    ids of the seeds of that type this rank owns, in the order they arrived."""
+    item_ids = by_type(minibatch.item_ids, HOMO_NODE_TYPE)
+    no_ids = torch.empty(0, dtype=torch.int64)
+    return {
+        node_type: _all_to_all(
+            item_ids.get(node_type, no_ids)[route.orders[t]], route.sent[t], route.received[t], group, async_op=True
+        )
+        for t, node_type in enumerate(node_types)
+        if node_type in sets
     }
-    subgraphs: List[SampledSubgraph] = []
-    for layer in reversed(range(len(sampler.fanouts))):
-        owned = torch.cat([nodes[t].to(torch.int64) + offsets[i] for i, t in enumerate(node_types)])
-        subgraph = sampler.sample_block(owned, tuple(nodes[t].numel() for t in node_types), layer, minibatch)
-        plans = _plan_typed_exchange(subgraph.original_row_node_ids, nodes, offsets, partition, group, source.exchange_group)
-        subgraphs.append(CooperativeSampledSubgraph(**vars(subgraph), exchange=plans))
-        nodes = {t: plans[t].local_node_ids for t in node_types}
-    subgraphs.reverse()
-    fields = {}
-    for name, pending in in_flight.items():
-        for _, work in pending.values():
-            work.wait()
-        fields[name] = {t: pending[t][0] for t in owned_seeds}
-    return replace(
-        minibatch,
-        seeds=owned_seeds,
-        labels=fields.get("labels"),
-        item_ids=fields.get("item_ids"),
-        sampled_subgraphs=subgraphs,
-        input_nodes=subgraphs[0].original_row_node_ids,
-    )
 
 
-def _item_field_templates(item_set, where: str) -> Dict[str, Dict[str, torch.Tensor]]:
-    """The per-seed fields of a typed batch that follow the seeds to their owners
-    (``labels`` when the items have them, and ``item_ids``): field -> {ntype: an empty
-    tensor of the field's dtype and row shape}. Taken from the item set, which every
-    rank holds, because a rank whose share has no seed of a type has no rows of it to
-    take the dtype from, and the exchanges of every type must run on every rank."""
-    if not isinstance(item_set, HeteroItemSet):
-        raise ValueError(
-            f"{where}: the graph is heterogeneous, so the DistributedItemSampler needs a HeteroItemSet "
-            f"({{node type: ItemSet}}), got {type(item_set).__name__}"
-        )
-    templates: Dict[str, Dict[str, torch.Tensor]] = {"item_ids": {}}
-    if "labels" in item_set.names:
-        templates["labels"] = {}
-    for node_type, items in item_set.item_sets.items():
-        templates["item_ids"][node_type] = torch.empty(0, dtype=torch.int64)
-        if "labels" in templates:
-            templates["labels"][node_type] = items.field("labels")[:0]
-    return templates
+def _owned_items(sets: dict, pending: dict, graph) -> dict:
+    """The MiniBatch fields (``seeds``, ``labels``, ..., ``item_ids``) of the node seeds
+    this rank owns, read from the item set by the item ids that arrived (``pending``):
+    dicts over the node types it owns seeds of when the graph is typed."""
+    fields: Dict[str, dict] = {name: {} for name in (*next(iter(sets.values())).names, "item_ids")}
+    for node_type, (item_ids, work) in pending.items():
+        work.wait()
+        if item_ids.numel() or not graph.is_heterogeneous:
+            for name, rows in sets[node_type].batch(item_ids).items():
+                fields[name][node_type] = rows
+    if not graph.is_heterogeneous:
+        return {name: rows[HOMO_NODE_TYPE] for name, rows in fields.items()}
+    return fields
 
 
-def _send_typed_rows(values, routes, sent, received, node_types, templates, group):
-    """Start sending the per-seed rows ``values`` ({ntype: [n_t, ...]}, a type absent:
-    no rows) along the seeds' ``routes``, for every type of ``templates``, in
-    ``node_types`` order (the same on every rank). Returns {ntype: (rows, work)}: once
-    ``work`` is waited for, ``rows`` are those of the seeds this rank owns of that type,
-    in the order of its received seeds."""
-    values = values or {}
-    pending = {}
-    for i, node_type in enumerate(node_types):
-        if node_type in templates:
-            rows = values.get(node_type, templates[node_type])[routes[i][1]]
-            pending[node_type] = _all_to_all(rows, sent[:, i].tolist(), received[:, i].tolist(), group, async_op=True)
-    return pending
+def _owned_exclusion(sampler, seeds: SeedNodes, owned: List[torch.Tensor], source) -> SeedEdgeExclusion:
+    """The edges no layer of this rank may sample: the seed edges (and their reverses)
+    of the pairs of EVERY rank's share of the batch, as one process excludes them for
+    the global batch, kept for the seeds this rank owns (``owned``: per node type,
+    ascending), which lead its destinations of every layer."""
+    graph = sampler.graph
+    everyone = link_seed_nodes(graph, _global_links(seeds, source.world_size, source.sampling_group))
+    exclusion = seed_edge_exclusion(graph, everyone, sampler.reverse_edge_types, sampler.reverse_positions, sampler.sorted_indices)
+    # The owned seeds' segments among everyone's: per edge type, one per seed of its destination type.
+    starts = list(accumulate(everyone.counts, initial=0))
+    at = [torch.searchsorted(everyone.nodes[starts[d] : starts[d + 1]], ids) for d, ids in enumerate(owned)]
+    keep = torch.cat([at[d] + exclusion.segment_offsets[t] for t, (_, d) in enumerate(graph.schema.edge_type_ends)])
+    indptr = exclusion.edges.indptr
+    first, lengths = indptr[keep], indptr[keep + 1] - indptr[keep]
+    kept_indptr = torch.zeros(keep.numel() + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=kept_indptr[1:])
+    kept = torch.repeat_interleave(first - kept_indptr[:-1], lengths) + torch.arange(int(kept_indptr[-1]))
+    segments = tuple(accumulate((owned[d].numel() for _, d in graph.schema.edge_type_ends), initial=0))
+    edges = EdgeExclusion(kept_indptr, exclusion.edges.positions[kept])
+    return SeedEdgeExclusion(edges, segments, tuple(kept_indptr[list(segments)].tolist()))
 
 
-def _plan_typed_exchange(src_nodes, owned_dst, offsets, partition, group, exchange_group) -> Dict[str, ExchangePlan]:
-    """:func:`_plan_exchange` per node type, the ids of all types in one exchange:
-    ``src_nodes`` and ``owned_dst`` are {ntype: type-local ids}; each plan's
-    ``local_node_ids`` (type-local) are this rank's next destinations of that type."""
-    node_types = list(owned_dst)
-    routes, _, _ = _send_typed_to_owners(
-        [src_nodes[t] + offsets[i] for i, t in enumerate(node_types)], partition, group
-    )
-    plans = {}
-    for i, node_type in enumerate(node_types):
-        arrived, order, sent_counts, received_counts = routes[i]
-        frontier, positions = unique_and_compact(owned_dst[node_type], arrived - offsets[i])
-        recv_index = torch.empty_like(order)
-        recv_index[order] = torch.arange(order.numel())
-        plans[node_type] = ExchangePlan(
-            local_node_ids=frontier,
-            send_index=positions,
-            send_counts=received_counts,
-            recv_counts=sent_counts,
-            recv_index=recv_index,
-            group=exchange_group,
-        )
-    return plans
+def _global_links(seeds: SeedNodes, world_size: int, group) -> Dict[int, torch.Tensor]:
+    """Every rank's link seeds of the batch: edge type id -> ``[N, 2]`` global ids."""
+    mine = torch.cat([torch.cat([pairs, torch.full_like(pairs[:, :1], etype)], 1) for etype, (pairs, _) in seeds.links.items()])
+    counts = torch.empty(world_size, dtype=torch.int64)
+    dist.all_to_all_single(counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
+    rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
+    return {etype: rows[rows[:, 2] == etype, :2] for etype in torch.unique(rows[:, 2]).tolist()}
 
 
 def _start_exchange(rows: torch.Tensor, plan: ExchangePlan, group):
@@ -414,7 +386,7 @@ class _Exchange(torch.autograd.Function):
     whose loss does not use a type)."""
 
     @staticmethod
-    def forward(ctx, plans: Tuple[ExchangePlan, ...], *rows: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(ctx, plans, *rows: torch.Tensor):
         ctx.plans = plans
         ctx.num_rows = [r.shape[0] for r in rows]
         pending = [_start_exchange(r, plan, plan.group) for r, plan in zip(rows, plans)]
@@ -433,7 +405,8 @@ def cooperative_exchange(
 
     Args:
         minibatch: a batch from a cooperative sampler.
-        layer: the GNN layer about to run (``0 <= layer < num_layers``).
+        layer: the GNN layer about to run (``0 <= layer < num_layers``), or for a link
+            batch ``num_layers``: the rows of this rank's node pairs' endpoints.
         h: ``[num_local, ...]`` rows this rank owns: the output of layer ``layer - 1``
             (rows of ``sampled_subgraphs[layer - 1].original_column_node_ids``), or for
             ``layer = 0`` rows of ``sampled_subgraphs[0].exchange.local_node_ids``.
@@ -445,92 +418,69 @@ def cooperative_exchange(
     Returns:
         ``[sampled_subgraphs[layer].num_src_nodes, ...]``: row ``j`` belongs to
         ``original_row_node_ids[j]`` (typed: ``{ntype: [num_src_t, ...]}``, the types
-        of ``h``). In backward, each row's gradient goes back to its owner and gradients
-        of a row sent to several ranks are summed. A collective call, forward and
-        backward: every rank runs it (and its backward) for the same layers.
+        of ``h``); for ``layer = num_layers`` one row per distinct endpoint of this
+        rank's pairs, ascending (per type), which ``compacted_seeds`` index. In
+        backward, each row's gradient goes back to its owner and gradients of a row sent
+        to several ranks are summed. A collective call, forward and backward: every rank
+        runs it (and its backward) for the same layers.
     """
     subgraphs = minibatch.sampled_subgraphs or []
-    if not 0 <= layer < len(subgraphs):
-        raise ValueError(f"cooperative_exchange: `layer` must be in [0, {len(subgraphs)}), got {layer!r}")
-    subgraph = subgraphs[layer]
-    if not isinstance(subgraph, CooperativeSampledSubgraph) or subgraph.exchange is None:
+    if not 0 <= layer <= len(subgraphs):
+        raise ValueError(f"cooperative_exchange: `layer` must be in [0, {len(subgraphs)}], got {layer!r}")
+    if not subgraphs or not isinstance(subgraphs[-1], CooperativeSampledSubgraph):
         raise ValueError(
             "cooperative_exchange: the MiniBatch was not sampled cooperatively; build the sampler with "
             "cooperative=True"
         )
-    plan = subgraph.exchange
-    if isinstance(plan, dict):
-        return _exchange_typed(plan, layer, h)
-    _check_rows(h, plan, layer, "`h`")
-    return _Exchange.apply((plan,), h)[0]
-
-
-def _check_rows(h, plan: ExchangePlan, layer: int, name: str) -> None:
-    if not isinstance(h, torch.Tensor) or h.dim() == 0 or h.shape[0] != plan.local_node_ids.numel():
+    plans = subgraphs[layer].exchange if layer < len(subgraphs) else subgraphs[-1].seed_exchange
+    if plans is None:
         raise ValueError(
-            f"cooperative_exchange: {name} must be a tensor [{plan.local_node_ids.numel()}, ...] (one row per "
-            f"vertex this rank owns in layer {layer}'s input), got "
-            f"{tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__}"
+            f"cooperative_exchange: `layer` {layer} (num_layers) exchanges the outputs of link batches; the seeds "
+            f"of a node batch are the ones this rank owns, so its last layer's output is theirs already"
         )
-
-
-def _exchange_typed(plans: Dict[str, ExchangePlan], layer: int, h) -> Dict[str, torch.Tensor]:
-    """:func:`cooperative_exchange` of a typed batch: the types of ``h``, in the graph's
-    node type order (the same on every rank, whatever the order of ``h``)."""
-    if not isinstance(h, dict) or not h or any(t not in plans for t in h):
+    typed = isinstance(plans, dict)
+    if typed and (not isinstance(h, dict) or not h or any(t not in plans for t in h)):
         raise ValueError(
             f"cooperative_exchange: the batch is typed, so `h` must be a non-empty dict {{node type: rows}} over "
-            f"node types of {list(plans)}, got "
-            + (f"keys {list(h)}" if isinstance(h, dict) else type(h).__name__)
+            f"node types of {list(plans)}, got " + (f"keys {list(h)}" if isinstance(h, dict) else type(h).__name__)
         )
-    node_types = [t for t in plans if t in h]
-    for node_type in node_types:
-        _check_rows(h[node_type], plans[node_type], layer, f"`h['{node_type}']`")
+    if not typed and isinstance(h, dict):
+        raise ValueError("cooperative_exchange: the batch is untyped, so `h` must be a tensor, got a dict")
+    plans, h = by_type(plans, HOMO_NODE_TYPE), by_type(h, HOMO_NODE_TYPE)
+    node_types = [t for t in plans if t in h]  # the graph's node type order: the same on every rank
+    for t in node_types:
+        rows, expected = h[t], plans[t].local_node_ids.numel()
+        if not isinstance(rows, torch.Tensor) or rows.dim() == 0 or rows.shape[0] != expected:
+            raise ValueError(
+                f"cooperative_exchange: `h`{f'[{t!r}]' if typed else ''} must be a tensor [{expected}, ...] (one "
+                f"row per vertex this rank owns among layer {layer}'s inputs), got "
+                f"{tuple(rows.shape) if isinstance(rows, torch.Tensor) else type(rows).__name__}"
+            )
     rows = _Exchange.apply(tuple(plans[t] for t in node_types), *(h[t] for t in node_types))
-    return dict(zip(node_types, rows))
+    return dict(zip(node_types, rows)) if typed else rows[0]
 
 
 def fetch_node_features_cooperatively(fetcher, minibatch: MiniBatch, source) -> Dict:
-    """``fetcher.node_feature_keys`` for ``minibatch.input_nodes``, each row read by its owner.
+    """The node features ``fetcher`` reads (``fetcher.fetched_features()``) for
+    ``minibatch.input_nodes``, each row read by its owner.
 
     Each rank reads the rows of the input vertices it owns (once, however many ranks need
-    them) and all-to-all sends them to the ranks that need them; the exchanges of all
-    keys run together. A collective call on the feature group of the
-    DistributedItemSampler upstream of ``fetcher``.
-
-    Typed batches: ``fetcher.node_feature_keys`` is ``{ntype: [names]}`` and the result
-    ``{(ntype, name): [len(input_nodes[ntype]), ...]}``; each owner reads
-    ``fetcher.features["node", ntype, name]`` at its type-local ids.
+    them; ``Feature.read_valid``: the ids are the sampler's) and all-to-all sends them to
+    the ranks that need them; the exchanges of all keys run together, in the fetcher's
+    key order (the same on every rank). A collective call on the feature group of the
+    DistributedItemSampler ``source`` upstream of ``fetcher``. Returns the batch's keys
+    (a name, or ``(node type, name)`` when typed) -> rows of ``input_nodes`` (of that type).
     """
-    where = "FeatureFetcher (cooperative)"
     subgraphs = minibatch.sampled_subgraphs or []
     if not subgraphs or not isinstance(subgraphs[0], CooperativeSampledSubgraph):
-        raise ValueError(f"{where}: the MiniBatch was not sampled cooperatively; put a sampler with cooperative=True before it")
-    plan = subgraphs[0].exchange
-    if isinstance(plan, dict):
-        return _fetch_typed(fetcher, plan, source.feature_group, where)
-    pending = {
-        key: _start_exchange(fetcher.features["node", key].read(plan.local_node_ids), plan, source.feature_group)
-        for key in fetcher.node_feature_keys
-    }
-    return {key: finish() for key, finish in pending.items()}
-
-
-def _fetch_typed(fetcher, plans: Dict[str, ExchangePlan], group, where: str) -> Dict[Tuple[str, str], torch.Tensor]:
-    """:func:`fetch_node_features_cooperatively` of a typed batch; the keys are exchanged
-    in the graph's node type order, then in the order of their names (the same on
-    every rank)."""
-    keys = fetcher.node_feature_keys
-    if not isinstance(keys, dict) or any(t not in plans for t in keys):
         raise ValueError(
-            f"{where}: the batch is typed, so the node feature keys must be a dict {{node type: [names]}} over "
-            f"node types of {list(plans)}, got {keys!r}"
+            "FeatureFetcher (cooperative): the MiniBatch was not sampled cooperatively; put a sampler with "
+            "cooperative=True before it"
         )
-    pending = {
-        (node_type, name): _start_exchange(
-            fetcher.features["node", node_type, name].read(plans[node_type].local_node_ids), plans[node_type], group
-        )
-        for node_type in plans
-        for name in keys.get(node_type, ())
-    }
+    plans = subgraphs[0].exchange
+    pending = {}
+    for kind, key, feature in fetcher.fetched_features():
+        if kind == "node":
+            plan = plans[key[0]] if isinstance(plans, dict) else plans
+            pending[key] = _start_exchange(feature.read_valid(plan.local_node_ids), plan, source.feature_group)
     return {key: finish() for key, finish in pending.items()}

@@ -31,6 +31,7 @@ __all__ = [
     "SeedEdgeExclusion",
     "SeedNodes",
     "compact_layer",
+    "link_seed_nodes",
     "sample_graph_neighbors",
     "sample_layer",
     "seed_edge_exclusion",
@@ -119,21 +120,23 @@ def seed_nodes(graph, seeds, where: str) -> SeedNodes:
                 f"{tuple(seeds.shape)} (node seeds are 1-D)"
             )
         links = check_node_ids(seeds.reshape(-1), graph.num_nodes, "seeds", where).view(seeds.shape)
-        return _link_seeds(graph, {0: links})
+        return link_seed_nodes(graph, {0: links})
     offsets = graph.schema.node_type_offset
     if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
         pairs = {}
         for key, ids in seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
             pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
-        return _link_seeds(graph, pairs)
+        return link_seed_nodes(graph, pairs)
     by_type = check_typed_seeds(seeds, graph, where)
     nodes = torch.cat([ids + offsets[i] for i, ids in enumerate(by_type.values())])
     return SeedNodes(nodes, tuple(ids.numel() for ids in by_type.values()))
 
 
-def _link_seeds(graph, pairs: Dict[int, torch.Tensor]) -> SeedNodes:
-    """:func:`seed_nodes` of checked ``{edge type id: [N, k] global ids}``."""
+def link_seed_nodes(graph, pairs: Mapping[int, torch.Tensor]) -> SeedNodes:
+    """:class:`SeedNodes` of link seeds: ``pairs`` maps an edge type id (0 on an untyped
+    graph) to ``[N, k]`` int64 GLOBAL ids (checked), sampled from their distinct
+    endpoints, ascending (so type-major)."""
     flat = torch.cat([p.reshape(-1) for p in pairs.values()])
     nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.num_nodes)
     cuts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset)).tolist()

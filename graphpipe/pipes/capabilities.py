@@ -50,12 +50,6 @@ UNSUPPORTED = (
         "block layers only (layout='block')",
     ),
     (
-        {"mode": "cooperative", "task": "link"},
-        "cooperative sampling takes node seeds only; node pairs (link prediction) need independent "
-        "batches (cooperative=False, also with a DistributedItemSampler)",
-    ),
-    ({"mode": "cooperative", "task": "hyperlink"}, "cooperative sampling takes node seeds only"),
-    (
         {"mode": "cooperative", "device": "GPU"},
         "cooperative sampling runs on the CPU (its ids cross ranks through gloo); keep the seeds in "
         "host memory and put copy_to('cuda') after the fetcher: the model's cooperative_exchange "

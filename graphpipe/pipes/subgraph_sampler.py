@@ -81,8 +81,12 @@ class SubgraphSampler(Pipe):
     the same on every rank and never replaced).
 
     ``cooperative=True`` makes the ranks of a ``torch.distributed`` group sample one
-    shared batch together (see :mod:`graphpipe.distributed`). Which combinations of
-    graph, task, mode, device and layout work is one table
+    shared batch together (:mod:`graphpipe.distributed.cooperative`, the same loop on
+    global ids): node seeds move to the ranks that own them; link seeds stay on their
+    rank, whose ``compacted_seeds`` index the rows that
+    ``cooperative_exchange(mb, mb.num_layers, h)`` brings back after the last layer, and
+    ``exclude_seed_edges`` excludes the seed edges of the whole global batch. Which
+    combinations of graph, task, mode, device and layout work is one table
     (:mod:`graphpipe.pipes.capabilities`); the others raise
     :class:`~graphpipe.pipes.capabilities.UnsupportedCombination`.
 
@@ -147,7 +151,9 @@ class SubgraphSampler(Pipe):
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
-        known = {"device": "GPU"} if self.on_gpu else {}
+        # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
+        declared = next((stage.device for stage in upstream(source) if stage.device is not None), None)
+        known = {"device": "GPU"} if self.on_gpu or (declared is not None and declared.type == "cuda") else {}
         self.items_task = _task_of_items(source)  # "node", "link", "hyperlink", or None: no ItemSampler upstream
         if self.items_task is not None:
             known["task"] = self.items_task
@@ -282,12 +288,6 @@ class SubgraphSampler(Pipe):
         kernel = partial(self.sample_segments, layer=layer, minibatch=minibatch)
         return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude)
 
-    def sample_block(self, nodes: torch.Tensor, counts: Tuple[int, ...], layer: int, minibatch: MiniBatch) -> SampledSubgraph:
-        """One block layer for the destinations ``nodes`` (global, type-major, ``counts``
-        per node type), compacted and laid out (the cooperative loop's step)."""
-        sample = self.sample_frontier(nodes, counts, self.no_skip, layer, minibatch, None)
-        return self.lay_out(compact_layer(self.graph, nodes, counts, self.no_skip, sample), layer)
-
     def lay_out(self, step: SampledLayer, layer: int) -> SampledSubgraph:
         """Layer ``layer`` as a SampledSubgraph (typed: GraphBolt's heterogeneous layout)."""
         if self.typed:
@@ -297,13 +297,9 @@ class SubgraphSampler(Pipe):
     def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
         """Fill ``sampled_subgraphs``, ``input_nodes`` and ``layout`` of ``minibatch``
         (and ``compacted_seeds`` for link seeds)."""
-        name = type(self).__name__
-        self.check_batch(minibatch)
-        seeds = seed_nodes(self.graph, minibatch.seeds, name)
+        seeds = self.batch_seeds(minibatch)
         exclusion = None
         if self.exclude_seed_edges:
-            if seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values()):
-                raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
         nodes, counts = seeds.nodes, seeds.counts
         skipped = self.no_skip  # pyg layout: per type, the destinations sampled already
@@ -323,6 +319,16 @@ class SubgraphSampler(Pipe):
             minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
         )  # fmt: skip
+
+    def batch_seeds(self, minibatch: MiniBatch) -> SeedNodes:
+        """The batch's seeds as the layer loops take them, checked once (node pairs when
+        ``exclude_seed_edges``)."""
+        name = type(self).__name__
+        self.check_batch(minibatch)
+        seeds = seed_nodes(self.graph, minibatch.seeds, name)
+        if self.exclude_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
+            raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
+        return seeds
 
     def compacted_seeds(self, seeds: SeedNodes):
         """The link seeds in local ids of the last layer's destinations: ``[N, k]``, or
@@ -364,9 +370,9 @@ class SubgraphSampler(Pipe):
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
         rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
         if self.cooperative:
-            self.check_batch(minibatch)
+            seeds = self.batch_seeds(minibatch)
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
-            return sample_subgraphs_cooperatively(self, minibatch, source)
+            return sample_subgraphs_cooperatively(self, minibatch, seeds, source)
         return self.sample_subgraphs(minibatch)
 
     role = "sampler"  # the Pipe protocol's declarations

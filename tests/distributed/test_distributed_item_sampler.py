@@ -101,8 +101,12 @@ def test_cooperative_exchange_checks_its_arguments():
     plan = ExchangePlan(torch.arange(3), empty, [0, 0], [0, 0], empty)
     subgraph = CooperativeSampledSubgraph(CSCFormat(torch.zeros(1, dtype=torch.int64), empty), empty, empty, empty, exchange=plan)
     mb = gp.MiniBatch(sampled_subgraphs=[subgraph])
-    with pytest.raises(ValueError, match=r"`layer` must be in \[0, 1\), got 1"):
+    with pytest.raises(ValueError, match=r"`layer` must be in \[0, 1\], got 2"):
+        gp.cooperative_exchange(mb, 2, torch.zeros(3, 2))
+    with pytest.raises(ValueError, match=r"`layer` 1 \(num_layers\) exchanges the outputs of link batches"):
         gp.cooperative_exchange(mb, 1, torch.zeros(3, 2))
+    with pytest.raises(ValueError, match=r"the batch is untyped, so `h` must be a tensor, got a dict"):
+        gp.cooperative_exchange(mb, 0, {"_N": torch.zeros(3, 2)})
     with pytest.raises(ValueError, match=r"`h` must be a tensor \[3, \.\.\.\].*got \(2, 4\)"):
         gp.cooperative_exchange(mb, 0, torch.zeros(2, 4))
 

@@ -7,6 +7,7 @@ run on two gloo ranks; GPU cells need CUDA."""
 
 import itertools
 import re
+from dataclasses import fields, replace
 
 import pytest
 import torch
@@ -14,7 +15,9 @@ import torch
 import graphpipe as gp
 from dist_harness import run_ranks, values
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UNSUPPORTED, UnsupportedCombination, capability_table, check_supported
-from sampling_checks import EDGE, NODE, check_batch, check_layers, graph_and_edges, seed_edge_ids, seed_items, typed_view
+from graphpipe import SampledSubgraph
+from graphpipe.graph.edge_types import parse_edge_type
+from sampling_checks import EDGE, NODE, check_batch, check_layers, graph_and_edges, sampled_edges, seed_edge_ids, seed_items, typed_view
 
 FANOUTS = [3, 2]
 
@@ -116,20 +119,81 @@ def test_unsupported_cooperative_cell(cell):
         next(iter(cell_pipe(cell, graph, edges)))
 
 
-def cooperative_cell_rank(rank, world_size, cell):
-    kind = cell[0]
+SUPPORTED_COOPERATIVE = [c for c in COOPERATIVE if SUPPORT[c] is None]
+
+
+def plain(minibatch):
+    """A batch in the typed layout without its exchange plans (picklable)."""
+    view = typed_view(minibatch)
+    layers = [SampledSubgraph(*(getattr(sg, f.name) for f in fields(SampledSubgraph))) for sg in view.sampled_subgraphs]
+    return replace(view, sampled_subgraphs=layers)
+
+
+def cooperative_cells_rank(rank, world_size):
+    """Every supported cooperative cell: ``(seeds as sampled, the batch)`` per batch."""
+    out = {}
+    for cell in SUPPORTED_COOPERATIVE:
+        kind, task = cell[:2]
+        graph, edges = graph_and_edges(kind)
+        source = gp.DistributedItemSampler(item_set(kind, edges, task), 4, shuffle=True, seed=0, drop_uneven_inputs=True)
+        out[cell] = [(mb.seeds, plain(mb)) for mb in gp.DataLoader(cell_pipe(cell, graph, edges, source))]
+    return out
+
+
+@pytest.fixture(scope="module")
+def cooperative_batches(tmp_path_factory):
+    """The supported cooperative cells' batches on two gloo ranks (one group for all)."""
+    return values(run_ranks(cooperative_cells_rank, 2, tmp_path_factory.mktemp("cooperative")))
+
+
+def merged(seeds_per_rank):
+    """The global batch's seeds from the ranks' (a tensor, or a dict by type)."""
+    if isinstance(seeds_per_rank[0], torch.Tensor):
+        return torch.cat(seeds_per_rank)
+    keys = {key for seeds in seeds_per_rank for key in seeds}
+    return {key: torch.cat([seeds[key] for seeds in seeds_per_rank if key in seeds]) for key in keys}
+
+
+def check_compacted_seeds(mb) -> None:
+    """Link seeds stay on their rank: ``compacted_seeds`` index its pairs' distinct
+    endpoints per node type, ascending (the rows of the exchange after the last layer)."""
+    columns = []  # (edge type, column, its node type)
+    for etype, pairs in mb.seeds.items():
+        src, _, dst = parse_edge_type(etype)
+        columns += [(etype, c, dst if c else src) for c in range(pairs.shape[1])]
+    endpoints = {}
+    for etype, c, node_type in columns:
+        endpoints.setdefault(node_type, []).append(mb.seeds[etype][:, c])
+    endpoints = {t: torch.unique(torch.cat(ids)) for t, ids in endpoints.items()}
+    for etype, c, node_type in columns:
+        assert torch.equal(endpoints[node_type][mb.compacted_seeds[etype][:, c]], mb.seeds[etype][:, c])
+
+
+@pytest.mark.parametrize("cell", SUPPORTED_COOPERATIVE, ids=cell_id)
+def test_supported_cooperative_cell(cell, cooperative_batches):
+    """Each rank's layers pass the checker (the global batch's seed edges excluded), and
+    together they hold exactly what one process samples for the global batch."""
+    kind, task, _, device, layout = cell
+    assert device == "CPU"  # cooperative sampling runs on the CPU
     graph, edges = graph_and_edges(kind)
-    source = gp.DistributedItemSampler(item_set(kind, edges, cell[1]), 4, shuffle=True, seed=0, drop_uneven_inputs=True)
-    pipe = cell_pipe(cell, graph, edges, source)
-    batches = 0
-    for mb in gp.DataLoader(pipe):
-        check_layers(graph, edges, mb, pipe.edge_type_fanouts)
-        batches += 1
-    return batches
+    reference = cell_pipe((kind, task, "independent", device, layout), graph, edges)
+    per_rank = [results[cell] for results in cooperative_batches]
+    assert len(per_rank[0]) == len(per_rank[1]) > 0
+    for batches in zip(*per_rank):
+        mbs = [mb for _, mb in batches]
+        global_batch = gp.MiniBatch(seeds=merged([seeds for seeds, _ in batches]), batch_index=mbs[0].batch_index)
+        expected = typed_view(reference.sample_subgraphs(global_batch))
+        excluded = seed_edge_ids(edges, expected.seeds) if task == "link" else None
+        check_batch(graph, edges, expected, reference.edge_type_fanouts, excluded=excluded)
+        for mb in mbs:
+            check_layers(graph, edges, mb, reference.edge_type_fanouts, excluded)
+            if task != "node":
+                check_compacted_seeds(mb)
+        for layer, expected_edges in enumerate(sampled_edges(expected, layer) for layer in range(len(FANOUTS))):
+            for etype, (src, dst, eids, _) in expected_edges.items():
+                union = torch.cat([torch.stack(sampled_edges(mb, layer)[etype][:3], 1) for mb in mbs])
+                assert union.shape[0] == eids.numel() and as_set(union) == as_set(torch.stack([src, dst, eids], 1))
 
 
-@pytest.mark.parametrize("cell", [c for c in COOPERATIVE if SUPPORT[c] is None], ids=cell_id)
-def test_supported_cooperative_cell(cell, tmp_path):
-    assert cell[3] == "CPU"  # cooperative sampling runs on the CPU
-    counts = values(run_ranks(cooperative_cell_rank, 2, tmp_path, args=(cell,)))
-    assert counts[0] == counts[1] > 0
+def as_set(rows):
+    return {tuple(row) for row in rows.tolist()}
