@@ -28,17 +28,14 @@ def to_pyg(
     PyG's ``NeighborLoader`` (node seeds) or ``LinkNeighborLoader`` (node pairs) returns.
 
     The subgraph is NeighborLoader's: a node's in-edges (of every edge type) are the ones
-    sampled for it at the hop where it is first reached. Per node type, nodes are in hop
-    order (the seeds first, then the nodes first reached at hop 1, 2, ..., ascending ids
-    within a hop); per edge type, edges are grouped by hop (hop ``k``: the in-edges of the
-    nodes first reached at hop ``k - 1``, from ``sampled_subgraphs[L - k]``), so
-    ``num_sampled_nodes`` / ``num_sampled_edges`` drive PyG's ``trim_to_layer``. A
-    ``layout="pyg"`` batch is that subgraph as sampled (``n_id`` is ``input_nodes``, ``x``
-    the fetched rows, no copy). A ``layout="block"`` batch also holds in-edges re-sampled
-    for nodes reached earlier and the nodes only those reach: they are dropped and the
-    rest renumbered (slower: a pass over the kept edges, a sort per hop, a gather of the
-    feature rows); the result equals the ``"pyg"`` batch with the same seed for neighbor
-    sampling and LABOR-0.
+    sampled at the hop where it is first reached. Per node type, nodes are in hop order
+    (seeds, then nodes first reached at hop 1, 2, ..., ascending within a hop); per edge
+    type, edges are grouped by hop, so ``num_sampled_nodes`` / ``num_sampled_edges`` drive
+    PyG's ``trim_to_layer``. A ``layout="pyg"`` batch is that subgraph as sampled (``n_id``
+    is ``input_nodes``, ``x`` the fetched rows, no copy). A ``layout="block"`` batch also
+    holds edges re-sampled for nodes reached earlier: they and the nodes only they reach
+    are dropped and the rest renumbered (a pass over the edges, a sort per hop, a gather
+    of rows); the result equals the ``"pyg"`` batch's under the same seed (NS, LABOR-0).
 
     Fields of each node type (of the ``Data`` itself for an untyped batch): ``n_id``
     (ids, type-local for a typed batch), ``num_nodes``, ``num_sampled_nodes`` (``L + 1``
@@ -74,16 +71,13 @@ def to_pyg(
       positive's source, destination and negative destinations.
 
     Raises:
-        ValueError / KeyError: ambiguous or unknown feature keys; layers that do not
-            chain; node pairs without ``compacted_seeds``, hyperlinks, or a triplet
-            layout that does not fit.
+        ValueError / KeyError: ambiguous or unknown feature keys, layers that do not chain,
+            pairs without ``compacted_seeds``, hyperlinks, a triplet layout that does not fit.
     """
     try:
         from torch_geometric.data import Data, HeteroData
     except ImportError as err:
-        raise ImportError(
-            "MiniBatch.to_pyg() needs PyTorch Geometric: pip install 'graphpipe-gnn[pyg]' (or pip install torch_geometric)"
-        ) from err
+        raise ImportError("MiniBatch.to_pyg() needs PyTorch Geometric: pip install 'graphpipe-gnn[pyg]'") from err
     link = minibatch.is_link_batch
     _check_batch(minibatch, link, neg_sampling)
     typed = minibatch.as_typed()
