@@ -15,6 +15,7 @@ from graphpipe import datasets
 from graphpipe import ops
 from graphpipe import loading, transforms
 from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.graph.edge_types import etype_str_to_tuple, etype_tuple_to_str
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.features.disk import DiskBasedFeature
 from graphpipe.features.cpu_cache import CPUCachedFeature
@@ -51,6 +52,8 @@ __all__ = [
     "LayerNeighborSampler",
     "UniformNegativeSampler",
     "CSCGraph",
+    "etype_str_to_tuple",
+    "etype_tuple_to_str",
     "CSCFormat",
     "DataLoader",
     "ItemSampler",

@@ -234,12 +234,12 @@ class OnDiskDataset:
         :class:`~graphpipe.HeteroItemSet` of every type's ids for a typed graph."""
         if self.graph.is_heterogeneous:
             return HeteroItemSet({t: ItemSet(n, names="seeds") for t, n in self.graph.num_nodes_per_type.items() if n})
-        return ItemSet(self.graph.num_nodes, names="seeds")
+        return ItemSet(self.graph.total_num_nodes, names="seeds")
 
     def __repr__(self) -> str:
         return (
-            f"OnDiskDataset(name='{self.dataset_name}', path='{self.path}', num_nodes={self.graph.num_nodes}, "
-            f"num_edges={self.graph.num_edges}, node_features={self.feature.node_keys}, "
+            f"OnDiskDataset(name='{self.dataset_name}', path='{self.path}', num_nodes={self.graph.total_num_nodes}, "
+            f"num_edges={self.graph.total_num_edges}, node_features={self.feature.node_keys}, "
             f"edge_features={self.feature.edge_keys}, tasks={[t.metadata.get('name') for t in self.tasks]})"
         )
 
@@ -519,10 +519,10 @@ def _with_attributes(graph: CSCGraph, attributes, attribute_at, paths, where: st
         if entry["domain"] == "node":
             node_attributes[entry["name"]] = data
         else:
-            if data.dim() == 0 or data.shape[0] != graph.num_edges:
+            if data.dim() == 0 or data.shape[0] != graph.total_num_edges:
                 raise ValueError(
                     f"{where}: metadata.yaml {at} ('{path}') has shape {tuple(data.shape)}, expected one row per "
-                    f"edge ({graph.num_edges})"
+                    f"edge ({graph.total_num_edges})"
                 )
             edge_ids = graph.original_edge_ids
             edge_attributes[entry["name"]] = data if edge_ids is None else data[edge_ids.long()]
@@ -542,8 +542,8 @@ def _with_options(graph: CSCGraph, include_original_edge_id: bool, auto_cast_to_
             edge_ids = changes["original_edge_ids"] = edge_ids.to(torch.int64)
     if include_original_edge_id:
         if edge_ids is None:  # the file was in CSC order already: positions are the ids
-            dtype = torch.int32 if auto_cast_to_optimal_dtype and graph.num_edges <= 2**31 else torch.int64
-            edge_ids = torch.arange(graph.num_edges, dtype=dtype)
+            dtype = torch.int32 if auto_cast_to_optimal_dtype and graph.total_num_edges <= 2**31 else torch.int64
+            edge_ids = torch.arange(graph.total_num_edges, dtype=dtype)
         changes["edge_attributes"] = {**graph.edge_attributes, ORIGINAL_EDGE_ID: edge_ids}
     return dataclasses.replace(graph, **changes) if changes else graph
 
@@ -589,7 +589,7 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
                 )
             rows, key = rows_of[domain][entry["type"]], (entry["type"], name)
         else:
-            rows, key = (graph.num_nodes if domain == "node" else graph.num_edges), name
+            rows, key = (graph.total_num_nodes if domain == "node" else graph.total_num_edges), name
         if feature.num_rows < rows:  # more rows are allowed (padding, nodes added later), as in GraphBolt
             raise ValueError(
                 f"{where}: metadata.yaml {at}: {domain} feature '{name}' ('{path}') has {feature.num_rows} rows, "

@@ -100,8 +100,8 @@ class UniformNegativeSampler(Pipe):
                 f"evaluation sets do); sample negatives for batches of positive pairs only"
             )
         if not self.graph.is_heterogeneous:
-            pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
-            negatives = self.negatives(pairs, derive_key(self.seed, minibatch.batch_index), (0, self.graph.num_nodes), -1)
+            pairs = check_node_pairs(minibatch.seeds, self.graph.total_num_nodes, "seeds", name)
+            negatives = self.negatives(pairs, derive_key(self.seed, minibatch.batch_index), (0, self.graph.total_num_nodes), -1)
             return with_negatives(minibatch, negatives)
         seeds, labels, indexes = {}, {}, {}
         offsets = self.graph.schema.node_type_offset
@@ -118,7 +118,7 @@ class UniformNegativeSampler(Pipe):
         """``[P, k]`` negative destinations (global ids, drawn from ``candidates``) of the
         global ``pairs`` of edge type id ``etype`` (-1: untyped)."""
         return sample_uniform_negatives(
-            pairs, self.graph.num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
+            pairs, self.graph.total_num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
             indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
             candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
         )  # fmt: skip

@@ -388,7 +388,7 @@ class SubgraphSampler(Pipe):
         for a graph in host memory."""
         if self.graph.indptr.is_cuda:
             return []
-        return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.num_nodes)) if task is not None]
+        return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.total_num_nodes)) if task is not None]
 
 
 _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), per edge type on a typed graph; got {got}"
@@ -465,7 +465,7 @@ def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: s
     """``[num_edges]``: CSC position -> CSC position of its reverse edge, from the user's
     ``reverse_edge_ids`` (user edge id -> user edge id of its reverse), after checking
     that every edge maps to one with swapped endpoints. ``O(num_edges)``, once."""
-    num_edges = graph.num_edges
+    num_edges = graph.total_num_edges
     reverse = check_reverse_edge_ids(reverse_edge_ids, num_edges, where)
     user_ids = graph.map_edge_ids(torch.arange(num_edges))  # CSC position -> user id
     position_of = torch.empty(num_edges, dtype=torch.int64)
