@@ -256,7 +256,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
         no_nodes = [seeds.nodes[:0]] * len(seeds.counts)
         seed_plans = _plan_exchange(seed_route, no_nodes, graph.total_num_nodes, source.exchange_group)
         owned = [plan.local_node_ids for plan in seed_plans]
-    exclusion = _owned_exclusion(sampler, seeds, owned, source) if sampler.exclude_seed_edges else None
+    exclusion = _owned_exclusion(sampler, seeds, owned, source) if sampler.excludes_seed_edges else None
     subgraphs: List[CooperativeSampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
         subgraph, owned = _sample_layer(sampler, owned, layer, minibatch, exclusion, source)

@@ -32,8 +32,9 @@ class UniformNegativeSampler(Pipe):
 
     * ``seeds``: ``[P * (1 + k), 2]``, the ``P`` positives, then the negatives of
       positive 0, of positive 1, ...;
-    * ``labels``: bool, True for the positives (a batch that had labels keeps them for
-      the positives, and its negatives get zeros of the same dtype);
+    * ``labels``: float32, 1 for the positives and 0 for the negatives, as GraphBolt
+      2.2+ (ready for ``binary_cross_entropy_with_logits``; a batch that had labels keeps
+      them for the positives, and its negatives get zeros of the same dtype);
     * ``indexes``: int64, ``i`` for positive ``i`` and each of its negatives.
 
     Typed graphs: ``seeds`` is a dict edge type ``"src:relation:dst"`` -> ``[P, 2]``
@@ -138,7 +139,7 @@ def _with_negatives(positives: torch.Tensor, labels: Optional[torch.Tensor], neg
     sources = positives[:, 0].repeat_interleave(k)
     seeds = torch.cat([positives, torch.stack([sources, negatives.reshape(-1)], dim=1)])
     if labels is None:
-        labels = torch.ones(num_positives, dtype=torch.bool, device=seeds.device)
+        labels = torch.ones(num_positives, dtype=torch.float32, device=seeds.device)
     negative_labels = labels.new_zeros((num_positives * k,) + tuple(labels.shape[1:]))
     queries = torch.arange(num_positives, device=seeds.device)
     indexes = torch.cat([queries, queries.repeat_interleave(k)])
