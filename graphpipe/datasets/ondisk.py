@@ -83,9 +83,6 @@ from graphpipe.datasets._files import trusted_directories as check_trusted_direc
 
 __all__ = ["OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
 
-# GraphBolt 2.1 called the seed field of node tasks "seed_nodes"; 2.2 and graphpipe's
-# ItemSampler call it "seeds".
-_FIELD_RENAMES = {"seed_nodes": "seeds"}
 _CACHE_VERSION = 2
 #: GraphBolt's name of the edge attribute ``include_original_edge_id=True`` adds.
 ORIGINAL_EDGE_ID = "_ORIGINAL_EDGE_ID"
@@ -658,7 +655,7 @@ def _one_item_set(files: _Files, entry: dict, at: str) -> ItemSet:
         array = read_array(files.path(data, data_at), data["format"], True, f"{where}: metadata.yaml {data_at}: ")
         fields.append(torch.as_tensor(np.asarray(array)) if isinstance(array, np.ndarray) else array)
         name = data.get("name") or "seeds"
-        names.append(_FIELD_RENAMES.get(name, name))
+        names.append(name)  # GraphBolt 2.1's names (seed_nodes, node_pairs, negative_dsts) are ItemSet's too
     try:
         return ItemSet(tuple(fields), names=tuple(names))
     except (TypeError, ValueError) as error:
