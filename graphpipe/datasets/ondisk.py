@@ -36,17 +36,28 @@ layout, ``dgl.graphbolt.OnDiskDataset``)::
         test_set: [...]
 
 Paths are relative to the directory. The graph is built once from the edge file with
-:meth:`graphpipe.CSCGraph.from_coo_files` (bounded memory) and cached in
-``<directory>/graphpipe/graph.pt``, rebuilt when the edge files, the ``graph`` section or
-the options change; GraphBolt's own ``preprocessed/`` folder is neither read nor written,
-so both libraries can share a directory. Features with ``in_memory: false`` stay on disk
-(memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
+:meth:`graphpipe.CSCGraph.from_coo_files` (bounded memory) and cached BESIDE the directory,
+in ``<directory>.graphpipe/graph.pt`` (or ``cache_dir``), rebuilt when the edge files, the
+``graph`` section or the options change. Beside, not inside: GraphBolt 2.1 hashes every
+file under the dataset directory (``preprocessed/`` included) and preprocesses the whole
+dataset again when any changes, so a cache inside would make the two libraries undo each
+other's work; graphpipe writes nothing into the directory and reads nothing GraphBolt
+writes there unless asked, so both share a directory. Features with ``in_memory: false``
+stay on disk (memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
+
+GraphBolt's own output opens too: ``OnDiskDataset("<directory>/preprocessed")`` reads its
+``metadata.yaml`` (features and sets as GraphBolt converted them; its paths are relative
+to ``<directory>``, as GraphBolt writes them, and must stay inside it). Its graph
+(``graph_topology``, a ``fused_csc_sampling_graph.pt``) is a pickled DGL C++ object, which
+graphpipe never unpickles: the graph is built from the ``graph`` section of
+``<directory>/metadata.yaml`` (the edges GraphBolt built it from), with the same cache
+as ``OnDiskDataset("<directory>")``.
 
 A dataset directory is untrusted input (it may come from a download): every path in
 ``metadata.yaml`` is resolved, symlinks included, and must stay inside the directory
 (``trusted_directories`` names more places it may point into); arrays are read without
 unpickling (``allow_pickle=False``, ``weights_only=True``, YAML safe loading); the cache
-is written only into a real directory (``graphpipe/`` as a symlink is refused), through a
+is written only into a real directory (a symlinked cache directory is refused), through a
 private scratch directory and a rename, so no planted symlink is written through.
 
 Heterogeneous datasets (GraphBolt's ``type`` fields) are read too: ``graph.nodes`` lists
@@ -133,8 +144,10 @@ class OnDiskDataset:
         tasks: names of the tasks to read (default all).
         force_preprocess: rebuild the cached graph even if it is up to date (a stale
             cache is always rebuilt).
-        cache_dir: where the graph cache goes (default ``<path>/graphpipe``), e.g. for
-            a read-only dataset directory. It must be a real directory, not a symlink.
+        cache_dir: where the graph cache goes (default ``<path>.graphpipe``, beside the
+            dataset directory, where GraphBolt does not look; for GraphBolt's
+            ``<dataset>/preprocessed``: ``<dataset>.graphpipe``). It must be a real
+            directory, not a symlink.
         disk_based_features: open ``in_memory: false`` numpy features as
             :class:`~graphpipe.DiskBasedFeature` (rows read with ``pread``, no page
             cache with ``O_DIRECT``; wrap them in a :class:`~graphpipe.CPUCachedFeature`)
@@ -165,6 +178,7 @@ class OnDiskDataset:
         tasks: the :class:`Task` s.
         all_nodes_set: an :class:`~graphpipe.ItemSet` of every node id.
         metadata: the parsed ``metadata.yaml``.
+        cache_dir: the directory of the graph cache.
 
     Requires PyYAML (``pip install 'graphpipe-gnn[ondisk]'`` or ``pip install pyyaml``).
     """
@@ -194,22 +208,28 @@ class OnDiskDataset:
         if not os.path.isfile(metadata_path):
             raise FileNotFoundError(f"{where}: no metadata.yaml in the directory (expected '{metadata_path}')")
         metadata = _read_yaml(inside(path, "metadata.yaml", f"{where}: metadata.yaml", trusted, _OPT_IN), where)
-        if not isinstance(metadata, dict) or not isinstance(metadata.get("graph"), dict):
-            raise ValueError(f"{where}: metadata.yaml must be a mapping with a `graph` section (nodes and edges)")
+        root, graph_section = path, metadata.get("graph") if isinstance(metadata, dict) else None
+        if isinstance(metadata, dict) and graph_section is None and "graph_topology" in metadata:
+            root, graph_section = _graphbolt_output_source(path, trusted, where)
+        if not isinstance(graph_section, dict):
+            raise ValueError(
+                f"{where}: metadata.yaml must be a mapping with a `graph` section (nodes and edges), or GraphBolt's "
+                "preprocessed metadata (with `graph_topology`) in the `preprocessed` folder of its dataset"
+            )
         self.path = path
         self.metadata = metadata
         name = metadata.get("dataset_name")
         if name is not None and not isinstance(name, (str, int, float)):
             raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
         self.dataset_name = str(name or os.path.basename(path))
-        files = _Files(path, trusted, where)
+        files = _Files(root, trusted, where)
         options = {
             "include_original_edge_id": include_original_edge_id,
             "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype,
         }
         default_cache = cache_dir is None
-        cache_dir = os.path.join(path, "graphpipe") if default_cache else os.path.abspath(os.fspath(cache_dir))
-        self.graph = _load_graph(files, metadata["graph"], cache_dir, default_cache, options, force_preprocess)
+        self.cache_dir = root + ".graphpipe" if default_cache else os.path.abspath(os.fspath(cache_dir))
+        self.graph = _load_graph(files, graph_section, self.cache_dir, default_cache, options, force_preprocess)
         self.feature = _feature_store(files, _list(metadata, "feature_data", "", where), self.graph, disk_based_features)
         self.tasks = _tasks(files, _list(metadata, "tasks", "", where), tasks)
 
@@ -239,6 +259,21 @@ class OnDiskDataset:
             f"num_edges={self.graph.total_num_edges}, node_features={self.feature.node_keys}, "
             f"edge_features={self.feature.edge_keys}, tasks={[t.metadata.get('name') for t in self.tasks]})"
         )
+
+
+def _graphbolt_output_source(path: str, trusted: List[str], where: str) -> Tuple[str, Any]:
+    """``(dataset directory, its graph section)`` for GraphBolt's preprocessed output at
+    ``path``: its paths are relative to the dataset it came from (``path``'s parent), whose
+    ``metadata.yaml`` names the edges its pickled graph was built from."""
+    root = os.path.dirname(path)
+    if not os.path.isfile(os.path.join(root, "metadata.yaml")):
+        raise FileNotFoundError(
+            f"{where}: metadata.yaml is GraphBolt's preprocessed output, whose graph is a pickled DGL object graphpipe "
+            f"does not unpickle; graphpipe builds the graph from the edges of the dataset it came from, but there is "
+            f"no '{os.path.join(root, 'metadata.yaml')}'"
+        )
+    source = _read_yaml(inside(root, "metadata.yaml", f"{where}: ../metadata.yaml", trusted, _OPT_IN), where)
+    return root, source.get("graph") if isinstance(source, dict) else None
 
 
 def _read_yaml(path: str, where: str):

@@ -23,7 +23,7 @@ def test_reads_everything_as_written(tmp_path, edge_format, seed_name):
     g = ds.graph
     assert torch.equal(g.indptr, expected.indptr) and torch.equal(g.indices, expected.indices)
     assert torch.equal(g.original_edge_ids, expected.original_edge_ids)
-    assert g.source_path == str(tmp_path / "graphpipe" / "graph.pt")  # mapped lazily from the cache
+    assert g.source_path == str(tmp_path.with_name(tmp_path.name + ".graphpipe") / "graph.pt")  # mapped lazily from the cache
     # graph.feature_data become attributes in CSC order: position e holds the edge file's row original_edge_ids[e]
     assert torch.equal(g.edge_attributes["weight"], torch.from_numpy(d.weight)[g.original_edge_ids.long()])
     feat = ds.feature["feat"]
