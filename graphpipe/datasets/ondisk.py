@@ -92,7 +92,7 @@ from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.datasets._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
 from graphpipe.datasets._files import trusted_directories as check_trusted_directories
 
-__all__ = ["OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
+__all__ = ["BuiltinDataset", "OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
 
 _CACHE_VERSION = 2
 #: GraphBolt's name of the edge attribute ``include_original_edge_id=True`` adds.
@@ -259,6 +259,24 @@ class OnDiskDataset:
             f"num_edges={self.graph.total_num_edges}, node_features={self.feature.node_keys}, "
             f"edge_features={self.feature.edge_keys}, tasks={[t.metadata.get('name') for t in self.tasks]})"
         )
+
+
+class BuiltinDataset(OnDiskDataset):
+    """GraphBolt's ``BuiltinDataset(name, root="datasets")``: the dataset directory
+    ``<root>/<name>`` (e.g. ``datasets/ogbn-products``, as GraphBolt downloads it), opened
+    as an :class:`OnDiskDataset`. graphpipe downloads nothing: the directory must be there.
+    """
+
+    def __init__(self, name: str, root: str | os.PathLike = "datasets"):
+        if not isinstance(name, str) or not name or os.sep in name:
+            raise ValueError(f"BuiltinDataset: `name` must be a dataset directory's name, e.g. 'ogbn-products', got {name!r}")
+        path = os.path.join(os.fspath(root), name)
+        if not os.path.isdir(path):
+            raise FileNotFoundError(
+                f"BuiltinDataset('{name}'): no directory '{os.path.abspath(path)}'; graphpipe downloads nothing: put "
+                f"the dataset there (GraphBolt's download, or any directory with a metadata.yaml), or pass `root`"
+            )
+        super().__init__(path)
 
 
 def _graphbolt_output_source(path: str, trusted: List[str], where: str) -> Tuple[str, Any]:
