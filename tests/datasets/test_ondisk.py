@@ -278,3 +278,12 @@ def test_typed_errors_name_the_entry(tmp_path):
     (tmp_path / "metadata.yaml").write_text(text.replace("      num: 30", "      num: 3"))
     with pytest.raises(ValueError, match=r"writes:paper.*author id \d+, out of range for num_nodes\['author'\]=3"):
         gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_builtin_dataset_opens_root_name_and_downloads_nothing(tmp_path):
+    """GraphBolt's BuiltinDataset(name, root="datasets"): the directory <root>/<name>."""
+    d = write_graphbolt_dataset(tmp_path / "datasets" / "ogbn-tiny", "numpy")
+    ds = gp.BuiltinDataset("ogbn-tiny", root=tmp_path / "datasets").load()
+    assert isinstance(ds, gp.OnDiskDataset) and ds.graph.total_num_nodes == d.num_nodes
+    with pytest.raises(FileNotFoundError, match=r"BuiltinDataset\('ogbn-products'\): no directory .*graphpipe downloads nothing"):
+        gp.BuiltinDataset("ogbn-products", root=tmp_path / "datasets")
