@@ -275,7 +275,9 @@ class FeatureStore:
         """The number of rows of a feature."""
         return self[domain, type_name, feature_name].count()
 
-    def update(self, domain: str, type_name: Optional[str], feature_name: str, value: torch.Tensor, ids: Optional[torch.Tensor] = None) -> None:
+    def update(
+        self, domain: str, type_name: Optional[str], feature_name: str, value: torch.Tensor, ids: Optional[torch.Tensor] = None
+    ) -> None:
         """Replace a feature's table by ``value``, or its rows ``ids`` (:meth:`Feature.update`)."""
         self[domain, type_name, feature_name].update(value, ids)
 

@@ -422,7 +422,9 @@ def _check_graphbolt_flags(where: str, **flags) -> None:
     """GraphBolt's scheduling flags (``overlap_fetch``, ``asynchronous``) are bools, and no-ops here."""
     for arg, value in flags.items():
         if not isinstance(value, bool):
-            raise TypeError(f"{where}: `{arg}` must be a bool (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself), got {value!r}")
+            raise TypeError(
+                f"{where}: `{arg}` must be a bool (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself), got {value!r}"
+            )
 
 
 _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), per edge type on a typed graph; got {got}"
