@@ -147,8 +147,8 @@ def main() -> None:
         seeds = _seed_order(graph, batches * args.batch_size, args.seed)
         pairs = _pair_order(graph, batches * args.batch_size, args.seed)
         setup.update({
-            "num_nodes": graph.num_nodes,
-            "num_edges": graph.num_edges,
+            "num_nodes": graph.total_num_nodes,
+            "num_edges": graph.total_num_edges,
             "index_dtype": str(graph.indices.dtype),
             "feature_dim": args.feature_dim,
             "generate_s": time.perf_counter() - start,
@@ -160,12 +160,12 @@ def main() -> None:
         hetero_seeds = _hetero_seed_order(hetero, args.warmup + args.windows * args.window, args)
         setup["hetero"] = {
             "num_nodes": hetero.graph.num_nodes_per_type,
-            "num_edges": hetero.graph.num_edges,
+            "num_edges": hetero.graph.total_num_edges,
             "num_edge_types": len(hetero.graph.edge_types),
             "feature_dim": hetero.node_features[("paper", "feat")].shape[1],
             "generate_s": time.perf_counter() - hetero_start,
         }
-        _log(f"heterogeneous graph: {hetero.graph.num_nodes:,} nodes, {hetero.graph.num_edges:,} edges "
+        _log(f"heterogeneous graph: {hetero.graph.total_num_nodes:,} nodes, {hetero.graph.total_num_edges:,} edges "
              f"({setup['hetero']['generate_s']:.0f} s)")
 
     with tempfile.TemporaryDirectory(prefix="graphpipe-vs-graphbolt-") as data_dir:
@@ -223,9 +223,9 @@ def _seed_order(graph: gp.CSCGraph, count: int, seed: int) -> torch.Tensor:
 
 def _pair_order(graph: gp.CSCGraph, count: int, seed: int) -> torch.Tensor:
     """``[count, 2]`` int64 (source, destination) pairs: random distinct edges of the graph."""
-    if graph.num_edges < count:
-        raise ValueError(f"the graph has {graph.num_edges} edges, fewer than the {count} pairs needed")
-    positions = torch.randperm(graph.num_edges, generator=torch.Generator().manual_seed(seed + 1))[:count]
+    if graph.total_num_edges < count:
+        raise ValueError(f"the graph has {graph.total_num_edges} edges, fewer than the {count} pairs needed")
+    positions = torch.randperm(graph.total_num_edges, generator=torch.Generator().manual_seed(seed + 1))[:count]
     destinations = torch.searchsorted(graph.indptr.to(torch.int64), positions, right=True) - 1
     return torch.stack([graph.indices[positions].to(torch.int64), destinations], dim=1)
 

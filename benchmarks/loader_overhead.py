@@ -22,7 +22,7 @@ import graphpipe as gp
 def main() -> None:
     ds = gp.datasets.synthetic_node_classification(num_nodes=20_000, avg_degree=4, feature_dim=8, seed=0)
     pipe = (
-        gp.ItemSampler(gp.ItemSet(torch.arange(ds.graph.num_nodes), names="seeds"), 32, shuffle=True, seed=0)
+        gp.ItemSampler(gp.ItemSet(torch.arange(ds.graph.total_num_nodes), names="seeds"), 32, shuffle=True, seed=0)
         .sample_neighbor(ds.graph, [2, 2], seed=0)
         .fetch_feature(ds.features, ["feat"])
     )

@@ -69,8 +69,8 @@ def split_edges(graph: gp.CSCGraph, fraction: float, seed: int):
     held_out = int(fraction * pairs.size(0))
     validation, test, train = pairs[:held_out], pairs[held_out : 2 * held_out], pairs[2 * held_out :]
     both = torch.cat([train, train.flip(1)])
-    both = both[torch.argsort(both[:, 1] * graph.num_nodes + both[:, 0])]
-    return gp.CSCGraph.from_coo(both[:, 0], both[:, 1], graph.num_nodes), train, validation, test
+    both = both[torch.argsort(both[:, 1] * graph.total_num_nodes + both[:, 0])]
+    return gp.CSCGraph.from_coo(both[:, 0], both[:, 1], graph.total_num_nodes), train, validation, test
 
 
 def train_epoch(encoder, predictor, optimizer, loader, desc):
@@ -92,7 +92,7 @@ def train_epoch(encoder, predictor, optimizer, loader, desc):
 def embed_all_nodes(encoder, ds, graph, args, fanouts) -> torch.Tensor:
     """``[num_nodes, dim]``: every node's embedding, sampled from the training graph."""
     encoder.eval()
-    pipe = gp.ItemSampler(gp.ItemSet(graph.num_nodes), args.batch_size * 4, shuffle=False)
+    pipe = gp.ItemSampler(gp.ItemSet(graph.total_num_nodes), args.batch_size * 4, shuffle=False)
     pipe = pipe.sample_neighbor(graph, fanouts, seed=0).fetch_feature(ds.features, ["feat"]).copy_to(args.device)
     return torch.cat([encoder(minibatch).cpu() for minibatch in gp.DataLoader(pipe)])
 
@@ -163,7 +163,7 @@ def main():
     for split, (name, pairs) in enumerate((("validation", validation), ("test", test))):
         queries = pairs[: args.max_queries]
         negatives = gp.ops.sample_uniform_negatives(
-            queries, ds.graph.num_nodes, args.num_negatives, key=gp.ops.derive_key(0, split),
+            queries, ds.graph.total_num_nodes, args.num_negatives, key=gp.ops.derive_key(0, split),
             indptr=ds.graph.indptr, indices=ds.graph.indices, exclude_edges=True,
         )  # fmt: skip
         evaluation[name] = (queries.to(args.device), negatives.to(args.device))

@@ -4,7 +4,7 @@ A dataset preprocessed for ``dgl.graphbolt.OnDiskDataset`` (a directory with a
 ``metadata.yaml``: graph edges, features, tasks with train/validation/test sets) loads
 with ``gp.datasets.OnDiskDataset(path)``; nothing is converted. Features marked
 ``in_memory: false`` stay on disk (memory-mapped); the graph is built once with bounded
-memory and cached in ``<path>/graphpipe/``.
+memory and cached beside the directory, in ``<path>.graphpipe/``.
 
     python examples/ondisk_dataset.py --path /data/my_graphbolt_dataset
     python examples/ondisk_dataset.py            # writes a demo directory first (synthetic graph)

@@ -12,9 +12,11 @@ import sys
 
 from graphpipe._internal import numba_cache
 from graphpipe import datasets
+from graphpipe.datasets import BuiltinDataset, OnDiskDataset
 from graphpipe import ops
 from graphpipe import loading, transforms
 from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.graph.edge_types import etype_str_to_tuple, etype_tuple_to_str
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.features.disk import DiskBasedFeature
 from graphpipe.features.cpu_cache import CPUCachedFeature
@@ -37,6 +39,7 @@ __version__ = "0.1.0"
 numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if name.startswith("graphpipe."))
 
 __all__ = [
+    "BuiltinDataset", "OnDiskDataset",
     "DistributedItemSampler", "UnsupportedCombination", "cooperative_exchange", "retain_freed_memory",
     "GPUCachedFeature", "gpu_cached_feature", "hotness_from_degree", "hotness_from_presampling",
     "CopyTo",
@@ -51,6 +54,8 @@ __all__ = [
     "LayerNeighborSampler",
     "UniformNegativeSampler",
     "CSCGraph",
+    "etype_str_to_tuple",
+    "etype_tuple_to_str",
     "CSCFormat",
     "DataLoader",
     "ItemSampler",

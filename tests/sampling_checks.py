@@ -40,8 +40,8 @@ def graph_and_edges(kind: str, seed: int = 0) -> Tuple[CSCGraph, Dict[str, Tuple
 def user_weights(graph: CSCGraph, name: str = "w") -> Dict[str, torch.Tensor]:
     """``{edge type: [E_t]}`` the edge attribute ``name`` in the user's edge id order."""
     schema, attr = graph.schema, graph.edge_attributes[name]
-    ids = graph.map_edge_ids(torch.arange(graph.num_edges))
-    types = graph.type_per_edge.to(torch.int64) if graph.is_heterogeneous else torch.zeros(graph.num_edges, dtype=torch.int64)
+    ids = graph.map_edge_ids(torch.arange(graph.total_num_edges))
+    types = graph.type_per_edge.to(torch.int64) if graph.is_heterogeneous else torch.zeros(graph.total_num_edges, dtype=torch.int64)
     out = {}
     for t, etype in enumerate(schema.edge_types):
         mask = types == t

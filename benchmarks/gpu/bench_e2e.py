@@ -118,7 +118,7 @@ def main():
             prepared = [mb for _, mb in zip(range(args.batches + 3), gp.DataLoader(pipe))]
             train_alone = rate(prepared, args.batches, step)
             record = {"bench": "e2e", "config": config, "store": store_name, "sampler": args.sampler,
-                      "nodes": num_nodes, "edges": graph.num_edges, "e2e it/s": round(e2e, 2),
+                      "nodes": num_nodes, "edges": graph.total_num_edges, "e2e it/s": round(e2e, 2),
                       "sample it/s": round(sample_alone, 2), "fetch it/s": round(fetch_alone, 2),
                       "train it/s": round(train_alone, 2),
                       "overlap efficiency": round(e2e / min(sample_alone, fetch_alone, train_alone), 3)}

@@ -11,7 +11,12 @@ import torch
 from graphpipe._internal.checks import as_int
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["ItemSet", "HeteroItemSet", "ItemSetDict"]
+__all__ = ["ItemSet", "HeteroItemSet", "ItemSetDict", "NEGATIVE_FIELDS"]
+
+# GraphBolt 2.1's field names, mapped as GraphBolt 2.2's ItemSampler maps them: seed nodes
+# and node pairs are "seeds"; given negatives become seeds, labels and indexes per batch.
+_LEGACY_SEEDS = ("seed_nodes", "node_pairs")
+NEGATIVE_FIELDS = ("negative_srcs", "negative_dsts")
 
 
 class ItemSet:
@@ -28,6 +33,12 @@ class ItemSet:
     ``names`` names the fields, one per tensor (e.g. ``("seeds", "labels")``); the
     :class:`~graphpipe.ItemSampler` copies fields called ``seeds`` and ``labels`` into the
     MiniBatch fields of the same name. With one field and no names, the field is ``seeds``.
+
+    GraphBolt 2.1's names work as GraphBolt 2.2 maps them: ``seed_nodes`` and
+    ``node_pairs`` are named ``seeds``; with ``[N, k]`` ``negative_dsts`` (and/or
+    ``negative_srcs``) beside ``[N, 2]`` pairs, each batch's seeds are its ``B`` pairs then
+    their ``B * k`` negatives (a missing side is the pair's own node), with float32
+    ``labels`` (1, then 0) and ``indexes`` (the pair's position in the batch).
 
     An ItemSet may be empty (a split with no items of one node type, in a
     :class:`HeteroItemSet`); an :class:`~graphpipe.ItemSampler` refuses a set with no
@@ -62,12 +73,13 @@ class ItemSet:
         elif isinstance(names, str):
             names = (names,)
         if names is not None:
-            names = tuple(names)
+            names = tuple("seeds" if name in _LEGACY_SEEDS else name for name in names)
             if len(names) != len(items):
                 raise ValueError(
                     f"ItemSet: `names` has {len(names)} entries for {len(items)} fields; give one "
                     f"name per tensor, e.g. names=('seeds', 'labels')"
                 )
+            _check_negatives(names, items)
         self._items = items
         self.names: Optional[Tuple[str, ...]] = names
 
@@ -92,8 +104,12 @@ class ItemSet:
     def batch(self, rows: torch.Tensor) -> Dict[str, torch.Tensor]:
         """The MiniBatch fields of items ``rows`` (``[n]`` int64 positions): every named
         field, and ``item_ids`` (a copy of ``rows``: a view would keep the epoch's order
-        alive, and ship it to worker processes)."""
-        return {**dict(zip(self.names, self[rows])), "item_ids": rows.clone()}
+        alive, and ship it to worker processes); given negatives make ``seeds``,
+        ``labels`` and ``indexes`` (see the class doc)."""
+        fields = dict(zip(self.names, self[rows]))
+        if any(name in fields for name in NEGATIVE_FIELDS):
+            fields = _with_given_negatives(fields)
+        return {**fields, "item_ids": rows.clone()}
 
     def __repr__(self) -> str:
         fields = ", ".join(
@@ -101,6 +117,36 @@ class ItemSet:
             for n, t in zip(self.names or range(len(self._items)), self._items)
         )
         return f"ItemSet(len={len(self)}, {fields})"
+
+
+def _check_negatives(names: Tuple[str, ...], items: Tuple[torch.Tensor, ...]) -> None:
+    """Given negatives need ``[N, 2]`` seeds and ``[N, k]`` negatives, and no labels or
+    indexes of their own (they are made per batch)."""
+    fields = dict(zip(names, items))
+    given = [name for name in NEGATIVE_FIELDS if name in fields]
+    if not given:
+        return
+    seeds = fields.get("seeds")
+    if seeds is None or seeds.dim() != 2 or seeds.size(1) != 2:
+        raise ValueError(f"ItemSet: {given} need node pairs ('seeds' or 'node_pairs', [N, 2]) beside them")
+    if "labels" in fields or "indexes" in fields:
+        raise ValueError(f"ItemSet: {given} make each batch's labels and indexes; drop the 'labels' / 'indexes' fields")
+    widths = {name: tuple(fields[name].shape[1:]) for name in given}
+    if any(len(width) != 1 for width in widths.values()) or len(set(widths.values())) != 1:
+        raise ValueError(f"ItemSet: {given} must be [N, k] node ids, one k for both, got shapes {widths}")
+
+
+def _with_given_negatives(fields: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """GraphBolt 2.2's ``_construct_seeds``: ``B`` pairs and their ``[B, k]`` negatives ->
+    ``seeds`` ``[B * (1 + k), 2]``, float32 ``labels`` and int64 ``indexes``."""
+    pairs = fields["seeds"]
+    k = next(fields[name].size(1) for name in NEGATIVE_FIELDS if name in fields)
+    sources = fields.get("negative_srcs", pairs[:, :1].expand(-1, k)).reshape(-1)
+    destinations = fields.get("negative_dsts", pairs[:, 1:].expand(-1, k)).reshape(-1)
+    seeds = torch.cat([pairs, torch.stack([sources, destinations], dim=1).to(pairs.dtype)])
+    labels = torch.cat([torch.ones(pairs.size(0), device=pairs.device), torch.zeros(sources.numel(), device=pairs.device)])
+    positions = torch.arange(pairs.size(0), device=pairs.device)
+    return {"seeds": seeds, "labels": labels, "indexes": torch.cat([positions, positions.repeat_interleave(k)])}
 
 
 def _count(items) -> Optional[int]:
@@ -186,10 +232,9 @@ class HeteroItemSet:
             local = rows[kinds == i] - self._offsets[i]
             if local.numel() == 0:
                 continue
-            for name, value in zip(self.names, item_set[local]):
-                fields[name][node_type] = value
-            fields["item_ids"][node_type] = local
-        return fields
+            for name, value in item_set.batch(local).items():
+                fields.setdefault(name, {})[node_type] = value
+        return {name: by_type for name, by_type in fields.items() if name not in NEGATIVE_FIELDS}
 
     def __repr__(self) -> str:
         inner = ",\n".join(f"    {t!r}: {s!r}" for t, s in self._sets.items())

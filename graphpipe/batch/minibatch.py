@@ -173,6 +173,11 @@ class MiniBatch:
         :func:`graphpipe.batch.pyg.to_pyg`."""
         return pyg.to_pyg(self, node_feature_key, edge_feature_key, label_key, neg_sampling)
 
+    def to_pyg_data(self):
+        """GraphBolt's name for :meth:`to_pyg` (with its defaults): ``x``, ``edge_index``,
+        ``y`` (the seeds' labels), ``batch_size`` and ``n_id`` as GraphBolt's gives them."""
+        return self.to_pyg()
+
 
 def map_tensors(obj, fn):
     """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph."""

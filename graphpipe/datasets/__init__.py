@@ -5,20 +5,21 @@
 * :func:`synthetic_mag`: a heterogeneous graph shaped like ogbn-mag (papers, authors,
   institutions, fields of study), any size, labels a relational GNN reads from the structure.
 * :func:`karate_club`: Zachary's karate club (34 nodes), for tests and tutorials.
-* :class:`OnDiskDataset`: a GraphBolt on-disk dataset directory, read as it is.
+* :class:`OnDiskDataset`: a GraphBolt on-disk dataset directory, read as it is;
+  :class:`BuiltinDataset`: GraphBolt's ``datasets/<name>`` directory of one.
 * :func:`from_pyg`, :func:`from_dgl`: a PyG ``Data`` / DGL graph with its features and splits.
 * :func:`ogb_node_dataset`: an OGB node-property-prediction dataset already on local disk.
 """
 
 from graphpipe.datasets.base import NodeClassificationDataset
 from graphpipe.datasets.convert import from_dgl, from_pyg
-from graphpipe.datasets.ondisk import OnDiskDataset, Task
+from graphpipe.datasets.ondisk import BuiltinDataset, OnDiskDataset, Task
 from graphpipe.datasets.karate import karate_club
 from graphpipe.datasets.ogb import ogb_node_dataset
 from graphpipe.datasets.synthetic import rmat_edge_chunks, rmat_edges, synthetic_node_classification
 from graphpipe.datasets.synthetic_hetero import HeteroNodeClassificationDataset, synthetic_mag
 
 __all__ = [
-    "HeteroNodeClassificationDataset", "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl",
+    "BuiltinDataset", "HeteroNodeClassificationDataset", "NodeClassificationDataset", "OnDiskDataset", "Task", "from_dgl",
     "from_pyg", "karate_club", "ogb_node_dataset", "rmat_edge_chunks", "rmat_edges", "synthetic_mag", "synthetic_node_classification",
 ]

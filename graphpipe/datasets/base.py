@@ -60,7 +60,7 @@ class NodeClassificationDataset:
             for name, item_set in (("train", self.train_set), ("validation", self.validation_set), ("test", self.test_set))
         )
         return (
-            f"NodeClassificationDataset(name='{self.name}', num_nodes={self.graph.num_nodes}, "
-            f"num_edges={self.graph.num_edges}, feature_dim={feature_dim}, "
+            f"NodeClassificationDataset(name='{self.name}', num_nodes={self.graph.total_num_nodes}, "
+            f"num_edges={self.graph.total_num_edges}, feature_dim={feature_dim}, "
             f"num_classes={self.num_classes}, {sizes})"
         )

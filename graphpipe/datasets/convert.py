@@ -190,7 +190,7 @@ def _dataset(
     label_key: str,
     num_classes: Optional[int],
 ) -> NodeClassificationDataset:
-    features, labels, sets = _node_items(where, "", graph.num_nodes, node_data, feature_key, label_key)
+    features, labels, sets = _node_items(where, "", graph.total_num_nodes, node_data, feature_key, label_key)
     return NodeClassificationDataset(
         name=name,
         graph=graph,

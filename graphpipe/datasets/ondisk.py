@@ -36,17 +36,28 @@ layout, ``dgl.graphbolt.OnDiskDataset``)::
         test_set: [...]
 
 Paths are relative to the directory. The graph is built once from the edge file with
-:meth:`graphpipe.CSCGraph.from_coo_files` (bounded memory) and cached in
-``<directory>/graphpipe/graph.pt``, rebuilt when the edge files, the ``graph`` section or
-the options change; GraphBolt's own ``preprocessed/`` folder is neither read nor written,
-so both libraries can share a directory. Features with ``in_memory: false`` stay on disk
-(memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
+:meth:`graphpipe.CSCGraph.from_coo_files` (bounded memory) and cached BESIDE the directory,
+in ``<directory>.graphpipe/graph.pt`` (or ``cache_dir``), rebuilt when the edge files, the
+``graph`` section or the options change. Beside, not inside: GraphBolt 2.1 hashes every
+file under the dataset directory (``preprocessed/`` included) and preprocesses the whole
+dataset again when any changes, so a cache inside would make the two libraries undo each
+other's work; graphpipe writes nothing into the directory and reads nothing GraphBolt
+writes there unless asked, so both share a directory. Features with ``in_memory: false``
+stay on disk (memory-mapped ``.npy``); a 1-D feature is read as ``[n, 1]``, as GraphBolt does.
+
+GraphBolt's own output opens too: ``OnDiskDataset("<directory>/preprocessed")`` reads its
+``metadata.yaml`` (features and sets as GraphBolt converted them; its paths are relative
+to ``<directory>``, as GraphBolt writes them, and must stay inside it). Its graph
+(``graph_topology``, a ``fused_csc_sampling_graph.pt``) is a pickled DGL C++ object, which
+graphpipe never unpickles: the graph is built from the ``graph`` section of
+``<directory>/metadata.yaml`` (the edges GraphBolt built it from), with the same cache
+as ``OnDiskDataset("<directory>")``.
 
 A dataset directory is untrusted input (it may come from a download): every path in
 ``metadata.yaml`` is resolved, symlinks included, and must stay inside the directory
 (``trusted_directories`` names more places it may point into); arrays are read without
 unpickling (``allow_pickle=False``, ``weights_only=True``, YAML safe loading); the cache
-is written only into a real directory (``graphpipe/`` as a symlink is refused), through a
+is written only into a real directory (a symlinked cache directory is refused), through a
 private scratch directory and a rename, so no planted symlink is written through.
 
 Heterogeneous datasets (GraphBolt's ``type`` fields) are read too: ``graph.nodes`` lists
@@ -81,11 +92,8 @@ from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.datasets._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
 from graphpipe.datasets._files import trusted_directories as check_trusted_directories
 
-__all__ = ["OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
+__all__ = ["BuiltinDataset", "OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
 
-# GraphBolt 2.1 called the seed field of node tasks "seed_nodes"; 2.2 and graphpipe's
-# ItemSampler call it "seeds".
-_FIELD_RENAMES = {"seed_nodes": "seeds"}
 _CACHE_VERSION = 2
 #: GraphBolt's name of the edge attribute ``include_original_edge_id=True`` adds.
 ORIGINAL_EDGE_ID = "_ORIGINAL_EDGE_ID"
@@ -136,8 +144,10 @@ class OnDiskDataset:
         tasks: names of the tasks to read (default all).
         force_preprocess: rebuild the cached graph even if it is up to date (a stale
             cache is always rebuilt).
-        cache_dir: where the graph cache goes (default ``<path>/graphpipe``), e.g. for
-            a read-only dataset directory. It must be a real directory, not a symlink.
+        cache_dir: where the graph cache goes (default ``<path>.graphpipe``, beside the
+            dataset directory, where GraphBolt does not look; for GraphBolt's
+            ``<dataset>/preprocessed``: ``<dataset>.graphpipe``). It must be a real
+            directory, not a symlink.
         disk_based_features: open ``in_memory: false`` numpy features as
             :class:`~graphpipe.DiskBasedFeature` (rows read with ``pread``, no page
             cache with ``O_DIRECT``; wrap them in a :class:`~graphpipe.CPUCachedFeature`)
@@ -168,6 +178,7 @@ class OnDiskDataset:
         tasks: the :class:`Task` s.
         all_nodes_set: an :class:`~graphpipe.ItemSet` of every node id.
         metadata: the parsed ``metadata.yaml``.
+        cache_dir: the directory of the graph cache.
 
     Requires PyYAML (``pip install 'graphpipe-gnn[ondisk]'`` or ``pip install pyyaml``).
     """
@@ -197,22 +208,28 @@ class OnDiskDataset:
         if not os.path.isfile(metadata_path):
             raise FileNotFoundError(f"{where}: no metadata.yaml in the directory (expected '{metadata_path}')")
         metadata = _read_yaml(inside(path, "metadata.yaml", f"{where}: metadata.yaml", trusted, _OPT_IN), where)
-        if not isinstance(metadata, dict) or not isinstance(metadata.get("graph"), dict):
-            raise ValueError(f"{where}: metadata.yaml must be a mapping with a `graph` section (nodes and edges)")
+        root, graph_section = path, metadata.get("graph") if isinstance(metadata, dict) else None
+        if isinstance(metadata, dict) and graph_section is None and "graph_topology" in metadata:
+            root, graph_section = _graphbolt_output_source(path, trusted, where)
+        if not isinstance(graph_section, dict):
+            raise ValueError(
+                f"{where}: metadata.yaml must be a mapping with a `graph` section (nodes and edges), or GraphBolt's "
+                "preprocessed metadata (with `graph_topology`) in the `preprocessed` folder of its dataset"
+            )
         self.path = path
         self.metadata = metadata
         name = metadata.get("dataset_name")
         if name is not None and not isinstance(name, (str, int, float)):
             raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
         self.dataset_name = str(name or os.path.basename(path))
-        files = _Files(path, trusted, where)
+        files = _Files(root, trusted, where)
         options = {
             "include_original_edge_id": include_original_edge_id,
             "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype,
         }
         default_cache = cache_dir is None
-        cache_dir = os.path.join(path, "graphpipe") if default_cache else os.path.abspath(os.fspath(cache_dir))
-        self.graph = _load_graph(files, metadata["graph"], cache_dir, default_cache, options, force_preprocess)
+        self.cache_dir = root + ".graphpipe" if default_cache else os.path.abspath(os.fspath(cache_dir))
+        self.graph = _load_graph(files, graph_section, self.cache_dir, default_cache, options, force_preprocess)
         self.feature = _feature_store(files, _list(metadata, "feature_data", "", where), self.graph, disk_based_features)
         self.tasks = _tasks(files, _list(metadata, "tasks", "", where), tasks)
 
@@ -234,14 +251,47 @@ class OnDiskDataset:
         :class:`~graphpipe.HeteroItemSet` of every type's ids for a typed graph."""
         if self.graph.is_heterogeneous:
             return HeteroItemSet({t: ItemSet(n, names="seeds") for t, n in self.graph.num_nodes_per_type.items() if n})
-        return ItemSet(self.graph.num_nodes, names="seeds")
+        return ItemSet(self.graph.total_num_nodes, names="seeds")
 
     def __repr__(self) -> str:
         return (
-            f"OnDiskDataset(name='{self.dataset_name}', path='{self.path}', num_nodes={self.graph.num_nodes}, "
-            f"num_edges={self.graph.num_edges}, node_features={self.feature.node_keys}, "
+            f"OnDiskDataset(name='{self.dataset_name}', path='{self.path}', num_nodes={self.graph.total_num_nodes}, "
+            f"num_edges={self.graph.total_num_edges}, node_features={self.feature.node_keys}, "
             f"edge_features={self.feature.edge_keys}, tasks={[t.metadata.get('name') for t in self.tasks]})"
         )
+
+
+class BuiltinDataset(OnDiskDataset):
+    """GraphBolt's ``BuiltinDataset(name, root="datasets")``: the dataset directory
+    ``<root>/<name>`` (e.g. ``datasets/ogbn-products``, as GraphBolt downloads it), opened
+    as an :class:`OnDiskDataset`. graphpipe downloads nothing: the directory must be there.
+    """
+
+    def __init__(self, name: str, root: str | os.PathLike = "datasets"):
+        if not isinstance(name, str) or not name or os.sep in name:
+            raise ValueError(f"BuiltinDataset: `name` must be a dataset directory's name, e.g. 'ogbn-products', got {name!r}")
+        path = os.path.join(os.fspath(root), name)
+        if not os.path.isdir(path):
+            raise FileNotFoundError(
+                f"BuiltinDataset('{name}'): no directory '{os.path.abspath(path)}'; graphpipe downloads nothing: put "
+                f"the dataset there (GraphBolt's download, or any directory with a metadata.yaml), or pass `root`"
+            )
+        super().__init__(path)
+
+
+def _graphbolt_output_source(path: str, trusted: List[str], where: str) -> Tuple[str, Any]:
+    """``(dataset directory, its graph section)`` for GraphBolt's preprocessed output at
+    ``path``: its paths are relative to the dataset it came from (``path``'s parent), whose
+    ``metadata.yaml`` names the edges its pickled graph was built from."""
+    root = os.path.dirname(path)
+    if not os.path.isfile(os.path.join(root, "metadata.yaml")):
+        raise FileNotFoundError(
+            f"{where}: metadata.yaml is GraphBolt's preprocessed output, whose graph is a pickled DGL object graphpipe "
+            f"does not unpickle; graphpipe builds the graph from the edges of the dataset it came from, but there is "
+            f"no '{os.path.join(root, 'metadata.yaml')}'"
+        )
+    source = _read_yaml(inside(root, "metadata.yaml", f"{where}: ../metadata.yaml", trusted, _OPT_IN), where)
+    return root, source.get("graph") if isinstance(source, dict) else None
 
 
 def _read_yaml(path: str, where: str):
@@ -519,10 +569,10 @@ def _with_attributes(graph: CSCGraph, attributes, attribute_at, paths, where: st
         if entry["domain"] == "node":
             node_attributes[entry["name"]] = data
         else:
-            if data.dim() == 0 or data.shape[0] != graph.num_edges:
+            if data.dim() == 0 or data.shape[0] != graph.total_num_edges:
                 raise ValueError(
                     f"{where}: metadata.yaml {at} ('{path}') has shape {tuple(data.shape)}, expected one row per "
-                    f"edge ({graph.num_edges})"
+                    f"edge ({graph.total_num_edges})"
                 )
             edge_ids = graph.original_edge_ids
             edge_attributes[entry["name"]] = data if edge_ids is None else data[edge_ids.long()]
@@ -542,8 +592,8 @@ def _with_options(graph: CSCGraph, include_original_edge_id: bool, auto_cast_to_
             edge_ids = changes["original_edge_ids"] = edge_ids.to(torch.int64)
     if include_original_edge_id:
         if edge_ids is None:  # the file was in CSC order already: positions are the ids
-            dtype = torch.int32 if auto_cast_to_optimal_dtype and graph.num_edges <= 2**31 else torch.int64
-            edge_ids = torch.arange(graph.num_edges, dtype=dtype)
+            dtype = torch.int32 if auto_cast_to_optimal_dtype and graph.total_num_edges <= 2**31 else torch.int64
+            edge_ids = torch.arange(graph.total_num_edges, dtype=dtype)
         changes["edge_attributes"] = {**graph.edge_attributes, ORIGINAL_EDGE_ID: edge_ids}
     return dataclasses.replace(graph, **changes) if changes else graph
 
@@ -589,7 +639,7 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
                 )
             rows, key = rows_of[domain][entry["type"]], (entry["type"], name)
         else:
-            rows, key = (graph.num_nodes if domain == "node" else graph.num_edges), name
+            rows, key = (graph.total_num_nodes if domain == "node" else graph.total_num_edges), name
         if feature.num_rows < rows:  # more rows are allowed (padding, nodes added later), as in GraphBolt
             raise ValueError(
                 f"{where}: metadata.yaml {at}: {domain} feature '{name}' ('{path}') has {feature.num_rows} rows, "
@@ -658,7 +708,7 @@ def _one_item_set(files: _Files, entry: dict, at: str) -> ItemSet:
         array = read_array(files.path(data, data_at), data["format"], True, f"{where}: metadata.yaml {data_at}: ")
         fields.append(torch.as_tensor(np.asarray(array)) if isinstance(array, np.ndarray) else array)
         name = data.get("name") or "seeds"
-        names.append(_FIELD_RENAMES.get(name, name))
+        names.append(name)  # GraphBolt 2.1's names (seed_nodes, node_pairs, negative_dsts) are ItemSet's too
     try:
         return ItemSet(tuple(fields), names=tuple(names))
     except (TypeError, ValueError) as error:

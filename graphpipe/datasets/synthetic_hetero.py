@@ -133,7 +133,7 @@ class HeteroNodeClassificationDataset:
         features = ", ".join(f"{t}/{n}: {tuple(v.shape[1:])}" for (t, n), v in self.node_features.items())
         return (
             f"HeteroNodeClassificationDataset(name='{self.name}', target_type='{self.target_type}', "
-            f"nodes=({nodes}), num_edges={self.graph.num_edges:,}, edge_types={len(self.graph.edge_types)}, "
+            f"nodes=({nodes}), num_edges={self.graph.total_num_edges:,}, edge_types={len(self.graph.edge_types)}, "
             f"features=({features}), num_classes={self.num_classes}, train={len(self.train_set)}, "
             f"validation={len(self.validation_set)}, test={len(self.test_set)})"
         )

@@ -254,9 +254,9 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
         pending = _send_item_ids(minibatch, sets, seed_route, graph.schema.node_types, group)
     else:  # link seeds stay; their owners sample their distinct endpoints
         no_nodes = [seeds.nodes[:0]] * len(seeds.counts)
-        seed_plans = _plan_exchange(seed_route, no_nodes, graph.num_nodes, source.exchange_group)
+        seed_plans = _plan_exchange(seed_route, no_nodes, graph.total_num_nodes, source.exchange_group)
         owned = [plan.local_node_ids for plan in seed_plans]
-    exclusion = _owned_exclusion(sampler, seeds, owned, source) if sampler.exclude_seed_edges else None
+    exclusion = _owned_exclusion(sampler, seeds, owned, source) if sampler.excludes_seed_edges else None
     subgraphs: List[CooperativeSampledSubgraph] = []
     for layer in reversed(range(len(sampler.fanouts))):
         subgraph, owned = _sample_layer(sampler, owned, layer, minibatch, exclusion, source)
@@ -281,7 +281,7 @@ def _sample_layer(sampler, owned: List[torch.Tensor], layer: int, minibatch, exc
     subgraph, rows, row_counts = sampler.lay_out(step, layer), step.rows, step.row_counts
     del sample, step  # the sample's global sources are freed before the exchange (faster: less memory in use)
     route = _send_to_owners(rows, row_counts, source.partition, source.sampling_group)
-    plans = _plan_exchange(route, owned, graph.num_nodes, source.exchange_group)
+    plans = _plan_exchange(route, owned, graph.total_num_nodes, source.exchange_group)
     return CooperativeSampledSubgraph(**vars(subgraph), exchange=_lay_out(plans, graph)), [plan.local_node_ids for plan in plans]
 
 

@@ -13,7 +13,7 @@ every layer's output. Two fixed assignments:
   ranks.
 
 On typed (heterogeneous) graphs vertices are keyed by their global id,
-``graph.node_type_offset[type] +`` type-local id: one partition of ``graph.num_nodes``
+``graph.node_type_offset[type] +`` type-local id: one partition of ``graph.total_num_nodes``
 ids covers every node type (a user assignment is indexed by global ids), and the hash
 partition spreads every type over the ranks.
 """

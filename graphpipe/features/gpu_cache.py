@@ -252,7 +252,7 @@ def hotness_from_degree(graph) -> torch.Tensor:
     it is in (its out-degree; the in-degree on a symmetric graph), so this ranks the rows
     a sampler will fetch most without sampling anything.
     """
-    return torch.bincount(graph.indices.to(torch.int64), minlength=graph.num_nodes)
+    return torch.bincount(graph.indices.to(torch.int64), minlength=graph.total_num_nodes)
 
 
 def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_type: Optional[str] = None) -> torch.Tensor:

@@ -11,7 +11,7 @@ import torch
 
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe._internal.checks import check_node_ids
-from graphpipe._internal.devices import cuda_or_warn_once, pin_in_place
+from graphpipe._internal.devices import cuda_or_warn_once, pin_in_place, resolve_device
 from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
 
 __all__ = ["Feature", "FeatureStore"]
@@ -80,17 +80,70 @@ class Feature:
         data = self.data
         return data.numel() * data.element_size() if isinstance(data, torch.Tensor) else data.nbytes
 
-    def read(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` integer tensor): ``[n, *row_shape]``, on the GPU if the
-        table or ``ids`` is on one, written into ``out`` when given. ``ids`` are checked
-        (user input): every kind of feature raises a ValueError naming the id out of range.
+    def read(self, ids: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (``[n]`` integer tensor; None: every row, a copy, as GraphBolt's
+        ``read()``): ``[n, *row_shape]``, on the GPU if the table or ``ids`` is on one,
+        written into ``out`` when given. ``ids`` are checked (user input): every kind of
+        feature raises a ValueError naming the id out of range.
         """
+        if ids is None:
+            return self.read_valid(torch.arange(self.num_rows), out)
         return self.read_valid(check_node_ids(ids, self.num_rows, "ids", f"{type(self).__name__}.read", "row"), out)
 
     def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """:meth:`read` of ``[n]`` int32/int64 ids the library made and knows to be in
         ``[0, num_rows)`` (a sampler's ``input_nodes``): no check. A storage overrides this."""
         return gather_valid_rows(self.data, ids, out)
+
+    def size(self) -> torch.Size:
+        """GraphBolt's: the shape of one row, ``row_shape`` as a ``torch.Size``."""
+        return torch.Size(self.row_shape)
+
+    def count(self) -> int:
+        """GraphBolt's: the number of rows."""
+        return self.num_rows
+
+    def update(self, value: torch.Tensor, ids: Optional[torch.Tensor] = None) -> None:
+        """GraphBolt's: replace the table by ``value`` (``ids`` None; as many rows, any row
+        shape and dtype: layer-wise inference writes each layer's output there), or write
+        ``value[i]`` (``[n, *row_shape]``) into row ``ids[i]`` of a writable table.
+
+        In place, so pipes built on this feature read the new rows (with ``num_workers=0``:
+        worker processes keep the copy they started with). In-memory tables only.
+        """
+        where = f"{type(self).__name__}.update"
+        if type(self) is not Feature:
+            raise TypeError(f"{where}: only in-memory features (graphpipe.Feature) can be updated")
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{where}: `value` must be a torch.Tensor, got {type(value).__name__}")
+        if ids is None:
+            if value.dim() < 1 or value.shape[0] != self.num_rows:
+                raise ValueError(f"{where}: `value` must have the table's {self.num_rows} rows, got shape {tuple(value.shape)}")
+            self._data, self.path = _checked_table(value.contiguous(), "`value`"), None
+            return
+        ids = check_node_ids(ids, self.num_rows, "ids", where, "row")
+        if tuple(value.shape) != (ids.numel(),) + self.row_shape:
+            raise ValueError(
+                f"{where}: `value` must be [len(ids), *row_shape] = {[ids.numel(), *self.row_shape]}, got {list(value.shape)}"
+            )
+        if isinstance(self.data, np.ndarray) and not self.data.flags.writeable:
+            raise ValueError(f"{where}: the table is read-only (a mapped .npy file); update(value) replaces it whole")
+        torch.as_tensor(self.data)[ids.to(torch.int64)] = value.to(self.dtype)
+
+    def to(self, device) -> "Feature":
+        """GraphBolt's: this feature with its table on ``device`` (self when it is there
+        already; ``"pinned"``: :meth:`pin_memory_`). Without CUDA, a CUDA device warns once
+        and keeps the table on the CPU. Disk-based and cached features stay where they are."""
+        if device == "pinned":
+            return self.pin_memory_()
+        device = resolve_device(device)
+        if device.type == "cuda" and not cuda_or_warn_once("Feature.to('cuda'): CUDA is not available; features stay on the CPU"):
+            device = torch.device("cpu")
+        data = self.data
+        here = data.device if isinstance(data, torch.Tensor) else torch.device("cpu")
+        if here == device or type(self) is not Feature:
+            return self
+        return Feature(torch.as_tensor(data).to(device))
 
     def pin_memory_(self) -> "Feature":
         """Page-lock a CPU table in place (``cudaHostRegister``, no copy) and return self,
@@ -203,6 +256,37 @@ class FeatureStore:
         for feature in self._features.values():
             feature.pin_memory_()
         return self
+
+    # GraphBolt's FeatureStore methods: a feature is named (domain, type_name, feature_name),
+    # domain "node" or "edge", type_name None when homogeneous.
+    def keys(self) -> List[Key]:
+        """Every feature's ``(domain, type_name or None, feature_name)``, as GraphBolt's."""
+        return list(self._features)
+
+    def read(self, domain: str, type_name: Optional[str], feature_name: str, ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Rows ``ids`` (None: all) of a feature: ``[n, *row_shape]`` (:meth:`Feature.read`)."""
+        return self[domain, type_name, feature_name].read(ids)
+
+    def size(self, domain: str, type_name: Optional[str], feature_name: str) -> torch.Size:
+        """The row shape of a feature (GraphBolt's ``size``: without the row dimension)."""
+        return self[domain, type_name, feature_name].size()
+
+    def count(self, domain: str, type_name: Optional[str], feature_name: str) -> int:
+        """The number of rows of a feature."""
+        return self[domain, type_name, feature_name].count()
+
+    def update(
+        self, domain: str, type_name: Optional[str], feature_name: str, value: torch.Tensor, ids: Optional[torch.Tensor] = None
+    ) -> None:
+        """Replace a feature's table by ``value``, or its rows ``ids`` (:meth:`Feature.update`)."""
+        self[domain, type_name, feature_name].update(value, ids)
+
+    def to(self, device) -> "FeatureStore":
+        """A store with every feature on ``device`` (:meth:`Feature.to`; ``"pinned"``
+        pins in place); features already there are shared, this store is not modified."""
+        store = FeatureStore({})
+        store._features = {key: feature.to(device) for key, feature in self._features.items()}
+        return store
 
     def __repr__(self) -> str:
         lines = [f"    {key[0]} {describe(key)}: {feature!r}," for key, feature in self._features.items()]

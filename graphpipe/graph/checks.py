@@ -93,9 +93,9 @@ def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
             f"{where}: `weights` attribute {name!r} must be a 1-D float or bool tensor "
             f"[num_edges], got shape {tuple(probs.shape)} and dtype {probs.dtype}"
         )
-    if probs.numel() != graph.num_edges:
+    if probs.numel() != graph.total_num_edges:
         raise ValueError(
-            f"{where}: `weights` attribute {name!r} must have num_edges = {graph.num_edges} "
+            f"{where}: `weights` attribute {name!r} must have num_edges = {graph.total_num_edges} "
             f"entries, got {probs.numel()}"
         )
     if probs.dtype not in (torch.float32, torch.float64):

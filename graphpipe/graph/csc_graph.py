@@ -19,7 +19,7 @@ import os
 import types
 from dataclasses import FrozenInstanceError, dataclass, field, fields
 from functools import cached_property
-from typing import Dict, List, Literal, Mapping, NamedTuple, Optional, Tuple
+from typing import Dict, List, Literal, Mapping, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -292,8 +292,14 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ properties
     @property
-    def num_nodes(self) -> int:
+    def total_num_nodes(self) -> int:
+        """Number of nodes of every type together."""
         return self.indptr.numel() - 1
+
+    @property
+    def num_nodes(self) -> Union[int, Dict[str, int]]:
+        """GraphBolt's: the number of nodes (untyped), or node type -> its number of nodes (typed)."""
+        return self.num_nodes_per_type if self.is_heterogeneous else self.total_num_nodes
 
     @property
     def is_heterogeneous(self) -> bool:
@@ -319,14 +325,23 @@ class CSCGraph:
         return {t: offsets[i + 1] - offsets[i] for i, t in enumerate(self.node_types)}
 
     @property
-    def num_edges(self) -> int:
+    def total_num_edges(self) -> int:
+        """Number of edges of every type together."""
         return self.indices.numel()
+
+    @property
+    def num_edges(self) -> Union[int, Dict[str, int]]:
+        """GraphBolt's: the number of edges (untyped), or ``"src:rel:dst"`` -> its number of edges (typed)."""
+        if not self.is_heterogeneous:
+            return self.total_num_edges
+        counts = torch.bincount(self.type_per_edge.to(torch.int64), minlength=len(self.edge_types)).tolist()
+        return dict(zip(self.edge_types, counts))
 
     @cached_property
     def schema(self) -> TypeSchema:
         """The graph's :class:`TypeSchema` (one type ``"_N"`` / ``"_N:_E:_N"`` when untyped)."""
         if not self.is_heterogeneous:
-            return _type_schema(["_N"], ["_N:_E:_N"], [0, self.num_nodes])
+            return _type_schema(["_N"], ["_N:_E:_N"], [0, self.total_num_nodes])
         return _type_schema(self.node_types, self.edge_types, self.node_type_offset.tolist())
 
     def in_degrees(self) -> torch.Tensor:
@@ -337,7 +352,7 @@ class CSCGraph:
         """``[2, num_edges]`` int64 (sources, targets) in CSC order: column ``e`` is the
         edge at CSC position ``e``, whose user edge id is ``map_edge_ids(e)``."""
         dst = torch.repeat_interleave(
-            torch.arange(self.num_nodes, device=self.indptr.device), self.in_degrees(), output_size=self.num_edges
+            torch.arange(self.total_num_nodes, device=self.indptr.device), self.in_degrees(), output_size=self.total_num_edges
         )
         return torch.stack([self.indices.to(torch.int64), dst])
 
@@ -480,7 +495,7 @@ class CSCGraph:
         every edge's endpoints of its type's node types; type-local ``original_edge_ids``
         a permutation of ``0..E_t - 1`` within each type."""
         per_edge = self.type_per_edge.to(torch.int64)
-        num_edges, num_edge_types = self.num_edges, len(self.edge_type_to_id)
+        num_edges, num_edge_types = self.total_num_edges, len(self.edge_type_to_id)
         if int(per_edge.min()) < 0 or int(per_edge.max()) >= num_edge_types:
             bad = int(per_edge.min()) if int(per_edge.min()) < 0 else int(per_edge.max())
             raise ValueError(f"CSCGraph: `type_per_edge` holds {bad}, not an edge type id (0..{num_edge_types - 1})")
@@ -627,7 +642,7 @@ class CSCGraph:
         if self.is_heterogeneous:
             source = f", node_types={self.num_nodes_per_type}, edge_types={self.edge_types}" + source
         return (
-            f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+            f"CSCGraph(num_nodes={self.total_num_nodes}, num_edges={self.total_num_edges}, "
             f"indptr={self.indptr.dtype}, indices={self.indices.dtype}, "
             f"edge_attributes={list(self.edge_attributes)}, "
             f"node_attributes={list(self.node_attributes)}, "

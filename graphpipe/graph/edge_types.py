@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-__all__ = ["NO_COLON_IN_TYPE_NAMES", "parse_edge_type"]
+__all__ = ["NO_COLON_IN_TYPE_NAMES", "etype_str_to_tuple", "etype_tuple_to_str", "parse_edge_type"]
 
 
 NO_COLON_IN_TYPE_NAMES = "':' separates the parts of 'src_type:relation:dst_type' edge type strings, so type names cannot hold it; rename the type"
@@ -24,3 +24,13 @@ def parse_edge_type(edge_type, where: str = "CSCGraph") -> Tuple[str, str, str]:
         if ":" in part:
             raise ValueError(f"{where}: the {role} '{part}' of edge type {edge_type!r} contains ':'; {NO_COLON_IN_TYPE_NAMES}")
     return tuple(parts)
+
+
+def etype_str_to_tuple(edge_type) -> Tuple[str, str, str]:
+    """GraphBolt's name: ``"src:relation:dst"`` (or a tuple, returned as is) -> ``(src, relation, dst)``."""
+    return parse_edge_type(edge_type, "etype_str_to_tuple")
+
+
+def etype_tuple_to_str(edge_type) -> str:
+    """GraphBolt's name: ``(src, relation, dst)`` (or a string) -> ``"src:relation:dst"``."""
+    return ":".join(parse_edge_type(edge_type, "etype_tuple_to_str"))

@@ -112,14 +112,14 @@ def seed_nodes(graph, seeds, where: str) -> SeedNodes:
                     f"{where}: `seeds` is a dict of types {sorted(seeds)} (from a HeteroItemSet), but the graph is "
                     f"homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
                 )
-            nodes = check_node_ids(seeds, graph.num_nodes, "seeds", where)
+            nodes = check_node_ids(seeds, graph.total_num_nodes, "seeds", where)
             return SeedNodes(nodes, (nodes.numel(),))
         if seeds.size(1) < 2:
             raise ValueError(
                 f"{where}: 2-D `seeds` must be node pairs [N, 2] or hyperlinks [N, k] with k >= 2, got shape "
                 f"{tuple(seeds.shape)} (node seeds are 1-D)"
             )
-        links = check_node_ids(seeds.reshape(-1), graph.num_nodes, "seeds", where).view(seeds.shape)
+        links = check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where).view(seeds.shape)
         return link_seed_nodes(graph, {0: links})
     offsets = graph.schema.node_type_offset
     if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
@@ -138,7 +138,7 @@ def link_seed_nodes(graph, pairs: Mapping[int, torch.Tensor]) -> SeedNodes:
     graph) to ``[N, k]`` int64 GLOBAL ids (checked), sampled from their distinct
     endpoints, ascending (so type-major)."""
     flat = torch.cat([p.reshape(-1) for p in pairs.values()])
-    nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.num_nodes)
+    nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.total_num_nodes)
     cuts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset)).tolist()
     links, at = {}, 0
     for etype, p in pairs.items():
@@ -251,7 +251,7 @@ def _layer_exclusion(exclude: Optional[SeedEdgeExclusion], sampled: List[int], s
 def compact_layer(graph, dst: torch.Tensor, dst_counts, skipped, sample: LayerSample) -> SampledLayer:
     """Relabel a sampled layer: its sources are ``dst``, then the new nodes ascending
     (one :func:`~graphpipe.ops.unique_and_compact` over global ids, typed or not)."""
-    src, local = unique_and_compact(dst, sample.indices, graph.num_nodes)
+    src, local = unique_and_compact(dst, sample.indices, graph.total_num_nodes)
     if not graph.is_heterogeneous:
         return SampledLayer(dst, dst_counts, skipped, sample, src, local, src, (src.numel(),))
     # Global ids of a type are contiguous, so the new nodes (ascending) are grouped by type.

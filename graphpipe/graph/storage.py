@@ -146,7 +146,7 @@ def reduce(graph):
     arrival."""
     cls = type(graph)
     if graph.source_path is not None:
-        return _map_saved_graph, (cls, graph.source_path, graph.num_nodes, graph.num_edges)
+        return _map_saved_graph, (cls, graph.source_path, graph.total_num_nodes, graph.total_num_edges)
     mappings = _FileMappings()
     return _unpickle_graph, (cls, build_arguments(graph, lambda t: mappings.backing(t) or t))
 
@@ -181,10 +181,10 @@ def build_arguments(graph, fn) -> dict:
 def _map_saved_graph(cls, path: str, num_nodes: int, num_edges: int):
     """Unpickle a mapped graph: map its file again (the pickling process validated it)."""
     graph = cls.load(path, mmap=True, validate=False)
-    if (graph.num_nodes, graph.num_edges) != (num_nodes, num_edges):
+    if (graph.total_num_nodes, graph.total_num_edges) != (num_nodes, num_edges):
         raise ValueError(
-            f"CSCGraph: '{path}' changed after it was loaded: it now holds {graph.num_nodes} nodes and "
-            f"{graph.num_edges} edges, the pickled graph had {num_nodes} and {num_edges}"
+            f"CSCGraph: '{path}' changed after it was loaded: it now holds {graph.total_num_nodes} nodes and "
+            f"{graph.total_num_edges} edges, the pickled graph had {num_nodes} and {num_edges}"
         )
     return graph
 

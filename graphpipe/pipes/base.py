@@ -157,6 +157,15 @@ class Pipe(IterableDataset):
             raise TypeError(f"{type(self).__name__} has no source and no length")
         return len(source)
 
+    def exclude_seed_edges(self, *args, **kwargs):
+        """GraphBolt's ``exclude_seed_edges`` stage follows a sampler directly: see
+        :meth:`graphpipe.SubgraphSampler.exclude_seed_edges`."""
+        raise TypeError(
+            f"{type(self).__name__}: exclude_seed_edges(...) follows a sampler stage directly "
+            "(.sample_neighbor(...).exclude_seed_edges(include_reverse_edges=...)), or pass "
+            "exclude_seed_edges=True to the sampler"
+        )
+
     def __getattr__(self, name: str):
         # Only called for attributes not found the normal way.
         stage = Pipe._functional_names.get(name)

@@ -337,7 +337,7 @@ def _check_rows(reads: Dict[str, List[_Read]], sampler: Pipe) -> None:
         edge_counts = torch.bincount(graph.type_per_edge.to(torch.int64), minlength=len(graph.edge_types)).tolist()
         counts = {"node": graph.num_nodes_per_type, "edge": dict(zip(graph.edge_types, edge_counts))}
     else:
-        counts = {"node": {None: graph.num_nodes}, "edge": {None: graph.num_edges}}
+        counts = {"node": {None: graph.total_num_nodes}, "edge": {None: graph.total_num_edges}}
     for kind, kind_reads in reads.items():
         for (_, of, name), _, feature, _ in kind_reads:
             rows, count = feature.num_rows, counts[kind][of]

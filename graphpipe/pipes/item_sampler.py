@@ -7,7 +7,7 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-from graphpipe.batch.item_set import HeteroItemSet, ItemSet
+from graphpipe.batch.item_set import NEGATIVE_FIELDS, HeteroItemSet, ItemSet
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.ops.random import derive_key
 from graphpipe._internal.checks import check_int
@@ -72,7 +72,7 @@ class ItemSampler(Pipe):
                 f"ItemSampler: `item_set` needs a field named 'seeds', got names={item_set.names}; "
                 f"build it as ItemSet((seeds, labels), names=('seeds', 'labels'))"
             )
-        unknown = [n for n in item_set.names if n not in _MINIBATCH_FIELDS]
+        unknown = [n for n in item_set.names if n not in _MINIBATCH_FIELDS + NEGATIVE_FIELDS]
         if unknown:
             raise ValueError(
                 f"ItemSampler: `item_set` field(s) {unknown} are not supported; known fields: "

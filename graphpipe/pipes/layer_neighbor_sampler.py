@@ -95,7 +95,7 @@ class LayerNeighborSampler(SubgraphSampler):
         self.batch_dependency = batch_dependency
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, name)
-        self._normals = _NormalsCache(graph.num_nodes, capacity=3 * (1 if self.layer_dependency else len(self.fanouts)))
+        self._normals = _NormalsCache(graph.total_num_nodes, capacity=3 * (1 if self.layer_dependency else len(self.fanouts)))
 
     def variates(self, batch_index: int, layer: int) -> Variates:
         """The keys of the per-vertex uniforms of one layer of one batch."""
@@ -122,7 +122,7 @@ class LayerNeighborSampler(SubgraphSampler):
         fanout)."""
         sample = sample_labor(
             indptr, self.graph.indices, nodes, fanout, variates=self.variates(minibatch.batch_index, layer),
-            importance_sampling=self.importance_sampling, probs=self.probs, num_nodes=self.graph.num_nodes,
+            importance_sampling=self.importance_sampling, probs=self.probs, num_nodes=self.graph.total_num_nodes,
         )  # fmt: skip
         return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr, self.probs)
 

@@ -32,8 +32,9 @@ class UniformNegativeSampler(Pipe):
 
     * ``seeds``: ``[P * (1 + k), 2]``, the ``P`` positives, then the negatives of
       positive 0, of positive 1, ...;
-    * ``labels``: bool, True for the positives (a batch that had labels keeps them for
-      the positives, and its negatives get zeros of the same dtype);
+    * ``labels``: float32, 1 for the positives and 0 for the negatives, as GraphBolt
+      2.2+ (ready for ``binary_cross_entropy_with_logits``; a batch that had labels keeps
+      them for the positives, and its negatives get zeros of the same dtype);
     * ``indexes``: int64, ``i`` for positive ``i`` and each of its negatives.
 
     Typed graphs: ``seeds`` is a dict edge type ``"src:relation:dst"`` -> ``[P, 2]``
@@ -100,8 +101,8 @@ class UniformNegativeSampler(Pipe):
                 f"evaluation sets do); sample negatives for batches of positive pairs only"
             )
         if not self.graph.is_heterogeneous:
-            pairs = check_node_pairs(minibatch.seeds, self.graph.num_nodes, "seeds", name)
-            negatives = self.negatives(pairs, derive_key(self.seed, minibatch.batch_index), (0, self.graph.num_nodes), -1)
+            pairs = check_node_pairs(minibatch.seeds, self.graph.total_num_nodes, "seeds", name)
+            negatives = self.negatives(pairs, derive_key(self.seed, minibatch.batch_index), (0, self.graph.total_num_nodes), -1)
             return with_negatives(minibatch, negatives)
         seeds, labels, indexes = {}, {}, {}
         offsets = self.graph.schema.node_type_offset
@@ -118,7 +119,7 @@ class UniformNegativeSampler(Pipe):
         """``[P, k]`` negative destinations (global ids, drawn from ``candidates``) of the
         global ``pairs`` of edge type id ``etype`` (-1: untyped)."""
         return sample_uniform_negatives(
-            pairs, self.graph.num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
+            pairs, self.graph.total_num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
             indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
             candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
         )  # fmt: skip
@@ -138,7 +139,7 @@ def _with_negatives(positives: torch.Tensor, labels: Optional[torch.Tensor], neg
     sources = positives[:, 0].repeat_interleave(k)
     seeds = torch.cat([positives, torch.stack([sources, negatives.reshape(-1)], dim=1)])
     if labels is None:
-        labels = torch.ones(num_positives, dtype=torch.bool, device=seeds.device)
+        labels = torch.ones(num_positives, dtype=torch.float32, device=seeds.device)
     negative_labels = labels.new_zeros((num_positives * k,) + tuple(labels.shape[1:]))
     queries = torch.arange(num_positives, device=seeds.device)
     indexes = torch.cat([queries, queries.repeat_interleave(k)])

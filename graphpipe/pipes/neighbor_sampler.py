@@ -44,7 +44,8 @@ class NeighborSampler(SubgraphSampler):
         **options: keyword arguments of :class:`SubgraphSampler`: ``seed``,
             ``cooperative``, ``layout`` (``"block"`` or ``"pyg"``) and, for node-pair
             seeds, ``exclude_seed_edges``, ``include_reverse_edges``,
-            ``reverse_edge_ids`` (untyped) or ``reverse_etypes_mapping`` (typed).
+            ``reverse_edge_ids`` (untyped) or ``reverse_etypes_mapping`` (typed); GraphBolt's
+            ``overlap_fetch`` and ``asynchronous`` (accepted, no-ops: see SubgraphSampler).
 
     Example::
 

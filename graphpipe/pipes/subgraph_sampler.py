@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from functools import partial
 from itertools import accumulate
@@ -117,6 +118,13 @@ class SubgraphSampler(Pipe):
     destinations; LABOR's ``edge_weights`` are rescaled to estimate the mean over the
     in-edges left). Excluded edges are found per batch by binary search where every
     node's sources are sorted (per edge type), else by a scan of the seed nodes' in-edges.
+    GraphBolt's stage form, ``sampler.exclude_seed_edges(include_reverse_edges=...,
+    reverse_etypes_mapping=...)``, gives the same sampler with these options.
+
+    GraphBolt's ``overlap_fetch`` (fetch a pinned graph on a side CUDA stream) and
+    ``asynchronous`` (run the sampler's steps in background threads) are accepted and do
+    nothing: the :class:`~graphpipe.DataLoader` decides where each stage runs and
+    overlaps them itself (``loader.explain()`` shows it).
     """
 
     def __init__(
@@ -131,10 +139,13 @@ class SubgraphSampler(Pipe):
         include_reverse_edges: bool = False,
         reverse_edge_ids: Optional[torch.Tensor] = None,
         reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
+        overlap_fetch: bool = False,
+        asynchronous: bool = False,
     ):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
+        _check_graphbolt_flags(name, overlap_fetch=overlap_fetch, asynchronous=asynchronous)
         _check_no_fetch_before(source, name)
         if not isinstance(layout, str) or layout not in LAYOUTS:
             raise ValueError(
@@ -210,7 +221,7 @@ class SubgraphSampler(Pipe):
                     f"{name}: `exclude_seed_edges=True` looks edges up in host memory; keep the graph on the CPU "
                     f"(pinned with graph.pin_memory_() for GPU sampling) instead of graph.to('cuda')"
                 )
-        self.exclude_seed_edges = exclude_seed_edges
+        self.excludes_seed_edges = exclude_seed_edges
         self.include_reverse_edges = include_reverse_edges
         self.reverse_positions = None
         if self.typed:
@@ -223,6 +234,22 @@ class SubgraphSampler(Pipe):
             self.reverse_edge_types = (0 if include_reverse_edges and reverse_edge_ids is None else -1,)
         type_per_edge = self.graph.type_per_edge if self.typed else None
         self.sorted_indices = exclude_seed_edges and in_neighbours_sorted(self.graph.indptr, self.graph.indices, type_per_edge)
+
+    def exclude_seed_edges(
+        self,
+        include_reverse_edges: bool = False,
+        reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
+        asynchronous: bool = False,
+        reverse_edge_ids: Optional[torch.Tensor] = None,
+    ) -> "SubgraphSampler":
+        """GraphBolt's ``exclude_seed_edges`` stage: a copy of this sampler (same source,
+        seed and options; this one is unchanged) built with ``exclude_seed_edges=True`` and
+        these arguments, so the seed edges are skipped while sampling (see the class doc).
+        ``asynchronous`` is accepted and does nothing, as for the samplers."""
+        _check_graphbolt_flags(f"{type(self).__name__}.exclude_seed_edges", asynchronous=asynchronous)
+        sampler = copy.copy(self)
+        sampler._init_exclusion(True, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
+        return sampler
 
     def __getstate__(self):
         """Sampling weights taken from a memory-mapped graph (``CSCGraph.load(mmap=True)``)
@@ -299,7 +326,7 @@ class SubgraphSampler(Pipe):
         (and ``compacted_seeds`` for link seeds)."""
         seeds = self.batch_seeds(minibatch)
         exclusion = None
-        if self.exclude_seed_edges:
+        if self.excludes_seed_edges:
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
         nodes, counts = seeds.nodes, seeds.counts
         skipped = self.no_skip  # pyg layout: per type, the destinations sampled already
@@ -326,7 +353,7 @@ class SubgraphSampler(Pipe):
         name = type(self).__name__
         self.check_batch(minibatch)
         seeds = seed_nodes(self.graph, minibatch.seeds, name)
-        if self.exclude_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
+        if self.excludes_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
             raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
         return seeds
 
@@ -388,7 +415,16 @@ class SubgraphSampler(Pipe):
         for a graph in host memory."""
         if self.graph.indptr.is_cuda:
             return []
-        return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.num_nodes)) if task is not None]
+        return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.total_num_nodes)) if task is not None]
+
+
+def _check_graphbolt_flags(where: str, **flags) -> None:
+    """GraphBolt's scheduling flags (``overlap_fetch``, ``asynchronous``) are bools, and no-ops here."""
+    for arg, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(
+                f"{where}: `{arg}` must be a bool (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself), got {value!r}"
+            )
 
 
 _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), per edge type on a typed graph; got {got}"
@@ -465,7 +501,7 @@ def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: s
     """``[num_edges]``: CSC position -> CSC position of its reverse edge, from the user's
     ``reverse_edge_ids`` (user edge id -> user edge id of its reverse), after checking
     that every edge maps to one with swapped endpoints. ``O(num_edges)``, once."""
-    num_edges = graph.num_edges
+    num_edges = graph.total_num_edges
     reverse = check_reverse_edge_ids(reverse_edge_ids, num_edges, where)
     user_ids = graph.map_edge_ids(torch.arange(num_edges))  # CSC position -> user id
     position_of = torch.empty(num_edges, dtype=torch.int64)

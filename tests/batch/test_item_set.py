@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+import graphpipe as gp
 from graphpipe import ItemSet
 
 
@@ -61,3 +62,33 @@ def test_an_item_set_may_be_empty(items):
     s = ItemSet(items, names="seeds" if not isinstance(items, tuple) else ("seeds", "labels"))
     assert len(s) == 0
     assert [t.shape[0] for t in s.items] == [0] * len(s.items)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_graphbolt_21_names_are_mapped_and_sample(typed):
+    """GraphBolt 2.1's ``seed_nodes`` / ``node_pairs`` are ``seeds``; ``negative_dsts``
+    make each batch's seeds (its pairs, then their negatives), float32 labels and
+    batch-local indexes, as GraphBolt 2.2's ItemSampler does; the batches sample."""
+    pairs = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7]])
+    negatives = torch.tensor([[8, 9], [10, 11], [12, 13], [14, 15]])
+    node_set = ItemSet(torch.arange(4), names="seed_nodes")
+    link_set = ItemSet((pairs, negatives), names=("node_pairs", "negative_dsts"))
+    assert node_set.names == ("seeds",) and link_set.names == ("seeds", "negative_dsts")
+    edge_index = torch.stack([torch.arange(16), (torch.arange(16) + 1) % 16])
+    etype = "n:to:n"
+    if typed:
+        graph = gp.CSCGraph.from_hetero_edges({etype: edge_index}, {"n": 16})
+        node_set, link_set = gp.HeteroItemSet({"n": node_set}), gp.HeteroItemSet({etype: link_set})
+    else:
+        graph = gp.CSCGraph.from_edge_index(edge_index, 16)
+    (mb,) = gp.ItemSampler(link_set, 4).sample_neighbor(graph, [2])
+    seeds, labels, indexes = (field[etype] if typed else field for field in (mb.seeds, mb.labels, mb.indexes))
+    assert seeds.tolist() == pairs.tolist() + [[s, d] for (s, _), row in zip(pairs.tolist(), negatives.tolist()) for d in row]
+    assert labels.dtype == torch.float32 and labels.tolist() == [1.0] * 4 + [0.0] * 8
+    assert indexes.tolist() == [0, 1, 2, 3, 0, 0, 1, 1, 2, 2, 3, 3]
+    (mb,) = gp.ItemSampler(node_set, 4).sample_neighbor(graph, [2])
+    assert (mb.seeds["n"] if typed else mb.seeds).tolist() == [0, 1, 2, 3] and mb.sampled_subgraphs
+    with pytest.raises(ValueError, match=r"make each batch's labels and indexes"):
+        ItemSet((pairs, negatives, torch.ones(4)), names=("node_pairs", "negative_dsts", "labels"))
+    with pytest.raises(ValueError, match=r"need node pairs"):
+        ItemSet((torch.arange(4), negatives), names=("seed_nodes", "negative_dsts"))

@@ -204,6 +204,8 @@ def test_to_pyg_is_neighbor_loaders_subgraph_in_hop_order(layout):
     else:  # the block batch holds more nodes: the ones only its re-sampled edges reach
         assert torch.isin(n_id, mb.input_nodes).all() and n_id.numel() < mb.input_nodes.numel()
     assert torch.equal(data.x, store["feat"].data[n_id]) and torch.equal(data.y, mb.labels)
+    gb_data = mb.to_pyg_data()  # GraphBolt's name: the same Data
+    assert all(torch.equal(gb_data[key], data[key]) for key in ("x", "y", "n_id", "edge_index", "e_id"))
     assert edge_index.dtype == torch.int64 and edge_index.min() >= 0 and edge_index.max() < data.num_nodes
     # e_id are the user's edge ids: columns of the COO the graph was built from.
     src, dst = _coo()

@@ -30,7 +30,7 @@ def test_from_pyg_matches_the_data():
     ds = gp.datasets.from_pyg(data)
     g = ds.graph
     # Edge at CSC position e is column original_edge_ids[e] of edge_index.
-    columns = g.map_edge_ids(torch.arange(g.num_edges))
+    columns = g.map_edge_ids(torch.arange(g.total_num_edges))
     assert torch.equal(g.edge_index(), data.edge_index[:, columns])
     assert sorted(columns.tolist()) == list(range(data.num_edges))
     ids = torch.arange(data.num_nodes)
@@ -70,7 +70,7 @@ def test_from_pyg_without_labels_or_masks():
     with pytest.warns(UserWarning, match=r"no `train_mask`, `val_mask`, `test_mask` \(or an empty one\): the dataset's "
                                          r"train_set, validation_set, test_set are None"):  # fmt: skip
         ds = gp.datasets.from_pyg(data)
-    assert ds.graph.num_nodes == 4 and ds.labels is None and ds.train_set is None and ds.num_classes is None
+    assert ds.graph.total_num_nodes == 4 and ds.labels is None and ds.train_set is None and ds.num_classes is None
     assert "train=None" in repr(ds)
 
 
@@ -97,7 +97,7 @@ def test_from_pyg_x_with_fewer_rows_is_refused_and_more_rows_kept():
     data.edge_index = data.edge_index % 40
     ds = gp.datasets.from_pyg(data)
     assert ds.features["feat"].num_rows == 50 and torch.equal(ds.features["feat"].read(torch.arange(50)), data.x)
-    assert ds.graph.num_nodes == 40
+    assert ds.graph.total_num_nodes == 40
 
 
 def test_from_pyg_labels_and_masks_of_the_wrong_length_are_refused():

@@ -153,7 +153,7 @@ def test_yaml_aliases_are_not_expanded_into_messages_or_the_cache_stamp(tmp_path
     text = (tmp_path / "metadata.yaml").read_text()
     (tmp_path / "metadata.yaml").write_text(BOMB + text.replace("    - num: 300", "    - num: 300\n      note: *f"))
     gp.datasets.OnDiskDataset(tmp_path)  # an extra field is ignored, and not stamped
-    assert os.path.getsize(tmp_path / "graphpipe" / "graph.json") < 4000
+    assert os.path.getsize(tmp_path.with_name(tmp_path.name + ".graphpipe") / "graph.json") < 4000
     (tmp_path / "metadata.yaml").write_text(BOMB + text.replace(NUMPY_EDGES, "    - *f"))
     with pytest.raises(ValueError, match=r"graph.edges\[0\] must be a mapping with fields \['format', 'path'\]") as error:
         gp.datasets.OnDiskDataset(tmp_path)

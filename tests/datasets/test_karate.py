@@ -7,7 +7,7 @@ from graphpipe.datasets import karate_club
 def test_karate_facts():
     ds = karate_club()
     g = ds.graph
-    assert ds.name == "karate_club" and g.num_nodes == 34 and g.num_edges == 156
+    assert ds.name == "karate_club" and g.total_num_nodes == 34 and g.total_num_edges == 156
     deg = g.in_degrees()
     assert deg[0] == 16 and deg[33] == 17 and int(deg.sum()) == 156
     src, dst = g.edge_index()

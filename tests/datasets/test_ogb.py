@@ -67,9 +67,9 @@ def test_matches_the_files(tmp_path, binary, folder, inverse):
     ds = gp.datasets.ogb_node_dataset(root)
     g = ds.graph
     edge_index = ogb_edge_index(edges, inverse)
-    eids = g.map_edge_ids(torch.arange(g.num_edges))
+    eids = g.map_edge_ids(torch.arange(g.total_num_edges))
     assert torch.equal(g.edge_index(), edge_index[:, eids])
-    assert g.num_edges == edge_index.shape[1] and g.indices.dtype == torch.int32 and g.source_path is not None
+    assert g.total_num_edges == edge_index.shape[1] and g.indices.dtype == torch.int32 and g.source_path is not None
     assert torch.equal(ds.features["feat"].read(torch.arange(40)), torch.from_numpy(feat))
     expected_efeat = np.repeat(efeat, 2, axis=0) if inverse else efeat
     assert torch.equal(ds.features["edge", "feat"].read(eids), torch.from_numpy(expected_efeat)[eids])
@@ -90,10 +90,10 @@ def test_cache_is_reused_and_follows_the_options(tmp_path, monkeypatch):
     calls = []
     original = _files.csv_to_npy
     monkeypatch.setattr("graphpipe.datasets.ogb.csv_to_npy", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
-    assert gp.datasets.ogb_node_dataset(root).graph.num_edges == 300
+    assert gp.datasets.ogb_node_dataset(root).graph.total_num_edges == 300
     assert calls == []
     ds = gp.datasets.ogb_node_dataset(root, add_inverse_edge=False)  # another graph: converted again
-    assert ds.graph.num_edges == 150 and len(calls) == 2
+    assert ds.graph.total_num_edges == 150 and len(calls) == 2
 
 
 def test_errors(tmp_path):
@@ -104,7 +104,7 @@ def test_errors(tmp_path):
     os.makedirs(root / "split" / "other")
     with pytest.raises(ValueError, match=r"give `split`.*\['other', 'time'\]"):
         gp.datasets.ogb_node_dataset(root)
-    assert gp.datasets.ogb_node_dataset(root, split="time").graph.num_edges == 150
+    assert gp.datasets.ogb_node_dataset(root, split="time").graph.total_num_edges == 150
     os.remove(root / "raw" / "node-label.csv.gz")
     with pytest.raises(FileNotFoundError, match="node-label.csv.gz"):
         gp.datasets.ogb_node_dataset(root, split="time")

@@ -23,7 +23,7 @@ def test_reads_everything_as_written(tmp_path, edge_format, seed_name):
     g = ds.graph
     assert torch.equal(g.indptr, expected.indptr) and torch.equal(g.indices, expected.indices)
     assert torch.equal(g.original_edge_ids, expected.original_edge_ids)
-    assert g.source_path == str(tmp_path / "graphpipe" / "graph.pt")  # mapped lazily from the cache
+    assert g.source_path == str(tmp_path.with_name(tmp_path.name + ".graphpipe") / "graph.pt")  # mapped lazily from the cache
     # graph.feature_data become attributes in CSC order: position e holds the edge file's row original_edge_ids[e]
     assert torch.equal(g.edge_attributes["weight"], torch.from_numpy(d.weight)[g.original_edge_ids.long()])
     feat = ds.feature["feat"]
@@ -278,3 +278,70 @@ def test_typed_errors_name_the_entry(tmp_path):
     (tmp_path / "metadata.yaml").write_text(text.replace("      num: 30", "      num: 3"))
     with pytest.raises(ValueError, match=r"writes:paper.*author id \d+, out of range for num_nodes\['author'\]=3"):
         gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_builtin_dataset_opens_root_name_and_downloads_nothing(tmp_path):
+    """GraphBolt's BuiltinDataset(name, root="datasets"): the directory <root>/<name>."""
+    d = write_graphbolt_dataset(tmp_path / "datasets" / "ogbn-tiny", "numpy")
+    ds = gp.BuiltinDataset("ogbn-tiny", root=tmp_path / "datasets").load()
+    assert isinstance(ds, gp.OnDiskDataset) and ds.graph.total_num_nodes == d.num_nodes
+    with pytest.raises(FileNotFoundError, match=r"BuiltinDataset\('ogbn-products'\): no directory .*graphpipe downloads nothing"):
+        gp.BuiltinDataset("ogbn-products", root=tmp_path / "datasets")
+
+
+LINK_TASK_21 = """\
+  - name: link_prediction
+    train_set:
+      - data:
+          - name: node_pairs
+            format: numpy
+            path: set/pairs.npy
+    test_set:
+      - data:
+          - name: node_pairs
+            format: numpy
+            path: set/pairs.npy
+          - name: negative_dsts
+            format: numpy
+            path: set/negative_dsts.npy
+"""
+
+
+def test_graphbolt_21_link_sets_sample(tmp_path):
+    """GraphBolt 2.1's ``node_pairs`` / ``negative_dsts`` sets in metadata.yaml give
+    GraphBolt 2.2's batches: the pairs, then their negatives, float32 labels, indexes."""
+    d = write_graphbolt_dataset(tmp_path, "numpy")
+    pairs, negatives = np.stack([d.src[:6], d.dst[:6]], 1), np.arange(12).reshape(6, 2)
+    np.save(tmp_path / "set" / "pairs.npy", pairs)
+    np.save(tmp_path / "set" / "negative_dsts.npy", negatives)
+    with open(tmp_path / "metadata.yaml", "a") as f:
+        f.write(LINK_TASK_21)
+    task = gp.OnDiskDataset(tmp_path).load(tasks="link_prediction").tasks[0]
+    assert task.train_set.names == ("seeds",) and task.test_set.names == ("seeds", "negative_dsts")
+    (mb,) = gp.ItemSampler(task.test_set, 6).sample_neighbor(gp.OnDiskDataset(tmp_path).graph, [2])
+    assert mb.seeds[:6].tolist() == pairs.tolist() and mb.seeds[6:, 1].tolist() == negatives.reshape(-1).tolist()
+    assert mb.labels.dtype == torch.float32 and mb.labels.sum() == 6 and mb.indexes[6:].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+
+
+def test_opens_graphbolts_preprocessed_output_without_unpickling(tmp_path):
+    """``OnDiskDataset(dir / "preprocessed")``: GraphBolt's paths are relative to ``dir``;
+    the graph comes from ``dir/metadata.yaml``'s edges (the .pt is never read), cached
+    beside ``dir`` as for ``dir`` itself."""
+    root = tmp_path / "ds"
+    d = write_graphbolt_dataset(root, "numpy")
+    (root / "preprocessed").mkdir()
+    (root / "preprocessed" / "fused_csc_sampling_graph.pt").write_bytes(b"not read: a pickle would run code")
+    np.save(root / "preprocessed" / "feat.npy", d.feat * 2)
+    (root / "preprocessed" / "metadata.yaml").write_text(
+        "dataset_name: graphbolt_test\ngraph_topology:\n  type: FusedCSCSamplingGraph\n"
+        "  path: preprocessed/fused_csc_sampling_graph.pt\nfeature_data:\n  - domain: node\n    name: feat\n"
+        "    format: numpy\n    path: preprocessed/feat.npy\n"
+    )
+    ds = gp.OnDiskDataset(root / "preprocessed")
+    expected = gp.CSCGraph.from_coo(torch.from_numpy(d.src), torch.from_numpy(d.dst), d.num_nodes)
+    assert torch.equal(ds.graph.indices, expected.indices) and ds.cache_dir == str(tmp_path / "ds.graphpipe")
+    assert torch.equal(ds.feature.read("node", None, "feat"), torch.from_numpy(d.feat * 2))
+    assert sorted(os.listdir(tmp_path)) == ["ds", "ds.graphpipe"]
+    os.rename(root / "metadata.yaml", root / "metadata.yaml.bak")
+    with pytest.raises(FileNotFoundError, match=r"GraphBolt's preprocessed output.*no '.*ds/metadata.yaml'"):
+        gp.OnDiskDataset(root / "preprocessed")

@@ -43,7 +43,7 @@ def test_include_original_edge_id_when_the_file_is_in_csc_order(tmp_path):
     np.save(tmp_path / "edge_data" / "edges.npy", np.stack([src[order], dst[order]]))
     g = gp.datasets.OnDiskDataset(tmp_path, include_original_edge_id=True).graph
     assert g.original_edge_ids is None  # positions are the ids
-    assert torch.equal(g.edge_attributes[ORIGINAL_EDGE_ID], torch.arange(g.num_edges, dtype=torch.int32))
+    assert torch.equal(g.edge_attributes[ORIGINAL_EDGE_ID], torch.arange(g.total_num_edges, dtype=torch.int32))
 
 
 @pytest.mark.parametrize("typed", [False, True])

@@ -98,8 +98,8 @@ def test_a_symlinked_cache_directory_is_refused(dataset, tmp_path):
     root, _, _ = dataset
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    os.symlink(elsewhere, root / "graphpipe")
-    with pytest.raises(ValueError, match=r"cache directory .*graphpipe' is a symlink"):
+    os.symlink(elsewhere, root.with_name(root.name + ".graphpipe"))
+    with pytest.raises(ValueError, match=r"cache directory .*ds.graphpipe' is a symlink"):
         gp.datasets.OnDiskDataset(root)
     assert os.listdir(elsewhere) == []
     ds = gp.datasets.OnDiskDataset(root, cache_dir=elsewhere)  # the remedy the message names
@@ -110,14 +110,14 @@ def test_planted_cache_symlinks_are_replaced_not_followed(dataset, tmp_path):
     root, _, d = dataset
     victim, dangling = tmp_path / "victim.txt", tmp_path / "created-through-a-link.json"
     victim.write_text("precious")
-    (root / "graphpipe").mkdir()
-    os.symlink(victim, root / "graphpipe" / "graph.pt")
-    os.symlink(dangling, root / "graphpipe" / "graph.json")
+    (root.with_name(root.name + ".graphpipe")).mkdir()
+    os.symlink(victim, root.with_name(root.name + ".graphpipe") / "graph.pt")
+    os.symlink(dangling, root.with_name(root.name + ".graphpipe") / "graph.json")
     ds = gp.datasets.OnDiskDataset(root)
     assert victim.read_text() == "precious" and not os.path.lexists(dangling)
     for name in ("graph.pt", "graph.json"):
-        assert safe_files.regular_file(root / "graphpipe" / name)
-    assert sorted(os.listdir(root / "graphpipe")) == ["graph.json", "graph.pt"]
+        assert safe_files.regular_file(root.with_name(root.name + ".graphpipe") / name)
+    assert sorted(os.listdir(root.with_name(root.name + ".graphpipe"))) == ["graph.json", "graph.pt"]
     expected = gp.CSCGraph.from_coo(torch.from_numpy(d.src), torch.from_numpy(d.dst), d.num_nodes)
     assert torch.equal(ds.graph.indices, expected.indices)
 
@@ -128,8 +128,8 @@ def test_a_cache_that_is_a_symlink_to_a_valid_cache_is_not_trusted(dataset, tmp_
     kept = tmp_path / "kept"
     kept.mkdir()
     for name in ("graph.pt", "graph.json"):
-        os.replace(root / "graphpipe" / name, kept / name)
-        os.symlink(kept / name, root / "graphpipe" / name)
+        os.replace(root.with_name(root.name + ".graphpipe") / name, kept / name)
+        os.symlink(kept / name, root.with_name(root.name + ".graphpipe") / name)
     builds = []
     original = gp.CSCGraph.from_coo_files.__func__
     monkeypatch.setattr(gp.CSCGraph, "from_coo_files", classmethod(lambda cls, *a, **k: builds.append(1) or original(cls, *a, **k)))
@@ -183,9 +183,9 @@ def test_a_killed_csv_conversion_leaves_nothing_behind(tmp_path):
     finally:
         child.kill()
         child.wait()
-    assert os.listdir(root / "graphpipe")  # the killed conversion's scratch is still there
+    assert os.listdir(root.with_name(root.name + ".graphpipe"))  # the killed conversion's scratch is still there
     ds = gp.datasets.OnDiskDataset(root)
-    assert sorted(os.listdir(root / "graphpipe")) == ["graph.json", "graph.pt"]
+    assert sorted(os.listdir(root.with_name(root.name + ".graphpipe"))) == ["graph.json", "graph.pt"]
     expected = gp.CSCGraph.from_coo(torch.from_numpy(d.src), torch.from_numpy(d.dst), d.num_nodes)
     assert torch.equal(ds.graph.indices, expected.indices)
 

@@ -15,15 +15,15 @@ def dataset():
 
 def _edge_set(graph):
     src, dst = graph.edge_index()
-    return src * graph.num_nodes + dst
+    return src * graph.total_num_nodes + dst
 
 
 def test_sizes_and_dtypes(dataset):
     g = dataset.graph
     assert isinstance(dataset, gp.datasets.NodeClassificationDataset)
-    assert g.num_nodes == 5000 and g.indices.dtype == torch.int32 and g.indptr.dtype == torch.int32
+    assert g.total_num_nodes == 5000 and g.indices.dtype == torch.int32 and g.indptr.dtype == torch.int32
     # R-MAT repeats hub edges, so fewer than the 2 * 50,000 directed edges drawn survive.
-    assert 50_000 < g.num_edges < 100_000
+    assert 50_000 < g.total_num_edges < 100_000
     feat = dataset.features["feat"].data
     assert feat.shape == (5000, 16) and feat.dtype == torch.float32
     assert dataset.labels.shape == (5000,) and dataset.labels.dtype == torch.int64
@@ -68,7 +68,7 @@ def test_simple_undirected_graph(dataset):
     same_node = dst[1:] == dst[:-1]
     assert bool((step[same_node] > 0).all())
     forward = torch.sort(_edge_set(g)).values
-    backward = torch.sort(dst * g.num_nodes + src).values
+    backward = torch.sort(dst * g.total_num_nodes + src).values
     assert torch.equal(forward, backward)
 
 

@@ -128,7 +128,7 @@ def make_sampler(sampler, source, graph, fanouts, cooperative, seed=7, **options
 
 def contiguous_partition(graph, world_size):
     """Global ids split into ``world_size`` contiguous ranges (typed: types mix on a rank)."""
-    return torch.arange(graph.num_nodes) * world_size // graph.num_nodes
+    return torch.arange(graph.total_num_nodes) * world_size // graph.total_num_nodes
 
 
 def triples(subgraph):

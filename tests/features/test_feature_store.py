@@ -238,3 +238,44 @@ def test_pin_memory_registers_in_place(tmp_path):
         assert torch.equal(view[torch.tensor([3, 0], device="cuda")].cpu(), table[[3, 0]])
         assert torch.equal(uva_gather(feature.data, _ids(98, 1).cuda()).cpu(), table[[98, 1]])
     torch.cuda.synchronize()  # no CUDA error left behind by the registrations
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_graphbolt_store_methods(typed):
+    """GraphBolt's ``read`` / ``size`` / ``count`` / ``update`` / ``keys`` / ``to`` by
+    ``(domain, type_name, feature_name)``, type None when untyped; the store's own key
+    forms still name the same features."""
+    ntype = "paper" if typed else None
+    table = torch.arange(12, dtype=torch.float32).reshape(6, 2)
+    store = FeatureStore({(ntype, "feat") if typed else "feat": table.clone()}, edge_features={"w": torch.rand(4)})
+    assert store.keys() == [("node", ntype, "feat"), ("edge", None, "w")]
+    assert store.size("node", ntype, "feat") == torch.Size([2]) and store.count("node", ntype, "feat") == 6
+    assert torch.equal(store.read("node", ntype, "feat"), table)
+    assert torch.equal(store.read("node", ntype, "feat", _ids(5, 1)), table[[5, 1]])
+    pipe_feature = store["node", (ntype, "feat") if typed else "feat"]
+    store.update("node", ntype, "feat", torch.ones(2, 2), _ids(0, 3))
+    assert pipe_feature.read(_ids(0, 3, 1)).tolist() == [[1, 1], [1, 1], [2, 3]]
+    hidden = torch.randn(6, 5, dtype=torch.float64)
+    store.update("node", ntype, "feat", hidden)  # layer-wise inference: a new row shape, in place
+    assert torch.equal(pipe_feature.read(_ids(4)), hidden[[4]]) and store.size("node", ntype, "feat") == (5,)
+    moved = store.to("cpu")
+    assert moved.keys() == store.keys() and moved["edge", "w"] is store["edge", "w"]
+    with pytest.raises(ValueError, match=r"Feature.update: `value` must have the table's 6 rows"):
+        store.update("node", ntype, "feat", torch.ones(5, 2))
+    with pytest.raises(ValueError, match=r"`value` must be \[len\(ids\), \*row_shape\] = \[1, 5\]"):
+        store.update("node", ntype, "feat", torch.ones(1, 2), _ids(0))
+    with pytest.raises(ValueError, match="out of range"):
+        store.read("node", ntype, "feat", _ids(6))
+
+
+def test_update_refuses_read_only_and_cached_tables(tmp_path):
+    path = tmp_path / "f.npy"
+    np.save(path, np.zeros((4, 2), dtype=np.float32))
+    store = FeatureStore({"feat": str(path)})
+    with pytest.raises(ValueError, match="read-only"):
+        store.update("node", None, "feat", torch.ones(1, 2), _ids(0))
+    store.update("node", None, "feat", torch.ones(4, 2))  # replacing it whole is fine
+    assert store.read("node", None, "feat").sum() == 8
+    cached = FeatureStore({"feat": CPUCachedFeature(Feature(torch.zeros(4, 2)), 1 << 10)})
+    with pytest.raises(TypeError, match="only in-memory features"):
+        cached.update("node", None, "feat", torch.ones(4, 2))

@@ -90,11 +90,11 @@ def _one_node_graph(weights=None):
 
 
 def _edge_frequencies(graph, fanout, trials, **kwargs):
-    counts = torch.zeros(graph.num_edges, dtype=torch.int64)
+    counts = torch.zeros(graph.total_num_edges, dtype=torch.int64)
     node = torch.tensor([0])
     for key in range(trials):
         s = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, node, fanout, key=derive_key(99, key), **kwargs)
-        counts += torch.bincount(s.edge_ids, minlength=graph.num_edges)
+        counts += torch.bincount(s.edge_ids, minlength=graph.total_num_edges)
     return counts.numpy()
 
 

@@ -4,6 +4,7 @@ import warnings
 import pytest
 import torch
 
+import graphpipe as gp
 from graphpipe import CSCGraph
 from graphpipe._internal import devices
 from graphpipe.graph.edge_types import parse_edge_type
@@ -14,7 +15,7 @@ def test_from_edge_index_groups_by_target():
     # edges: 0->1, 1->2, 2->0, 2->1
     edge_index = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])
     g = CSCGraph.from_edge_index(edge_index)
-    assert g.num_nodes == 3 and g.num_edges == 4
+    assert g.total_num_nodes == 3 and g.total_num_edges == 4
     assert g.indptr.tolist() == [0, 1, 3, 4]
     # in-neighbours of node 1 are 0 and 2, in COO order (stable sort)
     assert g.indices[1:3].tolist() == [0, 2]
@@ -28,7 +29,7 @@ def test_edge_index_roundtrip_and_attribute_permutation():
     dst = torch.randint(0, 50, (300,), generator=gen)
     w = torch.rand(300, generator=gen)
     g = CSCGraph.from_coo(src, dst, num_nodes=60, edge_attributes={"w": w})
-    assert g.num_nodes == 60
+    assert g.total_num_nodes == 60
     ei = g.edge_index()
     # each CSC edge is a COO edge carrying its own attribute
     coo = {(int(s), int(d), float(x)) for s, d, x in zip(src, dst, w)}
@@ -52,7 +53,7 @@ def test_save_load(tmp_path):
     h = CSCGraph.load(tmp_path / "g.pt")
     assert torch.equal(g.indptr, h.indptr) and torch.equal(g.indices, h.indices)
     assert torch.equal(g.edge_attributes["w"], h.edge_attributes["w"])
-    assert h.num_edges == 3
+    assert h.total_num_edges == 3
 
 
 @pytest.mark.parametrize(
@@ -107,7 +108,7 @@ def test_original_edge_ids_give_each_csc_edge_its_coo_position():
     dst = torch.randint(0, 50, (300,), generator=gen)
     w = torch.rand(300, generator=gen)
     g = CSCGraph.from_coo(src, dst, num_nodes=60, edge_attributes={"w": w})
-    positions = torch.arange(g.num_edges)
+    positions = torch.arange(g.total_num_edges)
     ids = g.map_edge_ids(positions)
     assert ids.dtype == torch.int64 and sorted(ids.tolist()) == list(range(300))
     src_csc, dst_csc = g.edge_index()  # CSC order
@@ -245,7 +246,7 @@ def test_layout_every_csc_position_is_the_input_edge_it_names(typed):
     src, dst = graph.edge_index()
     per_edge = graph.type_per_edge.to(torch.int64)
     local = graph.original_edge_ids.to(torch.int64)
-    assert torch.equal(graph.map_edge_ids(torch.arange(graph.num_edges)), local)
+    assert torch.equal(graph.map_edge_ids(torch.arange(graph.total_num_edges)), local)
     total = 0
     for t, etype in enumerate(graph.edge_types):
         s, _, d = parse_edge_type(etype)
@@ -260,8 +261,8 @@ def test_layout_every_csc_position_is_the_input_edge_it_names(typed):
         # within one destination, the edges of a type keep their input order
         key = dst[mask] * (count + 1) + ids
         assert bool((key[1:] > key[:-1]).all()), etype
-    assert total == graph.num_edges
-    for v in range(graph.num_nodes):
+    assert total == graph.total_num_edges
+    for v in range(graph.total_num_nodes):
         types = per_edge[graph.indptr[v] : graph.indptr[v + 1]]
         assert bool((types[1:] >= types[:-1]).all()), v
 
@@ -295,7 +296,7 @@ def test_empty_edge_types_and_node_types():
     )
     assert graph.num_nodes_per_type == {"a": 0, "b": 2, "c": 3}
     assert graph.node_type_offset.tolist() == [0, 0, 2, 5]
-    assert graph.num_edges == 1 and graph.type_per_edge.tolist() == [1]
+    assert graph.total_num_edges == 1 and graph.type_per_edge.tolist() == [1]
 
 
 def test_tuple_edge_types_and_pairs_build_the_same_graph(typed):
@@ -338,7 +339,7 @@ def replaced(graph, **fields):
 def first_mixed_destination(graph):
     """A destination with in-edges of two types, and its CSC range."""
     per_edge = graph.type_per_edge.to(torch.int64)
-    for v in range(graph.num_nodes):
+    for v in range(graph.total_num_nodes):
         lo, hi = int(graph.indptr[v]), int(graph.indptr[v + 1])
         if hi - lo >= 2 and int(per_edge[lo]) != int(per_edge[hi - 1]):
             return v, lo, hi
@@ -434,3 +435,27 @@ def test_original_edge_ids_must_be_type_local_permutations(typed):
     too_big[int(torch.nonzero(per_edge == 3)[0])] = 100  # venue:hosts:paper has fewer edges
     with pytest.raises(ValueError, match=r"`original_edge_ids` of a typed graph must be edge ids within their type"):
         replaced(graph, original_edge_ids=too_big)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_graphbolt_counts(typed):
+    """GraphBolt's counts: ``total_num_*`` are ints; ``num_nodes`` / ``num_edges`` are ints on
+    an untyped graph and per-type dicts on a typed one, adding up to the totals."""
+    if typed:
+        graph, edges = hetero_graph()
+        assert graph.num_nodes == NUM_NODES
+        assert graph.num_edges == {etype: edges[etype][0].numel() for etype in EDGE_TYPES}
+        assert sum(graph.num_edges.values()) == graph.total_num_edges == graph.indices.numel()
+    else:
+        graph = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=5)
+        assert (graph.num_nodes, graph.num_edges) == (5, 4)
+    assert isinstance(graph.total_num_nodes, int) and graph.total_num_nodes == graph.indptr.numel() - 1
+    assert isinstance(graph.total_num_edges, int)
+
+
+def test_etype_str_tuple_conversions():
+    assert gp.etype_str_to_tuple("author:writes:paper") == ("author", "writes", "paper")
+    assert gp.etype_str_to_tuple(("a", "r", "b")) == ("a", "r", "b")
+    assert gp.etype_tuple_to_str(("author", "writes", "paper")) == "author:writes:paper"
+    with pytest.raises(ValueError, match="etype_str_to_tuple: an edge type must be 'src_type:relation:dst_type'"):
+        gp.etype_str_to_tuple("author:paper")

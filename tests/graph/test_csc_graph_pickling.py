@@ -130,7 +130,7 @@ def test_workers_map_the_graph_file_and_give_the_in_process_batches(tmp_path):
 def test_a_weighted_sampler_over_a_mapped_graph_pickles_without_the_weights(tmp_path, sampler):
     path = tmp_path / "g.pt"
     g = graph()
-    weighted = dataclasses.replace(g, edge_attributes={"w": torch.rand(g.num_edges, dtype=torch.float64) + 0.1})
+    weighted = dataclasses.replace(g, edge_attributes={"w": torch.rand(g.total_num_edges, dtype=torch.float64) + 0.1})
     weighted.save(path)
     mapped = CSCGraph.load(path, mmap=True)
     pipe = getattr(gp.ItemSampler(gp.ItemSet(torch.arange(50)), 10), sampler)(mapped, [3, 2], weights="w", seed=0)

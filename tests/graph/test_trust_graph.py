@@ -295,7 +295,7 @@ def test_a_graph_of_memory_maps_pickles_as_its_files(tmp_path, mode):
         backing = file_backing(mapped)
         assert backing is not None and backing[0] == str(tmp_path / f"{name}.npy")
         assert backing[:2] == file_backing(original)[:2]
-    assert pickle.loads(pickle.dumps(copy)).num_edges == graph.num_edges  # and again from a worker
+    assert pickle.loads(pickle.dumps(copy)).num_edges == graph.total_num_edges  # and again from a worker
 
 
 def test_a_graph_of_memory_maps_goes_to_workers_without_shared_memory(tmp_path):

@@ -342,7 +342,7 @@ def test_from_dglgraph_heterogeneous():
         ("paper", "cites", "paper"): ([2, 3, 4, 5, 6, 1], [1, 2, 3, 4, 5, 4]),
     }
     graph = CSCGraph.from_hetero_edges(edges, {"author": 6, "field": 6, "institution": 6, "paper": 7})
-    assert graph.num_nodes == 25 and graph.num_edges == 22
+    assert graph.total_num_nodes == 25 and graph.total_num_edges == 22
     assert torch.equal(graph.node_type_offset, torch.tensor([0, 6, 12, 18, 25]))
     assert graph.type_per_edge.tolist() == [3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 1, 2, 1, 2, 1, 2, 1, 1, 2, 2, 1, 2]
     assert dict(graph.node_type_to_id) == {"author": 0, "field": 1, "institution": 2, "paper": 3}
@@ -354,9 +354,9 @@ def test_from_dglgraph_heterogeneous():
     }
     reverse_node_id = torch.cat([torch.arange(n) for n in graph.node_type_offset.diff().tolist()])
     rows = reverse_node_id[graph.indices.to(torch.int64)]
-    columns = reverse_node_id[torch.arange(graph.num_nodes).repeat_interleave(graph.indptr.diff().to(torch.int64))]
+    columns = reverse_node_id[torch.arange(graph.total_num_nodes).repeat_interleave(graph.indptr.diff().to(torch.int64))]
     by_name = {":".join(t): pair for t, pair in edges.items()}
-    for e in range(graph.num_edges):
+    for e in range(graph.total_num_edges):
         src, dst = by_name[graph.edge_types[int(graph.type_per_edge[e])]]
         original = int(graph.original_edge_ids[e])
         assert (src[original], dst[original]) == (int(rows[e]), int(columns[e]))

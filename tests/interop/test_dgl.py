@@ -5,7 +5,7 @@ skipped in the main one. From the repository root::
 
     python3 -m venv venv-dgl
     venv-dgl/bin/pip install torch==2.2.1 torchdata==0.7.1 dgl==2.1.0 "numpy<2" "numba<0.61" \
-        pandas pydantic pyyaml "setuptools<70" tqdm pytest scipy
+        pandas pydantic pyyaml "setuptools<70" tqdm pytest scipy torchmetrics ogb psutil  # the last three: tests/dropin
     venv-dgl/bin/pip install --no-deps -e .
     venv-dgl/bin/python -m pytest tests/interop -p no:cacheprovider
 """

@@ -27,7 +27,7 @@ def test_from_dgl_matches_the_graph():
     g = make_graph()
     ds = gp.datasets.from_dgl(g)
     csc = ds.graph
-    eids = csc.map_edge_ids(torch.arange(csc.num_edges))
+    eids = csc.map_edge_ids(torch.arange(csc.total_num_edges))
     src, dst = g.edges(order="eid")
     assert torch.equal(csc.edge_index(), torch.stack([src, dst])[:, eids])
     assert sorted(eids.tolist()) == list(range(g.num_edges()))

@@ -26,10 +26,10 @@ def test_same_graph_features_and_sets_as_graphbolt(tmp_path, edge_format):
     # within a destination may differ: GraphBolt sorts by source there).
     their_ids = g.edge_attributes[gb.ORIGINAL_EDGE_ID].long()
     our_ids = ours.graph.original_edge_ids.long()
-    for v in range(ours.graph.num_nodes):
+    for v in range(ours.graph.total_num_nodes):
         lo, hi = int(g.csc_indptr[v]), int(g.csc_indptr[v + 1])
         assert sorted(their_ids[lo:hi].tolist()) == sorted(our_ids[lo:hi].tolist())
-    ids = torch.arange(ours.graph.num_nodes)
+    ids = torch.arange(ours.graph.total_num_nodes)
     for name in ("feat", "year"):
         assert torch.equal(ours.feature["node", name].read(ids), theirs.feature.read("node", None, name, ids))
     edge_ids = torch.tensor([0, 5, 1999])

@@ -52,14 +52,14 @@ def test_sorted_input_has_no_edge_ids_and_num_nodes_defaults_to_max_id(tmp_path)
     src = rng.integers(0, 100, 1000)
     dst = np.sort(rng.integers(0, 100, 1000))
     graph = CSCGraph.from_coo_files(tmp_path / "g.pt", *save_edges(tmp_path, src, dst), chunk_edges=64)
-    assert graph.original_edge_ids is None and graph.num_nodes == max(src.max(), dst.max()) + 1
-    assert_equals_from_coo(graph, src, dst, graph.num_nodes)
+    assert graph.original_edge_ids is None and graph.total_num_nodes == max(src.max(), dst.max()) + 1
+    assert_equals_from_coo(graph, src, dst, graph.total_num_nodes)
 
 
 def test_empty_edge_list(tmp_path):
     empty = np.zeros(0, np.int64)
     graph = CSCGraph.from_coo_files(tmp_path / "g.pt", *save_edges(tmp_path, empty, empty), num_nodes=3)
-    assert graph.num_nodes == 3 and graph.num_edges == 0 and graph.indptr.tolist() == [0, 0, 0, 0]
+    assert graph.total_num_nodes == 3 and graph.total_num_edges == 0 and graph.indptr.tolist() == [0, 0, 0, 0]
 
 
 def test_errors_name_the_file(tmp_path):
@@ -130,5 +130,5 @@ def test_build_stays_within_a_memory_limit_smaller_than_the_graph(tmp_path):
     assert child.returncode == 0, child.stderr
     assert "in-memory load refused" in child.stdout  # the limit is real
     graph = CSCGraph.load(tmp_path / "g.pt", mmap=True)
-    assert graph.num_edges == num_edges
+    assert graph.total_num_edges == num_edges
     assert_equals_from_coo(graph, edges[0], edges[1], num_nodes)

@@ -30,8 +30,8 @@ def _pairs_and_locals(graph, count, seed=1):
     src, dst = graph.edge_index()
     picks = torch.randint(src.numel(), (count,), generator=g)
     pairs = torch.stack([src[picks], dst[picks]], 1)
-    pairs = torch.cat([pairs, torch.randint(graph.num_nodes, (count, 2), generator=g)])  # non-edges too
-    nodes, local = unique_and_compact(pairs.new_empty(0), pairs.reshape(-1), graph.num_nodes)
+    pairs = torch.cat([pairs, torch.randint(graph.total_num_nodes, (count, 2), generator=g)])  # non-edges too
+    nodes, local = unique_and_compact(pairs.new_empty(0), pairs.reshape(-1), graph.total_num_nodes)
     return pairs, nodes, local.view(-1, 2)
 
 

@@ -185,7 +185,7 @@ def test_weighted_labor0_mean_estimate_is_unbiased(graph_builder, weights):
     probs = graph.edge_attributes["weight"].double()
     generator = torch.Generator().manual_seed(1)
     if weights == "equal":
-        probs = torch.ones(graph.num_edges, dtype=torch.float64)
+        probs = torch.ones(graph.total_num_edges, dtype=torch.float64)
     elif weights == "huge":
         probs = probs * 10.0 ** torch.empty(probs.numel(), dtype=torch.float64).uniform_(306, 308, generator=generator)
     elif weights == "subnormal":

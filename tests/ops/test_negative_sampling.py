@@ -19,8 +19,8 @@ def _edges(graph):
 def _sorted_copy(graph):
     """The same graph with every node's sources sorted."""
     src, dst = graph.edge_index()
-    order = torch.argsort(dst * graph.num_nodes + src)
-    return CSCGraph.from_coo(src[order], dst[order], graph.num_nodes)
+    order = torch.argsort(dst * graph.total_num_nodes + src)
+    return CSCGraph.from_coo(src[order], dst[order], graph.total_num_nodes)
 
 
 def _positive_pairs(graph, count, seed=0):
@@ -33,9 +33,9 @@ def _positive_pairs(graph, count, seed=0):
 def test_negatives_are_valid_nodes_that_keep_the_source(graph_builder, ratio):
     graph = graph_builder(300, 40, seed=1)
     pairs = _positive_pairs(graph, 500)
-    negatives = sample_uniform_negatives(pairs, graph.num_nodes, ratio, key=KEY)
+    negatives = sample_uniform_negatives(pairs, graph.total_num_nodes, ratio, key=KEY)
     assert negatives.shape == (500, ratio) and negatives.dtype == torch.int64
-    assert int(negatives.min()) >= 0 and int(negatives.max()) < graph.num_nodes
+    assert int(negatives.min()) >= 0 and int(negatives.max()) < graph.total_num_nodes
 
 
 def test_with_exclusion_no_negative_is_an_edge_and_lookups_agree(graph_builder):
@@ -45,13 +45,13 @@ def test_with_exclusion_no_negative_is_an_edge_and_lookups_agree(graph_builder):
     assert in_neighbours_sorted(sorted_graph.indptr, sorted_graph.indices)
     edges = _edges(graph)
     pairs = _positive_pairs(graph, 400)
-    plain = sample_uniform_negatives(pairs, graph.num_nodes, 4, key=KEY)
+    plain = sample_uniform_negatives(pairs, graph.total_num_nodes, 4, key=KEY)
     hits = sum((u, v) in edges for u, row in zip(pairs[:, 0].tolist(), plain.tolist()) for v in row)
     assert hits > 50  # without exclusion some negatives are edges: the test can fail
     results = []
     for g, is_sorted in ((graph, False), (sorted_graph, True)):
         negatives = sample_uniform_negatives(
-            pairs, g.num_nodes, 4, key=KEY, indptr=g.indptr, indices=g.indices, exclude_edges=True,
+            pairs, g.total_num_nodes, 4, key=KEY, indptr=g.indptr, indices=g.indices, exclude_edges=True,
             sorted_indices=is_sorted,
         )  # fmt: skip
         for u, row in zip(pairs[:, 0].tolist(), negatives.tolist()):
@@ -99,15 +99,15 @@ def test_deterministic_per_pair_and_thread_count_independent(graph_builder, numb
     pairs = _positive_pairs(graph, 600)
     kwargs = dict(key=KEY, indptr=graph.indptr, indices=graph.indices, exclude_edges=True)
     with numba_threads(1):
-        one = sample_uniform_negatives(pairs, graph.num_nodes, 3, **kwargs)
+        one = sample_uniform_negatives(pairs, graph.total_num_nodes, 3, **kwargs)
     with numba_threads(4):
-        many = sample_uniform_negatives(pairs, graph.num_nodes, 3, **kwargs)
+        many = sample_uniform_negatives(pairs, graph.total_num_nodes, 3, **kwargs)
     assert torch.equal(one, many)
     # The first pairs of a batch draw the same whatever follows them; a repeated pair, or
     # the same pair at another position (another rank's batch), draws other negatives.
-    part = sample_uniform_negatives(pairs[:10], graph.num_nodes, 3, **kwargs)
+    part = sample_uniform_negatives(pairs[:10], graph.total_num_nodes, 3, **kwargs)
     assert torch.equal(part, one[:10])
-    repeated = sample_uniform_negatives(pairs[:1].repeat(2, 1), graph.num_nodes, 3, **kwargs)
+    repeated = sample_uniform_negatives(pairs[:1].repeat(2, 1), graph.total_num_nodes, 3, **kwargs)
     assert torch.equal(repeated[0], one[0]) and not torch.equal(repeated[1], repeated[0])
 
 

@@ -241,9 +241,9 @@ def test_bad_inputs_raise_clear_errors(graph_builder):
     with pytest.raises(ValueError, match=r"`key` must be an int in \[0, 2\*\*64\)"):
         sample_neighbors(graph.indptr, graph.indices, nodes, 2, key=-1)
     with pytest.raises(TypeError, match="`probs` must be a float32 or float64 tensor"):
-        sample_neighbors(graph.indptr, graph.indices, nodes, 2, key=KEY, probs=torch.ones(graph.num_edges, dtype=torch.int64))
+        sample_neighbors(graph.indptr, graph.indices, nodes, 2, key=KEY, probs=torch.ones(graph.total_num_edges, dtype=torch.int64))
     with pytest.raises(ValueError, match=r"`probs` must have shape \[num_edges\]"):
-        sample_neighbors(graph.indptr, graph.indices, nodes, 2, key=KEY, probs=torch.ones(graph.num_edges + 1))
+        sample_neighbors(graph.indptr, graph.indices, nodes, 2, key=KEY, probs=torch.ones(graph.total_num_edges + 1))
 
 
 def test_numpy_integer_fanout_and_key_accepted(graph_builder):

@@ -25,7 +25,7 @@ def segments(graph, nodes, edge_types):
 
 
 def all_segments(graph):
-    return segments(graph, torch.arange(graph.num_nodes), list(range(len(graph.edge_types))))
+    return segments(graph, torch.arange(graph.total_num_nodes), list(range(len(graph.edge_types))))
 
 
 def test_segments_are_the_in_edges_of_that_type(graph):
@@ -37,7 +37,7 @@ def test_segments_are_the_in_edges_of_that_type(graph):
         positions = [e for e in range(lo, hi) if int(per_edge[e]) == t]
         assert list(range(int(bounds[2 * i]), int(bounds[2 * i + 1]))) == positions, (v, t)
     assert torch.equal(key_ids, nodes * len(graph.edge_types) + types)
-    assert int((bounds[1::2] - bounds[0::2]).sum()) == graph.num_edges
+    assert int((bounds[1::2] - bounds[0::2]).sum()) == graph.total_num_edges
 
 
 def test_node_groups_give_each_edge_types_segments_in_type_order(graph):
@@ -56,7 +56,7 @@ def test_node_groups_give_each_edge_types_segments_in_type_order(graph):
 
 def test_a_bad_destination_is_reported(graph):
     bad_indptr = graph.indptr.clone()
-    bad_indptr[3] = graph.num_edges + 5
+    bad_indptr[3] = graph.total_num_edges + 5
     with pytest.raises(ValueError, match="typed_segments"):
         typed_segments_of_nodes(bad_indptr, graph.type_per_edge, [(torch.tensor([3]), [0])], len(graph.edge_types))
 
@@ -71,7 +71,7 @@ def neighbor_segments(graph, key=7, replace=False):
 @pytest.mark.parametrize("fanouts", [[2, 2, 2, 2], [3, 0, -1, 1], [1, 1, 5, 5]])
 def test_segments_with_their_own_fanouts(graph, fanouts):
     sampled_types = [t for t, f in enumerate(fanouts) if f != 0]
-    bounds, key_ids, (nodes, types) = segments(graph, torch.arange(graph.num_nodes), sampled_types)
+    bounds, key_ids, (nodes, types) = segments(graph, torch.arange(graph.total_num_nodes), sampled_types)
     segment_fanouts = torch.tensor(fanouts)[types]
     sample = sample_segments(bounds, key_ids, segment_fanouts, neighbor_segments(graph))
     assert sample.indptr.numel() == nodes.numel() + 1
@@ -119,7 +119,7 @@ def test_labor_runs_concatenate_their_weights(graph):
     segment_fanouts = torch.where(types < 2, 1, 3)
 
     def sample(bounds, segments, fanout, key_ids, exclude):
-        return sample_labor(bounds, graph.indices, segments, fanout, variates=Variates(11), num_nodes=graph.num_nodes)
+        return sample_labor(bounds, graph.indices, segments, fanout, variates=Variates(11), num_nodes=graph.total_num_nodes)
 
     out = sample_segments(bounds, key_ids, segment_fanouts, sample)
     degree = (bounds[1::2] - bounds[0::2]).to(torch.float32)

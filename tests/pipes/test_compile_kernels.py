@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _pipe(graph_builder, sampler, **options):
     graph = graph_builder(400, 60, seed=7, index_dtype=torch.int32, weights=True)
-    features = gp.FeatureStore({"feat": torch.randn(400, 5).to(torch.bfloat16)}, edge_features={"w": torch.rand(graph.num_edges)})
+    features = gp.FeatureStore({"feat": torch.randn(400, 5).to(torch.bfloat16)}, edge_features={"w": torch.rand(graph.total_num_edges)})
     items = gp.ItemSet(torch.arange(400))
     pipe = getattr(gp.ItemSampler(items, 64, seed=0), sampler)(graph, [80, 4], seed=0, **options)
     return pipe.fetch_feature(features, ["feat"], ["w"])

@@ -209,16 +209,16 @@ def test_exclusion_arguments_are_checked():
         source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse[:-1])
     with pytest.raises(ValueError, match="`reverse_edge_ids` holds edge id"):
         source.sample_neighbor(
-            graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse + graph.num_edges
+            graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=reverse + graph.total_num_edges
         )
     for bad, error, match in [
         (reverse.numpy().astype(np.float64), TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got a numpy array of dtype float64"),
         ("reverse", TypeError, r"`reverse_edge_ids` must be .* integer tensor or numpy array .*, got str"),
-        (reverse.numpy()[:-1], ValueError, rf"`reverse_edge_ids` must be a \[num_edges\] = \[{graph.num_edges}\] .*got shape \({graph.num_edges - 1},\)"),
+        (reverse.numpy()[:-1], ValueError, rf"`reverse_edge_ids` must be a \[num_edges\] = \[{graph.total_num_edges}\] .*got shape \({graph.total_num_edges - 1},\)"),
     ]:
         with pytest.raises(error, match=match):
             source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=bad)
-    not_reverse = torch.arange(graph.num_edges)
+    not_reverse = torch.arange(graph.total_num_edges)
     with pytest.raises(ValueError, match=r"`reverse_edge_ids` must map every edge u -> v to an edge v -> u"):
         source.sample_neighbor(graph, [2], exclude_seed_edges=True, include_reverse_edges=True, reverse_edge_ids=not_reverse)
     with pytest.raises(ValueError, match=r"`exclude_seed_edges=True` needs node pairs as seeds \(\[N, 2\]\).*ItemSet of node seeds"):
@@ -229,3 +229,27 @@ def test_exclusion_arguments_are_checked():
     out_of_range = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 120]]), names="seeds"), 5).sample_neighbor(graph, [2])
     with pytest.raises(ValueError, match="NeighborSampler: `seeds` holds node id 120, out of range"):
         next(iter(out_of_range))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_exclude_seed_edges_stage_is_the_keyword(kind):
+    """GraphBolt's stage form ``sample_neighbor(...).exclude_seed_edges(...)`` (with its
+    no-op ``overlap_fetch`` / ``asynchronous`` flags) samples the batches of the keyword
+    form, leaves the sampler it follows unchanged, and is refused after a non-sampler."""
+    graph, edges, _ = link_graph(kind, seed=1)
+    mapping = {"reverse_etypes_mapping": REVERSE_TYPES} if kind == "typed" else {}
+    keyword = _pipe(kind, graph, edges, "neighbor", exclude_seed_edges=True, include_reverse_edges=True, **mapping)
+    plain = _pipe(kind, graph, edges, "neighbor", overlap_fetch=False, asynchronous=False)
+    stage = plain.exclude_seed_edges(include_reverse_edges=True, asynchronous=False, **mapping)
+    assert stage.excludes_seed_edges and not plain.excludes_seed_edges and stage.source is plain.source
+    differs = False
+    for a, b, c in itertools.islice(zip(keyword, stage, plain), 4):
+        for x, y, z in zip(typed_view(a).sampled_subgraphs, typed_view(b).sampled_subgraphs, typed_view(c).sampled_subgraphs):
+            for t, ids in x.original_edge_ids.items():
+                assert torch.equal(ids, y.original_edge_ids[t])
+                differs |= not torch.equal(ids, z.original_edge_ids[t])
+    assert differs
+    with pytest.raises(TypeError, match=r"FeatureFetcher: exclude_seed_edges\(\.\.\.\) follows a sampler stage directly"):
+        plain.fetch_feature(gp.FeatureStore({}), []).exclude_seed_edges(include_reverse_edges=True)
+    with pytest.raises(TypeError, match="`asynchronous` must be a bool"):
+        _pipe(kind, graph, edges, "neighbor", asynchronous="yes")

@@ -39,7 +39,7 @@ def test_layout_positives_then_negatives_with_aligned_labels_and_indexes(kind, r
             p = item_ids.numel()
             assert seeds.shape == (p * (1 + ratio), 2) and seeds.dtype == torch.int64
             assert torch.equal(seeds[:p], items[etype][item_ids])
-            assert labels.dtype == torch.bool and bool(labels[:p].all()) and not bool(labels[p:].any())
+            assert labels.dtype == torch.float32 and bool((labels[:p] == 1).all()) and not bool(labels[p:].any())
             assert torch.equal(indexes, torch.cat([torch.arange(p), torch.arange(p).repeat_interleave(ratio)]))
             # Every negative keeps the source of the positive its index names.
             assert torch.equal(seeds[p:, 0], seeds[indexes[p:], 0])

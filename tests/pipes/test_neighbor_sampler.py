@@ -20,8 +20,8 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
         NeighborSampler(source, graph, [2], weights="prob")
     bad = {
         "neg": -graph.edge_attributes["weight"] - 1,
-        "ints": torch.ones(graph.num_edges, dtype=torch.int64),
-        "wide": torch.ones(graph.num_edges, 2),
+        "ints": torch.ones(graph.total_num_edges, dtype=torch.int64),
+        "wide": torch.ones(graph.total_num_edges, 2),
     }
     g2 = CSCGraph(graph.indptr, graph.indices, edge_attributes=bad)
     with pytest.raises(ValueError, match="`weights` attribute 'neg' must be non-negative"):
