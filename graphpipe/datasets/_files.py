@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 import warnings
 import zlib
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -236,7 +237,9 @@ def cache_is_fresh(cache_dir: str, stamp_name: str, stamp: dict, where: str) -> 
 
 def make_cache_directory(cache_dir: str, default_cache: bool, where: str) -> None:
     """Create the cache directory if needed (and its parents for one the caller named,
-    not ``default_cache``) and check it is a real directory, not a symlink."""
+    not ``default_cache``) and check it is a real directory, not a symlink; a default
+    one must also be this user's and not writable by others (it may sit in a shared
+    parent directory, where someone else could have made it first)."""
     what = f"{where}: cache directory"
     try:
         if not default_cache:
@@ -244,6 +247,12 @@ def make_cache_directory(cache_dir: str, default_cache: bool, where: str) -> Non
         real_directory(cache_dir, what + " (pass another one as `cache_dir`)", create=True)
     except PermissionError as error:
         raise PermissionError(f"{what} '{cache_dir}' cannot be created ({error}); pass a writable `cache_dir`") from error
+    info = os.lstat(cache_dir)
+    if default_cache and hasattr(os, "geteuid") and (info.st_uid != os.geteuid() or info.st_mode & stat.S_IWOTH):
+        raise PermissionError(
+            f"{what} '{cache_dir}' belongs to another user or others may write to it, so its files cannot be "
+            f"trusted; remove it, or pass a `cache_dir` of your own"
+        )
 
 
 def publish_cache(scratch: str, cache_dir: str, stamp_name: str, stamp: dict, names: Sequence[str],

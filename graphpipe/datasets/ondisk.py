@@ -209,7 +209,8 @@ class OnDiskDataset:
             raise FileNotFoundError(f"{where}: no metadata.yaml in the directory (expected '{metadata_path}')")
         metadata = _read_yaml(inside(path, "metadata.yaml", f"{where}: metadata.yaml", trusted, _OPT_IN), where)
         root, graph_section = path, metadata.get("graph") if isinstance(metadata, dict) else None
-        if isinstance(metadata, dict) and graph_section is None and "graph_topology" in metadata:
+        graphbolt_output = isinstance(metadata, dict) and graph_section is None and "graph_topology" in metadata
+        if graphbolt_output:
             root, graph_section = _graphbolt_output_source(path, trusted, where)
         if not isinstance(graph_section, dict):
             raise ValueError(
@@ -222,14 +223,17 @@ class OnDiskDataset:
         if name is not None and not isinstance(name, (str, int, float)):
             raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
         self.dataset_name = str(name or os.path.basename(path))
-        files = _Files(root, trusted, where)
+        # GraphBolt's output names files relative to its dataset: they must stay in `preprocessed/`.
+        files = _Files(root, trusted, where, boundary=path if graphbolt_output else None)
         options = {
             "include_original_edge_id": include_original_edge_id,
             "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype,
         }
         default_cache = cache_dir is None
+        if default_cache and os.path.dirname(root) == root:
+            raise ValueError(f"{where}: a dataset at the file system's root has no place beside it for the cache; pass `cache_dir`")
         self.cache_dir = root + ".graphpipe" if default_cache else os.path.abspath(os.fspath(cache_dir))
-        self.graph = _load_graph(files, graph_section, self.cache_dir, default_cache, options, force_preprocess)
+        self.graph = _load_graph(_Files(root, trusted, where), graph_section, self.cache_dir, default_cache, options, force_preprocess)
         self.feature = _feature_store(files, _list(metadata, "feature_data", "", where), self.graph, disk_based_features)
         self.tasks = _tasks(files, _list(metadata, "tasks", "", where), tasks)
 
@@ -268,7 +272,7 @@ class BuiltinDataset(OnDiskDataset):
     """
 
     def __init__(self, name: str, root: str | os.PathLike = "datasets"):
-        if not isinstance(name, str) or not name or os.sep in name:
+        if not isinstance(name, str) or name in ("", ".", "..") or any(sep and sep in name for sep in (os.sep, os.altsep)):
             raise ValueError(f"BuiltinDataset: `name` must be a dataset directory's name, e.g. 'ogbn-products', got {name!r}")
         path = os.path.join(os.fspath(root), name)
         if not os.path.isdir(path):
@@ -283,6 +287,11 @@ def _graphbolt_output_source(path: str, trusted: List[str], where: str) -> Tuple
     """``(dataset directory, its graph section)`` for GraphBolt's preprocessed output at
     ``path``: its paths are relative to the dataset it came from (``path``'s parent), whose
     ``metadata.yaml`` names the edges its pickled graph was built from."""
+    if os.path.basename(path) != "preprocessed":
+        raise ValueError(
+            f"{where}: metadata.yaml is GraphBolt's preprocessed output (it has `graph_topology`, no `graph`), "
+            f"which graphpipe opens only in the `preprocessed` folder of a GraphBolt dataset"
+        )
     root = os.path.dirname(path)
     if not os.path.isfile(os.path.join(root, "metadata.yaml")):
         raise FileNotFoundError(
@@ -387,15 +396,18 @@ def _named(at: str, entry, kind: str) -> str:
 
 
 class _Files:
-    """Paths named in ``metadata.yaml``, resolved inside the dataset directory."""
+    """Paths named in ``metadata.yaml``, relative to ``root`` and resolved inside
+    ``boundary`` (default ``root``: the dataset directory) or a trusted directory."""
 
-    def __init__(self, root: str, trusted: List[str], where: str):
-        self.root, self.trusted, self.where = root, trusted, where
+    def __init__(self, root: str, trusted: List[str], where: str, boundary: Optional[str] = None):
+        self.root, self.trusted, self.where, self.boundary = root, trusted, where, boundary
 
     def path(self, entry: dict, at: str) -> str:
-        """The resolved ``path`` of ``entry`` (refused outside the dataset directory and
-        the trusted directories)."""
-        return inside(self.root, entry["path"], f"{self.where}: metadata.yaml {at} `path`", self.trusted, _OPT_IN)
+        """The resolved ``path`` of ``entry`` (refused outside the boundary and the
+        trusted directories)."""
+        what = f"{self.where}: metadata.yaml {at} `path`"
+        resolved = inside(self.root, entry["path"], what, self.trusted, _OPT_IN)
+        return resolved if self.boundary is None else inside(self.boundary, resolved, what, self.trusted, _OPT_IN)
 
 
 # ---------------------------------------------------------------- the graph and its cache

@@ -75,7 +75,7 @@ class GPUCachedFeature(Feature):
         if policy not in POLICIES:
             raise ValueError(f"GPUCachedFeature: `policy` must be one of {list(POLICIES)}, got {policy!r}")
         max_bytes = check_int(max_bytes, "max_bytes", "GPUCachedFeature", minimum=0)
-        self.feature = feature
+        self.fallback = feature
         self.policy = policy
         device = torch.device("cuda" if device is None else device)
         if device.type == "cuda" and not cuda_or_warn_once(
@@ -101,27 +101,27 @@ class GPUCachedFeature(Feature):
     # ------------------------------------------------------------------ Feature protocol
     @property
     def data(self):
-        return self.feature.data
+        return self.fallback.data
 
     @property
     def num_rows(self) -> int:
-        return self.feature.num_rows
+        return self.fallback.num_rows
 
     @property
     def row_shape(self):
-        return self.feature.row_shape
+        return self.fallback.row_shape
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.feature.dtype
+        return self.fallback.dtype
 
     @property
     def nbytes(self) -> int:
-        return self.feature.nbytes
+        return self.fallback.nbytes
 
     def pin_memory_(self) -> "GPUCachedFeature":
         """Pin the backing feature in place (misses become UVA reads); return self."""
-        self.feature.pin_memory_()
+        self.fallback.pin_memory_()
         return self
 
     def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -143,7 +143,7 @@ class GPUCachedFeature(Feature):
         if num_misses:
             misses = torch.nonzero_static(~hit, size=num_misses).view(-1)
             unique_misses, inverse = torch.unique(ids[misses], return_inverse=True)
-            rows = self.feature.read_valid(unique_misses).to(self.device)
+            rows = self.fallback.read_valid(unique_misses).to(self.device)
             out[misses] = rows[inverse]
             self._admit(unique_misses, rows)
         return out
@@ -167,7 +167,7 @@ class GPUCachedFeature(Feature):
         chunk = max(1, _FILL_CHUNK_BYTES // max(1, self.cache[0].numel() * self.cache.element_size()))
         for lo in range(0, self.capacity, chunk):
             part = rows[lo : lo + chunk]
-            self._place(part, torch.arange(lo, lo + part.numel(), device=self.device), self.feature.read_valid(part).to(self.device))
+            self._place(part, torch.arange(lo, lo + part.numel(), device=self.device), self.fallback.read_valid(part).to(self.device))
         self.num_filled = self.capacity
 
     def _place(self, rows: torch.Tensor, slots: torch.Tensor, values: torch.Tensor) -> None:
@@ -222,7 +222,7 @@ class GPUCachedFeature(Feature):
     def __repr__(self) -> str:
         return (
             f"GPUCachedFeature(policy='{self.policy}', capacity={self.capacity} of {self.num_rows} rows, "
-            f"device={self.device}, feature={self.feature!r})"
+            f"device={self.device}, fallback={self.fallback!r})"
         )
 
 

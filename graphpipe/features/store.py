@@ -37,6 +37,7 @@ class Feature:
     # batch in its own thread); a subclass whose reads change unlocked state sets False.
     concurrent_reads = True
     path: Optional[str] = None  # the .npy file of a path-backed feature
+    fallback: Optional["Feature"] = None  # a cache's backing feature
     _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
 
     def __init__(self, data: FeatureData):
@@ -81,12 +82,17 @@ class Feature:
         return data.numel() * data.element_size() if isinstance(data, torch.Tensor) else data.nbytes
 
     def read(self, ids: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Rows ``ids`` (``[n]`` integer tensor; None: every row, a copy, as GraphBolt's
-        ``read()``): ``[n, *row_shape]``, on the GPU if the table or ``ids`` is on one,
-        written into ``out`` when given. ``ids`` are checked (user input): every kind of
-        feature raises a ValueError naming the id out of range.
+        """Rows ``ids`` (``[n]`` integer tensor): ``[n, *row_shape]``, on the GPU if the
+        table or ``ids`` is on one, written into ``out`` when given. ``ids`` are checked
+        (user input): every kind of feature raises a ValueError naming the id out of range.
+        ``ids=None``: the whole table, as GraphBolt's ``read()`` (an in-memory table itself,
+        no copy; a cached feature's fallback's table, the cache untouched).
         """
         if ids is None:
+            if self.fallback is not None:
+                return self.fallback.read(None, out)
+            if type(self) is Feature and out is None:
+                return torch.as_tensor(self.data)
             return self.read_valid(torch.arange(self.num_rows), out)
         return self.read_valid(check_node_ids(ids, self.num_rows, "ids", f"{type(self).__name__}.read", "row"), out)
 
@@ -126,9 +132,12 @@ class Feature:
             raise ValueError(
                 f"{where}: `value` must be [len(ids), *row_shape] = {[ids.numel(), *self.row_shape]}, got {list(value.shape)}"
             )
+        if value.dtype != self.dtype:
+            raise TypeError(f"{where}: `value` must have the table's dtype {self.dtype}, got {value.dtype}")
         if isinstance(self.data, np.ndarray) and not self.data.flags.writeable:
             raise ValueError(f"{where}: the table is read-only (a mapped .npy file); update(value) replaces it whole")
-        torch.as_tensor(self.data)[ids.to(torch.int64)] = value.to(self.dtype)
+        table = torch.as_tensor(self.data)
+        table[ids.to(device=table.device, dtype=torch.int64)] = value.to(table.device)
 
     def to(self, device) -> "Feature":
         """GraphBolt's: this feature with its table on ``device`` (self when it is there

@@ -287,6 +287,9 @@ def test_builtin_dataset_opens_root_name_and_downloads_nothing(tmp_path):
     assert isinstance(ds, gp.OnDiskDataset) and ds.graph.total_num_nodes == d.num_nodes
     with pytest.raises(FileNotFoundError, match=r"BuiltinDataset\('ogbn-products'\): no directory .*graphpipe downloads nothing"):
         gp.BuiltinDataset("ogbn-products", root=tmp_path / "datasets")
+    for name in ("..", ".", "a/b", ""):
+        with pytest.raises(ValueError, match=r"BuiltinDataset: `name` must be a dataset directory's name"):
+            gp.BuiltinDataset(name, root=tmp_path / "datasets")
 
 
 LINK_TASK_21 = """\
@@ -345,3 +348,31 @@ def test_opens_graphbolts_preprocessed_output_without_unpickling(tmp_path):
     os.rename(root / "metadata.yaml", root / "metadata.yaml.bak")
     with pytest.raises(FileNotFoundError, match=r"GraphBolt's preprocessed output.*no '.*ds/metadata.yaml'"):
         gp.OnDiskDataset(root / "preprocessed")
+
+
+def test_graphbolt_output_stays_inside_its_preprocessed_folder(tmp_path):
+    """GraphBolt-output metadata cannot widen the dataset to its parent: it opens only in a
+    folder named ``preprocessed``, and the files it names stay inside that folder."""
+    parent = tmp_path / "datasets"
+    write_graphbolt_dataset(parent, "numpy")
+    np.save(parent / "secret.npy", np.ones((4, 2), dtype=np.float32))
+    planted = "graph_topology:\n  type: FusedCSCSamplingGraph\n  path: x.pt\nfeature_data:\n  - domain: node\n" \
+              "    name: feat\n    format: numpy\n    path: {}\n"  # fmt: skip
+    for folder, path, error in (("ds", "secret.npy", r"opens only in the `preprocessed` folder"),
+                                ("preprocessed", "secret.npy", r"resolves to '.*secret.npy', outside the directory '.*preprocessed'")):  # fmt: skip
+        (parent / folder).mkdir()
+        (parent / folder / "metadata.yaml").write_text(planted.format(path))
+        with pytest.raises(ValueError, match=error):
+            gp.OnDiskDataset(parent / folder)
+
+
+def test_a_default_cache_others_may_write_is_refused(tmp_path):
+    """The default cache sits beside the dataset, maybe in a shared directory: one that
+    others may write to (made by someone else first) is not trusted."""
+    write_graphbolt_dataset(tmp_path / "ds", "numpy")
+    (tmp_path / "ds.graphpipe").mkdir()
+    os.chmod(tmp_path / "ds.graphpipe", 0o777)
+    with pytest.raises(PermissionError, match=r"cache directory '.*ds.graphpipe' belongs to another user or others may write to it"):
+        gp.OnDiskDataset(tmp_path / "ds")
+    os.chmod(tmp_path / "ds.graphpipe", 0o755)
+    assert gp.OnDiskDataset(tmp_path / "ds").cache_dir == str(tmp_path / "ds.graphpipe")

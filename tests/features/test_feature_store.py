@@ -266,6 +266,8 @@ def test_graphbolt_store_methods(typed):
         store.update("node", ntype, "feat", torch.ones(1, 2), _ids(0))
     with pytest.raises(ValueError, match="out of range"):
         store.read("node", ntype, "feat", _ids(6))
+    with pytest.raises(TypeError, match=r"`value` must have the table's dtype torch.float64, got torch.int64"):
+        store.update("node", ntype, "feat", torch.ones(1, 5, dtype=torch.int64), _ids(0))  # no silent cast
 
 
 def test_update_refuses_read_only_and_cached_tables(tmp_path):
@@ -279,3 +281,13 @@ def test_update_refuses_read_only_and_cached_tables(tmp_path):
     cached = FeatureStore({"feat": CPUCachedFeature(Feature(torch.zeros(4, 2)), 1 << 10)})
     with pytest.raises(TypeError, match="only in-memory features"):
         cached.update("node", None, "feat", torch.ones(4, 2))
+
+
+def test_reading_every_row_copies_nothing_and_leaves_caches_alone():
+    """``read()`` with no ids is GraphBolt's whole table: an in-memory table itself, a
+    cache's backing table without going through (or counting in) the cache."""
+    table = torch.arange(8, dtype=torch.float32).reshape(4, 2)
+    assert Feature(table).read() is table
+    cached = CPUCachedFeature(Feature(table), 1 << 10)
+    assert cached.read() is table and cached.cache_stats()["hits"] + cached.cache_stats()["misses"] == 0
+    assert torch.equal(cached.read(_ids(3)), table[[3]]) and cached.cache_stats()["misses"] == 1

@@ -190,7 +190,7 @@ def test_gpu_cached_feature_replaces_one_key_in_a_new_store(case):
     keys = [("node", k) for k in store.node_keys] + [("edge", k) for k in store.edge_keys]
     for key in (node_key, edge_key):
         cached = gpu_cached_feature(store, key, max_bytes=10 * row_bytes(), policy="clock", device=device)
-        assert isinstance(cached[key], GPUCachedFeature) and cached[key].feature is store[key]
+        assert isinstance(cached[key], GPUCachedFeature) and cached[key].fallback is store[key]
         assert not isinstance(store[key], GPUCachedFeature)
         assert sum(cached[k] is not store[k] for k in keys) == 1  # the others are shared
     cached = gpu_cached_feature(store, node_key, max_bytes=10 * row_bytes(), policy="clock", device=device)
