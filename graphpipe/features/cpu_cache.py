@@ -20,13 +20,13 @@ not cached) and a byte of ghost state per row (5 bytes per row), plus per-slot q
 from __future__ import annotations
 
 import threading
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import Feature
+from graphpipe.features.store import CachedFeature, Feature
 from graphpipe._internal.checks import check_int
 
 __all__ = ["CPUCachedFeature"]
@@ -38,7 +38,7 @@ _NEWEST, _OLDEST, _HAND = range(7, 10)  # sieve (slots, -1 for none)
 _MAX_FREQ = 3
 
 
-class CPUCachedFeature(Feature):
+class CPUCachedFeature(CachedFeature):
     """A fallback feature with its most useful rows cached in host memory.
 
     Args:
@@ -85,22 +85,6 @@ class CPUCachedFeature(Feature):
     @property
     def data(self):
         raise AttributeError("CPUCachedFeature has no single table; read rows with read(ids)")
-
-    @property
-    def num_rows(self) -> int:
-        return self.fallback.num_rows
-
-    @property
-    def row_shape(self) -> Tuple[int, ...]:
-        return self.fallback.row_shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.fallback.dtype
-
-    @property
-    def nbytes(self) -> int:
-        return self.fallback.nbytes
 
     def pin_memory_(self) -> "CPUCachedFeature":
         return self

@@ -25,7 +25,7 @@ from typing import Optional, Union
 
 import torch
 
-from graphpipe.features.store import Feature, FeatureStore, output_rows
+from graphpipe.features.store import CachedFeature, Feature, FeatureStore, output_rows
 from graphpipe._internal.checks import check_int
 from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
 
@@ -40,7 +40,7 @@ POLICIES = ("static", "clock")
 _FILL_CHUNK_BYTES = 256 << 20
 
 
-class GPUCachedFeature(Feature):
+class GPUCachedFeature(CachedFeature):
     """A :class:`Feature` that caches rows of ``feature`` in ``device`` memory.
 
     Args:
@@ -102,22 +102,6 @@ class GPUCachedFeature(Feature):
     @property
     def data(self):
         return self.fallback.data
-
-    @property
-    def num_rows(self) -> int:
-        return self.fallback.num_rows
-
-    @property
-    def row_shape(self):
-        return self.fallback.row_shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.fallback.dtype
-
-    @property
-    def nbytes(self) -> int:
-        return self.fallback.nbytes
 
     def pin_memory_(self) -> "GPUCachedFeature":
         """Pin the backing feature in place (misses become UVA reads); return self."""

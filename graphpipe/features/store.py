@@ -199,6 +199,27 @@ class Feature:
         return f"Feature(num_rows={self.num_rows}, row_shape={self.row_shape}, dtype={self.dtype}, {kind}{where})"
 
 
+class CachedFeature(Feature):
+    """A cache in front of ``fallback`` (a :class:`Feature`): its rows, row shape, dtype
+    and size are the fallback's; subclasses implement ``read_valid``."""
+
+    @property
+    def num_rows(self) -> int:
+        return self.fallback.num_rows
+
+    @property
+    def row_shape(self) -> Tuple[int, ...]:
+        return self.fallback.row_shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fallback.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.fallback.nbytes
+
+
 class FeatureStore:
     """Named node and edge features, homogeneous or per node / edge type.
 
