@@ -36,6 +36,8 @@ def to_pyg(
     holds edges re-sampled for nodes reached earlier: they and the nodes only they reach
     are dropped and the rest renumbered (a pass over the edges, a sort per hop, a gather
     of rows); the result equals the ``"pyg"`` batch's under the same seed (NS, LABOR-0).
+    A disjoint batch (``disjoint=True``) also gets NeighborLoader's ``batch`` per node
+    type: each node's subtree, the position of its seed among the seeds.
 
     Fields of each node type (of the ``Data`` itself for an untyped batch): ``n_id``
     (ids, type-local for a typed batch), ``num_nodes``, ``num_sampled_nodes`` (``L + 1``
@@ -91,6 +93,8 @@ def to_pyg(
         data = Data()
         node_store = edge_store = lambda _: data
     _add_nodes(node_store, hops, typed.node_features, node_key, label_key)
+    for node_type, subtrees in (typed.subtree_ids or {}).items():  # disjoint: a pyg batch, rows as sampled
+        node_store(node_type).batch = subtrees
     _add_edges(edge_store, hops, layers, typed.edge_features, edge_key)
     if link:
         _add_pairs(node_store, edge_store, typed, neg_sampling)
