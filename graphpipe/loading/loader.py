@@ -190,6 +190,16 @@ class DataLoader(IterableDataset):
     def __len__(self) -> int:
         return len(self.pipe)
 
+    @property
+    def dataset(self) -> range:
+        """``range(number of items a source batches per epoch)``, as PyG's loaders' ``dataset``
+        (``len(loader.dataset)``: the seed nodes or pairs of an epoch)."""
+        count = upstream(self.pipe)[-1].num_items()
+        if count is None:
+            source = type(upstream(self.pipe)[-1]).__name__
+            raise TypeError(f"DataLoader.dataset: the pipe's source {source} does not say how many items it batches")
+        return range(count)
+
     def __repr__(self) -> str:
         """The chain as written, then as run (``explain()`` says more)."""
         return f"DataLoader({self.pipe!r}), as run:\n{describe(self.rewritten)}"
