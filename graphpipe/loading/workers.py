@@ -11,8 +11,11 @@ kernel ran in the parent (numba's GNU OpenMP layer), and ``spawn`` would import 
 numba in every worker. The fork server starts once per program (1-2 s); workers fork from
 it in ~10 ms, get the chain pickled with torch's reductions (tensors in shared memory),
 load numba's cached kernels on their first batch (0.3-1 s) and persist across epochs.
-Each worker first runs the main script again (as ``__mp_main__``), so workers must be
-started under ``if __name__ == "__main__":``; :func:`check_main_guard` says so first.
+Each worker first runs the main script again (as ``__mp_main__``), so a script must start
+them under ``if __name__ == "__main__":``, or, as PyG's and torch's loaders on Linux, be
+forked: :func:`worker_start_method` forks where :func:`fork_hazard` finds it safe (a
+forked worker inherits the parent's memory and imports instead), and otherwise says what
+to do.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.stages import Timed, close_iterator, in_collector, join_within, put_while, watch_process
 
-__all__ = ["ProcessWorkers", "Shard", "check_main_guard"]
+__all__ = ["ProcessWorkers", "Shard", "fork_hazard", "worker_start_method"]
 
 _POLL_S = 0.05
 _JOIN_TIMEOUT_S = 2.0  # how long a terminated worker may take to exit before it is killed
@@ -183,31 +186,61 @@ def _unguarded_main_line() -> Optional[Tuple[str, int]]:
     return None
 
 
-def check_main_guard(num_workers: int) -> None:
-    """Raise if the main script starts worker processes from unguarded module-level code
-    (see :func:`_unguarded_main_line`); a no-op outside the main thread."""
+def worker_start_method(num_workers: int) -> str:
+    """How to start the worker processes: ``"forkserver"``, or ``"fork"`` for a main script
+    that starts them from unguarded module-level code (:func:`_unguarded_main_line`; a
+    forkserver or spawned worker would run that code again), as PyG's and torch's loaders
+    do on Linux, where :func:`fork_hazard` finds fork safe; else raise, saying why."""
     unguarded = _unguarded_main_line()
     if unguarded is None:
-        return
+        return "forkserver"
+    hazard = fork_hazard()
+    if hazard is None:
+        return "fork"
     path, line = unguarded
     source = linecache.getline(path, line).strip()
     raise RuntimeError(
         f"DataLoader(num_workers={num_workers}): the script starts worker processes from module-level code "
         f"outside `if __name__ == \"__main__\":` ({os.path.basename(path)}, line {line}: `{source}`). Every "
-        "worker process first runs the script again (Python's forkserver/spawn start methods), which would "
-        "run this line in every worker. Put the training code under `if __name__ == \"__main__\":` (e.g. in "
-        "a main() function called from there)."
+        "worker process started by forkserver or spawn first runs the script again, which would run this line in "
+        f"every worker; graphpipe forks the workers instead where that is safe, but not here: {hazard}. Put the "
+        "training code under `if __name__ == \"__main__\":` (e.g. in a main() function called from there)."
     )
+
+
+def fork_hazard() -> Optional[str]:
+    """Why forking this process now would be unsafe, or None. Fork is safe on Linux when
+    Python's start method is fork (its default before 3.14, unless the program set another),
+    no numba parallel kernel has started its thread pool here (GNU OpenMP's cannot serve
+    a forked child, which numba then terminates; TBB's can), and no other Python thread
+    runs (a child would inherit the locks it holds, e.g. numba's compiler lock). torch's
+    intra-op threads are not a hazard: each worker runs torch with one thread."""
+    if not sys.platform.startswith("linux"):
+        return f"fork is unsafe on {sys.platform} (PyG's and torch's loaders do not fork there either)"
+    method = mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0]
+    if method != "fork":
+        return f"Python's multiprocessing start method here is '{method}', not 'fork'"
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel ran yet
+        layer = "tbb"
+    if layer != "tbb":
+        return f"numba's parallel kernels already started their '{layer}' thread pool in this process"
+    others = [thread.name for thread in threading.enumerate() if thread is not threading.current_thread()]
+    if others:
+        return f"other threads are running ({', '.join(others)}), whose locks a forked child would inherit"
+    return None
 
 
 class _WorkerPool:
     """``num_workers`` processes serving epochs of one chain; see :class:`ProcessWorkers`."""
 
-    def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int):
-        check_main_guard(num_workers)
+    def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int, start_method: Optional[str] = None):
+        method = start_method or worker_start_method(num_workers)
         watch_process()  # a finalizer in the garbage collector then only signals the workers
-        context = mp.get_context("forkserver")
-        context.set_forkserver_preload(["graphpipe"])
+        context = mp.get_context(method)
+        if method == "forkserver":
+            context.set_forkserver_preload(["graphpipe"])
         # Shared memory without locks: stopping (from a finalizer too) only writes them.
         self.current = context.RawValue("q", 0)  # the run the consumer wants, 0: none
         self.stop = context.RawValue("b", 0)  # 1: every worker exits
@@ -301,6 +334,8 @@ class ProcessWorkers(Pipe):
         self.num_workers = check_int(num_workers, "num_workers", "ProcessWorkers", minimum=1)
         self.buffer_size = check_int(buffer_size, "buffer_size", "ProcessWorkers", minimum=1)
         self._pool: Optional[_WorkerPool] = None
+        # Set by the DataLoader, which decides in the main thread (worker_start_method).
+        self.start_method: Optional[str] = None
 
     def upstream_location(self, here: str, new_thread) -> str:
         return f"{self.num_workers} worker processes"
@@ -312,6 +347,13 @@ class ProcessWorkers(Pipe):
         """Whether the worker processes are up (the next epoch starts none)."""
         return self._pool is not None and self._pool.alive()
 
+    def start(self, start_method: str) -> None:
+        """Start the worker processes now (``"fork"``, ``"forkserver"``), not at the first epoch."""
+        self.start_method = start_method
+        if not self.running():
+            self.close()
+            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size, start_method)
+
     def close(self) -> None:
         """Stop the worker processes (the next epoch starts new ones)."""
         if self._pool is not None:
@@ -321,7 +363,7 @@ class ProcessWorkers(Pipe):
     def stream(self, epoch: int, start: int = 0):
         if self._pool is None or not self._pool.alive():
             self.close()
-            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size)
+            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size, self.start_method)
         pool = self._pool
         pool.last_run += 1
         run = pool.current.value = pool.last_run

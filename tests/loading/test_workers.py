@@ -164,30 +164,49 @@ import graphpipe as gp
 
 data = gp.datasets.karate_club()
 pipe = gp.ItemSampler(data.train_set, 2).fetch_feature(data.features, ["feat"])
-loader = gp.DataLoader(pipe, num_workers=2)  # building it at module level is fine: no process starts
+loader = gp.DataLoader(pipe, num_workers=2)  # at module level: forked here, or started by the first epoch
 """
 
 
-def _run_script(tmp_path, body):
+def _run_script(tmp_path, body, before=""):
     path = tmp_path / "train.py"
-    path.write_text(_SCRIPT_SETUP + textwrap.dedent(body))
+    path.write_text(textwrap.dedent(before) + _SCRIPT_SETUP + textwrap.dedent(body))
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
 
 @pytest.mark.parametrize(
-    "body, line",
+    "body",
     [
-        ("for mb in loader:\n    pass\n", 7),
-        ("def main():\n    print(len(list(loader)))\n\nmain()\n", 10),
+        "for epoch in range(2):\n    print(len(list(loader)), 'batches')\n",
+        "def main():\n    for epoch in range(2):\n        print(len(list(loader)), 'batches')\n\nmain()\n",
     ],
 )
-def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path, body, line):
+def test_a_script_without_a_main_guard_forks_its_workers_as_pyg_does(tmp_path, body):
+    """As PyG's and torch's loaders on Linux: the workers are forked (nothing runs the
+    script again), since nothing made fork unsafe before the loader was built."""
     result = _run_script(tmp_path, body)
+    assert result.returncode == 0, result.stderr
+    num_batches = -(-len(gp.datasets.karate_club().train_set) // 2)
+    assert result.stdout.split("\n")[:2] == [f"{num_batches} batches"] * 2
+
+
+@pytest.mark.parametrize(
+    "before, hazard",
+    [
+        ("import multiprocessing\nmultiprocessing.set_start_method('spawn')\n", "Python's multiprocessing start method here is 'spawn'"),
+        ("import threading\nthreading.Thread(target=__import__('time').sleep, args=(30,), daemon=True).start()\n",
+         "other threads are running"),
+    ],
+)
+def test_a_script_without_a_main_guard_is_told_to_add_one_where_fork_is_unsafe(tmp_path, before, hazard):
+    result = _run_script(tmp_path, "for mb in loader:\n    pass\n", before)
     assert result.returncode != 0
+    line = 6 + before.count("\n")
     assert (
         f'starts worker processes from module-level code outside `if __name__ == "__main__":` (train.py, line {line}'
         in result.stderr
     )
+    assert f"graphpipe forks the workers instead where that is safe, but not here: {hazard}" in result.stderr
     assert "picklable" not in result.stderr and "died" not in result.stderr
 
 
