@@ -9,9 +9,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from torch.utils.data import IterableDataset, get_worker_info
 
 from graphpipe.pipes.base import Pipe, upstream
-from graphpipe.loading.compile import CompileJob, compile_kernels
+from graphpipe.loading.compile import compile_kernels
 from graphpipe.loading.stages import Timed
-from graphpipe.loading.workers import ProcessWorkers, worker_start_method
+from graphpipe.loading.workers import ProcessWorkers, workers_rerun_main
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.policy import Placement, default_placement, kernels_thread_safe, place
 from graphpipe.loading.explain import MAIN, describe, draw, locations, to_graphviz
@@ -66,14 +66,13 @@ class DataLoader(IterableDataset):
         # The chain as run; the Timed after the sink measures the training loop's wait.
         self.rewritten: Pipe = _with_timers(chain)
         self._workers = find(self.rewritten, ProcessWorkers)
-        # A script without a __main__ guard gets forked workers: fork them now, before this
-        # process starts a thread or a numba thread pool (workers.fork_hazard), and let
-        # the first batches compile the kernels this process runs.
-        forking = bool(self._workers) and worker_start_method(self._num_workers()) == "fork"
-        for workers in self._workers if forking else ():
-            workers.start("fork")
+        # A script without a __main__ guard gets workers that skip it (workers_rerun_main),
+        # started now, from the main thread: they hide the script from multiprocessing.
+        for workers in self._workers:
+            if not workers_rerun_main(workers.num_workers, workers.source):
+                workers.start(rerun_main=False)
         # The stages' kernels, compiled (or loaded from numba's cache) from now on, in a daemon thread.
-        self.compile_job = CompileJob([], background=False) if forking else compile_kernels(self.rewritten, background=kernels_thread_safe())
+        self.compile_job = compile_kernels(self.rewritten, background=kernels_thread_safe())
         self._epoch_span = [0.0, 0.0]
 
     def __iter__(self) -> "_Epoch":
@@ -85,16 +84,12 @@ class DataLoader(IterableDataset):
             )
         if not all(workers.running() for workers in self._workers):
             # Here, in the main thread: the epoch starts the processes from a loader thread.
-            method = worker_start_method(self._num_workers())
             for workers in self._workers:
-                workers.start_method = method
+                workers.rerun_main = workers_rerun_main(workers.num_workers, workers.source)
         self._end_epoch()
         epoch = _Epoch(self)
         self._epoch = weakref.ref(epoch)
         return epoch
-
-    def _num_workers(self) -> int:
-        return max(workers.num_workers for workers in self._workers)
 
     def _reset_stats(self) -> None:
         for stage in upstream(self.rewritten):

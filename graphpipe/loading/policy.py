@@ -8,10 +8,10 @@ applied by one rewrite (:func:`place`). ``DataLoader(pipe)`` keeps it as
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 import numba
+from numba.np.ufunc import parallel as numba_parallel
 
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.stages import PinMemory, Prefetcher, SideStream, ThreadPoolMap, Waiter
@@ -68,40 +68,8 @@ def kernels_thread_safe() -> bool:
     """Whether numba's parallel kernels may start from several threads at once: true for
     its OpenMP and TBB threading layers, false for ``workqueue`` (which numba picks when
     neither is installed, e.g. on some macOS setups), where they abort."""
-    return numba_threading_layer() != "workqueue"
-
-
-def numba_threading_layer() -> str:
-    """numba's threading layer: the one started, or, before any parallel kernel, the one
-    it will pick (the first of its candidates whose library loads), found without starting
-    it: a started GNU OpenMP layer forbids forking worker processes (workers.fork_hazard)."""
-    try:
-        return numba.threading_layer()
-    except ValueError:  # not started yet
-        pass
-    wanted = numba.config.THREADING_LAYER
-    if wanted in _POOL_MODULES:
-        return wanted
-    candidates = {"safe": ["tbb"], "threadsafe": ["tbb", "omp"], "forksafe": ["tbb", "workqueue"]}
-    for layer in candidates.get(wanted, numba.config.THREADING_LAYER_PRIORITY):
-        try:
-            importlib.import_module(_POOL_MODULES[layer])
-        except ImportError:
-            continue
-        return layer
-    return "workqueue"
-
-
-def _numba_threads() -> int:
-    """``numba.get_num_threads()``, without starting numba's thread pool before it runs."""
-    try:
-        numba.threading_layer()
-    except ValueError:  # not started: this thread would get numba's default
-        return numba.config.NUMBA_NUM_THREADS
-    return numba.get_num_threads()
-
-
-_POOL_MODULES = {layer: f"numba.np.ufunc.{layer}pool" for layer in ("tbb", "omp")} | {"workqueue": "numba.np.ufunc.workqueue"}
+    numba_parallel._launch_threads()  # picks the layer, as the first parallel kernel would
+    return numba.threading_layer() != "workqueue"
 
 
 def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
@@ -169,7 +137,7 @@ def _place_of(stage: Pipe, cuda: bool, before: Optional[Place], previous: Pipe) 
         return Place("thread")
     if cuda:
         return Place("stream")
-    cores = _numba_threads()
+    cores = numba.get_num_threads()
     pool = min(cores, MAX_POOL)
     in_pool = Place("pool", pool, max(1, cores // pool))
     if stage.thread_safe and (stage.role == "sampler" or (before == in_pool and previous.role == "sampler")):

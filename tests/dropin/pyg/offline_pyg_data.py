@@ -95,7 +95,7 @@ def OGB_MAG(root=None, preprocess=None, transform=None, num_papers: int = 3000):
     return _Dataset(data, NUM_CLASSES, transform)
 
 
-def Planetoid(root=None, name="Cora", transform=None, num_nodes: int = 600):  # noqa: N802
+def Planetoid(root=None, name="Cora", transform=None, num_nodes: int = 400):  # noqa: N802
     """Cora's shape: ``x`` (row-normalisable non-negative bag of words), ``y``, masks,
     ``edge_index`` (both directions), homophilous edges; features weakly show the class."""
     gen = torch.Generator().manual_seed(1)
@@ -112,7 +112,7 @@ class PygNodePropPredDataset(_Dataset):
     """ogbn-products / ogbn-arxiv's shape: ``x``, ``y`` ``[N, 1]``, ``edge_index``, and
     ``get_idx_split()`` (``train``/``valid``/``test`` ids)."""
 
-    def __init__(self, name="ogbn-products", root=None, num_nodes: int = 3000):
+    def __init__(self, name="ogbn-products", root=None, num_nodes: int = 1600):
         gen = torch.Generator().manual_seed(2)
         classes = torch.randint(0, NUM_CLASSES, (num_nodes,), generator=gen)
         x = _noisy_features(classes, 32, 0.15, gen)
