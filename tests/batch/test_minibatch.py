@@ -294,10 +294,13 @@ def test_to_pyg_edge_attr_follows_edge_index(layout):
 
 def test_to_pyg_feature_choice_and_errors(monkeypatch):
     _, store, mb = _batch(node_features=("feat", "other"))
-    with pytest.raises(ValueError, match=r"several features \['feat', 'other'\]; pass node_feature_key="):
-        mb.to_pyg()
+    data = mb.to_pyg()  # "feat" is x (after "x"), every other feature keeps its name
+    assert torch.equal(data.x, store["feat"].data[data.n_id]) and torch.equal(data.other, store["other"].data[data.n_id])
+    renamed = replace(mb, node_features={"h": mb.node_features["feat"], "other": mb.node_features["other"]})
+    with pytest.raises(ValueError, match=r"several features \['h', 'other'\]; pass node_feature_key="):
+        renamed.to_pyg()
     data = mb.to_pyg("other")
-    assert torch.equal(data.x, store["other"].data[data.n_id])
+    assert torch.equal(data.x, store["other"].data[data.n_id]) and torch.equal(data.feat, store["feat"].data[data.n_id])
     with pytest.raises(KeyError, match=r"unknown node_feature_key 'x'"):
         mb.to_pyg("x")
     with pytest.raises(ValueError, match=r"has no sampled_subgraphs"):
