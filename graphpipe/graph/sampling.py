@@ -300,7 +300,8 @@ def node_ids_of_keys(layer: SampledLayer, subtrees: int) -> SampledLayer:
     """``layer`` with global node ids in place of node keys (``key // subtrees``)."""
     if subtrees == 1:
         return layer
-    return layer._replace(**{name: torch.div(getattr(layer, name), subtrees, rounding_mode="floor") for name in ("dst", "src", "rows")})
+    ids = {name: torch.div(getattr(layer, name), subtrees, rounding_mode="floor") for name in ("dst", "src", "rows")}
+    return layer._replace(**ids)
 
 
 def untyped_subgraph(graph, layer: SampledLayer) -> SampledSubgraph:

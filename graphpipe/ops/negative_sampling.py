@@ -163,7 +163,9 @@ def _uniform_negatives_torch(pairs: torch.Tensor, num_nodes: int, negative_ratio
     return torch.clamp((u * num_nodes).to(torch.int64), max=num_nodes - 1)
 
 
-def sample_random_pairs(num_pairs: int, sources: Tuple[int, int], destinations: Tuple[int, int], key: int, device=None) -> torch.Tensor:
+def sample_random_pairs(
+    num_pairs: int, sources: Tuple[int, int], destinations: Tuple[int, int], key: int, device=None
+) -> torch.Tensor:
     """``[num_pairs, 2]`` int64 node pairs whose source is uniform over ``sources`` and
     destination uniform over ``destinations`` (each ``(first id, count)``), all independent:
     PyG's ``LinkNeighborLoader`` binary negatives. Pair ``j`` draws ``uniform(hash2(key,

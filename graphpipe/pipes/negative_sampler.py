@@ -96,7 +96,8 @@ class UniformNegativeSampler(Pipe):
         self.source = source
         self.graph = graph
         if neg_sampling == "binary":
-            if isinstance(negative_ratio, bool) or not isinstance(negative_ratio, (int, float)) or not 0 < negative_ratio < float("inf"):
+            number = isinstance(negative_ratio, (int, float)) and not isinstance(negative_ratio, bool)
+            if not (number and 0 < negative_ratio < float("inf")):
                 raise ValueError(f"{name}: `negative_ratio` must be a number > 0 with neg_sampling='binary', got {negative_ratio!r}")
             self.negative_ratio = negative_ratio
         else:
@@ -137,8 +138,9 @@ class UniformNegativeSampler(Pipe):
             key_of_type = derive_key(self.seed, minibatch.batch_index, etype)
             given = None if minibatch.labels is None else minibatch.labels.get(key)
             if self.neg_sampling == "binary":
-                count = (0, offsets[src_type + 1] - offsets[src_type]), (0, end - first)
-                fields = _with_random_pairs(pairs, given, sample_random_pairs(self.num_binary(pairs), *count, key_of_type, pairs.device))
+                ranges = (0, offsets[src_type + 1] - offsets[src_type]), (0, end - first)
+                random_pairs = sample_random_pairs(self.num_binary(pairs), *ranges, key_of_type, pairs.device)
+                fields = _with_random_pairs(pairs, given, random_pairs)
                 seeds[key], labels[key] = fields["seeds"], fields["labels"]
                 continue
             negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
