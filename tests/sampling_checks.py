@@ -244,3 +244,52 @@ def _check_layer_edges(graph, edges, mb, i, fanouts, replace, weights, exact_cou
         if not replace:
             pairs = columns * (int(eids.max()) + 1 if eids.numel() else 1) + eids
             assert torch.unique(pairs).numel() == pairs.numel(), f"{etype}: an edge sampled twice"
+
+
+def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: List[List[int]]) -> None:
+    """A disjoint (``disjoint=True``) batch, read through ``to_pyg()`` as PyG's
+    NeighborLoader gives it: every subtree is a valid NeighborLoader sample of its seed.
+    Seed ``s`` is node ``s`` of its type with ``batch == s``; no (subtree, node) twice;
+    every edge exists (by its ``e_id``) and joins two nodes of one subtree, going from a
+    node of hop ``<= k`` to one first reached at hop ``k - 1``; each node of hops ``< L``
+    has ``min(fanout, in-degree)`` distinct in-edges of each edge type; each other node
+    is reached by an edge of its subtree."""
+    data = minibatch.to_pyg()
+    typed = minibatch.is_heterogeneous
+    schema, num_layers = graph.schema, len(edge_type_fanouts)
+    node_store = (lambda t: data[t]) if typed else (lambda t: data)
+    seeds = typed_view(minibatch).seeds
+    hops, reached = {}, {}
+    for t in schema.node_types:
+        store = node_store(t)
+        keys = store.batch * graph.num_nodes + store.n_id
+        assert keys.unique().numel() == keys.numel(), f"a node twice in one subtree ({t})"
+        hops[t] = torch.repeat_interleave(torch.arange(num_layers + 1), torch.tensor(store.num_sampled_nodes))
+        reached[t] = hops[t] == 0
+    offset = 0  # subtrees are numbered over the seeds type-major (the graph's node type order)
+    for t in (t for t in schema.node_types if t in seeds):
+        ids, store = seeds[t], node_store(t)
+        assert torch.equal(store.n_id[: ids.numel()], ids) and store.batch_size == ids.numel()
+        assert torch.equal(store.batch[: ids.numel()], torch.arange(offset, offset + ids.numel()))
+        offset += ids.numel()
+    for t_id, etype in enumerate(schema.edge_types):
+        s, _, d = parse_edge_type(etype)
+        store = data[tuple(etype.split(":"))] if typed else data
+        src, dst = store.edge_index
+        src_store, dst_store = node_store(s), node_store(d)
+        assert torch.equal(src_store.batch[src], dst_store.batch[dst]), "an edge between two subtrees"
+        assert torch.equal(edges[etype][0][store.e_id], src_store.n_id[src])
+        assert torch.equal(edges[etype][1][store.e_id], dst_store.n_id[dst])
+        edge_hop = torch.repeat_interleave(torch.arange(1, num_layers + 1), torch.tensor(store.num_sampled_edges))
+        assert torch.equal(hops[d][dst], edge_hop - 1) and bool((hops[s][src] <= edge_hop).all())
+        reached[s][src[hops[s][src] == edge_hop]] = True
+        degree = in_degrees(graph, edges, etype)
+        for node in range(dst_store.n_id.numel()):
+            hop = int(hops[d][node])
+            if hop == num_layers:
+                continue
+            mine = store.e_id[dst == node]
+            assert mine.unique().numel() == mine.numel()
+            fanout = edge_type_fanouts[num_layers - 1 - hop][t_id]
+            assert mine.numel() == expected_count(int(degree[dst_store.n_id[node]]), fanout, False)
+    assert all(bool(r.all()) for r in reached.values()), "a node no edge of its subtree reaches"

@@ -61,6 +61,10 @@ class MiniBatch:
         item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
             was cut from (PyG's ``input_id``); a negative sampler leaves it alone, so it
             counts the positives of a link batch.
+        subtree_ids: ``[num_input]`` int64, disjoint sampling only (``disjoint=True``, PyG's
+            ``batch``): the position in ``seeds`` of the seed whose subtree each of
+            ``input_nodes`` belongs to (a node reached from two seeds is in
+            ``input_nodes`` twice); typed: per node type.
 
     Typed batches (from a :class:`~graphpipe.HeteroItemSet` on a typed graph) hold dicts,
     every id type-local: ``seeds``, ``labels`` and ``item_ids`` by node type (only the
@@ -87,6 +91,7 @@ class MiniBatch:
     indexes: Optional[torch.Tensor] = None
     compacted_seeds: Optional[torch.Tensor] = None
     item_ids: Optional[torch.Tensor] = None
+    subtree_ids: Optional[torch.Tensor] = None
 
     def __repr__(self) -> str:
         """One field a line, tensors as ``dtype[shape]`` (``int64[1024]``), not values."""
@@ -142,6 +147,7 @@ class MiniBatch:
             indexes=seed_field(self.indexes),
             compacted_seeds=seed_field(self.compacted_seeds),
             item_ids=seed_field(self.item_ids),
+            subtree_ids=None if self.subtree_ids is None else {HOMO_NODE_TYPE: self.subtree_ids},
         )
 
     # ------------------------------------------------------------------ moves

@@ -36,11 +36,15 @@ def to_pyg(
     holds edges re-sampled for nodes reached earlier: they and the nodes only they reach
     are dropped and the rest renumbered (a pass over the edges, a sort per hop, a gather
     of rows); the result equals the ``"pyg"`` batch's under the same seed (NS, LABOR-0).
+    A disjoint batch (``disjoint=True``) also gets NeighborLoader's ``batch`` per node
+    type: each node's subtree, the position of its seed among the seeds.
 
     Fields of each node type (of the ``Data`` itself for an untyped batch): ``n_id``
     (ids, type-local for a typed batch), ``num_nodes``, ``num_sampled_nodes`` (``L + 1``
-    ints), ``x`` (node feature ``node_feature_key``; by default the only fetched node
-    feature other than the label feature) and ``y``; as NeighborLoader's, ``y`` has one
+    ints), ``x`` (node feature ``node_feature_key``; by default ``"x"``, else ``"feat"``,
+    else the only fetched node feature other than the label feature), ``y``, and every
+    other fetched node feature by its name (``time``, ``year``, masks: NeighborLoader
+    slices every node attribute by ``n_id``); as NeighborLoader's, ``y`` has one
     row per node when node labels were fetched as a node feature (``label_key``, by
     default the node feature ``"y"`` if there is one), otherwise it is ``labels`` (seeds
     only). Fields of each edge type: ``edge_index`` ``[2, E]`` int64 local (source,
@@ -91,6 +95,8 @@ def to_pyg(
         data = Data()
         node_store = edge_store = lambda _: data
     _add_nodes(node_store, hops, typed.node_features, node_key, label_key)
+    for node_type, subtrees in (typed.subtree_ids or {}).items():  # disjoint: a pyg batch, rows as sampled
+        node_store(node_type).batch = subtrees
     _add_edges(edge_store, hops, layers, typed.edge_features, edge_key)
     if link:
         _add_pairs(node_store, edge_store, typed, neg_sampling)
@@ -124,10 +130,13 @@ def _feature_keys(typed, node_feature_key, edge_feature_key, label_key):
         label_key = "y" if "y" in node_names else None
     else:
         _feature_key(node_names, label_key, "label_key")
-    # The label feature is never picked as x by default.
+    # The label feature is never picked as x by default; PyG's "x" (or from_pyg's "feat") is.
+    candidates = node_names - {label_key}
+    default = next((name for name in ("x", "feat") if name in candidates), None)
     node_key = _feature_key(
-        node_names if node_feature_key is not None else node_names - {label_key}, node_feature_key, "node_feature_key"
-    )
+        node_names if node_feature_key is not None else {default} if default else candidates, node_feature_key,
+        "node_feature_key",
+    )  # fmt: skip
     edge_names = set().union(*(_feature_names(layer, "edge_features") for layer in typed.edge_features))
     # Several edge features and no choice: no edge_attr (they may be fetched for other uses).
     edge_key = None if edge_feature_key is None and len(edge_names) > 1 else _feature_key(
@@ -136,23 +145,34 @@ def _feature_keys(typed, node_feature_key, edge_feature_key, label_key):
     return node_key, label_key, edge_key
 
 
+# Fields to_pyg sets on a node store itself: a node feature of one of these names is refused.
+_NODE_FIELDS = ("n_id", "num_nodes", "num_sampled_nodes", "batch", "batch_size", "input_id")
+
+
 def _add_nodes(node_store, hops: "_PygHops", node_features: dict, node_key, label_key) -> None:
-    """Each node type's ``n_id``, ``num_nodes``, ``num_sampled_nodes``, ``x`` and ``y``
-    (from a label feature)."""
+    """Each node type's ``n_id``, ``num_nodes``, ``num_sampled_nodes``, and every fetched
+    node feature, rows in ``n_id`` order (as NeighborLoader slices every node attribute):
+    ``node_key`` as ``x``, ``label_key`` as ``y``, the others by their names."""
     for node_type, n_id in hops.n_id.items():
         store = node_store(node_type)
         store.n_id = n_id
         store.num_nodes = n_id.numel()
         store.num_sampled_nodes = hops.num_sampled_nodes[node_type]
     for (node_type, name), feature in node_features.items():
-        if name != label_key and name != node_key:
-            continue
+        if name in _NODE_FIELDS:
+            raise ValueError(
+                f"MiniBatch.to_pyg(): node feature {name!r} has the name of a field NeighborLoader's batches set "
+                f"({', '.join(_NODE_FIELDS)}); fetch it under another name"
+            )
         if hops.rows is not None:
             feature = feature[hops.rows[node_type].to(feature.device)]
+        store = node_store(node_type)
         if name == label_key:
-            node_store(node_type).y = feature
+            store.y = feature
         if name == node_key:
-            node_store(node_type).x = feature
+            store.x = feature
+        if name not in (label_key, node_key):
+            setattr(store, name, feature)
 
 
 def _add_edges(edge_store, hops: "_PygHops", layers: List[SampledSubgraph], edge_features: list, edge_key) -> None:

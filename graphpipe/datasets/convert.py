@@ -7,7 +7,7 @@ writing files:
 * the graph is ``CSCGraph.from_coo`` of the edges in the source's edge order, so
   ``graph.original_edge_ids`` map CSC positions back to the source's edge ids (PyG: the
   column of ``edge_index``; DGL: the edge id) and edge features are read by them;
-* node features: every node-level tensor except labels and split masks; the input
+* node features: every node-level tensor (labels and split masks too); the input
   features (PyG's ``x``, DGL's ``ndata["feat"]``) are stored as ``"feat"``, the name
   graphpipe's and GraphBolt's examples read;
 * edge features: every edge-level tensor, by its name;
@@ -56,10 +56,11 @@ _PYG_NODE_KEYS = ("x", "y", "train_mask", "val_mask", "test_mask")
 def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> NodeClassificationDataset:
     """A :class:`NodeClassificationDataset` of a ``torch_geometric.data.Data`` or ``HeteroData``.
 
-    Reads ``edge_index`` (``[2, num_edges]``, row 0 sources), ``num_nodes``, ``x``
-    (stored as node feature ``"feat"``), ``y`` (``[num_nodes]`` or ``[num_nodes, 1]``
-    labels), ``train_mask`` / ``val_mask`` / ``test_mask`` (``[num_nodes]`` bool) and
-    every other node- or edge-level tensor (e.g. ``edge_attr``) as a feature of that name.
+    Reads ``edge_index`` (``[2, num_edges]``, row 0 sources; or the sparse ``adj_t`` of
+    ``T.ToSparseTensor()``), ``num_nodes``, ``x`` (stored as node feature ``"feat"``),
+    ``y`` (``[num_nodes]`` or ``[num_nodes, 1]`` labels), ``train_mask`` / ``val_mask`` /
+    ``test_mask`` (``[num_nodes]`` bool: the item sets) and every node- or edge-level
+    tensor (``y``, masks, ``time``, ``edge_attr``...) as a feature of its name.
     A ``HeteroData`` is read the same way per node type (``data["paper"].x``, ...) and
     per edge type (``data["author", "writes", "paper"].edge_index``, ...); see the
     module's docstring for the typed result.
@@ -76,13 +77,11 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
         return dataset
     if not hasattr(data, "edge_index") or not hasattr(data, "is_node_attr"):
         raise TypeError(f"{where}: `data` must be a torch_geometric.data.Data, got {type(data).__name__}")
-    if data.edge_index is None:
-        raise ValueError(f"{where}: `data.edge_index` is None; the graph needs edges as a [2, num_edges] tensor")
     num_nodes = data.num_nodes
-    graph = CSCGraph.from_edge_index(data.edge_index, num_nodes=num_nodes)
+    graph = CSCGraph.from_edge_index(_edge_index(data, where, "`data`"), num_nodes=num_nodes)
     node_data, edge_data = {}, {}
     for key, value in data.items():
-        if key == "edge_index" or not isinstance(value, torch.Tensor):
+        if key in ("edge_index", "adj_t") or not isinstance(value, torch.Tensor):
             continue
         if key in _PYG_NODE_KEYS:
             node_data[key] = value
@@ -135,12 +134,7 @@ def _from_pyg_hetero(data, name: str, num_classes: Optional[int]) -> NodeClassif
         num_nodes[node_type] = count
     edges = {}
     for edge_type in data.edge_types:
-        edge_index = data[edge_type].get("edge_index")
-        if edge_index is None:
-            raise ValueError(
-                f"{where}: edge type {edge_type} has no `edge_index`; give every edge type a [2, num_edges] edge_index"
-            )
-        edges[edge_type] = edge_index
+        edges[edge_type] = _edge_index(data[edge_type], where, f"edge type {edge_type}")
     if not edges:
         raise ValueError(f"{where}: the HeteroData has no edge types; the graph needs edges")
     graph = CSCGraph.from_hetero_edges(edges, num_nodes)
@@ -156,11 +150,31 @@ def _from_pyg_hetero(data, name: str, num_classes: Optional[int]) -> NodeClassif
         ":".join(edge_type): {
             key: value
             for key, value in data[edge_type].items()
-            if key != "edge_index" and isinstance(value, torch.Tensor) and data[edge_type].is_edge_attr(key)
+            if key not in ("edge_index", "adj_t") and isinstance(value, torch.Tensor) and data[edge_type].is_edge_attr(key)
         }
         for edge_type in data.edge_types
     }
     return _hetero_dataset(where, name, graph, node_data, edge_data, "x", "y", num_classes)
+
+
+def _edge_index(store, where: str, what: str) -> torch.Tensor:
+    """``[2, E]`` (source, target) of a PyG store: its ``edge_index``, or its sparse
+    ``adj_t`` (``T.ToSparseTensor()``: a torch sparse ``[num_dst, num_src]`` tensor, or a
+    ``SparseTensor`` with ``.coo()``), edges in ``adj_t``'s row-major order; the values
+    of ``adj_t`` are not kept."""
+    edge_index = store.get("edge_index")
+    if edge_index is not None:
+        return edge_index
+    adj_t = store.get("adj_t")
+    if isinstance(adj_t, torch.Tensor) and adj_t.layout != torch.strided:
+        dst, src = adj_t.to_sparse_coo().coalesce().indices()
+        return torch.stack([src, dst])
+    if hasattr(adj_t, "coo"):
+        dst, src, _ = adj_t.coo()
+        return torch.stack([src, dst])
+    raise ValueError(
+        f"{where}: {what} has no `edge_index` and no sparse `adj_t`; give the edges as a [2, num_edges] edge_index"
+    )
 
 
 def _from_dgl_hetero(graph, name: str, num_classes: Optional[int]) -> NodeClassificationDataset:
@@ -248,13 +262,13 @@ def _node_items(
     where: str, what: str, num_nodes: int, node_data: Dict[str, torch.Tensor], feature_key: str, label_key: str
 ) -> Tuple[Dict[str, torch.Tensor], Optional[torch.Tensor], Dict[str, Optional[ItemSet]]]:
     """``(features, labels, {split: ItemSet or None})`` of one node set (a type's nodes,
-    named by ``what`` in errors): ``{split}_mask`` tensors are taken out of ``node_data``,
-    the rest are features (``feature_key`` stored as ``"feat"``); the labels stay a
+    named by ``what`` in errors): ``{split}_mask`` tensors give the item sets, and every
+    tensor is a feature (``feature_key`` stored as ``"feat"``); the labels stay a
     feature too (under ``label_key``), so fetching it gives every batch node's label, as
     PyG's NeighborLoader's ``y``."""
     node_data = dict(node_data)
     labels = node_data.pop(label_key, None)
-    masks = {split: node_data.pop(f"{split}_mask", None) for split in _SPLITS}
+    masks = {split: node_data.get(f"{split}_mask") for split in _SPLITS}  # kept as features too, as PyG's
     if labels is not None:
         if labels.dim() == 2 and labels.size(1) == 1:
             labels = labels[:, 0]
@@ -265,6 +279,12 @@ def _node_items(
             )
         if not labels.dtype.is_floating_point:
             labels = labels.to(torch.int64)
+    for split, mask in masks.items():
+        if mask is not None and (mask.dtype != torch.bool or mask.dim() != 1 or mask.size(0) != num_nodes):
+            raise ValueError(
+                f"{where}: `{split}_mask`{what} must be a [num_nodes] bool tensor with num_nodes={num_nodes}, got "
+                f"{mask.dtype} shape {tuple(mask.shape)} (for several splits, select one column first)"
+            )
     for key, value in node_data.items():
         if value.dim() == 0 or value.size(0) < num_nodes:
             raise ValueError(
@@ -279,11 +299,6 @@ def _node_items(
         if mask is None:
             sets[split] = None
             continue
-        if mask.dtype != torch.bool or mask.dim() != 1 or mask.size(0) != num_nodes:
-            raise ValueError(
-                f"{where}: `{split}_mask`{what} must be a [num_nodes] bool tensor with num_nodes={num_nodes}, got "
-                f"{mask.dtype} shape {tuple(mask.shape)} (for several splits, select one column first)"
-            )
         seeds = torch.nonzero(mask).view(-1)
         if seeds.numel() == 0:
             sets[split] = None

@@ -35,7 +35,9 @@ __all__ = [
     "sample_graph_neighbors",
     "sample_layer",
     "seed_edge_exclusion",
+    "node_ids_of_keys",
     "seed_nodes",
+    "subtree_keys",
     "typed_subgraph",
     "untyped_subgraph",
 ]
@@ -198,30 +200,40 @@ def sample_layer(
     fanouts: Sequence[int],
     kernel: SegmentSampler,
     exclude: Optional[SeedEdgeExclusion] = None,
+    subtrees: int = 1,
 ) -> LayerSample:
     """The in-edges of ``nodes`` for one layer, uncompacted.
 
     Args:
         graph: the graph.
-        nodes: ``[n]`` int64 global destination ids, type-major.
+        nodes: ``[n]`` int64 node keys, type-major: global id ``* subtrees +`` subtree
+            (:func:`subtree_keys`; the global ids when ``subtrees == 1``).
         counts: destinations per node type.
         fanouts: per edge type id, its fanout (0: none sampled, -1: all).
         kernel: samples in-edge ranges (:data:`~graphpipe.ops.typed_sampling.SegmentSampler`).
         exclude: the seed edges to skip; the seeds must lead each type's destinations.
+        subtrees: disjoint sampling (PyG's ``disjoint=True``): the number of subtrees (one
+            per seed). A destination's variates are keyed by its key, so the same node
+            samples independently in every subtree, and the sources inherit its subtree.
 
     Returns:
         Untyped: a :class:`~graphpipe.ops.LayerSample` over ``nodes``. Typed: over one
         segment per sampled edge type (fanout not 0, ascending id) and destination of its
-        destination type, edge type major.
+        destination type, edge type major. ``indices`` are node keys (global ids ``*
+        subtrees +`` the destination's subtree).
     """
+    disjoint = subtrees > 1
+    ids = torch.div(nodes, subtrees, rounding_mode="floor") if disjoint else nodes
     if not graph.is_heterogeneous:
-        return kernel(graph.indptr, nodes, fanouts[0], None, None if exclude is None else exclude.edges)
+        sample = kernel(graph.indptr, ids, fanouts[0], nodes if disjoint else None, None if exclude is None else exclude.edges)
+        return _in_subtrees(sample, nodes, subtrees)
     schema = graph.schema
-    groups, start = [], 0
+    groups, keys, start = [], {}, 0
     for node_type, count in enumerate(counts):
         edge_types = [t for t in schema.edge_types_to[node_type] if fanouts[t] != 0]
         if edge_types and count:
-            groups.append((nodes[start : start + count], edge_types))
+            groups.append((ids[start : start + count], edge_types))
+            keys[node_type] = nodes[start : start + count]
         start += count
     sampled = [t for t, (_, dst_type) in enumerate(schema.edge_type_ends) if fanouts[t] != 0 and counts[dst_type]]
     sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
@@ -229,7 +241,26 @@ def sample_layer(
     segment_fanouts = torch.repeat_interleave(
         torch.tensor([fanouts[t] for t in sampled], dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64)
     )
-    return sample_segments(bounds, key_ids, segment_fanouts, kernel, _layer_exclusion(exclude, sampled, sizes))
+    segment_keys = torch.cat([keys[schema.edge_type_ends[t][1]] for t in sampled]) if disjoint and sampled else None
+    if segment_keys is not None:  # (node, edge type, subtree): one key per segment of every subtree
+        key_ids = key_ids * subtrees + segment_keys % subtrees
+    sample = sample_segments(bounds, key_ids, segment_fanouts, kernel, _layer_exclusion(exclude, sampled, sizes))
+    return sample if segment_keys is None else _in_subtrees(sample, segment_keys, subtrees)
+
+
+def subtree_keys(nodes: torch.Tensor) -> torch.Tensor:
+    """Disjoint sampling: the ``[n]`` int64 keys of ``n`` seeds, one subtree each: seed
+    ``i`` (global id ``v``) is ``v * n + i``. A key's subtree is ``key % n``, its node
+    ``key // n``; keys order by node, then subtree, so type-major stays type-major."""
+    return nodes * nodes.numel() + torch.arange(nodes.numel())
+
+
+def _in_subtrees(sample: LayerSample, dst_keys: torch.Tensor, subtrees: int) -> LayerSample:
+    """``sample`` with its sources as node keys: each in its destination's subtree."""
+    if subtrees == 1:
+        return sample
+    subtree = torch.repeat_interleave(dst_keys % subtrees, sample.indptr.diff(), output_size=sample.indices.numel())
+    return sample._replace(indices=sample.indices.to(torch.int64) * subtrees + subtree)
 
 
 def _layer_exclusion(exclude: Optional[SeedEdgeExclusion], sampled: List[int], sizes: List[int]) -> Optional[EdgeExclusion]:
@@ -248,20 +279,29 @@ def _layer_exclusion(exclude: Optional[SeedEdgeExclusion], sampled: List[int], s
     return EdgeExclusion(indptr, torch.cat(kept))
 
 
-def compact_layer(graph, dst: torch.Tensor, dst_counts, skipped, sample: LayerSample) -> SampledLayer:
+def compact_layer(graph, dst: torch.Tensor, dst_counts, skipped, sample: LayerSample, subtrees: int = 1) -> SampledLayer:
     """Relabel a sampled layer: its sources are ``dst``, then the new nodes ascending
-    (one :func:`~graphpipe.ops.unique_and_compact` over global ids, typed or not)."""
-    src, local = unique_and_compact(dst, sample.indices, graph.total_num_nodes)
+    (one :func:`~graphpipe.ops.unique_and_compact` over node keys, typed or not: global
+    ids, or ``global id * subtrees + subtree`` when sampling disjoint subtrees)."""
+    src, local = unique_and_compact(dst, sample.indices, graph.total_num_nodes * subtrees)
     if not graph.is_heterogeneous:
         return SampledLayer(dst, dst_counts, skipped, sample, src, local, src, (src.numel(),))
     # Global ids of a type are contiguous, so the new nodes (ascending) are grouped by type.
-    cuts = torch.searchsorted(src[dst.numel() :], graph.node_type_offset).tolist()
+    cuts = torch.searchsorted(src[dst.numel() :], graph.node_type_offset.to(torch.int64) * subtrees).tolist()
     pieces, dst_at, new_at = [], 0, dst.numel()
     for dst_count, new_start, new_end in zip(dst_counts, cuts, cuts[1:]):
         pieces += [src[dst_at : dst_at + dst_count], src[new_at + new_start : new_at + new_end]]
         dst_at += dst_count
     row_counts = tuple(d + b - a for d, a, b in zip(dst_counts, cuts, cuts[1:]))
     return SampledLayer(dst, dst_counts, skipped, sample, src, local, torch.cat(pieces), row_counts)
+
+
+def node_ids_of_keys(layer: SampledLayer, subtrees: int) -> SampledLayer:
+    """``layer`` with global node ids in place of node keys (``key // subtrees``)."""
+    if subtrees == 1:
+        return layer
+    ids = {name: torch.div(getattr(layer, name), subtrees, rounding_mode="floor") for name in ("dst", "src", "rows")}
+    return layer._replace(**ids)
 
 
 def untyped_subgraph(graph, layer: SampledLayer) -> SampledSubgraph:

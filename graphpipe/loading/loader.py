@@ -11,7 +11,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.compile import compile_kernels
 from graphpipe.loading.stages import Timed
-from graphpipe.loading.workers import ProcessWorkers, check_main_guard
+from graphpipe.loading.workers import ProcessWorkers, workers_rerun_main
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.policy import Placement, default_placement, kernels_thread_safe, place
 from graphpipe.loading.explain import MAIN, describe, draw, locations, to_graphviz
@@ -65,9 +65,14 @@ class DataLoader(IterableDataset):
         chain = place(pipe, self.placement) if self.placement is not None else _transformed(pipe, self.transforms)
         # The chain as run; the Timed after the sink measures the training loop's wait.
         self.rewritten: Pipe = _with_timers(chain)
+        self._workers = find(self.rewritten, ProcessWorkers)
+        # A script without a __main__ guard gets workers that skip it (workers_rerun_main),
+        # started now, from the main thread: they hide the script from multiprocessing.
+        for workers in self._workers:
+            if not workers_rerun_main(workers.num_workers, workers.source):
+                workers.start(rerun_main=False)
         # The stages' kernels, compiled (or loaded from numba's cache) from now on, in a daemon thread.
         self.compile_job = compile_kernels(self.rewritten, background=kernels_thread_safe())
-        self._workers = find(self.rewritten, ProcessWorkers)
         self._epoch_span = [0.0, 0.0]
 
     def __iter__(self) -> "_Epoch":
@@ -79,7 +84,8 @@ class DataLoader(IterableDataset):
             )
         if not all(workers.running() for workers in self._workers):
             # Here, in the main thread: the epoch starts the processes from a loader thread.
-            check_main_guard(max(workers.num_workers for workers in self._workers))
+            for workers in self._workers:
+                workers.rerun_main = workers_rerun_main(workers.num_workers, workers.source)
         self._end_epoch()
         epoch = _Epoch(self)
         self._epoch = weakref.ref(epoch)
@@ -189,6 +195,16 @@ class DataLoader(IterableDataset):
 
     def __len__(self) -> int:
         return len(self.pipe)
+
+    @property
+    def dataset(self) -> range:
+        """``range(number of items a source batches per epoch)``, as PyG's loaders' ``dataset``
+        (``len(loader.dataset)``: the seed nodes or pairs of an epoch)."""
+        count = upstream(self.pipe)[-1].num_items()
+        if count is None:
+            source = type(upstream(self.pipe)[-1]).__name__
+            raise TypeError(f"DataLoader.dataset: the pipe's source {source} does not say how many items it batches")
+        return range(count)
 
     def __repr__(self) -> str:
         """The chain as written, then as run (``explain()`` says more)."""

@@ -11,13 +11,16 @@ kernel ran in the parent (numba's GNU OpenMP layer), and ``spawn`` would import 
 numba in every worker. The fork server starts once per program (1-2 s); workers fork from
 it in ~10 ms, get the chain pickled with torch's reductions (tensors in shared memory),
 load numba's cached kernels on their first batch (0.3-1 s) and persist across epochs.
-Each worker first runs the main script again (as ``__mp_main__``), so workers must be
-started under ``if __name__ == "__main__":``; :func:`check_main_guard` says so first.
+Each worker first runs the main script again (as ``__mp_main__``), which is why scripts
+start workers under ``if __name__ == "__main__":``; a script without the guard (as PyG's
+examples) gets workers that skip the script, where the stages they run need nothing it
+defines (:func:`workers_rerun_main`).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import linecache
 import os
@@ -39,7 +42,7 @@ from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.stages import Timed, close_iterator, in_collector, join_within, put_while, watch_process
 
-__all__ = ["ProcessWorkers", "Shard", "check_main_guard"]
+__all__ = ["ProcessWorkers", "Shard", "workers_rerun_main"]
 
 _POLL_S = 0.05
 _JOIN_TIMEOUT_S = 2.0  # how long a terminated worker may take to exit before it is killed
@@ -183,28 +186,68 @@ def _unguarded_main_line() -> Optional[Tuple[str, int]]:
     return None
 
 
-def check_main_guard(num_workers: int) -> None:
-    """Raise if the main script starts worker processes from unguarded module-level code
-    (see :func:`_unguarded_main_line`); a no-op outside the main thread."""
+def workers_rerun_main(num_workers: int, pipe: Pipe) -> bool:
+    """Whether worker processes may run the main script again (forkserver's and spawn's
+    way): True, unless the script starts them from unguarded module-level code
+    (:func:`_unguarded_main_line`), which would then run in every worker. Such a script
+    works as with PyG's loader: its workers start without the main script, provided the
+    part of ``pipe`` they run needs nothing the script defines; else this raises, saying so.
+
+    Forking, PyG's and torch's way on Linux, is not safe once torch or numba ran parallel
+    code in this process, as any training script has: a forked child inherits GNU
+    OpenMP's thread pool without its threads and waits for them forever in its first
+    parallel torch op (``gomp_team_end``), and numba terminates it in its first parallel
+    kernel."""
     unguarded = _unguarded_main_line()
     if unguarded is None:
-        return
+        return True
+    defined = _defined_in_main(pipe)
+    if not defined:
+        return False
     path, line = unguarded
     source = linecache.getline(path, line).strip()
     raise RuntimeError(
         f"DataLoader(num_workers={num_workers}): the script starts worker processes from module-level code "
-        f"outside `if __name__ == \"__main__\":` ({os.path.basename(path)}, line {line}: `{source}`). Every "
-        "worker process first runs the script again (Python's forkserver/spawn start methods), which would "
-        "run this line in every worker. Put the training code under `if __name__ == \"__main__\":` (e.g. in "
-        "a main() function called from there)."
+        f"outside `if __name__ == \"__main__\":` ({os.path.basename(path)}, line {line}: `{source}`), and the "
+        f"stages the workers run use {', '.join(defined)}, defined in the script, so every worker would first run "
+        "the script again, and this line in it. Put the training code under `if __name__ == \"__main__\":` (e.g. in "
+        "a main() function called from there), or define those in a module the script imports."
     )
+
+
+def _defined_in_main(pipe: Pipe) -> List[str]:
+    """The names of what the stages up to ``pipe`` use (their classes, callables they
+    hold) that the main script defines: a worker unpickles them from ``__main__``."""
+    found = []
+    for stage in upstream(pipe):
+        for value in (stage, *vars(stage).values()):
+            kind = value if isinstance(value, type) or callable(value) and not isinstance(value, Pipe) else type(value)
+            if getattr(kind, "__module__", None) == "__main__":
+                found.append(getattr(kind, "__qualname__", repr(kind)))
+    return sorted(set(found))
+
+
+@contextlib.contextmanager
+def _main_script_hidden():
+    """While processes start, hide the main script from multiprocessing, so that its
+    spawn/forkserver children do not run it again (they do when ``__main__`` names a
+    file, ``__file__``, or a module, ``__spec__``)."""
+    main = sys.modules["__main__"]
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
 
 
 class _WorkerPool:
     """``num_workers`` processes serving epochs of one chain; see :class:`ProcessWorkers`."""
 
-    def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int):
-        check_main_guard(num_workers)
+    def __init__(self, pipe: Pipe, num_workers: int, buffer_size: int, rerun_main: Optional[bool] = None):
+        if rerun_main is None:
+            rerun_main = workers_rerun_main(num_workers, pipe)
         watch_process()  # a finalizer in the garbage collector then only signals the workers
         context = mp.get_context("forkserver")
         context.set_forkserver_preload(["graphpipe"])
@@ -216,27 +259,31 @@ class _WorkerPool:
         self.processes = []
         self.last_run = 0
         self._finalizer = weakref.finalize(self, _stop_pool, self.processes, self.commands, self.results, self.stop)
-        for rank in range(num_workers):
-            process = context.Process(
-                target=_serve,
-                args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.stop, os.getpid()),
-                name=f"graphpipe-worker-{rank}",
-                daemon=True,
-            )
-            try:
-                process.start()
-            except Exception as error:
-                self.close()
-                hint = ""
-                if isinstance(error, (pickle.PicklingError, TypeError, AttributeError)):
-                    hint = (
-                        "; the part of the pipe that runs in workers (before fetch_feature) must be picklable "
-                        "(no lambdas or local functions)"
-                    )
-                raise RuntimeError(
-                    f"ProcessWorkers: could not start a worker process ({type(error).__name__}: {error}){hint}"
-                ) from error
-            self.processes.append(process)
+        with contextlib.nullcontext() if rerun_main else _main_script_hidden():
+            for rank in range(num_workers):
+                self._start(context, pipe, rank, num_workers)
+
+    def _start(self, context, pipe: Pipe, rank: int, num_workers: int) -> None:
+        process = context.Process(
+            target=_serve,
+            args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.stop, os.getpid()),
+            name=f"graphpipe-worker-{rank}",
+            daemon=True,
+        )
+        try:
+            process.start()
+        except Exception as error:
+            self.close()
+            hint = ""
+            if isinstance(error, (pickle.PicklingError, TypeError, AttributeError)):
+                hint = (
+                    "; the part of the pipe that runs in workers (before fetch_feature) must be picklable "
+                    "(no lambdas or local functions)"
+                )
+            raise RuntimeError(
+                f"ProcessWorkers: could not start a worker process ({type(error).__name__}: {error}){hint}"
+            ) from error
+        self.processes.append(process)
 
     def alive(self) -> bool:
         return all(process.is_alive() for process in self.processes)
@@ -301,6 +348,8 @@ class ProcessWorkers(Pipe):
         self.num_workers = check_int(num_workers, "num_workers", "ProcessWorkers", minimum=1)
         self.buffer_size = check_int(buffer_size, "buffer_size", "ProcessWorkers", minimum=1)
         self._pool: Optional[_WorkerPool] = None
+        # Set by the DataLoader, which decides in the main thread (workers_rerun_main).
+        self.rerun_main: Optional[bool] = None
 
     def upstream_location(self, here: str, new_thread) -> str:
         return f"{self.num_workers} worker processes"
@@ -312,6 +361,13 @@ class ProcessWorkers(Pipe):
         """Whether the worker processes are up (the next epoch starts none)."""
         return self._pool is not None and self._pool.alive()
 
+    def start(self, rerun_main: bool) -> None:
+        """Start the worker processes now, not at the first epoch."""
+        self.rerun_main = rerun_main
+        if not self.running():
+            self.close()
+            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size, rerun_main)
+
     def close(self) -> None:
         """Stop the worker processes (the next epoch starts new ones)."""
         if self._pool is not None:
@@ -321,7 +377,7 @@ class ProcessWorkers(Pipe):
     def stream(self, epoch: int, start: int = 0):
         if self._pool is None or not self._pool.alive():
             self.close()
-            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size)
+            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size, self.rerun_main)
         pool = self._pool
         pool.last_run += 1
         run = pool.current.value = pool.last_run

@@ -23,7 +23,7 @@ from graphpipe.ops.edge_lookup import has_source, in_edge_range
 from graphpipe.ops.random import hash2, uniform
 from graphpipe.ops.selection import max_output_edges
 
-__all__ = ["MAX_ATTEMPTS", "check_negative_ratio", "sample_uniform_negatives"]
+__all__ = ["sample_random_pairs", "MAX_ATTEMPTS", "check_negative_ratio", "sample_uniform_negatives"]
 
 # Draws per negative before giving up: a source with edges to a fraction f of the nodes
 # fails with probability f**1000.
@@ -161,3 +161,19 @@ def _uniform_negatives_torch(pairs: torch.Tensor, num_nodes: int, negative_ratio
     draws = torch.arange(negative_ratio, device=pairs.device)
     u = torch_random.uniform(vkeys.unsqueeze(1), draws.unsqueeze(0))
     return torch.clamp((u * num_nodes).to(torch.int64), max=num_nodes - 1)
+
+
+def sample_random_pairs(
+    num_pairs: int, sources: Tuple[int, int], destinations: Tuple[int, int], key: int, device=None
+) -> torch.Tensor:
+    """``[num_pairs, 2]`` int64 node pairs whose source is uniform over ``sources`` and
+    destination uniform over ``destinations`` (each ``(first id, count)``), all independent:
+    PyG's ``LinkNeighborLoader`` binary negatives. Pair ``j`` draws ``uniform(hash2(key,
+    j), 0)`` and ``(.., 1)``, so a batch's pairs depend only on ``key``."""
+    rows = torch.arange(num_pairs, device=device)
+    vkeys = torch_random.hash2(int(key), rows)
+    columns = []
+    for column, (first, count) in enumerate((sources, destinations)):
+        u = torch_random.uniform(vkeys, torch.full_like(rows, column))
+        columns.append(first + torch.clamp((u * count).to(torch.int64), max=count - 1))
+    return torch.stack(columns, dim=1)

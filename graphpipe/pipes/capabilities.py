@@ -1,13 +1,14 @@
 """What combination of graph, task, mode, device and layout the samplers support: one table.
 
-Every cell of {untyped, typed} x {node, link, hyperlink} x {independent, cooperative} x
-{CPU, GPU} x {block, pyg} is supported unless a rule of :data:`UNSUPPORTED` matches it;
+Every cell of {untyped, typed} x {node, link, hyperlink} x {independent, cooperative,
+disjoint} x {CPU, GPU} x {block, pyg} is supported unless a rule of :data:`UNSUPPORTED` matches it;
 the first matching rule gives the reason. The stages call :func:`check_supported` when
 they are built (with what they know then) and per batch where the batch decides (its
 seeds: node ids, pairs or hyperlinks, on a GPU or not), and every unsupported cell
 raises :class:`UnsupportedCombination`. :func:`capability_table` renders the table for
 the README.
 
+"disjoint" is PyG's ``disjoint=True``: one subtree per seed node (``to_pyg().batch``).
 "GPU" means the batch is sampled on a GPU: CUDA seeds, or a graph on a CUDA device.
 """
 
@@ -27,7 +28,7 @@ class UnsupportedCombination(NotImplementedError):
 DIMENSIONS: Dict[str, Tuple[str, ...]] = {
     "graph": ("untyped", "typed"),
     "task": ("node", "link", "hyperlink"),
-    "mode": ("independent", "cooperative"),
+    "mode": ("independent", "cooperative", "disjoint"),
     "device": ("CPU", "GPU"),
     "layout": ("block", "pyg"),
 }
@@ -54,6 +55,24 @@ UNSUPPORTED = (
         "cooperative sampling runs on the CPU (its ids cross ranks through gloo); keep the seeds in "
         "host memory and put copy_to('cuda') after the fetcher: the model's cooperative_exchange "
         "runs on the GPU",
+    ),
+    (
+        {"mode": "disjoint", "layout": "block"},
+        "disjoint subtrees are PyG's NeighborLoader sampling (disjoint=True), so they are laid out as PyG "
+        "batches only (layout='pyg'; to_pyg() gives `batch`)",
+    ),
+    (
+        {"mode": "disjoint", "device": "GPU"},
+        "disjoint sampling keys each subtree's variates on the CPU; keep the graph and the seeds in host memory "
+        "and put copy_to('cuda') after the sampler (and the feature fetcher)",
+    ),
+    (
+        {"mode": "disjoint", "task": "link"},
+        "disjoint sampling grows one subtree per seed node; node pairs (link prediction) need disjoint=False",
+    ),
+    (
+        {"mode": "disjoint", "task": "hyperlink"},
+        "disjoint sampling grows one subtree per seed node; hyperlinks need disjoint=False",
     ),
 )
 

@@ -85,6 +85,11 @@ class LayerNeighborSampler(SubgraphSampler):
         batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
+        if self.disjoint:
+            raise UnsupportedCombination(
+                f"{name}: disjoint=True is not supported by LABOR: each source's variate is shared by every "
+                f"destination, so subtrees would not sample independently; use sample_neighbor(..., disjoint=True)"
+            )
         if self.cooperative and importance_sampling != 0:
             raise UnsupportedCombination(
                 f"{name}: cooperative=True supports importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* "

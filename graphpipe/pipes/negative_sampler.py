@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Optional, Tuple
 
@@ -13,7 +14,7 @@ from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.ops import derive_key, sample_uniform_negatives
 from graphpipe.ops.edge_lookup import in_neighbours_sorted
-from graphpipe.ops.negative_sampling import check_negative_ratio
+from graphpipe.ops.negative_sampling import check_negative_ratio, sample_random_pairs
 from graphpipe.pipes.base import Pipe, functional_pipe
 from graphpipe.pipes.capabilities import UnsupportedCombination, check_supported
 
@@ -46,14 +47,22 @@ class UniformNegativeSampler(Pipe):
     worker process or resumed run, independent between the ranks of a
     ``DistributedItemSampler``.
 
+    ``neg_sampling="binary"`` draws PyG's ``LinkNeighborLoader(neg_sampling="binary")``
+    negatives instead (for ``to_pyg()``'s binary layout): ``ceil(P * negative_ratio)``
+    pairs whose source and destination are both uniform over the nodes of their types,
+    independent of the positives; ``seeds`` are the positives then those pairs,
+    ``labels`` as above, and ``indexes`` is None (a negative belongs to no positive).
+
     Args:
         source: a pipe of MiniBatches whose ``seeds`` are ``[P, 2]`` node pairs.
         graph: the :class:`~graphpipe.CSCGraph` whose nodes are drawn.
-        negative_ratio: negatives per positive, an int ``>= 1``.
+        negative_ratio: negatives per positive, an int ``>= 1`` (binary: a number ``> 0``).
         exclude_existing_edges: redraw a negative while ``u -> v'`` is an edge of
             ``graph`` (of the pair's edge type), so every negative is a non-edge (without
             it, as in GraphBolt and PyG, a few negatives are edges: false negatives).
         seed: seed of the random keys (``None``: drawn once from torch's generator).
+        neg_sampling: ``"triplet"`` (GraphBolt's: ``k`` corrupted destinations per
+            positive) or ``"binary"`` (PyG's random pairs).
     """
 
     def __init__(
@@ -63,10 +72,19 @@ class UniformNegativeSampler(Pipe):
         negative_ratio: int,
         exclude_existing_edges: bool = False,
         seed: Optional[int] = None,
+        neg_sampling: str = "triplet",
     ):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
+        if neg_sampling not in ("triplet", "binary"):
+            raise ValueError(
+                f"{name}: `neg_sampling` must be 'triplet' (k corrupted destinations per positive, GraphBolt's) or "
+                f"'binary' (PyG's LinkNeighborLoader: random pairs), got {neg_sampling!r}"
+            )
+        if neg_sampling == "binary" and exclude_existing_edges:
+            raise ValueError(f"{name}: `exclude_existing_edges=True` redraws corrupted destinations: it needs neg_sampling='triplet'")
+        self.neg_sampling = neg_sampling
         if not isinstance(exclude_existing_edges, bool):
             raise TypeError(f"{name}: `exclude_existing_edges` must be a bool, got {exclude_existing_edges!r}")
         on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
@@ -78,7 +96,13 @@ class UniformNegativeSampler(Pipe):
             )
         self.source = source
         self.graph = graph
-        self.negative_ratio = check_negative_ratio(negative_ratio, 1, name)
+        if neg_sampling == "binary":
+            number = isinstance(negative_ratio, (int, float)) and not isinstance(negative_ratio, bool)
+            if not (number and 0 < negative_ratio < float("inf")):
+                raise ValueError(f"{name}: `negative_ratio` must be a number > 0 with neg_sampling='binary', got {negative_ratio!r}")
+            self.negative_ratio = negative_ratio
+        else:
+            self.negative_ratio = check_negative_ratio(negative_ratio, 1, name)
         self.exclude_existing_edges = exclude_existing_edges
         # Edges are looked up by binary search where every node's sources are sorted (per edge type).
         types = graph.type_per_edge if graph.is_heterogeneous else None
@@ -102,18 +126,31 @@ class UniformNegativeSampler(Pipe):
             )
         if not self.graph.is_heterogeneous:
             pairs = check_node_pairs(minibatch.seeds, self.graph.total_num_nodes, "seeds", name)
-            negatives = self.negatives(pairs, derive_key(self.seed, minibatch.batch_index), (0, self.graph.total_num_nodes), -1)
-            return with_negatives(minibatch, negatives)
+            key, everyone = derive_key(self.seed, minibatch.batch_index), (0, self.graph.total_num_nodes)
+            if self.neg_sampling == "binary":
+                random_pairs = sample_random_pairs(self.num_binary(pairs), everyone, everyone, key, pairs.device)
+                return replace(minibatch, **_with_random_pairs(pairs, minibatch.labels, random_pairs))
+            return with_negatives(minibatch, self.negatives(pairs, key, everyone, -1))
         seeds, labels, indexes = {}, {}, {}
         offsets = self.graph.schema.node_type_offset
         for key, pairs in minibatch.seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, pairs, self.graph.schema, name)
             first, end = offsets[dst_type], offsets[dst_type + 1]
             key_of_type = derive_key(self.seed, minibatch.batch_index, etype)
-            negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
             given = None if minibatch.labels is None else minibatch.labels.get(key)
+            if self.neg_sampling == "binary":
+                ranges = (0, offsets[src_type + 1] - offsets[src_type]), (0, end - first)
+                random_pairs = sample_random_pairs(self.num_binary(pairs), *ranges, key_of_type, pairs.device)
+                fields = _with_random_pairs(pairs, given, random_pairs)
+                seeds[key], labels[key] = fields["seeds"], fields["labels"]
+                continue
+            negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
             seeds[key], labels[key], indexes[key] = _with_negatives(pairs, given, negatives - first)
-        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
+        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes or None)
+
+    def num_binary(self, pairs: torch.Tensor) -> int:
+        """Binary negatives of ``P`` positives: ``ceil(P * negative_ratio)``, as PyG's."""
+        return math.ceil(pairs.size(0) * self.negative_ratio)
 
     def negatives(self, pairs: torch.Tensor, key: int, candidates: Tuple[int, int], etype: int) -> torch.Tensor:
         """``[P, k]`` negative destinations (global ids, drawn from ``candidates``) of the
@@ -130,6 +167,15 @@ def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
     destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout."""
     seeds, labels, indexes = _with_negatives(minibatch.seeds, minibatch.labels, negatives)
     return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
+
+
+def _with_random_pairs(positives: torch.Tensor, labels: Optional[torch.Tensor], random_pairs: torch.Tensor) -> dict:
+    """The ``seeds``, ``labels`` and ``indexes`` (None) of positives and binary negatives."""
+    if labels is None:
+        labels = torch.ones(positives.size(0), dtype=torch.bool, device=positives.device)
+    negative_labels = labels.new_zeros((random_pairs.size(0),) + tuple(labels.shape[1:]))
+    seeds = torch.cat([positives.to(torch.int64), random_pairs])
+    return {"seeds": seeds, "labels": torch.cat([labels, negative_labels]), "indexes": None}
 
 
 def _with_negatives(positives: torch.Tensor, labels: Optional[torch.Tensor], negatives: torch.Tensor):

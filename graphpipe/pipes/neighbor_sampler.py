@@ -42,7 +42,8 @@ class NeighborSampler(SubgraphSampler):
         weights: name of a 1-D finite, non-negative float (or bool mask) edge
             attribute of ``graph`` to sample by, or None for uniform sampling.
         **options: keyword arguments of :class:`SubgraphSampler`: ``seed``,
-            ``cooperative``, ``layout`` (``"block"`` or ``"pyg"``) and, for node-pair
+            ``cooperative``, ``layout`` (``"block"`` or ``"pyg"``), ``disjoint`` (PyG's:
+            one subtree per seed, ``layout="pyg"``, node seeds, CPU) and, for node-pair
             seeds, ``exclude_seed_edges``, ``include_reverse_edges``,
             ``reverse_edge_ids`` (untyped) or ``reverse_etypes_mapping`` (typed); GraphBolt's
             ``overlap_fetch`` and ``asynchronous`` (accepted, no-ops: see SubgraphSampler).

@@ -24,9 +24,11 @@ from graphpipe.graph.sampling import (
     SeedEdgeExclusion,
     SeedNodes,
     compact_layer,
+    node_ids_of_keys,
     sample_layer,
     seed_edge_exclusion,
     seed_nodes,
+    subtree_keys,
     typed_subgraph,
     untyped_subgraph,
 )
@@ -68,6 +70,11 @@ class SubgraphSampler(Pipe):
       in-edges. Sources are still deduplicated against every node known so far. Less
       work, fewer nodes, and ``MiniBatch.to_pyg()`` returns the batch as is; the layers
       are not blocks for block-based models (``MiniBatch.blocks`` refuses them).
+
+    ``disjoint=True`` (``layout="pyg"``, node seeds; PyG's ``disjoint``): one subtree per
+    seed, as pyg-lib's disjoint mode: a node reached from two seeds is two nodes, sampled
+    independently (its variates keyed by (node, subtree)), deduplicated only within its
+    subtree; ``MiniBatch.subtree_ids`` (``to_pyg().batch``) gives each input node's seed.
 
     A node's in-edges depend only on the seed, the batch, the layer and the node
     (LABOR with importance sampling excepted: its probabilities depend on the layer's
@@ -135,6 +142,7 @@ class SubgraphSampler(Pipe):
         seed: Optional[int] = None,
         cooperative: bool = False,
         layout: str = "block",
+        disjoint: bool = False,
         exclude_seed_edges: bool = False,
         include_reverse_edges: bool = False,
         reverse_edge_ids: Optional[torch.Tensor] = None,
@@ -158,7 +166,12 @@ class SubgraphSampler(Pipe):
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
         self.cooperative = bool(cooperative)
-        self.mode = "cooperative" if self.cooperative else "independent"
+        if not isinstance(disjoint, bool):
+            raise TypeError(f"{name}: `disjoint` must be a bool, got {disjoint!r}")
+        if disjoint and self.cooperative:
+            raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
+        self.disjoint = disjoint
+        self.mode = "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
@@ -297,10 +310,11 @@ class SubgraphSampler(Pipe):
         return self.sample_segments(self.graph.indptr, nodes, self.fanouts[layer], None, exclude, layer, minibatch)
 
     def sample_frontier(
-        self, nodes, counts, skipped, layer: int, minibatch: MiniBatch, exclude: Optional[SeedEdgeExclusion]
+        self, nodes, counts, skipped, layer: int, minibatch: MiniBatch, exclude: Optional[SeedEdgeExclusion], subtrees: int = 1
     ) -> LayerSample:
-        """The uncompacted layer ``layer`` of the destinations ``nodes`` (global,
-        type-major, ``counts`` per node type) but the first ``skipped`` of each type."""
+        """The uncompacted layer ``layer`` of the destinations ``nodes`` (node keys,
+        type-major, ``counts`` per node type; see :func:`~graphpipe.graph.sampling.sample_layer`)
+        but the first ``skipped`` of each type."""
         if skipped is not self.no_skip:
             if self.typed:
                 starts = list(accumulate(counts, initial=0))
@@ -308,12 +322,12 @@ class SubgraphSampler(Pipe):
             else:
                 nodes = nodes[skipped[0] :]
             counts = tuple(count - skip for count, skip in zip(counts, skipped))
-        if not self.typed:
+        if not self.typed and subtrees == 1:
             if exclude is None:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
                 return self.sample_layer(nodes, layer, minibatch)
             return self.sample_layer(nodes, layer, minibatch, exclude=exclude.edges)
         kernel = partial(self.sample_segments, layer=layer, minibatch=minibatch)
-        return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude)
+        return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude, subtrees)
 
     def lay_out(self, step: SampledLayer, layer: int) -> SampledSubgraph:
         """Layer ``layer`` as a SampledSubgraph (typed: GraphBolt's heterogeneous layout)."""
@@ -323,21 +337,28 @@ class SubgraphSampler(Pipe):
 
     def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
         """Fill ``sampled_subgraphs``, ``input_nodes`` and ``layout`` of ``minibatch``
-        (and ``compacted_seeds`` for link seeds)."""
+        (and ``compacted_seeds`` for link seeds, ``subtree_ids`` when disjoint).
+
+        Disjoint sampling runs the same loop on node keys ``global id * S + subtree``
+        (``S`` seeds, :func:`~graphpipe.graph.sampling.subtree_keys`): a node reached from
+        two seeds is two nodes, and the layers are laid out in global ids."""
         seeds = self.batch_seeds(minibatch)
         exclusion = None
         if self.excludes_seed_edges:
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
         nodes, counts = seeds.nodes, seeds.counts
+        subtrees = max(nodes.numel(), 1) if self.disjoint else 1
+        if self.disjoint:
+            nodes = subtree_keys(nodes)
         skipped = self.no_skip  # pyg layout: per type, the destinations sampled already
         subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
             # The seeds, the only destinations with excluded in-edges, lead every block
             # layer's destinations of their type and are pyg's first frontier.
             exclude = exclusion if self.layout == "block" or not subgraphs else None
-            sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude)
-            step = compact_layer(self.graph, nodes, counts, skipped, sample)
-            subgraphs.append(self.lay_out(step, layer))  # laid out now: the sample's sources are freed
+            sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees)
+            step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
+            subgraphs.append(self.lay_out(node_ids_of_keys(step, subtrees), layer))  # now: the sample's sources are freed
             if self.layout == "pyg":
                 skipped = counts
             nodes, counts = step.rows, step.row_counts
@@ -345,7 +366,16 @@ class SubgraphSampler(Pipe):
         return replace(
             minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
+            subtree_ids=self.subtree_ids(nodes, counts, subtrees) if self.disjoint else None,
         )  # fmt: skip
+
+    def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int):
+        """Disjoint batches: the subtree (the seed's position in the batch) of each input
+        node, ``[num_input]`` int64 (typed: per node type), from their node keys."""
+        ids = keys % subtrees
+        if not self.typed:
+            return ids
+        return dict(zip(self.graph.node_types, ids.split(list(counts))))
 
     def batch_seeds(self, minibatch: MiniBatch) -> SeedNodes:
         """The batch's seeds as the layer loops take them, checked once (node pairs when

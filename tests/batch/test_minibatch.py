@@ -296,10 +296,13 @@ def test_to_pyg_edge_attr_follows_edge_index(layout):
 
 def test_to_pyg_feature_choice_and_errors(monkeypatch):
     _, store, mb = _batch(node_features=("feat", "other"))
-    with pytest.raises(ValueError, match=r"several features \['feat', 'other'\]; pass node_feature_key="):
-        mb.to_pyg()
+    data = mb.to_pyg()  # "feat" is x (after "x"), every other feature keeps its name
+    assert torch.equal(data.x, store["feat"].data[data.n_id]) and torch.equal(data.other, store["other"].data[data.n_id])
+    renamed = replace(mb, node_features={"h": mb.node_features["feat"], "other": mb.node_features["other"]})
+    with pytest.raises(ValueError, match=r"several features \['h', 'other'\]; pass node_feature_key="):
+        renamed.to_pyg()
     data = mb.to_pyg("other")
-    assert torch.equal(data.x, store["other"].data[data.n_id])
+    assert torch.equal(data.x, store["other"].data[data.n_id]) and torch.equal(data.feat, store["feat"].data[data.n_id])
     with pytest.raises(KeyError, match=r"unknown node_feature_key 'x'"):
         mb.to_pyg("x")
     with pytest.raises(ValueError, match=r"has no sampled_subgraphs"):
@@ -327,9 +330,9 @@ def test_repr_shows_shapes_and_dtypes_not_values():
     lines = text.splitlines()
     assert sum(line.startswith("        SampledSubgraph(") for line in lines) == len(FANOUTS)  # a layer a line
     assert f"        {{'w': float32[{sg.num_edges}]}}," in lines
-    assert lines[-6:] == [
+    assert lines[-7:] == [
         "    batch_index=0,", "    layout='block',", "    indexes=None,", "    compacted_seeds=None,",
-        f"    item_ids=int64[{mb.seeds.numel()}],", ")",
+        f"    item_ids=int64[{mb.seeds.numel()}],", "    subtree_ids=None,", ")",
     ]
     assert repr(MiniBatch()).splitlines()[1:3] == ["    seeds=None,", "    labels=None,"]
 

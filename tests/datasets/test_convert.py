@@ -37,7 +37,7 @@ def test_from_pyg_matches_the_data():
     assert torch.equal(ds.features["feat"].read(ids), data.x)
     assert torch.equal(ds.features["year"].read(ids), data.year)
     assert torch.equal(ds.features["edge", "edge_attr"].read(columns), data.edge_attr[columns])
-    assert set(ds.features.node_keys) == {"feat", "year", "y"} and ds.features.edge_keys == ["edge_attr"]
+    assert set(ds.features.node_keys) == {"feat", "year", "y", "train_mask", "val_mask", "test_mask"} and ds.features.edge_keys == ["edge_attr"]
     assert torch.equal(ds.features["y"].read(ids), data.y)  # NeighborLoader's y: every node's label
     assert torch.equal(ds.labels, data.y) and ds.num_classes == int(data.y.max()) + 1
     for item_set, mask in ((ds.train_set, data.train_mask), (ds.validation_set, data.val_mask), (ds.test_set, data.test_mask)):
@@ -169,7 +169,7 @@ def test_from_pyg_hetero_keeps_the_typed_graph_features_and_splits():
     assert torch.equal(store["node", "paper", "year"].data, data["paper"].year)
     assert torch.equal(store["edge", WRITES, "edge_attr"].data, data[WRITES].edge_attr)
     assert torch.equal(store["node", "paper", "y"].data, data["paper"].y)  # every node's label, as NeighborLoader's y
-    assert ("node", "paper", "train_mask") not in store
+    assert torch.equal(store["node", "paper", "train_mask"].data, data["paper"].train_mask)  # kept, as PyG's
     assert set(ds.labels) == {"paper"} and torch.equal(ds.labels["paper"], data["paper"].y)
     assert ds.num_classes == int(data["paper"].y.max()) + 1
     for item_set, mask in ((ds.train_set, "train_mask"), (ds.validation_set, "val_mask"), (ds.test_set, "test_mask")):

@@ -1,5 +1,5 @@
 """The capability table, walked cell by cell: {untyped, typed} x {node, link, hyperlink} x
-{independent, cooperative} x {CPU, GPU} x {block, pyg}. A supported cell yields batches
+{independent, cooperative, disjoint} x {CPU, GPU} x {block, pyg}. A supported cell yields batches
 the brute-force checker accepts (edges exist with their type, fanouts respected, no seed
 edge sampled, compacted seeds map back to the seeds, typed ids in range per type); an
 unsupported one raises :class:`UnsupportedCombination` naming its reason. Cooperative cells
@@ -17,7 +17,7 @@ from dist_harness import run_ranks, values
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UNSUPPORTED, UnsupportedCombination, capability_table, check_supported
 from graphpipe import SampledSubgraph
 from graphpipe.graph.edge_types import parse_edge_type
-from sampling_checks import EDGE, NODE, check_batch, check_layers, graph_and_edges, sampled_edges, seed_edge_ids, seed_items, typed_view
+from sampling_checks import EDGE, NODE, check_batch, check_disjoint_batch, check_layers, graph_and_edges, sampled_edges, seed_edge_ids, seed_items, typed_view
 
 FANOUTS = [3, 2]
 
@@ -48,18 +48,19 @@ def cell_pipe(cell, graph, edges, source=None):
     if task == "link":
         pipe = pipe.sample_uniform_negative(graph, 1, seed=1)
     return pipe.sample_neighbor(
-        graph, FANOUTS, seed=2, layout=layout, cooperative=mode == "cooperative", exclude_seed_edges=task == "link"
+        graph, FANOUTS, seed=2, layout=layout, cooperative=mode == "cooperative", disjoint=mode == "disjoint",
+        exclude_seed_edges=task == "link",
     )
 
 
 def test_the_table_covers_every_cell_once_and_names_its_reasons():
-    assert len(SUPPORT) == 2 * 3 * 2 * 2 * 2
+    assert len(SUPPORT) == 2 * 3 * 3 * 2 * 2
     reasons = {reason for _, reason in UNSUPPORTED}
     assert set(SUPPORT.values()) - {None} == reasons  # every rule decides some cell
     table = capability_table().splitlines()
     columns = list(itertools.product(DIMENSIONS["device"], DIMENSIONS["layout"]))
     rows = [line for line in table if line.startswith("| ") and not line.startswith("| graph")]
-    assert len(rows) == 12
+    assert len(rows) == 18
     numbered = {line.split(". ", 1)[0]: line.split(". ", 1)[1] for line in table if line[:1].isdigit()}
     assert len(numbered) == len(reasons)
     for row in rows:
@@ -103,6 +104,23 @@ def test_independent_cell(cell):
         check_batch(graph, edges, mb, pipe.edge_type_fanouts, excluded=excluded)
         batches += 1
     assert batches == 3
+
+
+@pytest.mark.parametrize("cell", [c for c in SUPPORT if c[2] == "disjoint"], ids=cell_id)
+def test_disjoint_cell(cell):
+    """A supported disjoint cell's subtrees pass the disjoint checker; the others raise."""
+    kind, _, _, device, _ = cell
+    if device == "GPU" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    graph, edges = graph_and_edges(kind)
+    if SUPPORT[cell] is not None:
+        with pytest.raises(UnsupportedCombination, match=re.escape(SUPPORT[cell])):
+            next(iter(cell_pipe(cell, graph, edges)))
+        return
+    pytest.importorskip("torch_geometric")
+    pipe = cell_pipe(cell, graph, edges)
+    for mb in itertools.islice(pipe, 2):
+        check_disjoint_batch(graph, edges, mb, pipe.edge_type_fanouts)
 
 
 COOPERATIVE = [c for c in SUPPORT if c[2] == "cooperative"]

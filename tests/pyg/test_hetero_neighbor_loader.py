@@ -8,6 +8,8 @@ seed must give the same HeteroData, field by field. ``trim_to_layer`` on the res
 not change a HeteroConv model's outputs for the seeds.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -205,8 +207,11 @@ def test_label_key_and_feature_choice():
     data = mb.to_pyg(node_feature_key="y", label_key="y")
     assert torch.equal(data["paper"].x, data["paper"].y)
     mb.node_features[("paper", "other")] = mb.node_features[("paper", "feat")]
+    data = mb.to_pyg()  # "feat" is x (PyG's "x" would be), the others keep their names
+    assert torch.equal(data["paper"].other, data["paper"].x)
+    renamed = {(t, "h" if name == "feat" else name): value for (t, name), value in mb.node_features.items()}
     with pytest.raises(ValueError, match="node_feature_key"):
-        mb.to_pyg()
+        replace(mb, node_features=renamed).to_pyg()
     with pytest.raises(KeyError, match="unknown label_key 'label'"):
         mb.to_pyg(node_feature_key="feat", label_key="label")
     mb.edge_features[0][("paper:cites:paper", "w2")] = mb.edge_features[0][("paper:cites:paper", "w")]
