@@ -262,7 +262,7 @@ def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: L
     hops, reached = {}, {}
     for t in schema.node_types:
         store = node_store(t)
-        keys = store.batch * graph.num_nodes + store.n_id
+        keys = store.batch * graph.total_num_nodes + store.n_id
         assert keys.unique().numel() == keys.numel(), f"a node twice in one subtree ({t})"
         hops[t] = torch.repeat_interleave(torch.arange(num_layers + 1), torch.tensor(store.num_sampled_nodes))
         reached[t] = hops[t] == 0

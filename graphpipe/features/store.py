@@ -85,14 +85,14 @@ class Feature:
         """Rows ``ids`` (``[n]`` integer tensor): ``[n, *row_shape]``, on the GPU if the
         table or ``ids`` is on one, written into ``out`` when given. ``ids`` are checked
         (user input): every kind of feature raises a ValueError naming the id out of range.
-        ``ids=None``: the whole table, as GraphBolt's ``read()`` (an in-memory table itself,
-        no copy; a cached feature's fallback's table, the cache untouched).
+        ``ids=None``: the whole table, as GraphBolt's ``read()`` (a tensor table itself, no
+        copy; a copy of a numpy or mapped one; a cache's fallback's table, the cache untouched).
         """
         if ids is None:
             if self.fallback is not None:
                 return self.fallback.read(None, out)
-            if type(self) is Feature and out is None:
-                return torch.as_tensor(self.data)
+            if type(self) is Feature and out is None and isinstance(self.data, torch.Tensor):
+                return self.data
             return self.read_valid(torch.arange(self.num_rows), out)
         return self.read_valid(check_node_ids(ids, self.num_rows, "ids", f"{type(self).__name__}.read", "row"), out)
 
