@@ -39,22 +39,17 @@ def to_pyg(
     A disjoint batch (``disjoint=True``) also gets NeighborLoader's ``batch`` per node
     type: each node's subtree, the position of its seed among the seeds.
 
-    Fields of each node type (of the ``Data`` itself for an untyped batch): ``n_id``
-    (ids, type-local for a typed batch), ``num_nodes``, ``num_sampled_nodes`` (``L + 1``
-    ints), ``x`` (node feature ``node_feature_key``; by default ``"x"``, else ``"feat"``,
-    else the only fetched node feature other than the label feature), ``y``, and every
-    other fetched node feature by its name (``time``, ``year``, masks: NeighborLoader
-    slices every node attribute by ``n_id``); as NeighborLoader's, ``y`` has one
-    row per node when node labels were fetched as a node feature (``label_key``, by
-    default the node feature ``"y"`` if there is one), otherwise it is ``labels`` (seeds
-    only). Fields of each edge type: ``edge_index`` ``[2, E]`` int64 local (source,
-    target), ``e_id`` (the user's edge ids: columns of the ``edge_index`` the graph was
-    built from, within the edge type for a typed graph), ``num_sampled_edges`` (``L``
-    ints), ``edge_weight`` when the sampler weights edges (LABOR) and ``edge_attr``
-    ``[E, ...]`` in ``edge_index`` order: the edge feature ``edge_feature_key``, or the
-    only one fetched (several and no key: none). A typed batch keys features
-    ``(type, name)`` and the keys above are names; every node type and edge type of the
-    graph is present, maybe empty.
+    Per node type (the ``Data`` itself when untyped): ``n_id`` (type-local ids when
+    typed), ``num_nodes``, ``num_sampled_nodes`` (``L + 1`` ints), ``x`` (node feature
+    ``node_feature_key``; default ``"x"``, else ``"feat"``, else the only fetched one but
+    the labels), ``y`` (per node when labels were fetched as node feature ``label_key``,
+    default ``"y"``; else ``labels``, seeds only) and every other fetched node feature by
+    name (``time``, ``year``, masks), sliced by ``n_id`` as NeighborLoader does. Per edge
+    type: ``edge_index`` ``[2, E]`` int64 local (source, target), ``e_id`` (the user's edge
+    ids, within the edge type when typed), ``num_sampled_edges`` (``L`` ints),
+    ``edge_weight`` (LABOR) and ``edge_attr`` ``[E, ...]``: edge feature
+    ``edge_feature_key``, or the only one fetched. Typed batches key features ``(type,
+    name)`` (the keys above are names) and hold every node and edge type, maybe empty.
 
     Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are
     the first ``n_id``) and ``input_id`` (the seeds' positions in the ItemSet,
@@ -94,9 +89,7 @@ def to_pyg(
     else:
         data = Data()
         node_store = edge_store = lambda _: data
-    _add_nodes(node_store, hops, typed.node_features, node_key, label_key)
-    for node_type, subtrees in (typed.subtree_ids or {}).items():  # disjoint: a pyg batch, rows as sampled
-        node_store(node_type).batch = subtrees
+    _add_nodes(node_store, hops, typed, node_key, label_key)
     _add_edges(edge_store, hops, layers, typed.edge_features, edge_key)
     if link:
         _add_pairs(node_store, edge_store, typed, neg_sampling)
@@ -149,16 +142,19 @@ def _feature_keys(typed, node_feature_key, edge_feature_key, label_key):
 _NODE_FIELDS = ("n_id", "num_nodes", "num_sampled_nodes", "batch", "batch_size", "input_id")
 
 
-def _add_nodes(node_store, hops: "_PygHops", node_features: dict, node_key, label_key) -> None:
-    """Each node type's ``n_id``, ``num_nodes``, ``num_sampled_nodes``, and every fetched
-    node feature, rows in ``n_id`` order (as NeighborLoader slices every node attribute):
-    ``node_key`` as ``x``, ``label_key`` as ``y``, the others by their names."""
+def _add_nodes(node_store, hops: "_PygHops", typed, node_key, label_key) -> None:
+    """Each node type's ``n_id``, ``num_nodes``, ``num_sampled_nodes``, ``batch`` (disjoint
+    subtrees: a pyg batch, rows as sampled) and every fetched node feature of ``typed``
+    (the batch's typed view), rows in ``n_id`` order (as NeighborLoader slices every node
+    attribute): ``node_key`` as ``x``, ``label_key`` as ``y``, the others by their names."""
     for node_type, n_id in hops.n_id.items():
         store = node_store(node_type)
         store.n_id = n_id
         store.num_nodes = n_id.numel()
         store.num_sampled_nodes = hops.num_sampled_nodes[node_type]
-    for (node_type, name), feature in node_features.items():
+    for node_type, subtrees in (typed.subtree_ids or {}).items():
+        node_store(node_type).batch = subtrees
+    for (node_type, name), feature in typed.node_features.items():
         if name in _NODE_FIELDS:
             raise ValueError(
                 f"MiniBatch.to_pyg(): node feature {name!r} has the name of a field NeighborLoader's batches set "
