@@ -20,6 +20,7 @@ defines (:func:`workers_rerun_main`).
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import itertools
 import linecache
@@ -259,6 +260,10 @@ class _WorkerPool:
         self.processes = []
         self.last_run = 0
         self._finalizer = weakref.finalize(self, _stop_pool, self.processes, self.commands, self.results, self.stop)
+        # Registered after multiprocessing's exit hook (the queues above import it), so it runs
+        # first: the workers stop and exit on their own; terminated by that hook, they would leave
+        # numba's semaphore registered ("leaked semaphore objects" at exit).
+        atexit.register(self._finalizer)
         with contextlib.nullcontext() if rerun_main else _main_script_hidden():
             for rank in range(num_workers):
                 self._start(context, pipe, rank, num_workers)
@@ -290,6 +295,7 @@ class _WorkerPool:
 
     def close(self) -> None:
         self._finalizer()
+        atexit.unregister(self._finalizer)
 
 
 def _stop_pool(processes, commands, results, stop) -> None:

@@ -4,7 +4,8 @@ same class names, so a vendored example changes only its dataset import line.
 Each has the real dataset's fields, node and edge types and tasks, a few hundred to a
 few thousand nodes, and labels that depend on the neighbours: a node's own features
 carry little of its class (a feature-only model stays near chance), its neighbours'
-carry it (a GNN learns it). :func:`feature_only_accuracy` is that baseline.
+carry it (a GNN learns it). :func:`feature_only_accuracy` is that baseline. Taobao's
+links follow the graph (co-bought items), not item popularity (:func:`popularity_auc`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import Data, HeteroData
 
-__all__ = ["OGB_MAG", "Planetoid", "PygNodePropPredDataset", "feature_only_accuracy"]
+__all__ = ["OGB_MAG", "Planetoid", "PygNodePropPredDataset", "Taobao", "feature_only_accuracy", "popularity_auc"]
 
 NUM_CLASSES = 4
 
@@ -123,6 +124,40 @@ class PygNodePropPredDataset(_Dataset):
 
     def get_idx_split(self):
         return dict(self._split)
+
+
+def Taobao(root=None, transform=None, num_users: int = 1000, num_categories: int = 20, per_user: int = 16):  # noqa: N802
+    """Taobao's shape: users, items, categories (``num_nodes`` only, no features);
+    user-to-item edges with ``time`` and ``behavior`` (0-3), item-to-category edges. A user
+    buys ``per_user`` items (duplicates dropped), 90% of them distinct items of one category
+    of 20 items, the rest uniform: every item about equally popular, so links are predictable
+    from the graph (co-bought items), not from popularity (:func:`popularity_auc`)."""
+    gen = torch.Generator().manual_seed(3)
+    per_category = 20
+    num_items = num_categories * per_category
+    user_category = torch.randint(0, num_categories, (num_users,), generator=gen)
+    rank = torch.rand(num_users, per_category, generator=gen).argsort(1)[:, :per_user]
+    items = user_category.view(-1, 1) * per_category + rank
+    anywhere = torch.rand(items.shape, generator=gen) >= 0.9
+    items[anywhere] = torch.randint(0, num_items, (int(anywhere.sum()),), generator=gen)
+    users = torch.arange(num_users).repeat_interleave(per_user)
+    pairs = torch.unique(torch.stack([users, items.view(-1)]), dim=1)
+    data = HeteroData()
+    data["user"].num_nodes, data["item"].num_nodes = num_users, num_items
+    data["category"].num_nodes = num_categories
+    data["user", "item"].edge_index = pairs
+    data["user", "item"].time = torch.randint(1511539200, 1512316800, (pairs.size(1),), generator=gen)
+    data["user", "item"].behavior = torch.randint(0, 4, (pairs.size(1),), generator=gen)
+    data["item", "category"].edge_index = torch.stack([torch.arange(num_items), torch.arange(num_items) // per_category])
+    return _Dataset(data, 0, transform)
+
+
+def popularity_auc(train_edge_index: torch.Tensor, num_items: int, edge_label_index: torch.Tensor, edge_label: torch.Tensor) -> float:
+    """ROC AUC of scoring each (user, item) pair of ``edge_label_index`` (``[2, P]``) by
+    the item's degree in ``train_edge_index``; ``edge_label`` ``[P]`` 1 / 0."""
+    score = torch.bincount(train_edge_index[1], minlength=num_items).float()[edge_label_index[1]]
+    pos, neg = score[edge_label == 1].view(-1, 1), score[edge_label == 0].view(1, -1)
+    return float((pos > neg).float().mean() + 0.5 * (pos == neg).float().mean())
 
 
 def feature_only_accuracy(x: torch.Tensor, y: torch.Tensor, train: torch.Tensor, test: torch.Tensor) -> float:
