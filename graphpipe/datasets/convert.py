@@ -160,21 +160,28 @@ def _from_pyg_hetero(data, name: str, num_classes: Optional[int]) -> NodeClassif
 def _edge_index(store, where: str, what: str) -> torch.Tensor:
     """``[2, E]`` (source, target) of a PyG store: its ``edge_index``, or its sparse
     ``adj_t`` (``T.ToSparseTensor()``: a torch sparse ``[num_dst, num_src]`` tensor, or a
-    ``SparseTensor`` with ``.coo()``), edges in ``adj_t``'s row-major order; the values
-    of ``adj_t`` are not kept."""
+    ``SparseTensor`` with ``.coo()``), edges in ``adj_t``'s row-major order. An ``adj_t``
+    with values other than 1 (``ToSparseTensor(attr=...)``) is refused: they are edge
+    features this would drop."""
     edge_index = store.get("edge_index")
     if edge_index is not None:
         return edge_index
     adj_t = store.get("adj_t")
     if isinstance(adj_t, torch.Tensor) and adj_t.layout != torch.strided:
-        dst, src = adj_t.to_sparse_coo().coalesce().indices()
-        return torch.stack([src, dst])
-    if hasattr(adj_t, "coo"):
-        dst, src, _ = adj_t.coo()
-        return torch.stack([src, dst])
-    raise ValueError(
-        f"{where}: {what} has no `edge_index` and no sparse `adj_t`; give the edges as a [2, num_edges] edge_index"
-    )
+        coo = adj_t.to_sparse_coo().coalesce()
+        (dst, src), values = coo.indices(), coo.values()
+    elif hasattr(adj_t, "coo"):
+        dst, src, values = adj_t.coo()
+    else:
+        raise ValueError(
+            f"{where}: {what} has no `edge_index` and no sparse `adj_t`; give the edges as a [2, num_edges] edge_index"
+        )
+    if values is not None and not bool((values == 1).all()):
+        raise ValueError(
+            f"{where}: {what}'s `adj_t` holds edge values (T.ToSparseTensor(attr=...)), which graphpipe would drop; "
+            "convert the data without ToSparseTensor (edge_index and the edge attribute)"
+        )
+    return torch.stack([src, dst])
 
 
 def _from_dgl_hetero(graph, name: str, num_classes: Optional[int]) -> NodeClassificationDataset:

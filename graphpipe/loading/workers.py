@@ -228,19 +228,24 @@ def _defined_in_main(pipe: Pipe) -> List[str]:
     return sorted(set(found))
 
 
+_hiding_lock = threading.Lock()  # loaders may (re)start worker pools from several threads
+
+
 @contextlib.contextmanager
 def _main_script_hidden():
     """While processes start, hide the main script from multiprocessing, so that its
     spawn/forkserver children do not run it again (they do when ``__main__`` names a
-    file, ``__file__``, or a module, ``__spec__``)."""
-    main = sys.modules["__main__"]
-    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__spec__ = None
-    try:
-        yield
-    finally:
-        main.__dict__.update(saved)
+    file, ``__file__``, or a module, ``__spec__``). One pool at a time, so each restores
+    what it hid."""
+    with _hiding_lock:
+        main = sys.modules["__main__"]
+        saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+        main.__dict__.pop("__file__", None)
+        main.__spec__ = None
+        try:
+            yield
+        finally:
+            main.__dict__.update(saved)
 
 
 class _WorkerPool:

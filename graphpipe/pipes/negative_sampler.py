@@ -172,7 +172,12 @@ def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
 def _with_random_pairs(positives: torch.Tensor, labels: Optional[torch.Tensor], random_pairs: torch.Tensor) -> dict:
     """The ``seeds``, ``labels`` and ``indexes`` (None) of positives and binary negatives."""
     if labels is None:
-        labels = torch.ones(positives.size(0), dtype=torch.bool, device=positives.device)
+        labels = torch.ones(positives.size(0), dtype=torch.float32, device=positives.device)
+    elif bool((labels == 0).any()):  # PyG shifts such labels by 1; a 0 would read as a sampled negative
+        raise ValueError(
+            "UniformNegativeSampler(neg_sampling='binary'): the positives' `labels` contain 0, the label of the "
+            "sampled negatives; give positives labels >= 1 (or none: they get 1.0)"
+        )
     negative_labels = labels.new_zeros((random_pairs.size(0),) + tuple(labels.shape[1:]))
     seeds = torch.cat([positives.to(torch.int64), random_pairs])
     return {"seeds": seeds, "labels": torch.cat([labels, negative_labels]), "indexes": None}

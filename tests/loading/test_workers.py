@@ -8,12 +8,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 import torch
 
 import graphpipe as gp
+from graphpipe.loading.workers import _main_script_hidden
 
 from toy_pipes import (
     assert_same_batches,
@@ -223,3 +225,30 @@ def test_the_same_script_under_a_main_guard_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     num_items = len(gp.datasets.karate_club().train_set)
     assert result.stdout.strip() == f"{-(-num_items // 2)} batches"
+
+
+def test_hiding_the_main_script_from_two_threads_restores_it(monkeypatch):
+    """Two loaders (re)starting worker pools from two threads at once: each hides the main
+    script in turn, and ``__main__``'s ``__spec__`` and ``__file__`` come back as they were."""
+    main = sys.modules["__main__"]
+    monkeypatch.setattr(main, "__spec__", object())  # as under `python -m script`
+    monkeypatch.setitem(main.__dict__, "__file__", "/path/of/the/script.py")
+    before = {name: main.__dict__.get(name, "absent") for name in ("__file__", "__spec__")}
+    inside, barrier = [], threading.Barrier(2, timeout=5)
+
+    def start_a_pool():
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+        with _main_script_hidden():
+            inside.append((main.__dict__.get("__file__", "absent"), main.__spec__))
+            time.sleep(0.02 if len(inside) == 1 else 0.1)  # unlocked, the first would leave first
+
+    threads = [threading.Thread(target=start_a_pool) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert inside == [("absent", None)] * 2
+    assert {name: main.__dict__.get(name, "absent") for name in ("__file__", "__spec__")} == before

@@ -79,3 +79,15 @@ def test_binary_options_are_checked():
         items.sample_uniform_negative(graph, 0.0, neg_sampling="binary")
     with pytest.raises(ValueError, match="needs neg_sampling='triplet'"):
         items.sample_uniform_negative(graph, 1, neg_sampling="binary", exclude_existing_edges=True)
+
+
+def test_binary_labels_are_float_and_a_positive_label_0_is_refused():
+    """Labels are float32 (1.0 positives, 0.0 negatives), as the other negative layouts and
+    PyG's ``edge_label``; a positive labelled 0 would read as a sampled negative (PyG shifts
+    such labels by 1): refused."""
+    graph, pairs, _ = graph_and_pairs("untyped")
+    (mb, *_) = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 6).sample_uniform_negative(graph, 1, neg_sampling="binary")
+    assert mb.labels.dtype == torch.float32 and mb.labels.tolist() == [1.0] * 6 + [0.0] * 6
+    labelled = gp.ItemSet((pairs, torch.zeros(len(pairs))), names=("seeds", "labels"))
+    with pytest.raises(ValueError, match=r"the positives' `labels` contain 0, the label of the sampled negatives"):
+        next(iter(gp.ItemSampler(labelled, 6).sample_uniform_negative(graph, 1, neg_sampling="binary")))

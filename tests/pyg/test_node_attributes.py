@@ -84,3 +84,13 @@ def test_loader_dataset_is_the_range_of_seed_items():
     ds = gp.datasets.from_pyg(pyg_data("untyped"))
     loader = gp.DataLoader(gp.ItemSampler(ds.train_set, 8).sample_neighbor(ds.graph, [2], layout="pyg"))
     assert loader.dataset == range(len(ds.train_set)) and len(loader.dataset) == int(pyg_data("untyped").train_mask.sum())
+
+
+@pytest.mark.filterwarnings("ignore:from_pyg. no `val_mask`")
+def test_from_pyg_refuses_an_adj_t_with_edge_values():
+    """``ToSparseTensor(attr="edge_weight")`` moves the weights into ``adj_t``'s values:
+    reading only its edges would drop them silently."""
+    data = pyg_data("untyped")
+    data.edge_weight = torch.rand(data.edge_index.size(1)) + 2
+    with pytest.raises(ValueError, match=r"`adj_t` holds edge values"):
+        gp.datasets.from_pyg(T.ToSparseTensor(attr="edge_weight")(data))
