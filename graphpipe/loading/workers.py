@@ -34,6 +34,7 @@ import weakref
 from typing import List, Optional, Tuple
 
 import numba
+import numpy as np
 import torch
 import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
@@ -218,14 +219,38 @@ def workers_rerun_main(num_workers: int, pipe: Pipe) -> bool:
 
 def _defined_in_main(pipe: Pipe) -> List[str]:
     """The names of what the stages up to ``pipe`` use (their classes, callables they
-    hold) that the main script defines: a worker unpickles them from ``__main__``."""
-    found = []
-    for stage in upstream(pipe):
-        for value in (stage, *vars(stage).values()):
-            kind = value if isinstance(value, type) or callable(value) and not isinstance(value, Pipe) else type(value)
-            if getattr(kind, "__module__", None) == "__main__":
-                found.append(getattr(kind, "__qualname__", repr(kind)))
-    return sorted(set(found))
+    hold, at any depth: partials, closures' globals aside) that the main script defines:
+    a worker unpickles them from ``__main__``. Found by pickling the chain to nowhere,
+    tensors and arrays left out."""
+    finder = _MainFinder()
+    try:
+        finder.dump(pipe)
+    except Exception:  # unpicklable: starting the workers says so
+        pass
+    return sorted(finder.found)
+
+
+class _Nowhere:
+    def write(self, data) -> None:
+        pass
+
+
+class _MainFinder(pickle.Pickler):
+    """A pickler that records the classes and functions of ``__main__`` it meets."""
+
+    def __init__(self):
+        super().__init__(_Nowhere(), protocol=pickle.HIGHEST_PROTOCOL)
+        self.found = set()
+
+    def reducer_override(self, obj):
+        if isinstance(obj, (torch.Tensor, np.ndarray)):
+            return tuple, ()
+        named = obj if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__") else type(obj)
+        if getattr(named, "__module__", None) == "__main__":
+            self.found.add(named.__qualname__)
+            if named is obj:
+                return tuple, ()
+        return NotImplemented
 
 
 _hiding_lock = threading.Lock()  # loaders may (re)start worker pools from several threads

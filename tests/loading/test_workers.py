@@ -210,13 +210,28 @@ loader = gp.DataLoader(Tag(gp.ItemSampler(data.train_set, 2)).fetch_feature(data
 """
 
 
-def test_a_script_without_a_main_guard_whose_workers_need_it_is_told_to_add_one(tmp_path):
+_SCRIPT_PARTIAL = """
+import functools
+import graphpipe as gp
+
+def tag(minibatch, k):
+    return minibatch
+
+data = gp.datasets.karate_club()
+pipe = gp.ItemSampler(data.train_set, 2).transform(functools.partial(tag, k=1))
+loader = gp.DataLoader(pipe.fetch_feature(data.features, ["feat"]), num_workers=2)
+"""
+
+
+@pytest.mark.parametrize("script, name, line", [(_SCRIPT_STAGE, "Tag", 13), (_SCRIPT_PARTIAL, "tag", 10)])
+def test_a_script_without_a_main_guard_whose_workers_need_it_is_told_to_add_one(tmp_path, script, name, line):
+    """A class of the script, or its function inside a partial: named, not a dead worker."""
     path = tmp_path / "train.py"
-    path.write_text(_SCRIPT_STAGE + "for mb in loader:\n    pass\n")
+    path.write_text(script + "for mb in loader:\n    pass\n")
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode != 0
-    assert 'outside `if __name__ == "__main__":` (train.py, line 13' in result.stderr
-    assert "the stages the workers run use Tag, defined in the script" in result.stderr
+    assert f'outside `if __name__ == "__main__":` (train.py, line {line}' in result.stderr
+    assert f"the stages the workers run use {name}, defined in the script" in result.stderr
     assert "picklable" not in result.stderr and "died" not in result.stderr
 
 
