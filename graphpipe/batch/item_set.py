@@ -11,7 +11,7 @@ import torch
 from graphpipe._internal.checks import as_int
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["ItemSet", "HeteroItemSet", "ItemSetDict", "NEGATIVE_FIELDS"]
+__all__ = ["ItemSet", "HeteroItemSet", "ItemSetDict", "NEGATIVE_FIELDS", "pairs_with_negatives"]
 
 # GraphBolt 2.1's field names, mapped as GraphBolt 2.2's ItemSampler maps them: seed nodes
 # and node pairs are "seeds"; given negatives become seeds, labels and indexes per batch.
@@ -137,16 +137,31 @@ def _check_negatives(names: Tuple[str, ...], items: Tuple[torch.Tensor, ...]) ->
 
 
 def _with_given_negatives(fields: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """GraphBolt 2.2's ``_construct_seeds``: ``B`` pairs and their ``[B, k]`` negatives ->
-    ``seeds`` ``[B * (1 + k), 2]``, float32 ``labels`` and int64 ``indexes``."""
-    pairs = fields["seeds"]
-    k = next(fields[name].size(1) for name in NEGATIVE_FIELDS if name in fields)
-    sources = fields.get("negative_srcs", pairs[:, :1].expand(-1, k)).reshape(-1)
-    destinations = fields.get("negative_dsts", pairs[:, 1:].expand(-1, k)).reshape(-1)
-    seeds = torch.cat([pairs, torch.stack([sources, destinations], dim=1).to(pairs.dtype)])
-    labels = torch.cat([torch.ones(pairs.size(0), device=pairs.device), torch.zeros(sources.numel(), device=pairs.device)])
-    positions = torch.arange(pairs.size(0), device=pairs.device)
-    return {"seeds": seeds, "labels": labels, "indexes": torch.cat([positions, positions.repeat_interleave(k)])}
+    """GraphBolt 2.2's ``_construct_seeds``: the batch's pairs and their given negatives
+    as ``seeds``, ``labels`` and ``indexes`` (:func:`pairs_with_negatives`)."""
+    seeds, labels, indexes = pairs_with_negatives(fields["seeds"], None, fields.get("negative_dsts"), fields.get("negative_srcs"))
+    return {"seeds": seeds, "labels": labels, "indexes": indexes}
+
+
+def pairs_with_negatives(
+    pairs: torch.Tensor,
+    labels: Optional[torch.Tensor],
+    negative_dsts: Optional[torch.Tensor],
+    negative_srcs: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``B`` pairs ``[B, 2]`` and their ``[B, k]`` negatives (a side not given is the
+    pair's own node) as ``(seeds, labels, indexes)``: ``seeds`` ``[B * (1 + k), 2]`` (the
+    pairs, then each pair's negatives; ``pairs``' dtype), ``labels`` (``labels`` or
+    float32 1.0, then 0 for the negatives) and int64 ``indexes`` (each row's pair)."""
+    num, k = pairs.size(0), (negative_dsts if negative_dsts is not None else negative_srcs).size(1)
+    sources = pairs[:, :1].expand(-1, k) if negative_srcs is None else negative_srcs
+    destinations = pairs[:, 1:].expand(-1, k) if negative_dsts is None else negative_dsts
+    seeds = torch.cat([pairs, torch.stack([sources.reshape(-1), destinations.reshape(-1)], dim=1).to(pairs.dtype)])
+    if labels is None:
+        labels = torch.ones(num, dtype=torch.float32, device=pairs.device)
+    negative_labels = labels.new_zeros((num * k,) + tuple(labels.shape[1:]))
+    positions = torch.arange(num, device=pairs.device)
+    return seeds, torch.cat([labels, negative_labels]), torch.cat([positions, positions.repeat_interleave(k)])
 
 
 def _count(items) -> Optional[int]:

@@ -9,6 +9,7 @@ from typing import Optional, Tuple
 import torch
 
 from graphpipe._internal.checks import check_int, check_node_pairs
+from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.checks import check_typed_pairs
@@ -145,7 +146,7 @@ class UniformNegativeSampler(Pipe):
                 seeds[key], labels[key] = fields["seeds"], fields["labels"]
                 continue
             negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
-            seeds[key], labels[key], indexes[key] = _with_negatives(pairs, given, negatives - first)
+            seeds[key], labels[key], indexes[key] = pairs_with_negatives(pairs.to(torch.int64), given, negatives - first)
         return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes or None)
 
     def num_binary(self, pairs: torch.Tensor) -> int:
@@ -165,7 +166,7 @@ class UniformNegativeSampler(Pipe):
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
     """``minibatch`` (``P`` positive pairs in ``seeds``) with the ``[P, k]`` negative
     destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout."""
-    seeds, labels, indexes = _with_negatives(minibatch.seeds, minibatch.labels, negatives)
+    seeds, labels, indexes = pairs_with_negatives(minibatch.seeds.to(torch.int64), minibatch.labels, negatives)
     return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
 
 
@@ -183,15 +184,3 @@ def _with_random_pairs(positives: torch.Tensor, labels: Optional[torch.Tensor], 
     return {"seeds": seeds, "labels": torch.cat([labels, negative_labels]), "indexes": None}
 
 
-def _with_negatives(positives: torch.Tensor, labels: Optional[torch.Tensor], negatives: torch.Tensor):
-    """``(seeds, labels, indexes)`` of :func:`with_negatives` for one set of pairs."""
-    positives = positives.to(torch.int64)
-    num_positives, k = negatives.shape
-    sources = positives[:, 0].repeat_interleave(k)
-    seeds = torch.cat([positives, torch.stack([sources, negatives.reshape(-1)], dim=1)])
-    if labels is None:
-        labels = torch.ones(num_positives, dtype=torch.float32, device=seeds.device)
-    negative_labels = labels.new_zeros((num_positives * k,) + tuple(labels.shape[1:]))
-    queries = torch.arange(num_positives, device=seeds.device)
-    indexes = torch.cat([queries, queries.repeat_interleave(k)])
-    return seeds, torch.cat([labels, negative_labels]), indexes
