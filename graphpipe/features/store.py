@@ -37,7 +37,6 @@ class Feature:
     # batch in its own thread); a subclass whose reads change unlocked state sets False.
     concurrent_reads = True
     path: Optional[str] = None  # the .npy file of a path-backed feature
-    fallback: Optional["Feature"] = None  # a cache's backing feature
     _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
 
     def __init__(self, data: FeatureData):
@@ -89,17 +88,19 @@ class Feature:
         copy; a copy of a numpy or mapped one; a cache's fallback's table, the cache untouched).
         """
         if ids is None:
-            if self.fallback is not None:
-                return self.fallback.read(None, out)
-            if type(self) is Feature and out is None and isinstance(self.data, torch.Tensor):
-                return self.data
-            return self.read_valid(torch.arange(self.num_rows), out)
+            return self.read_all(out)
         return self.read_valid(check_node_ids(ids, self.num_rows, "ids", f"{type(self).__name__}.read", "row"), out)
 
     def read_valid(self, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """:meth:`read` of ``[n]`` int32/int64 ids the library made and knows to be in
         ``[0, num_rows)`` (a sampler's ``input_nodes``): no check. A storage overrides this."""
         return gather_valid_rows(self.data, ids, out)
+
+    def read_all(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """:meth:`read` of every row: a tensor table itself (no copy), else a copy."""
+        if type(self) is Feature and out is None and isinstance(self.data, torch.Tensor):
+            return self.data
+        return self.read_valid(torch.arange(self.num_rows), out)
 
     def size(self) -> torch.Size:
         """GraphBolt's: the shape of one row, ``row_shape`` as a ``torch.Size``."""
@@ -202,6 +203,12 @@ class Feature:
 class CachedFeature(Feature):
     """A cache in front of ``fallback`` (a :class:`Feature`): its rows, row shape, dtype
     and size are the fallback's; subclasses implement ``read_valid``."""
+
+    fallback: Feature
+
+    def read_all(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Every row: the fallback's, the cache untouched (GraphBolt's cached ``read()``)."""
+        return self.fallback.read_all(out)
 
     @property
     def num_rows(self) -> int:
