@@ -38,6 +38,13 @@ def as_int(value) -> Optional[int]:
     return None
 
 
+def check_bool(value, name: str, where: str, why: str = "") -> bool:
+    """``value`` if it is a bool, else a TypeError naming ``name`` (``why``: a parenthesis)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: `{name}` must be a bool{why}, got {value!r}")
+    return value
+
+
 def check_int(value, name: str, where: str, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
     """``value`` (see :func:`as_int`) as a Python int in ``[minimum, maximum]``; a
     ValueError naming ``where`` and the argument ``name`` otherwise."""

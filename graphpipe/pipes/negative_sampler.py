@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from graphpipe._internal.checks import check_int, check_node_pairs
+from graphpipe._internal.checks import check_bool, check_int, check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
@@ -86,8 +86,7 @@ class UniformNegativeSampler(Pipe):
         if neg_sampling == "binary" and exclude_existing_edges:
             raise ValueError(f"{name}: `exclude_existing_edges=True` redraws corrupted destinations: it needs neg_sampling='triplet'")
         self.neg_sampling = neg_sampling
-        if not isinstance(exclude_existing_edges, bool):
-            raise TypeError(f"{name}: `exclude_existing_edges` must be a bool, got {exclude_existing_edges!r}")
+        check_bool(exclude_existing_edges, "exclude_existing_edges", name)
         on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         check_supported(name, graph="typed" if graph.is_heterogeneous else "untyped", task="link", **({"device": "GPU"} if on_gpu else {}))
         if exclude_existing_edges and on_gpu:

@@ -10,7 +10,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from graphpipe._internal.checks import check_fanouts, check_int, check_reverse_edge_ids
+from graphpipe._internal.checks import check_bool, check_fanouts, check_int, check_reverse_edge_ids
 from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import LAYOUTS, MiniBatch
 from graphpipe.ops.compile import unique_and_compact_task
@@ -166,9 +166,7 @@ class SubgraphSampler(Pipe):
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
         self.cooperative = bool(cooperative)
-        if not isinstance(disjoint, bool):
-            raise TypeError(f"{name}: `disjoint` must be a bool, got {disjoint!r}")
-        if disjoint and self.cooperative:
+        if check_bool(disjoint, "disjoint", name) and self.cooperative:
             raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
         self.disjoint = disjoint
         self.mode = "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
@@ -215,8 +213,7 @@ class SubgraphSampler(Pipe):
         none) and ``reverse_positions`` (CSC position -> CSC position of its reverse)."""
         name = type(self).__name__
         for arg, value in (("exclude_seed_edges", exclude_seed_edges), ("include_reverse_edges", include_reverse_edges)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name}: `{arg}` must be a bool, got {value!r}")
+            check_bool(value, arg, name)
         if include_reverse_edges and not exclude_seed_edges:
             raise ValueError(f"{name}: `include_reverse_edges=True` needs `exclude_seed_edges=True`")
         for arg, value in (("reverse_edge_ids", reverse_edge_ids), ("reverse_etypes_mapping", reverse_etypes_mapping)):
@@ -451,10 +448,7 @@ class SubgraphSampler(Pipe):
 def _check_graphbolt_flags(where: str, **flags) -> None:
     """GraphBolt's scheduling flags (``overlap_fetch``, ``asynchronous``) are bools, and no-ops here."""
     for arg, value in flags.items():
-        if not isinstance(value, bool):
-            raise TypeError(
-                f"{where}: `{arg}` must be a bool (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself), got {value!r}"
-            )
+        check_bool(value, arg, where, " (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself)")
 
 
 _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), per edge type on a typed graph; got {got}"
