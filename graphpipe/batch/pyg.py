@@ -36,12 +36,9 @@ def to_pyg(
     holds edges re-sampled for nodes reached earlier: they and the nodes only they reach
     are dropped and the rest renumbered (a pass over the edges, a sort per hop, a gather
     of rows); the result equals the ``"pyg"`` batch's under the same seed (NS, LABOR-0).
-    A disjoint batch (``disjoint=True``, and temporal ``layout="pyg"`` batches) also gets
-    NeighborLoader's ``batch`` per node type: each node's subtree, the position of its
-    seed among the seeds (node pairs: of its pair; the first nodes are then the pairs'
-    sources, then their destinations, as PyG's disjoint LinkNeighborLoader). A temporal
-    batch has ``seed_time`` on each seed type (node seeds) or ``edge_label_time`` on each
-    seed edge type (``neg_sampling="binary"``): the items' ``timestamp``.
+    A disjoint (or temporal ``"pyg"``) batch also gets ``batch`` per node type: each node's
+    subtree (its seed's position; node pairs: its pair's); a temporal one ``seed_time`` on
+    seed types or ``edge_label_time`` on seed edge types (binary): the items' ``timestamp``.
 
     Per node type (the ``Data`` itself when untyped): ``n_id`` (type-local ids when
     typed), ``num_nodes``, ``num_sampled_nodes`` (``L + 1`` ints), ``x`` (node feature

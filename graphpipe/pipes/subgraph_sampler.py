@@ -177,26 +177,9 @@ class SubgraphSampler(Pipe):
         self.graph = graph
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
-        self.cooperative = bool(cooperative)
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
-        self.time_filter = _time_filter(graph, name, time_attr, node_timestamp_attr_name, edge_timestamp_attr_name, comparison, time_window, temporal_strategy)
-        temporal = self.time_filter is not None
-        if check_bool(disjoint, "disjoint", name) and self.cooperative:
-            raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
-        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
-            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
-        # Temporal sampling filters every node against its root seed's time, so a node is
-        # one row per root: one per subtree (pyg layout) or per sampled edge (block).
-        self.disjoint = disjoint or (temporal and layout == "pyg")
-        self.deduplicate = deduplicate and not (temporal and layout == "block")
-        self.mode = (
-            "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
-        )
-        if temporal and self.cooperative:
-            raise UnsupportedCombination(
-                f"{name}: temporal sampling filters every hop by its root seed's time, which cooperative batches do "
-                f"not keep (their rows are shared by all seeds; GraphBolt refuses it too); pass cooperative=False"
-            )
+        self._init_mode(cooperative, disjoint, deduplicate, layout, time_attr, node_timestamp_attr_name,
+                        edge_timestamp_attr_name, comparison, time_window, temporal_strategy)  # fmt: skip
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
@@ -233,6 +216,30 @@ class SubgraphSampler(Pipe):
             seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
+
+    def _init_mode(self, cooperative, disjoint, deduplicate, layout, *time_options) -> None:
+        """``cooperative``, ``disjoint``, ``deduplicate``, ``time_filter`` and ``mode`` (the
+        capability table's) from the options."""
+        name = type(self).__name__
+        self.cooperative = bool(cooperative)
+        self.time_filter = _time_filter(self.graph, name, *time_options)
+        temporal = self.time_filter is not None
+        if check_bool(disjoint, "disjoint", name) and self.cooperative:
+            raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
+        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
+            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
+        # Temporal sampling filters every node against its root seed's time, so a node is
+        # one row per root: one per subtree (pyg layout) or per sampled edge (block).
+        self.disjoint = disjoint or (temporal and layout == "pyg")
+        self.deduplicate = deduplicate and not (temporal and layout == "block")
+        self.mode = (
+            "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
+        )
+        if temporal and self.cooperative:
+            raise UnsupportedCombination(
+                f"{name}: temporal sampling filters every hop by its root seed's time, which cooperative batches do "
+                f"not keep (their rows are shared by all seeds; GraphBolt refuses it too); pass cooperative=False"
+            )
 
     def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping) -> None:
         """Check the exclusion arguments once: ``reverse_edge_types`` per edge type id (-1:
