@@ -118,17 +118,15 @@ def sample_uniform_negatives(
             graph's destination type), default all nodes.
         type_per_edge, edge_type: a typed graph's edge type ids and the pairs' edge type:
             ``exclude_edges`` then avoids edges of that type only.
-        node_time, latest: temporal negatives: ``[num_nodes]`` int64 node times and
-            ``[N]`` int64 the latest time a negative of pair ``i`` may have; a later draw
-            is redrawn, as an edge is with ``exclude_edges`` (untimed nodes: any time).
+        node_time, latest: ``[num_nodes]``, ``[N]`` int64: a draw later than ``latest[i]``
+            is redrawn, as an edge with ``exclude_edges`` (UNTIMED nodes: never).
 
     Returns:
         ``[N, negative_ratio]`` int64 negative destinations on ``pairs``' device: row
         ``i`` holds the negatives of pair ``i``, whose source they keep.
 
     Raises:
-        ValueError: bad arguments (naming them), or, with ``exclude_edges``, a source with
-            edges to nearly every node (no non-edge in ``MAX_ATTEMPTS`` draws).
+        ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS``.
     """
     where = "sample_uniform_negatives"
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
