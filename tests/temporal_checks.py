@@ -48,7 +48,7 @@ def items(kind: str, edges, task: str, gen: torch.Generator):
     if task == "node":
         seeds = {NODE: torch.arange(40)} if kind == "untyped" else {"paper": torch.arange(0, 40, 2), "author": torch.arange(0, 30, 3)}
     else:
-        types = [EDGE] if kind == "untyped" else ["author:writes:paper", "paper:cites:paper"]
+        types = [EDGE] if kind == "untyped" else ["author:writes:paper", "paper:cites:paper", "paper:written_by:author"]
         seeds = {t: torch.stack(edges[t], 1)[:30] for t in types}
     sets = {t: gp.ItemSet((s, torch.randint(20, 100, (s.size(0),), generator=gen)), names=("seeds", "timestamp")) for t, s in seeds.items()}
     return sets[EDGE if task == "link" else NODE] if kind == "untyped" else gp.HeteroItemSet(sets)

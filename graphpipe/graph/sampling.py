@@ -168,26 +168,26 @@ def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool):
         ``(rows, counts, links)``: ``[R]`` the values, rows per node type, and edge type
         id -> ``(values, [N, k] int64 positions in rows)``.
     """
-    pieces: List[List[Tuple[int, torch.Tensor]]] = [[] for _ in schema.node_types]  # (edge type, column)
+    pieces: List[List[Tuple[int, int, torch.Tensor]]] = [[] for _ in schema.node_types]  # (edge type, column, values)
     for etype, v in values.items():
         ends = schema.edge_type_ends[etype] if v.size(1) == 2 else (0,) * v.size(1)
         if row_major and len(schema.node_types) == 1:
-            pieces[0].append((etype, v.reshape(-1)))
+            pieces[0].append((etype, -1, v.reshape(-1)))
             continue
         for column, node_type in enumerate(ends):
-            pieces[node_type].append((etype, v[:, column]))
-    counts = tuple(sum(p.numel() for _, p in type_pieces) for type_pieces in pieces)
-    rows = torch.cat([p for type_pieces in pieces for _, p in type_pieces])
+            pieces[node_type].append((etype, column, v[:, column]))
+    counts = tuple(sum(p.numel() for *_, p in type_pieces) for type_pieces in pieces)
+    rows = torch.cat([p for type_pieces in pieces for *_, p in type_pieces])
     at = list(accumulate(counts, initial=0))
-    links: Dict[int, List[torch.Tensor]] = {etype: [] for etype in values}
+    local = {etype: (v, torch.empty(v.shape, dtype=torch.int64)) for etype, v in values.items()}
     for node_type, type_pieces in enumerate(pieces):
-        for etype, p in type_pieces:
-            links[etype].append(torch.arange(at[node_type], at[node_type] + p.numel()))
+        for etype, column, p in type_pieces:
+            positions = torch.arange(at[node_type], at[node_type] + p.numel())
+            if column < 0:
+                local[etype][1].copy_(positions.view(local[etype][1].shape))
+            else:
+                local[etype][1][:, column] = positions
             at[node_type] += p.numel()
-    local = {}
-    for etype, v in values.items():
-        columns = links[etype]
-        local[etype] = (v, columns[0].view(v.shape) if len(columns) == 1 else torch.stack(columns, dim=1))
     return rows, counts, local
 
 
