@@ -550,10 +550,14 @@ def sample_graph_neighbors(
     if start.links is not None:
         raise ValueError(f"{where}: `seeds` must be node ids, got node pairs")
     layer_times = None if times is None else _graph_layer_times(graph, seeds, start, times, where)
-    if layer_times is not None and graph.is_heterogeneous and len(counts) == 1:
-        counts = counts * len(graph.edge_types)  # one fanout per edge type: valid in-edges are cut per type
-    if layer_times is not None and not graph.is_heterogeneous:
-        sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
+    if layer_times is not None and (not graph.is_heterogeneous or len(counts) == 1):  # whole in-edge ranges
+        nodes = start.nodes
+        bounds = torch.stack([graph.indptr[nodes], graph.indptr[nodes + 1]], dim=1).reshape(-1)
+        fanouts = torch.full((nodes.numel(),), counts[0], dtype=torch.int64)
+        # A typed graph's time order holds per edge type, not across a node's whole range.
+        sample = layer_times.filter.sample(bounds, layer_times.lo, layer_times.hi, nodes, fanouts, kernel, whole_ranges=graph.is_heterogeneous)
+        if graph.is_heterogeneous:
+            return _split_by_edge_type(graph, start, sample)
         return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
     if not graph.is_heterogeneous:
         sample = kernel(graph.indptr, start.nodes, counts[0], None, None)
