@@ -29,7 +29,7 @@ def test_every_sampled_edge_is_valid_for_its_root(case, sort):
     kind, task, layout, uses, comparison, width, strategy = case
     graph, edges, node_time, edge_time = timed_graph(kind, sort and USES[uses])
     gen = torch.Generator().manual_seed(3)
-    pipe = gp.ItemSampler(items(kind, edges, task, gen), 10, shuffle=True, seed=1).sample_neighbor(
+    pipe = gp.ItemSampler(items(kind, edges, task, gen, layout), 10, shuffle=True, seed=1).sample_neighbor(
         graph, FANOUTS, layout=layout, seed=5, comparison=comparison, time_window=width, temporal_strategy=strategy, **USES[uses]
     )
     assert pipe.time_filter.is_sorted == sort
