@@ -217,3 +217,21 @@ def test_negatives_are_never_later_than_their_pair(kind, neg_sampling):
                     assert bool((node_time[node_type][ids] < t).all())
             negatives += neg.size(0)
     assert negatives > 0
+
+
+def test_a_hub_on_a_time_sorted_graph_is_cut_by_binary_search():
+    """GraphBolt's FastTemporalPick never accepts a draw with edge times (an unconditional
+    `continue`), so a hub costs O(degree) there; on a time-sorted graph graphpipe cuts the
+    hub's in-edges to the valid ones by binary search (the `cuts` path) and draws among them."""
+    degree = 100_000
+    ts = torch.randperm(degree, generator=torch.Generator().manual_seed(0))
+    graph = gp.CSCGraph.from_coo(torch.arange(1, degree + 1), torch.zeros(degree, dtype=torch.int64), degree + 1, edge_attributes={"ets": ts})
+    graph = graph.sort_by_time(edge_timestamp_attr_name="ets")
+    item_set = gp.ItemSet((torch.zeros(4, dtype=torch.int64), torch.tensor([10, 500, 50_000, 99_999])), names=("seeds", "timestamp"))
+    pipe = gp.ItemSampler(item_set, 4).temporal_sample_neighbor(graph, [10], edge_timestamp_attr_name="ets", seed=1)
+    assert pipe.time_filter.cuts
+    sub = next(iter(pipe)).sampled_subgraphs[0]
+    eids = sub.original_edge_ids.to(torch.int64)
+    cols = torch.repeat_interleave(torch.arange(4), sub.sampled_csc.indptr.diff())
+    assert sub.sampled_csc.indptr.diff().tolist() == [10, 10, 10, 10]
+    assert bool((ts[eids] < torch.tensor([10, 500, 50_000, 99_999])[cols]).all())
