@@ -367,7 +367,7 @@ class LayerTimes(NamedTuple):
             (no deduplication: a node may be several rows), else None (node keys).
     """
 
-    filter: object
+    filter: TimeFilter
     lo: torch.Tensor
     hi: torch.Tensor
     row_keys: Optional[torch.Tensor] = None

@@ -133,6 +133,18 @@ class SubgraphSampler(Pipe):
     GraphBolt's stage form, ``sampler.exclude_seed_edges(include_reverse_edges=...,
     reverse_etypes_mapping=...)``, gives the same sampler with these options.
 
+    Temporal sampling (``time_attr``, PyG's: a node or an edge attribute; or
+    ``node_timestamp_attr_name`` / ``edge_timestamp_attr_name``, GraphBolt's, both
+    applying when both are given): every layer samples only the in-edges whose times are
+    valid for the node's root seed (``MiniBatch.timestamp``, the items' ``timestamp``
+    field): ``comparison`` ``"<"`` or ``"<="`` (default: ``"<="`` for node seeds in the pyg
+    layout, as PyG, else ``"<"``), ``time_window`` ``w``: later than ``t - w``;
+    ``temporal_strategy`` ``"uniform"`` (the sampler's draws among the valid in-edges) or
+    ``"last"`` (the ``fanout`` latest). A node is one row per root: per subtree
+    (``layout="pyg"``: disjoint, PyG's temporal NeighborLoader) or per sampled edge
+    (``layout="block"``: no deduplication, GraphBolt's temporal layout; also
+    ``deduplicate=False`` without times). See :mod:`graphpipe.graph.temporal`.
+
     GraphBolt's ``overlap_fetch`` (fetch a pinned graph on a side CUDA stream) and
     ``asynchronous`` (run the sampler's steps in background threads) are accepted and do
     nothing: the :class:`~graphpipe.DataLoader` decides where each stage runs and
