@@ -35,6 +35,8 @@ __all__ = [
     "LayerTimes",
     "append_layer",
     "compact_layer",
+    "drop_seed_edges",
+    "seed_edge_keys",
     "link_seed_nodes",
     "sample_graph_neighbors",
     "sample_layer",
@@ -285,6 +287,42 @@ def seed_edge_exclusion(
         type_per_edge=graph.type_per_edge if typed else None, reverse_positions=reverse_positions,
     )  # fmt: skip
     return SeedEdgeExclusion(edges, tuple(segments), tuple(edges.indptr[segments].tolist()))
+
+
+def seed_edge_keys(graph, seeds: SeedNodes, reverse_edge_types: Sequence[int]) -> torch.Tensor:
+    """``[K]`` int64 keys (:func:`_edge_key`) of the edges :func:`drop_seed_edges` drops:
+    every ``u -> v`` of each seed pair's edge type, and ``v -> u`` of its reverse edge
+    type (``reverse_edge_types[t]``, -1: none)."""
+    n = graph.total_num_nodes
+    if len(graph.schema.edge_types) * n * n >= 2**63:
+        raise ValueError(f"seed_edge_keys: {n} nodes of {len(graph.schema.edge_types)} edge types do not fit 63-bit edge keys")
+    keys = []
+    for etype, (pairs, _) in seeds.links.items():
+        keys.append(_edge_key(etype, pairs[:, 0], pairs[:, 1], n))
+        if reverse_edge_types[etype] >= 0:
+            keys.append(_edge_key(reverse_edge_types[etype], pairs[:, 1], pairs[:, 0], n))
+    return torch.cat(keys).unique()
+
+
+def drop_seed_edges(graph, sample: LayerSample, dst: torch.Tensor, edge_dst: torch.Tensor, keys: torch.Tensor) -> LayerSample:
+    """``sample`` without its edges whose key is in ``keys`` (:func:`seed_edge_keys`), as
+    GraphBolt's ``exclude_seed_edges`` removes them after sampling. ``dst``: the layer's
+    ``[n]`` global destination ids; ``edge_dst``: each sampled edge's position in it."""
+    types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
+    keep = ~torch.isin(_edge_key(types, sample.indices, dst[edge_dst], graph.total_num_nodes), keys)
+    if bool(keep.all()):
+        return sample
+    segments = sample.indptr.numel() - 1
+    owner = torch.repeat_interleave(torch.arange(segments), sample.indptr.diff(), output_size=keep.numel())
+    indptr = torch.zeros(segments + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(owner[keep], minlength=segments), 0, out=indptr[1:])
+    weights = None if sample.edge_weights is None else sample.edge_weights[keep]
+    return LayerSample(indptr, sample.indices[keep], sample.edge_ids[keep], weights)
+
+
+def _edge_key(edge_type, src: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """``(edge_type * num_nodes + src) * num_nodes + dst``: an edge's int64 key, global ids."""
+    return (src.to(torch.int64) + edge_type * num_nodes) * num_nodes + dst
 
 
 def sample_layer(

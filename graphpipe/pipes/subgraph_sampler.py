@@ -27,9 +27,11 @@ from graphpipe.graph.sampling import (
     SeedNodes,
     append_layer,
     compact_layer,
+    drop_seed_edges,
     node_ids_of_keys,
     sample_layer,
     seed_edge_exclusion,
+    seed_edge_keys,
     seed_nodes,
     seed_times,
     segment_destinations,
@@ -404,9 +406,11 @@ class SubgraphSampler(Pipe):
         (``S`` seeds, :func:`~graphpipe.graph.sampling.subtree_keys`): a node reached from
         two seeds is two nodes, and the layers are laid out in global ids."""
         seeds = self.batch_seeds(minibatch)
-        exclusion = None
-        if self.excludes_seed_edges:
+        exclusion = dropped = None
+        if self.excludes_seed_edges and self.deduplicate:
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+        elif self.excludes_seed_edges:  # a node is many rows: drop its seed edges after sampling, as GraphBolt
+            dropped = seed_edge_keys(self.graph, seeds, self._reverse_types_by_endpoints())
         nodes, counts = seeds.nodes, seeds.counts
         subtrees = max(nodes.numel(), 1) if self.disjoint else 1
         windows = None if self.time_filter is None else self.seed_windows(minibatch, seeds)
@@ -423,9 +427,13 @@ class SubgraphSampler(Pipe):
             if self.deduplicate:
                 step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
             else:
+                edge_dst = self.edge_destinations(sample, counts, layer)
+                if dropped is not None:
+                    sample = drop_seed_edges(self.graph, sample, nodes, edge_dst, dropped)
+                    edge_dst = self.edge_destinations(sample, counts, layer)
                 step, order = append_layer(self.graph, nodes, counts, sample)
                 if roots is not None:
-                    roots = torch.cat([roots, roots[self.edge_destinations(sample, counts, layer)]])[order]
+                    roots = torch.cat([roots, roots[edge_dst]])[order]
             subgraphs.append(self.lay_out(node_ids_of_keys(step, subtrees), layer))  # now: the sample's sources are freed
             if self.layout == "pyg":
                 skipped = counts
@@ -436,6 +444,13 @@ class SubgraphSampler(Pipe):
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
             subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds, minibatch) if self.disjoint else None,
         )  # fmt: skip
+
+    def _reverse_types_by_endpoints(self) -> Tuple[int, ...]:
+        """Reverse edge types for :func:`~graphpipe.graph.sampling.seed_edge_keys`: an
+        untyped graph's ``reverse_edge_ids`` read as every ``v -> u`` edge."""
+        if not self.typed and self.reverse_positions is not None:
+            return (0,)
+        return self.reverse_edge_types
 
     def edge_destinations(self, sample: LayerSample, counts, layer: int) -> torch.Tensor:
         """``[num_edges]`` int64: each sampled edge's destination, a position in the layer's
