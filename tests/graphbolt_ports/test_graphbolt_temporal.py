@@ -42,6 +42,14 @@ def _get_sampler(sampler_type, node_timestamp_attr_name="timestamp", edge_timest
     )
 
 
+def timestamp_names(use_node_timestamp, use_edge_timestamp):
+    """The samplers' ``node_timestamp_attr_name`` and ``edge_timestamp_attr_name``: "timestamp" or None."""
+    return {
+        "node_timestamp_attr_name": "timestamp" if use_node_timestamp else None,
+        "edge_timestamp_attr_name": "timestamp" if use_edge_timestamp else None,
+    }
+
+
 def with_timestamps(graph, node_timestamp=None, edge_timestamp=None):
     """GraphBolt's ``graph.node_attributes = {"timestamp": node_timestamp}`` (and
     ``edge_attributes``): a copy of the read-only ``graph`` with those attributes."""
@@ -190,10 +198,7 @@ def test_temporal_sample_neighbors_homo(indptr_dtype, indices_dtype, replace, la
     if use_edge_timestamp:
         edge_timestamp = torch.randint(0, 100, (total_num_edges,), dtype=torch.int64)
         graph = with_timestamps(graph, edge_timestamp=edge_timestamp)
-    names = dict(
-        node_timestamp_attr_name="timestamp" if use_node_timestamp else None,
-        edge_timestamp_attr_name="timestamp" if use_edge_timestamp else None,
-    )
+    names = timestamp_names(use_node_timestamp, use_edge_timestamp)
     if sort:
         graph = graph.sort_by_time(**names)
     sampler = graph_sampler(graph, labor)
@@ -299,10 +304,7 @@ def test_temporal_sample_neighbors_hetero(indptr_dtype, indices_dtype, replace, 
     if use_edge_timestamp:
         edge_timestamp = torch.randint(0, 100, (total_num_edges,), dtype=torch.int64)
         graph = with_timestamps(graph, edge_timestamp=edge_timestamp)
-    names = dict(
-        node_timestamp_attr_name="timestamp" if use_node_timestamp else None,
-        edge_timestamp_attr_name="timestamp" if use_edge_timestamp else None,
-    )
+    names = timestamp_names(use_node_timestamp, use_edge_timestamp)
     if sort:
         graph = graph.sort_by_time(**names)
 
@@ -554,12 +556,12 @@ def test_SubgraphSampler_Random_Hetero_Graph(sampler_type, replace):
 
     for data in sampler_dp:
         for sampledsubgraph in data.sampled_subgraphs:
-            for _, value in sampledsubgraph.sampled_csc.items():
+            for value in sampledsubgraph.sampled_csc.values():
                 assert torch.equal(torch.ge(value.indices, torch.zeros(len(value.indices))), torch.ones(len(value.indices)))
                 assert torch.equal(torch.ge(value.indptr, torch.zeros(len(value.indptr))), torch.ones(len(value.indptr)))
-            for _, value in sampledsubgraph.original_column_node_ids.items():
+            for value in sampledsubgraph.original_column_node_ids.values():
                 assert torch.equal(torch.ge(value, torch.zeros(len(value))), torch.ones(len(value)))
-            for _, value in sampledsubgraph.original_row_node_ids.items():
+            for value in sampledsubgraph.original_row_node_ids.values():
                 assert torch.equal(torch.ge(value, torch.zeros(len(value))), torch.ones(len(value)))
 
 
@@ -819,10 +821,7 @@ def test_temporal_link_seeds_use_their_own_pairs_time(sampler_type, timestamps, 
     num_nodes, num_pairs, k = 40, 12, 3
     src, dst, node_ts, edge_ts = random_temporal_coo(num_nodes, 600, 10 * num_pairs, seed=7)
     use_node, use_edge = TIMESTAMPS[timestamps]
-    names = dict(
-        node_timestamp_attr_name="timestamp" if use_node else None,
-        edge_timestamp_attr_name="timestamp" if use_edge else None,
-    )
+    names = timestamp_names(use_node, use_edge)
     graph = gb.CSCGraph.from_coo(src, dst, num_nodes, edge_attributes={"timestamp": edge_ts}, node_attributes={"timestamp": node_ts})
     if sort:
         graph = graph.sort_by_time(**names)
@@ -846,10 +845,7 @@ def test_temporal_sampler_time_window(sampler_type, timestamps, fanout):
     num_nodes, window = 30, 4
     src, dst, node_ts, edge_ts = random_temporal_coo(num_nodes, 400, 20, seed=3)
     use_node, use_edge = TIMESTAMPS[timestamps]
-    names = dict(
-        node_timestamp_attr_name="timestamp" if use_node else None,
-        edge_timestamp_attr_name="timestamp" if use_edge else None,
-    )
+    names = timestamp_names(use_node, use_edge)
     graph = gb.CSCGraph.from_coo(src, dst, num_nodes, edge_attributes={"timestamp": edge_ts}, node_attributes={"timestamp": node_ts})
     g = torch.Generator().manual_seed(4)
     seeds, times = torch.randint(num_nodes, (16,), generator=g), torch.randint(5, 20, (16,), generator=g)
@@ -890,10 +886,7 @@ def test_temporal_sample_neighbors_window(typed, timestamps, fanout, sort):
     GraphBolt's style (counts and sampled neighbours per seed) against brute force."""
     graph = window_graph(typed)
     use_node, use_edge = TIMESTAMPS[timestamps]
-    names = dict(
-        node_timestamp_attr_name="timestamp" if use_node else None,
-        edge_timestamp_attr_name="timestamp" if use_edge else None,
-    )
+    names = timestamp_names(use_node, use_edge)
     node_ts, edge_ts = graph.node_attributes["timestamp"], graph.edge_attributes["timestamp"]
     indptr, indices, type_per_edge = graph.indptr, graph.indices, graph.type_per_edge
     if sort:
