@@ -151,6 +151,23 @@ def graph_sampler(graph, labor):
     return sample
 
 
+def refused(sampler, seeds, seeds_timestamp, fanouts, replace, labor, names):
+    """Where graphpipe refuses what GraphBolt samples, assert the error and return True:
+    temporal sampling with no timestamp named (GraphBolt then samples every neighbour; in
+    graphpipe that is ``sample_neighbors``, and a temporal call without times is taken for
+    a mistake) and LABOR with ``replace=True`` (graphpipe's LABOR draws without replacement,
+    as its non-temporal ``LayerNeighborSampler``; GraphBolt's draws ``fanout`` with)."""
+    if not any(names.values()):
+        with pytest.raises(ValueError, match=r"name the timestamps: node_timestamp_attr_name and/or edge_timestamp_attr_name"):
+            sampler(seeds, seeds_timestamp, fanouts, replace=replace, **names)
+        return True
+    if labor and replace:
+        with pytest.raises(ValueError, match=r"LABOR samples without replacement; pass replace=False"):
+            sampler(seeds, seeds_timestamp, fanouts, replace=replace, **names)
+        return True
+    return False
+
+
 # ---------------------------------------------------------------- test_fused_csc_sampling_graph.py
 
 # GraphBolt runs every (indptr, indices) dtype pair; int32 offsets with int64 node ids
@@ -202,6 +219,8 @@ def test_temporal_sample_neighbors_homo(indptr_dtype, indices_dtype, replace, la
     if sort:
         graph = graph.sort_by_time(**names)
     sampler = graph_sampler(graph, labor)
+    if refused(sampler, torch.tensor(seed_list), seed_timestamp, fanouts, replace, labor, names):
+        return
 
     # GraphBolt raises an AssertionError for nodes of another dtype than the graph's
     # indices; graphpipe takes any integer dtype, so the same draw must come out.
@@ -307,8 +326,11 @@ def test_temporal_sample_neighbors_hetero(indptr_dtype, indices_dtype, replace, 
     names = timestamp_names(use_node_timestamp, use_edge_timestamp)
     if sort:
         graph = graph.sort_by_time(**names)
+    sampler = graph_sampler(graph, labor)
+    if refused(sampler, seeds, seed_timestamp, fanouts, replace, labor, names):
+        return
 
-    subgraph = graph_sampler(graph, labor)(seeds, seed_timestamp, fanouts, replace=replace, **names)
+    subgraph = sampler(seeds, seed_timestamp, fanouts, replace=replace, **names)
 
     def _to_homo():
         ret_seeds, ret_timestamps = [], []
@@ -390,6 +412,7 @@ def test_SubgraphSampler_Link(sampler_type):
         assert torch.equal(data.compacted_seeds, torch.tensor([[0, 1], [2, 3]]))
 
 
+@pytest.mark.xfail(strict=True, reason="core: negatives' timestamp (a negative does not get its positive's time yet)")
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
 def test_SubgraphSampler_Link_With_Negative(sampler_type):
     graph = with_arange_timestamps(rand_csc_graph(20, 0.15, bidirection_edge=True))
@@ -449,6 +472,11 @@ def hetero_link_itemset(first_etype="n1:e1:n2", second_etype="n2:e2:n1"):
     })  # fmt: skip
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="core: graph/sampling.py link_rows collects an edge type's columns in node type order, not column order: "
+    "for 'n2:e2:n1' (source type id > destination type id) compacted_seeds are [[-2, 2], [-1, 3]], not [[0, 0], [1, 1]]",
+)
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
 def test_SubgraphSampler_Link_Hetero(sampler_type):
     graph = with_arange_timestamps(get_hetero_graph())
@@ -464,6 +492,7 @@ def test_SubgraphSampler_Link_Hetero(sampler_type):
             assert torch.equal(compacted_seeds, torch.tensor([[0, 0], [1, 1]]))
 
 
+@pytest.mark.xfail(strict=True, reason="core: negatives' timestamp (a negative does not get its positive's time yet)")
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
 def test_SubgraphSampler_Link_Hetero_With_Negative(sampler_type):
     graph = with_arange_timestamps(get_hetero_graph())
@@ -512,19 +541,14 @@ def test_SubgraphSampler_Link_Hetero_With_Negative_Unknown_Etype(sampler_type):
 # GraphBolt samples hyperlinks on typed graphs (here "n2:n1:n2:n1:n2", expecting
 # compacted_seeds [[0, 0, 2, 2, 4], [1, 1, 3, 3, 5]]: per node type, column after column);
 # graphpipe samples hyperlinks on untyped graphs only (its capability table), so the
-# typed hyperlink tests assert the refusal.
-@pytest.mark.parametrize("sampler_type", TEMPORAL)
-def test_SubgraphSampler_HyperLink_Hetero(sampler_type):
-    graph = with_arange_timestamps(get_hetero_graph())
+# typed hyperlink tests assert the refusal: of a key that is no edge type when the item set
+# is built (before any sampler, so one case for both), of "n2:n1:n2" hyperlinks ([N, 3]
+# seeds) by the item sampler.
+def test_SubgraphSampler_HyperLink_Hetero():
     items = (torch.LongTensor([[2, 0, 1, 1, 2], [0, 1, 1, 0, 0]]), torch.randint(0, 10, (2,)))
     names = ("seeds", "timestamp")
-    itemset = gb.HeteroItemSet({"n2:n1:n2:n1:n2": gb.ItemSet(items, names=names)})
-    datapipe = gb.ItemSampler(itemset, batch_size=2)
-    num_layer = 2
-    fanouts = [torch.LongTensor([2]) for _ in range(num_layer)]
-    sampler = _get_sampler(sampler_type)
-    with pytest.raises(gb.UnsupportedCombination, match=r"hyperlinks .* are sampled on untyped graphs only"):
-        list(sampler(datapipe, graph, fanouts))
+    with pytest.raises(ValueError, match=r"an edge type must be 'src_type:relation:dst_type'.*got 'n2:n1:n2:n1:n2'"):
+        gb.HeteroItemSet({"n2:n1:n2:n1:n2": gb.ItemSet(items, names=names)})
 
 
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
@@ -551,6 +575,11 @@ def test_SubgraphSampler_Random_Hetero_Graph(sampler_type, replace):
     num_layer = 2
     fanouts = [torch.LongTensor([2]) for _ in range(num_layer)]
     sampler = _get_sampler(sampler_type)
+    if sampler_type == "TemporalLayer" and replace:
+        # graphpipe's LABOR draws without replacement (see refused()).
+        with pytest.raises(ValueError, match=r"LABOR samples without replacement; pass replace=False"):
+            sampler(item_sampler, graph, fanouts, replace=replace)
+        return
 
     sampler_dp = sampler(item_sampler, graph, fanouts, replace=replace)
 
@@ -741,19 +770,14 @@ def test_SubgraphSampler_without_deduplication_Homo_HyperLink(sampler_type):
             assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
 
 
-# Typed hyperlinks: refused by graphpipe (see test_SubgraphSampler_HyperLink_Hetero).
-@pytest.mark.parametrize("sampler_type", TEMPORAL)
-def test_SubgraphSampler_without_deduplication_Hetero_HyperLink(sampler_type):
-    graph = with_zero_timestamps(get_hetero_graph())
+# Typed hyperlinks: refused by graphpipe (see test_SubgraphSampler_HyperLink_Hetero), here by
+# the item sampler, before any sampler (so one case for both).
+def test_SubgraphSampler_without_deduplication_Hetero_HyperLink():
     items = (torch.arange(3).view(1, 3), torch.randint(1, 10, (1,)))
     names = ("seeds", "timestamp")
     itemset = gb.HeteroItemSet({"n2:n1:n2": gb.ItemSet(items, names=names)})
-    item_sampler = gb.ItemSampler(itemset, batch_size=2)
-    num_layer = 2
-    fanouts = [torch.LongTensor([2]) for _ in range(num_layer)]
-    sampler = _get_sampler(sampler_type)
     with pytest.raises(gb.UnsupportedCombination, match=r"hyperlinks .* are sampled on untyped graphs only"):
-        list(sampler(item_sampler, graph, fanouts))
+        gb.ItemSampler(itemset, batch_size=2)
 
 
 # ---------------------------------------------------------------- beyond upstream
@@ -923,3 +947,26 @@ def test_temporal_sample_neighbors_window(typed, timestamps, fanout, sort):
                 per_type = torch.bincount(type_per_edge[positions[ok]].long()) if typed else torch.tensor([len(valid)])
                 assert len(sampled) == int(per_type.clamp(max=fanout).sum())
             assert set(sampled) <= set(valid)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core: CSCGraph.temporal_sample_neighbors on a typed graph applies ONE fanout per edge type "
+    "(6 for a node with in-edges of 2 types), not to all of a node's in-edges together as GraphBolt and sample_neighbors",
+)
+def test_temporal_sample_neighbors_hetero_single_fanout():
+    """GraphBolt's one fanout on a typed graph applies to a node's in-edges of all types
+    together (``TemporalNumPick`` over the whole in-edge range, as ``sample_neighbors``;
+    graphpipe's ``sample_neighbors`` does the same, test_graphbolt_graph_sample_neighbors.py):
+    with every edge valid, 3 in total per node."""
+    g = torch.Generator().manual_seed(0)
+    u, i = torch.randint(20, (1000,), generator=g), torch.randint(10, (1000,), generator=g)
+    graph = gb.CSCGraph.from_hetero_edges({"u:w:i": (u, i), "i:b:u": (i, u), "u:f:u": (u, u.roll(1))}, {"u": 20, "i": 10})
+    graph = with_timestamps(graph, edge_timestamp=torch.zeros(graph.total_num_edges, dtype=torch.int64))
+    seeds = {"u": torch.arange(20), "i": torch.arange(10)}
+    times = {"u": torch.ones(20, dtype=torch.int64), "i": torch.ones(10, dtype=torch.int64)}
+    subgraph = graph.temporal_sample_neighbors(seeds, times, torch.tensor([3]), edge_timestamp_attr_name="timestamp")
+    per_node = {"u": torch.zeros(20, dtype=torch.int64), "i": torch.zeros(10, dtype=torch.int64)}
+    for etype, csc in subgraph.sampled_csc.items():
+        per_node[gb.etype_str_to_tuple(etype)[2]] += csc.indptr.diff()
+    assert per_node["u"].tolist() == [3] * 20 and per_node["i"].tolist() == [3] * 10  # every node has > 3 in-edges
