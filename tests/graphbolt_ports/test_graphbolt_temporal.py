@@ -785,42 +785,62 @@ def test_SubgraphSampler_without_deduplication_Hetero_HyperLink():
 # ---------------------------------------------------------------- beyond upstream
 
 
-def valid_edges(src, dst, node_ts, edge_ts, destination, t, window=None):
-    """Brute force, GraphBolt's rule (``TemporalMask``): the ids of the edges into
-    ``destination`` whose source's node time and edge time (those not None) are ``< t``,
-    and ``> t - window`` when a window is given (GraphBolt's code: an open window,
-    though its docs say ``[t - window, t]``)."""
-    ok = dst == destination
-    for ts in (None if node_ts is None else node_ts[src], edge_ts):
+def valid_positions(graph, destination, edge_type, t, names, window=None):
+    """Brute force, GraphBolt's rule (``TemporalMask``): the CSC positions of the in-edges
+    of global node ``destination`` (of edge type id ``edge_type`` on a typed graph) whose
+    source's node time and edge time (those ``names`` names) are ``< t``, and ``> t - window``
+    when a window is given (GraphBolt's code: an open window, its docs say ``[t - w, t]``)."""
+    positions = torch.arange(int(graph.indptr[destination]), int(graph.indptr[destination + 1]))
+    if graph.is_heterogeneous:
+        positions = positions[graph.type_per_edge[positions].long() == edge_type]
+    ok = torch.ones(positions.numel(), dtype=torch.bool)
+    node_name, edge_name = names["node_timestamp_attr_name"], names["edge_timestamp_attr_name"]
+    for ts in (
+        None if node_name is None else graph.node_attributes[node_name][graph.indices[positions].long()],
+        None if edge_name is None else graph.edge_attributes[edge_name][positions],
+    ):  # fmt: skip
         if ts is not None:
             ok &= ts < t
             if window is not None:
                 ok &= ts > t - window
-    return ok.nonzero().flatten()
+    return positions[ok]
 
 
-def assert_block_batch_is_temporal(mb, coo, root_times, fanouts, window=None):
-    """Every layer of a block-layout (GraphBolt's temporal layout: no deduplication)
-    homogeneous batch against brute force. ``coo``: ``(src, dst, node_ts, edge_ts)`` by
-    user edge id; ``root_times``: the time of the root seed of each destination of the
-    last layer. Destination ``j`` with root time ``t`` gets ``min(k, |valid at t|)``
-    distinct valid in-edges; they make the new rows ``num_dst + arange(E)``, and the
-    destinations of the layer below are these rows, each with its root's time."""
-    src, dst, node_ts, edge_ts = coo
-    times = root_times
-    for layer in reversed(range(len(mb.sampled_subgraphs))):
-        subgraph, k = mb.sampled_subgraphs[layer], fanouts[layer]
-        columns, indptr = subgraph.original_column_node_ids, subgraph.sampled_csc.indptr
-        counts, num_dst = indptr.diff(), columns.numel()
-        assert torch.equal(subgraph.sampled_csc.indices, torch.arange(int(counts.sum())) + num_dst)
-        assert torch.equal(subgraph.original_row_node_ids[:num_dst], columns)
-        for j in range(num_dst):
-            valid = valid_edges(src, dst, node_ts, edge_ts, columns[j], int(times[j]), window)
-            edges = subgraph.original_edge_ids[indptr[j] : indptr[j + 1]]
-            assert edges.numel() == (valid.numel() if k == -1 else min(k, valid.numel()))
-            assert len(set(edges.tolist())) == edges.numel() and set(edges.tolist()) <= set(valid.tolist())
-            assert torch.equal(src[edges], subgraph.original_row_node_ids[num_dst + indptr[j] : num_dst + indptr[j + 1]])
-        times = torch.cat([times, times.repeat_interleave(counts)])
+def assert_block_batch_is_temporal(graph, mb, root_times, fanout, names, window=None):
+    """Every layer of a block-layout batch (GraphBolt's temporal layout: no deduplication)
+    against brute force, typed or not. ``root_times``: the time of the root seed of each
+    destination of the last layer (typed: per node type). Destination ``j`` with root time
+    ``t`` gets ``min(fanout, |valid at t|)`` distinct valid in-edges (per edge type); they
+    make new rows (typed: per source type, after its destinations, edge type by edge type),
+    and the destinations of the layer below are these rows, each with its root's time."""
+    typed = graph.is_heterogeneous
+    etypes = graph.edge_types if typed else [None]
+    offsets = graph.node_type_offset.tolist() if typed else [0]
+    ends = graph.schema.edge_type_ends if typed else [(0, 0)]
+    ntypes = graph.node_types if typed else [None]
+    edge_ids = graph.map_edge_ids(torch.arange(graph.total_num_edges)).tolist()
+    per_type = graph.type_per_edge.tolist() if typed else [0] * graph.total_num_edges
+    position = {(t, i): p for p, (t, i) in enumerate(zip(per_type, edge_ids))}  # (edge type id, edge id) -> CSC position
+    pick = (lambda d, key: d[key]) if typed else (lambda d, key: d)
+    times = root_times if typed else {None: root_times}
+    for subgraph in reversed(mb.sampled_subgraphs):
+        rows = {t: [times[t]] for t in ntypes}
+        next_row = {t: pick(subgraph.original_column_node_ids, t).numel() for t in ntypes}
+        for e, etype in enumerate(etypes):
+            csc, eids = pick(subgraph.sampled_csc, etype), pick(subgraph.original_edge_ids, etype)
+            src, dst = (ntypes[ends[e][0]], ntypes[ends[e][1]])
+            columns, sources = pick(subgraph.original_column_node_ids, dst), pick(subgraph.original_row_node_ids, src)
+            assert torch.equal(csc.indices, torch.arange(next_row[src], next_row[src] + csc.indices.numel()))
+            next_row[src] += csc.indices.numel()
+            for j in range(columns.numel()):
+                valid = valid_positions(graph, int(columns[j]) + offsets[ends[e][1]], e, int(times[dst][j]), names, window)
+                a, b = int(csc.indptr[j]), int(csc.indptr[j + 1])
+                sampled = [position[(e, i)] for i in eids[a:b].tolist()]
+                assert len(sampled) == (valid.numel() if fanout == -1 else min(fanout, valid.numel()))
+                assert len(set(sampled)) == len(sampled) and set(sampled) <= set(valid.tolist())
+                assert (graph.indices[sampled].long() - offsets[ends[e][0]]).tolist() == sources[csc.indices[a:b]].tolist()
+            rows[src].append(times[dst].repeat_interleave(csc.indptr.diff()))
+        times = {t: torch.cat(rows[t]) for t in ntypes}
 
 
 def random_temporal_coo(num_nodes, num_edges, max_time, seed):
@@ -858,29 +878,7 @@ def test_temporal_link_seeds_use_their_own_pairs_time(sampler_type, timestamps, 
     mb = next(iter(pipe))
     assert torch.equal(mb.compacted_seeds, torch.arange(2 * num_pairs).view(num_pairs, 2))
     assert torch.equal(mb.sampled_subgraphs[-1].original_column_node_ids, pairs.view(-1))
-    coo = (src, dst, node_ts if use_node else None, edge_ts if use_edge else None)
-    assert_block_batch_is_temporal(mb, coo, times.repeat_interleave(2), [k, k])
-
-
-@pytest.mark.parametrize("sampler_type", TEMPORAL)
-@pytest.mark.parametrize("timestamps", list(TIMESTAMPS))
-@pytest.mark.parametrize("fanout", [-1, 2])
-def test_temporal_sampler_time_window(sampler_type, timestamps, fanout):
-    """``time_window=w`` on the datapipes (GraphBolt has the window on its graph method
-    only): every hop's edges are in the root seed's open window ``(t - w, t)``."""
-    num_nodes, window = 30, 4
-    src, dst, node_ts, edge_ts = random_temporal_coo(num_nodes, 400, 20, seed=3)
-    use_node, use_edge = TIMESTAMPS[timestamps]
-    names = timestamp_names(use_node, use_edge)
-    graph = gb.CSCGraph.from_coo(src, dst, num_nodes, edge_attributes={"timestamp": edge_ts}, node_attributes={"timestamp": node_ts})
-    g = torch.Generator().manual_seed(4)
-    seeds, times = torch.randint(num_nodes, (16,), generator=g), torch.randint(5, 20, (16,), generator=g)
-    items = gb.ItemSet((seeds, times), names=("seeds", "timestamp"))
-    pipe = _get_sampler(sampler_type, **names)(gb.ItemSampler(items, batch_size=8), graph, [fanout, fanout], time_window=window)
-    coo = (src, dst, node_ts if use_node else None, edge_ts if use_edge else None)
-    for i, mb in enumerate(pipe):
-        assert torch.equal(mb.sampled_subgraphs[-1].original_column_node_ids, seeds[8 * i : 8 * i + 8])
-        assert_block_batch_is_temporal(mb, coo, times[8 * i : 8 * i + 8], [fanout, fanout], window)
+    assert_block_batch_is_temporal(graph, mb, times.repeat_interleave(2), k, names)
 
 
 def window_graph(typed):
@@ -899,6 +897,38 @@ def window_graph(typed):
     node_ts = torch.randint(20, (graph.total_num_nodes,), generator=g)
     edge_ts = torch.randint(20, (graph.total_num_edges,), generator=g)
     return with_timestamps(graph, node_ts, edge_ts)
+
+
+@pytest.mark.parametrize("sampler_type", TEMPORAL)
+@pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.parametrize("timestamps", list(TIMESTAMPS))
+@pytest.mark.parametrize("fanout", [-1, 2])
+@pytest.mark.parametrize("window", [None, 4])
+def test_temporal_sampler_every_hop_against_the_root(sampler_type, typed, timestamps, fanout, window):
+    """The datapipes, typed and untyped, over two layers: every hop's edges are valid for
+    the ROOT seed's time, also with ``time_window=w`` (the open window ``(t - w, t)``; GraphBolt
+    has a window on its graph method only), and the counts are GraphBolt's."""
+    graph = window_graph(typed)
+    names = timestamp_names(*TIMESTAMPS[timestamps])
+    g = torch.Generator().manual_seed(4)
+    sets = {}
+    for i, ntype in enumerate(graph.node_types if typed else [None]):
+        n = graph.num_nodes_per_type[ntype] if typed else graph.total_num_nodes
+        item_set = gb.ItemSet((torch.randint(n, (8,), generator=g), torch.randint(5, 22, (8,), generator=g)), names=("seeds", "timestamp"))
+        sets[ntype] = item_set
+    items = gb.HeteroItemSet(sets) if typed else sets[None]
+    pipe = _get_sampler(sampler_type, **names)(gb.ItemSampler(items, batch_size=6), graph, [fanout, fanout], time_window=window)
+    batches = list(pipe)
+    assert len(batches) == (3 if typed else 2)
+    for mb in batches:
+        columns = mb.sampled_subgraphs[-1].original_column_node_ids
+        if typed:
+            assert all(torch.equal(columns[t], mb.seeds.get(t, columns[t][:0])) for t in graph.node_types)
+            root_times = {t: mb.timestamp.get(t, torch.zeros(0, dtype=torch.int64)) for t in graph.node_types}
+        else:
+            assert torch.equal(columns, mb.seeds)
+            root_times = mb.timestamp
+        assert_block_batch_is_temporal(graph, mb, root_times, fanout, names, window)
 
 
 @pytest.mark.parametrize("typed", [False, True])
