@@ -414,7 +414,6 @@ def test_SubgraphSampler_Link(sampler_type):
         assert torch.equal(data.compacted_seeds, torch.tensor([[0, 1], [2, 3]]))
 
 
-@pytest.mark.xfail(strict=True, reason="core: negatives' timestamp (a negative does not get its positive's time yet)")
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
 def test_SubgraphSampler_Link_With_Negative(sampler_type):
     graph = with_arange_timestamps(rand_csc_graph(20, 0.15, bidirection_edge=True))
@@ -474,11 +473,6 @@ def hetero_link_itemset(first_etype="n1:e1:n2", second_etype="n2:e2:n1"):
     })  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: graph/sampling.py link_rows collects an edge type's columns in node type order, not column order: "
-    "for 'n2:e2:n1' (source type id > destination type id) compacted_seeds are [[-2, 2], [-1, 3]], not [[0, 0], [1, 1]]",
-)
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
 def test_SubgraphSampler_Link_Hetero(sampler_type):
     graph = with_arange_timestamps(get_hetero_graph())
@@ -494,7 +488,6 @@ def test_SubgraphSampler_Link_Hetero(sampler_type):
             assert torch.equal(compacted_seeds, torch.tensor([[0, 0], [1, 1]]))
 
 
-@pytest.mark.xfail(strict=True, reason="core: negatives' timestamp (a negative does not get its positive's time yet)")
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
 def test_SubgraphSampler_Link_Hetero_With_Negative(sampler_type):
     graph = with_arange_timestamps(get_hetero_graph())
@@ -981,11 +974,6 @@ def test_temporal_sample_neighbors_window(typed, timestamps, fanout, sort):
             assert set(sampled) <= set(valid)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: CSCGraph.temporal_sample_neighbors on a typed graph applies ONE fanout per edge type "
-    "(6 for a node with in-edges of 2 types), not to all of a node's in-edges together as GraphBolt and sample_neighbors",
-)
 def test_temporal_sample_neighbors_hetero_single_fanout():
     """GraphBolt's one fanout on a typed graph applies to a node's in-edges of all types
     together (``TemporalNumPick`` over the whole in-edge range, as ``sample_neighbors``;
@@ -1005,11 +993,6 @@ def test_temporal_sample_neighbors_hetero_single_fanout():
 
 
 
-SWAPPED_COLUMNS = pytest.mark.xfail(
-    strict=True,
-    reason="core: graph/sampling.py link_rows swaps the two columns of an edge type whose source type id > destination "
-    "type id: compacted_seeds of 'n2:e2:n1' hold [[-2, 2], [-1, 3]]-like rows, and their exclusion misses",
-)
 # graphpipe's (and GraphBolt's) exclude_seed_edges: no layer holds an edge u -> v of a seed
 # pair (u, v). In the temporal block layout (no deduplication) the core excludes only a seed
 # row's own pair, and nothing for the later rows of the same nodes.
@@ -1038,7 +1021,7 @@ def link_case(kind):
 
 
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
-@pytest.mark.parametrize("kind", ["untyped", "n1:e1:n2", pytest.param("n2:e2:n1", marks=SWAPPED_COLUMNS)])
+@pytest.mark.parametrize("kind", list(LINK_CASES))
 def test_temporal_link_compacted_seeds_index_the_seeds(sampler_type, kind):
     """What GraphBolt's ``test_SubgraphSampler_Link*`` cannot see: ``compacted_seeds`` index
     the seeds' own nodes among the last layer's destinations (typed: column 0 in the
