@@ -21,8 +21,8 @@ Three models, each scored by test AUROC:
   among them the very purchases that decide the labels, so it learns to read the label
   from the future. It is evaluated as it would be used: at a test cutoff only the past
   exists, so its test neighbourhoods are the temporal sampler's (sampling the test
-  items time-blind would show it the test labels' own purchases and score it near 1,
-  a number that says nothing). What differs is training only; it generalises worse.
+  items time-blind would show it the test labels' own purchases: AUROC 0.95 with the
+  defaults, a number that says nothing). What differs is training only; it generalises worse.
 * **MLP** on the customer's static features.
 
 Both GNNs sample without deduplication (GraphBolt's temporal layout: every sampled edge
@@ -30,8 +30,12 @@ makes a new row, so each row has exactly one root seed); :func:`row_roots` walks
 layers from the seeds down to give every input row its seed, whose cutoff gives the
 transaction's age.
 
-    python examples/temporal.py            # about 30 s on 2 CPU cores
+    python examples/temporal.py            # 20 s on 2 CPU cores (a first run: 40 s)
     python examples/temporal.py --small    # seconds (used by the tests)
+
+With the defaults (3,000 customers, 5 epochs) the test AUROCs were: temporal GNN 0.84,
+time-blind GNN 0.65, MLP 0.57 (with ``--small``, over dataset seeds 0-4: 0.82-0.85,
+0.52-0.57 and 0.59-0.63).
 """
 
 import argparse
@@ -135,12 +139,10 @@ def loader(ds, item_set, args, temporal: bool, shuffle: bool) -> gp.DataLoader:
 def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Area under the ROC curve: the probability that a random positive scores above a
     random negative (Mann-Whitney, ties counted half)."""
-    order = torch.argsort(scores)
-    ranks = torch.empty(len(scores), dtype=torch.float64)
-    ranks[order] = torch.arange(1, len(scores) + 1, dtype=torch.float64)
-    for value in scores[order].unique_consecutive():  # ties: their mean rank
-        tied = scores == value
-        ranks[tied] = ranks[tied].mean()
+    ordered, order = torch.sort(scores.to(torch.float64))
+    _, tie, counts = torch.unique_consecutive(ordered, return_inverse=True, return_counts=True)
+    ranks = torch.empty_like(ordered)
+    ranks[order] = (counts.cumsum(0) - (counts - 1) / 2).to(torch.float64)[tie]  # 1-based, tied scores their mean rank
     positives = labels.bool()
     n_pos, n_neg = int(positives.sum()), int((~positives).sum())
     return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

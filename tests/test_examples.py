@@ -104,28 +104,12 @@ def _load_example(name: str):
     return example
 
 
-def test_temporal_gnn_beats_the_time_blind_gnn_and_the_mlp():
-    out = run_example("temporal.py")
-    assert "TemporalRetailDataset(name='temporal_retail', nodes=(customer=1,000" in out
-    auroc = {}
-    for model in ("MLP", "Time-blind GNN", "Temporal GNN"):
-        found = re.findall(rf"^{model} test AUROC: (\d\.\d{{4}})$", out, flags=re.M)
-        assert len(found) == 1, out
-        auroc[model] = float(found[0])
-    # The label follows the past transactions: the temporal GNN reads them; the time-blind
-    # one learnt to read the label from the future, which the test cutoffs do not have;
-    # the static features say little.
-    assert auroc["Temporal GNN"] > auroc["Time-blind GNN"] + 0.1, auroc
-    assert auroc["Temporal GNN"] > auroc["MLP"] + 0.15, auroc
-
-
-def _check_no_leak(mb, node_time, edge_time) -> int:
-    """Walks a block batch without deduplication from the seeds down: each source row
-    takes the root of the destination whose edge made it (a destination is its own row
-    in the layer below); every sampled edge and every timed source node must be older
-    than its root seed's time. Returns the number of edges checked."""
-    seed_time = mb.timestamp["customer"].tolist()
-    roots = {"customer": list(range(len(seed_time)))}
+def _check_no_leak(mb, roots, seed_time, node_time, edge_time) -> int:
+    """Walks a block batch without deduplication from the seeds down: ``roots`` gives the
+    last layer's destination rows their root (node type -> root of each row), each source
+    row takes the root of the destination whose edge made it (a destination is its own
+    row in the layer below); every sampled edge and every timed source node must be older
+    than its root's ``seed_time``. Returns the number of edges checked."""
     checked = 0
     for layer in reversed(mb.sampled_subgraphs):
         below = {t: list(roots.get(t, [])) + [None] * (ids.numel() - len(roots.get(t, [])))
@@ -150,6 +134,11 @@ def _check_no_leak(mb, node_time, edge_time) -> int:
     return checked
 
 
+def _check_churn_batch(mb, day) -> int:
+    seed_time = mb.timestamp["customer"].tolist()
+    return _check_no_leak(mb, {"customer": list(range(len(seed_time)))}, seed_time, {"transaction": day}, day)
+
+
 def test_temporal_examples_batches_hold_nothing_from_their_seeds_future():
     """The leakage check: every edge and transaction the temporal loader samples, at every
     hop, is older than the cutoff of the seed whose tree it is in."""
@@ -157,13 +146,48 @@ def test_temporal_examples_batches_hold_nothing_from_their_seeds_future():
     args = example.parse_args(["--small", "--device", "cpu"])
     ds = gp.datasets.temporal_retail(num_customers=300, seed=3)
     day = ds.node_features["transaction", "timestamp"].tolist()  # edge i of every type: transaction i
-    node_time = {"transaction": day}
     checked = 0
     for item_set in (ds.churn.train_set, ds.churn.test_set):
         for mb in example.loader(ds, item_set, args, temporal=True, shuffle=True):
-            checked += _check_no_leak(mb, node_time, day)
+            checked += _check_churn_batch(mb, day)
     assert checked > 10_000
     # The checker catches a leak: the time-blind loader's batches hold future transactions.
     with pytest.raises(AssertionError, match=r"\('transaction:made_by:customer'"):
         for mb in example.loader(ds, ds.churn.train_set, args, temporal=False, shuffle=False):
-            _check_no_leak(mb, node_time, day)
+            _check_churn_batch(mb, day)
+
+
+def test_temporal_retails_purchase_pairs_sample_only_earlier_transactions():
+    """The link task: both ends of a (customer, product, day) pair see only transactions
+    before that day; the pair's own transaction is never sampled."""
+    ds = gp.datasets.temporal_retail(num_customers=300, seed=3)
+    day = ds.node_features["transaction", "timestamp"].tolist()
+    fanouts = [{e: 5 if e.startswith("transaction:") else 0 for e in ds.graph.edge_types}] * 2
+    fanouts[0] = {e: 1 if e.startswith(("customer:", "product:")) else 0 for e in ds.graph.edge_types}
+    pipe = gp.ItemSampler(ds.purchase.validation_set, 64, shuffle=True, seed=0).temporal_sample_neighbor(
+        ds.graph, fanouts, edge_timestamp_attr_name="timestamp", seed=0
+    )
+    checked = 0
+    for mb in gp.DataLoader(pipe):
+        (edge_type, pairs), = mb.compacted_seeds.items()
+        assert edge_type == "customer:buys:product"
+        roots = {"customer": [None] * int(pairs[:, 0].max() + 1), "product": [None] * int(pairs[:, 1].max() + 1)}
+        for i, (c, p) in enumerate(pairs.tolist()):
+            roots["customer"][c] = roots["product"][p] = i
+        checked += _check_no_leak(mb, roots, mb.timestamp[edge_type].tolist(), {"transaction": day}, day)
+    assert checked > 10_000
+
+
+def test_temporal_gnn_beats_the_time_blind_gnn_and_the_mlp():
+    out = run_example("temporal.py")
+    assert "TemporalRetailDataset(name='temporal_retail', nodes=(customer=1,000" in out
+    auroc = {}
+    for model in ("MLP", "Time-blind GNN", "Temporal GNN"):
+        found = re.findall(rf"^{model} test AUROC: (\d\.\d{{4}})$", out, flags=re.M)
+        assert len(found) == 1, out
+        auroc[model] = float(found[0])
+    # The label follows the past transactions: the temporal GNN reads them; the time-blind
+    # one learnt to read the label from the future, which the test cutoffs do not have;
+    # the static features say little.
+    assert auroc["Temporal GNN"] > auroc["Time-blind GNN"] + 0.1, auroc
+    assert auroc["Temporal GNN"] > auroc["MLP"] + 0.15, auroc

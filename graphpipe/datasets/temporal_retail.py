@@ -80,6 +80,8 @@ class TemporalRetailDataset:
             ``customer:buys:product`` and their reverses ``customer:rev_made_by:transaction``,
             ``product:rev_contains:transaction``, ``product:rev_buys:customer``; edge
             attribute ``"timestamp"`` (int64 day of the edge's transaction) on every edge.
+            Edge ``i`` of every edge type (its id within the type) comes from transaction
+            ``i``; transaction ids ascend with time.
         node_features: ``("customer", "feat")`` ``[C, 7]`` float32, ``("product", "feat")``
             ``[P, 9]`` float32 (category one-hot, standardised log price),
             ``("transaction", "feat")`` ``[T, 2]`` float32 (standardised log amount and
