@@ -51,13 +51,15 @@ from graphpipe.datasets.ondisk import Task
 
 __all__ = ["TemporalRetailDataset", "temporal_retail"]
 
-NUM_DAYS = 360
+NUM_DAYS = 360  # days 1 .. NUM_DAYS
 HORIZON = 30
-# Churn items: (customer, cutoff day) for every customer with a purchase before the cutoff;
-# the label reads the days [cutoff, cutoff + HORIZON). Later cutoffs for later splits, so
-# no split's labels read days another split's labels read.
+# Churn items: (customer, cutoff day) for every customer with a purchase on or before the
+# cutoff; the label reads the days (cutoff, cutoff + HORIZON], RelBench's convention: a
+# sampler that admits neighbours up to the seed's time (PyG's "<=") or only before it
+# (GraphBolt's "<") never sees them. Later cutoffs for later splits, so no split's labels
+# read days another split's labels read.
 CUTOFFS = {"train": (90, 120, 150, 180, 210), "validation": (240, 270), "test": (300, 330)}
-# Purchase items: the transactions of the days [start, end) of each split, the same days
+# Purchase items: the transactions of the days (start, end] of each split, the same days
 # the churn labels of that split read (the train set also holds the days before).
 LINK_DAYS = {"train": (0, 240), "validation": (240, 300), "test": (300, 360)}
 PURCHASE_EDGE_TYPE = "customer:buys:product"
@@ -90,7 +92,7 @@ class TemporalRetailDataset:
             ``target_type="customer"``, ``horizon``, ``cutoffs``): item sets
             ``HeteroItemSet({"customer": ItemSet((seeds, timestamp, labels))})``, all
             ``[n]`` int64: the customer, the cutoff day, 1 if the customer buys nothing in
-            ``[cutoff, cutoff + horizon)``.
+            the days ``(cutoff, cutoff + horizon]``.
         purchase: the link task (``metadata``: ``name="purchase"``, ``edge_type``):
             ``HeteroItemSet({"customer:buys:product": ItemSet((seeds, timestamp))})``,
             ``seeds`` ``[n, 2]`` int64 (customer, product) of each transaction of the
@@ -130,7 +132,7 @@ def temporal_retail(num_customers: int = 3000, seed: int = 0) -> TemporalRetailD
     """A deterministic retail database as a temporal typed graph, with a churn and a
     purchase task split by time (see the module docstring for how it is drawn).
 
-    Days ``0 .. 359``; ``num_customers // 10`` products (at least one per category) in 8
+    Days ``1 .. 360``; ``num_customers // 10`` products (at least one per category) in 8
     categories; about 13 transactions per customer. 3,000 customers (the default) give
     about 40,000 transactions and 250,000 edges, drawn in a fraction of a second.
 
@@ -195,7 +197,7 @@ def _customers(rng: np.random.Generator, n: int) -> Tuple[np.ndarray, Dict[str, 
     order = rng.permutation(_NUM_CATEGORIES)
     rate = _RATE[order][favourite] * np.exp(0.5 * rate_factor)
     lifetime = rng.exponential(_LIFETIME[order][favourite] * np.exp(0.5 * loyalty_factor))
-    join = rng.uniform(0.0, NUM_DAYS - HORIZON, n)
+    join = rng.uniform(1.0, NUM_DAYS - HORIZON + 1, n)
     member = rng.random(n) < 1.0 / (1.0 + np.exp(-0.5 * loyalty_factor))
     region = np.eye(4)[rng.integers(4, size=n)]
     noisy = _standardised(0.3 * rate_factor + rng.normal(size=n), 0.3 * loyalty_factor + rng.normal(size=n))
@@ -207,7 +209,7 @@ def _transactions(rng, behaviour, product_category, price):
     """Every purchase, in time order (by day, then customer): ``customer``, ``product``,
     ``day`` int64 ``[T]``, ``amount`` float64 and ``quantity`` int64."""
     start = behaviour["join"]
-    end = np.minimum(behaviour["leave"], NUM_DAYS)
+    end = np.minimum(behaviour["leave"], NUM_DAYS + 1)
     counts = 1 + rng.poisson(behaviour["rate"] * (end - start))  # the first purchase on the join day
     customer = np.repeat(np.arange(start.size), counts)
     first = np.zeros(customer.size, dtype=bool)
@@ -240,11 +242,11 @@ def _standardised(*columns: np.ndarray) -> np.ndarray:
 
 
 def _churn_items(customer: np.ndarray, day: np.ndarray, num_customers: int, cutoffs) -> HeteroItemSet:
-    """(customer, cutoff, label) for every cutoff and every customer with a purchase before it."""
+    """(customer, cutoff, label) for every cutoff and every customer with a purchase on or before it."""
     seeds, times, labels = [], [], []
     for cutoff in cutoffs:
-        before = np.bincount(customer[day < cutoff], minlength=num_customers)
-        window = (day >= cutoff) & (day < cutoff + HORIZON)
+        before = np.bincount(customer[day <= cutoff], minlength=num_customers)
+        window = (day > cutoff) & (day <= cutoff + HORIZON)
         buys = np.bincount(customer[window], minlength=num_customers) > 0
         active = np.flatnonzero(before)
         seeds.append(active)
@@ -255,8 +257,8 @@ def _churn_items(customer: np.ndarray, day: np.ndarray, num_customers: int, cuto
 
 
 def _purchase_items(customer, product, day, start: int, end: int) -> HeteroItemSet:
-    """The (customer, product) pair and day of every transaction of the days [start, end)."""
-    kept = (day >= start) & (day < end)
+    """The (customer, product) pair and day of every transaction of the days (start, end]."""
+    kept = (day > start) & (day <= end)
     pairs = torch.from_numpy(np.stack([customer[kept], product[kept]], axis=1))
     times = torch.from_numpy(day[kept])
     return HeteroItemSet({PURCHASE_EDGE_TYPE: ItemSet((pairs, times), names=("seeds", "timestamp"))})

@@ -73,7 +73,7 @@ def test_is_a_function_of_its_arguments(dataset):
 
 def test_every_edge_carries_its_transactions_day_and_reverses_mirror(dataset):
     customer, product, day = _transactions(dataset)
-    assert bool((day >= 0).all() and (day < NUM_DAYS).all()) and bool((day[1:] >= day[:-1]).all())
+    assert bool((day >= 1).all() and (day <= NUM_DAYS).all()) and bool((day[1:] >= day[:-1]).all())
     times = dataset.graph.edge_attributes["timestamp"]
     assert times.dtype == torch.int64
     edges = typed_edges(dataset.graph)
@@ -114,11 +114,11 @@ def test_churn_labels_read_the_horizon_after_the_cutoff(dataset):
         assert sorted(set(times.tolist())) == list(cutoffs)
         for c, t, y in zip(seeds.tolist(), times.tolist(), labels.tolist()):
             days = day[customer == c]
-            assert bool((days < t).any())  # only customers who bought before the cutoff
-            assert y == int(not bool(((days >= t) & (days < t + HORIZON)).any()))
-        # every customer with a purchase before the cutoff is there, once per cutoff
+            assert bool((days <= t).any())  # only customers who bought by the cutoff
+            assert y == int(not bool(((days > t) & (days <= t + HORIZON)).any()))
+        # every customer with a purchase by the cutoff is there, once per cutoff
         for t in cutoffs:
-            assert seeds[times == t].tolist() == torch.unique(customer[day < t]).tolist()
+            assert seeds[times == t].tolist() == torch.unique(customer[day <= t]).tolist()
     # split by time: no split's labels read a day that a later split's history or labels start from
     assert max(CUTOFFS["train"]) + HORIZON <= min(CUTOFFS["validation"])
     assert max(CUTOFFS["validation"]) + HORIZON <= min(CUTOFFS["test"])
@@ -134,7 +134,7 @@ def test_purchase_items_are_the_transactions_of_their_days(dataset):
         item_set = getattr(task, f"{split}_set").item_sets["customer:buys:product"]
         assert item_set.names == ("seeds", "timestamp")
         pairs, times = item_set.items
-        kept = (day >= start) & (day < end)
+        kept = (day > start) & (day <= end)
         assert torch.equal(pairs, torch.stack([customer[kept], product[kept]], 1)) and torch.equal(times, day[kept])
         seen += len(item_set)
     assert seen == day.numel()
@@ -146,10 +146,11 @@ def test_churn_follows_history_not_static_features():
     ds = temporal_retail(2000, seed=0)
     customer, _, day = _transactions(ds)
     seeds, times, labels = ds.churn.test_set.item_sets["customer"].items
-    keys, _ = torch.sort(customer * NUM_DAYS + day)
-    before = torch.searchsorted(keys, seeds * NUM_DAYS + times) - 1  # the last purchase before the cutoff
-    assert torch.equal(keys[before] // NUM_DAYS, seeds)
-    last = keys[before] % NUM_DAYS
+    span = NUM_DAYS + 1
+    keys, _ = torch.sort(customer * span + day)
+    before = torch.searchsorted(keys, seeds * span + times, right=True) - 1  # the last purchase by the cutoff
+    assert torch.equal(keys[before] // span, seeds)
+    last = keys[before] % span
     assert _auroc((times - last).double(), labels) > 0.85
     static = ds.node_features["customer", "feat"][seeds]
     best = max(max(_auroc(static[:, j], labels), 1 - _auroc(static[:, j], labels)) for j in range(static.size(1)))
