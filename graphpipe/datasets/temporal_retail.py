@@ -5,7 +5,7 @@ RelBench's retail datasets (rel-hm, rel-amazon) are tables: customers and produc
 (dimension tables, no time) and a fact table of timestamped transactions whose foreign
 keys point at both. Relational deep learning makes every row a node and every foreign
 key an edge; its tasks are (entity, cutoff time) pairs whose labels come from the rows
-after the cutoff, and a model may read only the rows before it. :func:`temporal_retail`
+after the cutoff, and a model may read only the rows up to it. :func:`temporal_retail`
 draws such a database offline, from a seed:
 
 * **customers** join on a random day and stay active for a random lifetime; while
@@ -30,8 +30,11 @@ untimed dimension tables), and a customer's transactions reach their products in
 second hop. The direct ``customer:buys:product`` edges (one per transaction) are there
 for the purchase link task, whose pairs must be an edge type of the graph (as in
 GraphBolt). Every edge carries the day of the transaction it comes from as its
-``"timestamp"``, so the edge time alone bounds every hop; the transactions' days are
-also a node feature, to compute how old a transaction is relative to its seed.
+``"timestamp"``, so the edge time alone bounds every hop, with GraphBolt's
+``edge_timestamp_attr_name="timestamp"`` or PyG's ``time_attr="timestamp"`` (which
+must name a node or an edge attribute, not both: so the graph has no node timestamps).
+The transactions' days are also a node feature, to compute how old a transaction is
+relative to its seed.
 """
 
 from __future__ import annotations
@@ -133,8 +136,10 @@ def temporal_retail(num_customers: int = 3000, seed: int = 0) -> TemporalRetailD
     purchase task split by time (see the module docstring for how it is drawn).
 
     Days ``1 .. 360``; ``num_customers // 10`` products (at least one per category) in 8
-    categories; about 13 transactions per customer. 3,000 customers (the default) give
-    about 40,000 transactions and 250,000 edges, drawn in a fraction of a second.
+    categories; about 20 transactions per customer. 3,000 customers (the default) give
+    59,000 transactions and 357,000 edges (6 per transaction), and 6,588 / 4,593 / 5,713
+    churn items (45-55% churn) and 29,315 / 14,477 / 15,700 purchases per split, in 0.1-0.3 s
+    on 2 cores.
 
     Args:
         num_customers: the size knob (>= 10); everything else scales with it.
