@@ -177,26 +177,9 @@ class SubgraphSampler(Pipe):
         self.graph = graph
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
-        self.cooperative = bool(cooperative)
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
-        self.time_filter = _time_filter(graph, name, time_attr, node_timestamp_attr_name, edge_timestamp_attr_name, comparison, time_window, temporal_strategy)
-        temporal = self.time_filter is not None
-        if check_bool(disjoint, "disjoint", name) and self.cooperative:
-            raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
-        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
-            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
-        # Temporal sampling filters every node against its root seed's time, so a node is
-        # one row per root: one per subtree (pyg layout) or per sampled edge (block).
-        self.disjoint = disjoint or (temporal and layout == "pyg")
-        self.deduplicate = deduplicate and not (temporal and layout == "block")
-        self.mode = (
-            "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
-        )
-        if temporal and self.cooperative:
-            raise UnsupportedCombination(
-                f"{name}: temporal sampling filters every hop by its root seed's time, which cooperative batches do "
-                f"not keep (their rows are shared by all seeds; GraphBolt refuses it too); pass cooperative=False"
-            )
+        self._init_mode(cooperative, disjoint, deduplicate, layout, time_attr, node_timestamp_attr_name,
+                        edge_timestamp_attr_name, comparison, time_window, temporal_strategy)  # fmt: skip
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
@@ -233,6 +216,30 @@ class SubgraphSampler(Pipe):
             seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
+
+    def _init_mode(self, cooperative, disjoint, deduplicate, layout, *time_options) -> None:
+        """``cooperative``, ``disjoint``, ``deduplicate``, ``time_filter`` and ``mode`` (the
+        capability table's) from the options."""
+        name = type(self).__name__
+        self.cooperative = bool(cooperative)
+        self.time_filter = _time_filter(self.graph, name, *time_options)
+        temporal = self.time_filter is not None
+        if check_bool(disjoint, "disjoint", name) and self.cooperative:
+            raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
+        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
+            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
+        # Temporal sampling filters every node against its root seed's time, so a node is
+        # one row per root: one per subtree (pyg layout) or per sampled edge (block).
+        self.disjoint = disjoint or (temporal and layout == "pyg")
+        self.deduplicate = deduplicate and not (temporal and layout == "block")
+        self.mode = (
+            "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
+        )
+        if temporal and self.cooperative:
+            raise UnsupportedCombination(
+                f"{name}: temporal sampling filters every hop by its root seed's time, which cooperative batches do "
+                f"not keep (their rows are shared by all seeds; GraphBolt refuses it too); pass cooperative=False"
+            )
 
     def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping) -> None:
         """Check the exclusion arguments once: ``reverse_edge_types`` per edge type id (-1:
@@ -415,7 +422,7 @@ class SubgraphSampler(Pipe):
         return replace(
             minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
-            subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds) if self.disjoint else None,
+            subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds, minibatch) if self.disjoint else None,
         )  # fmt: skip
 
     def edge_destinations(self, sample: LayerSample, counts, layer: int) -> torch.Tensor:
@@ -432,7 +439,8 @@ class SubgraphSampler(Pipe):
         name = type(self).__name__
         time_filter = self.time_filter
         if minibatch.timestamp is not None:
-            times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name)
+            indexes = minibatch.indexes if self.disjoint else None
+            times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name, indexes)
         elif self.layout == "pyg" and seeds.links is None and time_filter.node_time is not None:
             times = time_filter.node_time[seeds.nodes]  # pyg-lib's default: the seeds' own times
         else:
@@ -443,16 +451,16 @@ class SubgraphSampler(Pipe):
         comparison = time_filter.comparison or ("<=" if self.layout == "pyg" and seeds.links is None else "<")
         return time_filter.seed_windows(times, comparison)
 
-    def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes):
-        """Disjoint batches: the subtree (the seed's position in the batch; link seeds: the
-        pair's, as PyG's ``batch % num_pairs``) of each input node, ``[num_input]`` int64
-        (typed: per node type), from their node keys."""
+    def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes, minibatch: MiniBatch):
+        """Disjoint batches: PyG's ``batch`` of each input node, ``[num_input]`` int64
+        (typed: per node type), from their node keys: the subtree (its seed's position in
+        the batch); link seeds: its seed row's position among the rows of its node type
+        modulo the number of positive pairs (PyG's ``batch % num_pos``)."""
         ids = keys % subtrees
         if seeds.links is not None:
-            pair_of_row = torch.empty(seeds.nodes.numel(), dtype=torch.int64)
-            for _, local in seeds.links.values():
-                pair_of_row[local] = torch.arange(local.size(0))[:, None].expand_as(local)
-            ids = pair_of_row[ids]
+            starts = torch.tensor(list(accumulate(seeds.counts, initial=0))[:-1])
+            row_type = torch.repeat_interleave(torch.arange(len(seeds.counts)), torch.tensor(seeds.counts))
+            ids = (ids - starts[row_type[ids]]) % max(_num_positives(minibatch), 1)
         if not self.typed:
             return ids
         return dict(zip(self.graph.node_types, ids.split(list(counts))))
@@ -462,7 +470,8 @@ class SubgraphSampler(Pipe):
         ``exclude_seed_edges``)."""
         name = type(self).__name__
         self.check_batch(minibatch)
-        seeds = seed_nodes(self.graph, minibatch.seeds, name, unique=self.deduplicate and not self.disjoint, row_major=not self.disjoint)
+        indexes = minibatch.indexes if self.disjoint else None  # pyg rows: PyG's triplets
+        seeds = seed_nodes(self.graph, minibatch.seeds, name, self.deduplicate and not self.disjoint, not self.disjoint, indexes)
         if self.excludes_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
             raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
         return seeds
@@ -543,6 +552,20 @@ def edge_arrays(indices: torch.Tensor, probs: Optional[torch.Tensor], candidates
     if candidates is None:
         return indices, probs
     return indices[candidates], None if probs is None else probs[candidates]
+
+
+def _num_positives(minibatch: MiniBatch) -> int:
+    """The positive pairs of a link batch: all (no negatives), those ``indexes`` name
+    (per-positive negatives) or the nonzero ``labels`` (binary negatives)."""
+    def count(seeds, indexes, labels):
+        if indexes is not None:
+            return int(indexes.max()) + 1 if indexes.numel() else 0
+        return seeds.size(0) if labels is None else int(torch.count_nonzero(labels))
+
+    if not isinstance(minibatch.seeds, Mapping):
+        return count(minibatch.seeds, minibatch.indexes, minibatch.labels)
+    indexes, labels = minibatch.indexes or {}, minibatch.labels or {}
+    return sum(count(seeds, indexes.get(key), labels.get(key)) for key, seeds in minibatch.seeds.items())
 
 
 def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_window, strategy) -> Optional[TimeFilter]:
