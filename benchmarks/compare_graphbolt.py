@@ -655,7 +655,7 @@ def _temporal_section(ours: dict) -> list:
     """graphpipe's temporal NS against its non-temporal NS on the same seeds: the filter's cost."""
     base = ours["nontemporal_ns_block_sampling"]
     lines = ["", "| graphpipe temporal filter cost, same seeds | it/s | sampled edges/batch | ns per sampled edge "
-              "| core-ms/batch | it/s vs non-temporal, no deduplication | ns per edge vs it |",
+              "| core-ms/batch | it/s vs non-temporal NS without deduplication | ns per edge vs it |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for key, label in (("temporal_ns", "temporal NS, graph sorted by time"),
                        ("temporal_ns_unsorted", "temporal NS, unsorted graph (masked path)"),
