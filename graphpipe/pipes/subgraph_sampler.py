@@ -445,13 +445,15 @@ class SubgraphSampler(Pipe):
 
     def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes):
         """Disjoint batches: the subtree (the seed's position in the batch; link seeds: the
-        pair's, as PyG's ``batch % num_pairs``) of each input node, ``[num_input]`` int64
+        pair's, as PyG's ``batch % num_pairs``, numbered over the edge types in the
+        batch's order) of each input node, ``[num_input]`` int64
         (typed: per node type), from their node keys."""
         ids = keys % subtrees
-        if seeds.links is not None:
-            pair_of_row = torch.empty(seeds.nodes.numel(), dtype=torch.int64)
+        if seeds.links is not None:  # pairs numbered over the seed edge types in order
+            pair_of_row, first = torch.empty(seeds.nodes.numel(), dtype=torch.int64), 0
             for _, local in seeds.links.values():
-                pair_of_row[local] = torch.arange(local.size(0))[:, None].expand_as(local)
+                pair_of_row[local] = torch.arange(first, first + local.size(0))[:, None].expand_as(local)
+                first += local.size(0)
             ids = pair_of_row[ids]
         if not self.typed:
             return ids
