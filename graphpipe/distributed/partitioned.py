@@ -35,7 +35,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from graphpipe._internal.safe_files import inside, publish, real_directory, regular_file, scratch_directory
+from graphpipe._internal.safe_files import publish, real_directory, regular_file, scratch_directory
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.distributed.partition import Partition
 from graphpipe.features.part import OwnedRowsFeature, file_checksum
@@ -174,7 +174,7 @@ def metis_assignment(graph: CSCGraph, num_parts: int) -> torch.Tensor:
     xadj = torch.zeros(num_nodes + 1, dtype=torch.int64)
     torch.cumsum(torch.bincount(keys // num_nodes, minlength=num_nodes), 0, out=xadj[1:])
     adjncy = (keys % num_nodes).numpy()
-    _, membership = pymetis.part_graph(num_parts, xadj=xadj.numpy(), adjncy=adjncy)
+    _, membership = pymetis.part_graph(num_parts, adjacency=pymetis.CSRAdjacency(xadj.numpy(), adjncy))
     return torch.as_tensor(np.asarray(membership, dtype=np.int64))
 
 
@@ -391,11 +391,11 @@ def load_partition(
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < total:
         raise ValueError(f"{where}: `rank` must be an int in [0, {total}) (the dataset has {total} parts), got {rank!r}")
     listed = dict(manifest["parts"][rank]["files"])
-    paths = {name: _checked_file(out_dir, f"part-{rank}/{name}", entry, validate, where) for name, entry in listed.items()}
+    paths = {name: _checked_file(out_dir, f"part-{rank}", name, entry, validate, where) for name, entry in listed.items()}
     owners = None
     if manifest["owners"] is not None:
-        owners_path = _checked_file(out_dir, "owners.npy", manifest["owners"], validate is not False, where)
-        owners = torch.from_numpy(np.load(owners_path, mmap_mode="r", allow_pickle=False).astype(np.int64, copy=False))
+        owners_path = _checked_file(out_dir, "", "owners.npy", manifest["owners"], validate is not False, where)
+        owners = torch.from_numpy(np.load(owners_path, allow_pickle=False).astype(np.int64, copy=False))
     nodes = _small_array(paths, "nodes.npy", listed, validate, where)
     if "graph.pt" not in paths:
         raise ValueError(f"{where}: manifest.json lists no part file 'graph.pt'")
@@ -436,13 +436,18 @@ def _read_manifest(out_dir: str, where: str) -> dict:
     return manifest
 
 
-def _checked_file(out_dir: str, relative: str, entry: dict, verify: Optional[bool], where: str) -> str:
-    """The path of ``relative`` (checked inside ``out_dir``, present, its size as
+def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: Optional[bool], where: str) -> str:
+    """The path of ``directory/name`` (checked inside ``out_dir``, present, its size as
     listed; its CRC-32 too when ``verify``); ValueError naming it otherwise."""
-    name = relative.rsplit("/", 1)[-1]
+    relative = f"{directory}/{name}" if directory else name
     if not _FILE_NAME.match(name) or not isinstance(entry.get("size"), int) or not isinstance(entry.get("crc32"), int):
-        raise ValueError(f"{where}: manifest.json lists a malformed file entry {relative!r}: {entry!r}")
-    path = inside(out_dir, relative, where, (), "no argument (partition files stay in their directory)")
+        raise ValueError(f"{where}: manifest.json lists a malformed file entry {name!r}: {entry!r}")
+    path = os.path.realpath(os.path.join(out_dir, relative))
+    if os.path.commonpath([os.path.realpath(out_dir), path]) != os.path.realpath(out_dir):
+        raise ValueError(
+            f"{where}: the part file '{relative}' resolves to '{path}', outside the directory: a partition's files stay "
+            f"inside it (a planted symlink?)"
+        )
     if not os.path.isfile(path):
         raise ValueError(f"{where}: the part file '{relative}' is missing; partition the dataset again")
     if os.path.getsize(path) != entry["size"]:
