@@ -43,7 +43,7 @@ from graphpipe.features.store import FeatureStore
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["GraphPart", "load_partition", "metis_assignment", "partition"]
+__all__ = ["GraphPart", "check_part_owners", "load_partition", "metis_assignment", "partition"]
 
 FORMAT = "graphpipe.partition"
 VERSION = 1
@@ -51,6 +51,9 @@ _CHUNK_ROWS = 1 << 16  # feature rows copied at a time
 _MANIFEST_LIMIT = 64 << 20
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ItemSets = Mapping[str, Union[ItemSet, HeteroItemSet]]
+# The part graphs load_partition mapped in this process: graph file -> [its part, the
+# partitions found equal to the part's] (a cooperative sampler checks its own once).
+_LOADED_PARTS: Dict[str, list] = {}
 
 
 def partition(
@@ -405,6 +408,7 @@ def load_partition(
     features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
     item_sets, item_ids = _part_items(manifest, paths, listed, validate, where)
     partition_ = Partition(total, owners)
+    _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
     return GraphPart(rank, total, graph, features, item_sets, item_ids, partition_, nodes)
 
 
@@ -518,3 +522,29 @@ def _part_items(manifest, paths, listed, validate, where):
         else:
             item_sets[split], item_ids[split] = sets[None], ids[None]
     return item_sets, item_ids
+
+
+def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: str) -> None:
+    """Raise ValueError when ``graph`` is a part graph :func:`load_partition` mapped and
+    ``rank`` / ``partition_`` (a cooperative sampler's) are not that part's: its owners
+    would sample vertices whose in-edges the part does not hold. Other graphs pass."""
+    entry = _LOADED_PARTS.get(graph.source_path) if graph.source_path is not None else None
+    if entry is None or (entry[0][0] == rank and any(p is partition_ for p in entry[1])):
+        return
+    (part_rank, out_dir), (own, *_) = entry
+    if part_rank != rank:
+        raise ValueError(
+            f"{where}: the graph is part {part_rank} of the partitioned dataset '{out_dir}', but this is rank {rank}: "
+            f"load part {rank} (load_partition(out_dir, dist.get_rank()))"
+        )
+    same = own.num_parts == partition_.num_parts and (
+        (own.assignment is None and partition_.assignment is None)
+        or (own.assignment is not None and partition_.assignment is not None and torch.equal(own.assignment, partition_.assignment))
+    )
+    if not same:
+        raise ValueError(
+            f"{where}: the graph is part {part_rank} of the partitioned dataset '{out_dir}', whose vertex owners are "
+            f"{own!r}, but the DistributedItemSampler's partition is {partition_!r}: pass "
+            f"DistributedItemSampler(..., partition=part.partition)"
+        )
+    entry[1].append(partition_)

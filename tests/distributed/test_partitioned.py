@@ -301,6 +301,12 @@ def partitioned_rank(rank, world_size, out_dirs):
             on_whole = [batch_record(mb) for mb in gp.DataLoader(make(kind, whole, full_store(whole, kind), part.partition))]
             edges = sum(x.shape[0] for b in on_part for layer in b["triples"] for x in layer.values())
             out[kind, task] = (same(on_part, on_whole), len(on_part), edges)
+    if world_size == 3:  # METIS owners: a sampler with the hash partition, or another rank's part, is refused
+        part = load_partition(out_dirs["untyped"], rank)
+        other = load_partition(out_dirs["untyped"], (rank + 1) % world_size)
+        for graph, partition_, message in ((part.graph, None, r"partition=part.partition"), (other.graph, other.partition, "but this is rank")):
+            with pytest.raises(ValueError, match=message):
+                list(gp.DataLoader(node_pipe("untyped", graph, part.features, partition_)))
     return out
 
 
