@@ -48,6 +48,7 @@ __all__ = ["GraphPart", "check_part_owners", "load_partition", "metis_assignment
 FORMAT = "graphpipe.partition"
 VERSION = 1
 _CHUNK_ROWS = 1 << 16  # feature rows copied at a time
+_CHUNK_IDS = 1 << 24  # ids hashed or edge types counted at a time (int64 temporaries stay small)
 _MANIFEST_LIMIT = 64 << 20
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ItemSets = Mapping[str, Union[ItemSet, HeteroItemSet]]
@@ -146,7 +147,9 @@ def _owners(graph: CSCGraph, num_parts: int, method) -> Tuple[torch.Tensor, str]
         except ValueError as error:
             raise ValueError(f"graphpipe.distributed.partition: `method`: {error}") from None
     if method == "hash":
-        return Partition(num_parts).owner(torch.arange(num_nodes)), "hash"
+        hashed = Partition(num_parts)
+        return torch.cat([hashed.owner(torch.arange(i, min(i + _CHUNK_IDS, num_nodes))) for i in range(0, num_nodes, _CHUNK_IDS)]
+                         or [torch.empty(0, dtype=torch.int64)]), "hash"  # fmt: skip
     if method == "metis":
         return metis_assignment(graph, num_parts), "metis"
     raise ValueError(
@@ -191,6 +194,7 @@ def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> d
             )
         if type_name is not None and type_name not in (graph.node_types if domain == "node" else graph.edge_types):
             raise ValueError(f"graphpipe.distributed.partition: the graph has no {domain} type '{type_name}' (feature '{name}')")
+        _numpy(torch.empty(0, dtype=features[domain, type_name, name].dtype))  # a dtype .npy holds, checked before writing
         if domain == "node":
             node_features.append({"type": type_name, "name": name, "file": f"node-feat-{len(node_features)}.npy"})
         else:
@@ -211,9 +215,20 @@ def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> d
     return {
         "format": FORMAT, "version": VERSION, "num_parts": num_parts, "method": method,
         "num_nodes": graph.total_num_nodes, "num_edges": graph.total_num_edges, "typed": graph.is_heterogeneous,
-        "edges_per_type": graph.num_edges if graph.is_heterogeneous else None, "cut_edges": 0, "owners": None, "node_features": node_features, "edge_features": edge_features,
+        "edges_per_type": _edges_per_type(graph), "cut_edges": 0, "owners": None, "node_features": node_features, "edge_features": edge_features,
         "item_sets": splits, "parts": [],
     }  # fmt: skip
+
+
+def _edges_per_type(graph: CSCGraph) -> Optional[Dict[str, int]]:
+    """Edge type -> its number of edges (None when untyped), counted a chunk at a time."""
+    if not graph.is_heterogeneous:
+        return None
+    counts = torch.zeros(len(graph.edge_types), dtype=torch.int64)
+    for start in range(0, graph.total_num_edges, _CHUNK_IDS):
+        chunk = graph.type_per_edge[start : start + _CHUNK_IDS].to(torch.int64)
+        counts += torch.bincount(chunk, minlength=counts.numel())
+    return dict(zip(graph.edge_types, counts.tolist()))
 
 
 def _by_type(item_set) -> List[Tuple[Optional[str], ItemSet]]:
