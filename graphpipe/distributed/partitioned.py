@@ -14,6 +14,7 @@ Layout of ``out_dir``::
 
     manifest.json            format, version, counts, what each file holds, sizes and CRC-32s
     owners.npy               [num_nodes] int64 owner per global id (not for method="hash")
+    items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets
     part-<r>/graph.pt        the part's graph (CSCGraph.save: checksummed arrays)
     part-<r>/nodes.npy       [n_r] int64 owned global ids, ascending
     part-<r>/node-feat-<k>.npy, edge-feat-<k>.npy, edge-ids-<t>.npy   owned feature rows
@@ -43,7 +44,7 @@ from graphpipe.features.store import FeatureStore
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["GraphPart", "check_part_owners", "load_partition", "metis_assignment", "partition"]
+__all__ = ["GraphPart", "check_part_owners", "load_item_sets", "load_partition", "metis_assignment", "partition"]
 
 FORMAT = "graphpipe.partition"
 VERSION = 1
@@ -99,6 +100,10 @@ def partition(
     if method_name != "hash":
         manifest["owners"] = _write_array(out_dir, "owners.npy", owners.numpy())
     item_owners = {split: _item_owners(graph, item_set, owners) for split, item_set in item_sets.items()}
+    for s, item_set in enumerate(item_sets.values()):  # every item, for load_item_sets
+        for t, (_, one) in enumerate(_by_type(item_set)):
+            for f, values in enumerate(one.items):
+                manifest["item_files"][f"items-{s}-{t}-{f}.npy"] = _write_array(out_dir, f"items-{s}-{t}-{f}.npy", _numpy(values))
     for rank in range(num_parts):
         part_dir = real_directory(os.path.join(out_dir, f"part-{rank}"), "graphpipe.distributed.partition", create=True)
         owned = torch.nonzero(owners == rank).flatten()
@@ -216,7 +221,7 @@ def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> d
         "format": FORMAT, "version": VERSION, "num_parts": num_parts, "method": method,
         "num_nodes": graph.total_num_nodes, "num_edges": graph.total_num_edges, "typed": graph.is_heterogeneous,
         "edges_per_type": _edges_per_type(graph), "cut_edges": 0, "owners": None, "node_features": node_features, "edge_features": edge_features,
-        "item_sets": splits, "parts": [],
+        "item_sets": splits, "item_files": {}, "parts": [],
     }  # fmt: skip
 
 
@@ -421,7 +426,7 @@ def load_partition(
     if (graph.total_num_nodes, graph.total_num_edges) != (manifest["num_nodes"], manifest["parts"][rank]["num_edges"]):
         raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes")
     features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
-    item_sets, item_ids = _part_items(manifest, paths, listed, validate, where)
+    item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, name, listed, validate, where))
     partition_ = Partition(total, owners)
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
     return GraphPart(rank, total, graph, features, item_sets, item_ids, partition_, nodes)
@@ -447,7 +452,7 @@ def _read_manifest(out_dir: str, where: str) -> dict:
         for part in parts:
             if not isinstance(part["files"], dict) or not all(isinstance(e, dict) for e in part["files"].values()):
                 raise ValueError("a part's `files` is not a dict of file -> {size, crc32}")
-        for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets"):
+        for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
             manifest[key]
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         reason = f"no field {error}" if isinstance(error, KeyError) else str(error)
@@ -523,21 +528,20 @@ def _owned_rows(name, ids, num_rows, paths, listed, validate, where) -> OwnedRow
     return OwnedRowsFeature(paths[name], ids, num_rows, checksum)
 
 
-def _part_items(manifest, paths, listed, validate, where):
-    """``(item sets, item ids)`` of the part, by split."""
+def _part_items(manifest: dict, read, with_ids: bool = True):
+    """``(item sets, item ids)`` by split, their arrays read by ``read(file name)``
+    (without ``with_ids``: no item ids)."""
     item_sets, item_ids = {}, {}
     for split, spec in manifest["item_sets"].items():
         sets, ids = {}, {}
         for entry in spec["types"]:
-            fields = tuple(_small_array(paths, name, listed, validate, where) for name in entry["files"])
-            sets[entry["type"]] = ItemSet(fields, names=tuple(entry["names"]))
-            ids[entry["type"]] = _small_array(paths, entry["ids"], listed, validate, where)
+            sets[entry["type"]] = ItemSet(tuple(read(name) for name in entry["files"]), names=tuple(entry["names"]))
+            ids[entry["type"]] = read(entry["ids"]) if with_ids else None
         if spec["typed"]:
             item_sets[split], item_ids[split] = HeteroItemSet(sets), ids
         else:
             item_sets[split], item_ids[split] = sets[None], ids[None]
     return item_sets, item_ids
-
 
 def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: str) -> None:
     """Raise ValueError when ``graph`` is a part graph :func:`load_partition` mapped and
@@ -563,3 +567,20 @@ def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: 
             f"DistributedItemSampler(..., partition=part.partition)"
         )
     entry[1].append(partition_)
+
+
+def load_item_sets(out_dir: Union[str, os.PathLike], validate: bool = True) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
+    """Every item of every split of the partitioned dataset in ``out_dir``, as given to
+    :func:`partition` (split name -> ItemSet / HeteroItemSet): a
+    :class:`~graphpipe.DistributedItemSampler` draws the same global batches on every
+    rank from the whole item set (seeds and labels: small beside the graph). Files are
+    checked as :func:`load_partition` checks them (their CRC-32 unless ``validate=False``)."""
+    where = f"graphpipe.distributed.load_item_sets('{os.fspath(out_dir)}')"
+    out_dir = real_directory(out_dir, where)
+    manifest = _read_manifest(out_dir, where)
+    listed = manifest["item_files"]
+    if not isinstance(listed, dict):
+        raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest (`item_files` is not a dict)")
+    paths = {name: _checked_file(out_dir, "", name, entry, validate, where) for name, entry in listed.items()}
+    item_sets, _ = _part_items(manifest, lambda name: _small_array(paths, name, listed, False, where), with_ids=False)
+    return item_sets

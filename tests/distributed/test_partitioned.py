@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 import graphpipe as gp
-from graphpipe.distributed import Partition, load_partition, partition
+from graphpipe.distributed import Partition, load_item_sets, load_partition, partition
 from graphpipe.graph.edge_types import parse_edge_type
 
 from dist_harness import run_ranks, values
@@ -92,6 +92,18 @@ def test_partition_round_trip(kind, method, tmp_path):
         check_features(part, store, kind, schema)
     assert manifest["cut_edges"] == cut > 0 and manifest["method"] == method
     check_items(parts, splits, owner, schema)
+    whole_sets = load_item_sets(tmp_path / "parts")  # every item, as given
+    assert whole_sets.keys() == splits.keys()
+    for split, given in splits.items():
+        got, expected = sets_by_type(whole_sets[split]), sets_by_type(given)
+        assert got.keys() == expected.keys()
+        for t, one in expected.items():
+            assert got[t].names == one.names and all(torch.equal(a, b) for a, b in zip(got[t].items, one.items))
+
+
+def sets_by_type(item_set):
+    """{type or None: ItemSet}."""
+    return item_set.item_sets if isinstance(item_set, gp.HeteroItemSet) else {None: item_set}
 
 
 def torch_cat_graphs(parts):
@@ -138,8 +150,7 @@ def check_features(part, store, kind, schema):
 def check_items(parts, splits, owner, schema):
     """Every item on exactly one part, the owner of its node (pairs: of the destination)."""
     for split, item_set in splits.items():
-        sets = item_set.item_sets if isinstance(item_set, gp.HeteroItemSet) else {None: item_set}
-        for t, whole in sets.items():
+        for t, whole in sets_by_type(item_set).items():
             got = [p.item_sets[split] if t is None else p.item_sets[split].item_sets[t] for p in parts]
             ids = [p.item_ids[split] if t is None else p.item_ids[split][t] for p in parts]
             order = torch.cat(ids).argsort()
@@ -222,6 +233,21 @@ def test_load_refuses_mismatched_rank_or_num_parts(tmp_path):
         partition(graph_of("untyped"), None, None, 2, tmp_path / "x", method="random")
     with pytest.raises(ValueError, match=r"`method`: .*ranks must be in 0..1"):
         partition(graph_of("untyped"), None, None, 2, tmp_path / "x", method=torch.full((300,), 2))
+    bf16 = gp.FeatureStore({"x": torch.zeros(300, 2, dtype=torch.bfloat16)})
+    with pytest.raises(TypeError, match="torch.bfloat16 cannot be stored as .npy files"):
+        partition(graph_of("untyped"), bf16, None, 2, tmp_path / "x")
+
+
+def test_parts_without_vertices(tmp_path):
+    """More parts than vertices: the empty parts load, with no rows and no items."""
+    graph = gp.CSCGraph.from_coo(torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]), num_nodes=3)
+    store = gp.FeatureStore({"x": torch.arange(6.0).view(3, 2)})
+    manifest = partition(graph, store, {"train": gp.ItemSet(torch.arange(3))}, 5, tmp_path)
+    assert sorted(p["num_nodes"] for p in manifest["parts"]) == [0, 0, 1, 1, 1] and manifest["cut_edges"] == 3
+    for r in range(5):
+        part = load_partition(tmp_path, r, validate=True)
+        assert torch.equal(part.features["x"].read(part.nodes), store["x"].read(part.nodes))
+        assert len(part.item_sets["train"]) == part.nodes.numel() == part.graph.total_num_edges
 
 
 def clustered_graph(num_clusters=8, size=40, degree=8, across=0.05, seed=0):
@@ -256,17 +282,19 @@ def test_metis_without_pymetis_names_the_extra(monkeypatch, tmp_path):
 
 
 # ----------------------------------------------------------------- cooperative batches on parts
-def node_pipe(kind, graph, store, partition_):
+def node_pipe(kind, graph, store, partition_, item_set=None):
     keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
     edge_keys = ["ew"] if kind == "untyped" else {t: ["ew"] for t in EDGE_FEATURE_TYPES}
-    source = gp.DistributedItemSampler(items(kind), 16, shuffle=True, seed=5, drop_uneven_inputs=True, partition=partition_)
+    item_set = items(kind) if item_set is None else item_set
+    source = gp.DistributedItemSampler(item_set, 16, shuffle=True, seed=5, drop_uneven_inputs=True, partition=partition_)
     sampler = source.sample_neighbor(graph, FANOUTS[kind], seed=7, cooperative=True)
     return sampler.fetch_feature(store, keys, edge_feature_keys=edge_keys, cooperative=True)
 
 
-def link_pipe(kind, graph, store, partition_):
+def link_pipe(kind, graph, store, partition_, item_set=None):
     keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
-    source = gp.DistributedItemSampler(link_items(kind), 4, shuffle=True, seed=0, drop_uneven_inputs=True, partition=partition_)
+    item_set = link_items(kind) if item_set is None else item_set
+    source = gp.DistributedItemSampler(item_set, 4, shuffle=True, seed=0, drop_uneven_inputs=True, partition=partition_)
     mapping = {"reverse_etypes_mapping": REVERSE} if kind == "typed" else {}
     sampler = source.sample_uniform_negative(graph, 2, seed=1).sample_neighbor(
         graph, FANOUTS[kind], seed=2, cooperative=True, exclude_seed_edges=True, include_reverse_edges=True, **mapping
@@ -296,8 +324,10 @@ def partitioned_rank(rank, world_size, out_dirs):
     for kind in KINDS:
         part = load_partition(out_dirs[kind], rank, num_parts=world_size)
         whole = attributed_graph(kind)
+        splits = load_item_sets(out_dirs[kind])  # every item, read from the partition
         for task, make in (("node", node_pipe), ("link", link_pipe)):
-            on_part = [batch_record(mb) for mb in gp.DataLoader(make(kind, part.graph, part.features, part.partition))]
+            pipe = make(kind, part.graph, part.features, part.partition, splits[task])
+            on_part = [batch_record(mb) for mb in gp.DataLoader(pipe)]
             on_whole = [batch_record(mb) for mb in gp.DataLoader(make(kind, whole, full_store(whole, kind), part.partition))]
             edges = sum(x.shape[0] for b in on_part for layer in b["triples"] for x in layer.values())
             out[kind, task] = (same(on_part, on_whole), len(on_part), edges)
@@ -322,7 +352,8 @@ def test_cooperative_batches_on_parts(world_size, method, tmp_path):
     for kind in KINDS:
         graph = attributed_graph(kind)
         out_dirs[kind] = str(tmp_path / kind)
-        partition(graph, full_store(graph, kind), None, world_size, out_dirs[kind], method=method)
+        splits = {"node": items(kind), "link": link_items(kind)}
+        partition(graph, full_store(graph, kind), splits, world_size, out_dirs[kind], method=method)
     results = values(run_ranks(partitioned_rank, world_size, tmp_path, args=(out_dirs,)))
     for kind in KINDS:
         for task in ("node", "link"):
