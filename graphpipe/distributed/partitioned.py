@@ -52,6 +52,7 @@ _CHUNK_ROWS = 1 << 16  # feature rows copied at a time
 _CHUNK_IDS = 1 << 24  # ids hashed or edge types counted at a time (int64 temporaries stay small)
 _MANIFEST_LIMIT = 64 << 20
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_AGAIN = "partition the dataset again"
 ItemSets = Mapping[str, Union[ItemSet, HeteroItemSet]]
 # The part graphs load_partition mapped in this process: graph file -> [its part, the
 # partitions found equal to the part's] (a cooperative sampler checks its own once).
@@ -89,35 +90,33 @@ def partition(
     if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1:
         raise ValueError(f"graphpipe.distributed.partition: `num_parts` must be an int >= 1, got {num_parts!r}")
     if features is not None and not isinstance(features, FeatureStore):
-        raise TypeError(f"graphpipe.distributed.partition: `features` must be a FeatureStore or None, got {type(features).__name__}")
+        raise TypeError(
+            f"graphpipe.distributed.partition: `features` must be a FeatureStore or None, got {type(features).__name__}"
+        )
     item_sets = _checked_item_sets(item_sets)
     owners, method_name = _owners(graph, num_parts, method)
+    item_owners = {split: _item_owners(graph, split, item_set, owners) for split, item_set in item_sets.items()}
+    manifest = _manifest_head(graph, features, item_sets, num_parts, method_name)  # checks the features
     out_dir = real_directory(out_dir, "graphpipe.distributed.partition: `out_dir`", create=True)
     manifest_path = os.path.join(out_dir, "manifest.json")
     if regular_file(manifest_path):
-        os.unlink(manifest_path)  # a partition interrupted from here on has no manifest
-    manifest = _manifest_head(graph, features, item_sets, num_parts, method_name)
+        os.unlink(manifest_path)  # the old parts are being replaced
     if method_name != "hash":
         manifest["owners"] = _write_array(out_dir, "owners.npy", owners.numpy())
-    item_owners = {split: _item_owners(graph, item_set, owners) for split, item_set in item_sets.items()}
-    for s, item_set in enumerate(item_sets.values()):  # every item, for load_item_sets
-        for t, (_, one) in enumerate(_by_type(item_set)):
-            for f, values in enumerate(one.items):
-                manifest["item_files"][f"items-{s}-{t}-{f}.npy"] = _write_array(out_dir, f"items-{s}-{t}-{f}.npy", _numpy(values))
+    manifest["item_files"] = _write_items(item_sets, None, None, out_dir)
     for rank in range(num_parts):
         part_dir = real_directory(os.path.join(out_dir, f"part-{rank}"), "graphpipe.distributed.partition", create=True)
         owned = torch.nonzero(owners == rank).flatten()
         files, part_graph, cut = _write_graph(graph, owners, owned, rank, part_dir)
         files.update(_write_features(features, manifest, part_graph, owned, part_dir))
-        for s, (split, item_set) in enumerate(item_sets.items()):
-            files.update(_write_items(item_set, item_owners[split], rank, s, part_dir))
+        files.update(_write_items(item_sets, item_owners, rank, part_dir))
         manifest["parts"].append({"num_nodes": owned.numel(), "num_edges": part_graph.total_num_edges, "files": files})
         manifest["cut_edges"] += cut
     with scratch_directory(out_dir, "graphpipe.distributed.partition: `out_dir`") as scratch:
         written = os.path.join(scratch, "manifest.json")
         with open(written, "w") as f:
             json.dump(manifest, f, indent=1)
-        publish(written, manifest_path)
+        publish(written, manifest_path)  # last: a partition stopped before this has no manifest
     return manifest
 
 
@@ -220,8 +219,8 @@ def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> d
     return {
         "format": FORMAT, "version": VERSION, "num_parts": num_parts, "method": method,
         "num_nodes": graph.total_num_nodes, "num_edges": graph.total_num_edges, "typed": graph.is_heterogeneous,
-        "edges_per_type": _edges_per_type(graph), "cut_edges": 0, "owners": None, "node_features": node_features, "edge_features": edge_features,
-        "item_sets": splits, "item_files": {}, "parts": [],
+        "edges_per_type": _edges_per_type(graph), "cut_edges": 0, "owners": None, "node_features": node_features,
+        "edge_features": edge_features, "item_sets": splits, "item_files": {}, "parts": [],
     }  # fmt: skip
 
 
@@ -241,18 +240,28 @@ def _by_type(item_set) -> List[Tuple[Optional[str], ItemSet]]:
     return list(item_set.item_sets.items()) if isinstance(item_set, HeteroItemSet) else [(None, item_set)]
 
 
-def _item_owners(graph: CSCGraph, item_set, owners: torch.Tensor) -> List[torch.Tensor]:
+def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) -> List[torch.Tensor]:
     """Per type of ``item_set``, ``[N_t]`` int64 owner of each item: of its node (node
     seeds) or of its destination node (pairs, ``[N, 2]``: the second column)."""
-    out = []
+    schema, out = graph.schema, []
     for key, one in _by_type(item_set):
         seeds = one.field("seeds").to(torch.int64)
-        node_type = None if key is None else parse_edge_type(key)[2] if ":" in key else key
-        offset = 0 if node_type is None else graph.schema.node_type_offset[graph.schema.node_type_id[node_type]]
+        node_type = schema.node_types[0] if key is None else parse_edge_type(key)[2] if ":" in key else key
+        if node_type not in schema.node_type_id:
+            raise ValueError(
+                f"graphpipe.distributed.partition: `item_sets['{split}']` has items of type '{key}', but the graph's node "
+                f"types are {list(schema.node_types)}"
+            )
+        t = schema.node_type_id[node_type]
         nodes = seeds if seeds.dim() == 1 else seeds[:, 1]
-        out.append(owners[nodes + offset])
+        count = schema.node_type_offset[t + 1] - schema.node_type_offset[t]
+        if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= count):
+            raise ValueError(
+                f"graphpipe.distributed.partition: `item_sets['{split}']`{'' if key is None else f' ({key})'} holds node "
+                f"id {int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())}, out of range for {count} nodes"
+            )
+        out.append(owners[nodes + schema.node_type_offset[t]])
     return out
-
 
 def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, rank: int, part_dir: str):
     """Save the part graph of the ``owned`` vertices (``[n]`` int64 ascending) and their
@@ -310,15 +319,19 @@ def _write_features(features, manifest: dict, part: CSCGraph, owned: torch.Tenso
     return files
 
 
-def _write_items(item_set, item_owners: List[torch.Tensor], rank: int, s: int, part_dir: str) -> dict:
-    """Write the items of split ``s`` that ``rank`` owns: every field, and their
-    positions in the split's ItemSet of their type (``-ids``)."""
+def _write_items(item_sets: dict, item_owners: Optional[dict], rank: Optional[int], directory: str) -> dict:
+    """Write every field of the items of every split (``items-<s>-<t>-<f>.npy``); with
+    ``item_owners`` (split -> per type ``[N_t]`` owners) only ``rank``'s, and their
+    positions in their type's ItemSet (``items-<s>-<t>-ids.npy``). Returns the files."""
     files = {}
-    for t, ((_, one), owner) in enumerate(zip(_by_type(item_set), item_owners)):
-        mine = torch.nonzero(owner == rank).flatten()
-        for f, values in enumerate(one.items):
-            files[f"items-{s}-{t}-{f}.npy"] = _write_array(part_dir, f"items-{s}-{t}-{f}.npy", _numpy(values[mine]))
-        files[f"items-{s}-{t}-ids.npy"] = _write_array(part_dir, f"items-{s}-{t}-ids.npy", mine.numpy())
+    for s, (split, item_set) in enumerate(item_sets.items()):
+        for t, (_, one) in enumerate(_by_type(item_set)):
+            mine = None if item_owners is None else torch.nonzero(item_owners[split][t] == rank).flatten()
+            for f, values in enumerate(one.items):
+                name = f"items-{s}-{t}-{f}.npy"
+                files[name] = _write_array(directory, name, _numpy(values if mine is None else values[mine]))
+            if mine is not None:
+                files[f"items-{s}-{t}-ids.npy"] = _write_array(directory, f"items-{s}-{t}-ids.npy", mine.numpy())
     return files
 
 
@@ -473,14 +486,14 @@ def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: 
             f"inside it (a planted symlink?)"
         )
     if not os.path.isfile(path):
-        raise ValueError(f"{where}: the part file '{relative}' is missing; partition the dataset again")
+        raise ValueError(f"{where}: the part file '{relative}' is missing; {_AGAIN}")
     if os.path.getsize(path) != entry["size"]:
         raise ValueError(
             f"{where}: the part file '{relative}' is {os.path.getsize(path)} bytes, the manifest says {entry['size']} "
-            f"(truncated or replaced); partition the dataset again"
+            f"(truncated or replaced); {_AGAIN}"
         )
     if verify and file_checksum(path) != entry["crc32"]:
-        raise ValueError(f"{where}: the part file '{relative}' does not match its checksum: it is corrupted; partition the dataset again")
+        raise ValueError(f"{where}: the part file '{relative}' does not match its checksum: it is corrupted; {_AGAIN}")
     return path
 
 
@@ -489,7 +502,7 @@ def _small_array(paths: dict, name: str, listed: dict, validate: Optional[bool],
     if name not in paths:
         raise ValueError(f"{where}: manifest.json lists no part file '{name}'")
     if validate is None and file_checksum(paths[name]) != listed[name]["crc32"]:
-        raise ValueError(f"{where}: the part file '{name}' does not match its checksum: it is corrupted; partition the dataset again")
+        raise ValueError(f"{where}: the part file '{name}' does not match its checksum: it is corrupted; {_AGAIN}")
     try:
         return torch.from_numpy(np.load(paths[name], allow_pickle=False))
     except ValueError as error:
@@ -556,9 +569,9 @@ def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: 
             f"{where}: the graph is part {part_rank} of the partitioned dataset '{out_dir}', but this is rank {rank}: "
             f"load part {rank} (load_partition(out_dir, dist.get_rank()))"
         )
+    mine, theirs = own.assignment, partition_.assignment
     same = own.num_parts == partition_.num_parts and (
-        (own.assignment is None and partition_.assignment is None)
-        or (own.assignment is not None and partition_.assignment is not None and torch.equal(own.assignment, partition_.assignment))
+        (mine is None and theirs is None) or (mine is not None and theirs is not None and torch.equal(mine, theirs))
     )
     if not same:
         raise ValueError(

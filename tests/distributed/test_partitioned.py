@@ -236,6 +236,8 @@ def test_load_refuses_mismatched_rank_or_num_parts(tmp_path):
         partition(graph_of("untyped"), None, None, 2, tmp_path / "x", method="random")
     with pytest.raises(ValueError, match=r"`method`: .*ranks must be in 0..1"):
         partition(graph_of("untyped"), None, None, 2, tmp_path / "x", method=torch.full((300,), 2))
+    with pytest.raises(ValueError, match=r"`item_sets\['train'\]` holds node id 300, out of range for 300 nodes"):
+        partition(graph_of("untyped"), None, {"train": gp.ItemSet(torch.arange(301))}, 2, tmp_path / "x")
     bf16 = gp.FeatureStore({"x": torch.zeros(300, 2, dtype=torch.bfloat16)})
     with pytest.raises(TypeError, match="torch.bfloat16 cannot be stored as .npy files"):
         partition(graph_of("untyped"), bf16, None, 2, tmp_path / "x")
