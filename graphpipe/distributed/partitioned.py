@@ -435,14 +435,40 @@ def load_partition(
     nodes = _small_array(paths, "nodes.npy", listed, validate, where)
     if "graph.pt" not in paths:
         raise ValueError(f"{where}: manifest.json lists no part file 'graph.pt'")
-    graph = CSCGraph.load(paths["graph.pt"], mmap=True, validate=False if validate is not None else None)
+    graph = CSCGraph.load(paths["graph.pt"], mmap=True, validate=False if validate is False else None)
     if (graph.total_num_nodes, graph.total_num_edges) != (manifest["num_nodes"], manifest["parts"][rank]["num_edges"]):
         raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes")
+    partition_ = Partition(total, owners)
+    if validate:
+        _check_part(graph, nodes, partition_, rank, manifest, where)
     features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
     item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, name, listed, validate, where))
-    partition_ = Partition(total, owners)
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
     return GraphPart(rank, total, graph, features, item_sets, item_ids, partition_, nodes)
+
+
+def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, rank: int, manifest: dict, where: str):
+    """``load_partition(validate=True)``'s O(num_nodes + part edges) checks of what the
+    part promises: its vertices are those the partition gives ``rank``, only they have
+    in-edges, sources in range, edge ids within their type's count."""
+    everyone = torch.arange(graph.total_num_nodes)
+    if not torch.equal(nodes.to(torch.int64), everyone[partition_.owner(everyone) == rank]):
+        raise ValueError(f"{where}: part {rank}'s 'nodes.npy' is not the vertices its owners assign to it")
+    if int(graph.in_degrees()[partition_.owner(everyone) != rank].sum()) != 0:
+        raise ValueError(f"{where}: part {rank}'s graph has in-edges of vertices it does not own")
+    indices = graph.indices
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= graph.total_num_nodes):
+        raise ValueError(f"{where}: part {rank}'s graph has source ids out of range for {graph.total_num_nodes} nodes")
+    ids = graph.map_edge_ids(torch.arange(graph.total_num_edges))
+    if graph.is_heterogeneous:
+        types = graph.type_per_edge.to(torch.int64)
+        if types.numel() and (int(types.min()) < 0 or int(types.max()) >= len(graph.edge_types)):
+            raise ValueError(f"{where}: part {rank}'s graph has edge type ids out of range")
+        limit = torch.tensor([manifest["edges_per_type"][t] for t in graph.edge_types])[types]
+    else:
+        limit = manifest["num_edges"]
+    if bool(((ids < 0) | (ids >= limit)).any()):
+        raise ValueError(f"{where}: part {rank}'s graph has edge ids out of range for the whole graph's edges")
 
 
 def _read_manifest(out_dir: str, where: str) -> dict:

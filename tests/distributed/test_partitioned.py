@@ -6,8 +6,10 @@ attributes and edge features added.
 """
 
 import dataclasses
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -224,6 +226,20 @@ def test_untrusted_directory(tmp_path):
     os.unlink(out / "manifest.json")
     with pytest.raises(FileNotFoundError, match="no manifest.json"):
         load_partition(out, 0)
+
+
+def test_validate_checks_what_a_part_promises(tmp_path):
+    """A part graph swapped for another part's, with a manifest made to match its size and
+    checksum: ``validate=True`` finds in-edges of vertices the part does not own."""
+    out = small_partition(tmp_path)
+    shutil.copyfile(out / "part-1" / "graph.pt", out / "part-0" / "graph.pt")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["parts"][0]["files"]["graph.pt"] = manifest["parts"][1]["files"]["graph.pt"]
+    manifest["parts"][0]["num_edges"] = manifest["parts"][1]["num_edges"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    load_partition(out, 0)  # by default: the manifest, sizes and indptr's checksum only
+    with pytest.raises(ValueError, match="part 0's graph has in-edges of vertices it does not own"):
+        load_partition(out, 0, validate=True)
 
 
 def test_load_refuses_mismatched_rank_or_num_parts(tmp_path):
