@@ -404,10 +404,11 @@ def load_partition(
     """Map part ``rank`` of the partitioned dataset in ``out_dir`` (from :func:`partition`).
 
     The manifest is checked (format, version, part count, each file of the part present
-    with its size). ``validate=True`` checks every file's CRC-32 now; ``None`` (default)
-    checks the small files now, the graph as ``CSCGraph.load(mmap=True)`` does (``indptr``)
-    and each feature file when first read; ``False`` checks no CRC. The directory is
-    untrusted: no pickles, no file outside ``out_dir``.
+    with its size). ``validate=True`` checks every file's CRC-32 now, and what the part
+    promises (its vertices, only their in-edges, ids in range: ``O(num_nodes + part
+    edges)``); ``None`` (default) checks the small files now, the graph as
+    ``CSCGraph.load(mmap=True)`` does (``indptr``) and each feature file when first read;
+    ``False`` checks no CRC. The directory is untrusted: no pickles, no file outside ``out_dir``.
 
     Args:
         rank: the part, in ``[0, num_parts)``.
@@ -431,14 +432,19 @@ def load_partition(
     owners = None
     if manifest["owners"] is not None:
         owners_path = _checked_file(out_dir, "", "owners.npy", manifest["owners"], validate is not False, where)
-        owners = torch.from_numpy(np.load(owners_path, allow_pickle=False).astype(np.int64, copy=False))
+        owners = _npy(owners_path, "owners.npy", where)
+        if owners.dim() != 1 or owners.numel() != manifest["num_nodes"] or owners.is_floating_point():
+            raise ValueError(f"{where}: 'owners.npy' must hold one integer owner per node ({manifest['num_nodes']})")
     nodes = _small_array(paths, "nodes.npy", listed, validate, where)
     if "graph.pt" not in paths:
         raise ValueError(f"{where}: manifest.json lists no part file 'graph.pt'")
     graph = CSCGraph.load(paths["graph.pt"], mmap=True, validate=False if validate is False else None)
     if (graph.total_num_nodes, graph.total_num_edges) != (manifest["num_nodes"], manifest["parts"][rank]["num_edges"]):
         raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes")
-    partition_ = Partition(total, owners)
+    try:
+        partition_ = Partition(total, owners)
+    except ValueError as error:
+        raise ValueError(f"{where}: 'owners.npy': {error}") from None
     if validate:
         _check_part(graph, nodes, partition_, rank, manifest, where)
     features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
@@ -491,6 +497,8 @@ def _read_manifest(out_dir: str, where: str) -> dict:
         for part in parts:
             if not isinstance(part["files"], dict) or not all(isinstance(e, dict) for e in part["files"].values()):
                 raise ValueError("a part's `files` is not a dict of file -> {size, crc32}")
+            if not isinstance(part["num_nodes"], int) or not isinstance(part["num_edges"], int):
+                raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
         for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
             manifest[key]
     except (ValueError, KeyError, TypeError, AttributeError) as error:
@@ -529,10 +537,15 @@ def _small_array(paths: dict, name: str, listed: dict, validate: Optional[bool],
         raise ValueError(f"{where}: manifest.json lists no part file '{name}'")
     if validate is None and file_checksum(paths[name]) != listed[name]["crc32"]:
         raise ValueError(f"{where}: the part file '{name}' does not match its checksum: it is corrupted; {_AGAIN}")
+    return _npy(paths[name], name, where)
+
+
+def _npy(path: str, name: str, where: str) -> torch.Tensor:
+    """The array of the ``.npy`` file ``path`` (no pickles), read whole."""
     try:
-        return torch.from_numpy(np.load(paths[name], allow_pickle=False))
-    except ValueError as error:
-        raise ValueError(f"{where}: the part file '{name}' is not a plain .npy array ({error})") from None
+        return torch.from_numpy(np.load(path, allow_pickle=False))
+    except (ValueError, TypeError, OSError) as error:
+        raise ValueError(f"{where}: the file '{name}' is not a plain .npy array ({error})") from None
 
 
 def _part_features(manifest, graph, nodes, paths, listed, validate, where) -> FeatureStore:

@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 import graphpipe as gp
 from graphpipe.distributed import Partition, load_item_sets, load_partition, partition
+from graphpipe.features.part import file_checksum
 from graphpipe.graph.edge_types import parse_edge_type
 
 from dist_harness import run_ranks, values
@@ -219,7 +220,17 @@ def test_untrusted_directory(tmp_path):
     os.symlink(outside, out / "part-0" / "items-0-0-0.npy")
     with pytest.raises(ValueError, match="'part-0/items-0-0-0.npy' resolves to .* outside the directory"):
         load_partition(out, 0)
-    manifest = (out / "manifest.json").read_text()
+    pickled = out / "part-1" / "items-0-0-0.npy"  # an object array (a pickle), listed with its true size and CRC
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["parts"][1]["files"]["items-0-0-0.npy"] = {"size": os.path.getsize(pickled), "crc32": file_checksum(str(pickled))}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="'items-0-0-0.npy' is not a plain .npy array"):
+        load_partition(out, 1)
+    (out / "manifest.json").write_text(json.dumps({**manifest, "format": "other"}))
+    with pytest.raises(ValueError, match="not a graphpipe partition manifest .format tag 'other'"):
+        load_partition(out, 1)
+    manifest = json.dumps(manifest)
     (out / "manifest.json").write_text(manifest.replace('"nodes.npy"', '"../../x.npy"', 1))
     with pytest.raises(ValueError, match="malformed file entry '../../x.npy'"):
         load_partition(out, 0)
