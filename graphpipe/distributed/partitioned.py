@@ -94,7 +94,7 @@ def partition(
             f"graphpipe.distributed.partition: `features` must be a FeatureStore or None, got {type(features).__name__}"
         )
     item_sets = _checked_item_sets(item_sets)
-    owners, method_name = _owners(graph, num_parts, method)
+    owners, method_name = _owners(graph, features, num_parts, method)
     item_owners = {split: _item_owners(graph, split, item_set, owners) for split, item_set in item_sets.items()}
     manifest = _manifest_head(graph, features, item_sets, num_parts, method_name)  # checks the features
     out_dir = real_directory(out_dir, "graphpipe.distributed.partition: `out_dir`", create=True)
@@ -137,7 +137,7 @@ def _checked_item_sets(item_sets) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
     return dict(item_sets)
 
 
-def _owners(graph: CSCGraph, num_parts: int, method) -> Tuple[torch.Tensor, str]:
+def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Tensor, str]:
     """``([num_nodes] int64 owner per global id, method name)``."""
     num_nodes = graph.total_num_nodes
     if isinstance(method, torch.Tensor):
@@ -155,15 +155,16 @@ def _owners(graph: CSCGraph, num_parts: int, method) -> Tuple[torch.Tensor, str]
         return torch.cat([hashed.owner(torch.arange(i, min(i + _CHUNK_IDS, num_nodes))) for i in range(0, num_nodes, _CHUNK_IDS)]
                          or [torch.empty(0, dtype=torch.int64)]), "hash"  # fmt: skip
     if method == "metis":
-        return metis_assignment(graph, num_parts), "metis"
+        return metis_assignment(graph, num_parts, _bytes_per_vertex(graph, features)), "metis"
     raise ValueError(
         f"graphpipe.distributed.partition: `method` must be 'hash', 'metis' or a [num_nodes] tensor of owners, got {method!r}"
     )
 
 
-def metis_assignment(graph: CSCGraph, num_parts: int) -> torch.Tensor:
+def metis_assignment(graph: CSCGraph, num_parts: int, vertex_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``[num_nodes]`` int64 owners from METIS (``pymetis``) on the graph made undirected
-    (every edge both ways, self-loops and duplicates dropped), balancing vertex counts.
+    (every edge both ways, self-loops and duplicates dropped), with parts of equal total
+    ``vertex_weights`` (``[num_nodes]`` int64 > 0; None: equal vertex counts).
     METIS holds that adjacency in memory (``2 * num_edges`` ids): the one step of
     :func:`partition` that is not out of core."""
     try:
@@ -183,9 +184,34 @@ def metis_assignment(graph: CSCGraph, num_parts: int) -> torch.Tensor:
     del src, dst, keep
     xadj = torch.zeros(num_nodes + 1, dtype=torch.int64)
     torch.cumsum(torch.bincount(keys // num_nodes, minlength=num_nodes), 0, out=xadj[1:])
-    adjncy = (keys % num_nodes).numpy()
-    _, membership = pymetis.part_graph(num_parts, adjacency=pymetis.CSRAdjacency(xadj.numpy(), adjncy))
+    adjacency = pymetis.CSRAdjacency(xadj.numpy(), (keys % num_nodes).numpy())
+    weights = None if vertex_weights is None else vertex_weights.to(torch.int64).numpy()
+    _, membership = pymetis.part_graph(num_parts, adjacency=adjacency, vweights=weights)
     return torch.as_tensor(np.asarray(membership, dtype=np.int64))
+
+
+def _bytes_per_vertex(graph: CSCGraph, features: Optional[FeatureStore]) -> torch.Tensor:
+    """``[num_nodes]`` int64 weights for METIS: about the bytes a vertex costs its owner
+    (its node feature rows, its in-edges' arrays and edge feature rows at the mean row
+    size), scaled so that they add up to at most ``2**30``, each ``>= 1``."""
+    schema, keys = graph.schema, features.keys() if features is not None else []
+    row_bytes = torch.zeros(len(schema.node_types), dtype=torch.int64)
+    edge_bytes = graph.indices.element_size() + 8 + (graph.type_per_edge.element_size() if graph.is_heterogeneous else 0)
+    edge_bytes += sum(t[:1].numel() * t.element_size() for t in graph.edge_attributes.values())
+    edge_feature_bytes = 0
+    for domain, type_name, name in keys:
+        feature = features[domain, type_name, name]
+        size = math.prod(feature.row_shape) * feature.dtype.itemsize
+        t = 0 if type_name is None else schema.node_type_id.get(type_name)
+        if domain == "node":
+            row_bytes[t] += size
+        else:
+            edge_feature_bytes += size * feature.num_rows
+    per_vertex = torch.repeat_interleave(row_bytes, torch.tensor(schema.node_type_offset).diff())
+    mean_edge = edge_bytes + edge_feature_bytes / max(graph.total_num_edges, 1)
+    weights = per_vertex + (graph.in_degrees() * mean_edge).to(torch.int64)
+    unit = max(1, int(weights.sum()) >> 30)
+    return 1 + weights // unit
 
 
 def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> dict:
