@@ -41,7 +41,7 @@ from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.distributed.partition import Partition
 from graphpipe.features.part import OwnedRowsFeature, file_checksum
 from graphpipe.features.store import FeatureStore
-from graphpipe.graph.csc_graph import CSCGraph, check_graph
+from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
 
 __all__ = ["GraphPart", "check_part_owners", "load_item_sets", "load_partition", "metis_assignment", "partition"]
@@ -196,7 +196,7 @@ def _bytes_per_vertex(graph: CSCGraph, features: Optional[FeatureStore]) -> torc
     size), scaled so that they add up to at most ``2**30``, each ``>= 1``."""
     schema, keys = graph.schema, features.keys() if features is not None else []
     row_bytes = torch.zeros(len(schema.node_types), dtype=torch.int64)
-    edge_bytes = graph.indices.element_size() + 8 + (graph.type_per_edge.element_size() if graph.is_heterogeneous else 0)
+    edge_bytes = graph.indices.element_size() + smallest_index_dtype(graph.total_num_edges).itemsize + (graph.type_per_edge.element_size() if graph.is_heterogeneous else 0)
     edge_bytes += sum(t[:1].numel() * t.element_size() for t in graph.edge_attributes.values())
     edge_feature_bytes = 0
     for domain, type_name, name in keys:
@@ -305,12 +305,14 @@ def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, ran
     typed = graph.typed_fields()
     if typed is not None:
         typed = {**typed, "type_per_edge": graph.type_per_edge[positions]}
+    edge_ids = graph.map_edge_ids(positions)
+    largest = max(graph.total_num_edges - 1, 0)  # int32 arrays where the whole graph's ids fit: half the bytes
     part = CSCGraph._build(  # the user's edge ids of a part are not 0..E_r - 1: checks up to indptr
-        part_indptr,
+        part_indptr.to(smallest_index_dtype(total)),
         graph.indices[positions],
         {name: t[positions] for name, t in graph.edge_attributes.items()},
         dict(graph.node_attributes),
-        graph.map_edge_ids(positions),
+        edge_ids.to(smallest_index_dtype(largest)),
         level="indptr",
         typed=typed,
     )
