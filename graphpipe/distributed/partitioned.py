@@ -79,7 +79,7 @@ def partition(
         num_parts: number of parts (ranks), ``>= 1``.
         out_dir: a directory (created if missing; not a symlink).
         method: ``"hash"`` (:class:`Partition`'s hash), ``"metis"`` (METIS on the
-            symmetrised graph, fewer cut edges; ``pip install 'graphpipe[metis]'``), or a
+            symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``), or a
             ``[num_nodes]`` integer tensor: the owner of every global id.
 
     Returns:
@@ -171,7 +171,7 @@ def metis_assignment(graph: CSCGraph, num_parts: int, vertex_weights: Optional[t
         import pymetis  # an optional dependency: only METIS partitioning needs it
     except ImportError:
         raise ImportError(
-            "graphpipe.distributed.partition(method='metis') needs pymetis: pip install 'graphpipe[metis]'"
+            "graphpipe.distributed.partition(method='metis') needs pymetis: pip install 'graphpipe-gnn[metis]'"
         ) from None
     num_nodes = graph.total_num_nodes
     if num_parts == 1 or num_nodes == 0:

@@ -315,7 +315,7 @@ def test_metis_cuts_fewer_edges_than_hash(tmp_path):
 
 def test_metis_without_pymetis_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pymetis", None)
-    with pytest.raises(ImportError, match=r"pip install 'graphpipe\[metis\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'graphpipe-gnn\[metis\]'"):
         partition(graph_of("untyped"), None, None, 2, tmp_path, method="metis")
 
 
