@@ -55,17 +55,15 @@ def neighbor_loader(
     goes to :func:`hetero_neighbor_loader`.
     """
     if isinstance(data, HeteroData):
+        options = {"time_attr": time_attr, "input_time": input_time, "temporal_strategy": temporal_strategy}
         return hetero_neighbor_loader(
-            data, num_neighbors, batch_size, input_nodes, time_attr, input_time, temporal_strategy, shuffle, disjoint, seed
+            data, num_neighbors, batch_size, input_nodes, shuffle=shuffle, disjoint=disjoint, seed=seed, **options
         )
     edge_attributes = {weight_attr: data[weight_attr]} if weight_attr else {}
     node_times, edge_times = _homo_times(data, time_attr)
-    graph = _sorted_by_time(
-        gp.CSCGraph.from_edge_index(
-            data.edge_index, data.num_nodes, edge_attributes={**edge_attributes, **edge_times}, node_attributes=node_times
-        ),
-        node_times, edge_times,
-    )  # fmt: skip
+    edge_attributes |= edge_times
+    graph = gp.CSCGraph.from_edge_index(data.edge_index, data.num_nodes, edge_attributes, node_attributes=node_times)
+    graph = _sorted_by_time(graph, node_times, edge_times)
     node_features = {key: data[key] for key in ("x", "y") if key in data} | node_times
     edge_features = {key: data[key] for key in ("edge_attr", "edge_weight") if key in data and key != weight_attr}
     edge_features |= edge_times
@@ -78,7 +76,8 @@ def neighbor_loader(
     fanouts = list(reversed(num_neighbors))  # graphpipe lists the seeds' fanout last
     options = _sampler_options(time_attr, temporal_strategy, disjoint)
     if sampler == "neighbor":
-        pipe = pipe.sample_neighbor(graph, fanouts, replace=replace, weights=weight_attr, seed=seed, layout=layout, **options)
+        options |= {"replace": replace}
+        pipe = pipe.sample_neighbor(graph, fanouts, weights=weight_attr, seed=seed, layout=layout, **options)
     else:
         pipe = pipe.sample_layer_neighbor(graph, fanouts, weights=weight_attr, seed=seed, layout=layout, **options)
     pipe = pipe.fetch_feature(store, list(node_features), list(edge_features))
@@ -112,9 +111,9 @@ def hetero_neighbor_loader(
         ids = ids.nonzero().flatten()
     graph, store, node_keys, edge_keys = _hetero_graph_and_store(data, time_attr)
     items = gp.HeteroItemSet({node_type: _seed_items(ids, input_time)})
-    pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed).sample_neighbor(
-        graph, list(reversed(num_neighbors)), layout="pyg", seed=seed, **_sampler_options(time_attr, temporal_strategy, disjoint)
-    )
+    options = _sampler_options(time_attr, temporal_strategy, disjoint)
+    pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
+    pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), layout="pyg", seed=seed, **options)
     pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys or None)
     return gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg))
 
@@ -163,13 +162,13 @@ def _hetero_graph_and_store(data, time_attr, label_type=None):
     edges = {":".join(key): data[key].edge_index for key in data.edge_types}
     if label_type is not None:  # the label's edge type may have no edges
         edges.setdefault(":".join(label_type), torch.empty(2, 0, dtype=torch.int64))
-    node_times = {t: data[t][time_attr] for t in data.node_types if time_attr is not None and time_attr in data[t]}
-    edge_times = {":".join(k): data[k][time_attr] for k in data.edge_types if time_attr is not None and time_attr in data[k]}
+    timed = (lambda store: time_attr in store) if time_attr is not None else (lambda store: False)
+    node_times = {t: data[t][time_attr] for t in data.node_types if timed(data[t])}
+    edge_times = {":".join(k): data[k][time_attr] for k in data.edge_types if timed(data[k])}
     node_attributes = {time_attr: node_times} if node_times else {}
     edge_attributes = {time_attr: edge_times} if edge_times else {}
-    graph = gp.CSCGraph.from_hetero_edges(
-        edges, {t: data[t].num_nodes for t in data.node_types}, edge_attributes=edge_attributes, node_attributes=node_attributes
-    )
+    num_nodes = {t: data[t].num_nodes for t in data.node_types}
+    graph = gp.CSCGraph.from_hetero_edges(edges, num_nodes, edge_attributes, node_attributes=node_attributes)
     graph = _sorted_by_time(graph, node_attributes, edge_attributes)
     node_tables = {(t, "x"): data[t].x for t in data.node_types if "x" in data[t]}
     node_tables |= {(t, time_attr): times for t, times in node_times.items()}
@@ -228,7 +227,7 @@ def link_neighbor_loader(
     """
     edge_index = data.edge_index if "edge_index" in data else torch.empty(2, 0, dtype=torch.int64)
     node_times, edge_times = _homo_times(data, time_attr)
-    graph = gp.CSCGraph.from_edge_index(edge_index, data.num_nodes, edge_attributes=edge_times, node_attributes=node_times)
+    graph = gp.CSCGraph.from_edge_index(edge_index, data.num_nodes, edge_times, node_attributes=node_times)
     graph = _sorted_by_time(graph, node_times, edge_times)
     node_features = {key: data[key] for key in ("x",) if key in data} | node_times
     edge_features = {key: data[key] for key in ("edge_attr",) if key in data} | edge_times
@@ -237,7 +236,8 @@ def link_neighbor_loader(
     mode, amount = _negative_mode(neg_sampling_ratio, neg_sampling)
     if mode == "binary" and amount is not None and edge_label is not None and int(edge_label.min()) == 0:
         edge_label = edge_label + 1
-    pipe = gp.ItemSampler(_pair_items(edge_label_index, edge_label, edge_label_time), batch_size, shuffle=shuffle, seed=seed)
+    items = _pair_items(edge_label_index, edge_label, edge_label_time)
+    pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
     pipe = _negatives(pipe, graph, mode, amount, seed)
     options = _sampler_options(time_attr, "uniform", disjoint) | sampler_kwargs
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), seed=seed, layout=layout, **options)

@@ -62,7 +62,8 @@ class TemporalGraph:
         if time_on == "node":
             times = {t: torch.randint(max_time, (n,), generator=g) for t, n in num_nodes.items() if t != "shop"}
             return cls(num_nodes, edges, node_time=times)
-        return cls(num_nodes, edges, edge_time={e: torch.randint(max_time, (s.numel(),), generator=g) for e, (s, _) in edges.items()})
+        times = {e: torch.randint(max_time, (src.numel(),), generator=g) for e, (src, _) in edges.items()}
+        return cls(num_nodes, edges, edge_time=times)
 
     def time_key(self, etype, eid):
         """The time that decides whether edge ``eid`` of ``etype`` is valid; None: unconstrained."""
@@ -75,7 +76,7 @@ class TemporalGraph:
 
     def valid_in_edges(self, etype, v, t, comparison="<="):
         """``[(time, eid)]`` of the in-edges of ``v`` of ``etype`` valid for a root at time ``t``."""
-        src, dst = self.edges[etype]
+        dst = self.edges[etype][1]
         out = []
         for eid in (dst == v).nonzero().flatten().tolist():
             key = self.time_key(etype, eid)
@@ -98,8 +99,11 @@ class TemporalGraph:
             graph = gp.CSCGraph.from_edge_index(torch.stack([src, dst]), self.num_nodes[NODE], **attr)
         else:
             edges = {e: torch.stack(pair) for e, pair in self.edges.items()}
-            times = {"node_attributes": {"time": self.node_time}} if self.time_on == "node" else {"edge_attributes": {"time": self.edge_time}}
-            graph = gp.CSCGraph.from_hetero_edges(edges, self.num_nodes, **times)
+            if self.time_on == "node":
+                attr = {"node_attributes": {"time": self.node_time}}
+            else:
+                attr = {"edge_attributes": {"time": self.edge_time}}
+            graph = gp.CSCGraph.from_hetero_edges(edges, self.num_nodes, **attr)
         if not sort:
             return graph
         name = {"node_timestamp_attr_name" if self.time_on == "node" else "edge_timestamp_attr_name": "time"}
@@ -124,9 +128,9 @@ def node_batches(model, seeds, times, num_neighbors, strategy="uniform", sort=Tr
     if model.kind == "typed":
         items = gp.HeteroItemSet({model.seed_type: items})
     store, node_keys, edge_keys = model.features()
-    pipe = gp.ItemSampler(items, batch_size or seeds.numel()).sample_neighbor(
-        model.csc_graph(sort), list(reversed(num_neighbors)), layout="pyg", time_attr="time", temporal_strategy=strategy, seed=seed
-    )
+    options = {"layout": "pyg", "time_attr": "time", "temporal_strategy": strategy, "seed": seed}
+    pipe = gp.ItemSampler(items, batch_size or seeds.numel())
+    pipe = pipe.sample_neighbor(model.csc_graph(sort), list(reversed(num_neighbors)), **options)
     if model.kind == "typed":
         pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys)
     else:

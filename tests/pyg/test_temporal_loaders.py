@@ -47,7 +47,8 @@ def test_temporal_hetero_neighbor_loader_on_karate(typed):
     if not typed:  # beyond upstream: the same on a Data
         hetero_data = Data(x=data.x, time=torch.arange(data.num_nodes, 0, -1), edge_index=data.edge_index)
 
-    loader = neighbor_loader(hetero_data, num_neighbors=[-1, -1], input_nodes="v" if typed else None, time_attr="time", batch_size=1)
+    input_nodes = "v" if typed else None
+    loader = neighbor_loader(hetero_data, num_neighbors=[-1, -1], input_nodes=input_nodes, time_attr="time", batch_size=1)
 
     for batch in loader:
         store = batch["v"] if typed else batch
@@ -57,7 +58,7 @@ def test_temporal_hetero_neighbor_loader_on_karate(typed):
         # Beyond upstream: the batch is the model's subtree of the seed at its own node time.
         node_type, edge_type = ("v", "v:to:v") if typed else (NODE, EDGE)
         times = {node_type: torch.arange(34, 0, -1)}
-        model = TemporalGraph({node_type: 34}, {edge_type: tuple(data.edge_index)}, node_time=times, seed_type=node_type)
+        model = TemporalGraph({node_type: 34}, {edge_type: tuple(data.edge_index)}, times, seed_type=node_type)
         seed = store.n_id[:1]
         check_subtrees(batch, model, seed, model.node_time[node_type][seed], [-1, -1], "uniform")
 
@@ -354,4 +355,5 @@ def test_hetero_link_neighbor_loader_triplet(amount):
 
     for batch in loader:
         assert isinstance(batch, HeteroData)
-        _check_triplet_batch(batch["paper"], batch["paper", "paper"], data["paper", "paper"].edge_label_index, batch_size, amount)
+        label_index = data["paper", "paper"].edge_label_index
+        _check_triplet_batch(batch["paper"], batch["paper", "paper"], label_index, batch_size, amount)
