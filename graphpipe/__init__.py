@@ -26,6 +26,7 @@ from graphpipe.loading.loader import DataLoader
 from graphpipe.batch.minibatch import CSCFormat, MiniBatch, SampledSubgraph
 from graphpipe.pipes import ItemSampler, Pipe, SubgraphSampler
 from graphpipe.pipes import LayerNeighborSampler, NeighborSampler, UniformNegativeSampler
+from graphpipe.pipes import TemporalLayerNeighborSampler, TemporalNeighborSampler
 from graphpipe.pipes import CopyTo, FeatureFetcher, Transform
 from graphpipe.distributed import cooperative_exchange
 from graphpipe.pipes import DistributedItemSampler
@@ -53,6 +54,8 @@ __all__ = [
     "NeighborSampler",
     "LayerNeighborSampler",
     "UniformNegativeSampler",
+    "TemporalNeighborSampler",
+    "TemporalLayerNeighborSampler",
     "CSCGraph",
     "etype_str_to_tuple",
     "etype_tuple_to_str",

@@ -65,6 +65,9 @@ class MiniBatch:
             ``batch``): the position in ``seeds`` of the seed whose subtree each of
             ``input_nodes`` belongs to (a node reached from two seeds is in
             ``input_nodes`` twice); typed: per node type.
+        timestamp: ``[batch_size]`` int64, temporal sampling: each seed's time (an ItemSet
+            field named ``"timestamp"``; GraphBolt's), aligned with ``seeds`` (a negative
+            gets its positive's); every sampled node and edge is valid for it.
 
     Typed batches (from a :class:`~graphpipe.HeteroItemSet` on a typed graph) hold dicts,
     every id type-local: ``seeds``, ``labels`` and ``item_ids`` by node type (only the
@@ -92,6 +95,7 @@ class MiniBatch:
     compacted_seeds: Optional[torch.Tensor] = None
     item_ids: Optional[torch.Tensor] = None
     subtree_ids: Optional[torch.Tensor] = None
+    timestamp: Optional[torch.Tensor] = None
 
     def __repr__(self) -> str:
         """One field a line, tensors as ``dtype[shape]`` (``int64[1024]``), not values."""
@@ -148,6 +152,7 @@ class MiniBatch:
             compacted_seeds=seed_field(self.compacted_seeds),
             item_ids=seed_field(self.item_ids),
             subtree_ids=None if self.subtree_ids is None else {HOMO_NODE_TYPE: self.subtree_ids},
+            timestamp=seed_field(self.timestamp),
         )
 
     # ------------------------------------------------------------------ moves

@@ -88,7 +88,9 @@ def coo_arrays(src, dst, num_nodes: Optional[int], edge_attributes: Optional[Map
     )
 
 
-def hetero_arrays(edges: Mapping, num_nodes: Mapping[str, int], edge_attributes: Optional[Mapping]) -> dict:
+def hetero_arrays(
+    edges: Mapping, num_nodes: Mapping[str, int], edge_attributes: Optional[Mapping], node_attributes: Optional[Mapping] = None
+) -> dict:
     """The arrays of :meth:`CSCGraph.from_hetero_edges` by field name (the typed ones
     under ``typed``): the edge lists are concatenated in edge type id
     order, so the stable grouping by target leaves each target's in-edges ascending by
@@ -115,7 +117,9 @@ def hetero_arrays(edges: Mapping, num_nodes: Mapping[str, int], edge_attributes:
         for attr, per_type in (edge_attributes or {}).items()
     }
     max_local = max((e[0].numel() for e in typed_edges.values()), default=0)
+    nodes = {attr: _typed_node_attribute(attr, per_type, counts, node_types, where) for attr, per_type in (node_attributes or {}).items()}
     return dict(
+        node_attributes=nodes,
         indptr=indptr.to(smallest_index_dtype(num_edges)),
         indices=_in_csc_order(src, perm).to(smallest_index_dtype(max(total_nodes - 1, 0))),
         edge_attributes=attributes,
@@ -127,6 +131,31 @@ def hetero_arrays(edges: Mapping, num_nodes: Mapping[str, int], edge_attributes:
             edge_type_to_id={t: i for i, t in enumerate(edge_types)},
         ),
     )
+
+
+def _typed_node_attribute(attr: str, per_type, counts: Mapping[str, int], node_types: list, where: str) -> torch.Tensor:
+    """``[num_nodes, ...]``: node attribute ``attr`` given per node type, in global id
+    order; a type left out is filled with the dtype's minimum (int64: UNTIMED, no time
+    for temporal sampling) or NaN (floats)."""
+    if not isinstance(per_type, Mapping) or not per_type:
+        raise ValueError(f"{where}: node_attributes[{attr!r}] must be a dict node type -> [n, ...] tensor, got {type(per_type).__name__}")
+    unknown = [t for t in per_type if t not in counts]
+    if unknown:
+        raise ValueError(f"{where}: node_attributes[{attr!r}] names node types {unknown} the graph lacks; its node types: {node_types}")
+    first = next(iter(per_type.values()))
+    pieces = []
+    for t in node_types:
+        value = per_type.get(t)
+        if value is None:
+            fill = float("nan") if first.is_floating_point() else torch.iinfo(first.dtype).min if first.dtype != torch.bool else False
+            value = torch.full((counts[t],) + tuple(first.shape[1:]), fill, dtype=first.dtype)
+        if not isinstance(value, torch.Tensor) or value.shape[:1] != (counts[t],) or value.shape[1:] != first.shape[1:] or value.dtype != first.dtype:
+            raise ValueError(
+                f"{where}: node_attributes[{attr!r}][{t!r}] must be a [{counts[t]}, ...] tensor like the other types' "
+                f"({first.dtype}, {list(first.shape[1:])} per node)"
+            )
+        pieces.append(value)
+    return torch.cat(pieces)
 
 
 def _check_hetero_edges(edges, num_nodes, where: str):

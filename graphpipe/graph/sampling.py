@@ -20,6 +20,8 @@ import torch
 
 from graphpipe._internal.checks import as_int, check_node_ids
 from graphpipe.graph.checks import check_edge_weights, check_typed_pairs, check_typed_seeds
+from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.graph.temporal import TimeFilter
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
 from graphpipe.ops import LayerSample, sample_neighbors, unique_and_compact
 from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
@@ -30,10 +32,15 @@ __all__ = [
     "SampledLayer",
     "SeedEdgeExclusion",
     "SeedNodes",
+    "LayerTimes",
+    "append_layer",
     "compact_layer",
     "link_seed_nodes",
     "sample_graph_neighbors",
     "sample_layer",
+    "seed_times",
+    "segment_destinations",
+    "link_rows",
     "seed_edge_exclusion",
     "node_ids_of_keys",
     "seed_nodes",
@@ -102,11 +109,13 @@ class SampledLayer(NamedTuple):
     row_counts: Tuple[int, ...]
 
 
-def seed_nodes(graph, seeds, where: str) -> SeedNodes:
+def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = True) -> SeedNodes:
     """Check a batch's ``seeds`` against ``graph`` (the user's ids: checked here, once)
     and give them as :class:`SeedNodes`: ``[n]`` node ids, ``[N, k]`` node pairs or
     hyperlinks; on a typed graph a dict node type -> ``[n]`` type-local ids, or edge type
-    ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs."""
+    ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs. ``unique=False``: every
+    endpoint of a link seed is a node of its own (:func:`link_rows`, in ``row_major``
+    order or column by column)."""
     if not graph.is_heterogeneous:
         if not isinstance(seeds, torch.Tensor) or seeds.dim() != 2:
             if isinstance(seeds, Mapping):
@@ -122,14 +131,14 @@ def seed_nodes(graph, seeds, where: str) -> SeedNodes:
                 f"{tuple(seeds.shape)} (node seeds are 1-D)"
             )
         links = check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where).view(seeds.shape)
-        return link_seed_nodes(graph, {0: links})
+        return link_seed_nodes(graph, {0: links}) if unique else SeedNodes(*link_rows(graph.schema, {0: links}, row_major))
     offsets = graph.schema.node_type_offset
     if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
         pairs = {}
         for key, ids in seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
             pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
-        return link_seed_nodes(graph, pairs)
+        return link_seed_nodes(graph, pairs) if unique else SeedNodes(*link_rows(graph.schema, pairs, row_major))
     by_type = check_typed_seeds(seeds, graph, where)
     nodes = torch.cat([ids + offsets[i] for i, ids in enumerate(by_type.values())])
     return SeedNodes(nodes, tuple(ids.numel() for ids in by_type.values()))
@@ -147,6 +156,67 @@ def link_seed_nodes(graph, pairs: Mapping[int, torch.Tensor]) -> SeedNodes:
         links[etype] = (p, local[at : at + p.numel()].view(p.shape))
         at += p.numel()
     return SeedNodes(nodes, tuple(b - a for a, b in zip(cuts, cuts[1:])), links)
+
+
+def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool):
+    """Link seeds without deduplication: ``values`` (edge type id -> ``[N, k]``, ids or
+    anything aligned with them) laid out type-major, per node type in (edge type, column)
+    order (GraphBolt's temporal layout); an untyped batch ``row_major`` (GraphBolt's
+    ``seeds.view(-1)``) or column by column (PyG's ``cat([src, dst])``).
+
+    Returns:
+        ``(rows, counts, links)``: ``[R]`` the values, rows per node type, and edge type
+        id -> ``(values, [N, k] int64 positions in rows)``.
+    """
+    pieces: List[List[Tuple[int, torch.Tensor]]] = [[] for _ in schema.node_types]  # (edge type, column)
+    for etype, v in values.items():
+        ends = schema.edge_type_ends[etype] if v.size(1) == 2 else (0,) * v.size(1)
+        if row_major and len(schema.node_types) == 1:
+            pieces[0].append((etype, v.reshape(-1)))
+            continue
+        for column, node_type in enumerate(ends):
+            pieces[node_type].append((etype, v[:, column]))
+    counts = tuple(sum(p.numel() for _, p in type_pieces) for type_pieces in pieces)
+    rows = torch.cat([p for type_pieces in pieces for _, p in type_pieces])
+    at = list(accumulate(counts, initial=0))
+    links: Dict[int, List[torch.Tensor]] = {etype: [] for etype in values}
+    for node_type, type_pieces in enumerate(pieces):
+        for etype, p in type_pieces:
+            links[etype].append(torch.arange(at[node_type], at[node_type] + p.numel()))
+            at[node_type] += p.numel()
+    local = {}
+    for etype, v in values.items():
+        columns = links[etype]
+        local[etype] = (v, columns[0].view(v.shape) if len(columns) == 1 else torch.stack(columns, dim=1))
+    return rows, counts, local
+
+
+def seed_times(graph, seeds, timestamp, nodes: SeedNodes, row_major: bool, where: str) -> torch.Tensor:
+    """``[R]`` int64: the time of each row of ``nodes`` (:func:`seed_nodes` with
+    ``unique=False`` of ``seeds``), from the batch's ``timestamp`` (``[N]`` per node or
+    link seed; typed: a dict keyed like ``seeds``)."""
+    typed = graph.is_heterogeneous
+
+    def times_of(key, ids):
+        t = timestamp.get(key) if typed and isinstance(timestamp, Mapping) else None if typed else timestamp
+        if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() != ids.size(0) or t.is_floating_point():
+            got = f"a {tuple(t.shape)} {t.dtype} tensor" if isinstance(t, torch.Tensor) else repr(type(t).__name__)
+            raise ValueError(
+                f"{where}: `timestamp`{'' if key is None else f'[{key!r}]'} must be [{ids.size(0)}] int64 times, one per "
+                f"seed (an ItemSet field named 'timestamp'), got {got}"
+            )
+        return t.to(torch.int64)
+
+    if nodes.links is None:
+        if not typed:
+            return times_of(None, seeds)
+        by_type = {t: seeds.get(t) for t in graph.node_types}
+        return torch.cat([times_of(t, ids) if ids is not None else torch.empty(0, dtype=torch.int64) for t, ids in by_type.items()])
+    if not typed:
+        return link_rows(graph.schema, {0: times_of(None, seeds)[:, None].expand(seeds.shape)}, row_major)[0]
+    schema = graph.schema
+    values = {schema.edge_type_id[":".join(parse_edge_type(key, where))]: times_of(key, ids)[:, None].expand(ids.shape) for key, ids in seeds.items()}
+    return link_rows(schema, values, row_major)[0]
 
 
 def seed_edge_exclusion(
@@ -201,6 +271,7 @@ def sample_layer(
     kernel: SegmentSampler,
     exclude: Optional[SeedEdgeExclusion] = None,
     subtrees: int = 1,
+    times: Optional[LayerTimes] = None,
 ) -> LayerSample:
     """The in-edges of ``nodes`` for one layer, uncompacted.
 
@@ -215,6 +286,8 @@ def sample_layer(
         subtrees: disjoint sampling (PyG's ``disjoint=True``): the number of subtrees (one
             per seed). A destination's variates are keyed by its key, so the same node
             samples independently in every subtree, and the sources inherit its subtree.
+        times: temporal sampling: only the in-edges valid in each destination's window
+            (:class:`LayerTimes`).
 
     Returns:
         Untyped: a :class:`~graphpipe.ops.LayerSample` over ``nodes``. Typed: over one
@@ -224,28 +297,97 @@ def sample_layer(
     """
     disjoint = subtrees > 1
     ids = torch.div(nodes, subtrees, rounding_mode="floor") if disjoint else nodes
+    edges = None if exclude is None else exclude.edges
+    if not graph.is_heterogeneous and times is None:
+        sample = kernel(graph.indptr, ids, fanouts[0], nodes if disjoint else None, edges)
+        return _in_subtrees(sample, nodes, subtrees)
     if not graph.is_heterogeneous:
-        sample = kernel(graph.indptr, ids, fanouts[0], nodes if disjoint else None, None if exclude is None else exclude.edges)
+        bounds = torch.stack([graph.indptr[ids], graph.indptr[ids + 1]], dim=1).reshape(-1)
+        key_ids = nodes if times.row_keys is None else times.row_keys
+        segment_fanouts = torch.full((nodes.numel(),), fanouts[0], dtype=torch.int64)
+        sample = times.filter.sample(bounds, times.lo, times.hi, key_ids, segment_fanouts, kernel, edges)
         return _in_subtrees(sample, nodes, subtrees)
     schema = graph.schema
-    groups, keys, start = [], {}, 0
+    groups, start = [], 0
     for node_type, count in enumerate(counts):
         edge_types = [t for t in schema.edge_types_to[node_type] if fanouts[t] != 0]
         if edge_types and count:
             groups.append((ids[start : start + count], edge_types))
-            keys[node_type] = nodes[start : start + count]
         start += count
-    sampled = [t for t, (_, dst_type) in enumerate(schema.edge_type_ends) if fanouts[t] != 0 and counts[dst_type]]
+    sampled, segment_dst = segment_destinations(schema, counts, fanouts)
     sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
     bounds, key_ids = typed_segments_of_nodes(graph.indptr, graph.type_per_edge, groups, len(schema.edge_types))
-    segment_fanouts = torch.repeat_interleave(
-        torch.tensor([fanouts[t] for t in sampled], dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64)
-    )
-    segment_keys = torch.cat([keys[schema.edge_type_ends[t][1]] for t in sampled]) if disjoint and sampled else None
+    segment_types = torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
+    segment_fanouts = torch.tensor(fanouts, dtype=torch.int64)[segment_types]
+    segment_keys = nodes[segment_dst] if disjoint else None
     if segment_keys is not None:  # (node, edge type, subtree): one key per segment of every subtree
         key_ids = key_ids * subtrees + segment_keys % subtrees
-    sample = sample_segments(bounds, key_ids, segment_fanouts, kernel, _layer_exclusion(exclude, sampled, sizes))
+    exclusion = _layer_exclusion(exclude, sampled, sizes)
+    if times is None:
+        sample = sample_segments(bounds, key_ids, segment_fanouts, kernel, exclusion)
+    else:
+        if times.row_keys is not None:  # (row, edge type): every row samples apart
+            key_ids = times.row_keys[segment_dst] * len(schema.edge_types) + segment_types
+        lo, hi = times.lo[segment_dst], times.hi[segment_dst]
+        sample = times.filter.sample(bounds, lo, hi, key_ids, segment_fanouts, kernel, exclusion, segment_types)
     return sample if segment_keys is None else _in_subtrees(sample, segment_keys, subtrees)
+
+
+class LayerTimes(NamedTuple):
+    """A temporal layer's constraint, per destination of :func:`sample_layer`.
+
+    Attributes:
+        filter: the sampler's :class:`~graphpipe.graph.temporal.TimeFilter`.
+        lo, hi: ``[n]`` int64 closed windows (the destination's root seed's).
+        row_keys: ``[n]`` int64 keys of the destinations' variates when they are rows
+            (no deduplication: a node may be several rows), else None (node keys).
+    """
+
+    filter: object
+    lo: torch.Tensor
+    hi: torch.Tensor
+    row_keys: Optional[torch.Tensor] = None
+
+
+def segment_destinations(schema, counts: Sequence[int], fanouts: Sequence[int]) -> Tuple[List[int], torch.Tensor]:
+    """A typed layer's sampled edge types (fanout not 0, a destination of their type) and
+    ``[S]`` int64: each segment's destination, a position in the layer's type-major
+    destinations (:func:`sample_layer`'s segment order)."""
+    starts = list(accumulate(counts, initial=0))
+    sampled = [t for t, (_, dst_type) in enumerate(schema.edge_type_ends) if fanouts[t] != 0 and counts[dst_type]]
+    ranges = [torch.arange(starts[schema.edge_type_ends[t][1]], starts[schema.edge_type_ends[t][1] + 1]) for t in sampled]
+    return sampled, torch.cat(ranges) if ranges else torch.empty(0, dtype=torch.int64)
+
+
+def append_layer(graph, dst: torch.Tensor, dst_counts, sample: LayerSample) -> Tuple[SampledLayer, torch.Tensor]:
+    """Lay out a sampled layer WITHOUT deduplication (GraphBolt's temporal layout): every
+    sampled edge adds a source row of its own, after ``dst``; on a typed graph the new
+    rows are grouped by node type (stably: edge type, then destination order).
+
+    Returns:
+        ``(layer, order)``: the :class:`SampledLayer` and ``[num_rows]`` int64: row ``j``
+        of ``layer.rows`` is ``cat([dst, sample.indices])[order[j]]``.
+    """
+    n, num_edges = dst.numel(), sample.indices.numel()
+    if not graph.is_heterogeneous:
+        src = torch.cat([dst, sample.indices])
+        return SampledLayer(dst, dst_counts, (0,), sample, src, torch.arange(n, n + num_edges), src, (src.numel(),)), torch.arange(src.numel())
+    offsets = graph.node_type_offset.to(torch.int64)
+    types = torch.bucketize(sample.indices, offsets[1:-1], right=True)
+    by_type = torch.sort(types, stable=True).indices
+    local = torch.empty(num_edges, dtype=torch.int64)
+    local[by_type] = torch.arange(n, n + num_edges)
+    new_counts = torch.bincount(types, minlength=len(dst_counts)).tolist()
+    pieces, dst_at, new_at = [], 0, n
+    for dst_count, new_count in zip(dst_counts, new_counts):
+        pieces += [torch.arange(dst_at, dst_at + dst_count), torch.arange(new_at, new_at + new_count)]
+        dst_at, new_at = dst_at + dst_count, new_at + new_count
+    src = torch.cat([dst, sample.indices[by_type]])
+    rows_of_src = torch.cat(pieces)
+    order = torch.cat([torch.arange(n), n + by_type])[rows_of_src]
+    row_counts = tuple(d + c for d, c in zip(dst_counts, new_counts))
+    skipped = (0,) * len(dst_counts)
+    return SampledLayer(dst, tuple(dst_counts), skipped, sample, src, local, src[rows_of_src], row_counts), order
 
 
 def subtree_keys(nodes: torch.Tensor) -> torch.Tensor:
@@ -377,10 +519,13 @@ def sample_graph_neighbors(
     fanouts,
     replace: bool = False,
     probs_name: Optional[str] = None,
+    times: Optional[tuple] = None,
 ) -> SampledSubgraph:
     """:meth:`CSCGraph.sample_neighbors` (GraphBolt's graph-level ``sample_neighbors``):
-    one layer with a key drawn from torch's generator, laid out per edge type."""
-    where = "CSCGraph.sample_neighbors"
+    one layer with a key drawn from torch's generator, laid out per edge type; with
+    ``times`` ``(seeds_timestamp, window, node attribute, edge attribute)``
+    :meth:`CSCGraph.temporal_sample_neighbors`."""
+    where = "CSCGraph.sample_neighbors" if times is None else "CSCGraph.temporal_sample_neighbors"
     counts = _graph_fanouts(fanouts, graph, where)
     if probs_name is not None and probs_name not in graph.edge_attributes:
         raise KeyError(
@@ -390,10 +535,12 @@ def sample_graph_neighbors(
     probs = None if probs_name is None else check_edge_weights(graph, probs_name, where)
     key = int(torch.randint(0, 2**62, ()))
 
-    def kernel(indptr, nodes, fanout, key_ids, exclude):
+    def kernel(indptr, nodes, fanout, key_ids, exclude, candidates=None):
         if fanout == 0:
             return LayerSample(torch.zeros(nodes.numel() + 1, dtype=torch.int64), *[torch.empty(0, dtype=torch.int64)] * 2)
-        return sample_neighbors(indptr, graph.indices, nodes, fanout, key=key, replace=replace, probs=probs, key_ids=key_ids)
+        indices = graph.indices if candidates is None else graph.indices[candidates]
+        weights = probs if candidates is None or probs is None else probs[candidates]
+        return sample_neighbors(indptr, indices, nodes, fanout, key=key, replace=replace, probs=weights, key_ids=key_ids)
 
     if graph.is_heterogeneous and isinstance(seeds, torch.Tensor):
         raise ValueError(f"{where}: the graph is typed, so `seeds` must be a dict of node type -> ids")
@@ -402,19 +549,42 @@ def sample_graph_neighbors(
     start = seed_nodes(graph, seeds, where)
     if start.links is not None:
         raise ValueError(f"{where}: `seeds` must be node ids, got node pairs")
+    layer_times = None if times is None else _graph_layer_times(graph, seeds, start, times, where)
+    if layer_times is not None and graph.is_heterogeneous and len(counts) == 1:
+        counts = counts * len(graph.edge_types)  # one fanout per edge type: valid in-edges are cut per type
+    if layer_times is not None and not graph.is_heterogeneous:
+        sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
+        return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
     if not graph.is_heterogeneous:
         sample = kernel(graph.indptr, start.nodes, counts[0], None, None)
         return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
     schema = graph.schema
     if len(counts) == 1 and len(schema.edge_types) > 1:
         return _split_by_edge_type(graph, start, kernel(graph.indptr, start.nodes, counts[0], None, None))
-    sample = sample_layer(graph, start.nodes, start.counts, counts, kernel)
+    sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
     slices = _edge_type_slices(schema, start.counts, tuple(0 for _ in start.counts), sample, counts)
     csc, edge_ids = {}, {}
     for etype, (src_type, _), (indptr, e0, e1) in zip(schema.edge_types, schema.edge_type_ends, slices):
         csc[etype] = CSCFormat(indptr, sample.indices[e0:e1] - schema.node_type_offset[src_type])
         edge_ids[etype] = graph.map_edge_ids(sample.edge_ids[e0:e1])
     return SampledSubgraph(csc, None, None, edge_ids)
+
+
+def _graph_layer_times(graph, seeds, start: SeedNodes, times: tuple, where: str) -> LayerTimes:
+    """The :class:`LayerTimes` of :meth:`CSCGraph.temporal_sample_neighbors`' seeds: GraphBolt's
+    strict ``<`` and open window ``(t - w, t)``."""
+    seeds_timestamp, window, node_name, edge_name = times
+    if node_name is None and edge_name is None:
+        raise ValueError(f"{where}: name the timestamps: node_timestamp_attr_name and/or edge_timestamp_attr_name")
+    seed_time = seed_times(graph, seeds, seeds_timestamp, start, True, where)
+    if window is not None:
+        width = as_int(window)
+        window = seed_times(graph, seeds, window, start, True, f"{where} (`seeds_pre_time_window`)") if width is None else width
+        if bool((torch.as_tensor(window) < 0).any()):
+            raise ValueError(f"{where}: `seeds_pre_time_window` must be >= 0 (a window before the seed's time), got {window}")
+    time_filter = TimeFilter(graph, node_name, edge_name, "<", window, "uniform", where)
+    lo, hi = time_filter.seed_windows(seed_time, "<")
+    return LayerTimes(time_filter, lo, hi)
 
 
 def _split_by_edge_type(graph, start: SeedNodes, sample: LayerSample) -> SampledSubgraph:

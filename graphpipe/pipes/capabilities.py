@@ -9,6 +9,10 @@ raises :class:`UnsupportedCombination`. :func:`capability_table` renders the tab
 the README.
 
 "disjoint" is PyG's ``disjoint=True``: one subtree per seed node (``to_pyg().batch``).
+"temporal" is temporal sampling (``time_attr``, ``node_timestamp_attr_name``, ...): every
+hop filtered by its root seed's time, a node being one row per root: per subtree in the
+pyg layout (PyG's temporal NeighborLoader), per sampled edge in the block layout
+(GraphBolt's temporal samplers, no deduplication).
 "GPU" means the batch is sampled on a GPU: CUDA seeds, or a graph on a CUDA device.
 """
 
@@ -28,7 +32,7 @@ class UnsupportedCombination(NotImplementedError):
 DIMENSIONS: Dict[str, Tuple[str, ...]] = {
     "graph": ("untyped", "typed"),
     "task": ("node", "link", "hyperlink"),
-    "mode": ("independent", "cooperative", "disjoint"),
+    "mode": ("independent", "cooperative", "disjoint", "temporal"),
     "device": ("CPU", "GPU"),
     "layout": ("block", "pyg"),
 }
@@ -67,12 +71,17 @@ UNSUPPORTED = (
         "and put copy_to('cuda') after the sampler (and the feature fetcher)",
     ),
     (
-        {"mode": "disjoint", "task": "link"},
-        "disjoint sampling grows one subtree per seed node; node pairs (link prediction) need disjoint=False",
-    ),
-    (
         {"mode": "disjoint", "task": "hyperlink"},
         "disjoint sampling grows one subtree per seed node; hyperlinks need disjoint=False",
+    ),
+    (
+        {"mode": "temporal", "device": "GPU"},
+        "temporal sampling runs on the CPU; keep the graph and the seeds in host memory and put copy_to('cuda') "
+        "after the sampler (and the feature fetcher)",
+    ),
+    (
+        {"mode": "temporal", "task": "hyperlink", "layout": "pyg"},
+        "temporal hyperlinks are GraphBolt's: sample them with layout='block'",
     ),
 )
 

@@ -16,7 +16,7 @@ from graphpipe.pipes.capabilities import check_supported
 
 __all__ = ["ItemSampler"]
 
-_MINIBATCH_FIELDS = ("seeds", "labels", "indexes")
+_MINIBATCH_FIELDS = ("seeds", "labels", "indexes", "timestamp")
 
 
 class ItemSampler(Pipe):
@@ -88,6 +88,12 @@ class ItemSampler(Pipe):
                 raise ValueError(
                     f"ItemSampler: {field} must be node ids of shape [N], node pairs of shape [N, 2] (link "
                     f"prediction) or hyperlinks of shape [N, k] (k >= 2 nodes each), got shape {tuple(seeds.shape)}"
+                )
+            times = one_set.field("timestamp")
+            if times is not None and len(one_set) and (times.dim() != 1 or times.is_floating_point() or times.dtype == torch.bool):
+                raise TypeError(
+                    f"ItemSampler: the `timestamp` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
+                    f"integer times (int64), one per seed, got a {tuple(times.shape)} {times.dtype} tensor"
                 )
             if "indexes" in item_set.names and seeds.dim() != 2:
                 raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")

@@ -11,7 +11,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from graphpipe._internal.checks import check_importance_sampling, check_int
+from graphpipe._internal.checks import check_bool, check_importance_sampling, check_int
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.checks import check_edge_weights
 from graphpipe.graph.csc_graph import CSCGraph
@@ -21,7 +21,7 @@ from graphpipe.ops.edge_lookup import drop_excluded
 from graphpipe.ops.labor import Variates, sample_labor, vertex_normals
 from graphpipe.pipes.base import Pipe, functional_pipe
 from graphpipe.pipes.capabilities import UnsupportedCombination
-from graphpipe.pipes.subgraph_sampler import SubgraphSampler
+from graphpipe.pipes.subgraph_sampler import SubgraphSampler, check_timestamps_named, edge_arrays
 
 __all__ = ["LayerNeighborSampler"]
 
@@ -85,6 +85,13 @@ class LayerNeighborSampler(SubgraphSampler):
         batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
+        self.check_temporal_weights(weights)
+        if self.disjoint and self.time_filter is not None:
+            raise UnsupportedCombination(
+                f"{name}: temporal sampling in the pyg layout grows one subtree per seed (PyG's), which LABOR does not "
+                f"support (a source's variate is shared by every destination); use layout='block' (GraphBolt's "
+                f"temporal layout) or sample_neighbor"
+            )
         if self.disjoint:
             raise UnsupportedCombination(
                 f"{name}: disjoint=True is not supported by LABOR: each source's variate is shared by every "
@@ -119,17 +126,20 @@ class LayerNeighborSampler(SubgraphSampler):
             normals=self._normals,
         )
 
-    def sample_segments(self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch) -> LayerSample:
+    def sample_segments(
+        self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch, candidates=None
+    ) -> LayerSample:
         """LABOR over the in-edge ranges of ``nodes`` with ``fanout``, then drop those
         ``exclude`` names. A source node has one variate per layer whatever the edge type
         (``key_ids`` is not needed); on a typed graph LABOR-k's vertex probabilities are
         solved over the segments of one call (all edge types of a layer when they share a
         fanout)."""
+        indices, probs = edge_arrays(self.graph.indices, self.probs, candidates)
         sample = sample_labor(
-            indptr, self.graph.indices, nodes, fanout, variates=self.variates(minibatch.batch_index, layer),
-            importance_sampling=self.importance_sampling, probs=self.probs, num_nodes=self.graph.total_num_nodes,
+            indptr, indices, nodes, fanout, variates=self.variates(minibatch.batch_index, layer),
+            importance_sampling=self.importance_sampling, probs=probs, num_nodes=self.graph.total_num_nodes,
         )  # fmt: skip
-        return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr, self.probs)
+        return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr, probs)
 
     def compile_task(self) -> Callable[[], None]:
         """A picklable call that compiles (or loads from numba's cache) the CPU kernels of
@@ -183,3 +193,31 @@ class _NormalsCache:
                         del self._tables[key]
                 raise
         return entry.result()
+
+
+@functional_pipe("temporal_sample_layer_neighbor")
+class TemporalLayerNeighborSampler(LayerNeighborSampler):
+    """GraphBolt's ``temporal_sample_layer_neighbor``: :class:`LayerNeighborSampler`
+    (LABOR) among the neighbours valid for the root seed's time, as
+    :class:`~graphpipe.pipes.neighbor_sampler.TemporalNeighborSampler` (block layout
+    without deduplication)."""
+
+    def __init__(
+        self,
+        source: Pipe,
+        graph: CSCGraph,
+        fanouts: Sequence[int],
+        replace: bool = False,
+        prob_name: Optional[str] = None,
+        node_timestamp_attr_name: Optional[str] = None,
+        edge_timestamp_attr_name: Optional[str] = None,
+        **options,
+    ):
+        name = type(self).__name__
+        check_timestamps_named(name, node_timestamp_attr_name, edge_timestamp_attr_name, options)
+        if check_bool(replace, "replace", name):
+            raise ValueError(f"{name}: LABOR samples without replacement; pass replace=False")
+        super().__init__(
+            source, graph, fanouts, weights=prob_name, node_timestamp_attr_name=node_timestamp_attr_name,
+            edge_timestamp_attr_name=edge_timestamp_attr_name, **options,
+        )  # fmt: skip

@@ -12,9 +12,9 @@ from graphpipe.ops import LayerSample, sample_neighbors
 from graphpipe.ops.compile import compile_sample_neighbors, dtype_only
 from graphpipe.ops.neighbor_sampling import FanoutTooLarge
 from graphpipe.pipes.base import Pipe, functional_pipe
-from graphpipe.pipes.subgraph_sampler import SubgraphSampler
+from graphpipe.pipes.subgraph_sampler import SubgraphSampler, check_timestamps_named, edge_arrays
 
-__all__ = ["NeighborSampler"]
+__all__ = ["NeighborSampler", "TemporalNeighborSampler"]
 
 
 @functional_pipe("sample_neighbor")
@@ -66,14 +66,18 @@ class NeighborSampler(SubgraphSampler):
         self.replace = bool(replace)
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)
+        self.check_temporal_weights(weights)
 
-    def sample_segments(self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch) -> LayerSample:
+    def sample_segments(
+        self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch, candidates=None
+    ) -> LayerSample:
         """The in-edge ranges of ``nodes`` sampled with ``fanout``, skipping those
         ``exclude`` names (see :meth:`SubgraphSampler.sample_segments`)."""
+        indices, probs = edge_arrays(self.graph.indices, self.probs, candidates)
         try:
             return sample_neighbors(
-                indptr, self.graph.indices, nodes, fanout, key=self.layer_key(minibatch.batch_index, layer),
-                replace=self.replace, probs=self.probs, exclude=exclude, key_ids=key_ids,
+                indptr, indices, nodes, fanout, key=self.layer_key(minibatch.batch_index, layer),
+                replace=self.replace, probs=probs, exclude=exclude, key_ids=key_ids,
             )  # fmt: skip
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
@@ -85,3 +89,31 @@ class NeighborSampler(SubgraphSampler):
         fanouts = [f for layer in self.edge_type_fanouts for f in layer if f != 0]
         indptr, indices, probs = (dtype_only(t) for t in (self.graph.indptr, self.graph.indices, self.probs))
         return partial(compile_sample_neighbors, indptr, indices, fanouts, replace=self.replace, probs=probs)
+
+
+@functional_pipe("temporal_sample_neighbor")
+class TemporalNeighborSampler(NeighborSampler):
+    """GraphBolt's ``temporal_sample_neighbor``: :class:`NeighborSampler` sampling only
+    neighbours earlier than their seed (``timestamp`` item field): valid iff the
+    neighbour's node time and the edge's time (whichever are named; both: both) are
+    ``< `` the root seed's time at every hop; GraphBolt's layout (block layers without
+    deduplication: every sampled edge a new row). Options of :class:`SubgraphSampler`:
+    ``comparison="<="``, ``time_window``, ``temporal_strategy="last"``,
+    ``layout="pyg"`` (PyG's temporal NeighborLoader: disjoint subtrees)."""
+
+    def __init__(
+        self,
+        source: Pipe,
+        graph: CSCGraph,
+        fanouts: Sequence[int],
+        replace: bool = False,
+        prob_name: Optional[str] = None,
+        node_timestamp_attr_name: Optional[str] = None,
+        edge_timestamp_attr_name: Optional[str] = None,
+        **options,
+    ):
+        check_timestamps_named(type(self).__name__, node_timestamp_attr_name, edge_timestamp_attr_name, options)
+        super().__init__(
+            source, graph, fanouts, replace, prob_name, node_timestamp_attr_name=node_timestamp_attr_name,
+            edge_timestamp_attr_name=edge_timestamp_attr_name, **options,
+        )  # fmt: skip

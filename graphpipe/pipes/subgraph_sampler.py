@@ -19,15 +19,20 @@ from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.sampled_subgraph import SampledSubgraph
+from graphpipe.graph.temporal import COMPARISONS, TEMPORAL_STRATEGIES, TimeFilter
 from graphpipe.graph.sampling import (
+    LayerTimes,
     SampledLayer,
     SeedEdgeExclusion,
     SeedNodes,
+    append_layer,
     compact_layer,
     node_ids_of_keys,
     sample_layer,
     seed_edge_exclusion,
     seed_nodes,
+    seed_times,
+    segment_destinations,
     subtree_keys,
     typed_subgraph,
     untyped_subgraph,
@@ -40,7 +45,7 @@ from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampl
 from graphpipe.pipes.feature_fetcher import FeatureFetcher
 from graphpipe.pipes.item_sampler import ItemSampler
 
-__all__ = ["SubgraphSampler"]
+__all__ = ["SubgraphSampler", "check_timestamps_named", "edge_arrays"]
 
 
 class SubgraphSampler(Pipe):
@@ -149,6 +154,13 @@ class SubgraphSampler(Pipe):
         reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
         overlap_fetch: bool = False,
         asynchronous: bool = False,
+        time_attr: Optional[str] = None,
+        node_timestamp_attr_name: Optional[str] = None,
+        edge_timestamp_attr_name: Optional[str] = None,
+        comparison: Optional[str] = None,
+        time_window: Optional[int] = None,
+        temporal_strategy: str = "uniform",
+        deduplicate: bool = True,
     ):
         super().__init__()
         name = type(self).__name__
@@ -166,13 +178,27 @@ class SubgraphSampler(Pipe):
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
         self.cooperative = bool(cooperative)
+        self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
+        self.time_filter = _time_filter(graph, name, time_attr, node_timestamp_attr_name, edge_timestamp_attr_name, comparison, time_window, temporal_strategy)
+        temporal = self.time_filter is not None
         if check_bool(disjoint, "disjoint", name) and self.cooperative:
             raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
-        self.disjoint = disjoint
-        self.mode = "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
+        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
+            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
+        # Temporal sampling filters every node against its root seed's time, so a node is
+        # one row per root: one per subtree (pyg layout) or per sampled edge (block).
+        self.disjoint = disjoint or (temporal and layout == "pyg")
+        self.deduplicate = deduplicate and not (temporal and layout == "block")
+        self.mode = (
+            "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
+        )
+        if temporal and self.cooperative:
+            raise UnsupportedCombination(
+                f"{name}: temporal sampling filters every hop by its root seed's time, which cooperative batches do "
+                f"not keep (their rows are shared by all seeds; GraphBolt refuses it too); pass cooperative=False"
+            )
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
-        self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
         declared = next((stage.device for stage in upstream(source) if stage.device is not None), None)
         known = {"device": "GPU"} if self.on_gpu or (declared is not None and declared.type == "cuda") else {}
@@ -275,6 +301,14 @@ class SubgraphSampler(Pipe):
         if getattr(self, "weights", None) is not None and self.probs is None:
             self.probs = check_edge_weights(self.graph, self.weights, type(self).__name__)
 
+    def check_temporal_weights(self, weights) -> None:
+        """``temporal_strategy="last"`` takes the latest neighbours: no weights to draw by."""
+        if weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
+            raise ValueError(
+                f"{type(self).__name__}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
+                f"by `weights`; pass weights=None or temporal_strategy='uniform'"
+            )
+
     def layer_key(self, batch_index: int, layer: int) -> int:
         """The 64-bit key of every random variate of one layer of one batch."""
         return derive_key(self.seed, batch_index, layer)
@@ -288,13 +322,16 @@ class SubgraphSampler(Pipe):
         exclude: Optional[EdgeExclusion],
         layer: int,
         minibatch: MiniBatch,
+        candidates: Optional[torch.Tensor] = None,
     ) -> LayerSample:
         """Sample the in-edge ranges ``[indptr[v], indptr[v + 1])`` of ``nodes`` with
         ``fanout`` for GNN layer ``layer``, the first destinations skipping what
         ``exclude`` names: the graph's own ``indptr`` and node ids, or a typed layer's
         segments (``indptr``: their bounds, ``nodes``: even positions, destination ``i``
         keyed by ``key_ids[i]`` where variates are per destination; see
-        :mod:`graphpipe.ops.typed_sampling`)."""
+        :mod:`graphpipe.ops.typed_sampling`). ``candidates`` (temporal sampling): ``[C]``
+        int64 CSC positions: ``indptr`` indexes them, not the graph's in-edges
+        (:func:`edge_arrays`), and the sample's ``edge_ids`` are positions in them."""
         raise NotImplementedError(f"{type(self).__name__} defines sample_layer only: it samples untyped graphs")
 
     def sample_layer(
@@ -307,11 +344,14 @@ class SubgraphSampler(Pipe):
         return self.sample_segments(self.graph.indptr, nodes, self.fanouts[layer], None, exclude, layer, minibatch)
 
     def sample_frontier(
-        self, nodes, counts, skipped, layer: int, minibatch: MiniBatch, exclude: Optional[SeedEdgeExclusion], subtrees: int = 1
+        self, nodes, counts, skipped, layer: int, minibatch: MiniBatch, exclude: Optional[SeedEdgeExclusion], subtrees: int = 1,
+        windows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None, roots: Optional[torch.Tensor] = None,
     ) -> LayerSample:
         """The uncompacted layer ``layer`` of the destinations ``nodes`` (node keys,
         type-major, ``counts`` per node type; see :func:`~graphpipe.graph.sampling.sample_layer`)
-        but the first ``skipped`` of each type."""
+        but the first ``skipped`` of each type. Temporal: ``windows`` ``([R], [R])`` of the
+        seeds, and each destination's root: ``roots`` (rows, no deduplication) or its
+        subtree."""
         if skipped is not self.no_skip:
             if self.typed:
                 starts = list(accumulate(counts, initial=0))
@@ -319,12 +359,17 @@ class SubgraphSampler(Pipe):
             else:
                 nodes = nodes[skipped[0] :]
             counts = tuple(count - skip for count, skip in zip(counts, skipped))
-        if not self.typed and subtrees == 1:
+        if not self.typed and subtrees == 1 and windows is None:
             if exclude is None:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
                 return self.sample_layer(nodes, layer, minibatch)
             return self.sample_layer(nodes, layer, minibatch, exclude=exclude.edges)
         kernel = partial(self.sample_segments, layer=layer, minibatch=minibatch)
-        return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude, subtrees)
+        times = None
+        if windows is not None:
+            root = nodes % subtrees if roots is None else roots
+            row_keys = None if roots is None else torch.arange(nodes.numel())
+            times = LayerTimes(self.time_filter, windows[0][root], windows[1][root], row_keys)
+        return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude, subtrees, times)
 
     def lay_out(self, step: SampledLayer, layer: int) -> SampledSubgraph:
         """Layer ``layer`` as a SampledSubgraph (typed: GraphBolt's heterogeneous layout)."""
@@ -345,6 +390,8 @@ class SubgraphSampler(Pipe):
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
         nodes, counts = seeds.nodes, seeds.counts
         subtrees = max(nodes.numel(), 1) if self.disjoint else 1
+        windows = None if self.time_filter is None else self.seed_windows(minibatch, seeds)
+        roots = torch.arange(nodes.numel()) if windows is not None and not self.deduplicate else None
         if self.disjoint:
             nodes = subtree_keys(nodes)
         skipped = self.no_skip  # pyg layout: per type, the destinations sampled already
@@ -353,8 +400,13 @@ class SubgraphSampler(Pipe):
             # The seeds, the only destinations with excluded in-edges, lead every block
             # layer's destinations of their type and are pyg's first frontier.
             exclude = exclusion if self.layout == "block" or not subgraphs else None
-            sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees)
-            step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
+            sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees, windows, roots)
+            if self.deduplicate:
+                step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
+            else:
+                step, order = append_layer(self.graph, nodes, counts, sample)
+                if roots is not None:
+                    roots = torch.cat([roots, roots[self.edge_destinations(sample, counts, layer)]])[order]
             subgraphs.append(self.lay_out(node_ids_of_keys(step, subtrees), layer))  # now: the sample's sources are freed
             if self.layout == "pyg":
                 skipped = counts
@@ -363,13 +415,44 @@ class SubgraphSampler(Pipe):
         return replace(
             minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
-            subtree_ids=self.subtree_ids(nodes, counts, subtrees) if self.disjoint else None,
+            subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds) if self.disjoint else None,
         )  # fmt: skip
 
-    def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int):
-        """Disjoint batches: the subtree (the seed's position in the batch) of each input
-        node, ``[num_input]`` int64 (typed: per node type), from their node keys."""
+    def edge_destinations(self, sample: LayerSample, counts, layer: int) -> torch.Tensor:
+        """``[num_edges]`` int64: each sampled edge's destination, a position in the layer's
+        destinations (every destination sampled: block layout)."""
+        if self.typed:
+            _, destinations = segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[layer])
+        else:
+            destinations = torch.arange(sample.indptr.numel() - 1)
+        return torch.repeat_interleave(destinations, sample.indptr.diff(), output_size=sample.indices.numel())
+
+    def seed_windows(self, minibatch: MiniBatch, seeds: SeedNodes) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Temporal batches: the closed time windows ``([R], [R])`` int64 of the seed rows."""
+        name = type(self).__name__
+        time_filter = self.time_filter
+        if minibatch.timestamp is not None:
+            times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name)
+        elif self.layout == "pyg" and seeds.links is None and time_filter.node_time is not None:
+            times = time_filter.node_time[seeds.nodes]  # pyg-lib's default: the seeds' own times
+        else:
+            raise ValueError(
+                f"{name}: temporal sampling needs the seeds' times: an ItemSet field named 'timestamp', e.g. "
+                f"ItemSet((seeds, times), names=('seeds', 'timestamp')); the batch has no `timestamp`"
+            )
+        comparison = time_filter.comparison or ("<=" if self.layout == "pyg" and seeds.links is None else "<")
+        return time_filter.seed_windows(times, comparison)
+
+    def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes):
+        """Disjoint batches: the subtree (the seed's position in the batch; link seeds: the
+        pair's, as PyG's ``batch % num_pairs``) of each input node, ``[num_input]`` int64
+        (typed: per node type), from their node keys."""
         ids = keys % subtrees
+        if seeds.links is not None:
+            pair_of_row = torch.empty(seeds.nodes.numel(), dtype=torch.int64)
+            for _, local in seeds.links.values():
+                pair_of_row[local] = torch.arange(local.size(0))[:, None].expand_as(local)
+            ids = pair_of_row[ids]
         if not self.typed:
             return ids
         return dict(zip(self.graph.node_types, ids.split(list(counts))))
@@ -379,7 +462,7 @@ class SubgraphSampler(Pipe):
         ``exclude_seed_edges``)."""
         name = type(self).__name__
         self.check_batch(minibatch)
-        seeds = seed_nodes(self.graph, minibatch.seeds, name)
+        seeds = seed_nodes(self.graph, minibatch.seeds, name, unique=self.deduplicate and not self.disjoint, row_major=not self.disjoint)
         if self.excludes_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
             raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
         return seeds
@@ -443,6 +526,64 @@ class SubgraphSampler(Pipe):
         if self.graph.indptr.is_cuda:
             return []
         return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.total_num_nodes)) if task is not None]
+
+
+def check_timestamps_named(where: str, node_name, edge_name, options) -> None:
+    """GraphBolt's temporal samplers need timestamps named."""
+    if node_name is None and edge_name is None and options.get("time_attr") is None:
+        raise ValueError(
+            f"{where}: name the timestamps: node_timestamp_attr_name and/or edge_timestamp_attr_name (int64 node / "
+            f"edge attributes of the graph)"
+        )
+
+
+def edge_arrays(indices: torch.Tensor, probs: Optional[torch.Tensor], candidates: Optional[torch.Tensor]):
+    """``(indices, probs)`` a sampling kernel reads: the graph's, or their rows at the
+    ``candidates`` positions (see :meth:`SubgraphSampler.sample_segments`)."""
+    if candidates is None:
+        return indices, probs
+    return indices[candidates], None if probs is None else probs[candidates]
+
+
+def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_window, strategy) -> Optional[TimeFilter]:
+    """The sampler's :class:`~graphpipe.graph.temporal.TimeFilter`, or None: not temporal."""
+    if time_attr is not None:
+        if node_name is not None or edge_name is not None:
+            raise ValueError(
+                f"{name}: pass `time_attr` (PyG's: one node or edge attribute) or `node_timestamp_attr_name`/"
+                f"`edge_timestamp_attr_name` (GraphBolt's), not both"
+            )
+        in_nodes, in_edges = time_attr in graph.node_attributes, time_attr in graph.edge_attributes
+        if in_nodes and in_edges:
+            raise ValueError(
+                f"{name}: `time_attr`={time_attr!r} is both a node and an edge attribute of the graph; PyG's time_attr "
+                f"is one of them: rename one, or pass node_timestamp_attr_name and edge_timestamp_attr_name (both apply)"
+            )
+        if not (in_nodes or in_edges):
+            raise ValueError(
+                f"{name}: `time_attr`={time_attr!r} is neither a node attribute {sorted(graph.node_attributes)} nor an "
+                f"edge attribute {sorted(graph.edge_attributes)} of the graph"
+            )
+        node_name, edge_name = (time_attr, None) if in_nodes else (None, time_attr)
+    if node_name is None and edge_name is None:
+        for arg, value, default in (("comparison", comparison, None), ("time_window", time_window, None), ("temporal_strategy", strategy, "uniform")):
+            if value != default:
+                raise ValueError(
+                    f"{name}: `{arg}` applies to temporal sampling; name the timestamps with `time_attr` or "
+                    f"`node_timestamp_attr_name`/`edge_timestamp_attr_name`"
+                )
+        return None
+    if comparison is not None and comparison not in COMPARISONS:
+        raise ValueError(f"{name}: `comparison` must be '<' (neighbours strictly earlier than the seed) or '<=', got {comparison!r}")
+    if strategy not in TEMPORAL_STRATEGIES:
+        raise ValueError(f"{name}: `temporal_strategy` must be 'uniform' or 'last' (the most recent neighbours), got {strategy!r}")
+    if time_window is not None and (check_int(time_window, "time_window", name) < 0):
+        raise ValueError(f"{name}: `time_window` must be an int >= 0 (neighbours later than seed time - time_window), got {time_window}")
+    if graph.indptr.is_cuda or graph.indices.is_cuda:
+        raise UnsupportedCombination(
+            f"{name}: temporal sampling runs on the CPU; keep the graph in host memory and put copy_to('cuda') after the sampler"
+        )
+    return TimeFilter(graph, node_name, edge_name, comparison, time_window, strategy, name)
 
 
 def _check_graphbolt_flags(where: str, **flags) -> None:
