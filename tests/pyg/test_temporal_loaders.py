@@ -30,6 +30,28 @@ from neighbor_loader_like import hetero_link_neighbor_loader, link_neighbor_load
 from test_neighbor_loader_contract import get_random_edge_index  # noqa: E402
 from test_temporal_contract import EDGE, NODE, TemporalGraph, check_subtrees  # noqa: E402
 
+# What the temporal core (graphpipe@43e2492) does not do yet; strict: these must fail until it does.
+EDGE_TIME_BY_NAME = pytest.mark.xfail(
+    strict=True,
+    reason="core: to_pyg() puts the one fetched edge feature ('edge_time') in edge_attr, not under its name as "
+    "NeighborLoader slices every edge attribute",
+)
+NO_EDGE_LABEL_TIME = pytest.mark.xfail(strict=True, reason="core: to_pyg() sets no edge_label_time yet")
+NEGATIVES = (
+    "core: negatives get no timestamp yet (ValueError: `timestamp` must be [P + negatives] int64 times); then "
+)
+BINARY_LINK = pytest.mark.xfail(
+    strict=True,
+    reason=NEGATIVES + "to_pyg()'s batch is the pair's index (48 ids), not PyG's batch % num_pos (32); "
+    "no edge_label_time",
+)
+TRIPLET = pytest.mark.xfail(
+    strict=True,
+    reason=NEGATIVES + "triplet seeds are cat(src, dst) of all P(1+k) pairs (a subtree per negative's source, "
+    "dst_pos_index from P(1+k)), batch the pair's index, not PyG's src | dst_pos | dst_neg seeds with batch % P; "
+    "no seed_time",
+)
+
 
 def _karate():
     """PyG's ``KarateClub()[0]`` fields that the test reads: one-hot ``x``, ``edge_index``."""
@@ -63,6 +85,7 @@ def test_temporal_hetero_neighbor_loader_on_karate(typed):
         check_subtrees(batch, model, seed, model.node_time[node_type][seed], [-1, -1], "uniform")
 
 
+@EDGE_TIME_BY_NAME
 def test_edge_level_temporal_homo_neighbor_loader():
     edge_index = torch.tensor([
         [0, 1, 1, 2, 2, 3, 3, 4],
@@ -89,6 +112,7 @@ def test_edge_level_temporal_homo_neighbor_loader():
         assert torch.equal(batch.seed_time, torch.tensor([4]))
 
 
+@EDGE_TIME_BY_NAME
 def test_edge_level_temporal_hetero_neighbor_loader():
     edge_index = torch.tensor([
         [0, 1, 1, 2, 2, 3, 3, 4],
@@ -147,6 +171,7 @@ def test_temporal_neighbor_loader_single_link():
     assert batch["c"].num_nodes == 0
 
 
+@NO_EDGE_LABEL_TIME
 @pytest.mark.parametrize("comparison", [None, "<="], ids=["default", "pyg"])
 @pytest.mark.parametrize("batch_size", [1])
 def test_temporal_homo_link_neighbor_loader(batch_size, comparison):
@@ -185,6 +210,7 @@ def test_temporal_homo_link_neighbor_loader(batch_size, comparison):
             assert torch.all(batch.time[batch.edge_index[0]] < batch.edge_label_time)
 
 
+@BINARY_LINK
 def test_temporal_hetero_link_neighbor_loader():
     torch.manual_seed(12345)
     data = HeteroData()
@@ -274,6 +300,7 @@ def _check_triplet_batch(node_store, edge_store, label_index, batch_size, amount
         assert node_store.time[node_store.batch == i].max() <= node_store.seed_time[i]
 
 
+@TRIPLET
 @pytest.mark.parametrize("amount", [1, 2])
 def test_homo_link_neighbor_loader_triplet(amount):
     """Upstream's ``disjoint=True, temporal=True`` cases (the others are in
@@ -311,6 +338,7 @@ def test_homo_link_neighbor_loader_triplet(amount):
         _check_triplet_batch(batch, batch, data.edge_label_index, batch_size, amount)
 
 
+@TRIPLET
 @pytest.mark.parametrize("amount", [1, 2])
 def test_hetero_link_neighbor_loader_triplet(amount):
     """Upstream's ``disjoint=True, temporal=True`` cases (the others are in
