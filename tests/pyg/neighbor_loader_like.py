@@ -139,8 +139,8 @@ def _sorted_by_time(graph, node_times, edge_times):
 
 
 def _seed_items(seeds, times):
-    """An ItemSet of ``seeds`` (node ids ``[N]`` or pairs ``[N, 2]``), with ``times`` as
-    the field ``timestamp`` when given."""
+    """An ItemSet of node ids ``seeds`` ``[N]``, with ``times`` ``[N]`` as the field
+    ``timestamp`` when given."""
     if times is None:
         return gp.ItemSet(seeds, names="seeds")
     return gp.ItemSet((seeds, times), names=("seeds", "timestamp"))
@@ -162,9 +162,8 @@ def _hetero_graph_and_store(data, time_attr, label_type=None):
     edges = {":".join(key): data[key].edge_index for key in data.edge_types}
     if label_type is not None:  # the label's edge type may have no edges
         edges.setdefault(":".join(label_type), torch.empty(2, 0, dtype=torch.int64))
-    timed = (lambda store: time_attr in store) if time_attr is not None else (lambda store: False)
-    node_times = {t: data[t][time_attr] for t in data.node_types if timed(data[t])}
-    edge_times = {":".join(k): data[k][time_attr] for k in data.edge_types if timed(data[k])}
+    node_times = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}  # None is in none
+    edge_times = {":".join(k): data[k][time_attr] for k in data.edge_types if time_attr in data[k]}
     node_attributes = {time_attr: node_times} if node_times else {}
     edge_attributes = {time_attr: edge_times} if edge_times else {}
     num_nodes = {t: data[t].num_nodes for t in data.node_types}
