@@ -240,8 +240,8 @@ def test_a_node_reached_from_two_seeds_is_in_both_subtrees(kind):
     """Disjoint: the same node as two seeds at two times is two subtrees, each filtered
     by its own time; a neighbour shared by both appears once in each, with its ``batch``."""
     model = TemporalGraph.random(kind, "node", seed=5)
-    store = model.seed_type
-    degrees = torch.bincount(model.edges[model.in_types(store)[0]][1], minlength=model.num_nodes[store])
+    seed_type = model.seed_type
+    degrees = torch.bincount(model.edges[model.in_types(seed_type)[0]][1], minlength=model.num_nodes[seed_type])
     hub = int(degrees.argmax())
     seeds, times = torch.tensor([hub, hub, hub]), torch.tensor([1, 5, 5])
     (data,) = node_batches(model, seeds, times, [-1])
@@ -286,8 +286,8 @@ def test_uniform_is_uniform_among_valid_neighbours(kind, time_on, sort):
     seeds = torch.full((2 * reps,), hub)
     times = torch.tensor([2, 4]).repeat(reps)
     (data,) = node_batches(model, seeds, times, [2], sort=sort, seed=7)
-    nodes, edges = _stores(data)
-    store = edges[etype]
+    nodes, edge_stores = _stores(data)
+    store = edge_stores[etype]
     picks = {2: Counter(), 4: Counter()}
     for d, eid in zip(store.edge_index[1].tolist(), store.e_id.tolist()):
         picks[int(times[int(nodes[dst_type].batch[d])])][eid] += 1
