@@ -249,7 +249,8 @@ def _check_layer_edges(graph, edges, mb, i, fanouts, replace, weights, exact_cou
 def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: List[List[int]]) -> None:
     """A disjoint (``disjoint=True``) batch, read through ``to_pyg()`` as PyG's
     NeighborLoader gives it: every subtree is a valid NeighborLoader sample of its seed.
-    Seed ``s`` is node ``s`` of its type with ``batch == s``; no (subtree, node) twice;
+    Seed ``s`` is node ``s`` of its type with ``batch == s`` (node seeds; link seeds: both
+    ends of pair ``s`` have ``batch == s``, PyG's disjoint LinkNeighborLoader); no (subtree, node) twice;
     every edge exists (by its ``e_id``) and joins two nodes of one subtree, going from a
     node of hop ``<= k`` to one first reached at hop ``k - 1``; each node of hops ``< L``
     has ``min(fanout, in-degree)`` distinct in-edges of each edge type; each other node
@@ -260,14 +261,15 @@ def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: L
     node_store = (lambda t: data[t]) if typed else (lambda t: data)
     seeds = typed_view(minibatch).seeds
     hops, reached = {}, {}
+    link = minibatch.is_link_batch  # a pair's two ends are two subtrees with one `batch` (PyG's)
     for t in schema.node_types:
         store = node_store(t)
         keys = store.batch * graph.total_num_nodes + store.n_id
-        assert keys.unique().numel() == keys.numel(), f"a node twice in one subtree ({t})"
+        assert link or keys.unique().numel() == keys.numel(), f"a node twice in one subtree ({t})"
         hops[t] = torch.repeat_interleave(torch.arange(num_layers + 1), torch.tensor(store.num_sampled_nodes))
         reached[t] = hops[t] == 0
     offset = 0  # subtrees are numbered over the seeds type-major (the graph's node type order)
-    for t in (t for t in schema.node_types if t in seeds):
+    for t in (t for t in schema.node_types if t in seeds and not link):
         ids, store = seeds[t], node_store(t)
         assert torch.equal(store.n_id[: ids.numel()], ids) and store.batch_size == ids.numel()
         assert torch.equal(store.batch[: ids.numel()], torch.arange(offset, offset + ids.numel()))
@@ -291,5 +293,9 @@ def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: L
             mine = store.e_id[dst == node]
             assert mine.unique().numel() == mine.numel()
             fanout = edge_type_fanouts[num_layers - 1 - hop][t_id]
-            assert mine.numel() == expected_count(int(degree[dst_store.n_id[node]]), fanout, False)
+            expected = expected_count(int(degree[dst_store.n_id[node]]), fanout, False)
+            if link and hop == 0:  # a seed row skips its pair's edges (exclude_seed_edges)
+                assert mine.numel() <= expected
+            else:
+                assert mine.numel() == expected
     assert all(bool(r.all()) for r in reached.values()), "a node no edge of its subtree reaches"

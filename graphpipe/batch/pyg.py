@@ -36,8 +36,9 @@ def to_pyg(
     holds edges re-sampled for nodes reached earlier: they and the nodes only they reach
     are dropped and the rest renumbered (a pass over the edges, a sort per hop, a gather
     of rows); the result equals the ``"pyg"`` batch's under the same seed (NS, LABOR-0).
-    A disjoint batch (``disjoint=True``) also gets NeighborLoader's ``batch`` per node
-    type: each node's subtree, the position of its seed among the seeds.
+    A disjoint (or temporal ``"pyg"``) batch also gets ``batch`` per node type: each node's
+    subtree (its seed's position; node pairs: its pair's); a temporal one ``seed_time`` on
+    seed types or ``edge_label_time`` on seed edge types (binary): the items' ``timestamp``.
 
     Per node type (the ``Data`` itself when untyped): ``n_id`` (type-local ids when
     typed), ``num_nodes``, ``num_sampled_nodes`` (``L + 1`` ints), ``x`` (node feature
@@ -139,7 +140,7 @@ def _feature_keys(typed, node_feature_key, edge_feature_key, label_key):
 
 
 # Fields to_pyg sets on a node store itself: a node feature of one of these names is refused.
-_NODE_FIELDS = ("n_id", "num_nodes", "num_sampled_nodes", "batch", "batch_size", "input_id")
+_NODE_FIELDS = ("n_id", "num_nodes", "num_sampled_nodes", "batch", "batch_size", "input_id", "seed_time")
 
 
 def _add_nodes(node_store, hops: "_PygHops", typed, node_key, label_key) -> None:
@@ -207,6 +208,8 @@ def _add_seeds(node_store, typed, label_key) -> None:
             store.input_id = typed.item_ids[node_type]
         if label_key is None and typed.labels is not None and node_type in typed.labels:
             store.y = typed.labels[node_type]
+        if typed.timestamp is not None and node_type in typed.timestamp:
+            store.seed_time = typed.timestamp[node_type]
 
 
 def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
@@ -230,6 +233,8 @@ def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
             labels = None if typed.labels is None else typed.labels.get(etype)
             if labels is not None:
                 store.edge_label = labels.to(torch.float32) if labels.dtype == torch.bool else labels
+            if typed.timestamp is not None and etype in typed.timestamp:
+                store.edge_label_time = typed.timestamp[etype]
             continue
         indexes = None if typed.indexes is None else typed.indexes.get(etype)
         src_type, _, dst_type = etype.split(":")

@@ -129,9 +129,11 @@ class UniformNegativeSampler(Pipe):
             key, everyone = derive_key(self.seed, minibatch.batch_index), (0, self.graph.total_num_nodes)
             if self.neg_sampling == "binary":
                 random_pairs = sample_random_pairs(self.num_binary(pairs), everyone, everyone, key, pairs.device)
-                return replace(minibatch, **_with_random_pairs(pairs, minibatch.labels, random_pairs))
-            return with_negatives(minibatch, self.negatives(pairs, key, everyone, -1))
-        seeds, labels, indexes = {}, {}, {}
+                fields = _with_random_pairs(pairs, minibatch.labels, random_pairs)
+                return replace(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
+            batch = with_negatives(minibatch, self.negatives(pairs, key, everyone, -1))
+            return replace(batch, timestamp=_times(minibatch.timestamp, {"seeds": batch.seeds, "indexes": batch.indexes}))
+        seeds, labels, indexes, times = {}, {}, {}, {}
         offsets = self.graph.schema.node_type_offset
         for key, pairs in minibatch.seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, pairs, self.graph.schema, name)
@@ -143,10 +145,13 @@ class UniformNegativeSampler(Pipe):
                 random_pairs = sample_random_pairs(self.num_binary(pairs), *ranges, key_of_type, pairs.device)
                 fields = _with_random_pairs(pairs, given, random_pairs)
                 seeds[key], labels[key] = fields["seeds"], fields["labels"]
-                continue
-            negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
-            seeds[key], labels[key], indexes[key] = pairs_with_negatives(pairs.to(torch.int64), given, negatives - first)
-        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes or None)
+            else:
+                negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
+                seeds[key], labels[key], indexes[key] = pairs_with_negatives(pairs.to(torch.int64), given, negatives - first)
+                fields = {"seeds": seeds[key], "indexes": indexes[key]}
+            if isinstance(minibatch.timestamp, dict) and key in minibatch.timestamp:
+                times[key] = _times(minibatch.timestamp[key], fields)
+        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes or None, timestamp=times or None)
 
     def num_binary(self, pairs: torch.Tensor) -> int:
         """Binary negatives of ``P`` positives: ``ceil(P * negative_ratio)``, as PyG's."""
@@ -167,6 +172,18 @@ def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
     destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout."""
     seeds, labels, indexes = pairs_with_negatives(minibatch.seeds.to(torch.int64), minibatch.labels, negatives)
     return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
+
+
+def _times(timestamp: Optional[torch.Tensor], fields: dict) -> Optional[torch.Tensor]:
+    """The seeds' times with negatives: each negative gets its positive's time (per-pair
+    negatives, by ``indexes``), or the positives' times tiled over the binary negatives
+    (PyG's ``edge_label_time.repeat``)."""
+    if timestamp is None:
+        return None
+    if fields.get("indexes") is not None:
+        return timestamp[fields["indexes"]]
+    num = fields["seeds"].size(0)
+    return timestamp.repeat(math.ceil(num / max(timestamp.numel(), 1)))[:num]
 
 
 def _with_random_pairs(positives: torch.Tensor, labels: Optional[torch.Tensor], random_pairs: torch.Tensor) -> dict:

@@ -177,26 +177,9 @@ class SubgraphSampler(Pipe):
         self.graph = graph
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
-        self.cooperative = bool(cooperative)
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
-        self.time_filter = _time_filter(graph, name, time_attr, node_timestamp_attr_name, edge_timestamp_attr_name, comparison, time_window, temporal_strategy)
-        temporal = self.time_filter is not None
-        if check_bool(disjoint, "disjoint", name) and self.cooperative:
-            raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
-        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
-            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
-        # Temporal sampling filters every node against its root seed's time, so a node is
-        # one row per root: one per subtree (pyg layout) or per sampled edge (block).
-        self.disjoint = disjoint or (temporal and layout == "pyg")
-        self.deduplicate = deduplicate and not (temporal and layout == "block")
-        self.mode = (
-            "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
-        )
-        if temporal and self.cooperative:
-            raise UnsupportedCombination(
-                f"{name}: temporal sampling filters every hop by its root seed's time, which cooperative batches do "
-                f"not keep (their rows are shared by all seeds; GraphBolt refuses it too); pass cooperative=False"
-            )
+        self._init_mode(cooperative, disjoint, deduplicate, layout, time_attr, node_timestamp_attr_name,
+                        edge_timestamp_attr_name, comparison, time_window, temporal_strategy)  # fmt: skip
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
@@ -233,6 +216,30 @@ class SubgraphSampler(Pipe):
             seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
+
+    def _init_mode(self, cooperative, disjoint, deduplicate, layout, *time_options) -> None:
+        """``cooperative``, ``disjoint``, ``deduplicate``, ``time_filter`` and ``mode`` (the
+        capability table's) from the options."""
+        name = type(self).__name__
+        self.cooperative = bool(cooperative)
+        self.time_filter = _time_filter(self.graph, name, *time_options)
+        temporal = self.time_filter is not None
+        if check_bool(disjoint, "disjoint", name) and self.cooperative:
+            raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
+        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
+            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
+        # Temporal sampling filters every node against its root seed's time, so a node is
+        # one row per root: one per subtree (pyg layout) or per sampled edge (block).
+        self.disjoint = disjoint or (temporal and layout == "pyg")
+        self.deduplicate = deduplicate and not (temporal and layout == "block")
+        self.mode = (
+            "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
+        )
+        if temporal and self.cooperative:
+            raise UnsupportedCombination(
+                f"{name}: temporal sampling filters every hop by its root seed's time, which cooperative batches do "
+                f"not keep (their rows are shared by all seeds; GraphBolt refuses it too); pass cooperative=False"
+            )
 
     def _init_exclusion(self, exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping) -> None:
         """Check the exclusion arguments once: ``reverse_edge_types`` per edge type id (-1:
@@ -445,13 +452,15 @@ class SubgraphSampler(Pipe):
 
     def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes):
         """Disjoint batches: the subtree (the seed's position in the batch; link seeds: the
-        pair's, as PyG's ``batch % num_pairs``) of each input node, ``[num_input]`` int64
+        pair's, as PyG's ``batch % num_pairs``, numbered over the edge types in the
+        batch's order) of each input node, ``[num_input]`` int64
         (typed: per node type), from their node keys."""
         ids = keys % subtrees
-        if seeds.links is not None:
-            pair_of_row = torch.empty(seeds.nodes.numel(), dtype=torch.int64)
+        if seeds.links is not None:  # pairs numbered over the seed edge types in order
+            pair_of_row, first = torch.empty(seeds.nodes.numel(), dtype=torch.int64), 0
             for _, local in seeds.links.values():
-                pair_of_row[local] = torch.arange(local.size(0))[:, None].expand_as(local)
+                pair_of_row[local] = torch.arange(first, first + local.size(0))[:, None].expand_as(local)
+                first += local.size(0)
             ids = pair_of_row[ids]
         if not self.typed:
             return ids

@@ -1,5 +1,5 @@
 """The capability table, walked cell by cell: {untyped, typed} x {node, link, hyperlink} x
-{independent, cooperative, disjoint} x {CPU, GPU} x {block, pyg}. A supported cell yields batches
+{independent, cooperative, disjoint, temporal} x {CPU, GPU} x {block, pyg}. A supported cell yields batches
 the brute-force checker accepts (edges exist with their type, fanouts respected, no seed
 edge sampled, compacted seeds map back to the seeds, typed ids in range per type); an
 unsupported one raises :class:`UnsupportedCombination` naming its reason. Cooperative cells
@@ -17,6 +17,8 @@ from dist_harness import run_ranks, values
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UNSUPPORTED, UnsupportedCombination, capability_table, check_supported
 from graphpipe import SampledSubgraph
 from graphpipe.graph.edge_types import parse_edge_type
+from temporal_checks import FANOUTS as TEMPORAL_FANOUTS, USES, check_temporal_batch, timed_graph
+from temporal_checks import items as temporal_items
 from sampling_checks import EDGE, NODE, check_batch, check_disjoint_batch, check_layers, graph_and_edges, sampled_edges, seed_edge_ids, seed_items, typed_view
 
 FANOUTS = [3, 2]
@@ -54,13 +56,13 @@ def cell_pipe(cell, graph, edges, source=None):
 
 
 def test_the_table_covers_every_cell_once_and_names_its_reasons():
-    assert len(SUPPORT) == 2 * 3 * 3 * 2 * 2
+    assert len(SUPPORT) == 2 * 3 * 4 * 2 * 2
     reasons = {reason for _, reason in UNSUPPORTED}
     assert set(SUPPORT.values()) - {None} == reasons  # every rule decides some cell
     table = capability_table().splitlines()
     columns = list(itertools.product(DIMENSIONS["device"], DIMENSIONS["layout"]))
     rows = [line for line in table if line.startswith("| ") and not line.startswith("| graph")]
-    assert len(rows) == 18
+    assert len(rows) == 24
     numbered = {line.split(". ", 1)[0]: line.split(". ", 1)[1] for line in table if line[:1].isdigit()}
     assert len(numbered) == len(reasons)
     for row in rows:
@@ -215,3 +217,40 @@ def test_supported_cooperative_cell(cell, cooperative_batches):
 
 def as_set(rows):
     return {tuple(row) for row in rows.tolist()}
+
+
+@pytest.mark.parametrize("cell", [c for c in SUPPORT if c[2] == "temporal"], ids=cell_id)
+def test_temporal_cell(cell):
+    """A supported temporal cell's batches pass the brute-force temporal checker (every
+    edge valid for its root seed's time, counts among the valid); the others raise."""
+    kind, task, _, device, layout = cell
+    if device == "GPU" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    graph, edges, node_time, edge_time = timed_graph(kind, sort=False)
+    gen = torch.Generator().manual_seed(3)
+    if task == "hyperlink":
+        triples = torch.randint(0, 30, (20, 3), generator=gen)
+        item_set = gp.ItemSet((triples, torch.randint(20, 100, (20,), generator=gen)), names=("seeds", "timestamp"))
+        if kind == "typed":
+            item_set = gp.HeteroItemSet({"paper:cites:paper": item_set})
+    else:
+        item_set = temporal_items(kind, edges, task, gen)
+
+    def build():
+        pipe = gp.ItemSampler(item_set, 8, seed=0)
+        if device == "GPU":
+            pipe = pipe.copy_to("cuda")
+        return pipe.sample_neighbor(graph, TEMPORAL_FANOUTS, layout=layout, seed=2, **USES["both"])
+
+    if SUPPORT[cell] is not None:
+        with pytest.raises(UnsupportedCombination, match=re.escape(SUPPORT[cell])):
+            next(iter(build()))
+        return
+    pipe = build()
+    comparison = "<=" if layout == "pyg" and task == "node" else "<"  # the default: PyG's for node seeds, leak-free for links
+    cfg = dict(uses=("node", "edge"), layout=layout, comparison=comparison, window=None, strategy="uniform", fanouts=TEMPORAL_FANOUTS)
+    for mb in itertools.islice(pipe, 2):
+        if task == "hyperlink":  # GraphBolt's row-major rows, each its hyperlink's time
+            assert torch.equal(mb.compacted_seeds, torch.arange(mb.seeds.numel()).view(mb.seeds.shape))
+            continue
+        assert check_temporal_batch(graph, edges, node_time, edge_time, mb, cfg) > 0

@@ -1,0 +1,187 @@
+"""Temporal sampling checked by brute force against the seeds' times
+(:mod:`temporal_checks`), typed and untyped, time-sorted and unsorted graphs, both layouts
+(block: a row per sampled edge; pyg: disjoint subtrees)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numba
+import pytest
+import torch
+from sampling_checks import EDGE, NODE
+from temporal_checks import FANOUTS, USES, check_temporal_batch, items, timed_graph
+
+import graphpipe as gp
+from graphpipe.pipes.capabilities import UnsupportedCombination
+
+CASES = [  # (kind, task, layout, uses, comparison, window, strategy)
+    *itertools.product(("untyped", "typed"), ("node", "link"), ("block", "pyg"), ("node", "edge", "both"), ("<",), (None,), ("uniform",)),
+    *itertools.product(("untyped", "typed"), ("node",), ("block", "pyg"), ("node", "both"), ("<=",), (None, 30), ("uniform", "last")),
+    *itertools.product(("untyped", "typed"), ("link",), ("pyg",), ("edge",), ("<",), (25,), ("last",)),
+]
+
+
+@pytest.mark.parametrize("sort", [False, True], ids=["unsorted", "sorted"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(x) for x in c))
+def test_every_sampled_edge_is_valid_for_its_root(case, sort):
+    kind, task, layout, uses, comparison, width, strategy = case
+    graph, edges, node_time, edge_time = timed_graph(kind, sort and USES[uses])
+    gen = torch.Generator().manual_seed(3)
+    pipe = gp.ItemSampler(items(kind, edges, task, gen), 10, shuffle=True, seed=1).sample_neighbor(
+        graph, FANOUTS, layout=layout, seed=5, comparison=comparison, time_window=width, temporal_strategy=strategy, **USES[uses]
+    )
+    assert pipe.time_filter.is_sorted == sort
+    cfg = dict(uses={"node": ("node",), "edge": ("edge",), "both": ("node", "edge")}[uses], layout=layout,
+               comparison=comparison, window=width, strategy=strategy, fanouts=FANOUTS)  # fmt: skip
+    checked = sum(check_temporal_batch(graph, edges, node_time, edge_time, mb, cfg) for mb in pipe)
+    assert checked > 0
+
+
+def test_sorted_and_unsorted_graphs_give_the_same_latest_neighbours():
+    """``last`` has no randomness: the same edges (by the user's edge ids) on both."""
+    runs = []
+    for sort in (False, True):
+        graph, edges, *_ = timed_graph("typed", sort and USES["both"])
+        gen = torch.Generator().manual_seed(3)
+        pipe = gp.ItemSampler(items("typed", edges, "node", gen), 8, seed=1).sample_neighbor(
+            graph, FANOUTS, layout="pyg", temporal_strategy="last", node_timestamp_attr_name="nts", edge_timestamp_attr_name="ets"
+        )
+        runs.append([{e: sorted(ids.tolist()) for e, ids in sg.original_edge_ids.items()} for mb in pipe for sg in mb.sampled_subgraphs])
+    assert runs[0] == runs[1]  # the same edges (a sorted graph orders each node's by time)
+
+
+CHI2_999 = {11: 31.26}  # chi-square critical values at p = 0.001 by degrees of freedom
+
+
+@pytest.mark.parametrize("sampler", ["sample_neighbor", "sample_layer_neighbor"])
+@pytest.mark.parametrize("sort", [False, True], ids=["unsorted", "sorted"])
+def test_draws_are_uniform_among_the_valid_neighbours(sampler, sort):
+    """One destination, 20 in-edges at times 0..19, seed time 12 with '<': 12 valid edges,
+    each drawn with probability 3/12 over many batches; later edges never."""
+    src = torch.arange(1, 21)
+    ts = torch.randperm(20, generator=torch.Generator().manual_seed(0))
+    graph = gp.CSCGraph.from_coo(src, torch.zeros(20, dtype=torch.int64), 21, edge_attributes={"ets": ts})
+    if sort:
+        graph = graph.sort_by_time(edge_timestamp_attr_name="ets")
+    item_set = gp.ItemSet((torch.zeros(1, dtype=torch.int64), torch.tensor([12])), names=("seeds", "timestamp"))
+    pipe = getattr(gp.ItemSampler(item_set, 1), sampler)(graph, [3], seed=9, edge_timestamp_attr_name="ets")
+    counts = torch.zeros(20)
+    epochs = 1500
+    for _ in range(epochs):
+        for mb in pipe:
+            eids = mb.sampled_subgraphs[0].original_edge_ids.to(torch.int64)
+            assert eids.numel() == 3
+            counts[eids] += 1
+    valid = ts < 12
+    assert counts[~valid].sum() == 0
+    expected = epochs * 3 / 12
+    chi2 = float(((counts[valid] - expected) ** 2 / expected).sum())
+    assert chi2 < CHI2_999[11], (chi2, counts[valid])
+
+
+def test_batches_do_not_depend_on_threads_workers_or_resuming():
+    graph, edges, *_ = timed_graph("typed", sort=False)
+    gen = torch.Generator().manual_seed(3)
+    item_set = items("typed", edges, "link", gen)
+
+    def pipe():
+        return gp.ItemSampler(item_set, 6, shuffle=True, seed=2).sample_uniform_negative(graph, 1, seed=4).temporal_sample_neighbor(
+            graph, FANOUTS, node_timestamp_attr_name="nts", edge_timestamp_attr_name="ets", seed=3
+        )
+
+    def digest(batches):
+        return [repr([(sg.original_edge_ids, sg.original_row_node_ids) for sg in mb.sampled_subgraphs]) for mb in batches]
+
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one_thread = digest(pipe())
+    finally:
+        numba.set_num_threads(threads)
+    assert digest(pipe()) == one_thread
+    assert digest(gp.DataLoader(pipe(), num_workers=2)) == one_thread
+    loader = gp.DataLoader(pipe())
+    it = iter(loader)
+    first = [next(it), next(it)]
+    state = loader.state_dict()
+    resumed = gp.DataLoader(pipe())
+    resumed.load_state_dict(state)
+    assert digest(first) + digest(resumed) == one_thread
+
+
+def test_negatives_get_their_positives_times():
+    graph, edges, *_ = timed_graph("untyped", sort=False)
+    pairs = torch.stack(edges[EDGE], 1)[:8]
+    times = torch.arange(8) * 10 + 20
+    item_set = gp.ItemSet((pairs, times), names=("seeds", "timestamp"))
+    mb = next(iter(gp.ItemSampler(item_set, 8).sample_uniform_negative(graph, 2, seed=1)))
+    assert torch.equal(mb.timestamp, times[mb.indexes])
+    mb = next(iter(gp.ItemSampler(item_set, 8).sample_uniform_negative(graph, 0.5, neg_sampling="binary", seed=1)))
+    assert torch.equal(mb.timestamp, torch.cat([times, times[:4]]))
+
+
+def test_untimed_node_types_are_not_constrained():
+    """PyG's rule: 'venue' has no times, so venue -> paper edges are all valid (venue in-edges only)."""
+    graph, edges, *_ = timed_graph("typed", sort=False)
+    item_set = gp.HeteroItemSet({"paper": gp.ItemSet((torch.arange(40), torch.zeros(40, dtype=torch.int64)), names=("seeds", "timestamp"))})
+    mb = next(iter(gp.ItemSampler(item_set, 40).sample_neighbor(graph, [-1], layout="pyg", time_attr="nts")))
+    hosts = mb.sampled_subgraphs[0].sampled_csc["venue:hosts:paper"]
+    assert hosts.indices.numel() == edges["venue:hosts:paper"][0].numel()
+    assert mb.sampled_subgraphs[0].sampled_csc["author:writes:paper"].indices.numel() == 0  # every author time >= 0
+
+
+def test_time_windows_and_the_graph_method():
+    """GraphBolt's graph method: '<' and the open window (t - w, t), per seed."""
+    graph, edges, node_time, edge_time = timed_graph("untyped", sort=USES["both"])
+    seeds = torch.arange(30)
+    times = torch.randint(20, 100, (30,), generator=torch.Generator().manual_seed(1))
+    for w in (10, torch.full((30,), 25)):
+        sub = graph.temporal_sample_neighbors(seeds, times, [-1], seeds_pre_time_window=w, node_timestamp_attr_name="nts", edge_timestamp_attr_name="ets")
+        eids = sub.original_edge_ids.to(torch.int64)
+        cols = torch.repeat_interleave(seeds, sub.sampled_csc.indptr.diff())
+        width = w if isinstance(w, int) else 25
+        t = times[cols]
+        for value in (node_time[NODE][edges[EDGE][0][eids]], edge_time[EDGE][eids]):
+            assert bool(((value > t - width) & (value < t)).all())
+        src, dst = edges[EDGE]
+        ok = (edge_time[EDGE] < times[dst.clamp(max=29)]) & (edge_time[EDGE] > times[dst.clamp(max=29)] - width)
+        ok &= (node_time[NODE][src] < times[dst.clamp(max=29)]) & (node_time[NODE][src] > times[dst.clamp(max=29)] - width) & (dst < 30)
+        assert eids.numel() == int(ok.sum())
+
+
+def test_bad_temporal_input_gets_clear_errors():
+    graph, edges, *_ = timed_graph("untyped", sort=False)
+    seeds = gp.ItemSet(torch.arange(5), names="seeds")
+    timed = gp.ItemSet((torch.arange(5), torch.arange(5)), names=("seeds", "timestamp"))
+    with pytest.raises(ValueError, match="`time_attr`='nope' is neither a node attribute"):
+        gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="nope")
+    both = gp.CSCGraph.from_coo(*edges[EDGE], graph.total_num_nodes, edge_attributes={"t": torch.zeros(edges[EDGE][0].numel(), dtype=torch.int64)}, node_attributes={"t": torch.zeros(graph.total_num_nodes, dtype=torch.int64)})
+    with pytest.raises(ValueError, match="`time_attr`='t' is both a node and an edge attribute"):
+        gp.ItemSampler(timed, 2).sample_neighbor(both, [2], time_attr="t")
+    floats = gp.CSCGraph.from_coo(*edges[EDGE], graph.total_num_nodes, node_attributes={"t": torch.zeros(graph.total_num_nodes)})
+    with pytest.raises(ValueError, match=r"must name \[60\] int64 timestamps"):
+        gp.ItemSampler(timed, 2).sample_neighbor(floats, [2], time_attr="t")
+    with pytest.raises(ValueError, match="needs the seeds' times: an ItemSet field named 'timestamp'"):
+        next(iter(gp.ItemSampler(seeds, 2).sample_neighbor(graph, [2], edge_timestamp_attr_name="ets")))
+    with pytest.raises(ValueError, match="`time_window` must be an int >= 0"):
+        gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", time_window=-1)
+    with pytest.raises(ValueError, match="`comparison` must be '<'"):
+        gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", comparison=">")
+    with pytest.raises(ValueError, match="`temporal_strategy` must be 'uniform' or 'last'"):
+        gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", temporal_strategy="recent")
+    with pytest.raises(ValueError, match="`temporal_strategy` applies to temporal sampling"):
+        gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], temporal_strategy="last")
+    with pytest.raises(ValueError, match="temporal_strategy='last' takes the most recent neighbours"):
+        gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", temporal_strategy="last", weights="w")
+    with pytest.raises(UnsupportedCombination, match="LABOR does not support"):
+        gp.ItemSampler(timed, 2).sample_layer_neighbor(graph, [2], time_attr="ets", layout="pyg")
+    with pytest.raises(ValueError, match="name the timestamps"):
+        gp.ItemSampler(timed, 2).temporal_sample_neighbor(graph, [2])
+    bad_times = gp.ItemSet((torch.arange(5), torch.arange(5.0)), names=("seeds", "timestamp"))
+    with pytest.raises(TypeError, match="the `timestamp` field must be \\[N\\] integer times"):
+        gp.ItemSampler(bad_times, 2)
+    with pytest.raises(ValueError, match="`seeds_pre_time_window` must be >= 0"):
+        graph.temporal_sample_neighbors(torch.arange(3), torch.arange(3), [2], seeds_pre_time_window=-1, edge_timestamp_attr_name="ets")
+    with pytest.raises(ValueError, match=r"`timestamp` must be \[3\] int64 times"):
+        graph.temporal_sample_neighbors(torch.arange(3), torch.arange(2), [2], edge_timestamp_attr_name="ets")
