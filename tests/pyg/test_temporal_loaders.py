@@ -30,26 +30,22 @@ from neighbor_loader_like import hetero_link_neighbor_loader, link_neighbor_load
 from test_neighbor_loader_contract import get_random_edge_index  # noqa: E402
 from test_temporal_contract import EDGE, NODE, TemporalGraph, check_subtrees  # noqa: E402
 
-# What the temporal core (graphpipe@43e2492) does not do yet; strict: these must fail until it does.
+# What the temporal core (graphpipe@a38a801) does not do; strict: these must fail until it does.
 EDGE_TIME_BY_NAME = pytest.mark.xfail(
     strict=True,
     reason="core: to_pyg() puts the one fetched edge feature ('edge_time') in edge_attr, not under its name as "
     "NeighborLoader slices every edge attribute",
 )
-NO_EDGE_LABEL_TIME = pytest.mark.xfail(strict=True, reason="core: to_pyg() sets no edge_label_time yet")
-NEGATIVES = (
-    "core: negatives get no timestamp yet (ValueError: `timestamp` must be [P + negatives] int64 times); then "
-)
 BINARY_LINK = pytest.mark.xfail(
     strict=True,
-    reason=NEGATIVES + "to_pyg()'s batch is the pair's index (48 ids), not PyG's batch % num_pos (32); "
-    "no edge_label_time",
+    reason="core: to_pyg()'s batch is the pair's index over positives and negatives (48 ids), not PyG's "
+    "batch % num_pos (32 ids: negative pair j shares positive j's)",
 )
 TRIPLET = pytest.mark.xfail(
     strict=True,
-    reason=NEGATIVES + "triplet seeds are cat(src, dst) of all P(1+k) pairs (a subtree per negative's source, "
-    "dst_pos_index from P(1+k)), batch the pair's index, not PyG's src | dst_pos | dst_neg seeds with batch % P; "
-    "no seed_time",
+    reason="core: triplet seeds in the pyg layout are cat(src, dst) of all P(1+k) pairs (a subtree per negative's "
+    "copied source, dst_pos_index from P(1+k)) with batch the pair's index, not PyG's src | dst_pos | dst_neg "
+    "(dst_pos_index from P) with batch % P; and no seed_time",
 )
 
 
@@ -171,7 +167,6 @@ def test_temporal_neighbor_loader_single_link():
     assert batch["c"].num_nodes == 0
 
 
-@NO_EDGE_LABEL_TIME
 @pytest.mark.parametrize("comparison", [None, "<="], ids=["default", "pyg"])
 @pytest.mark.parametrize("batch_size", [1])
 def test_temporal_homo_link_neighbor_loader(batch_size, comparison):
