@@ -12,10 +12,11 @@ same 156 directed edges) with PyG's one-hot ``x``; a link loader without
 ``edge_label_time`` fails with graphpipe's error naming the seeds' missing ``timestamp``
 field (upstream: LinkNeighborLoader's "'edge_label_time' is not set"), raised when the
 first batch is sampled; link seeds are sampled with graphpipe's leak-free ``<`` by
-default, PyG's ``<=`` as a parameter (upstream's assertions hold for both); upstream's
-hetero triplet negatives are weighted, graphpipe's uniform; ``str(loader)`` is not
-checked. Not ported: ``test_temporal_custom_neighbor_loader_on_karate`` (PyG's custom
-FeatureStore / GraphStore).
+default, PyG's ``<=`` as a parameter (upstream's assertions hold for both); the triplet
+tests are upstream's ``disjoint=True, temporal=True`` cases (the others are in
+``test_link_neighbor_loader.py``); ``str(loader)`` is not checked. Not ported:
+``test_temporal_custom_neighbor_loader_on_karate`` (PyG's custom FeatureStore /
+GraphStore). Strict xfails name what graphpipe's temporal core does not do yet.
 """
 
 import pytest
@@ -336,8 +337,8 @@ def test_homo_link_neighbor_loader_triplet(amount):
 @TRIPLET
 @pytest.mark.parametrize("amount", [1, 2])
 def test_hetero_link_neighbor_loader_triplet(amount):
-    """Upstream's ``disjoint=True, temporal=True`` cases (the others are in
-    ``test_link_neighbor_loader.py``); upstream weights the negatives only when not temporal."""
+    """Upstream's ``disjoint=True, temporal=True`` cases (upstream weights the negatives
+    only when not temporal)."""
     torch.manual_seed(12345)
     data = HeteroData()
 
