@@ -43,12 +43,14 @@ def timed_graph(kind: str, sort, seed: int = 0):
     return graph, edges, node_time, edge_time
 
 
-def items(kind: str, edges, task: str, gen: torch.Generator):
-    """Seeds with times in [20, 100): node ids (typed: papers and authors) or edges as pairs."""
+def items(kind: str, edges, task: str, gen: torch.Generator, layout: str = "block"):
+    """Seeds with times in [20, 100): node ids (typed: papers and authors) or edges as pairs
+    (typed: of three edge types; pyg layout: of one, as PyG's LinkNeighborLoader)."""
     if task == "node":
         seeds = {NODE: torch.arange(40)} if kind == "untyped" else {"paper": torch.arange(0, 40, 2), "author": torch.arange(0, 30, 3)}
     else:
-        types = [EDGE] if kind == "untyped" else ["author:writes:paper", "paper:cites:paper"]
+        types = ["author:writes:paper", "paper:cites:paper", "paper:written_by:author"] if layout == "block" else ["paper:written_by:author"]
+        types = [EDGE] if kind == "untyped" else types
         seeds = {t: torch.stack(edges[t], 1)[:30] for t in types}
     sets = {t: gp.ItemSet((s, torch.randint(20, 100, (s.size(0),), generator=gen)), names=("seeds", "timestamp")) for t, s in seeds.items()}
     return sets[EDGE if task == "link" else NODE] if kind == "untyped" else gp.HeteroItemSet(sets)
@@ -112,7 +114,7 @@ def check_temporal_batch(graph, edges, node_time, edge_time, mb, cfg):
         if tv.compacted_seeds is None:  # subtrees number the node seeds type-major
             flat = torch.cat([tv.timestamp[t] for t in node_types if t in tv.timestamp])
             row_time = {t: flat[subtrees[t]] for t in node_types}
-        else:
+        else:  # one seed edge type, no negatives: PyG's batch is the pair's index
             pair_time = torch.cat([tv.timestamp[etype] for etype in tv.seeds])
             row_time = {t: pair_time[subtrees[t]] for t in node_types}
     else:

@@ -35,6 +35,8 @@ __all__ = [
     "LayerTimes",
     "append_layer",
     "compact_layer",
+    "drop_seed_edges",
+    "seed_edge_keys",
     "link_seed_nodes",
     "sample_graph_neighbors",
     "sample_layer",
@@ -109,13 +111,13 @@ class SampledLayer(NamedTuple):
     row_counts: Tuple[int, ...]
 
 
-def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = True) -> SeedNodes:
+def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = True, indexes=None) -> SeedNodes:
     """Check a batch's ``seeds`` against ``graph`` (the user's ids: checked here, once)
     and give them as :class:`SeedNodes`: ``[n]`` node ids, ``[N, k]`` node pairs or
     hyperlinks; on a typed graph a dict node type -> ``[n]`` type-local ids, or edge type
     ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs. ``unique=False``: every
     endpoint of a link seed is a node of its own (:func:`link_rows`, in ``row_major``
-    order or column by column)."""
+    order or column by column; ``indexes``: PyG's triplet rows)."""
     if not graph.is_heterogeneous:
         if not isinstance(seeds, torch.Tensor) or seeds.dim() != 2:
             if isinstance(seeds, Mapping):
@@ -131,14 +133,17 @@ def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = 
                 f"{tuple(seeds.shape)} (node seeds are 1-D)"
             )
         links = check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where).view(seeds.shape)
-        return link_seed_nodes(graph, {0: links}) if unique else SeedNodes(*link_rows(graph.schema, {0: links}, row_major))
+        return link_seed_nodes(graph, {0: links}) if unique else SeedNodes(*link_rows(graph.schema, {0: links}, row_major, {0: indexes}))
     offsets = graph.schema.node_type_offset
     if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
         pairs = {}
         for key, ids in seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
             pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
-        return link_seed_nodes(graph, pairs) if unique else SeedNodes(*link_rows(graph.schema, pairs, row_major))
+        if unique:
+            return link_seed_nodes(graph, pairs)
+        by_id = {schema_id: (indexes or {}).get(key) for schema_id, key in zip(pairs, seeds)}
+        return SeedNodes(*link_rows(graph.schema, pairs, row_major, by_id))
     by_type = check_typed_seeds(seeds, graph, where)
     nodes = torch.cat([ids + offsets[i] for i, ids in enumerate(by_type.values())])
     return SeedNodes(nodes, tuple(ids.numel() for ids in by_type.values()))
@@ -158,40 +163,60 @@ def link_seed_nodes(graph, pairs: Mapping[int, torch.Tensor]) -> SeedNodes:
     return SeedNodes(nodes, tuple(b - a for a, b in zip(cuts, cuts[1:])), links)
 
 
-def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool):
+def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool, indexes: Optional[Mapping] = None):
     """Link seeds without deduplication: ``values`` (edge type id -> ``[N, k]``, ids or
     anything aligned with them) laid out type-major, per node type in (edge type, column)
     order (GraphBolt's temporal layout); an untyped batch ``row_major`` (GraphBolt's
-    ``seeds.view(-1)``) or column by column (PyG's ``cat([src, dst])``).
+    ``seeds.view(-1)``) or column by column (PyG's ``cat([src, dst])``). ``indexes``
+    (edge type id -> ``[N]`` or None): pairs with per-positive negatives (GraphBolt's
+    layout: ``P`` positives, then ``k`` negatives each): one source row per positive
+    and the destinations as PyG's triplets, ``dst_pos`` then negative ``j`` of every
+    positive for ``j = 0, 1, ...``.
 
     Returns:
         ``(rows, counts, links)``: ``[R]`` the values, rows per node type, and edge type
         id -> ``(values, [N, k] int64 positions in rows)``.
     """
-    pieces: List[List[Tuple[int, torch.Tensor]]] = [[] for _ in schema.node_types]  # (edge type, column)
-    for etype, v in values.items():
+    pieces: List[List[Tuple[int, int, torch.Tensor, torch.Tensor]]] = [[] for _ in schema.node_types]
+    for etype, v in values.items():  # (edge type, column, values, each pair's row among them)
         ends = schema.edge_type_ends[etype] if v.size(1) == 2 else (0,) * v.size(1)
         if row_major and len(schema.node_types) == 1:
-            pieces[0].append((etype, v.reshape(-1)))
+            pieces[0].append((etype, -1, v.reshape(-1), torch.arange(v.numel())))
             continue
+        index = None if indexes is None else indexes.get(etype)
         for column, node_type in enumerate(ends):
-            pieces[node_type].append((etype, v[:, column]))
-    counts = tuple(sum(p.numel() for _, p in type_pieces) for type_pieces in pieces)
-    rows = torch.cat([p for type_pieces in pieces for _, p in type_pieces])
+            pieces[node_type].append((etype, column, *_link_column(v, column, index)))
+    counts = tuple(sum(p.numel() for _, _, p, _ in type_pieces) for type_pieces in pieces)
+    rows = torch.cat([p for type_pieces in pieces for _, _, p, _ in type_pieces])
     at = list(accumulate(counts, initial=0))
-    links: Dict[int, List[torch.Tensor]] = {etype: [] for etype in values}
+    local = {etype: (v, torch.empty(v.shape, dtype=torch.int64)) for etype, v in values.items()}
     for node_type, type_pieces in enumerate(pieces):
-        for etype, p in type_pieces:
-            links[etype].append(torch.arange(at[node_type], at[node_type] + p.numel()))
+        for etype, column, p, row_of_pair in type_pieces:
+            positions = at[node_type] + row_of_pair
+            if column < 0:
+                local[etype][1].copy_(positions.view(local[etype][1].shape))
+            else:
+                local[etype][1][:, column] = positions
             at[node_type] += p.numel()
-    local = {}
-    for etype, v in values.items():
-        columns = links[etype]
-        local[etype] = (v, columns[0].view(v.shape) if len(columns) == 1 else torch.stack(columns, dim=1))
     return rows, counts, local
 
 
-def seed_times(graph, seeds, timestamp, nodes: SeedNodes, row_major: bool, where: str) -> torch.Tensor:
+def _link_column(v: torch.Tensor, column: int, indexes: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Column ``column`` of ``[N, 2]`` pairs ``v`` as rows: ``(values, each pair's row)``;
+    with ``indexes`` (``P`` positives and ``k`` negatives each) PyG's triplet rows."""
+    if indexes is None:
+        return v[:, column], torch.arange(v.size(0))
+    num_pos = int(indexes.max()) + 1 if indexes.numel() else 0
+    k = (v.size(0) - num_pos) // max(num_pos, 1)
+    if column == 0:
+        return v[:num_pos, 0], indexes.to(torch.int64)
+    negatives = v[num_pos:, 1].view(num_pos, k).t().reshape(-1)  # negative j of every positive, j = 0, 1, ...
+    j = torch.arange(k).repeat(num_pos)
+    rows_of_negatives = num_pos + j * num_pos + torch.arange(num_pos).repeat_interleave(k)
+    return torch.cat([v[:num_pos, 1], negatives]), torch.cat([torch.arange(num_pos), rows_of_negatives])
+
+
+def seed_times(graph, seeds, timestamp, nodes: SeedNodes, row_major: bool, where: str, indexes=None) -> torch.Tensor:
     """``[R]`` int64: the time of each row of ``nodes`` (:func:`seed_nodes` with
     ``unique=False`` of ``seeds``), from the batch's ``timestamp`` (``[N]`` per node or
     link seed; typed: a dict keyed like ``seeds``)."""
@@ -213,10 +238,11 @@ def seed_times(graph, seeds, timestamp, nodes: SeedNodes, row_major: bool, where
         by_type = {t: seeds.get(t) for t in graph.node_types}
         return torch.cat([times_of(t, ids) if ids is not None else torch.empty(0, dtype=torch.int64) for t, ids in by_type.items()])
     if not typed:
-        return link_rows(graph.schema, {0: times_of(None, seeds)[:, None].expand(seeds.shape)}, row_major)[0]
+        return link_rows(graph.schema, {0: times_of(None, seeds)[:, None].expand(seeds.shape)}, row_major, {0: indexes})[0]
     schema = graph.schema
-    values = {schema.edge_type_id[":".join(parse_edge_type(key, where))]: times_of(key, ids)[:, None].expand(ids.shape) for key, ids in seeds.items()}
-    return link_rows(schema, values, row_major)[0]
+    ids_of = {schema.edge_type_id[":".join(parse_edge_type(key, where))]: key for key in seeds}
+    values = {t: times_of(key, seeds[key])[:, None].expand(seeds[key].shape) for t, key in ids_of.items()}
+    return link_rows(schema, values, row_major, {t: (indexes or {}).get(key) for t, key in ids_of.items()})[0]
 
 
 def seed_edge_exclusion(
@@ -261,6 +287,42 @@ def seed_edge_exclusion(
         type_per_edge=graph.type_per_edge if typed else None, reverse_positions=reverse_positions,
     )  # fmt: skip
     return SeedEdgeExclusion(edges, tuple(segments), tuple(edges.indptr[segments].tolist()))
+
+
+def seed_edge_keys(graph, seeds: SeedNodes, reverse_edge_types: Sequence[int]) -> torch.Tensor:
+    """``[K]`` int64 keys (:func:`_edge_key`) of the edges :func:`drop_seed_edges` drops:
+    every ``u -> v`` of each seed pair's edge type, and ``v -> u`` of its reverse edge
+    type (``reverse_edge_types[t]``, -1: none)."""
+    n = graph.total_num_nodes
+    if len(graph.schema.edge_types) * n * n >= 2**63:
+        raise ValueError(f"seed_edge_keys: {n} nodes of {len(graph.schema.edge_types)} edge types do not fit 63-bit edge keys")
+    keys = []
+    for etype, (pairs, _) in seeds.links.items():
+        keys.append(_edge_key(etype, pairs[:, 0], pairs[:, 1], n))
+        if reverse_edge_types[etype] >= 0:
+            keys.append(_edge_key(reverse_edge_types[etype], pairs[:, 1], pairs[:, 0], n))
+    return torch.cat(keys).unique()
+
+
+def drop_seed_edges(graph, sample: LayerSample, dst: torch.Tensor, edge_dst: torch.Tensor, keys: torch.Tensor) -> LayerSample:
+    """``sample`` without its edges whose key is in ``keys`` (:func:`seed_edge_keys`), as
+    GraphBolt's ``exclude_seed_edges`` removes them after sampling. ``dst``: the layer's
+    ``[n]`` global destination ids; ``edge_dst``: each sampled edge's position in it."""
+    types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
+    keep = ~torch.isin(_edge_key(types, sample.indices, dst[edge_dst], graph.total_num_nodes), keys)
+    if bool(keep.all()):
+        return sample
+    segments = sample.indptr.numel() - 1
+    owner = torch.repeat_interleave(torch.arange(segments), sample.indptr.diff(), output_size=keep.numel())
+    indptr = torch.zeros(segments + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(owner[keep], minlength=segments), 0, out=indptr[1:])
+    weights = None if sample.edge_weights is None else sample.edge_weights[keep]
+    return LayerSample(indptr, sample.indices[keep], sample.edge_ids[keep], weights)
+
+
+def _edge_key(edge_type, src: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """``(edge_type * num_nodes + src) * num_nodes + dst``: an edge's int64 key, global ids."""
+    return (src.to(torch.int64) + edge_type * num_nodes) * num_nodes + dst
 
 
 def sample_layer(
@@ -343,7 +405,7 @@ class LayerTimes(NamedTuple):
             (no deduplication: a node may be several rows), else None (node keys).
     """
 
-    filter: object
+    filter: TimeFilter
     lo: torch.Tensor
     hi: torch.Tensor
     row_keys: Optional[torch.Tensor] = None
@@ -550,10 +612,14 @@ def sample_graph_neighbors(
     if start.links is not None:
         raise ValueError(f"{where}: `seeds` must be node ids, got node pairs")
     layer_times = None if times is None else _graph_layer_times(graph, seeds, start, times, where)
-    if layer_times is not None and graph.is_heterogeneous and len(counts) == 1:
-        counts = counts * len(graph.edge_types)  # one fanout per edge type: valid in-edges are cut per type
-    if layer_times is not None and not graph.is_heterogeneous:
-        sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
+    if layer_times is not None and (not graph.is_heterogeneous or len(counts) == 1):  # whole in-edge ranges
+        nodes = start.nodes
+        bounds = torch.stack([graph.indptr[nodes], graph.indptr[nodes + 1]], dim=1).reshape(-1)
+        fanouts = torch.full((nodes.numel(),), counts[0], dtype=torch.int64)
+        # A typed graph's time order holds per edge type, not across a node's whole range.
+        sample = layer_times.filter.sample(bounds, layer_times.lo, layer_times.hi, nodes, fanouts, kernel, whole_ranges=graph.is_heterogeneous)
+        if graph.is_heterogeneous:
+            return _split_by_edge_type(graph, start, sample)
         return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
     if not graph.is_heterogeneous:
         sample = kernel(graph.indptr, start.nodes, counts[0], None, None)

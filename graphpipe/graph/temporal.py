@@ -158,20 +158,24 @@ class TimeFilter:
             lo = (times.clamp(min=floor + self.time_window) - self.time_window + 1).clamp(min=floor)
         return lo, hi
 
-    def sample(self, bounds, lo, hi, key_ids, fanouts, kernel: SegmentSampler, exclude=None, edge_types=None) -> LayerSample:
+    def sample(
+        self, bounds, lo, hi, key_ids, fanouts, kernel: SegmentSampler, exclude=None, edge_types=None, whole_ranges=False
+    ) -> LayerSample:
         """Sample segment ``s`` of ``bounds`` (``[2S]``, :mod:`graphpipe.ops.typed_sampling`)
         among its in-edges valid in ``[lo[s], hi[s]]`` with ``fanouts[s]``, but those
         ``exclude`` names. ``edge_types``: ``[S]`` segment edge type ids (typed graphs),
-        whose untimed types are not constrained. ``kernel`` takes ``candidates=``: the CSC
-        positions its ``indptr`` indexes when they are not the graph's."""
+        whose untimed types are not constrained; ``whole_ranges``: the segments are whole
+        in-edge ranges of a typed graph (no time order across types). ``kernel`` takes
+        ``candidates=``: the CSC positions its ``indptr`` indexes when not the graph's."""
+        is_sorted = self.is_sorted and not whole_ranges
         if edge_types is not None and self.untimed_edge_types.numel():
             free = torch.isin(edge_types, self.untimed_edge_types)
             lo, hi = lo.masked_fill(free, UNTIMED), hi.masked_fill(free, _LATEST)
         if self.strategy == "last":
-            indptr, positions = latest_candidates(bounds, lo, hi, fanouts, self.arrays, self.is_sorted, exclude)
+            indptr, positions = latest_candidates(bounds, lo, hi, fanouts, self.arrays, is_sorted, exclude)
             indices = torch.from_numpy(self.arrays.indices)[positions].to(torch.int64)
             return LayerSample(indptr, indices, positions)
-        if self.cuts and exclude is None:
+        if self.cuts and is_sorted and exclude is None:
             return sample_segments(narrow_to_window(bounds, lo, hi, self.arrays), key_ids, fanouts, kernel)
         candidate_bounds, positions = valid_candidates(bounds, lo, hi, self.arrays, exclude)
 

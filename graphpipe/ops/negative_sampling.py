@@ -28,6 +28,8 @@ __all__ = ["sample_random_pairs", "MAX_ATTEMPTS", "check_negative_ratio", "sampl
 # Draws per negative before giving up: a source with edges to a fraction f of the nodes
 # fails with probability f**1000.
 MAX_ATTEMPTS = 1000
+# A node time that constrains nothing (graphpipe.ops.temporal.UNTIMED).
+_UNTIMED = np.iinfo(np.int64).min
 # Bytes a batch holds per negative: the draw, its seed pair and its index (int64), its label.
 _BYTES_PER_NEGATIVE = 40
 
@@ -51,10 +53,23 @@ def _uniform_node(vkey, counter, first, count):
     return first + min(np.int64(uniform(vkey, counter) * count), count - 1)
 
 
+@numba.njit(inline="always", nogil=True, cache=True)
+def _too_late(node_time, v, latest, i):
+    """Whether node ``v``'s time is later than ``latest[i]`` (an untimed node never is)."""
+    return node_time.size > 0 and node_time[v] != _UNTIMED and node_time[v] > latest[i]
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _is_edge(indptr, indices, type_per_edge, edge_type, u, v, sorted_indices):
+    start, end = in_edge_range(indptr, type_per_edge, v, edge_type)
+    return has_source(indices, start, end, u, sorted_indices)
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _uniform_negatives(src, dst, first, count, k, key, indptr, indices, type_per_edge, edge_type, exclude_edges, sorted_indices, out):
+def _uniform_negatives(src, dst, first, count, k, key, indptr, indices, type_per_edge, edge_type, exclude_edges, sorted_indices, node_time, latest, out):
     """``out[i, j]`` = negative ``j`` of pair ``i``, -1 where ``MAX_ATTEMPTS`` draws hit edges
-    (of ``edge_type``, any if negative); returns the count of those."""
+    (of ``edge_type``, any if negative) or nodes later than ``latest[i]``; returns the
+    count of those."""
     failed = 0
     for i in numba.prange(src.size):
         u = src[i]
@@ -62,10 +77,7 @@ def _uniform_negatives(src, dst, first, count, k, key, indptr, indices, type_per
         for j in range(k):
             attempt = 0
             v = _uniform_node(vkey, j, first, count)
-            while exclude_edges:
-                start, end = in_edge_range(indptr, type_per_edge, v, edge_type)
-                if not has_source(indices, start, end, u, sorted_indices):
-                    break
+            while _too_late(node_time, v, latest, i) or (exclude_edges and _is_edge(indptr, indices, type_per_edge, edge_type, u, v, sorted_indices)):
                 attempt += 1
                 if attempt == MAX_ATTEMPTS:
                     v = -1
@@ -89,6 +101,8 @@ def sample_uniform_negatives(
     candidates: Optional[Tuple[int, int]] = None,
     type_per_edge: Optional[torch.Tensor] = None,
     edge_type: int = -1,
+    node_time: Optional[torch.Tensor] = None,
+    latest: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """``negative_ratio`` uniform negative destinations for each positive pair.
 
@@ -104,14 +118,15 @@ def sample_uniform_negatives(
             graph's destination type), default all nodes.
         type_per_edge, edge_type: a typed graph's edge type ids and the pairs' edge type:
             ``exclude_edges`` then avoids edges of that type only.
+        node_time, latest: ``[num_nodes]``, ``[N]`` int64: a draw later than ``latest[i]``
+            is redrawn, as an edge with ``exclude_edges`` (UNTIMED nodes: never).
 
     Returns:
         ``[N, negative_ratio]`` int64 negative destinations on ``pairs``' device: row
         ``i`` holds the negatives of pair ``i``, whose source they keep.
 
     Raises:
-        ValueError: bad arguments (naming them), or, with ``exclude_edges``, a source with
-            edges to nearly every node (no non-edge in ``MAX_ATTEMPTS`` draws).
+        ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS``.
     """
     where = "sample_uniform_negatives"
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
@@ -129,7 +144,7 @@ def sample_uniform_negatives(
             raise NotImplementedError(f"{where}: `exclude_edges=True` needs the graph in host memory (CPU or pinned)")
         if indptr.numel() - 1 != num_nodes:
             raise ValueError(f"{where}: `indptr` has {indptr.numel() - 1} nodes, `num_nodes` is {num_nodes}")
-    elif pairs.is_cuda:
+    elif pairs.is_cuda and node_time is None:
         return first + _uniform_negatives_torch(pairs, count, negative_ratio, int(key))
     device = pairs.device
     host = pairs.cpu()
@@ -139,17 +154,18 @@ def sample_uniform_negatives(
     else:
         arrays = (np.zeros(1, np.int64), np.zeros(0, np.int64))
     types = np.zeros(0, np.uint8) if type_per_edge is None else type_per_edge.contiguous().numpy()
+    times = (np.zeros(0, np.int64), np.zeros(0, np.int64)) if node_time is None else (node_time.numpy(), latest.cpu().numpy())
     out = np.empty((src.size, negative_ratio), np.int64)
     failed = _uniform_negatives(
         src, dst, first, count, negative_ratio, np.uint64(key), *arrays, types, int(edge_type), bool(exclude_edges),
-        bool(sorted_indices), out,
+        bool(sorted_indices), *times, out,
     )  # fmt: skip
     if failed:
         row = int(np.flatnonzero((out < 0).any(axis=1))[0])
         raise ValueError(
             f"{where}: found no negative destination for source node {int(src[row])} in {MAX_ATTEMPTS} draws: "
-            f"it has edges to (nearly) every one of the {count} candidate nodes, so with `exclude_edges=True` it "
-            f"has no non-edges to sample"
+            f"(nearly) every one of the {count} candidate nodes is its neighbour (`exclude_edges=True`) or later "
+            f"than the pair's time (`node_time`)"
         )
     return torch.from_numpy(out).to(device)
 
@@ -164,16 +180,39 @@ def _uniform_negatives_torch(pairs: torch.Tensor, num_nodes: int, negative_ratio
 
 
 def sample_random_pairs(
-    num_pairs: int, sources: Tuple[int, int], destinations: Tuple[int, int], key: int, device=None
+    num_pairs: int,
+    sources: Tuple[int, int],
+    destinations: Tuple[int, int],
+    key: int,
+    device=None,
+    node_time: Optional[torch.Tensor] = None,
+    latest: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """``[num_pairs, 2]`` int64 node pairs whose source is uniform over ``sources`` and
     destination uniform over ``destinations`` (each ``(first id, count)``), all independent:
     PyG's ``LinkNeighborLoader`` binary negatives. Pair ``j`` draws ``uniform(hash2(key,
-    j), 0)`` and ``(.., 1)``, so a batch's pairs depend only on ``key``."""
+    j), 0)`` and ``(.., 1)``, so a batch's pairs depend only on ``key``. Temporal:
+    ``node_time`` (``[num_nodes]`` int64) and ``latest`` (``[num_pairs]``): an end later
+    than its pair's ``latest`` is redrawn (draw ``2 * attempt + column``)."""
     rows = torch.arange(num_pairs, device=device)
     vkeys = torch_random.hash2(int(key), rows)
     columns = []
     for column, (first, count) in enumerate((sources, destinations)):
-        u = torch_random.uniform(vkeys, torch.full_like(rows, column))
-        columns.append(first + torch.clamp((u * count).to(torch.int64), max=count - 1))
+        nodes = torch.empty_like(rows)
+        todo = rows
+        for attempt in range(MAX_ATTEMPTS):
+            u = torch_random.uniform(vkeys[todo], torch.full_like(todo, 2 * attempt + column))
+            nodes[todo] = first + torch.clamp((u * count).to(torch.int64), max=count - 1)
+            if node_time is None:
+                break
+            t = node_time[nodes[todo]]
+            todo = todo[(t != _UNTIMED) & (t > latest[todo])]
+            if todo.numel() == 0:
+                break
+        else:
+            raise ValueError(
+                f"sample_random_pairs: found no node of ids [{first}, {first + count}) not later than time "
+                f"{int(latest[todo[0]])} in {MAX_ATTEMPTS} draws"
+            )
+        columns.append(nodes)
     return torch.stack(columns, dim=1)

@@ -11,6 +11,7 @@ import torch
 from graphpipe._internal.checks import check_bool, check_int, check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.graph.temporal import COMPARISONS, timestamps
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.ops import derive_key, sample_uniform_negatives
@@ -64,6 +65,11 @@ class UniformNegativeSampler(Pipe):
         seed: seed of the random keys (``None``: drawn once from torch's generator).
         neg_sampling: ``"triplet"`` (GraphBolt's: ``k`` corrupted destinations per
             positive) or ``"binary"`` (PyG's random pairs).
+        node_timestamp_attr_name: temporal link prediction: an int64 node attribute of
+            ``graph``; a negative node later than its pair's ``timestamp`` (by
+            ``comparison``, ``"<"`` or ``"<="``) is redrawn, the same rule at every draw
+            (both ends of a binary pair). Each negative gets its positive's ``timestamp``
+            (binary: the positives' times tiled, as PyG).
     """
 
     def __init__(
@@ -74,10 +80,18 @@ class UniformNegativeSampler(Pipe):
         exclude_existing_edges: bool = False,
         seed: Optional[int] = None,
         neg_sampling: str = "triplet",
+        node_timestamp_attr_name: Optional[str] = None,
+        comparison: str = "<",
     ):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
+        self.node_time = None
+        if node_timestamp_attr_name is not None:
+            self.node_time = timestamps(graph, node_timestamp_attr_name, "node", "node_timestamp_attr_name", name)
+            if comparison not in COMPARISONS:
+                raise ValueError(f"{name}: `comparison` must be '<' (negatives strictly earlier than the pair) or '<=', got {comparison!r}")
+        self.comparison = comparison
         if neg_sampling not in ("triplet", "binary"):
             raise ValueError(
                 f"{name}: `neg_sampling` must be 'triplet' (k corrupted destinations per positive, GraphBolt's) or "
@@ -127,11 +141,12 @@ class UniformNegativeSampler(Pipe):
         if not self.graph.is_heterogeneous:
             pairs = check_node_pairs(minibatch.seeds, self.graph.total_num_nodes, "seeds", name)
             key, everyone = derive_key(self.seed, minibatch.batch_index), (0, self.graph.total_num_nodes)
+            latest = self.latest(minibatch.timestamp, None)
             if self.neg_sampling == "binary":
-                random_pairs = sample_random_pairs(self.num_binary(pairs), everyone, everyone, key, pairs.device)
+                random_pairs = self.random_pairs(pairs, everyone, everyone, key, latest)
                 fields = _with_random_pairs(pairs, minibatch.labels, random_pairs)
                 return replace(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
-            batch = with_negatives(minibatch, self.negatives(pairs, key, everyone, -1))
+            batch = with_negatives(minibatch, self.negatives(pairs, key, everyone, -1, latest))
             return replace(batch, timestamp=_times(minibatch.timestamp, {"seeds": batch.seeds, "indexes": batch.indexes}))
         seeds, labels, indexes, times = {}, {}, {}, {}
         offsets = self.graph.schema.node_type_offset
@@ -140,30 +155,53 @@ class UniformNegativeSampler(Pipe):
             first, end = offsets[dst_type], offsets[dst_type + 1]
             key_of_type = derive_key(self.seed, minibatch.batch_index, etype)
             given = None if minibatch.labels is None else minibatch.labels.get(key)
+            latest = self.latest(minibatch.timestamp, key)
             if self.neg_sampling == "binary":
-                ranges = (0, offsets[src_type + 1] - offsets[src_type]), (0, end - first)
-                random_pairs = sample_random_pairs(self.num_binary(pairs), *ranges, key_of_type, pairs.device)
+                ranges = (offsets[src_type], offsets[src_type + 1] - offsets[src_type]), (first, end - first)
+                random_pairs = self.random_pairs(pairs, *ranges, key_of_type, latest) - torch.tensor([offsets[src_type], first])
                 fields = _with_random_pairs(pairs, given, random_pairs)
                 seeds[key], labels[key] = fields["seeds"], fields["labels"]
             else:
-                negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype)
+                negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype, latest)
                 seeds[key], labels[key], indexes[key] = pairs_with_negatives(pairs.to(torch.int64), given, negatives - first)
                 fields = {"seeds": seeds[key], "indexes": indexes[key]}
             if isinstance(minibatch.timestamp, dict) and key in minibatch.timestamp:
                 times[key] = _times(minibatch.timestamp[key], fields)
         return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes or None, timestamp=times or None)
 
+    def latest(self, timestamp, key) -> Optional[torch.Tensor]:
+        """Temporal negatives: ``[P]`` int64 the latest time a negative of each positive
+        may have (its ``timestamp``, or one less for ``"<"``), else None."""
+        if self.node_time is None:
+            return None
+        times = timestamp.get(key) if isinstance(timestamp, dict) else timestamp
+        if times is None:
+            raise ValueError(
+                f"{type(self).__name__}: `node_timestamp_attr_name` draws negatives no later than their pair, so the "
+                f"pairs need times: an ItemSet field named 'timestamp'"
+            )
+        return times.to(torch.int64) - (1 if self.comparison == "<" else 0)
+
+    def random_pairs(self, pairs, sources, destinations, key, latest) -> torch.Tensor:
+        """Binary negatives (global ids of the two ranges), each end no later than the
+        positives' ``latest`` tiled over them."""
+        num = self.num_binary(pairs)
+        if latest is not None:
+            latest = latest.repeat(math.ceil(num / max(latest.numel(), 1)))[:num]
+        return sample_random_pairs(num, sources, destinations, key, pairs.device, self.node_time, latest)
+
     def num_binary(self, pairs: torch.Tensor) -> int:
         """Binary negatives of ``P`` positives: ``ceil(P * negative_ratio)``, as PyG's."""
         return math.ceil(pairs.size(0) * self.negative_ratio)
 
-    def negatives(self, pairs: torch.Tensor, key: int, candidates: Tuple[int, int], etype: int) -> torch.Tensor:
+    def negatives(self, pairs: torch.Tensor, key: int, candidates: Tuple[int, int], etype: int, latest=None) -> torch.Tensor:
         """``[P, k]`` negative destinations (global ids, drawn from ``candidates``) of the
-        global ``pairs`` of edge type id ``etype`` (-1: untyped)."""
+        global ``pairs`` of edge type id ``etype`` (-1: untyped), no later than ``latest``."""
         return sample_uniform_negatives(
             pairs, self.graph.total_num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
             indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
             candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
+            node_time=None if latest is None else self.node_time, latest=latest,
         )  # fmt: skip
 
 

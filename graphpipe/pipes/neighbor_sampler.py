@@ -45,8 +45,11 @@ class NeighborSampler(SubgraphSampler):
             ``cooperative``, ``layout`` (``"block"`` or ``"pyg"``), ``disjoint`` (PyG's:
             one subtree per seed, ``layout="pyg"``, node seeds, CPU) and, for node-pair
             seeds, ``exclude_seed_edges``, ``include_reverse_edges``,
-            ``reverse_edge_ids`` (untyped) or ``reverse_etypes_mapping`` (typed); GraphBolt's
-            ``overlap_fetch`` and ``asynchronous`` (accepted, no-ops: see SubgraphSampler).
+            ``reverse_edge_ids`` (untyped) or ``reverse_etypes_mapping`` (typed); temporal
+            sampling: ``time_attr`` or ``node_timestamp_attr_name`` /
+            ``edge_timestamp_attr_name``, ``comparison``, ``time_window``,
+            ``temporal_strategy``; ``deduplicate``; GraphBolt's ``overlap_fetch`` and
+            ``asynchronous`` (accepted, no-ops: see SubgraphSampler).
 
     Example::
 

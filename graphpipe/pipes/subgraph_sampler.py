@@ -27,9 +27,11 @@ from graphpipe.graph.sampling import (
     SeedNodes,
     append_layer,
     compact_layer,
+    drop_seed_edges,
     node_ids_of_keys,
     sample_layer,
     seed_edge_exclusion,
+    seed_edge_keys,
     seed_nodes,
     seed_times,
     segment_destinations,
@@ -132,6 +134,18 @@ class SubgraphSampler(Pipe):
     node's sources are sorted (per edge type), else by a scan of the seed nodes' in-edges.
     GraphBolt's stage form, ``sampler.exclude_seed_edges(include_reverse_edges=...,
     reverse_etypes_mapping=...)``, gives the same sampler with these options.
+
+    Temporal sampling (``time_attr``, PyG's: a node or an edge attribute; or
+    ``node_timestamp_attr_name`` / ``edge_timestamp_attr_name``, GraphBolt's, both
+    applying when both are given): every layer samples only the in-edges whose times are
+    valid for the node's root seed (``MiniBatch.timestamp``, the items' ``timestamp``
+    field): ``comparison`` ``"<"`` or ``"<="`` (default: ``"<="`` for node seeds in the pyg
+    layout, as PyG, else ``"<"``), ``time_window`` ``w``: later than ``t - w``;
+    ``temporal_strategy`` ``"uniform"`` (the sampler's draws among the valid in-edges) or
+    ``"last"`` (the ``fanout`` latest). A node is one row per root: per subtree
+    (``layout="pyg"``: disjoint, PyG's temporal NeighborLoader) or per sampled edge
+    (``layout="block"``: no deduplication, GraphBolt's temporal layout; also
+    ``deduplicate=False`` without times). See :mod:`graphpipe.graph.temporal`.
 
     GraphBolt's ``overlap_fetch`` (fetch a pinned graph on a side CUDA stream) and
     ``asynchronous`` (run the sampler's steps in background threads) are accepted and do
@@ -392,9 +406,11 @@ class SubgraphSampler(Pipe):
         (``S`` seeds, :func:`~graphpipe.graph.sampling.subtree_keys`): a node reached from
         two seeds is two nodes, and the layers are laid out in global ids."""
         seeds = self.batch_seeds(minibatch)
-        exclusion = None
-        if self.excludes_seed_edges:
+        exclusion = dropped = None
+        if self.excludes_seed_edges and self.deduplicate:
             exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+        elif self.excludes_seed_edges:  # a node is many rows: drop its seed edges after sampling, as GraphBolt
+            dropped = seed_edge_keys(self.graph, seeds, self._reverse_types_by_endpoints())
         nodes, counts = seeds.nodes, seeds.counts
         subtrees = max(nodes.numel(), 1) if self.disjoint else 1
         windows = None if self.time_filter is None else self.seed_windows(minibatch, seeds)
@@ -411,9 +427,13 @@ class SubgraphSampler(Pipe):
             if self.deduplicate:
                 step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
             else:
+                edge_dst = self.edge_destinations(sample, counts, layer)
+                if dropped is not None:
+                    sample = drop_seed_edges(self.graph, sample, nodes, edge_dst, dropped)
+                    edge_dst = self.edge_destinations(sample, counts, layer)
                 step, order = append_layer(self.graph, nodes, counts, sample)
                 if roots is not None:
-                    roots = torch.cat([roots, roots[self.edge_destinations(sample, counts, layer)]])[order]
+                    roots = torch.cat([roots, roots[edge_dst]])[order]
             subgraphs.append(self.lay_out(node_ids_of_keys(step, subtrees), layer))  # now: the sample's sources are freed
             if self.layout == "pyg":
                 skipped = counts
@@ -422,8 +442,15 @@ class SubgraphSampler(Pipe):
         return replace(
             minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
-            subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds) if self.disjoint else None,
+            subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds, minibatch) if self.disjoint else None,
         )  # fmt: skip
+
+    def _reverse_types_by_endpoints(self) -> Tuple[int, ...]:
+        """Reverse edge types for :func:`~graphpipe.graph.sampling.seed_edge_keys`: an
+        untyped graph's ``reverse_edge_ids`` read as every ``v -> u`` edge."""
+        if not self.typed and self.reverse_positions is not None:
+            return (0,)
+        return self.reverse_edge_types
 
     def edge_destinations(self, sample: LayerSample, counts, layer: int) -> torch.Tensor:
         """``[num_edges]`` int64: each sampled edge's destination, a position in the layer's
@@ -439,7 +466,8 @@ class SubgraphSampler(Pipe):
         name = type(self).__name__
         time_filter = self.time_filter
         if minibatch.timestamp is not None:
-            times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name)
+            indexes = minibatch.indexes if self.disjoint else None
+            times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name, indexes)
         elif self.layout == "pyg" and seeds.links is None and time_filter.node_time is not None:
             times = time_filter.node_time[seeds.nodes]  # pyg-lib's default: the seeds' own times
         else:
@@ -450,18 +478,16 @@ class SubgraphSampler(Pipe):
         comparison = time_filter.comparison or ("<=" if self.layout == "pyg" and seeds.links is None else "<")
         return time_filter.seed_windows(times, comparison)
 
-    def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes):
-        """Disjoint batches: the subtree (the seed's position in the batch; link seeds: the
-        pair's, as PyG's ``batch % num_pairs``, numbered over the edge types in the
-        batch's order) of each input node, ``[num_input]`` int64
-        (typed: per node type), from their node keys."""
+    def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes, minibatch: MiniBatch):
+        """Disjoint batches: PyG's ``batch`` of each input node, ``[num_input]`` int64
+        (typed: per node type), from their node keys: the subtree (its seed's position in
+        the batch); link seeds: its seed row's position among the rows of its node type
+        modulo the number of positive pairs (PyG's ``batch % num_pos``)."""
         ids = keys % subtrees
-        if seeds.links is not None:  # pairs numbered over the seed edge types in order
-            pair_of_row, first = torch.empty(seeds.nodes.numel(), dtype=torch.int64), 0
-            for _, local in seeds.links.values():
-                pair_of_row[local] = torch.arange(first, first + local.size(0))[:, None].expand_as(local)
-                first += local.size(0)
-            ids = pair_of_row[ids]
+        if seeds.links is not None:
+            starts = torch.tensor(list(accumulate(seeds.counts, initial=0))[:-1])
+            row_type = torch.repeat_interleave(torch.arange(len(seeds.counts)), torch.tensor(seeds.counts))
+            ids = (ids - starts[row_type[ids]]) % max(_num_positives(minibatch), 1)
         if not self.typed:
             return ids
         return dict(zip(self.graph.node_types, ids.split(list(counts))))
@@ -471,7 +497,8 @@ class SubgraphSampler(Pipe):
         ``exclude_seed_edges``)."""
         name = type(self).__name__
         self.check_batch(minibatch)
-        seeds = seed_nodes(self.graph, minibatch.seeds, name, unique=self.deduplicate and not self.disjoint, row_major=not self.disjoint)
+        indexes = minibatch.indexes if self.disjoint else None  # pyg rows: PyG's triplets
+        seeds = seed_nodes(self.graph, minibatch.seeds, name, self.deduplicate and not self.disjoint, not self.disjoint, indexes)
         if self.excludes_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
             raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
         return seeds
@@ -552,6 +579,20 @@ def edge_arrays(indices: torch.Tensor, probs: Optional[torch.Tensor], candidates
     if candidates is None:
         return indices, probs
     return indices[candidates], None if probs is None else probs[candidates]
+
+
+def _num_positives(minibatch: MiniBatch) -> int:
+    """The positive pairs of a link batch: all (no negatives), those ``indexes`` name
+    (per-positive negatives) or the nonzero ``labels`` (binary negatives)."""
+    def count(seeds, indexes, labels):
+        if indexes is not None:
+            return int(indexes.max()) + 1 if indexes.numel() else 0
+        return seeds.size(0) if labels is None else int(torch.count_nonzero(labels))
+
+    if not isinstance(minibatch.seeds, Mapping):
+        return count(minibatch.seeds, minibatch.indexes, minibatch.labels)
+    indexes, labels = minibatch.indexes or {}, minibatch.labels or {}
+    return sum(count(seeds, indexes.get(key), labels.get(key)) for key, seeds in minibatch.seeds.items())
 
 
 def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_window, strategy) -> Optional[TimeFilter]:

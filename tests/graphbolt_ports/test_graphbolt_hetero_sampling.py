@@ -15,7 +15,7 @@ on a batch with those seeds; its subgraph's type-local source ids are our
 ``original_row_node_ids[src_type][indices]``. GraphBolt's assertions are kept (exact
 outputs where its result is deterministic: every fanout ``-1`` or ``>=`` the degree;
 sizes otherwise); what they cannot see (edges exist, ids type-local) is checked too.
-Not ported: GPU, pinned memory, temporal samplers, link prediction (node pairs) on
+Not ported: GPU, pinned memory, link prediction (node pairs) on
 heterogeneous graphs and ``deduplicate=False`` (graphpipe has none of these).
 """
 

@@ -234,7 +234,7 @@ def test_temporal_cell(cell):
         if kind == "typed":
             item_set = gp.HeteroItemSet({"paper:cites:paper": item_set})
     else:
-        item_set = temporal_items(kind, edges, task, gen)
+        item_set = temporal_items(kind, edges, task, gen, layout)
 
     def build():
         pipe = gp.ItemSampler(item_set, 8, seed=0)

@@ -13,6 +13,7 @@ from sampling_checks import EDGE, NODE
 from temporal_checks import FANOUTS, USES, check_temporal_batch, items, timed_graph
 
 import graphpipe as gp
+from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.pipes.capabilities import UnsupportedCombination
 
 CASES = [  # (kind, task, layout, uses, comparison, window, strategy)
@@ -28,7 +29,7 @@ def test_every_sampled_edge_is_valid_for_its_root(case, sort):
     kind, task, layout, uses, comparison, width, strategy = case
     graph, edges, node_time, edge_time = timed_graph(kind, sort and USES[uses])
     gen = torch.Generator().manual_seed(3)
-    pipe = gp.ItemSampler(items(kind, edges, task, gen), 10, shuffle=True, seed=1).sample_neighbor(
+    pipe = gp.ItemSampler(items(kind, edges, task, gen, layout), 10, shuffle=True, seed=1).sample_neighbor(
         graph, FANOUTS, layout=layout, seed=5, comparison=comparison, time_window=width, temporal_strategy=strategy, **USES[uses]
     )
     assert pipe.time_filter.is_sorted == sort
@@ -183,5 +184,54 @@ def test_bad_temporal_input_gets_clear_errors():
         gp.ItemSampler(bad_times, 2)
     with pytest.raises(ValueError, match="`seeds_pre_time_window` must be >= 0"):
         graph.temporal_sample_neighbors(torch.arange(3), torch.arange(3), [2], seeds_pre_time_window=-1, edge_timestamp_attr_name="ets")
+    with pytest.raises(ValueError, match="the pairs need times: an ItemSet field named 'timestamp'"):
+        pairs = gp.ItemSet(torch.stack(edges[EDGE], 1)[:4], names="seeds")
+        next(iter(gp.ItemSampler(pairs, 4).sample_uniform_negative(graph, 1, node_timestamp_attr_name="nts")))
     with pytest.raises(ValueError, match=r"`timestamp` must be \[3\] int64 times"):
         graph.temporal_sample_neighbors(torch.arange(3), torch.arange(2), [2], edge_timestamp_attr_name="ets")
+
+
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
+@pytest.mark.parametrize("kind", ["untyped", "typed"])
+def test_negatives_are_never_later_than_their_pair(kind, neg_sampling):
+    """Most nodes are later than the pairs' times, so most first draws are redrawn: every
+    negative end (triplet: the destination; binary: both) is earlier than its pair ('<'),
+    the same rule at every draw; untimed node types ('venue') are any time."""
+    graph, edges, node_time, _ = timed_graph(kind, sort=False)
+    gen = torch.Generator().manual_seed(3)
+    item_set = items(kind, edges, "link", gen)
+    pipe = gp.ItemSampler(item_set, 10, seed=1).sample_uniform_negative(
+        graph, 3, seed=2, neg_sampling=neg_sampling, node_timestamp_attr_name="nts"
+    )
+    negatives = 0
+    for mb in pipe:
+        tv_seeds = mb.seeds if mb.is_heterogeneous else {EDGE: mb.seeds}
+        tv_times = mb.timestamp if mb.is_heterogeneous else {EDGE: mb.timestamp}
+        for etype, pairs in tv_seeds.items():
+            s, _, d = parse_edge_type(etype)
+            labels = mb.labels[etype] if mb.is_heterogeneous else mb.labels
+            neg, t = pairs[labels == 0], tv_times[etype][labels == 0]
+            ends = [(d, neg[:, 1])] + ([(s, neg[:, 0])] if neg_sampling == "binary" else [])
+            for node_type, ids in ends:
+                if node_type in node_time:
+                    assert bool((node_time[node_type][ids] < t).all())
+            negatives += neg.size(0)
+    assert negatives > 0
+
+
+def test_a_hub_on_a_time_sorted_graph_is_cut_by_binary_search():
+    """GraphBolt's FastTemporalPick never accepts a draw with edge times (an unconditional
+    `continue`), so a hub costs O(degree) there; on a time-sorted graph graphpipe cuts the
+    hub's in-edges to the valid ones by binary search (the `cuts` path) and draws among them."""
+    degree = 100_000
+    ts = torch.randperm(degree, generator=torch.Generator().manual_seed(0))
+    graph = gp.CSCGraph.from_coo(torch.arange(1, degree + 1), torch.zeros(degree, dtype=torch.int64), degree + 1, edge_attributes={"ets": ts})
+    graph = graph.sort_by_time(edge_timestamp_attr_name="ets")
+    item_set = gp.ItemSet((torch.zeros(4, dtype=torch.int64), torch.tensor([10, 500, 50_000, 99_999])), names=("seeds", "timestamp"))
+    pipe = gp.ItemSampler(item_set, 4).temporal_sample_neighbor(graph, [10], edge_timestamp_attr_name="ets", seed=1)
+    assert pipe.time_filter.cuts
+    sub = next(iter(pipe)).sampled_subgraphs[0]
+    eids = sub.original_edge_ids.to(torch.int64)
+    cols = torch.repeat_interleave(torch.arange(4), sub.sampled_csc.indptr.diff())
+    assert sub.sampled_csc.indptr.diff().tolist() == [10, 10, 10, 10]
+    assert bool((ts[eids] < torch.tensor([10, 500, 50_000, 99_999])[cols]).all())
