@@ -237,7 +237,8 @@ def link_neighbor_loader(
         edge_label = edge_label + 1
     items = _pair_items(edge_label_index, edge_label, edge_label_time)
     pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
-    pipe = _negatives(pipe, graph, mode, amount, seed)
+    negative_options = _negative_times(time_attr if node_times else None, sampler_kwargs)
+    pipe = _negatives(pipe, graph, mode, amount, seed, negative_options)
     options = _sampler_options(time_attr, "uniform", disjoint) | sampler_kwargs
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), seed=seed, layout=layout, **options)
     pipe = pipe.fetch_feature(gp.FeatureStore(node_features, edge_features), list(node_features), list(edge_features))
@@ -262,15 +263,26 @@ def _pair_items(edge_label_index, edge_label, edge_label_time):
     return gp.ItemSet(tuple(fields), names=tuple(names)) if len(fields) > 1 else gp.ItemSet(fields[0], names="seeds")
 
 
-def _negatives(pipe, graph, mode, amount, seed):
+def _negatives(pipe, graph, mode, amount, seed, options):
     """``pipe`` with ``amount`` negatives: per positive (its source kept, GraphBolt's
     ``sample_uniform_negative``) for a whole ``amount``; a fractional binary ratio, which
-    only PyG's form can express, draws PyG's binary pairs (``ceil(P * amount)``)."""
+    only PyG's form can express, draws PyG's binary pairs (``ceil(P * amount)``).
+    ``options``: :func:`_negative_times`."""
     if amount is None:
         return pipe
     if mode == "binary" and amount != int(amount):
-        return pipe.sample_uniform_negative(graph, amount, seed=seed, neg_sampling="binary")
-    return pipe.sample_uniform_negative(graph, int(amount), seed=seed)
+        return pipe.sample_uniform_negative(graph, amount, seed=seed, neg_sampling="binary", **options)
+    return pipe.sample_uniform_negative(graph, int(amount), seed=seed, **options)
+
+
+def _negative_times(node_time_attr, sampler_kwargs):
+    """``sample_uniform_negative``'s options for a node time ``node_time_attr`` (None: none):
+    negatives no later than their pair, by the sampler's ``comparison`` (PyG constrains
+    negatives by node time only)."""
+    if node_time_attr is None:
+        return {}
+    comparison = {"comparison": sampler_kwargs["comparison"]} if "comparison" in sampler_kwargs else {}
+    return {"node_timestamp_attr_name": node_time_attr, **comparison}
 
 
 def hetero_link_neighbor_loader(
@@ -317,7 +329,8 @@ def hetero_link_neighbor_loader(
     graph, store, node_keys, edge_keys = _hetero_graph_and_store(data, time_attr, label_type=edge_type)
     items = gp.HeteroItemSet({":".join(edge_type): _pair_items(pairs, edge_label, edge_label_time)})
     pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed)
-    pipe = _negatives(pipe, graph, mode, amount, seed)
+    node_time_attr = time_attr if any(time_attr in data[t] for t in data.node_types) else None
+    pipe = _negatives(pipe, graph, mode, amount, seed, _negative_times(node_time_attr, sampler_kwargs))
     options = _sampler_options(time_attr, "uniform", disjoint) | sampler_kwargs
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), layout=layout, seed=seed, **options)
     pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys or None)

@@ -360,20 +360,13 @@ def test_batches_carry_the_seeds_times(task):
         assert torch.equal(data[model.seed_type].seed_time, times[4 * i : 4 * (i + 1)])
 
 
-SHIFTED_PAIRS = pytest.mark.xfail(
-    strict=True,
-    reason="core: typed pyg-layout link batches whose source type sorts after the destination type (id order) get "
-    "wrong compacted_seeds (user:buys:item, 6 pairs: [[-6, 6], [-5, 7], ...]; shop:sells:item)",
-)
-
-
 @pytest.mark.parametrize(
     "etype",
     [
         EDGE,
         "item:bought_by:user",
-        pytest.param("user:buys:item", marks=SHIFTED_PAIRS),
-        pytest.param("shop:sells:item", marks=SHIFTED_PAIRS),
+        "user:buys:item",
+        "shop:sells:item",
     ],
 )
 def test_link_pairs_map_back_to_the_seeds(etype):
@@ -403,7 +396,8 @@ def _negative_batches(kind, ratio, mode):
     items = gp.ItemSet((pairs, times), names=("seeds", "timestamp"))
     items = items if kind == "untyped" else gp.HeteroItemSet({etype: items})
     graph = model.csc_graph(sort=True)
-    pipe = gp.ItemSampler(items, 20).sample_uniform_negative(graph, ratio, seed=0, neg_sampling=mode)
+    negatives = {"seed": 0, "neg_sampling": mode, "node_timestamp_attr_name": "time"}
+    pipe = gp.ItemSampler(items, 20).sample_uniform_negative(graph, ratio, **negatives)
     pipe = pipe.sample_neighbor(graph, [-1, -1], layout="pyg", time_attr="time", seed=0)
     return model, etype, times, [mb.to_pyg(neg_sampling=mode) for mb in pipe]
 
@@ -416,19 +410,27 @@ def _node_times(model, nodes):
 @pytest.mark.parametrize("kind", KINDS)
 def test_binary_negatives_take_their_positives_times(kind):
     """PyG's binary negatives (``ceil(P * ratio)`` random pairs) on a temporal pipe: their
-    ``edge_label_time`` is the positives' tiled (PyG's ``edge_label_time.repeat``), and
-    every sampled neighbour of a pair's subtrees is earlier than its pair's time (the
-    sampler's strict link rule)."""
-    model, etype, times, batches = _negative_batches(kind, 0.5, "binary")
+    ``edge_label_time`` is the positives' tiled (PyG's ``edge_label_time.repeat``);
+    ``batch`` is PyG's ``seed row % P`` (seeds: sources then destinations of all pairs; a
+    whole ratio keeps each subtree on its pair's time), and every sampled neighbour is
+    earlier than its pair's time (the sampler's strict link rule)."""
+    model, etype, times, batches = _negative_batches(kind, 2, "binary")
+    src_type, _, dst_type = etype.split(":")
     for data in batches:
         nodes, edge_stores = _stores(data)
         node_time = _node_times(model, nodes)
         label_store = edge_stores[etype]
         num_pos = label_store.input_id.numel()
         label_time = label_store.edge_label_time
-        assert label_time.numel() == num_pos + math.ceil(num_pos * 0.5)
+        num_pairs = label_time.numel()
+        assert num_pairs == 3 * num_pos
         assert torch.equal(label_time[:num_pos], times[label_store.input_id])
-        assert torch.equal(label_time[num_pos:], label_time[: label_time.numel() - num_pos])
+        assert torch.equal(label_time, label_time[:num_pos].repeat(3))
+        if kind == "untyped":
+            assert torch.equal(nodes[NODE].batch[: 2 * num_pairs], torch.arange(2 * num_pairs) % num_pos)
+        else:
+            assert torch.equal(nodes[src_type].batch[:num_pairs], torch.arange(num_pairs) % num_pos)
+            assert torch.equal(nodes[dst_type].batch[:num_pairs], torch.arange(num_pairs) % num_pos)
         for key, edge_store in edge_stores.items():
             s, _, d = key.split(":")
             if s in model.node_time:
@@ -436,16 +438,12 @@ def test_binary_negatives_take_their_positives_times(kind):
                 assert bool((node_time[s][edge_store.edge_index[0]] < root_time).all())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: negatives are not time-checked: a negative's drawn end may be later than its pair's time "
-    "(temporal_api.md: redrawn while it fails the sampler's comparison, in every draw)",
-)
 @pytest.mark.parametrize("mode", ["binary", "triplet"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_negatives_are_not_later_than_their_pair(kind, mode):
-    """The ends a negative sampler draws (binary: both, PyG's; per positive: the
-    destination) are earlier than the pair's time (the sampler's strict link rule)."""
+    """With ``node_timestamp_attr_name``, the ends a negative sampler draws (binary: both,
+    PyG's; per positive: the destination) are earlier than the pair's time (the sampler's
+    strict link rule)."""
     model, etype, times, batches = _negative_batches(kind, 0.5 if mode == "binary" else 2, mode)
     src_type, _, dst_type = etype.split(":")
     for data in batches:

@@ -31,22 +31,14 @@ from neighbor_loader_like import hetero_link_neighbor_loader, link_neighbor_load
 from test_neighbor_loader_contract import get_random_edge_index  # noqa: E402
 from test_temporal_contract import EDGE, NODE, TemporalGraph, check_subtrees  # noqa: E402
 
-# What the temporal core (graphpipe@a38a801) does not do; strict: these must fail until it does.
+# What the temporal core (graphpipe@169eb42) does not do; strict: these must fail until it does.
 EDGE_TIME_BY_NAME = pytest.mark.xfail(
     strict=True,
     reason="core: to_pyg() puts the one fetched edge feature ('edge_time') in edge_attr, not under its name as "
     "NeighborLoader slices every edge attribute",
 )
-BINARY_LINK = pytest.mark.xfail(
-    strict=True,
-    reason="core: to_pyg()'s batch is the pair's index over positives and negatives (48 ids), not PyG's "
-    "batch % num_pos (32 ids: negative pair j shares positive j's)",
-)
 TRIPLET = pytest.mark.xfail(
-    strict=True,
-    reason="core: triplet seeds in the pyg layout are cat(src, dst) of all P(1+k) pairs (a subtree per negative's "
-    "copied source, dst_pos_index from P(1+k)) with batch the pair's index, not PyG's src | dst_pos | dst_neg "
-    "(dst_pos_index from P) with batch % P; and no seed_time",
+    strict=True, reason="core: to_pyg(neg_sampling='triplet') sets no seed_time (the rest of the layout is PyG's)"
 )
 
 
@@ -206,7 +198,6 @@ def test_temporal_homo_link_neighbor_loader(batch_size, comparison):
             assert torch.all(batch.time[batch.edge_index[0]] < batch.edge_label_time)
 
 
-@BINARY_LINK
 def test_temporal_hetero_link_neighbor_loader():
     torch.manual_seed(12345)
     data = HeteroData()
