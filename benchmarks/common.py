@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["batch_shape", "consecutive_overlap", "endless", "measure_rate", "ratio"]
+__all__ = ["batch_shape", "consecutive_overlap", "endless", "layer_shape", "measure_rate", "ratio"]
 
 
 def measure_rate(
@@ -95,6 +95,16 @@ def batch_shape(minibatch) -> Dict[str, int]:
     for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
         shape[f"sampled_edges_layer{layer}"] = sum(int(csc.indices.numel()) for csc in subgraph.sampled_csc.values())
     shape["sampled_edges"] = sum(value for key, value in shape.items() if key.startswith("sampled_edges_layer"))
+    return shape
+
+
+def layer_shape(minibatch) -> Dict[str, int]:
+    """:func:`batch_shape` with ``sampled_edges_layer{i}`` per layer (layer 0: the input
+    layer) for untyped batches too (typed ones have them already)."""
+    shape = batch_shape(minibatch)
+    if not isinstance(minibatch.input_nodes, dict):
+        for layer, subgraph in enumerate(minibatch.sampled_subgraphs):
+            shape[f"sampled_edges_layer{layer}"] = int(subgraph.sampled_csc.indices.numel())
     return shape
 
 

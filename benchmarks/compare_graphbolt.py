@@ -50,8 +50,32 @@ Measurements (fanouts [15, 10, 5], batch 1024 by default):
   check that both sample the same edge types with the same fanouts); the other layers'
   counts should be close.
 
+* temporal neighbor sampling (``--cases temporal``): the node case's graph and seeds with
+  int64 times (``TIME_SPAN``, seeded): node and edge times uniform in ``[0, TIME_SPAN)``,
+  each seed's time uniform in ``[TIME_SPAN / 2, TIME_SPAN)``, saved as ``node_timestamp.npy``,
+  ``edge_timestamp.npy``, ``seed_timestamp.npy``. Both sides: ``temporal_sample_neighbor``
+  with the node and the edge attribute ``"timestamp"`` (a neighbour is kept iff its node
+  time and its edge's time are both earlier than the root seed's time, at every hop), seeds
+  ``ItemSet((seeds, times), names=("seeds", "timestamp"))``, GraphBolt's layout (no
+  deduplication: every sampled edge makes a new input node). graphpipe samples on the graph
+  sorted by time once before any timing (``sort_by_time``; its time, and the build time of
+  a temporal sampler, which reads every edge's time once, are reported apart) and,
+  as an extra row, on the unsorted graph (the masked path). GraphBolt gets int64 indices
+  (2.1 fails on int32 ones with node times, see ``graphbolt_side._temporal``); its fast
+  path for nodes of over 1000 in-edges (random draws checked against both times) works in
+  2.1 (the unconditional ``continue`` that disables it came later, with time windows).
+  GraphBolt 2.1 has no temporal LABOR and no time window, so neither is compared. Sampling
+  only, and end to end with features (``gp.DataLoader`` against ``gb.DataLoader`` at its
+  best ``num_workers``). The output layer's sampled edges per batch, ``min(fanout, valid
+  neighbours)`` per seed, depend only on the seeds and times, so they must be equal on both
+  sides (a check that both apply the same rule). Next to it, graphpipe only, the filter's
+  cost: the temporal rates against graphpipe's non-temporal NS on the same seeds, without
+  deduplication (the same layout: the filter is the only difference) and with it (the
+  default).
+
 ``--cases node lp`` (the default) runs the homogeneous cases; ``--cases hetero`` only the
-heterogeneous one (the homogeneous graph is then not generated).
+heterogeneous one (the homogeneous graph is then not generated); ``--cases temporal`` only
+the temporal one.
 
 Rounds: this VM's speed drifts by tens of percent over minutes, so the script measures
 graphpipe, then GraphBolt, ``--rounds`` times in turn on the same graph, and reports every
@@ -67,6 +91,7 @@ markdown table; ``--json PATH`` also writes every number.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import itertools
 import json
@@ -86,58 +111,19 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import graphpipe as gp  # noqa: E402
-from common import batch_shape, consecutive_overlap, measure_rate, ratio  # noqa: E402
+from common import batch_shape, consecutive_overlap, layer_shape, measure_rate, ratio  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt, "==": operator.eq}
+TIME_SPAN = 1_000_000  # node and edge times in [0, TIME_SPAN), seed times in [TIME_SPAN / 2, TIME_SPAN)
+TIME = "timestamp"  # the node and the edge attribute holding the times, on both sides
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--graphbolt-python", help="python of the venv with dgl 2.1 (venv-dgl/bin/python)")
-    parser.add_argument("--graphbolt-json",
-                        help="instead of running GraphBolt, take its figures from this earlier --json output (same "
-                             "arguments, same machine): to compare two graphpipe versions against one GraphBolt run")
-    parser.add_argument("--num-nodes", type=int, default=2_000_000)
-    parser.add_argument("--avg-degree", type=int, default=34, help="R-MAT edges per node (both directions)")
-    parser.add_argument("--feature-dim", type=int, default=100)
-    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="GraphBolt num_workers to try")
-    parser.add_argument("--kappas", type=int, nargs="+", default=[1, 4, 32, 256])
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--windows", type=int, default=5)
-    parser.add_argument("--window", type=int, default=16)
-    parser.add_argument("--slow-window", type=int, default=4,
-                        help="LABOR-* and the kappa sweep (seconds per batch): 2 warm-up batches, 3 windows of this many")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="measure both sides this many times, alternating; every figure is the median over rounds")
-    parser.add_argument("--json", help="also write all results to this file")
-    parser.add_argument("--cases", nargs="+", choices=["node", "lp", "hetero"], default=["node", "lp"],
-                        help="node: the node-classification measurements; lp: link prediction; "
-                             "hetero: node classification on the ogbn-mag-like typed graph")
-    parser.add_argument("--hetero-papers", type=int, default=2_000_000,
-                        help="papers of the heterogeneous graph (synthetic_mag; other node types scale with it)")
-    args = parser.parse_args()
-    if (args.graphbolt_python is None) == (args.graphbolt_json is None):
-        parser.error("pass one of --graphbolt-python (run GraphBolt) and --graphbolt-json (reuse a run's figures)")
-    earlier = None
-    if args.graphbolt_json:
-        with open(args.graphbolt_json) as f:
-            earlier = json.load(f)
-        if {k: v for k, v in earlier["args"].items() if k not in ("json", "graphbolt_python", "graphbolt_json")} != {
-            k: v for k, v in vars(args).items() if k not in ("json", "graphbolt_python", "graphbolt_json", "threads")
-        } | {"threads": earlier["args"]["threads"]}:
-            parser.error(f"--graphbolt-json: {args.graphbolt_json} was measured with other arguments: {earlier['args']}")
-    # numba's thread count is per thread (a background stage would not inherit a
-    # set_num_threads here), so the process-wide NUMBA_NUM_THREADS sets it for both sides.
-    args.threads = numba.config.NUMBA_NUM_THREADS
-    torch.set_num_threads(args.threads)
-
+    args, earlier = _arguments()
     start = time.perf_counter()
     batches = max(args.warmup + args.windows * args.window, 2 + 3 * args.slow_window)
-    homogeneous = bool({"node", "lp"} & set(args.cases))
+    homogeneous = bool({"node", "lp", "temporal"} & set(args.cases))
     setup = {}
     if homogeneous:
         dataset = gp.datasets.synthetic_node_classification(
@@ -154,27 +140,18 @@ def main() -> None:
             "generate_s": time.perf_counter() - start,
         })
         _log(f"graph: {setup['num_nodes']:,} nodes, {setup['num_edges']:,} edges ({setup['generate_s']:.0f} s)")
+    if "temporal" in args.cases:
+        times = _timestamps(graph, seeds.numel(), args.seed)
+        temporal_graphs, setup["temporal"] = _temporal_graphs(graph, times)
     if "hetero" in args.cases:
-        hetero_start = time.perf_counter()
-        hetero = gp.datasets.synthetic_mag(num_papers=args.hetero_papers, seed=args.seed)
-        hetero_seeds = _hetero_seed_order(hetero, args.warmup + args.windows * args.window, args)
-        setup["hetero"] = {
-            "num_nodes": hetero.graph.num_nodes_per_type,
-            "num_edges": hetero.graph.total_num_edges,
-            "num_edge_types": len(hetero.graph.edge_types),
-            "feature_dim": hetero.node_features[("paper", "feat")].shape[1],
-            "generate_s": time.perf_counter() - hetero_start,
-        }
-        _log(f"heterogeneous graph: {hetero.graph.total_num_nodes:,} nodes, {hetero.graph.total_num_edges:,} edges "
-             f"({setup['hetero']['generate_s']:.0f} s)")
+        hetero, hetero_seeds, setup["hetero"] = _hetero_setup(args)
 
     with tempfile.TemporaryDirectory(prefix="graphpipe-vs-graphbolt-") as data_dir:
         if homogeneous:
-            np.save(os.path.join(data_dir, "indptr.npy"), graph.indptr.numpy())
-            np.save(os.path.join(data_dir, "indices.npy"), graph.indices.numpy())
             np.save(os.path.join(data_dir, "feat.npy"), np.asarray(features["feat"].data))
-            np.save(os.path.join(data_dir, "seeds.npy"), seeds.numpy())
-            np.save(os.path.join(data_dir, "pairs.npy"), pairs.numpy())
+            arrays = {"indptr": graph.indptr, "indices": graph.indices, "seeds": seeds, "pairs": pairs}
+            for name, values in (arrays | times if "temporal" in args.cases else arrays).items():
+                np.save(os.path.join(data_dir, f"{name}.npy"), values.numpy())
         if "hetero" in args.cases:
             _save_hetero(os.path.join(data_dir, "hetero"), hetero, hetero_seeds)
         rounds = []
@@ -185,6 +162,8 @@ def main() -> None:
                 mine.update(measure_graphpipe_link_prediction(graph, features, pairs, args))
             if "hetero" in args.cases:
                 mine.update(measure_graphpipe_hetero(hetero, hetero_seeds, args))
+            if "temporal" in args.cases:
+                mine.update(measure_graphpipe_temporal(temporal_graphs, features, seeds, times, args))
             rounds.append((mine, run_graphbolt(data_dir, args) if earlier is None else None))
     ours = _median_of_rounds([mine for mine, _ in rounds])
     theirs = _median_of_rounds([other for _, other in rounds]) if earlier is None else dict(earlier["graphbolt"])
@@ -211,6 +190,53 @@ def main() -> None:
             json.dump(results, f, indent=1)
 
 
+def _arguments() -> tuple:
+    """The command line, checked, and with ``--graphbolt-json`` the earlier run it names (else None)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--graphbolt-python", help="python of the venv with dgl 2.1 (venv-dgl/bin/python)")
+    parser.add_argument("--graphbolt-json",
+                        help="instead of running GraphBolt, take its figures from this earlier --json output (same "
+                             "arguments, same machine): to compare two graphpipe versions against one GraphBolt run")
+    parser.add_argument("--num-nodes", type=int, default=2_000_000)
+    parser.add_argument("--avg-degree", type=int, default=34, help="R-MAT edges per node (both directions)")
+    parser.add_argument("--feature-dim", type=int, default=100)
+    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="GraphBolt num_workers to try")
+    parser.add_argument("--kappas", type=int, nargs="+", default=[1, 4, 32, 256])
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--window", type=int, default=16)
+    parser.add_argument("--slow-window", type=int, default=4,
+                        help="LABOR-* and the kappa sweep (seconds per batch): 2 warm-up batches, 3 windows of this many")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="measure both sides this many times, alternating; every figure is the median over rounds")
+    parser.add_argument("--json", help="also write all results to this file")
+    parser.add_argument("--cases", nargs="+", choices=["node", "lp", "hetero", "temporal"], default=["node", "lp"],
+                        help="node: the node-classification measurements; lp: link prediction; "
+                             "hetero: node classification on the ogbn-mag-like typed graph; "
+                             "temporal: temporal neighbor sampling on the node case's graph with times")
+    parser.add_argument("--hetero-papers", type=int, default=2_000_000,
+                        help="papers of the heterogeneous graph (synthetic_mag; other node types scale with it)")
+    args = parser.parse_args()
+    if (args.graphbolt_python is None) == (args.graphbolt_json is None):
+        parser.error("pass one of --graphbolt-python (run GraphBolt) and --graphbolt-json (reuse a run's figures)")
+    earlier = None
+    if args.graphbolt_json:
+        with open(args.graphbolt_json) as f:
+            earlier = json.load(f)
+        if {k: v for k, v in earlier["args"].items() if k not in ("json", "graphbolt_python", "graphbolt_json")} != {
+            k: v for k, v in vars(args).items() if k not in ("json", "graphbolt_python", "graphbolt_json", "threads")
+        } | {"threads": earlier["args"]["threads"]}:
+            parser.error(f"--graphbolt-json: {args.graphbolt_json} was measured with other arguments: {earlier['args']}")
+    # numba's thread count is per thread (a background stage would not inherit a
+    # set_num_threads here), so the process-wide NUMBA_NUM_THREADS sets it for both sides.
+    args.threads = numba.config.NUMBA_NUM_THREADS
+    torch.set_num_threads(args.threads)
+    return args, earlier
+
+
 def _seed_order(graph: gp.CSCGraph, count: int, seed: int) -> torch.Tensor:
     """``[count]`` int64: a random permutation of the nodes with in-edges, cut to ``count``."""
     degrees = graph.indptr[1:] - graph.indptr[:-1]
@@ -228,6 +254,50 @@ def _pair_order(graph: gp.CSCGraph, count: int, seed: int) -> torch.Tensor:
     positions = torch.randperm(graph.total_num_edges, generator=torch.Generator().manual_seed(seed + 1))[:count]
     destinations = torch.searchsorted(graph.indptr.to(torch.int64), positions, right=True) - 1
     return torch.stack([graph.indices[positions].to(torch.int64), destinations], dim=1)
+
+
+def _timestamps(graph: gp.CSCGraph, count: int, seed: int) -> dict:
+    """Random int64 times: ``node_timestamp`` ``[num_nodes]`` and ``edge_timestamp``
+    ``[num_edges]`` (by CSC position) uniform in ``[0, TIME_SPAN)``, ``seed_timestamp``
+    ``[count]`` uniform in ``[TIME_SPAN / 2, TIME_SPAN)``: a neighbour passes a seed at time
+    ``t`` with probability ``(t / TIME_SPAN)^2``, between 1/4 and 1."""
+    generator = torch.Generator().manual_seed(seed + 2)
+    return {
+        "node_timestamp": torch.randint(0, TIME_SPAN, (graph.total_num_nodes,), generator=generator),
+        "edge_timestamp": torch.randint(0, TIME_SPAN, (graph.total_num_edges,), generator=generator),
+        "seed_timestamp": torch.randint(TIME_SPAN // 2, TIME_SPAN, (count,), generator=generator),
+    }
+
+
+def _temporal_graphs(graph: gp.CSCGraph, times: dict) -> tuple:
+    """``graph`` as ``{"plain", "unsorted"`` (with the node and edge times of ``times``),
+    ``"sorted"`` (that one ``sort_by_time``)}`` and the setup entry: the time span and the
+    sort's seconds (sorted twice: the first compiles the kernels on an install's first run)."""
+    timed = dataclasses.replace(graph, node_attributes={TIME: times["node_timestamp"]},
+                                edge_attributes={TIME: times["edge_timestamp"]})
+    for _ in range(2):
+        start = time.perf_counter()
+        time_sorted = timed.sort_by_time(node_timestamp_attr_name=TIME, edge_timestamp_attr_name=TIME)
+        sort_s = time.perf_counter() - start
+    _log(f"graphpipe sort_by_time: {sort_s:.1f} s")
+    return {"plain": graph, "unsorted": timed, "sorted": time_sorted}, {"time_span": TIME_SPAN, "sort_by_time_s": sort_s}
+
+
+def _hetero_setup(args) -> tuple:
+    """The ogbn-mag-like dataset, its seeds (:func:`_hetero_seed_order`) and its setup entry."""
+    start = time.perf_counter()
+    hetero = gp.datasets.synthetic_mag(num_papers=args.hetero_papers, seed=args.seed)
+    seeds = _hetero_seed_order(hetero, args.warmup + args.windows * args.window, args)
+    setup = {
+        "num_nodes": hetero.graph.num_nodes_per_type,
+        "num_edges": hetero.graph.total_num_edges,
+        "num_edge_types": len(hetero.graph.edge_types),
+        "feature_dim": hetero.node_features[("paper", "feat")].shape[1],
+        "generate_s": time.perf_counter() - start,
+    }
+    _log(f"heterogeneous graph: {hetero.graph.total_num_nodes:,} nodes, {hetero.graph.total_num_edges:,} edges "
+         f"({setup['generate_s']:.0f} s)")
+    return hetero, seeds, setup
 
 
 def _hetero_seed_order(dataset, batches: int, args) -> torch.Tensor:
@@ -280,6 +350,42 @@ def measure_graphpipe_hetero(dataset, seeds: torch.Tensor, args) -> dict:
     results["hetero_ns_loader"] = _summary(measure_rate(loader, **window))
     loader.close()
     _log(f"graphpipe hetero_ns loader: {results['hetero_ns_loader']['it_per_s']:.2f} it/s")
+    return results
+
+
+def measure_graphpipe_temporal(graphs: dict, features: gp.FeatureStore, seeds: torch.Tensor, times: dict,
+                               args) -> dict:
+    """Temporal NS (node and edge times) on the time-sorted and on the unsorted graph, and
+    non-temporal NS with and without deduplication on the plain graph, sampling only; the
+    sorted graph's temporal NS end to end with features; see the module docstring.
+    ``graphs``: ``"plain"``, ``"unsorted"`` (with times), ``"sorted"`` (``sort_by_time``)."""
+    window = dict(warmup=args.warmup, windows=args.windows, window=args.window)
+    timed_items = gp.ItemSet((seeds, times["seed_timestamp"]), names=("seeds", "timestamp"))
+    plain_items = gp.ItemSet(seeds, names="seeds")
+    by_time = dict(node_timestamp_attr_name=TIME, edge_timestamp_attr_name=TIME, seed=args.seed)
+    samplers = {
+        "temporal_ns": lambda: gp.ItemSampler(timed_items, args.batch_size, shuffle=False).temporal_sample_neighbor(
+            graphs["sorted"], args.fanouts, **by_time),
+        "temporal_ns_unsorted": lambda: gp.ItemSampler(timed_items, args.batch_size, shuffle=False)
+        .temporal_sample_neighbor(graphs["unsorted"], args.fanouts, **by_time),
+        "nontemporal_ns_block": lambda: gp.ItemSampler(plain_items, args.batch_size, shuffle=False).sample_neighbor(
+            graphs["plain"], args.fanouts, deduplicate=False, seed=args.seed),
+        "nontemporal_ns": lambda: gp.ItemSampler(plain_items, args.batch_size, shuffle=False).sample_neighbor(
+            graphs["plain"], args.fanouts, seed=args.seed),
+    }
+    # Building a temporal sampler reads every edge's time once (time keys, sortedness check);
+    # timed on a second build, the first compiles the kernels on an install's first run.
+    samplers["temporal_ns"]()
+    build_start = time.perf_counter()
+    samplers["temporal_ns"]()
+    results = {"temporal_ns_build_s": time.perf_counter() - build_start}
+    for method, pipe in samplers.items():
+        results[f"{method}_sampling"] = _summary(measure_rate(pipe(), inspect=layer_shape, **window))
+        _log(f"graphpipe {method} sampling: {results[f'{method}_sampling']['it_per_s']:.2f} it/s")
+    loader = gp.DataLoader(samplers["temporal_ns"]().fetch_feature(features, node_feature_keys=["feat"]))
+    results["temporal_ns_loader"] = _summary(measure_rate(loader, **window))
+    loader.close()
+    _log(f"graphpipe temporal_ns loader: {results['temporal_ns_loader']['it_per_s']:.2f} it/s")
     return results
 
 
@@ -416,6 +522,7 @@ def format_tables(results: dict) -> str:
     cases = results["args"]["cases"]
     rows = (_node_rows(ours, theirs) if "node" in cases else []) + (_link_rows(ours, theirs) if "lp" in cases else [])
     rows += _hetero_rows(ours, theirs) if "hetero" in cases else []
+    rows += _temporal_rows(ours, theirs, results["setup"]) if "temporal" in cases else []
     setup, run = results["setup"], results["args"]
     graphs = []
     if "num_nodes" in setup:
@@ -426,6 +533,10 @@ def format_tables(results: dict) -> str:
         nodes = ", ".join(f"{n:,} {t}" for t, n in hetero["num_nodes"].items())
         graphs.append(f"heterogeneous graph (synthetic_mag) {nodes}, {hetero['num_edges']:,} edges of "
                       f"{hetero['num_edge_types']} types, {hetero['feature_dim']}-dim float32 features per node type")
+    if "temporal" in setup:
+        span = setup["temporal"]["time_span"]
+        graphs.append(f"temporal: int64 node and edge times uniform in [0, {span:,}), seed times in "
+                      f"[{span // 2:,}, {span:,}), kept iff both times < the root seed's")
     lines = [
         f"{results['date']}, {results['machine']['cpu']}, {results['machine']['cores']} cores, "
         f"{run['threads']} threads per side; {'; '.join(graphs)}; fanouts {run['fanouts']} "
@@ -446,7 +557,8 @@ def format_tables(results: dict) -> str:
         shown = "n/a" if r is None else f"{r:.2f}x"
         lines.append(f"| {label} | {_fmt(mine)} | {_fmt(other)} | {shown} | {goal} | {met} |")
     methods = [
-        m for m, case in (("ns", "node"), ("labor0", "node"), ("lp", "lp"), ("hetero_ns", "hetero")) if case in cases
+        m for m, case in (("ns", "node"), ("labor0", "node"), ("lp", "lp"), ("hetero_ns", "hetero"),
+                          ("temporal_ns", "temporal")) if case in cases
     ]
     lines += ["", "GraphBolt gb.DataLoader it/s by num_workers:", ""]
     lines += [
@@ -458,6 +570,8 @@ def format_tables(results: dict) -> str:
     ]
     if "node" in cases:
         lines += _node_sections(results)
+    if "temporal" in cases:
+        lines += _temporal_section(ours)
     return "\n".join(lines)
 
 
@@ -530,6 +644,56 @@ def _hetero_rows(ours: dict, theirs: dict) -> list:
          ours["hetero_ns_loader"]["it_per_s"], rate, (">=", 3.0)),
     ]
     return rows
+
+
+def _temporal_rows(ours: dict, theirs: dict, setup: dict) -> list:
+    """Temporal NS against GraphBolt's: sampling (time-sorted and unsorted graph), batch
+    shape, end to end, with issue 31's targets; graphpipe's one-time sort."""
+    rate, key = _best_loader(theirs, "temporal_ns")
+    mine, other = ours["temporal_ns_sampling"], theirs["temporal_ns_sampling"]
+    rows = [
+        ("Temporal NS sampling only (node + edge times, graph sorted by time), it/s", mine["it_per_s"],
+         other["it_per_s"], (">=", 4.0)),
+        ("Temporal NS sampling only, unsorted graph (masked path), it/s",
+         ours["temporal_ns_unsorted_sampling"]["it_per_s"], other["it_per_s"], None),
+        ("Temporal NS sampled edges/s (sorted graph)", mine["sampled_edges_per_s"],
+         other["sampled_edges"] * other["it_per_s"], None),
+        ("Temporal NS input nodes/batch (no deduplication)", mine["input_nodes"], other["input_nodes"], None),
+    ]
+    layers = sorted(k for k in mine if k.startswith("sampled_edges_layer"))
+    for layer in layers:
+        # The output layer (last) samples min(fanout, valid neighbours) per seed on both sides.
+        target = ("==", 1.0) if layer == layers[-1] else None
+        rows.append((f"Temporal NS sampled edges/batch, layer {layer[len('sampled_edges_layer'):]}", mine[layer],
+                     other[layer], target))
+    rows += [
+        (f"Temporal NS end-to-end loader with features, it/s (GB: {key.rsplit('_', 1)[1]})",
+         ours["temporal_ns_loader"]["it_per_s"], rate, (">=", 3.0)),
+        ("graphpipe sort_by_time, once per graph (not in any rate), s", setup["temporal"]["sort_by_time_s"], None, None),
+        ("graphpipe temporal sampler build, once per sampler (not in any rate), s", ours["temporal_ns_build_s"], None,
+         None),
+    ]
+    return rows
+
+
+def _temporal_section(ours: dict) -> list:
+    """graphpipe's temporal NS against its non-temporal NS on the same seeds: the filter's cost."""
+    base = ours["nontemporal_ns_block_sampling"]
+    lines = ["", "| graphpipe temporal filter cost, same seeds | it/s | sampled edges/batch | ns per sampled edge "
+              "| core-ms/batch | it/s vs non-temporal NS without deduplication | ns per edge vs it |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, label in (("temporal_ns", "temporal NS, graph sorted by time"),
+                       ("temporal_ns_unsorted", "temporal NS, unsorted graph (masked path)"),
+                       ("nontemporal_ns_block", "non-temporal NS, deduplicate=False (same layout)"),
+                       ("nontemporal_ns", "non-temporal NS, deduplicated (default)")):
+        row = ours[f"{key}_sampling"]
+        per_edge = 1e9 / row["sampled_edges_per_s"]
+        lines.append(
+            f"| {label} | {row['it_per_s']:.2f} | {row['sampled_edges']:,.0f} | {per_edge:.1f} | "
+            f"{1e3 * row['cpu_s_per_batch']:.1f} | {row['it_per_s'] / base['it_per_s']:.2f}x | "
+            f"{per_edge * base['sampled_edges_per_s'] / 1e9:.2f}x |"
+        )
+    return lines
 
 
 def _node_sections(results: dict) -> list:

@@ -21,6 +21,7 @@ from numba.core import event  # noqa: E402
 from graphpipe import CSCGraph  # noqa: E402
 from graphpipe.ops.compile import (  # noqa: E402
     compile_gather_rows,
+    compile_temporal,
     compile_sample_labor,
     compile_sample_neighbors,
     compile_unique_and_compact,
@@ -112,6 +113,8 @@ def kernels_for_child_processes():
         compile_sample_labor(graph.indptr, graph.indices, **options)
     compile_unique_and_compact(10**7)  # ids close together and spread out
     compile_gather_rows(torch.zeros(1, 8))
+    for times in ((True, False, False), (False, True, True), (True, True, True)):
+        compile_temporal(graph.indptr, graph.indices, *times)
     synthetic_node_classification(num_nodes=500, seed=0)  # the generator's kernels
 
 

@@ -19,6 +19,7 @@ import torch
 from graphpipe.ops.gather import gather_rows
 from graphpipe.ops.labor import Variates, _labor0, sample_labor
 from graphpipe.ops.neighbor_sampling import sample_neighbors
+from graphpipe.ops.temporal import TimeArrays, is_time_sorted, latest_candidates, narrow_to_window, time_keys, valid_candidates
 from graphpipe.ops.unique_and_compact import unique_and_compact
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "compile_gather_rows",
     "compile_sample_labor",
     "compile_sample_neighbors",
+    "compile_temporal",
     "compile_unique_and_compact",
     "dtype_only",
     "gather_rows_task",
@@ -83,6 +85,21 @@ def compile_sample_labor(
         sample_labor(
             tiny_indptr, tiny_indices, node, 1, variates=variates, importance_sampling=importance_sampling, probs=tiny_probs
         )
+
+
+def compile_temporal(indptr: torch.Tensor, indices: torch.Tensor, node_time: bool, edge_time: bool, edge_order: bool) -> None:
+    """The kernels of :mod:`graphpipe.ops.temporal` for a graph with these dtypes and the
+    given kinds of times (and tie order): every path (sorted, scanned, latest)."""
+    tiny_indptr, tiny_indices, _ = _two_edge_graph(indptr, indices, 2)
+    times = np.zeros(2, np.int64)
+    arrays = TimeArrays(tiny_indices.numpy(), times if node_time else times[:0], times if edge_time else times[:0], times if edge_order else times[:0])
+    bounds = tiny_indptr[:2].clone()
+    window = torch.zeros(1, dtype=torch.int64)
+    narrow_to_window(bounds, window, window, arrays)
+    valid_candidates(bounds, window, window, arrays)
+    for is_sorted in (False, True):
+        latest_candidates(bounds, window, window, torch.ones(1, dtype=torch.int64), arrays, is_sorted)
+    is_time_sorted(np.array([0, 2], np.int64), time_keys(arrays, 2), arrays.edge_order)
 
 
 def compile_unique_and_compact(num_nodes: int) -> None:

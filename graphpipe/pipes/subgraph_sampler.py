@@ -13,7 +13,7 @@ import torch
 from graphpipe._internal.checks import check_bool, check_fanouts, check_int, check_reverse_edge_ids
 from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import LAYOUTS, MiniBatch
-from graphpipe.ops.compile import unique_and_compact_task
+from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
 from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
@@ -561,7 +561,12 @@ class SubgraphSampler(Pipe):
         for a graph in host memory."""
         if self.graph.indptr.is_cuda:
             return []
-        return [task for task in (self.compile_task(), unique_and_compact_task(self.graph.total_num_nodes)) if task is not None]
+        tasks = [self.compile_task(), unique_and_compact_task(self.graph.total_num_nodes)]
+        if self.time_filter is not None:
+            arrays = self.time_filter.arrays
+            kinds = (arrays.node_time.size > 0, arrays.edge_time.size > 0, arrays.edge_order.size > 0)
+            tasks.append(partial(compile_temporal, dtype_only(self.graph.indptr), dtype_only(self.graph.indices), *kinds))
+        return [task for task in tasks if task is not None]
 
 
 def check_timestamps_named(where: str, node_name, edge_name, options) -> None:

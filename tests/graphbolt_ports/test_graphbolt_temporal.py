@@ -994,13 +994,7 @@ def test_temporal_sample_neighbors_hetero_single_fanout():
 
 
 # graphpipe's (and GraphBolt's) exclude_seed_edges: no layer holds an edge u -> v of a seed
-# pair (u, v). In the temporal block layout (no deduplication) the core excludes only a seed
-# row's own pair, and nothing for the later rows of the same nodes.
-EXCLUSION = pytest.mark.xfail(
-    strict=True,
-    reason="core: temporal block layout: exclude_seed_edges excludes only a seed row's own pair (not the other seed "
-    "pairs into that node) and nothing for later rows of the seed nodes, so seed edges are sampled",
-)
+# pair (u, v), whichever row of the same nodes samples it (no deduplication: a node is many rows).
 LINK_CASES = {  # graph kind -> (edge type, seed pairs): edges of the graph
     "untyped": (None, [[0, 1], [2, 1], [3, 0]]),
     "n1:e1:n2": ("n1:e1:n2", [[0, 0], [0, 2], [1, 0], [1, 1]]),
@@ -1037,7 +1031,6 @@ def test_temporal_link_compacted_seeds_index_the_seeds(sampler_type, kind):
         assert torch.stack([columns[src_type][compacted[:, 0]], columns[dst_type][compacted[:, 1]]], dim=1).tolist() == pairs
 
 
-@EXCLUSION
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
 @pytest.mark.parametrize("kind", list(LINK_CASES))
 def test_temporal_link_seed_edges_are_excluded(sampler_type, kind):

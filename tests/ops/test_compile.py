@@ -27,8 +27,9 @@ CHILD = textwrap.dedent(
     from numba.core.registry import CPUDispatcher
     from graphpipe.ops import derive_key, gather_rows, sample_labor, sample_neighbors, unique_and_compact
     from graphpipe.ops.compile import (
-        compile_gather_rows, compile_sample_labor, compile_sample_neighbors, compile_unique_and_compact,
+        compile_gather_rows, compile_sample_labor, compile_sample_neighbors, compile_temporal, compile_unique_and_compact,
     )
+    from graphpipe.ops import temporal
     from graphpipe.ops.labor import Variates
 
     def kernels():
@@ -80,8 +81,24 @@ CHILD = textwrap.dedent(
             assert torch.equal(gather_rows(table, torch.tensor([3, 99, 3])), table[[3, 99, 3]])
         return (lambda: compile_gather_rows(table)), run
 
+    def timed(index_dtype):
+        graph = random_graph(300, 100, seed=6, index_dtype=getattr(torch, index_dtype))
+        num_edges = graph.indices.numel()
+        times = torch.randint(0, 100, (num_edges,)).numpy()
+        arrays = temporal.TimeArrays(graph.indices.numpy(), times[:300], times, torch.arange(num_edges).numpy())
+        bounds = torch.stack([graph.indptr[:-1], graph.indptr[1:]], dim=1).reshape(-1)[:40]
+        lo, hi = torch.full((20,), temporal.UNTIMED), torch.full((20,), 50)
+        def run():
+            temporal.narrow_to_window(bounds, lo, hi, arrays)
+            temporal.valid_candidates(bounds, lo, hi, arrays)
+            for is_sorted in (False, True):
+                temporal.latest_candidates(bounds, lo, hi, torch.full((20,), 3), arrays, is_sorted)
+            temporal.is_time_sorted(graph.indptr.numpy().astype("int64"), temporal.time_keys(arrays, num_edges), arrays.edge_order)
+        return (lambda: compile_temporal(graph.indptr, graph.indices, True, True, True)), run
+
     CASES = {
         **{f"neighbors-{d}-{r}": neighbors(d, r) for d in ("int32", "int64") for r in (False, True)},
+        **{f"temporal-{d}": timed(d) for d in ("int32", "int64")},
         **{f"labor-{i}-{d}": labor(i, d) for i in (0, -1) for d in (False, True)},
         "unique_and_compact": unique(),
         **{f"gather-{d}": gather(d) for d in ("float32", "bfloat16", "int64")},
@@ -113,6 +130,7 @@ def added_by_real_calls():
 CASES = [f"neighbors-{d}-{r}" for d in ("int32", "int64") for r in (False, True)]
 CASES += [f"labor-{i}-{d}" for i in (0, -1) for d in (False, True)]
 CASES += ["unique_and_compact"] + [f"gather-{d}" for d in ("float32", "bfloat16", "int64")]
+CASES += [f"temporal-{d}" for d in ("int32", "int64")]
 
 
 @pytest.mark.parametrize("case", CASES)
