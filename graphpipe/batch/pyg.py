@@ -49,8 +49,8 @@ def to_pyg(
     type: ``edge_index`` ``[2, E]`` int64 local (source, target), ``e_id`` (the user's edge
     ids, within the edge type when typed), ``num_sampled_edges`` (``L`` ints),
     ``edge_weight`` (LABOR) and ``edge_attr`` ``[E, ...]``: edge feature
-    ``edge_feature_key``, or the only one fetched. Typed batches key features ``(type,
-    name)`` (the keys above are names) and hold every node and edge type, maybe empty.
+    ``edge_feature_key``, or the only one fetched; each fetched one also by name. Typed
+    batches key features ``(type, name)`` and hold every node and edge type, maybe empty.
 
     Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are
     the first ``n_id``) and ``input_id`` (the seeds' positions in the ItemSet,
@@ -139,6 +139,9 @@ def _feature_keys(typed, node_feature_key, edge_feature_key, label_key):
     return node_key, label_key, edge_key
 
 
+# Fields to_pyg sets on an edge store itself: an edge feature of one of these names is only edge_attr.
+_EDGE_FIELDS = ("edge_index", "e_id", "num_sampled_edges", "edge_weight", "edge_attr", "edge_label", "edge_label_index",
+                "edge_label_time", "input_id")  # fmt: skip
 # Fields to_pyg sets on a node store itself: a node feature of one of these names is refused.
 _NODE_FIELDS = ("n_id", "num_nodes", "num_sampled_nodes", "batch", "batch_size", "input_id", "seed_time")
 
@@ -173,11 +176,12 @@ def _add_nodes(node_store, hops: "_PygHops", typed, node_key, label_key) -> None
 
 
 def _add_edges(edge_store, hops: "_PygHops", layers: List[SampledSubgraph], edge_features: list, edge_key) -> None:
-    """Each edge type's ``edge_index``, ``e_id``, ``num_sampled_edges``, ``edge_weight``
-    and ``edge_attr``, hop by hop."""
+    """Each edge type's ``edge_index``, ``e_id``, ``num_sampled_edges``, ``edge_weight``,
+    ``edge_attr`` and every fetched edge feature by name, hop by hop."""
     num_layers = len(layers)
     for etype, hop_edges in hops.edges.items():
-        edge_index, edge_ids, edge_weights, edge_attr = [], [], [], []
+        edge_index, edge_ids, edge_weights = [], [], []
+        features: Dict[str, list] = {name: [] for layer in edge_features for t, name in layer if t == etype}
         for hop, (local_edges, positions) in enumerate(hop_edges, start=1):
             layer = num_layers - hop
             sg = layers[layer]
@@ -185,17 +189,22 @@ def _add_edges(edge_store, hops: "_PygHops", layers: List[SampledSubgraph], edge
             edge_ids.append(sg.original_edge_ids[etype][positions])
             if sg.edge_weights is not None:
                 edge_weights.append(sg.edge_weights[etype][positions])
-            feature = None if edge_key is None else edge_features[layer].get((etype, edge_key))
-            if feature is not None:
-                edge_attr.append(feature[positions])
+            for name, pieces in features.items():
+                feature = edge_features[layer].get((etype, name))
+                if feature is not None:
+                    pieces.append(feature[positions])
         store = edge_store(etype)
         store.edge_index = torch.cat(edge_index, dim=1)
         store.e_id = torch.cat(edge_ids)
         store.num_sampled_edges = [e.size(1) for e in edge_index]
         if edge_weights:
             store.edge_weight = torch.cat(edge_weights)
-        if len(edge_attr) == num_layers:
-            store.edge_attr = torch.cat(edge_attr)
+        for name, pieces in features.items():
+            if len(pieces) == num_layers:  # fetched for every layer: as NeighborLoader slices edge attributes
+                if name == edge_key:
+                    store.edge_attr = torch.cat(pieces)
+                if name not in _EDGE_FIELDS:
+                    setattr(store, name, store.edge_attr if name == edge_key else torch.cat(pieces))
 
 
 def _add_seeds(node_store, typed, label_key) -> None:
@@ -239,7 +248,10 @@ def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
         indexes = None if typed.indexes is None else typed.indexes.get(etype)
         src_type, _, dst_type = etype.split(":")
         fields = zip((src_type, dst_type, dst_type), ("src_index", "dst_pos_index", "dst_neg_index"))
-        for (node_type, name), value in zip(fields, _triplets(pairs, typed.seeds[etype], indexes)):
+        triplets = _triplets(pairs, typed.seeds[etype], indexes)
+        if typed.timestamp is not None and etype in typed.timestamp:  # PyG's triplet seed_time: the positives'
+            node_store(src_type).seed_time = typed.timestamp[etype][: triplets[0].numel()]
+        for (node_type, name), value in zip(fields, triplets):
             store = node_store(node_type)
             if name in store:
                 raise ValueError(
