@@ -16,7 +16,7 @@ default, PyG's ``<=`` as a parameter (upstream's assertions hold for both); the 
 tests are upstream's ``disjoint=True, temporal=True`` cases (the others are in
 ``test_link_neighbor_loader.py``); ``str(loader)`` is not checked. Not ported:
 ``test_temporal_custom_neighbor_loader_on_karate`` (PyG's custom FeatureStore /
-GraphStore). Strict xfails name what graphpipe's temporal core does not do yet.
+GraphStore).
 """
 
 import pytest
@@ -30,16 +30,6 @@ import graphpipe as gp  # noqa: E402
 from neighbor_loader_like import hetero_link_neighbor_loader, link_neighbor_loader, neighbor_loader  # noqa: E402
 from test_neighbor_loader_contract import get_random_edge_index  # noqa: E402
 from test_temporal_contract import EDGE, NODE, TemporalGraph, check_subtrees  # noqa: E402
-
-# What the temporal core (graphpipe@169eb42) does not do; strict: these must fail until it does.
-EDGE_TIME_BY_NAME = pytest.mark.xfail(
-    strict=True,
-    reason="core: to_pyg() puts the one fetched edge feature ('edge_time') in edge_attr, not under its name as "
-    "NeighborLoader slices every edge attribute",
-)
-TRIPLET = pytest.mark.xfail(
-    strict=True, reason="core: to_pyg(neg_sampling='triplet') sets no seed_time (the rest of the layout is PyG's)"
-)
 
 
 def _karate():
@@ -74,7 +64,6 @@ def test_temporal_hetero_neighbor_loader_on_karate(typed):
         check_subtrees(batch, model, seed, model.node_time[node_type][seed], [-1, -1], "uniform")
 
 
-@EDGE_TIME_BY_NAME
 def test_edge_level_temporal_homo_neighbor_loader():
     edge_index = torch.tensor([
         [0, 1, 1, 2, 2, 3, 3, 4],
@@ -101,7 +90,6 @@ def test_edge_level_temporal_homo_neighbor_loader():
         assert torch.equal(batch.seed_time, torch.tensor([4]))
 
 
-@EDGE_TIME_BY_NAME
 def test_edge_level_temporal_hetero_neighbor_loader():
     edge_index = torch.tensor([
         [0, 1, 1, 2, 2, 3, 3, 4],
@@ -287,7 +275,6 @@ def _check_triplet_batch(node_store, edge_store, label_index, batch_size, amount
         assert node_store.time[node_store.batch == i].max() <= node_store.seed_time[i]
 
 
-@TRIPLET
 @pytest.mark.parametrize("amount", [1, 2])
 def test_homo_link_neighbor_loader_triplet(amount):
     """Upstream's ``disjoint=True, temporal=True`` cases (the others are in
@@ -325,7 +312,6 @@ def test_homo_link_neighbor_loader_triplet(amount):
         _check_triplet_batch(batch, batch, data.edge_label_index, batch_size, amount)
 
 
-@TRIPLET
 @pytest.mark.parametrize("amount", [1, 2])
 def test_hetero_link_neighbor_loader_triplet(amount):
     """Upstream's ``disjoint=True, temporal=True`` cases (upstream weights the negatives
