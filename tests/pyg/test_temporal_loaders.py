@@ -85,9 +85,12 @@ def test_edge_level_temporal_homo_neighbor_loader():
         assert batch.edge_time.numel() == batch.num_edges
         if batch.edge_time.numel() > 0:
             assert batch.edge_time.max() <= 4
-        # Beyond upstream: the edge times are the sampled edges' own.
+        # Beyond upstream: the edge times are the sampled edges' own, and the batch is the
+        # model's subtree (every edge at time <= 4, at both hops).
         assert torch.equal(batch.edge_time, edge_time[batch.e_id])
         assert torch.equal(batch.seed_time, torch.tensor([4]))
+        model = TemporalGraph({NODE: 5}, {EDGE: tuple(edge_index)}, edge_time={EDGE: edge_time})
+        check_subtrees(batch, model, batch.n_id[:1], batch.seed_time, [-1, -1], "uniform")
 
 
 def test_edge_level_temporal_hetero_neighbor_loader():
