@@ -250,7 +250,7 @@ def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
         fields = zip((src_type, dst_type, dst_type), ("src_index", "dst_pos_index", "dst_neg_index"))
         triplets = _triplets(pairs, typed.seeds[etype], indexes)
         if typed.timestamp is not None and etype in typed.timestamp:  # PyG's triplet seed_time: the positives'
-            node_store(src_type).seed_time = typed.timestamp[etype][: triplets[0].numel()]
+            node_store(src_type).seed_time = node_store(dst_type).seed_time = typed.timestamp[etype][: triplets[0].numel()]
         for (node_type, name), value in zip(fields, triplets):
             store = node_store(node_type)
             if name in store:
