@@ -335,14 +335,7 @@ def test_link_seeds_are_filtered_by_their_pairs_time(comparison):
     assert (seed_edges_sampled == 0) == (comparison is None)
 
 
-TRIPLET_SEED_TIME = pytest.mark.xfail(
-    strict=True,
-    reason="core: to_pyg(neg_sampling='triplet') sets seed_time on the source node type only; PyG's LinkLoader sets "
-    "it on the destination type too",
-)
-
-
-@pytest.mark.parametrize("task", ["node", "link", pytest.param("triplet", marks=TRIPLET_SEED_TIME)])
+@pytest.mark.parametrize("task", ["node", "link", "triplet"])
 def test_batches_carry_the_seeds_times(task):
     """NeighborLoader's ``seed_time`` (the seeds' ``input_time``), LinkNeighborLoader's
     ``edge_label_time`` (the pairs' times) and, for triplets, ``seed_time`` (the positives'
