@@ -9,7 +9,10 @@ plain-Python model of pyg-lib's temporal sampler (``neighbor_kernel.cpp``):
 * each (node first reached at the previous hop, edge type) takes ``min(k, valid)`` valid
   in-edges: ``"uniform"`` uniformly, ``"last"`` the ``k`` latest (ties: the later edge of
   the input order);
-* ``seed_time`` (node seeds) and ``edge_label_time`` (node pairs) carry the seeds' times.
+* ``seed_time`` (node seeds, triplets) and ``edge_label_time`` (node pairs) carry the
+  seeds' times;
+* node pairs: a subtree per end (sources, then destinations), ``batch`` PyG's ``row % P``;
+  negatives take their positive's time (binary: tiled, as PyG) and are not later than it.
 
 The batches are built as the README tells a PyG user (``time_attr`` a graph attribute and a
 fetched feature, ``timestamp`` seed times, ``sample_neighbor(..., layout="pyg",
