@@ -53,6 +53,7 @@ import torch.distributed as dist
 from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.distributed.partition import Partition
+from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.sampled_subgraph import HOMO_NODE_TYPE, SampledSubgraph, by_type
 from graphpipe.graph.sampling import SeedEdgeExclusion, SeedNodes, compact_layer, link_seed_nodes, seed_edge_exclusion
 from graphpipe.ops import unique_and_compact
@@ -246,6 +247,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
             f"DistributedItemSampler"
         )
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
+    check_part_owners(graph, partition, source.rank, where)
     seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
     if seeds.links is None:  # node seeds go to their owners; their item ids follow, to read their items by
         item_set = source.item_set

@@ -1,0 +1,666 @@
+"""Partitioned datasets: each rank holds only the vertices it owns, their in-edges and rows.
+
+:func:`partition` splits a graph, its features and item sets into ``num_parts``
+directories; :func:`load_partition` maps one of them. A part's graph is a
+:class:`~graphpipe.CSCGraph` over the GLOBAL ids: ``indptr`` has every vertex
+(``num_nodes + 1`` entries) but only the owned vertices have in-edges, in the whole
+graph's order, with their global source ids, the user's edge ids (within their type on
+typed graphs), their edge attributes and types. Cooperative samplers sample only the
+in-edges of the vertices a rank owns and fetchers read only its rows, so a rank whose
+:class:`~graphpipe.DistributedItemSampler` uses the part's :class:`Partition` samples
+and fetches exactly what it would over the whole dataset.
+
+Layout of ``out_dir``::
+
+    manifest.json            format, version, counts, what each file holds, sizes and CRC-32s
+    owners.npy               [num_nodes] int64 owner per global id (not for method="hash")
+    items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets
+    part-<r>/graph.pt        the part's graph (CSCGraph.save: checksummed arrays)
+    part-<r>/nodes.npy       [n_r] int64 owned global ids, ascending
+    part-<r>/node-feat-<k>.npy, edge-feat-<k>.npy, edge-ids-<t>.npy   owned feature rows
+    part-<r>/items-<s>-<t>-<f>.npy, items-<s>-<t>-ids.npy             owned items
+
+Files are plain ``.npy`` arrays (read with ``allow_pickle=False``) and JSON, written
+through a private scratch directory and renamed into place; the manifest is written last.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+import torch
+
+from graphpipe._internal.safe_files import publish, real_directory, regular_file, scratch_directory
+from graphpipe.batch.item_set import HeteroItemSet, ItemSet
+from graphpipe.distributed.partition import Partition
+from graphpipe.features.part import OwnedRowsFeature, file_checksum
+from graphpipe.features.store import FeatureStore
+from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
+from graphpipe.graph.edge_types import parse_edge_type
+
+__all__ = ["GraphPart", "check_part_owners", "load_item_sets", "load_partition", "metis_assignment", "partition"]
+
+FORMAT = "graphpipe.partition"
+VERSION = 1
+_CHUNK_ROWS = 1 << 16  # feature rows copied at a time
+_CHUNK_IDS = 1 << 24  # ids hashed or edge types counted at a time (int64 temporaries stay small)
+_MANIFEST_LIMIT = 64 << 20
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_AGAIN = "partition the dataset again"
+ItemSets = Mapping[str, Union[ItemSet, HeteroItemSet]]
+# The part graphs load_partition mapped in this process: graph file -> [its part, the
+# partitions found equal to the part's] (a cooperative sampler checks its own once).
+_LOADED_PARTS: Dict[str, list] = {}
+
+
+def partition(
+    graph: CSCGraph,
+    features: Optional[FeatureStore],
+    item_sets: Optional[ItemSets],
+    num_parts: int,
+    out_dir: Union[str, os.PathLike],
+    method: Union[str, torch.Tensor] = "hash",
+) -> dict:
+    """Write ``graph``, ``features`` and ``item_sets`` split into ``num_parts`` parts.
+
+    Args:
+        graph: the whole graph (a mapped ``CSCGraph.load(path, mmap=True)`` one works:
+            parts are built one at a time, each from its own edges).
+        features: node and edge features (every row), or None.
+        item_sets: split name -> ItemSet / HeteroItemSet (``{"train": ...}``), or None.
+            Node seeds go to their owner; node pairs (``[N, 2]`` seeds) to the owner of
+            their destination (the second column), with their other fields.
+        num_parts: number of parts (ranks), ``>= 1``.
+        out_dir: a directory (created if missing; not a symlink).
+        method: ``"hash"`` (:class:`Partition`'s hash), ``"metis"`` (METIS on the
+            symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``), or a
+            ``[num_nodes]`` integer tensor: the owner of every global id.
+
+    Returns:
+        The manifest written to ``out_dir/manifest.json`` (a dict), with ``cut_edges``:
+        the edges whose source and destination have different owners.
+    """
+    graph = check_graph(graph, "graphpipe.distributed.partition")
+    if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1:
+        raise ValueError(f"graphpipe.distributed.partition: `num_parts` must be an int >= 1, got {num_parts!r}")
+    if features is not None and not isinstance(features, FeatureStore):
+        raise TypeError(
+            f"graphpipe.distributed.partition: `features` must be a FeatureStore or None, got {type(features).__name__}"
+        )
+    item_sets = _checked_item_sets(item_sets)
+    owners, method_name = _owners(graph, features, num_parts, method)
+    item_owners = {split: _item_owners(graph, split, item_set, owners) for split, item_set in item_sets.items()}
+    manifest = _manifest_head(graph, features, item_sets, num_parts, method_name)  # checks the features
+    out_dir = real_directory(out_dir, "graphpipe.distributed.partition: `out_dir`", create=True)
+    manifest_path = os.path.join(out_dir, "manifest.json")
+    if regular_file(manifest_path):
+        os.unlink(manifest_path)  # the old parts are being replaced
+    if method_name != "hash":
+        manifest["owners"] = _write_array(out_dir, "owners.npy", owners.numpy())
+    manifest["item_files"] = _write_items(item_sets, None, None, out_dir)
+    for rank in range(num_parts):
+        part_dir = real_directory(os.path.join(out_dir, f"part-{rank}"), "graphpipe.distributed.partition", create=True)
+        owned = torch.nonzero(owners == rank).flatten()
+        files, part_graph, cut = _write_graph(graph, owners, owned, rank, part_dir)
+        files.update(_write_features(features, manifest, part_graph, owned, part_dir))
+        files.update(_write_items(item_sets, item_owners, rank, part_dir))
+        manifest["parts"].append({"num_nodes": owned.numel(), "num_edges": part_graph.total_num_edges, "files": files})
+        manifest["cut_edges"] += cut
+    with scratch_directory(out_dir, "graphpipe.distributed.partition: `out_dir`") as scratch:
+        written = os.path.join(scratch, "manifest.json")
+        with open(written, "w") as f:
+            json.dump(manifest, f, indent=1)
+        publish(written, manifest_path)  # last: a partition stopped before this has no manifest
+    return manifest
+
+
+def _checked_item_sets(item_sets) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
+    if item_sets is None:
+        return {}
+    if not isinstance(item_sets, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, (ItemSet, HeteroItemSet)) for k, v in item_sets.items()
+    ):
+        raise TypeError(
+            "graphpipe.distributed.partition: `item_sets` must be a dict of split name -> ItemSet or HeteroItemSet "
+            f"(e.g. {{'train': train_set}}), or None; got {item_sets!r}"
+        )
+    for split, item_set in item_sets.items():
+        for key, one in _by_type(item_set):
+            if one.names is None or one.field("seeds") is None:
+                raise ValueError(f"graphpipe.distributed.partition: `item_sets['{split}']` ({key}) has no field named 'seeds'")
+    return dict(item_sets)
+
+
+def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Tensor, str]:
+    """``([num_nodes] int64 owner per global id, method name)``."""
+    num_nodes = graph.total_num_nodes
+    if isinstance(method, torch.Tensor):
+        if method.dim() != 1 or method.numel() != num_nodes:
+            raise ValueError(
+                f"graphpipe.distributed.partition: `method` as a tensor must be [num_nodes] = [{num_nodes}] owners, "
+                f"got shape {tuple(method.shape)}"
+            )
+        try:
+            return Partition(num_parts, method).assignment, "assignment"
+        except ValueError as error:
+            raise ValueError(f"graphpipe.distributed.partition: `method`: {error}") from None
+    if method == "hash":
+        hashed = Partition(num_parts)
+        return torch.cat([hashed.owner(torch.arange(i, min(i + _CHUNK_IDS, num_nodes))) for i in range(0, num_nodes, _CHUNK_IDS)]
+                         or [torch.empty(0, dtype=torch.int64)]), "hash"  # fmt: skip
+    if method == "metis":
+        return metis_assignment(graph, num_parts, _bytes_per_vertex(graph, features)), "metis"
+    raise ValueError(
+        f"graphpipe.distributed.partition: `method` must be 'hash', 'metis' or a [num_nodes] tensor of owners, got {method!r}"
+    )
+
+
+def metis_assignment(graph: CSCGraph, num_parts: int, vertex_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``[num_nodes]`` int64 owners from METIS (``pymetis``) on the graph made undirected
+    (every edge both ways, self-loops and duplicates dropped), with parts of equal total
+    ``vertex_weights`` (``[num_nodes]`` int64 > 0; None: equal vertex counts).
+    METIS holds that adjacency in memory (``2 * num_edges`` ids): the one step of
+    :func:`partition` that is not out of core."""
+    try:
+        import pymetis  # an optional dependency: only METIS partitioning needs it
+    except ImportError:
+        raise ImportError(
+            "graphpipe.distributed.partition(method='metis') needs pymetis: pip install 'graphpipe-gnn[metis]'"
+        ) from None
+    num_nodes = graph.total_num_nodes
+    if num_parts == 1 or num_nodes == 0:
+        return torch.zeros(num_nodes, dtype=torch.int64)
+    src = graph.indices.to(torch.int64)
+    dst = torch.repeat_interleave(torch.arange(num_nodes), graph.in_degrees(), output_size=src.numel())
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    keys = torch.unique(torch.cat([src * num_nodes + dst, dst * num_nodes + src]))
+    del src, dst, keep
+    xadj = torch.zeros(num_nodes + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(keys // num_nodes, minlength=num_nodes), 0, out=xadj[1:])
+    adjacency = pymetis.CSRAdjacency(xadj.numpy(), (keys % num_nodes).numpy())
+    weights = None if vertex_weights is None else vertex_weights.to(torch.int64).numpy()
+    _, membership = pymetis.part_graph(num_parts, adjacency=adjacency, vweights=weights)
+    return torch.as_tensor(np.asarray(membership, dtype=np.int64))
+
+
+def _bytes_per_vertex(graph: CSCGraph, features: Optional[FeatureStore]) -> torch.Tensor:
+    """``[num_nodes]`` int64 weights for METIS: about the bytes a vertex costs its owner
+    (its node feature rows, its in-edges' arrays and edge feature rows at the mean row
+    size), scaled so that they add up to at most ``2**30``, each ``>= 1``."""
+    schema, keys = graph.schema, features.keys() if features is not None else []
+    row_bytes = torch.zeros(len(schema.node_types), dtype=torch.int64)
+    edge_bytes = graph.indices.element_size() + smallest_index_dtype(graph.total_num_edges).itemsize + (graph.type_per_edge.element_size() if graph.is_heterogeneous else 0)
+    edge_bytes += sum(t[:1].numel() * t.element_size() for t in graph.edge_attributes.values())
+    edge_feature_bytes = 0
+    for domain, type_name, name in keys:
+        feature = features[domain, type_name, name]
+        size = math.prod(feature.row_shape) * feature.dtype.itemsize
+        t = 0 if type_name is None else schema.node_type_id.get(type_name)
+        if domain == "node":
+            row_bytes[t] += size
+        else:
+            edge_feature_bytes += size * feature.num_rows
+    per_vertex = torch.repeat_interleave(row_bytes, torch.tensor(schema.node_type_offset).diff())
+    mean_edge = edge_bytes + edge_feature_bytes / max(graph.total_num_edges, 1)
+    weights = per_vertex + (graph.in_degrees() * mean_edge).to(torch.int64)
+    unit = max(1, int(weights.sum()) >> 30)
+    return 1 + weights // unit
+
+
+def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> dict:
+    """The manifest without its parts: what every part's files hold."""
+    node_features, edge_features, edge_types = [], [], []
+    for domain, type_name, name in features.keys() if features is not None else []:
+        if type_name is None and graph.is_heterogeneous:
+            raise ValueError(
+                f"graphpipe.distributed.partition: the graph is typed, so the {domain} feature '{name}' needs a type"
+            )
+        if type_name is not None and type_name not in (graph.node_types if domain == "node" else graph.edge_types):
+            raise ValueError(f"graphpipe.distributed.partition: the graph has no {domain} type '{type_name}' (feature '{name}')")
+        _numpy(torch.empty(0, dtype=features[domain, type_name, name].dtype))  # a dtype .npy holds, checked before writing
+        if domain == "node":
+            node_features.append({"type": type_name, "name": name, "file": f"node-feat-{len(node_features)}.npy"})
+        else:
+            if type_name not in edge_types:
+                edge_types.append(type_name)
+            edge_features.append({"type": type_name, "name": name, "file": f"edge-feat-{len(edge_features)}.npy",
+                                  "ids": f"edge-ids-{edge_types.index(type_name)}.npy"})  # fmt: skip
+    splits = {}
+    for s, (split, item_set) in enumerate(item_sets.items()):
+        splits[split] = {
+            "typed": isinstance(item_set, HeteroItemSet),
+            "types": [
+                {"type": key, "names": list(one.names), "files": [f"items-{s}-{t}-{f}.npy" for f in range(len(one.names))],
+                 "ids": f"items-{s}-{t}-ids.npy"}  # fmt: skip
+                for t, (key, one) in enumerate(_by_type(item_set))
+            ],
+        }
+    return {
+        "format": FORMAT, "version": VERSION, "num_parts": num_parts, "method": method,
+        "num_nodes": graph.total_num_nodes, "num_edges": graph.total_num_edges, "typed": graph.is_heterogeneous,
+        "edges_per_type": _edges_per_type(graph), "cut_edges": 0, "owners": None, "node_features": node_features,
+        "edge_features": edge_features, "item_sets": splits, "item_files": {}, "parts": [],
+    }  # fmt: skip
+
+
+def _edges_per_type(graph: CSCGraph) -> Optional[Dict[str, int]]:
+    """Edge type -> its number of edges (None when untyped), counted a chunk at a time."""
+    if not graph.is_heterogeneous:
+        return None
+    counts = torch.zeros(len(graph.edge_types), dtype=torch.int64)
+    for start in range(0, graph.total_num_edges, _CHUNK_IDS):
+        chunk = graph.type_per_edge[start : start + _CHUNK_IDS].to(torch.int64)
+        counts += torch.bincount(chunk, minlength=counts.numel())
+    return dict(zip(graph.edge_types, counts.tolist()))
+
+
+def _by_type(item_set) -> List[Tuple[Optional[str], ItemSet]]:
+    """``[(type key or None, ItemSet)]``: one entry per type, ``None`` when untyped."""
+    return list(item_set.item_sets.items()) if isinstance(item_set, HeteroItemSet) else [(None, item_set)]
+
+
+def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) -> List[torch.Tensor]:
+    """Per type of ``item_set``, ``[N_t]`` int64 owner of each item: of its node (node
+    seeds) or of its destination node (pairs, ``[N, 2]``: the second column)."""
+    schema, out = graph.schema, []
+    for key, one in _by_type(item_set):
+        seeds = one.field("seeds").to(torch.int64)
+        node_type = schema.node_types[0] if key is None else parse_edge_type(key)[2] if ":" in key else key
+        if node_type not in schema.node_type_id:
+            raise ValueError(
+                f"graphpipe.distributed.partition: `item_sets['{split}']` has items of type '{key}', but the graph's node "
+                f"types are {list(schema.node_types)}"
+            )
+        t = schema.node_type_id[node_type]
+        nodes = seeds if seeds.dim() == 1 else seeds[:, 1]
+        count = schema.node_type_offset[t + 1] - schema.node_type_offset[t]
+        if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= count):
+            raise ValueError(
+                f"graphpipe.distributed.partition: `item_sets['{split}']`{'' if key is None else f' ({key})'} holds node "
+                f"id {int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())}, out of range for {count} nodes"
+            )
+        out.append(owners[nodes + schema.node_type_offset[t]])
+    return out
+
+def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, rank: int, part_dir: str):
+    """Save the part graph of the ``owned`` vertices (``[n]`` int64 ascending) and their
+    ids; returns ``(files, part graph, its cut edges)``."""
+    indptr = graph.indptr.to(torch.int64)
+    starts = indptr[owned]
+    lengths = indptr[owned + 1] - starts
+    counts = torch.zeros(graph.total_num_nodes, dtype=torch.int64)
+    counts[owned] = lengths
+    part_indptr = torch.zeros(graph.total_num_nodes + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=part_indptr[1:])
+    del counts
+    total = int(part_indptr[-1])
+    positions = torch.repeat_interleave(starts - part_indptr[owned], lengths, output_size=total) + torch.arange(total)
+    typed = graph.typed_fields()
+    if typed is not None:
+        typed = {**typed, "type_per_edge": graph.type_per_edge[positions]}
+    edge_ids = graph.map_edge_ids(positions)
+    largest = max(graph.total_num_edges - 1, 0)  # int32 arrays where the whole graph's ids fit: half the bytes
+    part = CSCGraph._build(  # the user's edge ids of a part are not 0..E_r - 1: checks up to indptr
+        part_indptr.to(smallest_index_dtype(total)),
+        graph.indices[positions],
+        {name: t[positions] for name, t in graph.edge_attributes.items()},
+        dict(graph.node_attributes),
+        edge_ids.to(smallest_index_dtype(largest)),
+        level="indptr",
+        typed=typed,
+    )
+    cut = int((owners[part.indices.to(torch.int64)] != rank).sum())
+    part.save(os.path.join(part_dir, "graph.pt"))
+    files = {"graph.pt": _describe(os.path.join(part_dir, "graph.pt"))}
+    files["nodes.npy"] = _write_array(part_dir, "nodes.npy", owned.numpy())
+    return files, part, cut
+
+
+def _write_features(features, manifest: dict, part: CSCGraph, owned: torch.Tensor, part_dir: str) -> dict:
+    """Write the owned rows of every feature: node rows by ascending owned id, edge rows by
+    ascending edge id (``edge-ids-<t>.npy``)."""
+    files, edge_ids = {}, {}
+    schema = part.schema
+    for spec in manifest["node_features"]:
+        t = schema.node_type_id[spec["type"]] if spec["type"] is not None else 0
+        lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]
+        ids = owned[(owned >= lo) & (owned < hi)] - lo
+        feature = features["node", spec["type"], spec["name"]]
+        files[spec["file"]] = _write_rows(part_dir, spec["file"], feature, ids)
+    for spec in manifest["edge_features"]:
+        if spec["ids"] not in edge_ids:
+            ids = part.map_edge_ids(torch.arange(part.total_num_edges))
+            if spec["type"] is not None:
+                ids = ids[part.type_per_edge.to(torch.int64) == schema.edge_type_id[spec["type"]]]
+            edge_ids[spec["ids"]] = ids = torch.sort(ids).values
+            files[spec["ids"]] = _write_array(part_dir, spec["ids"], ids.numpy())
+        ids = edge_ids[spec["ids"]]
+        feature = features["edge", spec["type"], spec["name"]]
+        files[spec["file"]] = _write_rows(part_dir, spec["file"], feature, ids)
+    return files
+
+
+def _write_items(item_sets: dict, item_owners: Optional[dict], rank: Optional[int], directory: str) -> dict:
+    """Write every field of the items of every split (``items-<s>-<t>-<f>.npy``); with
+    ``item_owners`` (split -> per type ``[N_t]`` owners) only ``rank``'s, and their
+    positions in their type's ItemSet (``items-<s>-<t>-ids.npy``). Returns the files."""
+    files = {}
+    for s, (split, item_set) in enumerate(item_sets.items()):
+        for t, (_, one) in enumerate(_by_type(item_set)):
+            mine = None if item_owners is None else torch.nonzero(item_owners[split][t] == rank).flatten()
+            for f, values in enumerate(one.items):
+                name = f"items-{s}-{t}-{f}.npy"
+                files[name] = _write_array(directory, name, _numpy(values if mine is None else values[mine]))
+            if mine is not None:
+                files[f"items-{s}-{t}-ids.npy"] = _write_array(directory, f"items-{s}-{t}-ids.npy", mine.numpy())
+    return files
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    try:
+        return t.detach().cpu().contiguous().numpy()
+    except TypeError:
+        raise TypeError(f"graphpipe.distributed.partition: arrays of dtype {t.dtype} cannot be stored as .npy files") from None
+
+
+def _write_array(directory: str, name: str, array: np.ndarray) -> dict:
+    """Save ``array`` as ``directory/name`` (no pickles) through a scratch directory."""
+    with scratch_directory(directory, "graphpipe.distributed.partition") as scratch:
+        written = os.path.join(scratch, name)
+        np.save(written, array, allow_pickle=False)
+        publish(written, os.path.join(directory, name))
+    return _describe(os.path.join(directory, name))
+
+
+def _write_rows(directory: str, name: str, feature, ids: torch.Tensor) -> dict:
+    """Save ``feature``'s rows ``ids`` as ``directory/name``, ``_CHUNK_ROWS`` at a time."""
+    shape, dtype = (ids.numel(), *feature.row_shape), _numpy(torch.empty(0, dtype=feature.dtype)).dtype
+    if math.prod(shape) == 0:
+        return _write_array(directory, name, np.zeros(shape, dtype=dtype))
+    with scratch_directory(directory, "graphpipe.distributed.partition") as scratch:
+        written = os.path.join(scratch, name)
+        table = np.lib.format.open_memmap(written, mode="w+", dtype=dtype, shape=shape)
+        for start in range(0, ids.numel(), _CHUNK_ROWS):
+            table[start : start + _CHUNK_ROWS] = _numpy(feature.read(ids[start : start + _CHUNK_ROWS]))
+        table.flush()
+        del table
+        publish(written, os.path.join(directory, name))
+    return _describe(os.path.join(directory, name))
+
+
+def _describe(path: str) -> dict:
+    return {"size": os.path.getsize(path), "crc32": file_checksum(path)}
+
+
+@dataclass
+class GraphPart:
+    """One part of a partitioned dataset, as :func:`load_partition` maps it.
+
+    Attributes:
+        rank: this part's number; num_parts: the number of parts.
+        graph: the part graph (global ids; only owned vertices have in-edges), mapped.
+        features: a FeatureStore of :class:`~graphpipe.features.part.OwnedRowsFeature`:
+            read by the usual ids, only owned vertices' (edges') rows.
+        item_sets: split name -> the items this part owns (ItemSet / HeteroItemSet).
+        item_ids: split name -> their positions in the whole split's ItemSet (``[n]``
+            int64; a dict by type for a HeteroItemSet).
+        partition: the :class:`Partition` of every global id (give it to the
+            ``DistributedItemSampler(..., partition=part.partition)``).
+        nodes: ``[n_r]`` int64 owned global ids, ascending.
+    """
+
+    rank: int
+    num_parts: int
+    graph: CSCGraph
+    features: FeatureStore
+    item_sets: Dict[str, Union[ItemSet, HeteroItemSet]]
+    item_ids: Dict[str, Union[torch.Tensor, Dict[str, torch.Tensor]]]
+    partition: Partition
+    nodes: torch.Tensor
+
+
+def load_partition(
+    out_dir: Union[str, os.PathLike], rank: int, num_parts: Optional[int] = None, validate: Optional[bool] = None
+) -> GraphPart:
+    """Map part ``rank`` of the partitioned dataset in ``out_dir`` (from :func:`partition`).
+
+    The manifest is checked (format, version, part count, each file of the part present
+    with its size). ``validate=True`` checks every file's CRC-32 now, and what the part
+    promises (its vertices, only their in-edges, ids in range: ``O(num_nodes + part
+    edges)``); ``None`` (default) checks the small files now, the graph as
+    ``CSCGraph.load(mmap=True)`` does (``indptr``) and each feature file when first read;
+    ``False`` checks no CRC. The directory is untrusted: no pickles, no file outside ``out_dir``.
+
+    Args:
+        rank: the part, in ``[0, num_parts)``.
+        num_parts: the expected number of parts (the job's world size), or None.
+
+    Raises:
+        FileNotFoundError: no directory or manifest.
+        ValueError: a mismatched ``rank`` / ``num_parts``, a malformed manifest, or a part
+            file missing, of the wrong size or corrupted (naming the file).
+    """
+    where = f"graphpipe.distributed.load_partition('{os.fspath(out_dir)}')"
+    out_dir = real_directory(out_dir, where)
+    manifest = _read_manifest(out_dir, where)
+    total = manifest["num_parts"]
+    if num_parts is not None and num_parts != total:
+        raise ValueError(f"{where}: the dataset has {total} parts, but `num_parts` is {num_parts!r} (one part per rank)")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < total:
+        raise ValueError(f"{where}: `rank` must be an int in [0, {total}) (the dataset has {total} parts), got {rank!r}")
+    listed = dict(manifest["parts"][rank]["files"])
+    paths = {name: _checked_file(out_dir, f"part-{rank}", name, entry, validate, where) for name, entry in listed.items()}
+    owners = None
+    if manifest["owners"] is not None:
+        owners_path = _checked_file(out_dir, "", "owners.npy", manifest["owners"], validate is not False, where)
+        owners = _npy(owners_path, "owners.npy", where)
+        if owners.dim() != 1 or owners.numel() != manifest["num_nodes"] or owners.is_floating_point():
+            raise ValueError(f"{where}: 'owners.npy' must hold one integer owner per node ({manifest['num_nodes']})")
+    nodes = _small_array(paths, "nodes.npy", listed, validate, where)
+    if "graph.pt" not in paths:
+        raise ValueError(f"{where}: manifest.json lists no part file 'graph.pt'")
+    graph = CSCGraph.load(paths["graph.pt"], mmap=True, validate=False if validate is False else None)
+    if (graph.total_num_nodes, graph.total_num_edges) != (manifest["num_nodes"], manifest["parts"][rank]["num_edges"]):
+        raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes")
+    try:
+        partition_ = Partition(total, owners)
+    except ValueError as error:
+        raise ValueError(f"{where}: 'owners.npy': {error}") from None
+    if validate:
+        _check_part(graph, nodes, partition_, rank, manifest, where)
+    features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
+    item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, name, listed, validate, where))
+    _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
+    return GraphPart(rank, total, graph, features, item_sets, item_ids, partition_, nodes)
+
+
+def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, rank: int, manifest: dict, where: str):
+    """``load_partition(validate=True)``'s O(num_nodes + part edges) checks of what the
+    part promises: its vertices are those the partition gives ``rank``, only they have
+    in-edges, sources in range, edge ids within their type's count."""
+    everyone = torch.arange(graph.total_num_nodes)
+    if not torch.equal(nodes.to(torch.int64), everyone[partition_.owner(everyone) == rank]):
+        raise ValueError(f"{where}: part {rank}'s 'nodes.npy' is not the vertices its owners assign to it")
+    if int(graph.in_degrees()[partition_.owner(everyone) != rank].sum()) != 0:
+        raise ValueError(f"{where}: part {rank}'s graph has in-edges of vertices it does not own")
+    indices = graph.indices
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= graph.total_num_nodes):
+        raise ValueError(f"{where}: part {rank}'s graph has source ids out of range for {graph.total_num_nodes} nodes")
+    ids = graph.map_edge_ids(torch.arange(graph.total_num_edges))
+    if graph.is_heterogeneous:
+        types = graph.type_per_edge.to(torch.int64)
+        if types.numel() and (int(types.min()) < 0 or int(types.max()) >= len(graph.edge_types)):
+            raise ValueError(f"{where}: part {rank}'s graph has edge type ids out of range")
+        limit = torch.tensor([manifest["edges_per_type"][t] for t in graph.edge_types])[types]
+    else:
+        limit = manifest["num_edges"]
+    if bool(((ids < 0) | (ids >= limit)).any()):
+        raise ValueError(f"{where}: part {rank}'s graph has edge ids out of range for the whole graph's edges")
+
+
+def _read_manifest(out_dir: str, where: str) -> dict:
+    """The manifest, after checking its format, version and the fields load reads."""
+    path = os.path.join(out_dir, "manifest.json")
+    if not regular_file(path):
+        raise FileNotFoundError(f"{where}: no manifest.json (not a partitioned dataset, or its partition did not finish)")
+    if os.path.getsize(path) > _MANIFEST_LIMIT:
+        raise ValueError(f"{where}: manifest.json is larger than {_MANIFEST_LIMIT} bytes")
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+        if manifest.get("format") != FORMAT:
+            raise ValueError(f"format tag {manifest.get('format')!r}, expected {FORMAT!r}")
+        if manifest.get("version") != VERSION:
+            raise ValueError(f"format version {manifest.get('version')!r}; this graphpipe reads version {VERSION}")
+        num_parts, parts = manifest["num_parts"], manifest["parts"]
+        if not isinstance(num_parts, int) or num_parts < 1 or not isinstance(parts, list) or len(parts) != num_parts:
+            raise ValueError(f"{num_parts!r} parts, {len(parts) if isinstance(parts, list) else 'no'} part entries")
+        for part in parts:
+            if not isinstance(part["files"], dict) or not all(isinstance(e, dict) for e in part["files"].values()):
+                raise ValueError("a part's `files` is not a dict of file -> {size, crc32}")
+            if not isinstance(part["num_nodes"], int) or not isinstance(part["num_edges"], int):
+                raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
+        for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
+            manifest[key]
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        reason = f"no field {error}" if isinstance(error, KeyError) else str(error)
+        raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest ({reason})") from None
+    return manifest
+
+
+def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: Optional[bool], where: str) -> str:
+    """The path of ``directory/name`` (checked inside ``out_dir``, present, its size as
+    listed; its CRC-32 too when ``verify``); ValueError naming it otherwise."""
+    relative = f"{directory}/{name}" if directory else name
+    if not _FILE_NAME.match(name) or not isinstance(entry.get("size"), int) or not isinstance(entry.get("crc32"), int):
+        raise ValueError(f"{where}: manifest.json lists a malformed file entry {name!r}: {entry!r}")
+    path = os.path.realpath(os.path.join(out_dir, relative))
+    if os.path.commonpath([os.path.realpath(out_dir), path]) != os.path.realpath(out_dir):
+        raise ValueError(
+            f"{where}: the part file '{relative}' resolves to '{path}', outside the directory: a partition's files stay "
+            f"inside it (a planted symlink?)"
+        )
+    if not os.path.isfile(path):
+        raise ValueError(f"{where}: the part file '{relative}' is missing; {_AGAIN}")
+    if os.path.getsize(path) != entry["size"]:
+        raise ValueError(
+            f"{where}: the part file '{relative}' is {os.path.getsize(path)} bytes, the manifest says {entry['size']} "
+            f"(truncated or replaced); {_AGAIN}"
+        )
+    if verify and file_checksum(path) != entry["crc32"]:
+        raise ValueError(f"{where}: the part file '{relative}' does not match its checksum: it is corrupted; {_AGAIN}")
+    return path
+
+
+def _small_array(paths: dict, name: str, listed: dict, validate: Optional[bool], where: str) -> torch.Tensor:
+    """A small array of the part (ids, items), read whole; its CRC checked unless ``validate`` is False."""
+    if name not in paths:
+        raise ValueError(f"{where}: manifest.json lists no part file '{name}'")
+    if validate is None and file_checksum(paths[name]) != listed[name]["crc32"]:
+        raise ValueError(f"{where}: the part file '{name}' does not match its checksum: it is corrupted; {_AGAIN}")
+    return _npy(paths[name], name, where)
+
+
+def _npy(path: str, name: str, where: str) -> torch.Tensor:
+    """The array of the ``.npy`` file ``path`` (no pickles), read whole."""
+    try:
+        return torch.from_numpy(np.load(path, allow_pickle=False))
+    except (ValueError, TypeError, OSError) as error:
+        raise ValueError(f"{where}: the file '{name}' is not a plain .npy array ({error})") from None
+
+
+def _part_features(manifest, graph, nodes, paths, listed, validate, where) -> FeatureStore:
+    """The part's FeatureStore of OwnedRowsFeatures (checksums checked on first read by default)."""
+    schema = graph.schema
+    node_features, edge_features = {}, {}
+    for spec in manifest["node_features"]:
+        t = 0 if spec["type"] is None else schema.node_type_id[spec["type"]]
+        lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]
+        ids = nodes[(nodes >= lo) & (nodes < hi)] - lo
+        node_features[_key(spec)] = _owned_rows(spec["file"], ids, hi - lo, paths, listed, validate, where)
+    for spec in manifest["edge_features"]:
+        ids = _small_array(paths, spec["ids"], listed, validate, where)
+        num_edges = manifest["num_edges"] if spec["type"] is None else _type_edges(manifest, spec["type"])
+        edge_features[_key(spec)] = _owned_rows(spec["file"], ids, num_edges, paths, listed, validate, where)
+    return FeatureStore(node_features, edge_features)
+
+
+def _key(spec: dict):
+    return spec["name"] if spec["type"] is None else (spec["type"], spec["name"])
+
+
+def _type_edges(manifest: dict, edge_type: str) -> int:
+    """Edges of ``edge_type`` in the whole graph (the manifest's ``edges_per_type``)."""
+    return manifest["edges_per_type"][edge_type]
+
+
+def _owned_rows(name, ids, num_rows, paths, listed, validate, where) -> OwnedRowsFeature:
+    if name not in paths:
+        raise ValueError(f"{where}: manifest.json lists no part file '{name}'")
+    checksum = (listed[name]["size"], listed[name]["crc32"]) if validate is None else None
+    return OwnedRowsFeature(paths[name], ids, num_rows, checksum)
+
+
+def _part_items(manifest: dict, read, with_ids: bool = True):
+    """``(item sets, item ids)`` by split, their arrays read by ``read(file name)``
+    (without ``with_ids``: no item ids)."""
+    item_sets, item_ids = {}, {}
+    for split, spec in manifest["item_sets"].items():
+        sets, ids = {}, {}
+        for entry in spec["types"]:
+            sets[entry["type"]] = ItemSet(tuple(read(name) for name in entry["files"]), names=tuple(entry["names"]))
+            ids[entry["type"]] = read(entry["ids"]) if with_ids else None
+        if spec["typed"]:
+            item_sets[split], item_ids[split] = HeteroItemSet(sets), ids
+        else:
+            item_sets[split], item_ids[split] = sets[None], ids[None]
+    return item_sets, item_ids
+
+def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: str) -> None:
+    """Raise ValueError when ``graph`` is a part graph :func:`load_partition` mapped and
+    ``rank`` / ``partition_`` (a cooperative sampler's) are not that part's: its owners
+    would sample vertices whose in-edges the part does not hold. Other graphs pass."""
+    entry = _LOADED_PARTS.get(graph.source_path) if graph.source_path is not None else None
+    if entry is None or (entry[0][0] == rank and any(p is partition_ for p in entry[1])):
+        return
+    (part_rank, out_dir), (own, *_) = entry
+    if part_rank != rank:
+        raise ValueError(
+            f"{where}: the graph is part {part_rank} of the partitioned dataset '{out_dir}', but this is rank {rank}: "
+            f"load part {rank} (load_partition(out_dir, dist.get_rank()))"
+        )
+    mine, theirs = own.assignment, partition_.assignment
+    same = own.num_parts == partition_.num_parts and (
+        (mine is None and theirs is None) or (mine is not None and theirs is not None and torch.equal(mine, theirs))
+    )
+    if not same:
+        raise ValueError(
+            f"{where}: the graph is part {part_rank} of the partitioned dataset '{out_dir}', whose vertex owners are "
+            f"{own!r}, but the DistributedItemSampler's partition is {partition_!r}: pass "
+            f"DistributedItemSampler(..., partition=part.partition)"
+        )
+    entry[1].append(partition_)
+
+
+def load_item_sets(out_dir: Union[str, os.PathLike], validate: bool = True) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
+    """Every item of every split of the partitioned dataset in ``out_dir``, as given to
+    :func:`partition` (split name -> ItemSet / HeteroItemSet): a
+    :class:`~graphpipe.DistributedItemSampler` draws the same global batches on every
+    rank from the whole item set (seeds and labels: small beside the graph). Files are
+    checked as :func:`load_partition` checks them (their CRC-32 unless ``validate=False``)."""
+    where = f"graphpipe.distributed.load_item_sets('{os.fspath(out_dir)}')"
+    out_dir = real_directory(out_dir, where)
+    manifest = _read_manifest(out_dir, where)
+    listed = manifest["item_files"]
+    if not isinstance(listed, dict):
+        raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest (`item_files` is not a dict)")
+    paths = {name: _checked_file(out_dir, "", name, entry, validate, where) for name, entry in listed.items()}
+    item_sets, _ = _part_items(manifest, lambda name: _small_array(paths, name, listed, False, where), with_ids=False)
+    return item_sets
