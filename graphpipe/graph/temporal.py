@@ -11,6 +11,7 @@ w, t)``) or unbounded. Every hop is filtered against the window of its *root* se
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Tuple
 
 import numpy as np
@@ -124,6 +125,13 @@ class TimeFilter:
         starts = torch.cat([torch.zeros(1, dtype=torch.int64), torch.nonzero(_segment_ids(graph).diff()).flatten() + 1,
                             torch.tensor([graph.total_num_edges])]).numpy()  # fmt: skip
         self.is_sorted = is_time_sorted(starts, keys, self.arrays.edge_order)
+        if not self.is_sorted:
+            warnings.warn(
+                f"{where}: the graph's in-edges are not sorted by time, so every destination's in-edges are scanned "
+                f"(O(in-degree) per sampled row: slow on high-degree nodes); sort them once with "
+                f"graph = graph.sort_by_time({node_name!r}, {edge_name!r}) to find the valid ones by binary search",
+                stacklevel=4,
+            )
         # Sorted in-edges are cut by binary search, but a window's lower bound on two kinds
         # of times at once is no cut of the keys: those batches scan.
         self.cuts = self.is_sorted and (time_window is None or node_time is None or edge_time is None)
