@@ -130,7 +130,7 @@ class TimeFilter:
                 f"{where}: the graph's in-edges are not sorted by time, so every destination's in-edges are scanned "
                 f"(O(in-degree) per sampled row: slow on high-degree nodes); sort them once with "
                 f"graph = graph.sort_by_time({node_name!r}, {edge_name!r}) to find the valid ones by binary search",
-                stacklevel=4,
+                stacklevel=2,
             )
         # Sorted in-edges are cut by binary search, but a window's lower bound on two kinds
         # of times at once is no cut of the keys: those batches scan.
