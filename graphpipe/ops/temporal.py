@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from graphpipe.ops.edge_lookup import EdgeExclusion
+from graphpipe.ops.selection import lower_bound_in
 
 __all__ = [
     "UNTIMED",
@@ -181,13 +182,8 @@ def valid_candidates(
 
 @numba.njit(inline="always", nogil=True, cache=True)
 def _is_excluded(ex_pos, e0, e1, p):
-    a, b = e0, e1
-    while a < b:
-        mid = (a + b) >> 1
-        if ex_pos[mid] < p:
-            a = mid + 1
-        else:
-            b = mid
+    """Whether position ``p`` is among ``ex_pos[e0:e1]`` (ascending)."""
+    a = lower_bound_in(ex_pos, e0, e1, p)
     return a < e1 and ex_pos[a] == p
 
 

@@ -21,7 +21,7 @@ from graphpipe.ops.edge_lookup import drop_excluded
 from graphpipe.ops.labor import Variates, sample_labor, vertex_normals
 from graphpipe.pipes.base import Pipe, functional_pipe
 from graphpipe.pipes.capabilities import UnsupportedCombination
-from graphpipe.pipes.subgraph_sampler import SubgraphSampler, check_timestamps_named, edge_arrays
+from graphpipe.pipes.subgraph_sampler import GraphBoltTemporal, SubgraphSampler, edge_arrays
 
 __all__ = ["LayerNeighborSampler"]
 
@@ -58,6 +58,7 @@ class LayerNeighborSampler(SubgraphSampler):
             exactly uniform while consecutive batches sample overlapping vertex sets
             (dependent minibatching: higher cache hit rates).
         weights: name of a finite, non-negative float (or bool mask) edge attribute: weighted LABOR-0.
+        replace: GraphBolt's argument: must be False (LABOR samples without replacement).
         **options: keyword arguments of :class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`,
             as for ``sample_neighbor``; ``cooperative=True`` takes LABOR-0 only. With
             ``layout="pyg"`` and ``importance_sampling != 0`` a layer's vertex
@@ -77,10 +78,13 @@ class LayerNeighborSampler(SubgraphSampler):
         layer_dependency: bool = False,
         batch_dependency: int = 1,
         weights: Optional[str] = None,
+        replace: bool = False,
         **options,
     ):
         super().__init__(source, graph, fanouts, **options)
         name = type(self).__name__
+        if check_bool(replace, "replace", name):
+            raise ValueError(f"{name}: LABOR samples without replacement; pass replace=False (GraphBolt's argument)")
         importance_sampling = check_importance_sampling(importance_sampling, name)
         batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
         if weights is not None and importance_sampling != 0:
@@ -196,28 +200,8 @@ class _NormalsCache:
 
 
 @functional_pipe("temporal_sample_layer_neighbor")
-class TemporalLayerNeighborSampler(LayerNeighborSampler):
+class TemporalLayerNeighborSampler(GraphBoltTemporal, LayerNeighborSampler):
     """GraphBolt's ``temporal_sample_layer_neighbor``: :class:`LayerNeighborSampler`
     (LABOR) among the neighbours valid for the root seed's time, as
     :class:`~graphpipe.pipes.neighbor_sampler.TemporalNeighborSampler` (block layout
     without deduplication)."""
-
-    def __init__(
-        self,
-        source: Pipe,
-        graph: CSCGraph,
-        fanouts: Sequence[int],
-        replace: bool = False,
-        prob_name: Optional[str] = None,
-        node_timestamp_attr_name: Optional[str] = None,
-        edge_timestamp_attr_name: Optional[str] = None,
-        **options,
-    ):
-        name = type(self).__name__
-        check_timestamps_named(name, node_timestamp_attr_name, edge_timestamp_attr_name, options)
-        if check_bool(replace, "replace", name):
-            raise ValueError(f"{name}: LABOR samples without replacement; pass replace=False")
-        super().__init__(
-            source, graph, fanouts, weights=prob_name, node_timestamp_attr_name=node_timestamp_attr_name,
-            edge_timestamp_attr_name=edge_timestamp_attr_name, **options,
-        )  # fmt: skip

@@ -12,7 +12,7 @@ from graphpipe.ops import LayerSample, sample_neighbors
 from graphpipe.ops.compile import compile_sample_neighbors, dtype_only
 from graphpipe.ops.neighbor_sampling import FanoutTooLarge
 from graphpipe.pipes.base import Pipe, functional_pipe
-from graphpipe.pipes.subgraph_sampler import SubgraphSampler, check_timestamps_named, edge_arrays
+from graphpipe.pipes.subgraph_sampler import GraphBoltTemporal, SubgraphSampler, edge_arrays
 
 __all__ = ["NeighborSampler", "TemporalNeighborSampler"]
 
@@ -95,28 +95,10 @@ class NeighborSampler(SubgraphSampler):
 
 
 @functional_pipe("temporal_sample_neighbor")
-class TemporalNeighborSampler(NeighborSampler):
-    """GraphBolt's ``temporal_sample_neighbor``: :class:`NeighborSampler` sampling only
-    neighbours earlier than their seed (``timestamp`` item field): valid iff the
-    neighbour's node time and the edge's time (whichever are named; both: both) are
-    ``< `` the root seed's time at every hop; GraphBolt's layout (block layers without
+class TemporalNeighborSampler(GraphBoltTemporal, NeighborSampler):
+    """GraphBolt's ``temporal_sample_neighbor(graph, fanouts, replace, prob_name,
+    node_timestamp_attr_name, edge_timestamp_attr_name)``: :class:`NeighborSampler`
+    sampling only neighbours earlier than their root seed's ``timestamp`` (node and edge
+    times, whichever are named) at every hop, in GraphBolt's layout (block layers without
     deduplication: every sampled edge a new row). Options of :class:`SubgraphSampler`:
-    ``comparison="<="``, ``time_window``, ``temporal_strategy="last"``,
-    ``layout="pyg"`` (PyG's temporal NeighborLoader: disjoint subtrees)."""
-
-    def __init__(
-        self,
-        source: Pipe,
-        graph: CSCGraph,
-        fanouts: Sequence[int],
-        replace: bool = False,
-        prob_name: Optional[str] = None,
-        node_timestamp_attr_name: Optional[str] = None,
-        edge_timestamp_attr_name: Optional[str] = None,
-        **options,
-    ):
-        check_timestamps_named(type(self).__name__, node_timestamp_attr_name, edge_timestamp_attr_name, options)
-        super().__init__(
-            source, graph, fanouts, replace, prob_name, node_timestamp_attr_name=node_timestamp_attr_name,
-            edge_timestamp_attr_name=edge_timestamp_attr_name, **options,
-        )  # fmt: skip
+    ``comparison="<="``, ``time_window``, ``temporal_strategy="last"``, ``layout="pyg"``."""

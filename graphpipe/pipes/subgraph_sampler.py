@@ -47,7 +47,7 @@ from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampl
 from graphpipe.pipes.feature_fetcher import FeatureFetcher
 from graphpipe.pipes.item_sampler import ItemSampler
 
-__all__ = ["SubgraphSampler", "check_timestamps_named", "edge_arrays"]
+__all__ = ["GraphBoltTemporal", "SubgraphSampler", "edge_arrays"]
 
 
 class SubgraphSampler(Pipe):
@@ -569,13 +569,31 @@ class SubgraphSampler(Pipe):
         return [task for task in tasks if task is not None]
 
 
-def check_timestamps_named(where: str, node_name, edge_name, options) -> None:
-    """GraphBolt's temporal samplers need timestamps named."""
-    if node_name is None and edge_name is None and options.get("time_attr") is None:
-        raise ValueError(
-            f"{where}: name the timestamps: node_timestamp_attr_name and/or edge_timestamp_attr_name (int64 node / "
-            f"edge attributes of the graph)"
-        )
+class GraphBoltTemporal:
+    """GraphBolt's temporal stages' signature, for a sampler class to derive from first
+    (``class TemporalNeighborSampler(GraphBoltTemporal, NeighborSampler)``): ``prob_name``
+    is the sampler's ``weights``, and the timestamps must be named."""
+
+    def __init__(
+        self,
+        source: Pipe,
+        graph: CSCGraph,
+        fanouts: Sequence,
+        replace: bool = False,
+        prob_name: Optional[str] = None,
+        node_timestamp_attr_name: Optional[str] = None,
+        edge_timestamp_attr_name: Optional[str] = None,
+        **options,
+    ):
+        if node_timestamp_attr_name is None and edge_timestamp_attr_name is None and options.get("time_attr") is None:
+            raise ValueError(
+                f"{type(self).__name__}: name the timestamps: node_timestamp_attr_name and/or edge_timestamp_attr_name "
+                f"(int64 node / edge attributes of the graph)"
+            )
+        super().__init__(
+            source, graph, fanouts, replace=replace, weights=prob_name, node_timestamp_attr_name=node_timestamp_attr_name,
+            edge_timestamp_attr_name=edge_timestamp_attr_name, **options,
+        )  # fmt: skip
 
 
 def edge_arrays(indices: torch.Tensor, probs: Optional[torch.Tensor], candidates: Optional[torch.Tensor]):
