@@ -235,3 +235,21 @@ def test_a_hub_on_a_time_sorted_graph_is_cut_by_binary_search():
     cols = torch.repeat_interleave(torch.arange(4), sub.sampled_csc.indptr.diff())
     assert sub.sampled_csc.indptr.diff().tolist() == [10, 10, 10, 10]
     assert bool((ts[eids] < torch.tensor([10, 500, 50_000, 99_999])[cols]).all())
+
+
+def test_distributed_item_sampler_shares_carry_their_times():
+    """Two ranks (explicit rank/world_size): each share keeps its seeds' times, and every
+    rank's temporal batches pass the brute-force check."""
+    graph, edges, node_time, edge_time = timed_graph("untyped", sort=USES["both"])
+    gen = torch.Generator().manual_seed(3)
+    item_set = items("untyped", edges, "node", gen)
+    times = dict(zip(item_set.field("seeds").tolist(), item_set.field("timestamp").tolist()))
+    cfg = dict(uses=("node", "edge"), layout="block", comparison="<", window=None, strategy="uniform", fanouts=FANOUTS)
+    seen, checked = [], 0
+    for rank in range(2):
+        source = gp.DistributedItemSampler(item_set, 6, shuffle=True, seed=2, rank=rank, world_size=2)
+        for mb in source.temporal_sample_neighbor(graph, FANOUTS, node_timestamp_attr_name="nts", edge_timestamp_attr_name="ets"):
+            assert mb.timestamp.tolist() == [times[s] for s in mb.seeds.tolist()]
+            checked += check_temporal_batch(graph, edges, node_time, edge_time, mb, cfg)
+            seen += mb.seeds.tolist()
+    assert sorted(seen) == sorted(times) and checked > 0
