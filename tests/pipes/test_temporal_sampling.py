@@ -253,3 +253,29 @@ def test_distributed_item_sampler_shares_carry_their_times():
             checked += check_temporal_batch(graph, edges, node_time, edge_time, mb, cfg)
             seen += mb.seeds.tolist()
     assert sorted(seen) == sorted(times) and checked > 0
+
+
+@pytest.mark.parametrize("sampler", ["sample_neighbor", "sample_layer_neighbor"])
+@pytest.mark.parametrize("sort", [False, True], ids=["unsorted", "sorted"])
+def test_weighted_draws_skip_invalid_and_zero_weight_edges(sampler, sort):
+    """Weighted temporal sampling: only valid edges of positive weight, in proportion to
+    their weights (12 valid edges, weights 1 or 3 alternating, zero for every fifth)."""
+    src = torch.arange(1, 21)
+    ts = torch.randperm(20, generator=torch.Generator().manual_seed(1))
+    w = torch.tensor([1.0, 3.0] * 10)
+    w[::5] = 0.0
+    graph = gp.CSCGraph.from_coo(src, torch.zeros(20, dtype=torch.int64), 21, edge_attributes={"ets": ts, "w": w})
+    if sort:
+        graph = graph.sort_by_time(edge_timestamp_attr_name="ets")
+    item_set = gp.ItemSet((torch.zeros(1, dtype=torch.int64), torch.tensor([12])), names=("seeds", "timestamp"))
+    pipe = getattr(gp.ItemSampler(item_set, 1), sampler)(graph, [1], seed=9, weights="w", edge_timestamp_attr_name="ets")
+    counts = torch.zeros(20)
+    for _ in range(1500):
+        for mb in pipe:
+            counts[mb.sampled_subgraphs[0].original_edge_ids.to(torch.int64)] += 1
+    drawable = (ts < 12) & (w > 0)
+    assert counts[~drawable].sum() == 0
+    expected = counts.sum() * w[drawable] / w[drawable].sum()
+    chi2 = ((counts[drawable] - expected) ** 2 / expected).sum()
+    p_value = float(torch.special.gammaincc(torch.tensor((int(drawable.sum()) - 1) / 2), chi2 / 2))
+    assert p_value > 1e-3, (p_value, counts[drawable], expected)
