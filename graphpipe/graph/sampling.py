@@ -367,7 +367,7 @@ def sample_layer(
         bounds = torch.stack([graph.indptr[ids], graph.indptr[ids + 1]], dim=1).reshape(-1)
         key_ids = nodes if times.row_keys is None else times.row_keys
         segment_fanouts = torch.full((nodes.numel(),), fanouts[0], dtype=torch.int64)
-        sample = times.filter.sample(bounds, times.lo, times.hi, key_ids, segment_fanouts, kernel, edges)
+        sample = times.filter.sample(bounds, times.lo, times.hi, key_ids, segment_fanouts, kernel, edges, draw_key=times.draw_key)
         return _in_subtrees(sample, nodes, subtrees)
     schema = graph.schema
     groups, start = [], 0
@@ -391,7 +391,7 @@ def sample_layer(
         if times.row_keys is not None:  # (row, edge type): every row samples apart
             key_ids = times.row_keys[segment_dst] * len(schema.edge_types) + segment_types
         lo, hi = times.lo[segment_dst], times.hi[segment_dst]
-        sample = times.filter.sample(bounds, lo, hi, key_ids, segment_fanouts, kernel, exclusion, segment_types)
+        sample = times.filter.sample(bounds, lo, hi, key_ids, segment_fanouts, kernel, exclusion, segment_types, draw_key=times.draw_key)
     return sample if segment_keys is None else _in_subtrees(sample, segment_keys, subtrees)
 
 
@@ -403,12 +403,15 @@ class LayerTimes(NamedTuple):
         lo, hi: ``[n]`` int64 closed windows (the destination's root seed's).
         row_keys: ``[n]`` int64 keys of the destinations' variates when they are rows
             (no deduplication: a node may be several rows), else None (node keys).
+        draw_key: the layer's key when the sampler draws uniformly without replacement
+            (:meth:`~graphpipe.graph.temporal.TimeFilter.sample`), else None.
     """
 
     filter: TimeFilter
     lo: torch.Tensor
     hi: torch.Tensor
     row_keys: Optional[torch.Tensor] = None
+    draw_key: Optional[int] = None
 
 
 def segment_destinations(schema, counts: Sequence[int], fanouts: Sequence[int]) -> Tuple[List[int], torch.Tensor]:

@@ -127,8 +127,8 @@ class TimeFilter:
         self.is_sorted = is_time_sorted(starts, keys, self.arrays.edge_order)
         if not self.is_sorted:
             warnings.warn(
-                f"{where}: the graph's in-edges are not sorted by time, so every destination's in-edges are scanned "
-                f"(O(in-degree) per sampled row: slow on high-degree nodes); sort them once with "
+                f"{where}: the graph's in-edges are not sorted by time, so sampled rows scan their in-edges (O(in-degree); "
+                f"unweighted neighbor sampling draws a large range by rejection instead); sort them once with "
                 f"graph = graph.sort_by_time({node_name!r}, {edge_name!r}) to find the valid ones by binary search",
                 stacklevel=2,
             )
@@ -167,14 +167,18 @@ class TimeFilter:
         return lo, hi
 
     def sample(
-        self, bounds, lo, hi, key_ids, fanouts, kernel: SegmentSampler, exclude=None, edge_types=None, whole_ranges=False
+        self, bounds, lo, hi, key_ids, fanouts, kernel: SegmentSampler, exclude=None, edge_types=None, whole_ranges=False,
+        draw_key=None,
     ) -> LayerSample:
         """Sample segment ``s`` of ``bounds`` (``[2S]``, :mod:`graphpipe.ops.typed_sampling`)
         among its in-edges valid in ``[lo[s], hi[s]]`` with ``fanouts[s]``, but those
         ``exclude`` names. ``edge_types``: ``[S]`` segment edge type ids (typed graphs),
         whose untimed types are not constrained; ``whole_ranges``: the segments are whole
-        in-edge ranges of a typed graph (no time order across types). ``kernel`` takes
-        ``candidates=``: the CSC positions its ``indptr`` indexes when not the graph's."""
+        in-edge ranges of a typed graph (no time order across types); ``draw_key``: the
+        layer's key when ``kernel`` draws uniformly without replacement (then large unsorted
+        segments are drawn by rejection, :func:`~graphpipe.ops.temporal.valid_candidates`).
+        ``kernel`` takes ``candidates=``: the CSC positions its ``indptr`` indexes when not
+        the graph's."""
         is_sorted = self.is_sorted and not whole_ranges
         if edge_types is not None and self.untimed_edge_types.numel():
             free = torch.isin(edge_types, self.untimed_edge_types)
@@ -185,7 +189,8 @@ class TimeFilter:
             return LayerSample(indptr, indices, positions)
         if self.cuts and is_sorted and exclude is None:
             return sample_segments(narrow_to_window(bounds, lo, hi, self.arrays), key_ids, fanouts, kernel)
-        candidate_bounds, positions = valid_candidates(bounds, lo, hi, self.arrays, exclude)
+        draws = None if draw_key is None else (draw_key, key_ids, fanouts)
+        candidate_bounds, positions = valid_candidates(bounds, lo, hi, self.arrays, exclude, draws)
 
         def among_candidates(indptr, nodes, fanout, key_ids, exclude):
             return kernel(indptr, nodes, fanout, key_ids, exclude, candidates=positions)

@@ -97,6 +97,7 @@ def compile_temporal(indptr: torch.Tensor, indices: torch.Tensor, node_time: boo
     window = torch.zeros(1, dtype=torch.int64)
     narrow_to_window(bounds, window, window, arrays)
     valid_candidates(bounds, window, window, arrays)
+    valid_candidates(bounds, window, window, arrays, draws=(0, window, torch.ones(1, dtype=torch.int64)))
     for is_sorted in (False, True):
         latest_candidates(bounds, window, window, torch.ones(1, dtype=torch.int64), arrays, is_sorted)
     is_time_sorted(np.array([0, 2], np.int64), time_keys(arrays, 2), arrays.edge_order)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from graphpipe.ops.edge_lookup import EdgeExclusion
+from graphpipe.ops.random import hash2
 from graphpipe.ops.selection import lower_bound_in
 
 __all__ = [
@@ -43,6 +44,10 @@ __all__ = [
     "valid_candidates",
 ]
 
+# Rejection draws (uniform draws without replacement on unsorted in-edges): segments of more
+# than _REJECTION_DEGREE * fanout in-edges, at most _REJECTION_TRIES * fanout draws each.
+_REJECTION_DEGREE = 8
+_REJECTION_TRIES = 32
 # A node or edge time that constrains nothing (a node type without timestamps).
 UNTIMED = np.iinfo(np.int64).min
 _NO_TIMES = np.zeros(0, np.int64)
@@ -140,10 +145,14 @@ def _count_valid(bounds, lo, hi, indices, node_time, edge_time, ex_indptr, ex_po
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _fill_valid(bounds, lo, hi, indices, node_time, edge_time, ex_indptr, ex_pos, offsets, out):
+def _fill_valid(bounds, lo, hi, indices, node_time, edge_time, ex_indptr, ex_pos, offsets, scratch, scratch_at, out):
     for s in numba.prange(lo.size):
-        e, e_end = (ex_indptr[s], ex_indptr[s + 1]) if s < ex_indptr.size - 1 else (0, 0)
         at = offsets[s]
+        if scratch_at[s] >= 0:  # drawn by rejection
+            for j in range(offsets[s + 1] - at):
+                out[at + j] = scratch[scratch_at[s] + j]
+            continue
+        e, e_end = (ex_indptr[s], ex_indptr[s + 1]) if s < ex_indptr.size - 1 else (0, 0)
         for p in range(bounds[2 * s], bounds[2 * s + 1]):
             if e < e_end and ex_pos[e] == p:
                 e += 1
@@ -158,8 +167,15 @@ def valid_candidates(
     hi: torch.Tensor,
     arrays: TimeArrays,
     exclude: Optional[EdgeExclusion] = None,
+    draws: Optional[Tuple[int, torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The valid in-edges of every segment, in CSC order, but those ``exclude`` names.
+
+    ``draws`` ``(key, key_ids [S], fanouts [S])``: for uniform draws without replacement,
+    a segment of more than ``_REJECTION_DEGREE * fanout`` in-edges gets instead ``fanout``
+    distinct valid ones drawn by rejection (variates ``hash2(hash2(key, key_ids[s]),
+    attempt)``): a uniform ``fanout``-subset of its valid in-edges without scanning it
+    (GraphBolt's fast path for high-degree nodes), or all its valid ones if the draws fail.
 
     Returns:
         ``(candidate_bounds, positions)``: ``[2S]`` int64 bounds of segment ``s``'s
@@ -169,11 +185,21 @@ def valid_candidates(
     ex_indptr, ex_pos = (np.zeros(1, np.int64), _NO_TIMES) if exclude is None else (exclude.indptr.numpy(), exclude.positions.numpy())
     counts = np.empty(lo_np.size, np.int64)
     args = (bounds_np, lo_np, hi_np, arrays.indices, arrays.node_time, arrays.edge_time, ex_indptr, ex_pos)
-    _count_valid(*args, counts)
+    if draws is None:
+        _count_valid(*args, counts)
+        scratch, scratch_at = _NO_TIMES, np.full(lo_np.size, -1, np.int64)
+    else:
+        key, key_ids, fanouts = draws
+        fanouts = fanouts.numpy()
+        degrees = bounds_np[1::2].astype(np.int64) - bounds_np[0::2]
+        large = (fanouts > 0) & (degrees > _REJECTION_DEGREE * fanouts)
+        scratch_at = np.where(large, np.cumsum(np.where(large, fanouts, 0)) - fanouts, -1)
+        scratch = np.empty(int(np.where(large, fanouts, 0).sum()), np.int64)
+        _count_drawn(bounds_np, lo_np, hi_np, fanouts, np.uint64(key), key_ids.numpy(), *args[3:], scratch, scratch_at, counts)
     offsets = np.zeros(lo_np.size + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     positions = np.empty(offsets[-1], np.int64)
-    _fill_valid(*args, offsets, positions)
+    _fill_valid(*args, offsets, scratch, scratch_at, positions)
     candidate_bounds = np.empty(2 * lo_np.size, np.int64)
     candidate_bounds[0::2] = offsets[:-1]
     candidate_bounds[1::2] = offsets[1:]
@@ -185,6 +211,47 @@ def _is_excluded(ex_pos, e0, e1, p):
     """Whether position ``p`` is among ``ex_pos[e0:e1]`` (ascending)."""
     a = lower_bound_in(ex_pos, e0, e1, p)
     return a < e1 and ex_pos[a] == p
+
+
+@numba.njit(nogil=True, cache=True)
+def _draw_valid(start, d, k, vkey, lo, hi, indices, node_time, edge_time, ex_pos, e0, e1, out, at):
+    """Rejection: ``k`` distinct valid positions of ``[start, start + d)``, each uniform
+    among the valid ones not drawn yet, written ascending at ``out[at:at + k]``; False
+    when ``_REJECTION_TRIES * k`` draws did not find them (the segment is then scanned)."""
+    n = 0
+    for attempt in range(_REJECTION_TRIES * k):
+        p = start + np.int64(((hash2(vkey, attempt) >> np.uint64(32)) * np.uint64(d)) >> np.uint64(32))
+        if not _is_valid(p, indices, node_time, edge_time, lo, hi) or _is_excluded(ex_pos, e0, e1, p):
+            continue
+        taken = False
+        for j in range(n):
+            taken |= out[at + j] == p
+        if not taken:
+            out[at + n] = p
+            n += 1
+            if n == k:
+                out[at : at + k].sort()
+                return True
+    return False
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _count_drawn(bounds, lo, hi, fanouts, key, key_ids, indices, node_time, edge_time, ex_indptr, ex_pos, scratch, scratch_at, counts):
+    """Per segment the number of candidates: ``fanouts[s]`` drawn by rejection where the
+    segment is large (``scratch_at[s] >= 0``) and they are found (else ``scratch_at[s]``
+    becomes -1), or its valid in-edges."""
+    for s in numba.prange(lo.size):
+        start, end = np.int64(bounds[2 * s]), np.int64(bounds[2 * s + 1])
+        e0, e1 = (ex_indptr[s], ex_indptr[s + 1]) if s < ex_indptr.size - 1 else (0, 0)
+        vkey = hash2(key, key_ids[s])
+        if scratch_at[s] >= 0 and _draw_valid(start, end - start, fanouts[s], vkey, lo[s], hi[s], indices, node_time, edge_time, ex_pos, e0, e1, scratch, scratch_at[s]):
+            counts[s] = fanouts[s]
+            continue
+        scratch_at[s] = -1
+        c = 0
+        for p in range(start, end):
+            c += _is_valid(p, indices, node_time, edge_time, lo[s], hi[s]) and not _is_excluded(ex_pos, e0, e1, p)
+        counts[s] = c
 
 
 @numba.njit(nogil=True, cache=True)

@@ -85,6 +85,10 @@ class NeighborSampler(SubgraphSampler):
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
 
+    def uniform_draw_key(self, batch_index: int, layer: int) -> Optional[int]:
+        """Unweighted, without replacement: the layer's key (see SubgraphSampler)."""
+        return self.layer_key(batch_index, layer) if self.probs is None and not self.replace else None
+
     def compile_task(self) -> Callable[[], None]:
         """A picklable call that compiles (or loads from numba's cache) the CPU kernels of
         ``sample_layer`` for this graph's dtypes, these fanouts and options

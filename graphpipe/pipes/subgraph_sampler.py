@@ -330,6 +330,12 @@ class SubgraphSampler(Pipe):
                 f"by `weights`; pass weights=None or temporal_strategy='uniform'"
             )
 
+    def uniform_draw_key(self, batch_index: int, layer: int) -> Optional[int]:
+        """The layer's key if this sampler draws each destination's in-edges uniformly
+        without replacement (temporal sampling may then draw a large unsorted range's valid
+        in-edges by rejection instead of listing them), else None."""
+        return None
+
     def layer_key(self, batch_index: int, layer: int) -> int:
         """The 64-bit key of every random variate of one layer of one batch."""
         return derive_key(self.seed, batch_index, layer)
@@ -389,7 +395,8 @@ class SubgraphSampler(Pipe):
         if windows is not None:
             root = nodes % subtrees if roots is None else roots
             row_keys = None if roots is None else torch.arange(nodes.numel())
-            times = LayerTimes(self.time_filter, windows[0][root], windows[1][root], row_keys)
+            draw_key = self.uniform_draw_key(minibatch.batch_index, layer)
+            times = LayerTimes(self.time_filter, windows[0][root], windows[1][root], row_keys, draw_key)
         return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude, subtrees, times)
 
     def lay_out(self, step: SampledLayer, layer: int) -> SampledSubgraph:

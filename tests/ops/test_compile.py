@@ -91,6 +91,7 @@ CHILD = textwrap.dedent(
         def run():
             temporal.narrow_to_window(bounds, lo, hi, arrays)
             temporal.valid_candidates(bounds, lo, hi, arrays)
+            temporal.valid_candidates(bounds, lo, hi, arrays, draws=(5, torch.arange(20), torch.full((20,), 2)))
             for is_sorted in (False, True):
                 temporal.latest_candidates(bounds, lo, hi, torch.full((20,), 3), arrays, is_sorted)
             temporal.is_time_sorted(graph.indptr.numpy().astype("int64"), temporal.time_keys(arrays, num_edges), arrays.edge_order)

@@ -10,6 +10,7 @@ import numba
 import pytest
 import torch
 from sampling_checks import EDGE, NODE
+from graphpipe.ops.temporal import UNTIMED, valid_candidates
 from temporal_checks import FANOUTS, USES, check_temporal_batch, items, timed_graph
 
 import graphpipe as gp
@@ -279,3 +280,35 @@ def test_weighted_draws_skip_invalid_and_zero_weight_edges(sampler, sort):
     chi2 = ((counts[drawable] - expected) ** 2 / expected).sum()
     p_value = float(torch.special.gammaincc(torch.tensor((int(drawable.sum()) - 1) / 2), chi2 / 2))
     assert p_value > 1e-3, (p_value, counts[drawable], expected)
+
+
+def test_a_hub_on_an_unsorted_graph_is_drawn_by_rejection_uniformly():
+    """Unweighted NS without replacement draws a large unsorted range's valid in-edges by
+    rejection (GraphBolt's fast path): a uniform subset of the valid ones (chi-square),
+    never an invalid one; with fewer valid in-edges than the fanout, all of them."""
+    degree = 400
+    ts = torch.randperm(degree, generator=torch.Generator().manual_seed(2))
+    graph = gp.CSCGraph.from_coo(torch.arange(1, degree + 1), torch.zeros(degree, dtype=torch.int64), degree + 1, edge_attributes={"ets": ts})
+    item_set = gp.ItemSet((torch.zeros(2, dtype=torch.int64), torch.tensor([200, 2])), names=("seeds", "timestamp"))
+    pipe = gp.ItemSampler(item_set, 2).temporal_sample_neighbor(graph, [5], edge_timestamp_attr_name="ets", seed=3)
+    assert not pipe.time_filter.is_sorted
+    counts = torch.zeros(degree)
+    epochs = 800
+    for _ in range(epochs):
+        for mb in pipe:
+            sub = mb.sampled_subgraphs[0]
+            assert sub.sampled_csc.indptr.diff().tolist() == [5, 2]  # the seed at time 2 has 2 valid in-edges
+            eids = sub.original_edge_ids.to(torch.int64)
+            assert eids[:5].unique().numel() == 5 and sorted(ts[eids[5:]].tolist()) == [0, 1]
+            counts[eids[:5]] += 1
+    valid = ts < 200
+    assert counts[~valid].sum() == 0
+    # The drawn path: the hub's candidates are the 5 drawn, not its 200 valid in-edges.
+    arrays = pipe.time_filter.arrays
+    bounds, hi = torch.tensor([0, degree]), torch.tensor([199])
+    lo, fanouts = torch.full((1,), UNTIMED), torch.tensor([5])
+    assert valid_candidates(bounds, lo, hi, arrays)[1].numel() == 200
+    assert valid_candidates(bounds, lo, hi, arrays, draws=(7, torch.zeros(1, dtype=torch.int64), fanouts))[1].numel() == 5
+    expected = epochs * 5 / 200
+    chi2 = ((counts[valid] - expected) ** 2 / expected).sum()
+    assert float(torch.special.gammaincc(torch.tensor(199 / 2), chi2 / 2)) > 1e-3
