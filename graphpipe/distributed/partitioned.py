@@ -238,7 +238,7 @@ def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> d
             "typed": isinstance(item_set, HeteroItemSet),
             "types": [
                 {"type": key, "names": list(one.names), "files": [f"items-{s}-{t}-{f}.npy" for f in range(len(one.names))],
-                 "ids": f"items-{s}-{t}-ids.npy"}  # fmt: skip
+                 "ids": f"items-{s}-{t}-ids.npy", "num_items": len(one)}  # fmt: skip
                 for t, (key, one) in enumerate(_by_type(item_set))
             ],
         }
@@ -410,7 +410,9 @@ class GraphPart:
             read by the usual ids, only owned vertices' (edges') rows.
         item_sets: split name -> the items this part owns (ItemSet / HeteroItemSet).
         item_ids: split name -> their positions in the whole split's ItemSet (``[n]``
-            int64; a dict by type for a HeteroItemSet).
+            int64 ascending; a dict by type for a HeteroItemSet).
+        num_items: split name -> the number of items of the whole split (a dict by type
+            for a HeteroItemSet): ``DistributedItemSampler.from_part`` permutes them all.
         partition: the :class:`Partition` of every global id (give it to the
             ``DistributedItemSampler(..., partition=part.partition)``).
         nodes: ``[n_r]`` int64 owned global ids, ascending.
@@ -422,6 +424,7 @@ class GraphPart:
     features: FeatureStore
     item_sets: Dict[str, Union[ItemSet, HeteroItemSet]]
     item_ids: Dict[str, Union[torch.Tensor, Dict[str, torch.Tensor]]]
+    num_items: Dict[str, Union[int, Dict[str, int]]]
     partition: Partition
     nodes: torch.Tensor
 
@@ -478,7 +481,7 @@ def load_partition(
     features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
     item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, name, listed, validate, where))
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
-    return GraphPart(rank, total, graph, features, item_sets, item_ids, partition_, nodes)
+    return GraphPart(rank, total, graph, features, item_sets, item_ids, _num_items(manifest), partition_, nodes)
 
 
 def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, rank: int, manifest: dict, where: str):
@@ -529,6 +532,9 @@ def _read_manifest(out_dir: str, where: str) -> dict:
                 raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
         for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
             manifest[key]
+        for spec in manifest["item_sets"].values():
+            if not all(isinstance(entry["num_items"], int) and entry["num_items"] >= 0 for entry in spec["types"]):
+                raise ValueError("an item set's `num_items` is not an int >= 0")
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         reason = f"no field {error}" if isinstance(error, KeyError) else str(error)
         raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest ({reason})") from None
@@ -606,6 +612,12 @@ def _owned_rows(name, ids, num_rows, paths, listed, validate, where) -> OwnedRow
         raise ValueError(f"{where}: manifest.json lists no part file '{name}'")
     checksum = (listed[name]["size"], listed[name]["crc32"]) if validate is None else None
     return OwnedRowsFeature(paths[name], ids, num_rows, checksum)
+
+
+def _num_items(manifest: dict) -> Dict[str, Union[int, Dict[str, int]]]:
+    """Split name -> its number of items (a dict by type when typed), as the manifest lists them."""
+    counts = {split: {entry["type"]: entry["num_items"] for entry in spec["types"]} for split, spec in manifest["item_sets"].items()}
+    return {split: by_type if manifest["item_sets"][split]["typed"] else by_type[None] for split, by_type in counts.items()}
 
 
 def _part_items(manifest: dict, read, with_ids: bool = True):

@@ -320,21 +320,29 @@ def test_metis_without_pymetis_names_the_extra(monkeypatch, tmp_path):
 
 
 # ----------------------------------------------------------------- cooperative batches on parts
-def node_pipe(kind, graph, store, partition_, item_set=None):
+NODE_OPTIONS = {"shuffle": True, "seed": 5, "drop_uneven_inputs": True}
+LINK_OPTIONS = {"shuffle": True, "seed": 0, "drop_uneven_inputs": True}
+
+
+def node_pipe(kind, graph, store, partition_, item_set=None, source=None):
+    """Cooperative node batches of 16 items per rank (``source``: a given DistributedItemSampler)."""
     keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
     edge_keys = ["ew"] if kind == "untyped" else {t: ["ew"] for t in EDGE_FEATURE_TYPES}
     item_set = items(kind) if item_set is None else item_set
-    source = gp.DistributedItemSampler(item_set, 16, shuffle=True, seed=5, drop_uneven_inputs=True, partition=partition_)
+    if source is None:
+        source = gp.DistributedItemSampler(item_set, 16, **NODE_OPTIONS, partition=partition_)
     sampler = source.sample_neighbor(graph, FANOUTS[kind], seed=7, cooperative=True)
     return sampler.fetch_feature(store, keys, edge_feature_keys=edge_keys, cooperative=True)
 
 
-def link_pipe(kind, graph, store, partition_, item_set=None):
+def link_pipe(kind, graph, store, partition_, item_set=None, source=None, negatives=True):
+    """Cooperative link batches of 4 pairs per rank, excluding seed edges (``negatives``: 2 per pair)."""
     keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
     item_set = link_items(kind) if item_set is None else item_set
-    source = gp.DistributedItemSampler(item_set, 4, shuffle=True, seed=0, drop_uneven_inputs=True, partition=partition_)
+    if source is None:
+        source = gp.DistributedItemSampler(item_set, 4, **LINK_OPTIONS, partition=partition_)
     mapping = {"reverse_etypes_mapping": REVERSE} if kind == "typed" else {}
-    sampler = source.sample_uniform_negative(graph, 2, seed=1).sample_neighbor(
+    sampler = (source.sample_uniform_negative(graph, 2, seed=1) if negatives else source).sample_neighbor(
         graph, FANOUTS[kind], seed=2, cooperative=True, exclude_seed_edges=True, include_reverse_edges=True, **mapping
     )
     return sampler.fetch_feature(store, keys, cooperative=True)
@@ -417,3 +425,86 @@ def test_partitioned_training_example(tmp_path):
     found = re.findall(r"^GraphSAGE validation accuracy: (\d\.\d{4})$", done.stdout, flags=re.M)
     # As examples/multiprocess_node_classification.py on the whole dataset (0.49 there; features alone: 0.18-0.25).
     assert len(found) == 1 and float(found[0]) > 0.35, done.stdout
+
+
+# ----------------------------------------------------------------- each rank holding only its items
+OWNER_SIDE = ("batch_index", "input_nodes", "triples", "dst", "feat", "edge_feat")  # a link batch's, by owner
+
+
+def items_of(mb):
+    """``{type: (item_ids, seeds, labels)}`` of a batch (labels None when absent)."""
+    view = mb.as_typed()
+    return {t: (ids, view.seeds[t], None if view.labels is None else view.labels[t]) for t, ids in view.item_ids.items()}
+
+
+def own_items_rank(rank, world_size, out_dirs):
+    """Per kind and task: ``(batches from the part's items, from the whole item set)``:
+    node records whole, link records as (owner-side fields, items); checks that the
+    sampler of the part holds only items the part owns."""
+    out = {}
+    for kind in KINDS:
+        part = load_partition(out_dirs[kind], rank, num_parts=world_size)
+        for task, make, size, options in (("node", node_pipe, 16, NODE_OPTIONS), ("link", link_pipe, 4, LINK_OPTIONS)):
+            source = gp.DistributedItemSampler.from_part(part, task, size, **options)
+            assert source.item_set is part.item_sets[task] and len(source.item_set) < source.num_items
+            extra = {} if task == "node" else {"negatives": False}
+            on_part = [batch_record(mb) for mb in gp.DataLoader(make(kind, part.graph, part.features, None, source=source, **extra))]
+            everything = load_item_sets(out_dirs[kind])[task]  # after the part's batches: the comparison's
+            on_whole = [batch_record(mb) for mb in gp.DataLoader(make(kind, part.graph, part.features, part.partition, everything, **extra))]
+            if task == "link":
+                on_part = [({k: b[k] for k in OWNER_SIDE}, items_of_record(b)) for b in on_part]
+                on_whole = [({k: b[k] for k in OWNER_SIDE}, items_of_record(b)) for b in on_whole]
+            out[kind, task] = (on_part, on_whole, owned_by_rank(part, source, task))
+    return out
+
+
+def items_of_record(record):
+    """A link record's items: ``{type: [N, 3 or 4]}`` rows (item id, pair, label if any)."""
+    ids, seeds = record["item_ids"], record["seeds"]
+    return {t: torch.cat([ids[t][:, None], seeds[t]], 1) for t in ids}
+
+
+def owned_by_rank(part, source, task):
+    """Whether every item the sampler holds is the part's: node seeds (pairs' destinations) it owns."""
+    sets = source.item_set.item_sets if isinstance(source.item_set, gp.HeteroItemSet) else {None: source.item_set}
+    schema = part.graph.schema
+    for t, one in sets.items():
+        node_type = schema.node_types[0] if t is None else parse_edge_type(t)[2] if ":" in t else t
+        seeds = one.field("seeds")
+        nodes = (seeds if seeds.dim() == 1 else seeds[:, 1]) + schema.node_type_offset[schema.node_type_id[node_type]]
+        if not bool((part.partition.owner(nodes) == part.rank).all()):
+            return False
+    return True
+
+
+def merged_items(batches):
+    """Per batch, every rank's link items, ``{type: rows sorted by item id}``."""
+    merged = []
+    for per_rank in zip(*batches):
+        types = {t for items_ in per_rank for t in items_}
+        rows = {t: torch.cat([items_[t] for items_ in per_rank if t in items_]) for t in types}
+        merged.append({t: r[r[:, 0].argsort()] for t, r in rows.items()})
+    return merged
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+@pytest.mark.usefixtures("kernels_for_child_processes")
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_ranks_holding_only_their_items(world_size, tmp_path):
+    """``DistributedItemSampler.from_part``: each rank holds only its part's items; node
+    batches equal, per rank and bit for bit, those drawn from the whole item set; link
+    batches (pairs stay with their destination's owner) have the same owner-side layers
+    and features per rank and the same items per global batch."""
+    out_dirs = {}
+    for kind in KINDS:
+        graph = attributed_graph(kind)
+        out_dirs[kind] = str(tmp_path / kind)
+        partition(graph, full_store(graph, kind), {"node": items(kind), "link": link_items(kind)}, world_size, out_dirs[kind])
+    results = values(run_ranks(own_items_rank, world_size, tmp_path, args=(out_dirs,)))
+    for kind in KINDS:
+        got = [r[kind, "node"] for r in results]
+        assert all(owned and len(a) > 0 and same(a, b) for a, b, owned in got), kind
+        got = [r[kind, "link"] for r in results]
+        assert all(owned and same([x for x, _ in a], [x for x, _ in b]) for a, b, owned in got), kind
+        on_part, on_whole = ([[y for _, y in r[i]] for r in got] for i in (0, 1))
+        assert same(merged_items(on_part), merged_items(on_whole)), kind
