@@ -8,13 +8,15 @@ graph's order, with their global source ids, the user's edge ids (within their t
 typed graphs), their edge attributes and types. Cooperative samplers sample only the
 in-edges of the vertices a rank owns and fetchers read only its rows, so a rank whose
 :class:`~graphpipe.DistributedItemSampler` uses the part's :class:`Partition` samples
-and fetches exactly what it would over the whole dataset.
+and fetches exactly what it would over the whole dataset; with
+``DistributedItemSampler.from_part(part, split, batch_size)`` it also holds only the
+part's items.
 
 Layout of ``out_dir``::
 
     manifest.json            format, version, counts, what each file holds, sizes and CRC-32s
     owners.npy               [num_nodes] int64 owner per global id (not for method="hash")
-    items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets
+    items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets only
     part-<r>/graph.pt        the part's graph (CSCGraph.save: checksummed arrays)
     part-<r>/nodes.npy       [n_r] int64 owned global ids, ascending
     part-<r>/node-feat-<k>.npy, edge-feat-<k>.npy, edge-ids-<t>.npy   owned feature rows
@@ -413,8 +415,8 @@ class GraphPart:
             int64 ascending; a dict by type for a HeteroItemSet).
         num_items: split name -> the number of items of the whole split (a dict by type
             for a HeteroItemSet): ``DistributedItemSampler.from_part`` permutes them all.
-        partition: the :class:`Partition` of every global id (give it to the
-            ``DistributedItemSampler(..., partition=part.partition)``).
+        partition: the :class:`Partition` of every global id (``DistributedItemSampler.from_part``
+            uses it; a sampler of the whole item set takes ``partition=part.partition``).
         nodes: ``[n_r]`` int64 owned global ids, ascending.
     """
 
@@ -663,9 +665,9 @@ def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: 
 
 def load_item_sets(out_dir: Union[str, os.PathLike], validate: bool = True) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
     """Every item of every split of the partitioned dataset in ``out_dir``, as given to
-    :func:`partition` (split name -> ItemSet / HeteroItemSet): a
-    :class:`~graphpipe.DistributedItemSampler` draws the same global batches on every
-    rank from the whole item set (seeds and labels: small beside the graph). Files are
+    :func:`partition` (split name -> ItemSet / HeteroItemSet), for a process that needs
+    them all (evaluation on one process); training ranks use
+    ``DistributedItemSampler.from_part``, which holds only the part's items. Files are
     checked as :func:`load_partition` checks them (their CRC-32 unless ``validate=False``)."""
     where = f"graphpipe.distributed.load_item_sets('{os.fspath(out_dir)}')"
     out_dir = real_directory(out_dir, where)
