@@ -46,7 +46,7 @@ from graphpipe.features.store import FeatureStore
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["GraphPart", "check_part_owners", "load_item_sets", "load_partition", "metis_assignment", "partition"]
+__all__ = ["GraphPart", "check_part_owners", "check_whole_graph", "load_item_sets", "load_partition", "metis_assignment", "part_of", "partition"]
 
 FORMAT = "graphpipe.partition"
 VERSION = 1
@@ -636,6 +636,25 @@ def _part_items(manifest: dict, read, with_ids: bool = True):
         else:
             item_sets[split], item_ids[split] = sets[None], ids[None]
     return item_sets, item_ids
+
+def part_of(graph: CSCGraph) -> Optional[Tuple[int, str]]:
+    """``(rank, out_dir)`` when ``graph`` is a part graph :func:`load_partition` mapped in
+    this process (only the vertices ``rank`` owns have in-edges), else None."""
+    entry = _LOADED_PARTS.get(graph.source_path) if graph.source_path is not None else None
+    return None if entry is None else entry[0]
+
+
+def check_whole_graph(graph: CSCGraph, where: str) -> None:
+    """Raise ValueError when ``graph`` is a part graph (:func:`part_of`): a sampler that is
+    not cooperative would silently miss the in-edges of the vertices other ranks own."""
+    part = part_of(graph)
+    if part is not None:
+        raise ValueError(
+            f"{where}: the graph is part {part[0]} of the partitioned dataset '{part[1]}', which holds only the "
+            f"in-edges of the vertices rank {part[0]} owns: sampled alone it would miss the others'; pass "
+            f"cooperative=True, with DistributedItemSampler.from_part(part, split, batch_size) upstream"
+        )
+
 
 def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: str) -> None:
     """Raise ValueError when ``graph`` is a part graph :func:`load_partition` mapped and
