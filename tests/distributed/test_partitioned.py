@@ -26,7 +26,7 @@ from graphpipe.features.part import file_checksum
 from graphpipe.graph.edge_types import parse_edge_type
 
 from dist_harness import run_ranks, values
-from test_cooperative import FANOUTS, REVERSE, contiguous_partition, graph_of, items, link_items, store_and_keys, summary, tables_of
+from test_cooperative import FANOUTS, REVERSE, check_union, contiguous_partition, graph_of, items, link_items, store_and_keys, summary, tables_of
 
 KINDS = ("untyped", "typed")
 EDGE_FEATURE_TYPES = ("author:writes:paper", "paper:cites:paper")  # typed: two of the five edge types
@@ -536,3 +536,74 @@ def test_sampling_a_part_alone_is_refused(kind, tmp_path):
         with pytest.raises(ValueError, match="the graph is part 0 of the partitioned dataset .* pass cooperative=True"):
             sample(part.graph, FANOUTS[kind])
     source.sample_neighbor(graph, FANOUTS[kind])  # the whole graph is sampled as before
+
+
+# ----------------------------------------------------------------- exactness against one process
+def typed_record(mb):
+    """``summary`` (typed view) plus the fetched edge rows by ``(edge type, name)``."""
+    return {**summary(mb), "edge_feat": [dict(layer) for layer in mb.as_typed().edge_features]}
+
+
+def exact_rank(rank, world_size, out_dirs):
+    """Per kind, this rank's cooperative node batches from its part alone (graph, rows, items)."""
+    out = {}
+    for kind in KINDS:
+        part = load_partition(out_dirs[kind], rank, num_parts=world_size)
+        source = gp.DistributedItemSampler.from_part(part, "node", 16, **NODE_OPTIONS)
+        out[kind] = [typed_record(mb) for mb in gp.DataLoader(node_pipe(kind, part.graph, part.features, None, source=source))]
+    return out
+
+
+def one_process(kind, global_batch_size):
+    """The same global batches sampled and fetched by one process over the whole dataset."""
+    graph = attributed_graph(kind)
+    keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
+    edge_keys = ["ew"] if kind == "untyped" else {t: ["ew"] for t in EDGE_FEATURE_TYPES}
+    source = gp.ItemSampler(items(kind), global_batch_size, shuffle=True, seed=NODE_OPTIONS["seed"])
+    pipe = source.sample_neighbor(graph, FANOUTS[kind], seed=7).fetch_feature(full_store(graph, kind), keys, edge_feature_keys=edge_keys)
+    return [typed_record(mb) for mb in pipe]
+
+
+def check_exact(got, expected, kind):
+    """The ranks' shares of a global batch hold exactly one process's batch: its items
+    (by item id: seeds, labels), each layer's edges (user edge ids) and destinations,
+    and the rows of the whole dataset for their input nodes and edges."""
+    schema, tables = attributed_graph(kind).schema, tables_of(kind)
+    assert {g["batch_index"] for g in got} == {expected["batch_index"]}
+    for t in expected["item_ids"]:
+        ids = torch.cat([g["item_ids"][t] for g in got if t in g["item_ids"]])
+        order, reference_order = ids.argsort(), expected["item_ids"][t].argsort()
+        assert torch.equal(ids[order], expected["item_ids"][t][reference_order])
+        for name in ("seeds", "labels"):
+            rows = torch.cat([g[name][t] for g in got if t in g[name]])
+            assert torch.equal(rows[order], expected[name][t][reference_order]), (t, name)
+    check_union(got, expected, attributed_graph(kind))
+    for t in schema.node_types:
+        assert set(torch.cat([g["input_nodes"][t] for g in got]).tolist()) == set(expected["input_nodes"][t].tolist())
+        assert all(torch.equal(g["feat"][t], tables["_N" if kind == "untyped" else t][g["input_nodes"][t]]) for g in got)
+    assert all(len(g["edge_feat"]) == len(g["triples"]) for g in got)
+    for g in got:
+        for triples_, rows in zip(g["triples"], g["edge_feat"]):
+            for (etype, _), x in rows.items():  # the edge table's row i is (i, type index)
+                assert torch.equal(x[:, 0], triples_[etype][:, 2].float()), etype
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+@pytest.mark.usefixtures("kernels_for_child_processes")
+def test_one_and_four_ranks_equal_one_process(tmp_path):
+    """Hash parts, cooperative node batches, each rank holding only its part (graph,
+    feature rows, items): for P = 1 and 4 the ranks' batches together are, bit for bit,
+    what one process samples and fetches over the whole dataset."""
+    for world_size in (1, 4):
+        out_dirs = {kind: str(tmp_path / f"{kind}-{world_size}") for kind in KINDS}
+        for kind in KINDS:
+            graph = attributed_graph(kind)
+            partition(graph, full_store(graph, kind), {"node": items(kind)}, world_size, out_dirs[kind])
+        (tmp_path / f"run-{world_size}").mkdir()
+        results = values(run_ranks(exact_rank, world_size, tmp_path / f"run-{world_size}", args=(out_dirs,)))
+        for kind in KINDS:
+            # drop_uneven_inputs: a last global batch with fewer items than ranks is dropped
+            expected = [b for b in one_process(kind, 16 * world_size) if sum(map(len, b["item_ids"].values())) >= world_size]
+            assert all(len(r[kind]) == len(expected) > 1 for r in results), kind
+            for i, reference in enumerate(expected):
+                check_exact([r[kind][i] for r in results], reference, kind)
