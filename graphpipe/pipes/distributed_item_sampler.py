@@ -111,13 +111,15 @@ class DistributedItemSampler(ItemSampler):
             self.exchange_group = dist.new_group(backend=backend)
 
     @classmethod
-    def from_part(cls, part: GraphPart, split: str, batch_size: int, **options) -> "DistributedItemSampler":
+    def from_part(cls, part: GraphPart, split: str, batch_size: int, **options) -> DistributedItemSampler:
         """A sampler of split ``split`` of ``part`` (:func:`~graphpipe.distributed.load_partition`)
         holding only the part's items: all ranks permute the whole split's item positions
         (the same global batches as over the whole item set), and this rank's share of a
         global batch is the items of it that the part owns, in the batch's order (node
         items: its owner's seeds; node pairs: those of its destination), possibly none.
         ``item_ids`` are positions in the whole split. Every rank gets every global batch.
+        Negatives (``sample_uniform_negative``) are keyed by a pair's place in its rank's
+        batch, so they differ from (but are distributed as) those of the whole item set.
 
         Args:
             part: a :class:`~graphpipe.distributed.GraphPart`; its partition is used.
@@ -133,6 +135,11 @@ class DistributedItemSampler(ItemSampler):
             raise ValueError(f"DistributedItemSampler.from_part: `split` must be one of {sorted(part.item_sets)}, got {split!r}")
         if "partition" in options:
             raise ValueError("DistributedItemSampler.from_part: the part's partition is used; do not pass `partition`")
+        if len(part.item_sets[split]) == 0:
+            raise ValueError(
+                f"DistributedItemSampler.from_part: part {part.rank} owns no items of split {split!r}; partition "
+                f"the dataset into fewer parts, or give every rank the whole item set (load_item_sets)"
+            )
         sampler = cls(part.item_sets[split], batch_size, partition=part.partition, **options)
         if (sampler.rank, sampler.world_size) != (part.rank, part.num_parts):
             raise ValueError(

@@ -5,7 +5,13 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.distributed import CooperativeSampledSubgraph, ExchangePlan, Partition, load_partition, partition
+from graphpipe.distributed import (
+    CooperativeSampledSubgraph,
+    ExchangePlan,
+    Partition,
+    load_partition,
+    partition,
+)
 from graphpipe.graph.sampled_subgraph import CSCFormat
 
 
@@ -150,3 +156,7 @@ def test_from_part_deals_the_global_batches_by_owner(typed, tmp_path):
         gp.DistributedItemSampler.from_part(parts[0], "train", 2, partition=None, rank=0, world_size=3)
     with pytest.raises(ValueError, match="`part` is part 0 of 3, but this is rank 1 of 3"):
         gp.DistributedItemSampler.from_part(parts[0], "train", 2, rank=1, world_size=3)
+    partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds")}, 2, tmp_path / "one")
+    empty = next(p for p in (load_partition(tmp_path / "one", r) for r in range(2)) if len(p.item_sets["train"]) == 0)
+    with pytest.raises(ValueError, match=f"part {empty.rank} owns no items of split 'train'"):
+        gp.DistributedItemSampler.from_part(empty, "train", 2, rank=empty.rank, world_size=2)
