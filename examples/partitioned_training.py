@@ -2,15 +2,16 @@
 
 The synthetic dataset is split once into one part per rank (``graphpipe.distributed.
 partition``: the vertices a rank owns, their in-edges and feature rows); every rank then
-maps only its own part (``load_partition``) and samples and fetches cooperatively:
+maps only its own part (``load_partition``: its graph, rows and items) and samples and
+fetches cooperatively:
 owners sample their vertices' in-edges and read their rows, and the ranks exchange ids
 and rows with all-to-all (see examples/multiprocess_node_classification.py).
 
     # one machine: rank 0 partitions into --parts if it holds no partition for this many ranks
     .venv/bin/torchrun --nproc-per-node=2 examples/partitioned_training.py --parts /tmp/parts
     .venv/bin/torchrun --nproc-per-node=2 examples/partitioned_training.py --parts /tmp/parts --small  # seconds
-    # several machines: partition first, copy manifest.json, owners.npy, items-*.npy and
-    # part-<r>/ to the machine of rank r, then on each machine (node rank 0 and 1):
+    # several machines: partition first, copy manifest.json, owners.npy and part-<r>/ to
+    # the machine of rank r, then on each machine (node rank 0 and 1):
     .venv/bin/python examples/partitioned_training.py --parts /data/parts --partition-only --num-parts 4 --method metis
     .venv/bin/torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=HOST:29400 \\
         examples/partitioned_training.py --parts /data/parts
@@ -29,7 +30,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 import graphpipe as gp
-from graphpipe.distributed import load_item_sets, load_partition, partition
+from graphpipe.distributed import load_partition, partition
 from multiprocess_node_classification import CooperativeGraphSAGE, run_epoch
 
 
@@ -53,10 +54,9 @@ def has_partition(directory: str, num_parts: int) -> bool:
         return False
 
 
-def make_loader(part, item_set, args, shuffle):
-    source = gp.DistributedItemSampler(
-        item_set, batch_size=args.batch_size, shuffle=shuffle, drop_uneven_inputs=True, seed=0, partition=part.partition
-    )
+def make_loader(part, split, args, shuffle):
+    # Each rank holds only its items; all ranks agree on the global batches.
+    source = gp.DistributedItemSampler.from_part(part, split, args.batch_size, shuffle=shuffle, drop_uneven_inputs=True, seed=0)
     pipe = source.sample_neighbor(part.graph, [15, 10, 5], seed=0, cooperative=True)
     return gp.DataLoader(pipe.fetch_feature(part.features, ["feat"], cooperative=True))
 
@@ -89,14 +89,16 @@ def main():
         partition_synthetic(args, world_size)
     dist.barrier()
     part = load_partition(args.parts, rank, num_parts=world_size)
-    splits = load_item_sets(args.parts)  # every rank draws the same global batches from the whole item set
     print(f"rank {rank}: {part.nodes.numel()} vertices, {part.graph.total_num_edges} in-edges", flush=True)
-    num_classes = int(max(int(s.field("labels").max()) for s in splits.values())) + 1
+    labels = [s.field("labels") for s in part.item_sets.values()]
+    num_classes = torch.tensor(max((int(x.max()) for x in labels if x.numel()), default=-1) + 1)
+    dist.all_reduce(num_classes, op=dist.ReduceOp.MAX)  # over every rank's items
+    num_classes = int(num_classes)
     torch.manual_seed(0)
     model = DistributedDataParallel(CooperativeGraphSAGE(part.features["feat"].row_shape[0], 256, num_classes))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=5e-4)
-    train = make_loader(part, splits["train"], args, shuffle=True)
-    validation = make_loader(part, splits["validation"], args, shuffle=False)
+    train = make_loader(part, "train", args, shuffle=True)
+    validation = make_loader(part, "validation", args, shuffle=False)
     start = time.perf_counter()
     for epoch in range(args.epochs):
         _, rows_read = run_epoch(model, train, args, optimizer, desc=f"epoch {epoch}")

@@ -8,7 +8,9 @@ every node type in one exchange per step (a typed graph is a view with offsets, 
 :mod:`graphpipe.graph.sampling`; an untyped one is its one-type case):
 
 1. every rank sends its seeds to their owners: node seeds with their item ids (the
-   owners read the items' labels from the item set, which every rank holds); link seeds
+   owners read the items' labels from the item set, which every rank holds; with
+   ``DistributedItemSampler.from_part`` each rank's share is its own items already, and
+   nothing is sent); link seeds
    (node pairs, hyperlinks) stay where they are and their distinct endpoints go to
    their owners;
 2. per layer, from the seeds outwards, each rank samples the in-edges of the frontier
@@ -248,13 +250,17 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
         )
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
     check_part_owners(graph, partition, source.rank, where)
-    seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
-    if seeds.links is None:  # node seeds go to their owners; their item ids follow, to read their items by
+    pending = None
+    if seeds.links is None and source.owned_items is not None:  # from_part: the seeds are this rank's own items
+        owned, seed_plans = list(seeds.nodes.split(list(seeds.counts))), None
+    elif seeds.links is None:  # node seeds go to their owners; their item ids follow, to read their items by
+        seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
         item_set = source.item_set
         sets = item_set.item_sets if isinstance(item_set, HeteroItemSet) else {HOMO_NODE_TYPE: item_set}
         owned, seed_plans = seed_route.arrived, None
         pending = _send_item_ids(minibatch, sets, seed_route, graph.schema.node_types, group)
     else:  # link seeds stay; their owners sample their distinct endpoints
+        seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
         no_nodes = [seeds.nodes[:0]] * len(seeds.counts)
         seed_plans = _plan_exchange(seed_route, no_nodes, graph.total_num_nodes, source.exchange_group)
         owned = [plan.local_node_ids for plan in seed_plans]
@@ -265,7 +271,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
         subgraphs.append(subgraph)
     subgraphs.reverse()
     if seed_plans is None:
-        fields = _owned_items(sets, pending, graph)
+        fields = {} if pending is None else _owned_items(sets, pending, graph)
     else:
         subgraphs[-1].seed_exchange = _lay_out(seed_plans, graph)
         fields = {"compacted_seeds": sampler.compacted_seeds(seeds)}

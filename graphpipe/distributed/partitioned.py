@@ -8,13 +8,15 @@ graph's order, with their global source ids, the user's edge ids (within their t
 typed graphs), their edge attributes and types. Cooperative samplers sample only the
 in-edges of the vertices a rank owns and fetchers read only its rows, so a rank whose
 :class:`~graphpipe.DistributedItemSampler` uses the part's :class:`Partition` samples
-and fetches exactly what it would over the whole dataset.
+and fetches exactly what it would over the whole dataset; with
+``DistributedItemSampler.from_part(part, split, batch_size)`` it also holds only the
+part's items.
 
 Layout of ``out_dir``::
 
     manifest.json            format, version, counts, what each file holds, sizes and CRC-32s
     owners.npy               [num_nodes] int64 owner per global id (not for method="hash")
-    items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets
+    items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets only
     part-<r>/graph.pt        the part's graph (CSCGraph.save: checksummed arrays)
     part-<r>/nodes.npy       [n_r] int64 owned global ids, ascending
     part-<r>/node-feat-<k>.npy, edge-feat-<k>.npy, edge-ids-<t>.npy   owned feature rows
@@ -44,7 +46,7 @@ from graphpipe.features.store import FeatureStore
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["GraphPart", "check_part_owners", "load_item_sets", "load_partition", "metis_assignment", "partition"]
+__all__ = ["GraphPart", "check_part_owners", "check_whole_graph", "load_item_sets", "load_partition", "metis_assignment", "part_of", "partition"]
 
 FORMAT = "graphpipe.partition"
 VERSION = 1
@@ -238,7 +240,7 @@ def _manifest_head(graph, features, item_sets, num_parts: int, method: str) -> d
             "typed": isinstance(item_set, HeteroItemSet),
             "types": [
                 {"type": key, "names": list(one.names), "files": [f"items-{s}-{t}-{f}.npy" for f in range(len(one.names))],
-                 "ids": f"items-{s}-{t}-ids.npy"}  # fmt: skip
+                 "ids": f"items-{s}-{t}-ids.npy", "num_items": len(one)}  # fmt: skip
                 for t, (key, one) in enumerate(_by_type(item_set))
             ],
         }
@@ -410,9 +412,11 @@ class GraphPart:
             read by the usual ids, only owned vertices' (edges') rows.
         item_sets: split name -> the items this part owns (ItemSet / HeteroItemSet).
         item_ids: split name -> their positions in the whole split's ItemSet (``[n]``
-            int64; a dict by type for a HeteroItemSet).
-        partition: the :class:`Partition` of every global id (give it to the
-            ``DistributedItemSampler(..., partition=part.partition)``).
+            int64 ascending; a dict by type for a HeteroItemSet).
+        num_items: split name -> the number of items of the whole split (a dict by type
+            for a HeteroItemSet): ``DistributedItemSampler.from_part`` permutes them all.
+        partition: the :class:`Partition` of every global id (``DistributedItemSampler.from_part``
+            uses it; a sampler of the whole item set takes ``partition=part.partition``).
         nodes: ``[n_r]`` int64 owned global ids, ascending.
     """
 
@@ -422,6 +426,7 @@ class GraphPart:
     features: FeatureStore
     item_sets: Dict[str, Union[ItemSet, HeteroItemSet]]
     item_ids: Dict[str, Union[torch.Tensor, Dict[str, torch.Tensor]]]
+    num_items: Dict[str, Union[int, Dict[str, int]]]
     partition: Partition
     nodes: torch.Tensor
 
@@ -478,7 +483,7 @@ def load_partition(
     features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
     item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, name, listed, validate, where))
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
-    return GraphPart(rank, total, graph, features, item_sets, item_ids, partition_, nodes)
+    return GraphPart(rank, total, graph, features, item_sets, item_ids, _num_items(manifest), partition_, nodes)
 
 
 def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, rank: int, manifest: dict, where: str):
@@ -529,6 +534,9 @@ def _read_manifest(out_dir: str, where: str) -> dict:
                 raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
         for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
             manifest[key]
+        for spec in manifest["item_sets"].values():
+            if not all(isinstance(entry["num_items"], int) and entry["num_items"] >= 0 for entry in spec["types"]):
+                raise ValueError("an item set's `num_items` is not an int >= 0")
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         reason = f"no field {error}" if isinstance(error, KeyError) else str(error)
         raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest ({reason})") from None
@@ -608,6 +616,12 @@ def _owned_rows(name, ids, num_rows, paths, listed, validate, where) -> OwnedRow
     return OwnedRowsFeature(paths[name], ids, num_rows, checksum)
 
 
+def _num_items(manifest: dict) -> Dict[str, Union[int, Dict[str, int]]]:
+    """Split name -> its number of items (a dict by type when typed), as the manifest lists them."""
+    counts = {split: {entry["type"]: entry["num_items"] for entry in spec["types"]} for split, spec in manifest["item_sets"].items()}
+    return {split: by_type if manifest["item_sets"][split]["typed"] else by_type[None] for split, by_type in counts.items()}
+
+
 def _part_items(manifest: dict, read, with_ids: bool = True):
     """``(item sets, item ids)`` by split, their arrays read by ``read(file name)``
     (without ``with_ids``: no item ids)."""
@@ -622,6 +636,25 @@ def _part_items(manifest: dict, read, with_ids: bool = True):
         else:
             item_sets[split], item_ids[split] = sets[None], ids[None]
     return item_sets, item_ids
+
+def part_of(graph: CSCGraph) -> Optional[Tuple[int, str]]:
+    """``(rank, out_dir)`` when ``graph`` is a part graph :func:`load_partition` mapped in
+    this process (only the vertices ``rank`` owns have in-edges), else None."""
+    entry = _LOADED_PARTS.get(graph.source_path) if graph.source_path is not None else None
+    return None if entry is None else entry[0]
+
+
+def check_whole_graph(graph: CSCGraph, where: str) -> None:
+    """Raise ValueError when ``graph`` is a part graph (:func:`part_of`): a sampler that is
+    not cooperative would silently miss the in-edges of the vertices other ranks own."""
+    part = part_of(graph)
+    if part is not None:
+        raise ValueError(
+            f"{where}: the graph is part {part[0]} of the partitioned dataset '{part[1]}', which holds only the "
+            f"in-edges of the vertices rank {part[0]} owns: sampled alone it would miss the others'; pass "
+            f"cooperative=True, with DistributedItemSampler.from_part(part, split, batch_size) upstream"
+        )
+
 
 def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: str) -> None:
     """Raise ValueError when ``graph`` is a part graph :func:`load_partition` mapped and
@@ -651,9 +684,9 @@ def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: 
 
 def load_item_sets(out_dir: Union[str, os.PathLike], validate: bool = True) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
     """Every item of every split of the partitioned dataset in ``out_dir``, as given to
-    :func:`partition` (split name -> ItemSet / HeteroItemSet): a
-    :class:`~graphpipe.DistributedItemSampler` draws the same global batches on every
-    rank from the whole item set (seeds and labels: small beside the graph). Files are
+    :func:`partition` (split name -> ItemSet / HeteroItemSet), for a process that needs
+    them all (evaluation on one process); training ranks use
+    ``DistributedItemSampler.from_part``, which holds only the part's items. Files are
     checked as :func:`load_partition` checks them (their CRC-32 unless ``validate=False``)."""
     where = f"graphpipe.distributed.load_item_sets('{os.fspath(out_dir)}')"
     out_dir = real_directory(out_dir, where)

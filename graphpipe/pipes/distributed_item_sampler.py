@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import List, Optional, Union
 
 import torch
@@ -12,7 +13,9 @@ from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.item_sampler import ItemSampler
 from graphpipe._internal.checks import as_int, check_int
+from graphpipe.ops.random import derive_key
 from graphpipe.distributed.partition import Partition
+from graphpipe.distributed.partitioned import GraphPart
 
 __all__ = ["DistributedItemSampler", "find_distributed_item_sampler"]
 
@@ -37,6 +40,10 @@ class DistributedItemSampler(ItemSampler):
     kind of collective (sampling, feature fetching, the model's
     :func:`~graphpipe.cooperative_exchange`): those stages run in different threads, and
     collectives on one group must be issued in the same order on every rank.
+
+    :meth:`from_part` makes a sampler of a partitioned dataset's part that holds only the
+    items the part owns: the same global batches, each rank taking the items of a batch
+    that it owns (cooperative node batches are then those of the whole item set).
 
     Args:
         item_set, batch_size: as for :class:`~graphpipe.ItemSampler`; ``batch_size`` items
@@ -93,6 +100,8 @@ class DistributedItemSampler(ItemSampler):
                 f"DistributedItemSampler: the partition has {self.partition.num_parts} parts for "
                 f"world_size={world_size} ranks"
             )
+        # from_part: the positions in the whole split of the items held ([n] int64, ascending).
+        self.num_items, self.owned_items, self._item_ids = len(self.item_set), None, None
         self.sampling_group = self.feature_group = self.exchange_group = None
         if use_process_group:
             # new_group is collective: every rank builds its samplers in the same order.
@@ -100,6 +109,52 @@ class DistributedItemSampler(ItemSampler):
             self.sampling_group = dist.new_group(backend=backend)
             self.feature_group = dist.new_group(backend=backend)
             self.exchange_group = dist.new_group(backend=backend)
+
+    @classmethod
+    def from_part(cls, part: GraphPart, split: str, batch_size: int, **options) -> DistributedItemSampler:
+        """A sampler of split ``split`` of ``part`` (:func:`~graphpipe.distributed.load_partition`)
+        holding only the part's items: all ranks permute the whole split's item positions
+        (the same global batches as over the whole item set), and this rank's share of a
+        global batch is the items of it that the part owns, in the batch's order (node
+        items: its owner's seeds; node pairs: those of its destination), possibly none.
+        ``item_ids`` are positions in the whole split. Every rank gets every global batch.
+        Negatives (``sample_uniform_negative``) are keyed by a pair's place in its rank's
+        batch, so they differ from (but are distributed as) those of the whole item set.
+
+        Args:
+            part: a :class:`~graphpipe.distributed.GraphPart`; its partition is used.
+            split: a split of ``part.item_sets`` (``"train"``).
+            batch_size, **options: as for the constructor (``batch_size`` items per rank on average).
+        """
+        if not isinstance(part, GraphPart):
+            raise TypeError(
+                f"DistributedItemSampler.from_part: `part` must be a GraphPart (graphpipe.distributed.load_partition), "
+                f"got {type(part).__name__}"
+            )
+        if split not in part.item_sets:
+            raise ValueError(f"DistributedItemSampler.from_part: `split` must be one of {sorted(part.item_sets)}, got {split!r}")
+        if "partition" in options:
+            raise ValueError("DistributedItemSampler.from_part: the part's partition is used; do not pass `partition`")
+        if len(part.item_sets[split]) == 0:
+            raise ValueError(
+                f"DistributedItemSampler.from_part: part {part.rank} owns no items of split {split!r}; partition "
+                f"the dataset into fewer parts, or give every rank the whole item set (load_item_sets)"
+            )
+        sampler = cls(part.item_sets[split], batch_size, partition=part.partition, **options)
+        if (sampler.rank, sampler.world_size) != (part.rank, part.num_parts):
+            raise ValueError(
+                f"DistributedItemSampler.from_part: `part` is part {part.rank} of {part.num_parts}, but this is rank "
+                f"{sampler.rank} of {sampler.world_size}: load part {sampler.rank} (load_partition(out_dir, dist.get_rank()))"
+            )
+        ids, counts = part.item_ids[split], part.num_items[split]
+        if isinstance(counts, dict):  # positions in a HeteroItemSet: its types' items one after the other
+            offsets = [0, *accumulate(counts.values())]
+            sampler.owned_items = torch.cat([offset + ids[t] for offset, t in zip(offsets, counts)])
+            sampler.num_items = offsets[-1]
+        else:
+            sampler.owned_items, sampler.num_items = ids, counts
+        sampler._item_ids = ids
+        return sampler
 
     def __getstate__(self):
         # Process groups do not cross processes: copies in worker processes only split
@@ -110,12 +165,12 @@ class DistributedItemSampler(ItemSampler):
     @property
     def num_global_batches(self) -> int:
         """Global batches per epoch, counting a last batch that ``drop_uneven_inputs`` drops."""
-        n, size = len(self.item_set), self.batch_size * self.world_size
+        n, size = self.num_items, self.batch_size * self.world_size
         return n // size if self.drop_last else -(-n // size)
 
     def shares(self, rank: int) -> List[int]:
         """Items ``rank`` gets from each global batch of an epoch (0: it skips that batch)."""
-        full, rest = divmod(len(self.item_set), self.batch_size * self.world_size)
+        full, rest = divmod(self.num_items, self.batch_size * self.world_size)
         counts = [self.batch_size] * full
         if rest and not self.drop_last and not (self.drop_uneven_inputs and rest < self.world_size):
             counts.append(rest // self.world_size + int(rank < rest % self.world_size))
@@ -123,18 +178,32 @@ class DistributedItemSampler(ItemSampler):
 
     @property
     def uneven(self) -> bool:
-        """Whether some ranks get fewer batches than others."""
-        return any(0 in self.shares(r) for r in range(self.world_size))
+        """Whether some ranks get fewer batches than others (never with :meth:`from_part`)."""
+        return self.owned_items is None and any(0 in self.shares(r) for r in range(self.world_size))
 
     def __len__(self) -> int:
-        return sum(1 for count in self.shares(self.rank) if count)
+        shares = self.shares(self.rank)
+        return len(shares) if self.owned_items is not None else sum(1 for count in shares if count)
+
+    def epoch_order(self, epoch: int) -> torch.Tensor:
+        """``[num_items]`` int64 order of the whole split's items in epoch ``epoch``
+        (ItemSampler's, over every item also when this rank holds only its own)."""
+        if self.owned_items is None:
+            return super().epoch_order(epoch)
+        if not self.shuffle:
+            return torch.arange(self.num_items)
+        return torch.randperm(self.num_items, generator=torch.Generator().manual_seed(derive_key(self.seed, epoch) >> 1))
 
     def stream(self, epoch: int, start: int = 0):
         """This rank's batches ``start, start + 1, ...`` of epoch ``epoch``."""
         order = self.epoch_order(epoch)
         global_size = self.batch_size * self.world_size
         first_index = epoch * self.num_global_batches
-        full, rest = divmod(len(self.item_set), global_size)
+        full, rest = divmod(self.num_items, global_size)
+        if self.owned_items is not None:
+            for i in range(start, len(self)):
+                yield self._owned_batch(order[i * global_size : (i + 1) * global_size], first_index + i)
+            return
         mine = [(i, count) for i, count in enumerate(self.shares(self.rank)) if count]
         for i, count in mine[start:]:
             if i < full:
@@ -145,6 +214,17 @@ class DistributedItemSampler(ItemSampler):
                 start = i * global_size + self.rank * base + min(self.rank, extra)
             rows = order[start : start + count]
             yield MiniBatch(**self.item_set.batch(rows), batch_index=first_index + i)
+
+    def _owned_batch(self, rows: torch.Tensor, batch_index: int) -> MiniBatch:
+        """The items this rank holds among the global batch ``rows`` (``[G]`` int64
+        positions in the whole split), in ``rows``' order, with whole-split ``item_ids``."""
+        owned = self.owned_items
+        at = torch.searchsorted(owned, rows).clamp_(max=max(owned.numel() - 1, 0))
+        fields = self.item_set.batch(at[owned[at] == rows])
+        local = fields["item_ids"]
+        ids = self._item_ids
+        fields["item_ids"] = {t: ids[t][x] for t, x in local.items()} if isinstance(local, dict) else ids[local]
+        return MiniBatch(**fields, batch_index=batch_index)
 
 
 def _backend_for_cpu_and_cuda() -> Optional[str]:

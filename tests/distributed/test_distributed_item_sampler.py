@@ -5,7 +5,13 @@ import pytest
 import torch
 
 import graphpipe as gp
-from graphpipe.distributed import CooperativeSampledSubgraph, ExchangePlan, Partition
+from graphpipe.distributed import (
+    CooperativeSampledSubgraph,
+    ExchangePlan,
+    Partition,
+    load_partition,
+    partition,
+)
 from graphpipe.graph.sampled_subgraph import CSCFormat
 
 
@@ -116,3 +122,41 @@ def small_graph():
     src = torch.tensor([1, 2, 3, 0, 4, 5, 6, 7, 8, 9])
     dst = torch.tensor([0, 0, 1, 2, 3, 4, 5, 6, 7, 8])
     return gp.CSCGraph.from_coo(src, dst, num_nodes=10)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_from_part_deals_the_global_batches_by_owner(typed, tmp_path):
+    """Without a process group (rank= and world_size=): the ranks' from_part batches of an
+    epoch are the single-process global batches, each item on the rank owning it, with
+    whole-split item ids; bad arguments are named."""
+    graph = gp.CSCGraph.from_coo(torch.arange(40), torch.arange(1, 41) % 40, num_nodes=40)
+    seeds = torch.arange(0, 40, 2)
+    item_set = gp.ItemSet((seeds, 10 * seeds), names=("seeds", "labels"))
+    if typed:  # one node type, items under its name
+        item_set = gp.HeteroItemSet({"_N": item_set})
+    partition(graph, None, {"train": item_set}, 3, tmp_path)
+    parts = [load_partition(tmp_path, r) for r in range(3)]
+    samplers = [gp.DistributedItemSampler.from_part(p, "train", 2, shuffle=True, seed=3, rank=p.rank, world_size=3) for p in parts]
+    whole = gp.ItemSampler(item_set, 6, shuffle=True, seed=3)
+    by_rank = [list(s) for s in samplers]
+    assert [len(s) for s in samplers] == [len(whole)] * 3 == [len(b) for b in by_rank]
+    for i, expected in enumerate(whole):
+        got = [b[i].as_typed() for b in by_rank]
+        ids = torch.cat([g.item_ids["_N"] for g in got if "_N" in g.item_ids])
+        assert sorted(ids.tolist()) == sorted(expected.as_typed().item_ids["_N"].tolist())
+        for r, g in enumerate(got):
+            if "_N" in g.seeds:
+                assert bool((parts[r].partition.owner(g.seeds["_N"]) == r).all())
+                assert torch.equal(g.labels["_N"], 10 * seeds[g.item_ids["_N"]]) and torch.equal(g.seeds["_N"], seeds[g.item_ids["_N"]])
+    with pytest.raises(TypeError, match="`part` must be a GraphPart"):
+        gp.DistributedItemSampler.from_part(tmp_path, "train", 2, rank=0, world_size=3)
+    with pytest.raises(ValueError, match=r"`split` must be one of \['train'\], got 'valid'"):
+        gp.DistributedItemSampler.from_part(parts[0], "valid", 2, rank=0, world_size=3)
+    with pytest.raises(ValueError, match="do not pass `partition`"):
+        gp.DistributedItemSampler.from_part(parts[0], "train", 2, partition=None, rank=0, world_size=3)
+    with pytest.raises(ValueError, match="`part` is part 0 of 3, but this is rank 1 of 3"):
+        gp.DistributedItemSampler.from_part(parts[0], "train", 2, rank=1, world_size=3)
+    partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds")}, 2, tmp_path / "one")
+    empty = next(p for p in (load_partition(tmp_path / "one", r) for r in range(2)) if len(p.item_sets["train"]) == 0)
+    with pytest.raises(ValueError, match=f"part {empty.rank} owns no items of split 'train'"):
+        gp.DistributedItemSampler.from_part(empty, "train", 2, rank=empty.rank, world_size=2)
