@@ -11,6 +11,7 @@ import torch
 from graphpipe._internal.checks import check_bool, check_int, check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.distributed.partitioned import check_whole_graph
 from graphpipe.graph.temporal import COMPARISONS, timestamps
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.checks import check_typed_pairs
@@ -103,6 +104,8 @@ class UniformNegativeSampler(Pipe):
         check_bool(exclude_existing_edges, "exclude_existing_edges", name)
         on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         check_supported(name, graph="typed" if graph.is_heterogeneous else "untyped", task="link", **({"device": "GPU"} if on_gpu else {}))
+        if exclude_existing_edges:  # a part graph holds only the owned vertices' in-edges
+            check_whole_graph(graph, name)
         if exclude_existing_edges and on_gpu:
             raise UnsupportedCombination(
                 f"{name}: `exclude_existing_edges=True` looks edges up in host memory; keep the graph on the CPU "

@@ -15,6 +15,7 @@ from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import LAYOUTS, MiniBatch
 from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
+from graphpipe.distributed.partitioned import check_whole_graph
 from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
@@ -194,6 +195,8 @@ class SubgraphSampler(Pipe):
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         self._init_mode(cooperative, disjoint, deduplicate, layout, time_attr, node_timestamp_attr_name,
                         edge_timestamp_attr_name, comparison, time_window, temporal_strategy)  # fmt: skip
+        if not self.cooperative:  # a part graph holds only the owned vertices' in-edges
+            check_whole_graph(graph, name)
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).

@@ -523,7 +523,6 @@ def test_part_graph_is_recognised(tmp_path):
         check_whole_graph(part.graph, "here")
 
 
-@pytest.mark.xfail(strict=True, reason="needs check_whole_graph called in subgraph_sampler.py for cooperative=False (see the part2 report)")
 @pytest.mark.parametrize("kind", KINDS)
 def test_sampling_a_part_alone_is_refused(kind, tmp_path):
     """A part graph sampled with cooperative=False would miss the in-edges of the vertices
