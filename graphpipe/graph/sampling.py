@@ -13,6 +13,7 @@ typed layout), then :func:`untyped_subgraph` / :func:`typed_subgraph`.
 
 from __future__ import annotations
 
+import weakref
 from itertools import accumulate
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -216,7 +217,9 @@ def _link_column(v: torch.Tensor, column: int, indexes: Optional[torch.Tensor]) 
     return torch.cat([v[:num_pos, 1], negatives]), torch.cat([torch.arange(num_pos), rows_of_negatives])
 
 
-def seed_times(graph, seeds, timestamp, nodes: SeedNodes, row_major: bool, where: str, indexes=None) -> torch.Tensor:
+def seed_times(
+    graph, seeds, timestamp, nodes: SeedNodes, row_major: bool, where: str, indexes=None, argument: str = "timestamp"
+) -> torch.Tensor:
     """``[R]`` int64: the time of each row of ``nodes`` (:func:`seed_nodes` with
     ``unique=False`` of ``seeds``), from the batch's ``timestamp`` (``[N]`` per node or
     link seed; typed: a dict keyed like ``seeds``)."""
@@ -226,9 +229,10 @@ def seed_times(graph, seeds, timestamp, nodes: SeedNodes, row_major: bool, where
         t = timestamp.get(key) if typed and isinstance(timestamp, Mapping) else None if typed else timestamp
         if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() != ids.size(0) or t.is_floating_point():
             got = f"a {tuple(t.shape)} {t.dtype} tensor" if isinstance(t, torch.Tensor) else repr(type(t).__name__)
+            origin = " (an ItemSet field named 'timestamp')" if argument == "timestamp" else ""
             raise ValueError(
-                f"{where}: `timestamp`{'' if key is None else f'[{key!r}]'} must be [{ids.size(0)}] int64 times, one per "
-                f"seed (an ItemSet field named 'timestamp'), got {got}"
+                f"{where}: `{argument}`{'' if key is None else f'[{key!r}]'} must be [{ids.size(0)}] int64 times, one per "
+                f"seed{origin}, got {got}"
             )
         return t.to(torch.int64)
 
@@ -641,19 +645,40 @@ def sample_graph_neighbors(
 
 def _graph_layer_times(graph, seeds, start: SeedNodes, times: tuple, where: str) -> LayerTimes:
     """The :class:`LayerTimes` of :meth:`CSCGraph.temporal_sample_neighbors`' seeds: GraphBolt's
-    strict ``<`` and open window ``(t - w, t)``."""
+    strict ``<`` and open window ``(t - w, t)``; the graph's filter is made once per
+    graph and timestamps (:func:`_graph_time_filter`)."""
     seeds_timestamp, window, node_name, edge_name = times
     if node_name is None and edge_name is None:
         raise ValueError(f"{where}: name the timestamps: node_timestamp_attr_name and/or edge_timestamp_attr_name")
-    seed_time = seed_times(graph, seeds, seeds_timestamp, start, True, where)
+    seed_time = seed_times(graph, seeds, seeds_timestamp, start, True, where, argument="seeds_timestamp")
     if window is not None:
-        width = as_int(window)
-        window = seed_times(graph, seeds, window, start, True, f"{where} (`seeds_pre_time_window`)") if width is None else width
-        if bool((torch.as_tensor(window) < 0).any()):
+        scalar = not isinstance(window, (torch.Tensor, Mapping)) or (isinstance(window, torch.Tensor) and window.dim() == 0)
+        width = as_int(window) if scalar else None
+        if scalar and width is None:
+            raise ValueError(f"{where}: `seeds_pre_time_window` must be an int or a tensor of one per seed, got {window!r}")
+        window = width if scalar else seed_times(graph, seeds, window, start, True, where, argument="seeds_pre_time_window")
+        if not bool(((torch.as_tensor(window) >= 0) & (torch.as_tensor(window) < 2**63 - 1)).all()):
             raise ValueError(f"{where}: `seeds_pre_time_window` must be >= 0 (a window before the seed's time), got {window}")
-    time_filter = TimeFilter(graph, node_name, edge_name, "<", window, "uniform", where)
-    lo, hi = time_filter.seed_windows(seed_time, "<")
+    time_filter = _graph_time_filter(graph, node_name, edge_name, where)
+    lo, hi = time_filter.seed_windows(seed_time, "<", window)
     return LayerTimes(time_filter, lo, hi)
+
+
+_GRAPH_FILTERS: Dict[int, Dict[tuple, TimeFilter]] = {}
+
+
+def _graph_time_filter(graph, node_name, edge_name, where: str) -> TimeFilter:
+    """The graph method's :class:`TimeFilter` for these timestamps, made once per graph
+    (its ``O(num_edges)`` checks) and dropped with the graph."""
+    filters = _GRAPH_FILTERS.get(id(graph))
+    if filters is None:
+        filters = _GRAPH_FILTERS[id(graph)] = {}
+        weakref.finalize(graph, _GRAPH_FILTERS.pop, id(graph), None)
+    names = (node_name, edge_name)
+    if names not in filters:
+        arguments = (None if n is None else (argument, n) for n, argument in zip(names, ("node_timestamp_attr_name", "edge_timestamp_attr_name")))
+        filters[names] = TimeFilter(graph, *arguments, "<", None, "uniform", where)
+    return filters[names]
 
 
 def _split_by_edge_type(graph, start: SeedNodes, sample: LayerSample) -> SampledSubgraph:

@@ -52,7 +52,9 @@ def timestamps(graph, name: str, kind: str, argument: str, where: str) -> torch.
             f"{where}: `{argument}`={name!r} must name [{size}] int64 timestamps (one per {kind}), got a "
             f"{list(t.shape)} {t.dtype} tensor"
         )
-    return t.to(torch.int64)
+    if t.dtype == torch.int32:  # int32's minimum marks no time (a typed graph's type left out), as int64's
+        return t.to(torch.int64).masked_fill(t == torch.iinfo(torch.int32).min, UNTIMED)
+    return t
 
 
 def _arrays(graph, node_time: Optional[torch.Tensor], edge_time: Optional[torch.Tensor]) -> TimeArrays:
@@ -104,7 +106,8 @@ class TimeFilter:
 
     Args:
         graph: the graph (host memory).
-        node_name, edge_name: the node / edge attributes holding int64 timestamps, or None.
+        node_name, edge_name: ``(argument, name)``: the node / edge attribute holding int64
+            timestamps and the argument that named it (for errors), or None.
         comparison: ``"<"``, ``"<="``, or None: ``"<="`` for node seeds in the pyg layout
             (PyG's), else ``"<"``.
         time_window: None or an int ``w >= 0``: also ``t > seed_time - w``.
@@ -114,13 +117,14 @@ class TimeFilter:
     """
 
     def __init__(self, graph, node_name, edge_name, comparison, time_window, strategy, where: str):
-        self.graph, self.node_name, self.edge_name = graph, node_name, edge_name
+        self.graph = graph
+        self.node_name, self.edge_name = (None if n is None else n[1] for n in (node_name, edge_name))
         self.comparison = comparison
         self.time_window = time_window
         self.strategy = strategy
-        node_time = None if node_name is None else timestamps(graph, node_name, "node", "node timestamps", where)
-        edge_time = None if edge_name is None else timestamps(graph, edge_name, "edge", "edge timestamps", where)
+        node_time, edge_time = (None if n is None else timestamps(graph, n[1], kind, n[0], where) for n, kind in ((node_name, "node"), (edge_name, "edge")))
         self.node_time = node_time
+        self.__dict__["_arrays"] = _arrays(graph, node_time, edge_time)
         keys = time_keys(self.arrays, graph.total_num_edges)
         starts = torch.cat([torch.zeros(1, dtype=torch.int64), torch.nonzero(_segment_ids(graph).diff()).flatten() + 1,
                             torch.tensor([graph.total_num_edges])]).numpy()  # fmt: skip
@@ -129,21 +133,20 @@ class TimeFilter:
             warnings.warn(
                 f"{where}: the graph's in-edges are not sorted by time, so sampled rows scan their in-edges (O(in-degree); "
                 f"unweighted neighbor sampling draws a large range by rejection instead); sort them once with "
-                f"graph = graph.sort_by_time({node_name!r}, {edge_name!r}) to find the valid ones by binary search",
+                f"graph = graph.sort_by_time({self.node_name!r}, {self.edge_name!r}) to find the valid ones by binary search",
                 stacklevel=2,
             )
-        # Sorted in-edges are cut by binary search, but a window's lower bound on two kinds
-        # of times at once is no cut of the keys: those batches scan.
-        self.cuts = self.is_sorted and (time_window is None or node_time is None or edge_time is None)
+        # A window's lower bound is a cut of sorted keys only for one kind of times and no
+        # untimed keys (always valid, they sort first); other windowed batches scan.
+        self.cuts_windows = self.is_sorted and (node_time is None or edge_time is None) and not bool((keys == UNTIMED).any())
         self.untimed_edge_types = _untimed_edge_types(graph, node_time, edge_time)
 
     @property
     def arrays(self) -> TimeArrays:
         """The graph's arrays the kernels read (made once per process: not pickled)."""
         if self.__dict__.get("_arrays") is None:
-            where = "TimeFilter"
-            node_time = None if self.node_name is None else timestamps(self.graph, self.node_name, "node", "node timestamps", where)
-            edge_time = None if self.edge_name is None else timestamps(self.graph, self.edge_name, "edge", "edge timestamps", where)
+            node_time, edge_time = (None if name is None else timestamps(self.graph, name, kind, "timestamps", "TimeFilter")
+                                    for name, kind in ((self.node_name, "node"), (self.edge_name, "edge")))  # fmt: skip
             self.__dict__["_arrays"] = _arrays(self.graph, node_time, edge_time)
         return self.__dict__["_arrays"]
 
@@ -152,19 +155,22 @@ class TimeFilter:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        node_time = self.graph.node_attributes[self.node_name] if self.node_name is not None else None
-        self.node_time = None if node_time is None else node_time.to(torch.int64)
+        self.node_time = None if self.node_name is None else timestamps(self.graph, self.node_name, "node", "timestamps", "TimeFilter")
 
-    def seed_windows(self, times: torch.Tensor, comparison: str) -> Tuple[torch.Tensor, torch.Tensor]:
-        """``([R], [R])`` int64 closed windows ``[lo, hi]`` of seeds at ``times`` ``[R]``."""
+    def seed_windows(self, times: torch.Tensor, comparison: str, time_window=None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``([R], [R])`` int64 closed windows ``[lo, hi]`` of seeds at ``times`` ``[R]``
+        (``time_window``: an int or ``[R]`` widths in place of the filter's)."""
         times = times.to(torch.int64)
         floor = torch.iinfo(torch.int64).min + 1  # keep t - 1 above UNTIMED
         hi = times if comparison == "<=" else times.clamp(min=floor) - 1
-        if self.time_window is None:
-            lo = torch.full_like(times, UNTIMED)
-        else:
-            lo = (times.clamp(min=floor + self.time_window) - self.time_window + 1).clamp(min=floor)
-        return lo, hi
+        width = self.time_window if time_window is None else time_window
+        if width is None:
+            return torch.full_like(times, UNTIMED), hi
+        # (t - w, t): lo = t - (w - 1) without overflow; w = 0 is empty.
+        width = torch.as_tensor(width, dtype=torch.int64).expand_as(times)
+        below = (width - 1).clamp(min=0)
+        lo = torch.where(times < floor + below, floor, times - below)
+        return lo.masked_fill(width == 0, _LATEST), hi
 
     def sample(
         self, bounds, lo, hi, key_ids, fanouts, kernel: SegmentSampler, exclude=None, edge_types=None, whole_ranges=False,
@@ -173,21 +179,33 @@ class TimeFilter:
         """Sample segment ``s`` of ``bounds`` (``[2S]``, :mod:`graphpipe.ops.typed_sampling`)
         among its in-edges valid in ``[lo[s], hi[s]]`` with ``fanouts[s]``, but those
         ``exclude`` names. ``edge_types``: ``[S]`` segment edge type ids (typed graphs),
-        whose untimed types are not constrained; ``whole_ranges``: the segments are whole
-        in-edge ranges of a typed graph (no time order across types); ``draw_key``: the
-        layer's key when ``kernel`` draws uniformly without replacement (then large unsorted
-        segments are drawn by rejection, :func:`~graphpipe.ops.temporal.valid_candidates`).
-        ``kernel`` takes ``candidates=``: the CSC positions its ``indptr`` indexes when not
-        the graph's."""
+        whose untimed types are not constrained (``"last"``: drawn uniformly, as PyG's);
+        ``whole_ranges``: the segments are whole in-edge ranges of a typed graph (no time
+        order across types); ``draw_key``: the layer's key when ``kernel`` draws uniformly
+        without replacement (then large unsorted segments are drawn by rejection,
+        :func:`~graphpipe.ops.temporal.valid_candidates`). ``kernel`` takes ``candidates=``:
+        the CSC positions its ``indptr`` indexes when not the graph's."""
         is_sorted = self.is_sorted and not whole_ranges
+        free = None
         if edge_types is not None and self.untimed_edge_types.numel():
             free = torch.isin(edge_types, self.untimed_edge_types)
             lo, hi = lo.masked_fill(free, UNTIMED), hi.masked_fill(free, _LATEST)
         if self.strategy == "last":
-            indptr, positions = latest_candidates(bounds, lo, hi, fanouts, self.arrays, is_sorted, exclude)
-            indices = torch.from_numpy(self.arrays.indices)[positions].to(torch.int64)
-            return LayerSample(indptr, indices, positions)
-        if self.cuts and is_sorted and exclude is None:
+            if free is None or not bool(free.any()):
+                return self.latest(bounds, lo, hi, fanouts, is_sorted, exclude)
+            latest = self.latest(bounds, lo, hi, fanouts.masked_fill(free, 0), is_sorted, exclude)
+            uniform = self.uniform(bounds.view(-1, 2)[free].reshape(-1), lo[free], hi[free], key_ids[free], fanouts[free], kernel, is_sorted, None, draw_key)
+            return _by_segment(free, latest, uniform)
+        return self.uniform(bounds, lo, hi, key_ids, fanouts, kernel, is_sorted, exclude, draw_key)
+
+    def latest(self, bounds, lo, hi, fanouts, is_sorted, exclude) -> LayerSample:
+        """``"last"``: each segment's ``fanouts[s]`` latest valid in-edges."""
+        indptr, positions = latest_candidates(bounds, lo, hi, fanouts, self.arrays, is_sorted, exclude)
+        return LayerSample(indptr, torch.from_numpy(self.arrays.indices)[positions].to(torch.int64), positions)
+
+    def uniform(self, bounds, lo, hi, key_ids, fanouts, kernel, is_sorted, exclude, draw_key) -> LayerSample:
+        """The sampler's draws among each segment's valid in-edges."""
+        if is_sorted and exclude is None and (self.cuts_windows or bool((lo == UNTIMED).all())):
             return sample_segments(narrow_to_window(bounds, lo, hi, self.arrays), key_ids, fanouts, kernel)
         draws = None if draw_key is None else (draw_key, key_ids, fanouts)
         candidate_bounds, positions = valid_candidates(bounds, lo, hi, self.arrays, exclude, draws)
@@ -197,6 +215,23 @@ class TimeFilter:
 
         sample = sample_segments(candidate_bounds, key_ids, fanouts, among_candidates)
         return sample._replace(edge_ids=positions[sample.edge_ids])
+
+
+def _by_segment(second: torch.Tensor, first_sample: LayerSample, second_sample: LayerSample) -> LayerSample:
+    """One sample of ``S`` segments from two: the segments ``second`` (``[S]`` bool) marks
+    from ``second_sample`` (over those segments), the others from ``first_sample`` (over
+    all ``S``, empty where ``second``)."""
+    counts = first_sample.indptr.diff()
+    counts[second] = second_sample.indptr.diff()
+    segment = torch.cat([
+        torch.repeat_interleave(torch.arange(counts.numel()), first_sample.indptr.diff()),
+        torch.repeat_interleave(torch.nonzero(second).flatten(), second_sample.indptr.diff()),
+    ])  # fmt: skip
+    order = torch.sort(segment, stable=True).indices
+    indptr = torch.zeros(counts.numel() + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    pick = lambda a, b: torch.cat([a, b])[order]  # noqa: E731
+    return LayerSample(indptr, pick(first_sample.indices, second_sample.indices), pick(first_sample.edge_ids, second_sample.edge_ids))
 
 
 def _untimed_edge_types(graph, node_time, edge_time) -> torch.Tensor:

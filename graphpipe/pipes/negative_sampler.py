@@ -183,7 +183,8 @@ class UniformNegativeSampler(Pipe):
                 f"{type(self).__name__}: `node_timestamp_attr_name` draws negatives no later than their pair, so the "
                 f"pairs need times: an ItemSet field named 'timestamp'"
             )
-        return times.to(torch.int64) - (1 if self.comparison == "<" else 0)
+        times = times.to(torch.int64)
+        return times.clamp(min=torch.iinfo(torch.int64).min + 1) - 1 if self.comparison == "<" else times
 
     def random_pairs(self, pairs, sources, destinations, key, latest) -> torch.Tensor:
         """Binary negatives (global ids of the two ranges), each end no later than the

@@ -491,13 +491,20 @@ class SubgraphSampler(Pipe):
     def subtree_ids(self, keys: torch.Tensor, counts, subtrees: int, seeds: SeedNodes, minibatch: MiniBatch):
         """Disjoint batches: PyG's ``batch`` of each input node, ``[num_input]`` int64
         (typed: per node type), from their node keys: the subtree (its seed's position in
-        the batch); link seeds: its seed row's position among the rows of its node type
-        modulo the number of positive pairs (PyG's ``batch % num_pos``)."""
+        the batch); link seeds of one edge type: its seed row's position among its node
+        type's rows modulo the number of positive pairs (PyG's ``batch % num_pos``); of
+        several: its pair's position over the edge types in the batch's order."""
         ids = keys % subtrees
-        if seeds.links is not None:
+        if seeds.links is not None and len(seeds.links) == 1:
             starts = torch.tensor(list(accumulate(seeds.counts, initial=0))[:-1])
             row_type = torch.repeat_interleave(torch.arange(len(seeds.counts)), torch.tensor(seeds.counts))
             ids = (ids - starts[row_type[ids]]) % max(_num_positives(minibatch), 1)
+        elif seeds.links is not None:
+            pair_of_row, first = torch.empty(seeds.nodes.numel(), dtype=torch.int64), 0
+            for pairs, local in seeds.links.values():
+                pair_of_row[local] = torch.arange(first, first + local.size(0))[:, None].expand_as(local)
+                first += local.size(0)
+            ids = pair_of_row[ids]
         if not self.typed:
             return ids
         return dict(zip(self.graph.node_types, ids.split(list(counts))))
@@ -615,17 +622,17 @@ def edge_arrays(indices: torch.Tensor, probs: Optional[torch.Tensor], candidates
 
 
 def _num_positives(minibatch: MiniBatch) -> int:
-    """The positive pairs of a link batch: all (no negatives), those ``indexes`` name
-    (per-positive negatives) or the nonzero ``labels`` (binary negatives)."""
-    def count(seeds, indexes, labels):
-        if indexes is not None:
-            return int(indexes.max()) + 1 if indexes.numel() else 0
-        return seeds.size(0) if labels is None else int(torch.count_nonzero(labels))
-
-    if not isinstance(minibatch.seeds, Mapping):
-        return count(minibatch.seeds, minibatch.indexes, minibatch.labels)
-    indexes, labels = minibatch.indexes or {}, minibatch.labels or {}
-    return sum(count(seeds, indexes.get(key), labels.get(key)) for key, seeds in minibatch.seeds.items())
+    """The positive pairs of a link batch (PyG's ``num_pos``): its items (``item_ids``; a
+    negative sampler leaves them alone), else those ``indexes`` name, else every pair."""
+    item_ids, seeds = minibatch.item_ids, minibatch.seeds
+    if item_ids is not None:
+        return sum(ids.numel() for ids in item_ids.values()) if isinstance(item_ids, Mapping) else item_ids.numel()
+    indexes = minibatch.indexes if isinstance(minibatch.indexes, Mapping) else {None: minibatch.indexes}
+    pairs = seeds if isinstance(seeds, Mapping) else {None: seeds}
+    return sum(
+        (int(indexes[key].max()) + 1 if indexes[key].numel() else 0) if indexes.get(key) is not None else ids.size(0)
+        for key, ids in pairs.items()
+    )
 
 
 def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_window, strategy) -> Optional[TimeFilter]:
@@ -647,7 +654,10 @@ def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_
                 f"{name}: `time_attr`={time_attr!r} is neither a node attribute {sorted(graph.node_attributes)} nor an "
                 f"edge attribute {sorted(graph.edge_attributes)} of the graph"
             )
-        node_name, edge_name = (time_attr, None) if in_nodes else (None, time_attr)
+        node_name, edge_name = (("time_attr", time_attr), None) if in_nodes else (None, ("time_attr", time_attr))
+    else:
+        node_name = None if node_name is None else ("node_timestamp_attr_name", node_name)
+        edge_name = None if edge_name is None else ("edge_timestamp_attr_name", edge_name)
     if node_name is None and edge_name is None:
         for arg, value, default in (("comparison", comparison, None), ("time_window", time_window, None), ("temporal_strategy", strategy, "uniform")):
             if value != default:
@@ -660,8 +670,10 @@ def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_
         raise ValueError(f"{name}: `comparison` must be '<' (neighbours strictly earlier than the seed) or '<=', got {comparison!r}")
     if strategy not in TEMPORAL_STRATEGIES:
         raise ValueError(f"{name}: `temporal_strategy` must be 'uniform' or 'last' (the most recent neighbours), got {strategy!r}")
-    if time_window is not None and (check_int(time_window, "time_window", name) < 0):
-        raise ValueError(f"{name}: `time_window` must be an int >= 0 (neighbours later than seed time - time_window), got {time_window}")
+    if time_window is not None and not 0 <= check_int(time_window, "time_window", name) < 2**63:
+        raise ValueError(
+            f"{name}: `time_window` must be an int in [0, 2**63) (neighbours later than seed time - time_window), got {time_window}"
+        )
     if graph.indptr.is_cuda or graph.indices.is_cuda:
         raise UnsupportedCombination(
             f"{name}: temporal sampling runs on the CPU; keep the graph in host memory and put copy_to('cuda') after the sampler"

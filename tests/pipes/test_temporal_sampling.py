@@ -166,7 +166,7 @@ def test_bad_temporal_input_gets_clear_errors():
         gp.ItemSampler(timed, 2).sample_neighbor(floats, [2], time_attr="t")
     with pytest.raises(ValueError, match="needs the seeds' times: an ItemSet field named 'timestamp'"):
         next(iter(gp.ItemSampler(seeds, 2).sample_neighbor(graph, [2], edge_timestamp_attr_name="ets")))
-    with pytest.raises(ValueError, match="`time_window` must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"`time_window` must be an int in \[0, 2\*\*63\)"):
         gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", time_window=-1)
     with pytest.raises(ValueError, match="`comparison` must be '<'"):
         gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", comparison=">")
@@ -188,7 +188,7 @@ def test_bad_temporal_input_gets_clear_errors():
     with pytest.raises(ValueError, match="the pairs need times: an ItemSet field named 'timestamp'"):
         pairs = gp.ItemSet(torch.stack(edges[EDGE], 1)[:4], names="seeds")
         next(iter(gp.ItemSampler(pairs, 4).sample_uniform_negative(graph, 1, node_timestamp_attr_name="nts")))
-    with pytest.raises(ValueError, match=r"`timestamp` must be \[3\] int64 times"):
+    with pytest.raises(ValueError, match=r"`seeds_timestamp` must be \[3\] int64 times"):
         graph.temporal_sample_neighbors(torch.arange(3), torch.arange(2), [2], edge_timestamp_attr_name="ets")
 
 
@@ -230,7 +230,7 @@ def test_a_hub_on_a_time_sorted_graph_is_cut_by_binary_search():
     graph = graph.sort_by_time(edge_timestamp_attr_name="ets")
     item_set = gp.ItemSet((torch.zeros(4, dtype=torch.int64), torch.tensor([10, 500, 50_000, 99_999])), names=("seeds", "timestamp"))
     pipe = gp.ItemSampler(item_set, 4).temporal_sample_neighbor(graph, [10], edge_timestamp_attr_name="ets", seed=1)
-    assert pipe.time_filter.cuts
+    assert pipe.time_filter.is_sorted  # and no window: the binary-search cut
     sub = next(iter(pipe)).sampled_subgraphs[0]
     eids = sub.original_edge_ids.to(torch.int64)
     cols = torch.repeat_interleave(torch.arange(4), sub.sampled_csc.indptr.diff())
@@ -312,3 +312,36 @@ def test_a_hub_on_an_unsorted_graph_is_drawn_by_rejection_uniformly():
     expected = epochs * 5 / 200
     chi2 = ((counts[valid] - expected) ** 2 / expected).sum()
     assert float(torch.special.gammaincc(torch.tensor(199 / 2), chi2 / 2)) > 1e-3
+
+
+def test_review_cases_untimed_types_extremes_and_pyg_batches():
+    """Found in review: int32 node times leave a type untimed as int64's do; a window on a
+    sorted graph keeps untimed edges as the scan does; "last" draws an untimed type
+    uniformly (pyg-lib's uniform_sample); windows at int64's ends; a link batch's `batch`
+    counts every pair as positive when no negative sampler ran."""
+    edges = {"c:buys:t": torch.tensor([[0, 1, 2], [0, 0, 0]]), "t:by:t": torch.tensor([[1, 2, 3], [0, 0, 0]])}
+    for dtype in (torch.int64, torch.int32):
+        times = {"t": torch.tensor([50, 40, 30, 20], dtype=dtype)}  # type c: untimed
+        graph = gp.CSCGraph.from_hetero_edges(edges, {"c": 3, "t": 4}, node_attributes={"ts": times})
+        item_set = gp.HeteroItemSet({"t": gp.ItemSet((torch.tensor([0]), torch.tensor([45])), names=("seeds", "timestamp"))})
+        for g in (graph, graph.sort_by_time("ts")):
+            mb = next(iter(gp.ItemSampler(item_set, 1).sample_neighbor(g, [-1], time_attr="ts", time_window=20, layout="pyg")))
+            sub = mb.sampled_subgraphs[0]
+            assert sub.original_edge_ids["c:buys:t"].numel() == 3, dtype  # untimed: every in-edge
+            assert sorted(sub.original_edge_ids["t:by:t"].tolist()) == [0, 1]  # times 40, 30 in (25, 45]
+    seen = set()
+    for seed in range(8):
+        mb = next(iter(gp.ItemSampler(item_set, 1).sample_neighbor(graph, [1], time_attr="ts", temporal_strategy="last", layout="pyg", seed=seed)))
+        seen.add(int(mb.sampled_subgraphs[0].original_edge_ids["c:buys:t"]))
+        assert mb.sampled_subgraphs[0].original_edge_ids["t:by:t"].tolist() == [0]  # the latest valid one: time 40
+    assert len(seen) > 1
+    big = torch.iinfo(torch.int64).max
+    plain = gp.CSCGraph.from_edge_index(torch.tensor([[1, 2], [0, 0]]), 3, edge_attributes={"ts": torch.tensor([0, big - 5])})
+    at_max = gp.ItemSet((torch.tensor([0]), torch.tensor([big])), names=("seeds", "timestamp"))
+    mb = next(iter(gp.ItemSampler(at_max, 1).sample_neighbor(plain, [-1], time_attr="ts", time_window=0)))
+    assert mb.sampled_subgraphs[0].original_edge_ids.numel() == 0  # (t - 0, t) is empty
+    with pytest.raises(ValueError, match=r"`time_window` must be an int in \[0, 2\*\*63\)"):
+        gp.ItemSampler(at_max, 1).sample_neighbor(plain, [-1], time_attr="ts", time_window=2**64)
+    pairs = gp.ItemSet((torch.tensor([[1, 0], [2, 0], [1, 0], [2, 0]]), torch.tensor([[1], [0], [1], [0]]).view(-1), torch.arange(4) * 10), names=("seeds", "labels", "timestamp"))
+    mb = next(iter(gp.ItemSampler(pairs, 4).sample_neighbor(plain, [1], time_attr="ts", layout="pyg")))
+    assert mb.to_pyg().batch[:8].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]  # PyG's num_pos: all 4 input pairs
