@@ -100,8 +100,9 @@ class DistributedItemSampler(ItemSampler):
                 f"DistributedItemSampler: the partition has {self.partition.num_parts} parts for "
                 f"world_size={world_size} ranks"
             )
-        # from_part: the positions in the whole split of the items held ([n] int64, ascending).
-        self.num_items, self.owned_items, self._item_ids = len(self.item_set), None, None
+        # from_part: the positions in the whole split of the items held ([n] int64, ascending);
+        # split_size: the items of the whole split (the global batches are cut from them).
+        self.split_size, self.owned_items, self._item_ids = len(self.item_set), None, None
         self.sampling_group = self.feature_group = self.exchange_group = None
         if use_process_group:
             # new_group is collective: every rank builds its samplers in the same order.
@@ -150,9 +151,9 @@ class DistributedItemSampler(ItemSampler):
         if isinstance(counts, dict):  # positions in a HeteroItemSet: its types' items one after the other
             offsets = [0, *accumulate(counts.values())]
             sampler.owned_items = torch.cat([offset + ids[t] for offset, t in zip(offsets, counts)])
-            sampler.num_items = offsets[-1]
+            sampler.split_size = offsets[-1]
         else:
-            sampler.owned_items, sampler.num_items = ids, counts
+            sampler.owned_items, sampler.split_size = ids, counts
         sampler._item_ids = ids
         return sampler
 
@@ -162,15 +163,19 @@ class DistributedItemSampler(ItemSampler):
         state = super().__getstate__()
         return {**state, "sampling_group": None, "feature_group": None, "exchange_group": None}
 
+    def num_items(self) -> int:
+        """Pipe protocol: the items of the whole split, which every rank's batches are cut from."""
+        return self.split_size
+
     @property
     def num_global_batches(self) -> int:
         """Global batches per epoch, counting a last batch that ``drop_uneven_inputs`` drops."""
-        n, size = self.num_items, self.batch_size * self.world_size
+        n, size = self.split_size, self.batch_size * self.world_size
         return n // size if self.drop_last else -(-n // size)
 
     def shares(self, rank: int) -> List[int]:
         """Items ``rank`` gets from each global batch of an epoch (0: it skips that batch)."""
-        full, rest = divmod(self.num_items, self.batch_size * self.world_size)
+        full, rest = divmod(self.split_size, self.batch_size * self.world_size)
         counts = [self.batch_size] * full
         if rest and not self.drop_last and not (self.drop_uneven_inputs and rest < self.world_size):
             counts.append(rest // self.world_size + int(rank < rest % self.world_size))
@@ -191,15 +196,15 @@ class DistributedItemSampler(ItemSampler):
         if self.owned_items is None:
             return super().epoch_order(epoch)
         if not self.shuffle:
-            return torch.arange(self.num_items)
-        return torch.randperm(self.num_items, generator=torch.Generator().manual_seed(derive_key(self.seed, epoch) >> 1))
+            return torch.arange(self.split_size)
+        return torch.randperm(self.split_size, generator=torch.Generator().manual_seed(derive_key(self.seed, epoch) >> 1))
 
     def stream(self, epoch: int, start: int = 0):
         """This rank's batches ``start, start + 1, ...`` of epoch ``epoch``."""
         order = self.epoch_order(epoch)
         global_size = self.batch_size * self.world_size
         first_index = epoch * self.num_global_batches
-        full, rest = divmod(self.num_items, global_size)
+        full, rest = divmod(self.split_size, global_size)
         if self.owned_items is not None:
             for i in range(start, len(self)):
                 yield self._owned_batch(order[i * global_size : (i + 1) * global_size], first_index + i)

@@ -447,7 +447,7 @@ def own_items_rank(rank, world_size, out_dirs):
         part = load_partition(out_dirs[kind], rank, num_parts=world_size)
         for task, make, size, options in (("node", node_pipe, 16, NODE_OPTIONS), ("link", link_pipe, 4, LINK_OPTIONS)):
             source = gp.DistributedItemSampler.from_part(part, task, size, **options)
-            assert source.item_set is part.item_sets[task] and len(source.item_set) < source.num_items
+            assert source.item_set is part.item_sets[task] and len(source.item_set) < source.num_items()
             extra = {} if task == "node" else {"negatives": False}
             on_part = [batch_record(mb) for mb in gp.DataLoader(make(kind, part.graph, part.features, None, source=source, **extra))]
             everything = load_item_sets(out_dirs[kind])[task]  # after the part's batches: the comparison's
