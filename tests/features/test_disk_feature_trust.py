@@ -107,8 +107,13 @@ _SLOW_DISK = textwrap.dedent(
 
 _CHILD = _SLOW_DISK + textwrap.dedent(
     """
+    import signal
     import sys
     import torch
+
+    # Ctrl-C as in a shell: the test process may pass on an ignored SIGINT (an inherited
+    # disposition seen under pytest-xdist), which would leave the child deaf to it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from graphpipe import DiskBasedFeature
 
     feature = DiskBasedFeature(sys.argv[1], num_threads=int(sys.argv[2]))
