@@ -134,14 +134,20 @@ def narrow_to_window(bounds: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, a
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _count_valid(bounds, lo, hi, indices, node_time, edge_time, ex_indptr, ex_pos, counts):
     for s in numba.prange(lo.size):
-        e, e_end = (ex_indptr[s], ex_indptr[s + 1]) if s < ex_indptr.size - 1 else (0, 0)
-        c = 0
-        for p in range(bounds[2 * s], bounds[2 * s + 1]):
-            if e < e_end and ex_pos[e] == p:
-                e += 1
-            elif _is_valid(p, indices, node_time, edge_time, lo[s], hi[s]):
-                c += 1
-        counts[s] = c
+        counts[s] = _valid_in_segment(s, bounds, lo, hi, indices, node_time, edge_time, ex_indptr, ex_pos)
+
+
+@numba.njit(inline="always", nogil=True, cache=True)
+def _valid_in_segment(s, bounds, lo, hi, indices, node_time, edge_time, ex_indptr, ex_pos):
+    """How many in-edges of segment ``s`` are valid and not excluded."""
+    e, e_end = (ex_indptr[s], ex_indptr[s + 1]) if s < ex_indptr.size - 1 else (0, 0)
+    c = 0
+    for p in range(bounds[2 * s], bounds[2 * s + 1]):
+        if e < e_end and ex_pos[e] == p:
+            e += 1
+        elif _is_valid(p, indices, node_time, edge_time, lo[s], hi[s]):
+            c += 1
+    return c
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -248,10 +254,7 @@ def _count_drawn(bounds, lo, hi, fanouts, key, key_ids, indices, node_time, edge
             counts[s] = fanouts[s]
             continue
         scratch_at[s] = -1
-        c = 0
-        for p in range(start, end):
-            c += _is_valid(p, indices, node_time, edge_time, lo[s], hi[s]) and not _is_excluded(ex_pos, e0, e1, p)
-        counts[s] = c
+        counts[s] = _valid_in_segment(s, bounds, lo, hi, indices, node_time, edge_time, ex_indptr, ex_pos)
 
 
 @numba.njit(nogil=True, cache=True)
