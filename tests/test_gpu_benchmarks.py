@@ -43,7 +43,7 @@ def test_gpu_benchmark_runs_on_cpu_tensors(name, monkeypatch):
         for sampler in ("NS", "LABOR-0"):
             assert by[sampler, "cpu (numba)"]["input_nodes/batch"] == by[sampler, "device memory"]["input_nodes/batch"]
     if bench == "cache_gather":
-        assert {r["method"] for r in records} == {"cache_hits", "hbm_index_select"}
+        assert {r["method"] for r in records} == {"cache_hits", "hbm_index_select", "hbm_copy"}
     if bench == "e2e":
         assert {r["store"] for r in records} >= {"no cache", "static cache 10%", "clock cache 30%"}
         assert all(0 < r["overlap efficiency"] for r in records)

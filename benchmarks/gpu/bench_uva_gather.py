@@ -88,6 +88,8 @@ def cache_hit_runs(args, device, row_bytes=400):
         results = {
             "cache_hits": cuda_ms(lambda: cache.read(ids, out)),
             "hbm_index_select": cuda_ms(lambda: torch.index_select(cache.cache, 0, slots, out=out)),
+            # The device's copy bandwidth for as many bytes, read contiguously (the ceiling).
+            "hbm_copy": cuda_ms(lambda: out.view(-1).copy_(cache.cache.view(-1)[: out.numel()])),
         }
         for name, ms in results.items():
             emit({"bench": "cache_gather", "method": name, "row_bytes": row_bytes, "rows": batch,

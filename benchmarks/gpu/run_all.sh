@@ -86,7 +86,7 @@ XDIST=()
 "$PY" -c "import xdist" 2>/dev/null && XDIST=(-n 4)
 
 step cuda-tests 150 "$OUT/tests.log" "${PYTEST[@]}" "${XDIST[@]}" -m cuda tests
-bench sampling 60 "$PY" benchmarks/gpu/bench_sampling.py --on gpu --iters 100
+bench sampling 60 "$PY" benchmarks/gpu/bench_sampling.py --on gpu --iters 100 --profile
 bench uva 60 "$PY" benchmarks/gpu/bench_uva_gather.py --table-gb 4 --row-bytes 400 2048 \
     --rows 150000 1000000 --cache-gb 4
 bench e2e-ns 90 "$PY" benchmarks/gpu/bench_e2e.py --log2-nodes 21 --sampler NS --batches 100

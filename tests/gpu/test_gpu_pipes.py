@@ -36,10 +36,10 @@ def assert_same_batches(got, want):
         assert torch.equal(a.node_features["feat"].cpu(), b.node_features["feat"])
 
 
-def sampled(seeds, graph, sampler="NS"):
+def sampled(seeds, graph, sampler="NS", **options):
     if sampler == "NS":
-        return seeds.sample_neighbor(graph, [4, 3], seed=2)
-    return seeds.sample_layer_neighbor(graph, [4, 3], seed=2)
+        return seeds.sample_neighbor(graph, [4, 3], seed=2, **options)
+    return seeds.sample_layer_neighbor(graph, [4, 3], seed=2, **options)
 
 
 def cpu_reference(graph, feats, items, sampler="NS"):
@@ -80,6 +80,30 @@ def test_gpu_chain_equals_cpu_chain(sampler, graph_place, policy):
     assert_same_batches(got, want)
     got_loader = batches(gp.DataLoader(pipe))
     assert_same_batches(got_loader, want)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
+def test_gpu_link_chain_equals_cpu_chain(sampler):
+    """Link prediction on the GPU (the capability table's untyped link cell): the same
+    negatives, labels, sampled edges (seed edges excluded) and features as the CPU chain."""
+    graph, feats, _ = setup()
+    dst = torch.repeat_interleave(torch.arange(graph.total_num_nodes), graph.indptr.diff())
+    pairs = torch.stack([graph.indices, dst], 1)[:: 37]
+    items = gp.ItemSet(pairs, names="seeds")
+
+    def chain(source, g, store):
+        pipe = source.sample_uniform_negative(g, 2, seed=1)
+        return sampled(pipe, g, sampler, exclude_seed_edges=True).fetch_feature(store, ["feat"])
+
+    want = batches(chain(gp.ItemSampler(items, 32, shuffle=True, seed=1), graph, gp.FeatureStore({"feat": feats.clone()})))
+    store = gp.FeatureStore({"feat": feats.clone()}).pin_memory_()
+    got = batches(gp.DataLoader(chain(gp.ItemSampler(items, 32, shuffle=True, seed=1).copy_to("cuda"), graph.to("cuda"), store)))
+    assert got[0].seeds.is_cuda
+    assert_same_batches(got, want)
+    for a, b in zip(got, want):
+        assert torch.equal(a.seeds.cpu(), b.seeds) and torch.equal(a.labels.cpu(), b.labels)
+        assert torch.equal(a.compacted_seeds.cpu(), b.compacted_seeds)
 
 
 @pytest.mark.cuda

@@ -28,6 +28,13 @@ def cell_id(cell):
     return "-".join(cell)
 
 
+def cells(mode, supported=None):
+    """The table's cells of ``mode`` (only the supported or unsupported ones when asked),
+    GPU cells marked ``cuda`` so that the GPU machine's ``pytest -m cuda`` runs them."""
+    chosen = [c for c in SUPPORT if c[2] == mode and (supported is None or (SUPPORT[c] is None) == supported)]
+    return [pytest.param(c, id=cell_id(c), marks=pytest.mark.cuda if c[3] == "GPU" else ()) for c in chosen]
+
+
 def item_set(kind, edges, task):
     """The cell's items: node ids, node pairs that are edges (per edge type when typed), or
     hyperlinks of 3 nodes (an untyped graph's; keyed by an edge type when typed)."""
@@ -86,11 +93,9 @@ def test_check_supported_decides_with_what_is_known():
     assert issubclass(UnsupportedCombination, NotImplementedError)
 
 
-@pytest.mark.parametrize("cell", [c for c in SUPPORT if c[2] == "independent"], ids=cell_id)
+@pytest.mark.parametrize("cell", cells("independent"))
 def test_independent_cell(cell):
-    kind, task, _, device, layout = cell
-    if device == "GPU" and not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
+    kind, task, _, device, _ = cell
     graph, edges = graph_and_edges(kind)
     if device == "GPU" and kind == "untyped":
         graph = graph.pin_memory_()
@@ -108,12 +113,10 @@ def test_independent_cell(cell):
     assert batches == 3
 
 
-@pytest.mark.parametrize("cell", [c for c in SUPPORT if c[2] == "disjoint"], ids=cell_id)
+@pytest.mark.parametrize("cell", cells("disjoint"))
 def test_disjoint_cell(cell):
     """A supported disjoint cell's subtrees pass the disjoint checker; the others raise."""
-    kind, _, _, device, _ = cell
-    if device == "GPU" and not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
+    kind = cell[0]
     graph, edges = graph_and_edges(kind)
     if SUPPORT[cell] is not None:
         with pytest.raises(UnsupportedCombination, match=re.escape(SUPPORT[cell])):
@@ -125,21 +128,18 @@ def test_disjoint_cell(cell):
         check_disjoint_batch(graph, edges, mb, pipe.edge_type_fanouts)
 
 
-COOPERATIVE = [c for c in SUPPORT if c[2] == "cooperative"]
 
 
-@pytest.mark.parametrize("cell", [c for c in COOPERATIVE if SUPPORT[c] is not None], ids=cell_id)
+@pytest.mark.parametrize("cell", cells("cooperative", supported=False))
 def test_unsupported_cooperative_cell(cell):
     """Refused when the sampler is built (no process group needed) or by its first batch."""
-    kind, _, _, device, _ = cell
-    if device == "GPU" and not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
+    kind = cell[0]
     graph, edges = graph_and_edges(kind)
     with pytest.raises(UnsupportedCombination, match=re.escape(SUPPORT[cell])):
         next(iter(cell_pipe(cell, graph, edges)))
 
 
-SUPPORTED_COOPERATIVE = [c for c in COOPERATIVE if SUPPORT[c] is None]
+SUPPORTED_COOPERATIVE = [c for c in SUPPORT if c[2] == "cooperative" and SUPPORT[c] is None]
 
 
 def plain(minibatch):
@@ -219,13 +219,11 @@ def as_set(rows):
     return {tuple(row) for row in rows.tolist()}
 
 
-@pytest.mark.parametrize("cell", [c for c in SUPPORT if c[2] == "temporal"], ids=cell_id)
+@pytest.mark.parametrize("cell", cells("temporal"))
 def test_temporal_cell(cell):
     """A supported temporal cell's batches pass the brute-force temporal checker (every
     edge valid for its root seed's time, counts among the valid); the others raise."""
     kind, task, _, device, layout = cell
-    if device == "GPU" and not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
     graph, edges, node_time, edge_time = timed_graph(kind, sort=False)
     gen = torch.Generator().manual_seed(3)
     if task == "hyperlink":
