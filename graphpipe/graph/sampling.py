@@ -140,7 +140,7 @@ def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = 
         pairs = {}
         for key, ids in seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
-            pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]])
+            pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]], device=ids.device)
         if unique:
             return link_seed_nodes(graph, pairs)
         by_id = {schema_id: (indexes or {}).get(key) for schema_id, key in zip(pairs, seeds)}
@@ -156,7 +156,7 @@ def link_seed_nodes(graph, pairs: Mapping[int, torch.Tensor]) -> SeedNodes:
     endpoints, ascending (so type-major)."""
     flat = torch.cat([p.reshape(-1) for p in pairs.values()])
     nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.total_num_nodes)
-    cuts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset)).tolist()
+    cuts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset, device=nodes.device)).tolist()
     links, at = {}, 0
     for etype, p in pairs.items():
         links[etype] = (p, local[at : at + p.numel()].view(p.shape))
@@ -182,7 +182,7 @@ def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool, index
     for etype, v in values.items():  # (edge type, column, values, each pair's row among them)
         ends = schema.edge_type_ends[etype] if v.size(1) == 2 else (0,) * v.size(1)
         if row_major and len(schema.node_types) == 1:
-            pieces[0].append((etype, -1, v.reshape(-1), torch.arange(v.numel())))
+            pieces[0].append((etype, -1, v.reshape(-1), torch.arange(v.numel(), device=v.device)))
             continue
         index = None if indexes is None else indexes.get(etype)
         for column, node_type in enumerate(ends):
@@ -190,7 +190,7 @@ def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool, index
     counts = tuple(sum(p.numel() for _, _, p, _ in type_pieces) for type_pieces in pieces)
     rows = torch.cat([p for type_pieces in pieces for _, _, p, _ in type_pieces])
     at = list(accumulate(counts, initial=0))
-    local = {etype: (v, torch.empty(v.shape, dtype=torch.int64)) for etype, v in values.items()}
+    local = {etype: (v, torch.empty(v.shape, dtype=torch.int64, device=v.device)) for etype, v in values.items()}
     for node_type, type_pieces in enumerate(pieces):
         for etype, column, p, row_of_pair in type_pieces:
             positions = at[node_type] + row_of_pair
@@ -206,15 +206,16 @@ def _link_column(v: torch.Tensor, column: int, indexes: Optional[torch.Tensor]) 
     """Column ``column`` of ``[N, 2]`` pairs ``v`` as rows: ``(values, each pair's row)``;
     with ``indexes`` (``P`` positives and ``k`` negatives each) PyG's triplet rows."""
     if indexes is None:
-        return v[:, column], torch.arange(v.size(0))
+        return v[:, column], torch.arange(v.size(0), device=v.device)
     num_pos = int(indexes.max()) + 1 if indexes.numel() else 0
     k = (v.size(0) - num_pos) // max(num_pos, 1)
     if column == 0:
         return v[:num_pos, 0], indexes.to(torch.int64)
     negatives = v[num_pos:, 1].view(num_pos, k).t().reshape(-1)  # negative j of every positive, j = 0, 1, ...
-    j = torch.arange(k).repeat(num_pos)
-    rows_of_negatives = num_pos + j * num_pos + torch.arange(num_pos).repeat_interleave(k)
-    return torch.cat([v[:num_pos, 1], negatives]), torch.cat([torch.arange(num_pos), rows_of_negatives])
+    j = torch.arange(k, device=v.device).repeat(num_pos)
+    positives = torch.arange(num_pos, device=v.device)
+    rows_of_negatives = num_pos + j * num_pos + positives.repeat_interleave(k)
+    return torch.cat([v[:num_pos, 1], negatives]), torch.cat([positives, rows_of_negatives])
 
 
 def seed_times(
@@ -317,8 +318,8 @@ def drop_seed_edges(graph, sample: LayerSample, dst: torch.Tensor, edge_dst: tor
     if bool(keep.all()):
         return sample
     segments = sample.indptr.numel() - 1
-    owner = torch.repeat_interleave(torch.arange(segments), sample.indptr.diff(), output_size=keep.numel())
-    indptr = torch.zeros(segments + 1, dtype=torch.int64)
+    owner = torch.repeat_interleave(torch.arange(segments, device=keep.device), sample.indptr.diff(), output_size=keep.numel())
+    indptr = torch.zeros(segments + 1, dtype=torch.int64, device=keep.device)
     torch.cumsum(torch.bincount(owner[keep], minlength=segments), 0, out=indptr[1:])
     weights = None if sample.edge_weights is None else sample.edge_weights[keep]
     return LayerSample(indptr, sample.indices[keep], sample.edge_ids[keep], weights)

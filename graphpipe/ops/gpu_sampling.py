@@ -10,12 +10,13 @@ checks (bad ``indptr`` ranges, non-finite weights) ride on those reads (:func:`_
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
 from graphpipe._internal.devices import device_array
 from graphpipe.ops import torch_random
+from graphpipe.ops.edge_lookup import EdgeExclusion
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.selection import LOG_SPACE_SPREAD, check_kernel_report
 
@@ -74,6 +75,50 @@ def _indptr(counts: torch.Tensor) -> torch.Tensor:
     return indptr
 
 
+class _Excluded(NamedTuple):
+    """An :class:`EdgeExclusion` on the sampling op's device: per destination its excluded
+    in-edges (``counts``, ``[num_dst]``) and the entries of earlier rows (``before``); per
+    excluded in-edge its destination (``rows``), position in that range (``offsets``) and
+    ``keys`` (ascending ``row * 2**32 + offset - j``, ``j`` its index within the row)."""
+
+    counts: torch.Tensor
+    before: torch.Tensor
+    rows: torch.Tensor
+    offsets: torch.Tensor
+    keys: torch.Tensor
+
+
+def _excluded(exclude: Optional[EdgeExclusion], start: torch.Tensor) -> Optional[_Excluded]:
+    if exclude is None:
+        return None
+    indptr, positions = exclude.indptr.to(start.device), exclude.positions.to(start.device)
+    m, total = indptr.numel() - 1, positions.numel()
+    per_row = indptr.diff()
+    counts = torch.zeros_like(start)
+    counts[:m] = per_row
+    before = torch.full_like(start, total)
+    before[:m] = indptr[:-1]
+    rows = torch.repeat_interleave(torch.arange(m, device=start.device), per_row, output_size=total)
+    offsets = positions - start[rows]
+    keys = rows * 2**32 + offsets - (torch.arange(total, device=start.device) - indptr[rows])
+    return _Excluded(counts, before, rows, offsets, keys)
+
+
+def _skip_excluded(excluded: Optional[_Excluded], row: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+    """Ranks among a row's drawable in-edges -> positions in its range: the ``r``-th drawable
+    one is ``r + #{j : offset_j - j <= r}`` (the CPU kernels' ``_skip_excluded``)."""
+    if excluded is None:
+        return rank
+    return rank + torch.searchsorted(excluded.keys, row * 2**32 + rank, right=True) - excluded.before[row]
+
+
+def _without_excluded(w: torch.Tensor, excluded: Optional[_Excluded], offsets: torch.Tensor) -> torch.Tensor:
+    """Weights ``w`` (rows laid out by :func:`_ragged` at ``offsets``), 0 at excluded in-edges."""
+    if excluded is None:
+        return w
+    return w.index_fill(0, offsets[excluded.rows] + excluded.offsets, 0.0)
+
+
 def _smallest_per_row(score: torch.Tensor, row: torch.Tensor, offsets: torch.Tensor, take: torch.Tensor, total_out: int):
     """Flat positions of the ``take[r]`` smallest scores of each row (items row-major, as
     :func:`_ragged` lays them), ascending; ties keep the lower position."""
@@ -98,31 +143,37 @@ def sample_neighbors_torch(
     key: int,
     replace: bool = False,
     probs: Optional[torch.Tensor] = None,
+    exclude: Optional[EdgeExclusion] = None,
 ) -> LayerSample:
     """``sample_neighbors`` with torch ops (the CSC arrays on ``nodes``' device or pinned):
     uniform draws give the CPU op's edges; weighted ones match up to ``log`` rounding ties,
-    and with replacement up to an edge at a prefix-sum boundary."""
+    and with replacement up to an edge at a prefix-sum boundary. ``exclude``'s in-edges are
+    skipped while drawing, as the CPU kernels do."""
     indices, nodes, start, deg, bad = _neighbourhoods(indptr, indices, nodes)
     weights = None if probs is None else device_array(probs, nodes.device)
     vkeys = torch_random.hash2(key, nodes)  # vertex v's variates depend on (key, v) only
+    excluded = _excluded(exclude, start)
     if replace and fanout != -1:
-        return _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights)
+        return _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights, excluded)
     if weights is None:
-        counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
+        drawable = deg if excluded is None else deg - excluded.counts
+        counts = drawable if fanout == -1 else torch.clamp(drawable, max=fanout)
         (total_out,) = _host_ints("sample_neighbors", bad, counts.sum())
         row, pos, _ = _ragged(counts, total_out)
         if fanout != -1 and fanout < indices.numel():  # else no node has more in-edges
-            floyd = _floyd(vkeys, deg, fanout)
-            pos = torch.where(deg[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
-        return _layer(indices, counts, start[row] + pos)
+            floyd = _floyd(vkeys, drawable, fanout)
+            pos = torch.where(drawable[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
+        return _layer(indices, counts, start[row] + _skip_excluded(excluded, row, pos))
     (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
     row, pos, offsets = _ragged(deg, total_in)
     w = weights[start[row] + pos].to(torch.float64)
+    non_finite = (~torch.isfinite(w)).sum()
+    largest, log_space = _row_weight_range(w, row, nodes.numel())  # over every in-edge, as the CPU kernel
+    w = _without_excluded(w, excluded, offsets)
     positive = w > 0
     num_positive = torch.zeros_like(deg).index_add_(0, row, positive.to(torch.int64))
     counts = num_positive if fanout == -1 else torch.clamp(num_positive, max=fanout)
-    (total_out,) = _host_ints("sample_neighbors", bad, counts.sum(), non_finite=(~torch.isfinite(w)).sum())
-    largest, log_space = _row_weight_range(w, row, nodes.numel())
+    (total_out,) = _host_ints("sample_neighbors", bad, counts.sum(), non_finite=non_finite)
     top = largest[row]
     exponential = -torch.log(torch_random.uniform_open(vkeys[row], pos))
     score = torch.where(
@@ -160,12 +211,13 @@ def _floyd(vkeys: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
     return torch.sort(torch.where(taken, j, t), dim=1).values
 
 
-def _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights) -> LayerSample:
+def _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights, excluded) -> LayerSample:
     draws = torch.arange(fanout, device=nodes.device)
     non_finite = None
     if weights is None:
-        pos = _randint(vkeys[:, None], draws[None, :], deg[:, None])
-        has_edges = deg > 0
+        drawable = deg if excluded is None else deg - excluded.counts
+        pos = _randint(vkeys[:, None], draws[None, :], drawable[:, None])
+        has_edges = drawable > 0
     else:
         u = torch_random.uniform(vkeys[:, None], draws[None, :])
         (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
@@ -173,7 +225,7 @@ def _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights) -
         w = weights[start[row_all] + pos_all].to(torch.float64)
         non_finite = (~torch.isfinite(w)).sum()
         largest, _ = _row_weight_range(w, row_all, nodes.numel())
-        w = torch.where(w > 0, w / largest[row_all], 0.0)  # ratios: no overflowing sum, no subnormals
+        w = _without_excluded(torch.where(w > 0, w / largest[row_all], 0.0), excluded, offsets)  # ratios: no overflow
         cum = torch.cumsum(w, 0)
         before = cum[(offsets - 1).clamp(min=0)] if cum.numel() else offsets.to(torch.float64)
         before = torch.where(offsets > 0, before, 0.0)
@@ -187,6 +239,8 @@ def _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights) -
         )
         pos = torch.where(pos >= deg[:, None], last_positive[:, None], pos)
     pos = torch.sort(pos, dim=1).values
+    if weights is None:
+        pos = _skip_excluded(excluded, torch.arange(pos.size(0), device=pos.device)[:, None], pos)
     counts = torch.where(has_edges, fanout, 0)
     (drawing,) = _host_ints("sample_neighbors", bad, has_edges.sum(), non_finite=non_finite)
     rows = torch.nonzero_static(has_edges, size=drawing).view(-1)

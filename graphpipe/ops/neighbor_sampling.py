@@ -27,7 +27,7 @@ import torch
 
 from graphpipe._internal.checks import check_fanout, check_node_ids
 from graphpipe.ops.gpu_sampling import sample_neighbors_torch
-from graphpipe.ops.edge_lookup import EdgeExclusion, check_exclusion, drop_excluded
+from graphpipe.ops.edge_lookup import EdgeExclusion, check_exclusion
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.random import hash2, uniform, uniform_open
 from graphpipe.ops.selection import (
@@ -423,8 +423,7 @@ def sample_neighbors(
             raise _too_many_edges(fanout, replace, nodes.numel())
         device = nodes.device if nodes.is_cuda else indptr.device
         fanout = min(fanout, FANOUT_CAP)
-        sample = sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs)
-        return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr)
+        return sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs, exclude=exclude)
     return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids)
 
 

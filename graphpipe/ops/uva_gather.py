@@ -5,8 +5,8 @@ Such reads are latency bound at minibatch sizes, so the kernel keeps many in fli
 wastes few bytes per request: ids are sorted first (consecutive lanes read ascending
 addresses, rows sharing a cache line are fetched together) and each row is written to its
 own position; rows are read as the widest words that tile them, lanes laid on 128-byte
-aligned lines; a program copies a tile of ``rows_per_program`` rows and the grid is capped
-(``max_programs``, persistent programs) so a gather on a side stream leaves most SMs to
+aligned lines, each lane loading only its own row's words; a program copies a tile of
+``rows_per_program`` rows and the grid is capped (``max_programs``, persistent programs) so a gather on a side stream leaves most SMs to
 training. Triton ships with CUDA builds of torch; its interpreter (``TRITON_INTERPRET=1``)
 runs the kernel on CPU tensors in the tests.
 """
@@ -50,7 +50,7 @@ def _gather_kernel():
 
     @triton.jit
     def gather_rows_kernel(
-        table, sorted_ids, perm, out, n, row_words, table_words, num_tiles,
+        table, sorted_ids, perm, out, n, row_words, num_tiles,
         ROWS: tl.constexpr, BLOCK_W: tl.constexpr, LINE_WORDS: tl.constexpr,
     ):
         rows_in_tile = tl.arange(0, ROWS)
@@ -66,7 +66,7 @@ def _gather_kernel():
             for c0 in range(0, row_words + LINE_WORDS - 1, BLOCK_W):
                 word = first[:, None] + (c0 + lanes)[None, :]
                 in_row = (word >= start[:, None]) & (word < start[:, None] + row_words)
-                values = tl.load(table + word, mask=row_ok[:, None] & (word < table_words))
+                values = tl.load(table + word, mask=row_ok[:, None] & in_row)
                 tl.store(out + (dst * row_words)[:, None] + (word - start[:, None]), values,
                          mask=row_ok[:, None] & in_row)
 
@@ -123,7 +123,7 @@ def uva_gather(
     # Triton launches on the thread's current device: make it ids' (a stage thread's is 0).
     with torch.cuda.device(ids.device) if ids.is_cuda else contextlib.nullcontext():
         _gather_kernel()[(min(num_tiles, max_programs),)](
-            words, sorted_ids, perm, out_words, n, row_words, words.numel(), num_tiles,
+            words, sorted_ids, perm, out_words, n, row_words, num_tiles,
             ROWS=rows_per_program, BLOCK_W=block_w, LINE_WORDS=line_words,
         )
     return out

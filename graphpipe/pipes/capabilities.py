@@ -40,14 +40,14 @@ DIMENSIONS: Dict[str, Tuple[str, ...]] = {
 # (what the rule matches, why it is not supported); the first match wins.
 UNSUPPORTED = (
     (
-        {"graph": "typed", "device": "GPU"},
-        "typed graphs are sampled on the CPU: keep the graph and the seeds in host memory and put "
-        "copy_to('cuda') after the sampler (and the feature fetcher)",
-    ),
-    (
         {"graph": "typed", "task": "hyperlink"},
         "hyperlinks ([N, k > 2] seeds) are sampled on untyped graphs only; typed link seeds are "
         "[N, 2] pairs per edge type",
+    ),
+    (
+        {"graph": "typed", "device": "GPU"},
+        "typed graphs are sampled on the CPU: keep the graph and the seeds in host memory and put "
+        "copy_to('cuda') after the sampler (and the feature fetcher)",
     ),
     (
         {"mode": "cooperative", "layout": "pyg"},

@@ -269,6 +269,42 @@ def test_same_edges_as_the_numba_neighbor_sampler():
                 assert torch.equal(x, y), (case, name)
 
 
+def random_exclusion(graph, nodes, num_excluding, seed):
+    """An EdgeExclusion over the first ``num_excluding`` of ``nodes``: a random subset of each
+    one's in-edge positions (all of them for some), ascending."""
+    from graphpipe.ops.edge_lookup import EdgeExclusion
+
+    gen = torch.Generator().manual_seed(seed)
+    counts, positions = [0], []
+    for i, v in enumerate(nodes[:num_excluding].tolist()):
+        lo, hi = int(graph.indptr[v]), int(graph.indptr[v + 1])
+        take = torch.rand(hi - lo, generator=gen) < (1.0 if i % 7 == 0 else 0.3)
+        positions.append(torch.arange(lo, hi)[take])
+        counts.append(int(take.sum()))
+    return EdgeExclusion(torch.tensor(counts).cumsum(0), torch.cat(positions))
+
+
+def test_excluded_in_edges_are_skipped_while_drawing_as_the_numba_kernels():
+    """With an EdgeExclusion the torch op draws among the other in-edges, edge for edge the
+    CPU kernels' sample (so fanouts count only drawable edges)."""
+    graph = random_graph(num_nodes=300, max_deg=90, seed=3, weighted=True)
+    w = graph.edge_attributes["w"]
+    nodes = torch.randperm(300, generator=torch.Generator().manual_seed(4))[:200]
+    exclude = random_exclusion(graph, nodes, 120, seed=5)
+    assert exclude.positions.numel() > 500
+    cases = [dict(fanout=f, replace=r, probs=p) for f in (1, 5, 70, -1) for r in (False, True) for p in (None, w)]
+    for case in cases:
+        want = sample_neighbors(graph.indptr, graph.indices, nodes, key=7, exclude=exclude, **case)
+        got = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, key=7, exclude=exclude, **case)
+        assert torch.equal(got.indptr, want.indptr), case
+        assert not bool(torch.isin(got.edge_ids, exclude.positions).any()), case
+        if case["replace"] and case["probs"] is not None and case["fanout"] != -1:
+            assert float((got.edge_ids == want.edge_ids).double().mean()) > 0.99, case  # prefix-sum rounding
+            continue
+        for name, x, y in zip(("indices", "edge_ids"), got[1:3], want[1:3]):
+            assert torch.equal(x, y), (case, name)
+
+
 def test_weighted_with_replacement_mostly_equals_numba():
     graph = random_graph(num_nodes=300, max_deg=40, seed=9, weighted=True)
     w = graph.edge_attributes["w"]
@@ -303,7 +339,7 @@ def test_sample_neighbors_dispatches_cuda_tensors_to_the_torch_op():
 @pytest.mark.parametrize("place", ["mapped file, pinned", "device memory"])
 def test_public_ops_on_cuda_equal_the_numba_kernels_edge_for_edge(place, tmp_path):
     """sample_neighbors / sample_labor with CUDA ids against the numba kernels: uniform
-    and weighted NS, LABOR-0 (independent and dependent variates), on a graph loaded
+    and weighted NS (with and without excluded seed edges), LABOR-0 (independent and dependent variates), on a graph loaded
     from a file with mmap=True and pinned in place (registered read-only), or on the GPU."""
     from graphpipe.ops.labor import Variates, sample_labor
 
@@ -313,7 +349,9 @@ def test_public_ops_on_cuda_equal_the_numba_kernels_edge_for_edge(place, tmp_pat
     if place.startswith("mapped"):
         assert graph.indices.is_pinned() and graph.edge_attributes["w"].is_pinned()
     nodes = torch.randperm(400, generator=torch.Generator().manual_seed(5))[:250]
-    for case in [dict(fanout=5), dict(fanout=5, probs="w"), dict(fanout=-1), dict(fanout=3, replace=True)]:
+    cases = [dict(fanout=5), dict(fanout=5, probs="w"), dict(fanout=-1), dict(fanout=3, replace=True)]
+    exclusion = random_exclusion(cpu, nodes, 150, seed=6)  # seed edges skipped while drawing
+    for case in cases + [dict(case, exclude=exclusion) for case in cases]:
         want = sample_neighbors(cpu.indptr, cpu.indices, nodes, key=9,
                                 **{k: cpu.edge_attributes["w"] if v == "w" else v for k, v in case.items()})
         got = sample_neighbors(graph.indptr, graph.indices, nodes.cuda(), key=9,
