@@ -20,6 +20,8 @@ from graphpipe.ops.edge_lookup import EdgeExclusion
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.selection import LOG_SPACE_SPREAD, check_kernel_report
 
+_TRITON_MAX_FANOUT = 64  # the largest fanout whose K x K ranks triton_sampling computes
+
 __all__ = [
     "sample_labor_torch",
     "sample_neighbors_torch",
@@ -148,7 +150,15 @@ def sample_neighbors_torch(
     """``sample_neighbors`` with torch ops (the CSC arrays on ``nodes``' device or pinned):
     uniform draws give the CPU op's edges; weighted ones match up to ``log`` rounding ties,
     and with replacement up to an edge at a prefix-sum boundary. ``exclude``'s in-edges are
-    skipped while drawing, as the CPU kernels do."""
+    skipped while drawing, as the CPU kernels do. On a GPU, uniform draws without
+    replacement or exclusion (the usual layer) run as two Triton kernels."""
+    if nodes.is_cuda and probs is None and exclude is None and not replace and 0 < fanout <= _TRITON_MAX_FANOUT:
+        from graphpipe.ops import triton_sampling  # needs triton, which CUDA builds of torch ship
+
+        return triton_sampling.sample_uniform_triton(
+            device_array(indptr, nodes.device), device_array(indices, nodes.device), nodes.to(torch.int64), fanout, key,
+            lambda bad, total: _host_ints("sample_neighbors", bad, total)[0],
+        )
     indices, nodes, start, deg, bad = _neighbourhoods(indptr, indices, nodes)
     weights = None if probs is None else device_array(probs, nodes.device)
     vkeys = torch_random.hash2(key, nodes)  # vertex v's variates depend on (key, v) only
