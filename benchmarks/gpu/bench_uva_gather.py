@@ -12,10 +12,11 @@ place with ``Feature.pin_memory_()``, random ids):
   plain reference gather;
 * ``cpu_gather_copy``: the numba CPU gather into pinned memory, then a copy.
 
-Then, with ``--cache-gb`` > 0, for 400-byte rows: ``GPUCachedFeature.read`` of ids that
-all hit a static cache of ``--cache-gb`` GB (``cache_hits``: slot lookup, range check and
-its host sync included) against ``torch.index_select`` on the cache's device table
-(``hbm_index_select``).
+Then, with ``--cache-gb`` > 0, for 400-byte rows: ``GPUCachedFeature.read_valid`` (the
+fetcher's read of sampled ids) of ids that all hit a static cache of ``--cache-gb`` GB
+(``cache_hits``: slot lookup and its host sync included) against ``torch.index_select`` on
+the cache's device table (``hbm_index_select``) and a contiguous copy of as many bytes
+(``hbm_copy``, the device's copy bandwidth).
 
 ``--sweep`` also times ``rows_per_program`` x ``max_programs`` so that the defaults in
 ``uva_gather.py`` can be tuned. Targets (issue 20, H100): uva >= 30 GB/s and >= 0.9x
@@ -86,7 +87,7 @@ def cache_hit_runs(args, device, row_bytes=400):
         out = torch.empty(batch, row_bytes // 4, device=device)
         slots = cache.slot_of_row[ids].to(torch.int64)
         results = {
-            "cache_hits": cuda_ms(lambda: cache.read(ids, out)),
+            "cache_hits": cuda_ms(lambda: cache.read_valid(ids, out)),  # the fetcher's read of sampled ids
             "hbm_index_select": cuda_ms(lambda: torch.index_select(cache.cache, 0, slots, out=out)),
             # The device's copy bandwidth for as many bytes, read contiguously (the ceiling).
             "hbm_copy": cuda_ms(lambda: out.view(-1).copy_(cache.cache.view(-1)[: out.numel()])),

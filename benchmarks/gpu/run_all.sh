@@ -9,7 +9,8 @@
 # Steps, in this order, each under its own time limit so that a hang costs one step, not
 # the run (stopped with SIGINT first, so pytest still names its failures): cuda-tests
 # (`pytest -m cuda`), sampling, uva (UVA gather + cache hits), e2e-ns, gpu-tests (the rest
-# of tests/gpu, on the device), e2e-labor. GPU_RUN_STEPS picks some, and can add kappa
+# of tests/gpu, on the device), e2e-labor. GPU_RUN_STEPS picks some, and can add uva-sweep
+# (the UVA kernel's tile and grid sizes, to tune its defaults), kappa
 # (cache hit rate vs LABOR's kappa: it does not depend on the device and was measured on
 # CPU) and suite (the whole suite with the time left: what breaks only where CUDA is present).
 # Writes to $OUT (default /tmp/graphpipe-gpu-run): env.txt, tests.log, bench.log,
@@ -89,6 +90,8 @@ step cuda-tests 150 "$OUT/tests.log" "${PYTEST[@]}" "${XDIST[@]}" -m cuda tests
 bench sampling 60 "$PY" benchmarks/gpu/bench_sampling.py --on gpu --iters 100 --profile
 bench uva 60 "$PY" benchmarks/gpu/bench_uva_gather.py --table-gb 4 --row-bytes 400 2048 \
     --rows 150000 1000000 --cache-gb 4
+bench uva-sweep 40 "$PY" benchmarks/gpu/bench_uva_gather.py --table-gb 4 --row-bytes 400 --rows 150000 1000000 \
+    --cache-gb 0 --sweep
 bench e2e-ns 90 "$PY" benchmarks/gpu/bench_e2e.py --log2-nodes 21 --sampler NS --batches 100
 step gpu-tests 60 "$OUT/tests.log" "${PYTEST[@]}" "${XDIST[@]}" -m "not cuda" tests/gpu
 bench e2e-labor 60 "$PY" benchmarks/gpu/bench_e2e.py --log2-nodes 21 --sampler LABOR-0 --batches 100

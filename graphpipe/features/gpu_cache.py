@@ -12,9 +12,10 @@ memory, only the misses from the backing feature (a UVA gather when it is pinned
   second pass over those if one does not free enough); rows admitted together never
   evict each other.
 
-Lookup is a direct map ``slot_of_row`` (``[num_rows]`` int32 on the device) and every
-step a batched torch op, so the same code runs on CPU tensors. ``read_valid`` syncs with
-the host twice (the numbers of misses and of distinct misses); ``read`` once more.
+Lookup is a direct map ``slot_of_row`` (``[num_rows]`` int32 on the device); on a GPU one
+Triton kernel looks ids up and copies the hits (:mod:`graphpipe.ops.cache_lookup`), on CPU
+tensors batched torch ops do; the misses' steps are batched torch ops. ``read_valid``
+syncs with the host twice (the numbers of misses and of distinct misses); ``read`` once more.
 Not thread-safe: one stage reads a given cache.
 """
 
@@ -93,8 +94,7 @@ class GPUCachedFeature(CachedFeature):
         self.referenced = torch.zeros(self.capacity + 1, dtype=torch.int32, device=self.device)
         self.hand = torch.zeros((), dtype=torch.int64, device=self.device)
         self.num_filled = 0
-        self._lookups = torch.zeros((), dtype=torch.int64, device=self.device)
-        self._hits = torch.zeros((), dtype=torch.int64, device=self.device)
+        self._lookups = self._hits = 0
         if hotness is not None:
             self._fill_hottest(_check_hotness(hotness, num_rows))
 
@@ -116,16 +116,21 @@ class GPUCachedFeature(CachedFeature):
         out = output_rows(out, (n, *self.row_shape), self.dtype, self.device, "GPUCachedFeature.read")
         if n == 0:
             return out
-        slot = self.slot_of_row[ids].to(torch.int64)
-        hit = slot >= 0
-        num_misses = int(n - hit.sum())
+        if self.capacity and ids.is_cuda:
+            from graphpipe.ops.cache_lookup import read_hits  # needs triton, which CUDA builds of torch ship
+
+            miss, num_misses = read_hits(ids, self.slot_of_row, self.cache, out, self.referenced)
+        else:
+            slot = self.slot_of_row[ids].to(torch.int64)
+            miss = slot < 0
+            num_misses = int(miss.sum())
+            if self.capacity:
+                torch.index_select(self.cache, 0, slot.clamp(min=0), out=out)
+                self.referenced.index_fill_(0, torch.where(miss, self.capacity, slot), 1)
         self._lookups += n
         self._hits += n - num_misses
-        if self.capacity:
-            torch.index_select(self.cache, 0, slot.clamp(min=0), out=out)
-            self.referenced.index_fill_(0, torch.where(hit, slot, self.capacity), 1)
         if num_misses:
-            misses = torch.nonzero_static(~hit, size=num_misses).view(-1)
+            misses = torch.nonzero_static(miss, size=num_misses).view(-1)
             unique_misses, inverse = torch.unique(ids[misses], return_inverse=True)
             rows = self.fallback.read_valid(unique_misses).to(self.device)
             out[misses] = rows[inverse]
@@ -136,12 +141,10 @@ class GPUCachedFeature(CachedFeature):
     @property
     def hit_rate(self) -> float:
         """Fraction of looked-up ids found in the cache since the last :meth:`reset_stats`."""
-        lookups = int(self._lookups)
-        return int(self._hits) / lookups if lookups else 0.0
+        return self._hits / self._lookups if self._lookups else 0.0
 
     def reset_stats(self) -> None:
-        self._lookups.zero_()
-        self._hits.zero_()
+        self._lookups = self._hits = 0
 
     # ------------------------------------------------------------------ policies
     def _fill_hottest(self, hotness: torch.Tensor) -> None:

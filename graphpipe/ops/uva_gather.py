@@ -20,7 +20,7 @@ import torch
 
 from graphpipe._internal.devices import Table, table_dtype_and_row_shape, zero_copy_view
 
-__all__ = ["check_out", "uva_gather"]
+__all__ = ["check_out", "uva_gather", "word_dtype"]
 
 _LINE_BYTES = 128
 _TILE_WORDS = 2048
@@ -28,7 +28,9 @@ _PROGRAMS_PER_SM = 2
 _kernel = None
 
 
-def _word_dtype(row_nbytes: int, ptr: int) -> torch.dtype:
+def word_dtype(row_nbytes: int, ptr: int) -> torch.dtype:
+    """The widest of int64/int32/int16/uint8 that tiles a row of ``row_nbytes`` and that
+    address ``ptr`` is aligned to."""
     for dtype in (torch.int64, torch.int32, torch.int16):
         size = dtype.itemsize
         if row_nbytes % size == 0 and ptr % size == 0:
@@ -108,7 +110,7 @@ def uva_gather(
     if not (isinstance(table, torch.Tensor) and table.device == ids.device):
         table = zero_copy_view(table, ids.device)
     rows = table.reshape(table.shape[0], -1).view(torch.uint8)
-    word = _word_dtype(rows.shape[1], rows.data_ptr())
+    word = word_dtype(rows.shape[1], rows.data_ptr())
     words = rows.view(word)
     row_words = words.shape[1]
     line_words = _LINE_BYTES // word.itemsize

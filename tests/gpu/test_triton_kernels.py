@@ -1,5 +1,6 @@
-"""The Triton NS kernels (on a GPU, or in Triton's interpreter on CPU) draw the numba
-kernels' edges, edge for edge; the GPU path uses them for uniform layers."""
+"""The Triton kernels (on a GPU, or in Triton's interpreter on CPU): the NS kernels draw
+the numba kernels' edges, edge for edge, and the GPU path uses them for uniform layers; the
+cache's lookup copies exactly the cached rows and flags the others."""
 
 import os
 
@@ -11,9 +12,9 @@ from graphpipe.ops import derive_key, gpu_sampling, sample_neighbors
 
 has_cuda = torch.cuda.is_available()
 try:
-    from graphpipe.ops import triton_sampling
+    from graphpipe.ops import cache_lookup, triton_sampling
 except ImportError:  # CPU builds of torch do not ship triton
-    triton_sampling = None
+    cache_lookup = triton_sampling = None
 pytestmark = pytest.mark.skipif(
     triton_sampling is None or not (has_cuda or os.environ.get("TRITON_INTERPRET") == "1"),
     reason="needs Triton with CUDA, or TRITON_INTERPRET=1 to run the kernels on CPU",
@@ -62,3 +63,24 @@ def test_the_gpu_path_uses_the_kernels_for_uniform_layers(monkeypatch):
     graph = random_graph(num_nodes=300, max_deg=90, seed=7).to("cuda")
     gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, torch.arange(300, device="cuda"), 5, key=3)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("dtype, row_shape", [(torch.float32, (100,)), (torch.bfloat16, (3,)), (torch.int64, ())])
+def test_cache_lookup_copies_the_hits_and_flags_the_misses(dtype, row_shape):
+    gen = torch.Generator().manual_seed(0)
+    num_rows, capacity = 500, 120
+    table = (torch.randn((num_rows,) + row_shape, generator=gen) * 100).to(dtype)
+    cached_rows = torch.randperm(num_rows, generator=gen)[:capacity]
+    slot_of_row = torch.full((num_rows + 1,), -1, dtype=torch.int32)
+    slot_of_row[cached_rows] = torch.arange(capacity, dtype=torch.int32)
+    ids = torch.randint(0, num_rows, (777,), generator=gen)
+    out = torch.zeros((777,) + row_shape, dtype=dtype)
+    referenced = torch.zeros(capacity + 1, dtype=torch.int32)
+    miss, num_misses = cache_lookup.read_hits(
+        ids.to(device), slot_of_row.to(device), table[cached_rows].to(device), out := out.to(device), referenced := referenced.to(device)
+    )
+    want_miss = slot_of_row[ids] < 0
+    assert torch.equal(miss.cpu(), want_miss) and num_misses == int(want_miss.sum()) > 0
+    hit = ~want_miss
+    assert torch.equal(out.cpu()[hit], table[ids[hit]]) and not out.cpu()[want_miss].any()
+    assert torch.equal(referenced.cpu()[:capacity], torch.isin(torch.arange(capacity), slot_of_row[ids[hit]].long()).int())
