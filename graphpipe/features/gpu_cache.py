@@ -159,11 +159,12 @@ class GPUCachedFeature(CachedFeature):
 
     def _place(self, rows: torch.Tensor, slots: torch.Tensor, values: torch.Tensor) -> None:
         """Put ``rows`` (with ``values``) into ``slots``, evicting the slots' old rows."""
-        self.slot_of_row[self.row_of_slot[slots]] = -1
+        # index_fill_ takes its value as a scalar: `t[i] = -1` copies it from the host and waits.
+        self.slot_of_row.index_fill_(0, self.row_of_slot[slots], -1)
         self.row_of_slot[slots] = rows
         self.slot_of_row[rows] = slots.to(torch.int32)
         self.cache[slots] = values
-        self.referenced[slots] = 1
+        self.referenced.index_fill_(0, slots, 1)
 
     def _admit(self, rows: torch.Tensor, values: torch.Tensor) -> None:
         """Admit distinct missed ``rows`` (``values`` their data) by the cache's policy."""

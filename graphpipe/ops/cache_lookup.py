@@ -24,7 +24,7 @@ __all__ = ["read_hits"]
 _TILE_WORDS = 4096
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])  # one compile for every batch size
 def _read_kernel(
     ids, slot_of_row, cache, out, referenced, miss, num_misses, n,
     ROW_WORDS: tl.constexpr, BLOCK_W: tl.constexpr, ROWS: tl.constexpr,

@@ -41,7 +41,7 @@ def _hash2(key, counter):
     return _mix64(key + (counter + 1) * 0x9E3779B97F4A7C15)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_dst", "num_edges", "fanout"])  # one compile for every batch
 def _count_kernel(indptr, nodes, counts, bad, num_dst, num_edges, fanout, ROWS: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = rows < num_dst
@@ -53,7 +53,7 @@ def _count_kernel(indptr, nodes, counts, bad, num_dst, num_edges, fanout, ROWS: 
     tl.atomic_add(bad, tl.sum(wrong.to(tl.int64), axis=0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["key", "num_dst", "fanout"])
 def _draw_kernel(
     indptr, indices, nodes, out_indptr, out_src, out_eid, key, num_dst, fanout,
     ROWS: tl.constexpr, K: tl.constexpr,

@@ -50,7 +50,7 @@ def _gather_kernel():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["n", "num_tiles"])  # one compile for every batch size
     def gather_rows_kernel(
         table, sorted_ids, perm, out, n, row_words, num_tiles,
         ROWS: tl.constexpr, BLOCK_W: tl.constexpr, LINE_WORDS: tl.constexpr,

@@ -268,7 +268,7 @@ def test_cuda_cache_over_pinned_feature_matches_and_syncs_twice_per_read():
     torch.cuda.synchronize()
     for read, syncs in ((cache.read_valid, 2), (cache.read, 3)):
         sites = host_syncs(lambda: read(ids))
-        assert len(sites) <= syncs, sites
+        assert len(sites) <= syncs, ", ".join(sites)
 
 
 def test_clock_hit_rate_rises_with_labor_batch_dependency():

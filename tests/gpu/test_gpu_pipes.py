@@ -109,14 +109,16 @@ def test_gpu_link_chain_equals_cpu_chain(sampler):
 
 @pytest.mark.cuda
 def test_gpu_sampling_syncs_only_for_output_sizes():
-    """Per layer: the seeds' id check, candidate/output counts and torch.unique's size."""
+    """Per layer: the nodes' id check, the output count, torch.unique's size and the number
+    of new nodes; per batch: the seeds' copy from pageable memory (the ids and their item
+    ids) and their id check."""
     graph, feats, items = setup()
     g = graph.to("cuda")
     pipe = gp.ItemSampler(items, 64, seed=1).copy_to("cuda").sample_neighbor(g, [4, 3], seed=2)
     it = iter(pipe)
     next(it)
     sites = host_syncs(lambda: next(it))
-    assert len(sites) <= 4 * 2 + 2, sites
+    assert len(sites) <= 4 * 2 + 3, ", ".join(sites)
 
 
 class SlowFeature(gp.Feature):
@@ -182,6 +184,5 @@ def test_typed_graph_with_seeds_on_the_gpu_says_where_to_copy():
 
     graph, _ = hetero_graph()
     items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(20))})
-    pipe = gp.ItemSampler(items, 8).copy_to("cuda").sample_neighbor(graph, [2, 2])
     with pytest.raises(NotImplementedError, match=r"typed graphs are sampled on the CPU.*copy_to\('cuda'\) after"):
-        next(iter(pipe))
+        gp.ItemSampler(items, 8).copy_to("cuda").sample_neighbor(graph, [2, 2])  # refused when the chain is built
