@@ -5,7 +5,7 @@ search when every node's sources are sorted (:func:`in_neighbours_sorted`), a sc
 otherwise. On a typed graph a node's in-edges are grouped by ascending edge type, so type
 ``t``'s are a sub-range (:func:`in_edge_range`), and "sorted" means within each sub-range.
 :func:`seed_edge_exclusion` turns :class:`EdgeQueries` into an :class:`EdgeExclusion`, which
-the CPU kernels skip while sampling and :func:`drop_excluded` removes from a sampled layer.
+the NS ops (CPU and GPU) skip while sampling and :func:`drop_excluded` removes from a sampled layer (LABOR).
 """
 
 from __future__ import annotations
@@ -261,8 +261,8 @@ def drop_excluded(
     probs: Optional[torch.Tensor] = None,
 ) -> LayerSample:
     """``sample`` (drawn for ``nodes`` with the edge weights ``probs``, if any) without the
-    edges ``exclusion`` names, for ops that cannot skip them while sampling (LABOR, the GPU
-    paths): those destinations hold fewer edges than their fanout. Their Horvitz-Thompson
+    edges ``exclusion`` names, for ops that cannot skip them while sampling (LABOR, whose
+    variates are shared between nodes): those destinations hold fewer edges than their fanout. Their Horvitz-Thompson
     ``edge_weights``, if any, are multiplied by (in-edges) / (in-edges not excluded), by
     count or by ``probs``, to estimate the mean over the neighbourhood that remains."""
     m = exclusion.indptr.numel() - 1
