@@ -29,7 +29,7 @@ from graphpipe.pipes import LayerNeighborSampler, NeighborSampler, UniformNegati
 from graphpipe.pipes import TemporalLayerNeighborSampler, TemporalNeighborSampler
 from graphpipe.pipes import CopyTo, FeatureFetcher, Transform
 from graphpipe.distributed import cooperative_exchange
-from graphpipe.pipes import DistributedItemSampler
+from graphpipe.pipes import DistributedItemSampler, HotReuse
 from graphpipe.pipes.capabilities import UnsupportedCombination
 from graphpipe._internal.allocator import retain_freed_memory
 
@@ -41,7 +41,7 @@ numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if n
 
 __all__ = [
     "BuiltinDataset", "OnDiskDataset",
-    "DistributedItemSampler", "UnsupportedCombination", "cooperative_exchange", "retain_freed_memory",
+    "DistributedItemSampler", "HotReuse", "UnsupportedCombination", "cooperative_exchange", "retain_freed_memory",
     "GPUCachedFeature", "gpu_cached_feature", "hotness_from_degree", "hotness_from_presampling",
     "CopyTo",
     "CPUCachedFeature",

@@ -11,10 +11,21 @@ from graphpipe._internal.reprs import fields_repr
 from graphpipe.batch import dgl, pyg
 from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, by_type
 
-__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "map_tensors"]
+__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "ReusedRows", "map_tensors"]
 
 # The values of ``MiniBatch.layout`` (and of the samplers' ``layout`` argument).
 LAYOUTS = ("block", "pyg")
+
+
+@dataclass(frozen=True)
+class ReusedRows:
+    """Bottom-layer rows a batch reuses (:class:`~graphpipe.HotReuse`): ``positions`` ``[H]``
+    int64 rows of the bottom layer's destinations (hot, not expanded), ``rows`` ``[H, d]``
+    their output, computed with the bottom module's weights of ``version`` (training steps)."""
+
+    positions: torch.Tensor
+    rows: torch.Tensor
+    version: int
 
 
 @dataclass
@@ -68,6 +79,8 @@ class MiniBatch:
         timestamp: ``[batch_size]`` int64, temporal sampling: each seed's time (an ItemSet
             field named ``"timestamp"``; GraphBolt's), aligned with ``seeds`` (a negative
             gets its positive's); every sampled node and edge is valid for it.
+        reused: hot-vertex reuse (``sample_neighbor(..., hot_reuse=...)``): the bottom
+            layer's destinations it did not expand and their reused output (:class:`ReusedRows`).
 
     Typed batches (from a :class:`~graphpipe.HeteroItemSet` on a typed graph) hold dicts,
     every id type-local: ``seeds``, ``labels`` and ``item_ids`` by node type (only the
@@ -96,6 +109,7 @@ class MiniBatch:
     item_ids: Optional[torch.Tensor] = None
     subtree_ids: Optional[torch.Tensor] = None
     timestamp: Optional[torch.Tensor] = None
+    reused: Optional[ReusedRows] = None
 
     def __repr__(self) -> str:
         """One field a line, tensors as ``dtype[shape]`` (``int64[1024]``), not values."""

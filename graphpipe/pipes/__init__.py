@@ -10,8 +10,9 @@ from graphpipe.pipes.negative_sampler import UniformNegativeSampler
 from graphpipe.pipes.subgraph_sampler import SubgraphSampler
 from graphpipe.pipes.transform import Transform
 from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler
+from graphpipe.pipes.hot_reuse import HotReuse
 
 __all__ = ["CopyTo", "FeatureFetcher", "Transform", "Pipe", "functional_pipe", "ItemSampler", "SubgraphSampler"]
-__all__ += ["DistributedItemSampler"]
+__all__ += ["DistributedItemSampler", "HotReuse"]
 __all__ += ["NeighborSampler", "LayerNeighborSampler", "UniformNegativeSampler"]
 __all__ += ["TemporalNeighborSampler", "TemporalLayerNeighborSampler"]

@@ -12,7 +12,7 @@ import torch
 
 from graphpipe._internal.checks import check_bool, check_fanouts, check_int, check_reverse_edge_ids
 from graphpipe.batch.item_set import HeteroItemSet
-from graphpipe.batch.minibatch import LAYOUTS, MiniBatch
+from graphpipe.batch.minibatch import LAYOUTS, MiniBatch, ReusedRows
 from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
 from graphpipe.distributed.partitioned import check_whole_graph
@@ -46,6 +46,7 @@ from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UnsupportedCombination, check_supported
 from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
 from graphpipe.pipes.feature_fetcher import FeatureFetcher
+from graphpipe.pipes.hot_reuse import HotReuse
 from graphpipe.pipes.item_sampler import ItemSampler
 
 __all__ = ["GraphBoltTemporal", "SubgraphSampler", "edge_arrays"]
@@ -176,6 +177,7 @@ class SubgraphSampler(Pipe):
         time_window: Optional[int] = None,
         temporal_strategy: str = "uniform",
         deduplicate: bool = True,
+        hot_reuse: Optional[HotReuse] = None,
     ):
         super().__init__()
         name = type(self).__name__
@@ -233,6 +235,7 @@ class SubgraphSampler(Pipe):
             seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
+        self.hot_reuse = _checked_hot_reuse(hot_reuse, self, name)
 
     def _init_mode(self, cooperative, disjoint, deduplicate, layout, *time_options) -> None:
         """``cooperative``, ``disjoint``, ``deduplicate``, ``time_filter`` and ``mode`` (the
@@ -402,6 +405,37 @@ class SubgraphSampler(Pipe):
             times = LayerTimes(self.time_filter, windows[0][root], windows[1][root], row_keys, draw_key)
         return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude, subtrees, times)
 
+    def sample_bottom_reusing(self, nodes, counts, num_seeds: int, minibatch: MiniBatch, exclude) -> Tuple[LayerSample, ReusedRows]:
+        """The bottom layer with hot-vertex reuse: the destinations ``nodes`` that are hot
+        (but the batch's ``num_seeds`` seeds, which lead them) get no in-edges; the others
+        are sampled as without reuse (their variates are keyed by node, not position)."""
+        hot, reused = self.hot_reuse.reused_rows(self, nodes, minibatch.batch_index, num_seeds)
+        cold = torch.nonzero(~hot).view(-1)
+        sample = self.sample_frontier(nodes[cold], (cold.numel(),), self.no_skip, 0, minibatch, exclude)
+        per_dst = torch.zeros(nodes.numel(), dtype=torch.int64)
+        per_dst[cold] = sample.indptr.diff()
+        indptr = torch.zeros(nodes.numel() + 1, dtype=torch.int64)
+        torch.cumsum(per_dst, 0, out=indptr[1:])
+        degrees = (self.graph.indptr[nodes[reused.positions] + 1] - self.graph.indptr[nodes[reused.positions]]).to(torch.int64)
+        fanout = self.fanouts[0]
+        self.hot_reuse.count_skipped(int((degrees if fanout < 0 else degrees.clamp(max=fanout)).sum()))
+        return LayerSample(indptr, sample.indices, sample.edge_ids, sample.edge_weights), reused
+
+    def sample_hot_layer(self, hot: torch.Tensor, super_index: int) -> Tuple[SampledSubgraph, torch.Tensor]:
+        """The bottom layer of the hot vertices ``hot`` (``[H]`` ascending global ids) for
+        super-batch ``super_index`` (its own key), and its input nodes (global ids)."""
+        minibatch = MiniBatch(batch_index=-(super_index + 1))
+        sample = self.sample_frontier(hot, (hot.numel(),), self.no_skip, 0, minibatch, None)
+        subgraph = self.lay_out(compact_layer(self.graph, hot, (hot.numel(),), self.no_skip, sample), 0)
+        return subgraph, subgraph.original_row_node_ids
+
+    def stats(self):
+        return {} if self.hot_reuse is None else self.hot_reuse.stats()
+
+    def reset_stats(self) -> None:
+        if self.hot_reuse is not None:
+            self.hot_reuse.reset_stats()
+
     def lay_out(self, step: SampledLayer, layer: int) -> SampledSubgraph:
         """Layer ``layer`` as a SampledSubgraph (typed: GraphBolt's heterogeneous layout)."""
         if self.typed:
@@ -433,7 +467,11 @@ class SubgraphSampler(Pipe):
             # The seeds, the only destinations with excluded in-edges, lead every block
             # layer's destinations of their type and are pyg's first frontier.
             exclude = exclusion if self.layout == "block" or not subgraphs else None
-            sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees, windows, roots)
+            if layer == 0 and self.hot_reuse is not None:
+                sample, reused = self.sample_bottom_reusing(nodes, counts, seeds.nodes.numel(), minibatch, exclude)
+                minibatch = replace(minibatch, reused=reused)
+            else:
+                sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees, windows, roots)
             if self.deduplicate:
                 step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
             else:
@@ -777,3 +815,23 @@ def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: s
             f"({int(src[positions[e]])} -> {int(dst[positions[e]])})"
         )
     return positions.to(smallest_index_dtype(max(num_edges - 1, 0)))
+
+
+def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
+    """``hot_reuse`` if this sampler can stop at hot vertices in its bottom layer."""
+    if hot_reuse is None:
+        return None
+    if not isinstance(hot_reuse, HotReuse):
+        raise TypeError(f"{name}: `hot_reuse` must be a graphpipe.HotReuse, got {type(hot_reuse).__name__}")
+    if sampler.typed or sampler.mode != "independent" or sampler.layout != "block" or not sampler.deduplicate:
+        raise UnsupportedCombination(
+            f"{name}: hot-vertex reuse samples untyped graphs in independent block batches (layout='block', no "
+            f"cooperative, disjoint or temporal sampling); this sampler is {sampler.graph_kind}, {sampler.mode}, "
+            f"layout={sampler.layout!r}"
+        )
+    if hot_reuse.feature.num_rows != sampler.graph.total_num_nodes:
+        raise ValueError(
+            f"{name}: `hot_reuse` reads a feature of {hot_reuse.feature.num_rows} rows, but the graph has "
+            f"{sampler.graph.total_num_nodes} nodes"
+        )
+    return hot_reuse

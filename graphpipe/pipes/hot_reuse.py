@@ -1,0 +1,226 @@
+"""Hot-vertex embedding reuse with bounded staleness (NeutronOrch, Ai et al., VLDB 2024).
+
+A few hot vertices account for most of the bottom layer's work: their neighbourhoods are
+sampled and their neighbours' features fetched and aggregated batch after batch. With
+``sample_neighbor(..., hot_reuse=HotReuse(...))`` the bottom layer does not expand the hot
+vertices a batch reaches (but its own seeds); once per super-batch of ``n`` batches their
+bottom-layer output is computed on the CPU from a snapshot of the bottom module's weights,
+and every batch carries the rows it needs (``MiniBatch.reused``) for :meth:`HotReuse.insert`
+to put into the bottom layer's output.
+
+Versions count training steps: version ``v`` is the bottom module's weights after ``v``
+:meth:`HotReuse.push` calls (one after every optimizer step; version 0 is the module as
+given). Batch ``b`` (its global ``batch_index``) is in super-batch ``s = b // n`` and reuses
+rows computed with version ``max(0, (s - 1) n)``, so on the step that trains it (version
+``b``) they are at most ``2n - 1`` steps old, NeutronOrch's bound. Every row is a function
+of the batch position and the weights of a fixed version, whatever runs ahead: a sampler
+that needs a version not pushed yet waits for the training loop (and raises after
+``timeout`` seconds, naming the missing push), so batches stay deterministic and resumable.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+
+from graphpipe._internal.checks import check_int
+from graphpipe.batch.minibatch import MiniBatch, ReusedRows
+from graphpipe.features.store import FeatureStore
+from graphpipe.graph.sampled_subgraph import SampledSubgraph
+
+__all__ = ["HotReuse"]
+
+BottomCall = Callable[[torch.nn.Module, SampledSubgraph, torch.Tensor], torch.Tensor]
+
+
+def block_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tensor) -> torch.Tensor:
+    """A DGL-style bottom layer: ``module(subgraph, h)`` (``h``: ``[num_src, d]`` rows of the
+    subgraph's source nodes, destinations first) gives ``[num_dst, d']``."""
+    return module(subgraph, h)
+
+
+def pyg_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tensor) -> torch.Tensor:
+    """A PyG-style bottom layer (a ``MessagePassing`` conv): ``module((h, h[:num_dst]),
+    edge_index)``, ``edge_index`` ``[2, E]`` (source rows, destination rows)."""
+    src, dst = subgraph.edge_index()
+    return module((h, h[: subgraph.num_dst_nodes]), torch.stack([src, dst]))
+
+
+class HotReuse:
+    """The hot vertices, their bottom module's weights by version, and their reused rows.
+
+    One sampler uses it (its super-batches are keyed by position only).
+
+    Args:
+        bottom: the model's bottom layer (a ``torch.nn.Module``); a copy of it computes the
+            hot vertices' rows on the CPU, in eval mode, without gradients.
+        features: the :class:`FeatureStore` the chain fetches from; ``feature`` names the
+            bottom layer's input feature in it (a node feature of an untyped graph).
+        hotness: ``[num_nodes]`` scores (``gp.hotness_from_degree(graph)``,
+            ``gp.hotness_from_presampling(...)``); the ``hot_ratio`` highest are hot.
+        hot_ratio: the fraction of nodes that are hot, in ``[0, 1]``.
+        super_batch: ``n``, the batches that share one computation of the hot rows.
+        call: how to run ``bottom``: :func:`block_style` (``bottom(subgraph, h)``, the
+            default) or :func:`pyg_style` (``bottom((h, h_dst), edge_index)``).
+        timeout: seconds a sampler waits for the training loop to push the weights it needs
+            (a loader left in the middle of an epoch leaves its threads waiting that long).
+    """
+
+    block_style = staticmethod(block_style)
+    pyg_style = staticmethod(pyg_style)
+
+    def __init__(
+        self,
+        bottom: torch.nn.Module,
+        features: FeatureStore,
+        feature: str,
+        hotness: torch.Tensor,
+        hot_ratio: float,
+        super_batch: int = 8,
+        call: BottomCall = block_style,
+        timeout: float = 300.0,
+    ):
+        if not isinstance(bottom, torch.nn.Module):
+            raise TypeError(f"HotReuse: `bottom` must be the model's bottom layer, a torch.nn.Module, got {type(bottom).__name__}")
+        if not isinstance(features, FeatureStore):
+            raise TypeError(f"HotReuse: `features` must be a FeatureStore, got {type(features).__name__}")
+        self.feature = features["node", None, feature]
+        if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != self.feature.num_rows:
+            raise ValueError(
+                f"HotReuse: `hotness` must be a 1-D tensor with one score per node ({self.feature.num_rows} rows of "
+                f"{feature!r}), got {type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
+            )
+        if not isinstance(hot_ratio, (int, float)) or not 0.0 <= hot_ratio <= 1.0:
+            raise ValueError(f"HotReuse: `hot_ratio` must be a fraction in [0, 1], got {hot_ratio!r}")
+        self.super_batch = check_int(super_batch, "super_batch", "HotReuse", minimum=1)
+        if not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"HotReuse: `timeout` must be a positive number of seconds, got {timeout!r}")
+        num_hot = int(round(hot_ratio * hotness.numel()))
+        self.hot = torch.sort(torch.topk(hotness.to(torch.float64), num_hot).indices).values  # [H] ascending ids
+        self.hot_ratio = num_hot / max(hotness.numel(), 1)
+        self.staleness = 2 * self.super_batch - 1
+        self.call = call
+        self.timeout = float(timeout)
+        self._module = copy.deepcopy(bottom).cpu().eval().requires_grad_(False)
+        self._changed = threading.Condition()
+        self.version = 0
+        self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(bottom)}
+        self._rows: Dict[int, Tuple[torch.Tensor, int]] = {}  # super-batch -> (rows, version)
+        self.reset_stats()
+
+    # ------------------------------------------------------------------ the training loop's side
+    def push(self, bottom: torch.nn.Module) -> None:
+        """Record the bottom layer's weights after one more optimizer step (call it after
+        every step): version ``v + 1``; versions that super-batches read are kept."""
+        with self._changed:
+            self.version += 1
+            if self.version % self.super_batch == 0:
+                self._weights[self.version] = _snapshot(bottom)
+                for old in [v for v in self._weights if v < self.version - 2 * self.super_batch]:
+                    del self._weights[old]
+            self._changed.notify_all()
+
+    def insert(self, h: torch.Tensor, minibatch: MiniBatch) -> torch.Tensor:
+        """``h`` (the bottom layer's output, ``[num_dst, d]`` rows of its destinations) with
+        the batch's reused rows put in (no gradient through them). Raises if they are older
+        than ``2 * super_batch - 1`` steps: the training loop stopped pushing weights."""
+        reused = minibatch.reused
+        if reused is None:
+            return h
+        age = self.version - reused.version
+        if age > self.staleness:
+            raise RuntimeError(
+                f"HotReuse: batch {minibatch.batch_index} reuses rows of weights version {reused.version}, {age} steps "
+                f"old (bound {self.staleness}): call reuse.push(bottom_layer) after every optimizer step"
+            )
+        self._age_max = max(self._age_max, age)
+        return h.index_copy(0, reused.positions.to(h.device), reused.rows.to(h.device, h.dtype))
+
+    # ------------------------------------------------------------------ the sampler's side
+    def rows(self, sampler, super_index: int) -> Tuple[torch.Tensor, int]:
+        """``([H, d] rows of the hot vertices, version)`` of super-batch ``super_index``,
+        computed once by ``sampler`` (:meth:`SubgraphSampler.sample_hot_layer`)."""
+        version = max(0, (super_index - 1) * self.super_batch)
+        with self._changed:
+            cached = self._rows.get(super_index)
+            if cached is not None:
+                return cached
+            deadline = time.monotonic() + self.timeout
+            while self.version < version:
+                if not self._changed.wait(max(0.0, deadline - time.monotonic())) and self.version < version:
+                    raise RuntimeError(
+                        f"HotReuse: super-batch {super_index} reuses the bottom layer's weights after {version} steps, but "
+                        f"only {self.version} were pushed in {self.timeout:.0f} s: call reuse.push(bottom_layer) after "
+                        f"every optimizer step"
+                    )
+            weights = self._weights[version]
+        subgraph, input_nodes = sampler.sample_hot_layer(self.hot, super_index)
+        x = self.feature.read_valid(input_nodes).cpu()
+        with self._changed:  # one copy of the module, loaded with the version's weights
+            self._module.load_state_dict(weights)
+            with torch.no_grad():
+                computed = (self.call(self._module, subgraph, x).detach(), version)
+            self._rows[super_index] = computed
+            for old in [s for s in self._rows if s < super_index - 2]:
+                del self._rows[old]
+        return computed
+
+    def reused_rows(self, sampler, nodes: torch.Tensor, batch_index: int, num_seeds: int) -> Tuple[torch.Tensor, ReusedRows]:
+        """For a batch's bottom-layer destinations ``nodes`` (``[n]`` global ids, led by its
+        ``num_seeds`` seeds, which are never reused): which are hot (``[n]`` bool) and their
+        reused rows."""
+        hot = torch.isin(nodes, self.hot)
+        hot[:num_seeds] = False
+        positions = torch.nonzero(hot).view(-1)
+        rows, version = self.rows(sampler, batch_index // self.super_batch)
+        reused = ReusedRows(positions, rows[torch.searchsorted(self.hot, nodes[positions])], version)
+        self._batches += 1
+        self._reused += positions.numel()
+        return hot, reused
+
+    # ------------------------------------------------------------------ state and counters
+    def stats(self) -> Dict[str, object]:
+        """Hot ratio, rows reused per batch, the oldest rows inserted (in steps)."""
+        return {
+            "hot ratio": round(self.hot_ratio, 4),
+            "rows reused/batch": round(self._reused / self._batches, 1) if self._batches else 0.0,
+            "edges skipped/batch": round(self._edges_skipped / self._batches, 1) if self._batches else 0.0,
+            "reused age max": self._age_max,
+        }
+
+    def reset_stats(self) -> None:
+        self._batches = self._reused = self._edges_skipped = self._age_max = 0
+
+    def count_skipped(self, edges: int) -> None:
+        """Record in-edges the bottom layer did not sample for hot destinations."""
+        self._edges_skipped += edges
+
+    def state_dict(self) -> Dict:
+        """The version counter and the kept weights (save it with the model and optimizer)."""
+        with self._changed:
+            return {"version": self.version, "weights": {v: dict(w) for v, w in self._weights.items()}}
+
+    def load_state_dict(self, state: Dict) -> None:
+        with self._changed:
+            self.version = int(state["version"])
+            self._weights = {int(v): dict(w) for v, w in state["weights"].items()}
+            self._rows.clear()
+            self._changed.notify_all()
+
+    def __getstate__(self):
+        raise TypeError(
+            "HotReuse cannot be pickled: the training loop pushes weights to it in this process; run the "
+            "sampler in threads (the DataLoader's default), not worker processes"
+        )
+
+    def __repr__(self) -> str:
+        return f"HotReuse(hot={self.hot.numel()} ({self.hot_ratio:.1%}), super_batch={self.super_batch}, version={self.version})"
+
+
+def _snapshot(module: torch.nn.Module) -> Dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+

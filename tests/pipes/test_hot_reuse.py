@@ -1,0 +1,188 @@
+"""Hot-vertex embedding reuse (NeutronOrch): the bottom layer stops at hot vertices and
+only there; reused rows are the bottom module over the hot vertices' own sample with the
+recorded weights; staleness stays within 2n - 1 steps; determinism and resume."""
+
+import pytest
+import torch
+
+import graphpipe as gp
+
+NUM_NODES, DIM = 600, 8
+FANOUTS = [4, 3, 2]
+
+
+class SAGEConv(torch.nn.Module):
+    """Mean aggregation over a block, as examples/node_classification.py."""
+
+    def __init__(self, in_dim, out_dim):
+        super().__init__()
+        self.lin_self = torch.nn.Linear(in_dim, out_dim)
+        self.lin_neigh = torch.nn.Linear(in_dim, out_dim, bias=False)
+
+    def forward(self, subgraph, h):
+        src, dst = subgraph.edge_index()
+        num_dst = subgraph.num_dst_nodes
+        total = torch.zeros(num_dst, h.size(1), dtype=h.dtype).index_add_(0, dst, h[src])
+        degree = torch.bincount(dst, minlength=num_dst).clamp_(min=1).unsqueeze(1)
+        return self.lin_self(h[:num_dst]) + self.lin_neigh(total / degree)
+
+
+def setup(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    dst = torch.randint(0, NUM_NODES, (NUM_NODES * 10,), generator=gen)
+    src = (torch.rand(NUM_NODES * 10, generator=gen) ** 3 * NUM_NODES).long()  # a few hot sources
+    graph = gp.CSCGraph.from_coo(src, dst, NUM_NODES)
+    features = gp.FeatureStore({"feat": torch.randn(NUM_NODES, DIM, generator=gen)})
+    items = gp.ItemSet(torch.arange(NUM_NODES), names="seeds")
+    return graph, features, items
+
+
+def chain(graph, features, items, sampler="NS", hot_reuse=None):
+    pipe = gp.ItemSampler(items, 32, shuffle=True, seed=1)
+    sample = pipe.sample_neighbor if sampler == "NS" else pipe.sample_layer_neighbor
+    return sample(graph, FANOUTS, seed=2, hot_reuse=hot_reuse).fetch_feature(features, ["feat"])
+
+
+def reuse(graph, features, bottom, ratio=0.1, n=3):
+    return gp.HotReuse(bottom, features, "feat", gp.hotness_from_degree(graph), ratio, super_batch=n)
+
+
+def edges_by_dst(subgraph):
+    """{global destination id: sorted global edge ids sampled for it}."""
+    src, dst = subgraph.edge_index()
+    dst_ids = subgraph.original_column_node_ids[dst]
+    out = {}
+    for d, e in zip(dst_ids.tolist(), subgraph.original_edge_ids.tolist()):
+        out.setdefault(d, []).append(e)
+    return {d: sorted(e) for d, e in out.items()}
+
+
+@pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
+def test_hot_vertices_are_not_expanded_and_cold_ones_are_as_without_reuse(sampler):
+    graph, features, items = setup()
+    hot_reuse = reuse(graph, features, SAGEConv(DIM, 5), n=10)  # 19 batches: super-batches 0 and 1 read version 0
+    plain = list(chain(graph, features, items, sampler))
+    reusing = list(chain(graph, features, items, sampler, hot_reuse))
+    hot = set(hot_reuse.hot.tolist())
+    assert len(hot) == NUM_NODES // 10
+    reused_total = 0
+    for a, b in zip(plain, reusing):
+        for la, lb in zip(a.sampled_subgraphs[1:], b.sampled_subgraphs[1:]):  # upper layers: unchanged
+            assert torch.equal(la.original_edge_ids, lb.original_edge_ids)
+        bottom_a, bottom_b = a.sampled_subgraphs[0], b.sampled_subgraphs[0]
+        dst = bottom_b.original_column_node_ids
+        assert torch.equal(dst, bottom_a.original_column_node_ids)
+        want, got = edges_by_dst(bottom_a), edges_by_dst(bottom_b)
+        num_seeds = a.seeds.numel()
+        positions = b.reused.positions.tolist()
+        assert positions == [i for i, v in enumerate(dst.tolist()) if v in hot and i >= num_seeds]
+        for i, v in enumerate(dst.tolist()):
+            if i in set(positions):
+                assert v not in got  # a hot vertex: no in-edge sampled
+            else:
+                assert got.get(v) == want.get(v)  # every cold vertex (and every seed): as without reuse
+        assert set(b.input_nodes.tolist()) <= set(a.input_nodes.tolist())
+        assert torch.equal(b.node_features["feat"], features["feat"].read(b.input_nodes))
+        reused_total += len(positions)
+    assert reused_total > 0
+    assert sum(mb.input_nodes.numel() for mb in reusing) < sum(mb.input_nodes.numel() for mb in plain)
+    stats = hot_reuse.stats()
+    assert stats["rows reused/batch"] == round(reused_total / len(reusing), 1) and stats["edges skipped/batch"] > 0
+
+
+def test_reused_rows_are_the_bottom_module_over_the_hot_sample_with_the_recorded_weights():
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=2)
+    sampler = gp.ItemSampler(items, 32, shuffle=True, seed=1).sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=hot_reuse)
+    weights = {0: {k: v.clone() for k, v in bottom.state_dict().items()}}
+    for step, mb in enumerate(sampler.fetch_feature(features, ["feat"])):
+        s = mb.batch_index // 2
+        assert mb.reused.version == max(0, (s - 1) * 2)
+        subgraph, input_nodes = sampler.sample_hot_layer(hot_reuse.hot, s)
+        reference = SAGEConv(DIM, 5)
+        reference.load_state_dict(weights[mb.reused.version])
+        with torch.no_grad():
+            want = reference(subgraph, features["feat"].read(input_nodes))
+        dst = mb.sampled_subgraphs[0].original_column_node_ids
+        rows_of_hot = torch.searchsorted(hot_reuse.hot, dst[mb.reused.positions])
+        assert torch.allclose(mb.reused.rows, want[rows_of_hot])
+        h = torch.zeros(dst.numel(), 5, requires_grad=True)  # the training step's bottom output, then its update
+        out = hot_reuse.insert(h, mb)
+        assert torch.equal(out[mb.reused.positions], mb.reused.rows)
+        out.sum().backward()  # no gradient reaches the replaced rows of h
+        assert not h.grad[mb.reused.positions].any()
+        with torch.no_grad():
+            for p in bottom.parameters():
+                p.add_(0.1)
+        hot_reuse.push(bottom)
+        weights[step + 1] = {k: v.clone() for k, v in bottom.state_dict().items()}
+        if step == 8:
+            break
+    assert hot_reuse.stats()["reused age max"] <= 2 * 2 - 1
+
+
+def test_a_loop_that_stops_pushing_weights_gets_a_clear_error():
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = gp.HotReuse(bottom, features, "feat", gp.hotness_from_degree(graph), 0.1, super_batch=2, timeout=0.2)
+    batches = iter(chain(graph, features, items, hot_reuse=hot_reuse))
+    mbs = [next(batches) for _ in range(4)]  # super-batches 0 and 1 read version 0
+    with pytest.raises(RuntimeError, match=r"weights after 2 steps, but only 0 were pushed.*reuse.push"):
+        next(batches)
+    hot_reuse.push(bottom)
+    with pytest.raises(RuntimeError, match=r"version 0, 5 steps old \(bound 3\)"):
+        for _ in range(4):
+            hot_reuse.push(bottom)
+        hot_reuse.insert(torch.zeros(mbs[0].sampled_subgraphs[0].num_dst_nodes, 5), mbs[0])
+
+
+@pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
+def test_deterministic_through_the_loader_and_resumable(sampler):
+    graph, features, items = setup()
+
+    def run(state=None, stop=None):
+        torch.manual_seed(0)
+        bottom = SAGEConv(DIM, 5)
+        # A loader left mid-epoch leaves its threads waiting for weights at most `timeout`.
+        hot_reuse = gp.HotReuse(bottom, features, "feat", gp.hotness_from_degree(graph), 0.1, super_batch=3, timeout=1.0)
+        if state is not None:  # a checkpoint: the model, the reuse's versions, the loader's position
+            bottom.load_state_dict(state["model"])
+            hot_reuse.load_state_dict(state["reuse"])
+        loader = gp.DataLoader(chain(graph, features, items, sampler, hot_reuse))
+        if state is not None:
+            loader.load_state_dict(state["loader"])
+        out = []
+        for mb in loader:
+            out.append((mb.batch_index, mb.reused.positions, mb.reused.rows, mb.reused.version))
+            with torch.no_grad():
+                for p in bottom.parameters():
+                    p.mul_(0.9)
+            hot_reuse.push(bottom)
+            if stop is not None and len(out) == stop:
+                return out, {"loader": loader.state_dict(), "reuse": hot_reuse.state_dict(), "model": bottom.state_dict()}
+        return out, None
+
+    whole, _ = run()
+    head, state = run(stop=7)
+    tail, _ = run(state)
+    for (i, p, r, v), (j, q, s, w) in zip(whole, head + tail):
+        assert i == j and v == w and torch.equal(p, q) and torch.allclose(r, s)
+    assert len(whole) == len(head) + len(tail)
+
+
+def test_bad_arguments():
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    hotness = gp.hotness_from_degree(graph)
+    with pytest.raises(TypeError, match="bottom"):
+        gp.HotReuse(lambda sg, h: h, features, "feat", hotness, 0.1)
+    with pytest.raises(ValueError, match="hot_ratio"):
+        gp.HotReuse(bottom, features, "feat", hotness, 1.5)
+    with pytest.raises(ValueError, match="hotness"):
+        gp.HotReuse(bottom, features, "feat", hotness[:10], 0.1)
+    hot_reuse = gp.HotReuse(bottom, features, "feat", hotness, 0.1)
+    with pytest.raises(gp.UnsupportedCombination, match="hot-vertex reuse samples untyped graphs in independent block"):
+        gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, layout="pyg", hot_reuse=hot_reuse)
+    with pytest.raises(TypeError, match="hot_reuse"):
+        gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=0.1)
