@@ -1,15 +1,20 @@
 """Faults of partitioned datasets: a rank that dies or hangs mid-epoch, damaged or
 missing part files, and resuming cooperative batches over parts from a checkpoint."""
 
+import json
 import os
+import re
+import shutil
 import time
 
 import pytest
+import torch
 import torch.distributed as dist
 
 import graphpipe as gp
 from graphpipe.distributed import load_partition, partition
 from graphpipe.distributed.cooperative import _REPORT_WAIT_S
+from graphpipe.features.part import file_checksum
 
 from dist_harness import run_ranks, values
 from test_cooperative import items
@@ -72,3 +77,139 @@ def test_a_rank_that_dies_or_hangs_is_named(how, tmp_path):
         assert message.startswith(f"graphpipe: rank {rank}: a collective (all_to_all_single) of 3 ranks failed: rank 1 did not report it"), message
         assert "restart every rank" in message
         assert 0 < when - stopped < limit, (rank, when - stopped, message)
+
+
+# ----------------------------------------------------------------- damaged or missing parts
+PART_FILES = ("graph.pt", "nodes.npy", "node-feat-0.npy", "edge-ids-0.npy", "edge-feat-0.npy", "items-0-0-1.npy", "items-0-0-ids.npy")
+LAZY = ("node-feat-0.npy", "edge-feat-0.npy")  # by default checked when first read
+
+
+def owned_parts(out_dir):
+    """2 parts of the untyped graph, owners given (so ``owners.npy`` is written), with node
+    and edge features and node items."""
+    graph = attributed_graph("untyped")
+    owners = torch.arange(graph.total_num_nodes) % 2
+    partition(graph, full_store(graph, "untyped"), {"train": items("untyped")}, 2, out_dir, method=owners)
+    return out_dir
+
+
+def load_and_read(out_dir, rank, validate=None):
+    """Load part ``rank`` and read a few rows of each of its features (their lazy checks)."""
+    part = load_partition(out_dir, rank, num_parts=2, validate=validate)
+    part.features["feat"].read(part.nodes[:3])
+    edge_feature = part.features["edge", None, "ew"]
+    edge_feature.read(edge_feature.ids[:3])
+    return part
+
+
+def damage(path, how):
+    if how == "missing":
+        os.unlink(path)
+    elif how == "truncated":
+        os.truncate(path, os.path.getsize(path) // 2)
+    else:  # a flipped byte in the middle
+        with open(path, "r+b") as f:
+            f.seek(os.path.getsize(path) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
+
+
+MESSAGES = {"missing": "is missing", "truncated": r"is \d+ bytes, the manifest says \d+", "flipped": "does not match its checksum"}
+
+
+@pytest.mark.parametrize("how", ["missing", "truncated", "flipped"])
+@pytest.mark.parametrize("name", [*PART_FILES, "owners.npy"])
+def test_a_damaged_part_file_is_named(name, how, tmp_path):
+    """Every file of part 1 (and the shared ``owners.npy``) missing, truncated or with a
+    flipped byte: loading part 1 raises a ValueError naming it, at load (the features'
+    checksums on first read by default, all at load with ``validate=True``); part 0 loads
+    and reads as before, unless the damaged file is shared."""
+    out = owned_parts(tmp_path)
+    relative = name if name == "owners.npy" else f"part-1/{name}"
+    damage(out / relative, how)
+    shown = re.escape(f"'{relative}'" if how != "flipped" or name not in LAZY else name)
+    if how == "flipped" and name == "graph.pt":  # by default a part graph's indices are not checked (CSCGraph.load(mmap=True))
+        load_and_read(out, 1)
+    else:
+        with pytest.raises(ValueError, match=f"{shown}.*{MESSAGES[how]}|{MESSAGES[how]}.*{shown}"):
+            load_and_read(out, 1)
+    with pytest.raises(ValueError, match=re.escape(f"'{relative}'")):
+        load_partition(out, 1, validate=True)
+    if name != "owners.npy":
+        load_and_read(out, 0, validate=True)
+
+
+def test_a_missing_part_directory_is_named(tmp_path):
+    out = owned_parts(tmp_path)
+    shutil.rmtree(out / "part-1")
+    with pytest.raises(ValueError, match="part directory 'part-1' is missing"):
+        load_partition(out, 1)
+    load_and_read(out, 0, validate=True)
+
+
+def plant_outside_copy(out, relative, tmp_path):
+    """Move ``out/relative`` outside the partition directory and link it back: the same bytes."""
+    outside = tmp_path / "elsewhere" / os.path.basename(relative)
+    outside.parent.mkdir(exist_ok=True)
+    shutil.move(out / relative, outside)
+    os.symlink(outside, out / relative)
+
+
+@pytest.mark.parametrize("planted", ["file", "part directory", "other part's file", "manifest"])
+def test_planted_symlinks(planted, tmp_path):
+    """A symlink in the partition directory: one leading outside it is refused (even to the
+    very bytes the manifest lists), naming the file; one to another part's file fails its
+    checks as a damaged file."""
+    out = owned_parts(tmp_path / "parts")
+    if planted == "file":
+        plant_outside_copy(out, "part-1/node-feat-0.npy", tmp_path)
+        match = "'part-1/node-feat-0.npy' resolves to .* outside the directory"
+    elif planted == "part directory":
+        plant_outside_copy(out, "part-1", tmp_path)
+        match = "'part-1/.*' resolves to .* outside the directory"
+    elif planted == "other part's file":  # the same size: 150 owned nodes each
+        os.unlink(out / "part-1" / "nodes.npy")
+        os.symlink(os.path.join("..", "part-0", "nodes.npy"), out / "part-1" / "nodes.npy")
+        match = "'part-1/nodes.npy' does not match its checksum"
+    else:
+        plant_outside_copy(out, "manifest.json", tmp_path)
+        match = "manifest.json is a symlink"
+    with pytest.raises(ValueError, match=match):
+        load_and_read(out, 1)
+    if planted != "manifest":
+        load_and_read(out, 0, validate=True)
+
+
+def edit_manifest(out, edit):
+    manifest = json.loads((out / "manifest.json").read_text())
+    edit(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+def listing_of(out, relative):
+    """A manifest file entry of ``relative`` (its true size and CRC-32)."""
+    return {"size": os.path.getsize(out / relative), "crc32": file_checksum(str(out / relative))}
+
+
+def test_a_manifest_pointing_outside_is_refused(tmp_path):
+    """Manifest entries naming files outside the directory (relative, absolute, or as
+    the owners entry or a feature's file) are refused, though a valid file lies there."""
+    out = owned_parts(tmp_path / "parts")
+    shutil.copytree(out / "part-1", tmp_path / "elsewhere")
+    outside = str(tmp_path / "elsewhere" / "nodes.npy")
+    files = lambda m: m["parts"][1]["files"]  # noqa: E731
+    edits = {
+        "malformed file entry '../../elsewhere/nodes.npy'": lambda m: files(m).update({"../../elsewhere/nodes.npy": files(m).pop("nodes.npy")}),
+        f"malformed file entry '{re.escape(outside)}'": lambda m: files(m).update({outside: files(m).pop("nodes.npy")}),
+        "malformed file entry 'owners.npy'": lambda m: m.update(owners=outside),
+        "lists no part file 'part-1/../../elsewhere/node-feat-0.npy'": lambda m: m["node_features"][0].update(file="../../elsewhere/node-feat-0.npy"),
+        "lists no part file 'part-1/../../elsewhere/items-0-0-0.npy'": lambda m: m["item_sets"]["train"]["types"][0]["files"].__setitem__(0, "../../elsewhere/items-0-0-0.npy"),
+    }
+    original = (out / "manifest.json").read_text()
+    for match, edit in edits.items():
+        edit_manifest(out, edit)
+        with pytest.raises(ValueError, match=match):
+            load_and_read(out, 1)
+        (out / "manifest.json").write_text(original)
+    load_and_read(out, 1, validate=True)
