@@ -17,8 +17,8 @@ from graphpipe.distributed.cooperative import _REPORT_WAIT_S
 from graphpipe.features.part import file_checksum
 
 from dist_harness import run_ranks, values
-from test_cooperative import items
-from test_partitioned import attributed_graph, full_store, node_pipe
+from test_cooperative import items, link_items
+from test_partitioned import KINDS, LINK_OPTIONS, NODE_OPTIONS, attributed_graph, batch_record, full_store, link_pipe, node_pipe, same
 
 pytestmark = [
     pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
@@ -213,3 +213,74 @@ def test_a_manifest_pointing_outside_is_refused(tmp_path):
             load_and_read(out, 1)
         (out / "manifest.json").write_text(original)
     load_and_read(out, 1, validate=True)
+
+
+# ----------------------------------------------------------------- resuming on parts
+STOP_AT = 2  # the interrupted run stops after 2 batches of epoch 0 (typed node batches: 3 per epoch)
+
+
+def resumable_rank(rank, world_size, out_dirs, mode, state_dir, link_epochs=1):
+    """Per kind and task, this rank's cooperative batch records over its part (2 epochs of
+    node batches, ``link_epochs`` of link batches): all of them (``mode="full"``), the first
+    ``STOP_AT`` with the loader's state saved after each (``"stop"``), or the rest, from the
+    saved state (``"resume"``)."""
+    out = {}
+    for kind in KINDS:
+        part = load_partition(out_dirs[kind], rank, num_parts=world_size)
+        for task, make, size, options in (("node", node_pipe, 16, NODE_OPTIONS), ("link", link_pipe, 4, LINK_OPTIONS)):
+            source = gp.DistributedItemSampler.from_part(part, task, size, **options)
+            epochs = 2 if task == "node" else link_epochs
+            extra = {} if task == "node" else {"negatives": False}  # as test_partitioned's from_part test
+            loader = gp.DataLoader(make(kind, part.graph, part.features, None, source=source, **extra))
+            state_file = os.path.join(state_dir, f"{kind}-{task}-{rank}.pt")
+            if mode == "resume":
+                loader.load_state_dict(torch.load(state_file))
+            records = []
+            while loader.state_dict()["epoch"] < epochs and not (mode == "stop" and len(records) == STOP_AT):
+                for mb in loader:
+                    records.append(batch_record(mb))
+                    if mode == "stop":
+                        torch.save(loader.state_dict(), state_file)
+                        if len(records) == STOP_AT:
+                            break
+            loader.close()
+            out[kind, task] = records
+    return out
+
+
+def partitioned_datasets(tmp_path, num_parts):
+    """{kind: out_dir} of node and link items' partitions."""
+    out_dirs = {}
+    for kind in KINDS:
+        graph = attributed_graph(kind)
+        out_dirs[kind] = str(tmp_path / kind)
+        partition(graph, full_store(graph, kind), {"node": items(kind), "link": link_items(kind)}, num_parts, out_dirs[kind])
+    return out_dirs
+
+
+def test_resuming_on_parts_reproduces_the_uninterrupted_run(tmp_path):
+    """2 gloo ranks, cooperative node and link batches (features, seed-edge exclusion)
+    over parts, typed and untyped: a run stopped after 2 batches of epoch 0 and
+    resumed in new processes from each rank's saved loader state yields, per rank, the
+    batches the uninterrupted run yields after its 3rd, bit for bit."""
+    out_dirs = partitioned_datasets(tmp_path, 2)
+    runs = {}
+    for mode in ("full", "stop", "resume"):  # each in new processes, with a new process group
+        os.mkdir(tmp_path / mode)
+        runs[mode] = values(run_ranks(resumable_rank, 2, tmp_path / mode, args=(out_dirs, mode, str(tmp_path))))
+    for rank in range(2):
+        for key, full in runs["full"][rank].items():
+            stopped, resumed = runs["stop"][rank][key], runs["resume"][rank][key]
+            assert len(stopped) == STOP_AT and len(full) > STOP_AT + 1, key
+            assert same(stopped + resumed, full), (rank, key)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="with from_part a rank's share of a global batch may be empty; a typed link share is then {} and "
+    "NeighborSampler(exclude_seed_edges=True) (and UniformNegativeSampler) refuse it: 'needs node pairs as seeds "
+    "..., got {}' (here in epoch 1 of the typed link pipe); fix in the samplers' seed checks (pipes/, graph/sampling.py)",
+)
+def test_a_second_epoch_of_link_batches_on_parts(tmp_path):
+    """The uninterrupted run of the resume test with 2 epochs of link batches."""
+    values(run_ranks(resumable_rank, 2, tmp_path, args=(partitioned_datasets(tmp_path, 2), "full", str(tmp_path), 2)))
