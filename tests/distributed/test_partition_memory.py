@@ -90,9 +90,11 @@ def memory_rank(rank, world_size, warm_up_dir, out_dir):
     shape and dtypes (kernels loaded, the loader's threads and gloo's buffers made)."""
     epoch(warm_up_dir, rank, world_size)
     before = anonymous_bytes(trim=True)
-    part = epoch(out_dir, rank, world_size)  # noqa: F841 (kept alive: its files stay mapped)
+    part = epoch(out_dir, rank, world_size)
     untrimmed = anonymous_bytes() - before
-    return anonymous_bytes(trim=True) - before, untrimmed, mapped_bytes(os.path.realpath(out_dir))
+    measured = anonymous_bytes(trim=True) - before, untrimmed, mapped_bytes(os.path.realpath(out_dir))
+    del part  # alive until here: its files stay mapped
+    return measured
 
 
 def test_a_rank_holds_its_part(tmp_path, monkeypatch):
