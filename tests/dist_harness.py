@@ -18,7 +18,7 @@ import torch.multiprocessing as mp
 COLLECTIVE_TIMEOUT_S = 20
 
 
-def _entry(rank, world_size, workdir, fn, args):
+def _entry(rank, world_size, workdir, fn, args, collective_timeout=COLLECTIVE_TIMEOUT_S):
     import numba
     import torch
     import torch.distributed as dist
@@ -32,7 +32,7 @@ def _entry(rank, world_size, workdir, fn, args):
             init_method=f"file://{os.path.join(workdir, 'init')}",
             rank=rank,
             world_size=world_size,
-            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+            timeout=timedelta(seconds=collective_timeout),
         )
         value = fn(rank, world_size, *args)
         outcome = ("ok", value)
@@ -45,12 +45,13 @@ def _entry(rank, world_size, workdir, fn, args):
     os._exit(0 if outcome[0] == "ok" else 1)
 
 
-def run_ranks(fn, world_size, workdir, args=(), timeout=120):
-    """``[(status, value_or_traceback)]`` per rank; status is "ok", "error" or "hung"."""
+def run_ranks(fn, world_size, workdir, args=(), timeout=120, collective_timeout=COLLECTIVE_TIMEOUT_S):
+    """``[(status, value_or_traceback)]`` per rank; status is "ok", "error" or "hung".
+    ``collective_timeout``: the process group's timeout (seconds)."""
     context = mp.get_context("spawn")
     workdir = str(workdir)
     processes = [
-        context.Process(target=_entry, args=(rank, world_size, workdir, fn, args))
+        context.Process(target=_entry, args=(rank, world_size, workdir, fn, args, collective_timeout))
         for rank in range(world_size)
     ]
     for process in processes:

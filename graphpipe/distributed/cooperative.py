@@ -46,6 +46,7 @@ flight together (``async_op=True``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+import time
 from itertools import accumulate
 from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
@@ -68,6 +69,9 @@ __all__ = [
     "fetch_node_features_cooperatively",
     "sample_subgraphs_cooperatively",
 ]
+
+_FAILED_KEY = "graphpipe/failed"  # + "/<rank>": set in the store by a rank whose collective failed
+_REPORT_WAIT_S = 3.0  # how long a rank whose collective failed waits for the other ranks to say so too
 
 
 @dataclass
@@ -113,11 +117,69 @@ class CooperativeSampledSubgraph(SampledSubgraph):
 
 
 def _all_to_all(send: torch.Tensor, send_counts: List[int], recv_counts: List[int], group, async_op=False):
-    """Rows of ``send`` (grouped by rank, ``send_counts``) to every rank; returns ``(received, work)``."""
+    """Rows of ``send`` (grouped by rank, ``send_counts``) to every rank; returns ``(received, work)``
+    (``work.wait()`` for ``async_op=True``; a lost peer rank raises :func:`_peer_failure`'s error)."""
     send = send.contiguous()
     received = send.new_empty((sum(recv_counts),) + tuple(send.shape[1:]))
-    work = dist.all_to_all_single(received, send, recv_counts, send_counts, group=group, async_op=async_op)
+    work = _collective(dist.all_to_all_single, received, send, recv_counts, send_counts, group=group, async_op=async_op)
     return received, work
+
+
+def _collective(call, *args, group, async_op=False):
+    """``call(*args, group=group, async_op=async_op)`` (a ``torch.distributed`` collective),
+    its work's ``wait()`` included, raising :func:`_peer_failure`'s error when the backend
+    fails (a peer rank exited, or stopped answering within the process group's timeout)."""
+    try:
+        work = call(*args, group=group, async_op=async_op)
+    except RuntimeError as error:
+        raise _peer_failure(error, call, group) from error
+    return _Work(work, call, group) if async_op else work
+
+
+class _Work:
+    """An async collective's work whose ``wait()`` raises :func:`_peer_failure`'s error."""
+
+    def __init__(self, work, call, group):
+        self.work, self.call, self.group = work, call, group
+
+    def wait(self):
+        try:
+            return self.work.wait()
+        except RuntimeError as error:
+            raise _peer_failure(error, self.call, self.group) from error
+
+
+def _peer_failure(error: RuntimeError, call, group) -> RuntimeError:
+    """The error to raise for ``error`` from collective ``call`` on ``group``: itself unless
+    the backend raised it (gloo's transport, NCCL); then a RuntimeError naming the ranks
+    that did not report the failure within ``_REPORT_WAIT_S`` s.
+
+    Every rank whose collective fails says so in the process group's store (key
+    ``graphpipe/failed/<rank>``) and waits for the others' keys: a rank that exited, hangs
+    or is stuck elsewhere sets none. A gloo peer that exits is noticed at once (its
+    connections close); one that hangs, after the process group's timeout."""
+    if not (isinstance(error, dist.DistBackendError) or "gloo" in str(error)):
+        return error  # a local error (arguments), not a lost peer
+    me = dist.get_rank()
+    ranks = dist.get_process_group_ranks(group if group is not None else dist.group.WORLD)
+    try:
+        store = dist.distributed_c10d._get_default_store()  # the one place every rank of the job reaches
+        store.set(f"{_FAILED_KEY}/{me}", "1")
+        silent, deadline = [r for r in ranks if r != me], time.monotonic() + _REPORT_WAIT_S
+        while silent and time.monotonic() < deadline:
+            silent = [r for r in silent if not store.check([f"{_FAILED_KEY}/{r}"])]
+            time.sleep(0.05)
+        found = (
+            f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} did not report it within "
+            f"{_REPORT_WAIT_S:g} s (exited, hung or stuck elsewhere)"
+            if silent else "every rank reported it (none exited)"
+        )
+    except Exception as store_error:  # the store's host may be the rank that is gone
+        found = f"which peer could not be told (the process group's store failed too: {store_error})"
+    return RuntimeError(
+        f"graphpipe: rank {me}: a collective ({call.__name__}) of {len(ranks)} ranks failed: {found}. The process group "
+        f"cannot go on: restart every rank (resume from DataLoader.state_dict checkpoints). The backend said: {error}"
+    )
 
 
 class _Route(NamedTuple):
@@ -147,7 +209,7 @@ def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partiti
         order = torch.argsort(owners, stable=True)
         sent = torch.bincount(owners, minlength=num_parts)
         received = torch.empty_like(sent)
-        dist.all_to_all_single(received, sent, group=group)
+        _collective(dist.all_to_all_single, received, sent, group=group)
         sent_to, received_from = sent.tolist(), received.tolist()
         arrived, _ = _all_to_all(ids[order], sent_to, received_from, group)
         return _Route([arrived], [order], [sent_to], [received_from])
@@ -156,7 +218,7 @@ def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partiti
     order = torch.argsort(types * num_parts + owners, stable=True)
     sent = torch.bincount(owners * num_types + types, minlength=num_parts * num_types)  # rank-major, then type
     received = torch.empty_like(sent)
-    dist.all_to_all_single(received, sent, group=group)  # rank r gets entries r * num_types ...
+    _collective(dist.all_to_all_single, received, sent, group=group)  # rank r gets entries r * num_types ...
     sent_to, received_from = sent.view(num_parts, num_types).tolist(), received.view(num_parts, num_types).tolist()
     # The send buffer is owner-major: per owner, per type, the ids in their order.
     blocks = order.split([row[t] for t in range(num_types) for row in sent_to])  # block t * num_parts + r
@@ -212,7 +274,7 @@ def agree_on_seed(source, seed: Optional[int], where: str) -> int:
         return drawn
     mine = torch.tensor([drawn >> 32, drawn & 0xFFFFFFFF, seed is None], dtype=torch.int64)
     gathered = [torch.empty_like(mine) for _ in range(source.world_size)]
-    dist.all_gather(gathered, mine, group=source.sampling_group)
+    _collective(dist.all_gather, gathered, mine, group=source.sampling_group)
     seeds = [(int(t[0]) << 32) | int(t[1]) for t in gathered]
     if seed is not None and len(set(seeds)) != 1:
         raise ValueError(f"{where}: `seed` must be the same on every rank, got {seeds} (per rank)")
@@ -351,7 +413,7 @@ def _global_links(seeds: SeedNodes, world_size: int, group) -> Dict[int, torch.T
     """Every rank's link seeds of the batch: edge type id -> ``[N, 2]`` global ids."""
     mine = torch.cat([torch.cat([pairs, torch.full_like(pairs[:, :1], etype)], 1) for etype, (pairs, _) in seeds.links.items()])
     counts = torch.empty(world_size, dtype=torch.int64)
-    dist.all_to_all_single(counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
+    _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
     rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
     return {etype: rows[rows[:, 2] == etype, :2] for etype in torch.unique(rows[:, 2]).tolist()}
 

@@ -460,6 +460,11 @@ def load_partition(
         raise ValueError(f"{where}: the dataset has {total} parts, but `num_parts` is {num_parts!r} (one part per rank)")
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < total:
         raise ValueError(f"{where}: `rank` must be an int in [0, {total}) (the dataset has {total} parts), got {rank!r}")
+    if not os.path.isdir(os.path.join(out_dir, f"part-{rank}")):
+        raise ValueError(
+            f"{where}: the part directory 'part-{rank}' is missing (each rank needs its part-<rank>/ on its machine, "
+            f"with manifest.json and owners.npy); {_AGAIN}"
+        )
     listed = dict(manifest["parts"][rank]["files"])
     paths = {name: _checked_file(out_dir, f"part-{rank}", name, entry, validate, where) for name, entry in listed.items()}
     owners = None
@@ -468,7 +473,8 @@ def load_partition(
         owners = _npy(owners_path, "owners.npy", where)
         if owners.dim() != 1 or owners.numel() != manifest["num_nodes"] or owners.is_floating_point():
             raise ValueError(f"{where}: 'owners.npy' must hold one integer owner per node ({manifest['num_nodes']})")
-    nodes = _small_array(paths, "nodes.npy", listed, validate, where)
+    part_dir = f"part-{rank}"
+    nodes = _small_array(paths, part_dir, "nodes.npy", listed, validate, where)
     if "graph.pt" not in paths:
         raise ValueError(f"{where}: manifest.json lists no part file 'graph.pt'")
     graph = CSCGraph.load(paths["graph.pt"], mmap=True, validate=False if validate is False else None)
@@ -480,8 +486,8 @@ def load_partition(
         raise ValueError(f"{where}: 'owners.npy': {error}") from None
     if validate:
         _check_part(graph, nodes, partition_, rank, manifest, where)
-    features = _part_features(manifest, graph, nodes, paths, listed, validate, where)
-    item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, name, listed, validate, where))
+    features = _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, where)
+    item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, part_dir, name, listed, validate, where))
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
     return GraphPart(rank, total, graph, features, item_sets, item_ids, _num_items(manifest), partition_, nodes)
 
@@ -513,6 +519,8 @@ def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, ran
 def _read_manifest(out_dir: str, where: str) -> dict:
     """The manifest, after checking its format, version and the fields load reads."""
     path = os.path.join(out_dir, "manifest.json")
+    if os.path.islink(path):
+        raise ValueError(f"{where}: manifest.json is a symlink; a partition's files stay inside its directory (copy it)")
     if not regular_file(path):
         raise FileNotFoundError(f"{where}: no manifest.json (not a partitioned dataset, or its partition did not finish)")
     if os.path.getsize(path) > _MANIFEST_LIMIT:
@@ -547,7 +555,7 @@ def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: 
     """The path of ``directory/name`` (checked inside ``out_dir``, present, its size as
     listed; its CRC-32 too when ``verify``); ValueError naming it otherwise."""
     relative = f"{directory}/{name}" if directory else name
-    if not _FILE_NAME.match(name) or not isinstance(entry.get("size"), int) or not isinstance(entry.get("crc32"), int):
+    if not _FILE_NAME.match(name) or not isinstance(entry, dict) or not all(isinstance(entry.get(k), int) for k in ("size", "crc32")):
         raise ValueError(f"{where}: manifest.json lists a malformed file entry {name!r}: {entry!r}")
     path = os.path.realpath(os.path.join(out_dir, relative))
     if os.path.commonpath([os.path.realpath(out_dir), path]) != os.path.realpath(out_dir):
@@ -567,12 +575,14 @@ def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: 
     return path
 
 
-def _small_array(paths: dict, name: str, listed: dict, validate: Optional[bool], where: str) -> torch.Tensor:
-    """A small array of the part (ids, items), read whole; its CRC checked unless ``validate`` is False."""
+def _small_array(paths: dict, directory: str, name: str, listed: dict, validate: Optional[bool], where: str) -> torch.Tensor:
+    """A small array of the part (ids, items) in ``directory`` (``part-<r>``; ``""``: the
+    top one), read whole; its CRC checked when ``validate`` is None (True: checked already)."""
+    relative = f"{directory}/{name}" if directory else name
     if name not in paths:
-        raise ValueError(f"{where}: manifest.json lists no part file '{name}'")
+        raise ValueError(f"{where}: manifest.json lists no part file '{relative}'")
     if validate is None and file_checksum(paths[name]) != listed[name]["crc32"]:
-        raise ValueError(f"{where}: the part file '{name}' does not match its checksum: it is corrupted; {_AGAIN}")
+        raise ValueError(f"{where}: the part file '{relative}' does not match its checksum: it is corrupted; {_AGAIN}")
     return _npy(paths[name], name, where)
 
 
@@ -584,19 +594,20 @@ def _npy(path: str, name: str, where: str) -> torch.Tensor:
         raise ValueError(f"{where}: the file '{name}' is not a plain .npy array ({error})") from None
 
 
-def _part_features(manifest, graph, nodes, paths, listed, validate, where) -> FeatureStore:
-    """The part's FeatureStore of OwnedRowsFeatures (checksums checked on first read by default)."""
+def _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, where) -> FeatureStore:
+    """The part's FeatureStore of OwnedRowsFeatures (checksums checked on first read by
+    default), the files in ``paths`` (of directory ``part_dir``)."""
     schema = graph.schema
     node_features, edge_features = {}, {}
     for spec in manifest["node_features"]:
         t = 0 if spec["type"] is None else schema.node_type_id[spec["type"]]
         lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]
         ids = nodes[(nodes >= lo) & (nodes < hi)] - lo
-        node_features[_key(spec)] = _owned_rows(spec["file"], ids, hi - lo, paths, listed, validate, where)
+        node_features[_key(spec)] = _owned_rows(part_dir, spec["file"], ids, hi - lo, paths, listed, validate, where)
     for spec in manifest["edge_features"]:
-        ids = _small_array(paths, spec["ids"], listed, validate, where)
+        ids = _small_array(paths, part_dir, spec["ids"], listed, validate, where)
         num_edges = manifest["num_edges"] if spec["type"] is None else _type_edges(manifest, spec["type"])
-        edge_features[_key(spec)] = _owned_rows(spec["file"], ids, num_edges, paths, listed, validate, where)
+        edge_features[_key(spec)] = _owned_rows(part_dir, spec["file"], ids, num_edges, paths, listed, validate, where)
     return FeatureStore(node_features, edge_features)
 
 
@@ -609,9 +620,9 @@ def _type_edges(manifest: dict, edge_type: str) -> int:
     return manifest["edges_per_type"][edge_type]
 
 
-def _owned_rows(name, ids, num_rows, paths, listed, validate, where) -> OwnedRowsFeature:
+def _owned_rows(part_dir, name, ids, num_rows, paths, listed, validate, where) -> OwnedRowsFeature:
     if name not in paths:
-        raise ValueError(f"{where}: manifest.json lists no part file '{name}'")
+        raise ValueError(f"{where}: manifest.json lists no part file '{part_dir}/{name}'")
     checksum = (listed[name]["size"], listed[name]["crc32"]) if validate is None else None
     return OwnedRowsFeature(paths[name], ids, num_rows, checksum)
 
@@ -695,5 +706,5 @@ def load_item_sets(out_dir: Union[str, os.PathLike], validate: bool = True) -> D
     if not isinstance(listed, dict):
         raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest (`item_files` is not a dict)")
     paths = {name: _checked_file(out_dir, "", name, entry, validate, where) for name, entry in listed.items()}
-    item_sets, _ = _part_items(manifest, lambda name: _small_array(paths, name, listed, False, where), with_ids=False)
+    item_sets, _ = _part_items(manifest, lambda name: _small_array(paths, "", name, listed, False, where), with_ids=False)
     return item_sets

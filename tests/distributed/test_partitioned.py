@@ -202,7 +202,7 @@ def test_damaged_part_files_are_named(tmp_path):
     with pytest.raises(ValueError, match="'part-0/graph.pt' does not match its checksum"):
         load_partition(out, 0, validate=True)
     flip_last_byte(out / "part-0" / "items-0-0-1.npy")  # small files: checked at load by default
-    with pytest.raises(ValueError, match="'items-0-0-1.npy' does not match its checksum"):
+    with pytest.raises(ValueError, match="'part-0/items-0-0-1.npy' does not match its checksum"):
         load_partition(out, 0, validate=None)
     os.truncate(out / "part-0" / "nodes.npy", 10)
     with pytest.raises(ValueError, match="'part-0/nodes.npy' is 10 bytes, the manifest says"):
