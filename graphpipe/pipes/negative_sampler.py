@@ -105,7 +105,7 @@ class UniformNegativeSampler(Pipe):
         on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         check_supported(name, graph="typed" if graph.is_heterogeneous else "untyped", task="link", **({"device": "GPU"} if on_gpu else {}))
         if exclude_existing_edges:  # a part graph holds only the owned vertices' in-edges
-            check_whole_graph(graph, name)
+            check_whole_graph(graph, name, "pass exclude_existing_edges=False (negatives are not checked at their owners yet)")
         if exclude_existing_edges and on_gpu:
             raise UnsupportedCombination(
                 f"{name}: `exclude_existing_edges=True` looks edges up in host memory; keep the graph on the CPU "
