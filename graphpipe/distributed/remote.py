@@ -158,7 +158,7 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
     for rank in range(world_size):  # each requester's vertices, sampled with its seed edges excluded
         asked = torch.cat([pieces[t][rank] for t in range(num_types)])
         asked_counts = tuple(route.received[t][rank] for t in range(num_types))
-        exclude = None if exclusions is None else exclusions[rank]
+        exclude = None if exclusions is None or exclusions[rank].segment_offsets[-1] == 0 else exclusions[rank]  # no seed here
         replies.append(sampler.sample_frontier(asked, asked_counts, sampler.no_skip, layer, minibatch, exclude))
     sent = torch.tensor([[r.indptr.numel() - 1, r.indices.numel()] for r in replies], dtype=torch.int64)
     header = torch.empty_like(sent)
