@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 import graphpipe as gp
-from graphpipe.distributed import load_partition, partition
+from graphpipe.distributed import load_item_sets, load_partition, partition
 from graphpipe.pipes.capabilities import UnsupportedCombination
 
 from dist_harness import run_ranks, values
@@ -26,6 +26,7 @@ CASES = [
     ("neighbor", "link", "block"), ("labor", "link", "block"),
 ]  # fmt: skip
 OPTIONS = {"shuffle": True, "seed": 3, "drop_uneven_inputs": True}
+SIZES = {"node": 7, "link": 6}  # items per rank and batch
 
 
 def pipe_of(kind, case, graph, store, source):
@@ -65,19 +66,33 @@ def remote_edges(mb, part):
 
 def independent_rank(rank, world_size, out_dirs):
     """Per (kind, case): ``(batches over the part, the same batches over the whole dataset,
-    edges sampled by other ranks)``."""
+    edges sampled by other ranks)``; also (kind, "one item per rank"): shares of one of 12
+    items, so that some ranks' batches are empty; (kind, "whole item set"): every rank holding
+    every item (the part's partition given)."""
     out = {}
     for kind in KINDS:
         part = load_partition(out_dirs[kind], rank, num_parts=world_size)
-        whole = attributed_graph(kind)
-        whole_store = full_store(whole, kind)
+        whole = attributed_graph(kind), full_store(attributed_graph(kind), kind)
+        node_ns = ("neighbor", "node", "block")
         for case in CASES:
-            size = 7 if case[1] == "node" else 6
-            on_part = list(gp.DataLoader(pipe_of(kind, case, part.graph, part.features, gp.DistributedItemSampler.from_part(part, case[1], size, **OPTIONS))))
-            source = gp.DistributedItemSampler.from_part(part, case[1], size, **OPTIONS)  # the same items, no collective below
-            on_whole = [record(mb) for mb in gp.DataLoader(pipe_of(kind, case, whole, whole_store, source))]
-            out[kind, case] = ([record(mb) for mb in on_part], on_whole, sum(remote_edges(mb, part) for mb in on_part))
+            out[kind, case] = both(kind, case, part, whole, lambda: gp.DistributedItemSampler.from_part(part, case[1], SIZES[case[1]], **OPTIONS))
+        out[kind, "one item per rank"] = both(kind, node_ns, part, whole, lambda: gp.DistributedItemSampler.from_part(part, "few", 1, **OPTIONS))
+        every_item = load_item_sets(out_dirs[kind])["node"]
+        source = lambda: gp.DistributedItemSampler(every_item, SIZES["node"], partition=part.partition, **OPTIONS)  # noqa: E731
+        out[kind, "whole item set"] = both(kind, node_ns, part, whole, source)
+        if world_size > 1:  # a last global batch of 1 item: without drop_uneven_inputs, refused on every rank
+            uneven = gp.DistributedItemSampler(items(kind, 2 * world_size + 1), 2, partition=part.partition)
+            with pytest.raises(ValueError, match="some ranks get fewer batches .* pass drop_uneven_inputs=True"):
+                next(iter(gp.DataLoader(pipe_of(kind, node_ns, part.graph, part.features, uneven))))
     return out
+
+
+def both(kind, case, part, whole, make_source):
+    """``(records over the part, over the whole dataset, remote edges)`` of the batches of
+    two sources ``make_source()`` (the same batches)."""
+    on_part = list(gp.DataLoader(pipe_of(kind, case, part.graph, part.features, make_source())))
+    on_whole = [record(mb) for mb in gp.DataLoader(pipe_of(kind, case, *whole, make_source()))]  # no collective
+    return [record(mb) for mb in on_part], on_whole, sum(remote_edges(mb, part) for mb in on_part)
 
 
 def partitioned(tmp_path, world_size, method):
@@ -85,7 +100,7 @@ def partitioned(tmp_path, world_size, method):
     for kind in KINDS:
         graph = attributed_graph(kind)
         out_dirs[kind] = str(tmp_path / f"{kind}-{world_size}")
-        partition(graph, full_store(graph, kind), {"node": items(kind), "link": link_items(kind)}, world_size, out_dirs[kind], method=method)
+        partition(graph, full_store(graph, kind), {"node": items(kind), "link": link_items(kind), "few": items(kind, 12)}, world_size, out_dirs[kind], method=method)
     return out_dirs
 
 
@@ -102,7 +117,7 @@ def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_
     out_dirs = partitioned(tmp_path, world_size, method)
     results = values(run_ranks(independent_rank, world_size, tmp_path, args=(out_dirs,)))
     for kind in KINDS:
-        for case in CASES:
+        for case in [*CASES, "one item per rank", "whole item set"]:
             got = [r[kind, case] for r in results]
             for on_part, on_whole, _ in got:
                 assert len(on_part) == len(on_whole) > 1, (kind, case)
@@ -110,6 +125,9 @@ def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_
             assert sum(len(b["item_ids"]) for on_part, _, _ in got for b in on_part) > 0
             if world_size > 1:  # the owners did sample for others
                 assert sum(remote for _, _, remote in got) > 0, (kind, case)
+        if world_size > 1:  # ranks with an empty share still answered the others
+            sizes = [sum(ids.numel() for ids in b["item_ids"].values()) for r in results for b in r[kind, "one item per rank"][0]]
+            assert 0 in sizes and sum(sizes) > 0, kind
 
 
 @pytest.mark.parametrize("kind", KINDS)
