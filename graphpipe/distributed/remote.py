@@ -41,9 +41,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
+from graphpipe._internal.checks import check_node_pairs
+from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.distributed.cooperative import _all_to_all, _send_to_owners
 from graphpipe.distributed.partitioned import check_part_owners
+from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.sampling import (
     SeedEdgeExclusion,
@@ -55,10 +58,12 @@ from graphpipe.graph.sampling import (
     typed_subgraph,
     untyped_subgraph,
 )
-from graphpipe.ops import LayerSample
-from graphpipe.ops.edge_lookup import EdgeExclusion
+from graphpipe.ops import LayerSample, derive_key, torch_random
+from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
+from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_edges
+from graphpipe.ops.negative_sampling import MAX_ATTEMPTS
 
-__all__ = ["fetch_features_from_owners", "refusal_on_part", "sample_subgraphs_from_owners"]
+__all__ = ["fetch_features_from_owners", "refusal_on_part", "sample_negatives_from_owners", "sample_subgraphs_from_owners"]
 
 
 def refusal_on_part(mode: str, deduplicate: bool) -> Optional[str]:
@@ -276,7 +281,7 @@ def _ids_and_owners(minibatch, input_nodes, kind, type_name, layer, schema, part
 
 
 def _ask_owners(ids: torch.Tensor, owners: torch.Tensor, world_size: int, group) -> tuple:
-    """Send ``ids`` (``[n]`` int64) to their ``owners``: ``(order, sent, received,
+    """Send ``ids`` (``[n, ...]`` int64 rows) to their ``owners`` (``[n]``): ``(order, sent, received,
     asked)``: ``ids[order]`` went, ``sent`` / ``received`` ids per rank, and ``asked``
     the ids the ranks ask this one for, by rank."""
     order = torch.argsort(owners, stable=True)
@@ -301,3 +306,98 @@ def _start_reading(feature, asked: tuple, group):
         return rows
 
     return finish
+
+
+def sample_negatives_from_owners(sampler, minibatch: MiniBatch, source) -> MiniBatch:
+    """``UniformNegativeSampler(exclude_existing_edges=True)``'s triplet negatives over a
+    part graph: the draws of :func:`~graphpipe.ops.sample_uniform_negatives` (negative
+    ``j`` of pair ``i``: attempt ``a`` draws with counter ``j + k * a``), each checked by
+    the owner of the drawn destination (which holds its in-edges), a round of exchanges
+    per attempt until every rank's negatives are non-edges: what one process draws.
+
+    A collective call on the sampling group of the DistributedItemSampler ``source``
+    (also for a batch without pairs). Returns the batch with its negatives (GraphBolt's
+    layout, as the sampler's ``process``)."""
+    graph, where = sampler.graph, f"{type(sampler).__name__} (over a part)"
+    if minibatch.indexes is not None:
+        raise ValueError(f"{where}: the MiniBatch already has `indexes`; sample negatives for batches of positive pairs only")
+    schema, offsets, seeds = graph.schema, graph.schema.node_type_offset, minibatch.seeds
+    requests = {}  # batch key -> (global pairs, key, (first candidate, count), edge type id; -1: any)
+    if not graph.is_heterogeneous:
+        pairs = check_node_pairs(seeds, graph.total_num_nodes, "seeds", where)
+        requests[None] = (pairs, derive_key(sampler.seed, minibatch.batch_index), (0, graph.total_num_nodes), -1)
+    for key, pairs in (seeds.items() if graph.is_heterogeneous else ()):
+        etype, src_type, dst_type = check_typed_pairs(key, pairs, schema, where)
+        first = offsets[dst_type]
+        global_pairs = pairs.to(torch.int64) + torch.tensor([offsets[src_type], first])
+        requests[key] = (global_pairs, derive_key(sampler.seed, minibatch.batch_index, etype), (first, offsets[dst_type + 1] - first), etype)
+    negatives = _negatives_at_owners(list(requests.values()), sampler.negative_ratio, sampler.sorted_indices, graph, source, where)
+    fields = {}
+    for (key, (pairs, _, (first, _), _)), drawn in zip(requests.items(), negatives):
+        labels = minibatch.labels if key is None else (minibatch.labels or {}).get(key)
+        local = seeds if key is None else seeds[key]
+        fields[key] = pairs_with_negatives(local.to(torch.int64), labels, drawn - first)
+    if not graph.is_heterogeneous:
+        batch_seeds, labels, indexes = fields[None]
+        return replace(minibatch, seeds=batch_seeds, labels=labels, indexes=indexes, timestamp=_times(minibatch.timestamp, indexes))
+    times = minibatch.timestamp if isinstance(minibatch.timestamp, dict) else {}
+    typed = {name: {key: f[i] for key, f in fields.items()} for i, name in enumerate(("seeds", "labels", "indexes"))}
+    timestamp = {key: _times(times[key], f[2]) for key, f in fields.items() if key in times}
+    typed["indexes"] = typed["indexes"] or None
+    return replace(minibatch, **typed, timestamp=timestamp or None)
+
+
+def _times(timestamp: Optional[torch.Tensor], indexes: torch.Tensor) -> Optional[torch.Tensor]:
+    """Each negative gets its positive's time, as the sampler's ``process``."""
+    return None if timestamp is None else timestamp[indexes]
+
+
+def _negatives_at_owners(requests, k: int, sorted_indices: bool, graph, source, where: str) -> List[torch.Tensor]:
+    """Per request ``(pairs [N, 2] global ids, key, (first, count), edge type)``, ``[N, k]``
+    int64 negative destinations (global ids) none of which is an edge ``u -> v'`` of the
+    edge type: one round of :func:`_edges_at_owners` per attempt, every rank until the
+    last rank's negatives are found."""
+    sizes = [pairs.shape[0] * k for pairs, _, _, _ in requests]
+
+    def per_row(values):  # one value per request, repeated over its N * k draws
+        return torch.repeat_interleave(torch.tensor(values, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
+    vkeys = [
+        torch_random.hash2(torch_random.hash2(torch_random.hash2(key, torch.arange(pairs.shape[0])), pairs[:, 0]), pairs[:, 1])
+        for pairs, key, _, _ in requests
+    ]
+    vkey = torch.cat([v.repeat_interleave(k) for v in vkeys]) if requests else torch.empty(0, dtype=torch.int64)
+    src = torch.cat([pairs[:, 0].repeat_interleave(k) for pairs, _, _, _ in requests]) if requests else vkey
+    slot = torch.cat([torch.arange(k).repeat(pairs.shape[0]) for pairs, _, _, _ in requests]) if requests else vkey
+    first, count = per_row([c[0] for _, _, c, _ in requests]), per_row([c[1] for _, _, c, _ in requests])
+    etype = per_row([t for _, _, _, t in requests])
+    out, todo = torch.empty_like(vkey), torch.arange(vkey.numel())
+    for attempt in range(MAX_ATTEMPTS):
+        u = torch_random.uniform(vkey[todo], slot[todo] + k * attempt)
+        drawn = first[todo] + torch.minimum((u * count[todo]).to(torch.int64), count[todo] - 1)
+        is_edge = _edges_at_owners(src[todo], drawn, etype[todo], graph, sorted_indices, source)
+        out[todo[~is_edge]] = drawn[~is_edge]
+        todo = todo[is_edge]
+        left = torch.tensor([todo.numel()])
+        dist.all_reduce(left, group=source.sampling_group)
+        if int(left) == 0:
+            return [rows.view(-1, k) for rows in out.split(sizes)]
+    raise ValueError(
+        f"{where}: found no negative destination in {MAX_ATTEMPTS} draws for some pair (of some rank): (nearly) every "
+        f"candidate node is its source's neighbour (`exclude_existing_edges=True`)"
+    )
+
+
+def _edges_at_owners(src, dst, etype, graph, sorted_indices: bool, source) -> torch.Tensor:
+    """``[Q]`` bool: whether ``src[i] -> dst[i]`` (global ids) is an edge of edge type
+    ``etype[i]`` (-1: any), asked of the owners of ``dst``."""
+    order, sent, received, asked = _ask_owners(torch.stack([src, dst, etype], 1), source.partition.owner(dst), source.world_size, source.sampling_group)
+    typed = graph.is_heterogeneous
+    queries = EdgeQueries(asked[:, 1], asked[:, 0], torch.arange(asked.shape[0]), asked[:, 2] if typed else None)
+    found = find_edges(
+        graph.indptr, graph.indices, queries, asked.shape[0], sorted_indices=sorted_indices,
+        type_per_edge=graph.type_per_edge if typed else None,
+    )  # fmt: skip
+    answered, _ = _all_to_all((found.indptr.diff() > 0).to(torch.int64), received, sent, source.sampling_group)
+    is_edge = torch.empty(src.numel(), dtype=torch.bool)
+    is_edge[order] = answered.bool()
+    return is_edge

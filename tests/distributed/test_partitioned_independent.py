@@ -31,11 +31,11 @@ SIZES = {"node": 7, "link": 6}  # items per rank and batch
 
 def pipe_of(kind, case, graph, store, source):
     """``source``'s batches sampled from ``graph`` (7 nodes per rank, 6 pairs with 2
-    negatives each, seed edges and their reverses excluded), node and edge rows fetched."""
+    negatives each that are not edges, seed edges and their reverses excluded), node and edge rows fetched."""
     sampler, task, layout = case
     options = {"seed": 7, "layout": layout}
     if task == "link":
-        source = source.sample_uniform_negative(graph, 2, seed=1)
+        source = source.sample_uniform_negative(graph, 2, exclude_existing_edges=True, seed=1)
         options.update(exclude_seed_edges=True, include_reverse_edges=True, **({"reverse_etypes_mapping": REVERSE} if kind == "typed" else {}))
     sample = source.sample_neighbor if sampler == "neighbor" else source.sample_layer_neighbor
     keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
@@ -151,3 +151,22 @@ def test_temporal_and_disjoint_on_parts_are_refused(kind, tmp_path):
     assert source.sample_neighbor(part.graph, fanouts).collective  # independent batches over a part: collective
     with pytest.raises(ValueError, match="put DistributedItemSampler.from_part.* or pass cooperative=True"):
         gp.ItemSampler(part.item_sets["node"], 4).sample_neighbor(part.graph, fanouts)
+    assert source.sample_uniform_negative(part.graph, 2, exclude_existing_edges=True).collective
+    with pytest.raises(UnsupportedCombination, match="temporal negatives over a part .* load the whole graph"):
+        source.sample_uniform_negative(part.graph, 2, exclude_existing_edges=True, node_timestamp_attr_name="t")
+    with pytest.raises(ValueError, match="the graph is part 0 of .* put DistributedItemSampler.from_part"):
+        gp.ItemSampler(part.item_sets["node"], 4).sample_uniform_negative(part.graph, 2, exclude_existing_edges=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_link_cases_redraw_negatives_that_are_edges(kind):
+    """The link cases above draw negatives that are edges (redrawn at their owners over parts)."""
+    graph, drawn = attributed_graph(kind), []
+    for exclude in (False, True):
+        source = gp.ItemSampler(link_items(kind), SIZES["link"], shuffle=True, seed=3)
+        drawn.append([record_seeds(mb.seeds) for mb in source.sample_uniform_negative(graph, 2, exclude_existing_edges=exclude, seed=1)])
+    assert not same(*drawn)
+
+
+def record_seeds(seeds):
+    return seeds if isinstance(seeds, torch.Tensor) else dict(seeds)
