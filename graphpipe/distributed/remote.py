@@ -24,12 +24,19 @@ in :mod:`graphpipe.graph.sampling`):
 With ``exclude_seed_edges=True`` the owners learn every rank's node pairs once per batch
 (one all-gather) and exclude, for each requester, the seed edges of ITS pairs among the
 in-edges they hold. Feature rows (:func:`fetch_features_from_owners`) are read by their
-owners (a node's: its owner; an edge's: its destination's) and sent back.
+owners (a node's: its owner; an edge's: its destination's) and sent back. Negatives that
+must not be edges (:func:`sample_negatives_from_owners`) are checked by the owners of
+their destinations, one round of exchanges per redraw.
 
 Every call is collective: all ranks join every exchange of every layer, also with no
-request, in the same order (the loader runs such stages one batch at a time). Temporal
-and disjoint sampling, LABOR-k and ``deduplicate=False`` are refused on parts
-(:func:`refusal_on_part`).
+request (an empty share of a global batch), in the same order (the loader runs such
+stages one batch at a time; the sampler and the negative sampler on the sampling group,
+in one thread, the fetcher on the feature group). Temporal and disjoint sampling,
+LABOR-k and ``deduplicate=False`` are refused on parts (:func:`refusal_on_part`).
+
+Cost per layer and rank: 5 all-to-alls (request counts and ids; reply header, segment
+degrees, edge rows), ``8 * frontier`` bytes sent and ``8 * (segments + 2 or 3 * edges)``
+bytes received; a vertex several ranks ask for is sampled once per requester.
 """
 
 from __future__ import annotations

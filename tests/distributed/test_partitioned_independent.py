@@ -8,6 +8,8 @@ task) and compares with the same batches sampled over the whole dataset in that 
 the ordinary one-process path (no collective); the comparisons run here.
 """
 
+from functools import partial
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -25,6 +27,7 @@ CASES = [
     ("neighbor", "node", "block"), ("labor", "node", "block"), ("neighbor", "node", "pyg"),
     ("neighbor", "link", "block"), ("labor", "link", "block"),
 ]  # fmt: skip
+from_part = gp.DistributedItemSampler.from_part
 OPTIONS = {"shuffle": True, "seed": 3, "drop_uneven_inputs": True}
 SIZES = {"node": 7, "link": 6}  # items per rank and batch
 
@@ -72,13 +75,14 @@ def independent_rank(rank, world_size, out_dirs):
     out = {}
     for kind in KINDS:
         part = load_partition(out_dirs[kind], rank, num_parts=world_size)
-        whole = attributed_graph(kind), full_store(attributed_graph(kind), kind)
+        graph = attributed_graph(kind)
+        whole = graph, full_store(graph, kind)
         node_ns = ("neighbor", "node", "block")
         for case in CASES:
-            out[kind, case] = both(kind, case, part, whole, lambda: gp.DistributedItemSampler.from_part(part, case[1], SIZES[case[1]], **OPTIONS))
-        out[kind, "one item per rank"] = both(kind, node_ns, part, whole, lambda: gp.DistributedItemSampler.from_part(part, "few", 1, **OPTIONS))
+            out[kind, case] = both(kind, case, part, whole, partial(from_part, part, case[1], SIZES[case[1]], **OPTIONS))
+        out[kind, "one item per rank"] = both(kind, node_ns, part, whole, partial(from_part, part, "few", 1, **OPTIONS))
         every_item = load_item_sets(out_dirs[kind])["node"]
-        source = lambda: gp.DistributedItemSampler(every_item, SIZES["node"], partition=part.partition, **OPTIONS)  # noqa: E731
+        source = partial(gp.DistributedItemSampler, every_item, SIZES["node"], partition=part.partition, **OPTIONS)
         out[kind, "whole item set"] = both(kind, node_ns, part, whole, source)
         if world_size > 1:  # a last global batch of 1 item: without drop_uneven_inputs, refused on every rank
             uneven = gp.DistributedItemSampler(items(kind, 2 * world_size + 1), 2, partition=part.partition)
