@@ -102,7 +102,11 @@ class SubgraphSampler(Pipe):
     global ids): node seeds move to the ranks that own them; link seeds stay on their
     rank, whose ``compacted_seeds`` index the rows that
     ``cooperative_exchange(mb, mb.num_layers, h)`` brings back after the last layer, and
-    ``exclude_seed_edges`` excludes the seed edges of the whole global batch. Which
+    ``exclude_seed_edges`` excludes the seed edges of the whole global batch. Over a part
+    of a partitioned dataset (``load_partition``) with a DistributedItemSampler upstream,
+    a sampler that is not cooperative samples each rank's own batch, the owners sampling
+    the in-edges the part lacks (:mod:`graphpipe.distributed.remote`): the batch one
+    process samples over the whole graph. Which
     combinations of graph, task, mode, device and layout work is one table
     (:mod:`graphpipe.pipes.capabilities`); the others raise
     :class:`~graphpipe.pipes.capabilities.UnsupportedCombination`.
@@ -562,7 +566,9 @@ class SubgraphSampler(Pipe):
 
     def process(self, minibatch: MiniBatch) -> MiniBatch:
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
-        rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
+        rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`),
+        or over a part graph this rank's batch, asking the owners
+        (:func:`~graphpipe.distributed.remote.sample_subgraphs_from_owners`)."""
         if self.cooperative:
             seeds = self.batch_seeds(minibatch)
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
