@@ -6,8 +6,6 @@
   into parts, each rank mapping only its own (:mod:`graphpipe.distributed.partitioned`).
 * cooperative minibatching (``cooperative=True`` on samplers and ``fetch_feature``, and
   :func:`cooperative_exchange` in the model): see :mod:`graphpipe.distributed.cooperative`.
-* independent batches over a part (each rank its own batch, the owners sampling and reading
-  what the part lacks): see :mod:`graphpipe.distributed.remote`.
 """
 
 from graphpipe.distributed.cooperative import CooperativeSampledSubgraph, ExchangePlan, cooperative_exchange
