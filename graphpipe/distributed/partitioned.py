@@ -655,15 +655,19 @@ def part_of(graph: CSCGraph) -> Optional[Tuple[int, str]]:
     return None if entry is None else entry[0]
 
 
-def check_whole_graph(graph: CSCGraph, where: str) -> None:
-    """Raise ValueError when ``graph`` is a part graph (:func:`part_of`): a sampler that is
-    not cooperative would silently miss the in-edges of the vertices other ranks own."""
+def check_whole_graph(graph: CSCGraph, where: str, instead: Optional[str] = None) -> None:
+    """Raise ValueError when ``graph`` is a part graph (:func:`part_of`): a stage that
+    reads it alone would silently miss the in-edges of the vertices other ranks own.
+    ``instead``: what to do (default: the ways a sampler reads a part)."""
     part = part_of(graph)
     if part is not None:
+        instead = instead or (
+            "put DistributedItemSampler.from_part(part, split, batch_size) upstream (each rank then asks the owners "
+            "for the others), or pass cooperative=True"
+        )
         raise ValueError(
             f"{where}: the graph is part {part[0]} of the partitioned dataset '{part[1]}', which holds only the "
-            f"in-edges of the vertices rank {part[0]} owns: sampled alone it would miss the others'; pass "
-            f"cooperative=True, with DistributedItemSampler.from_part(part, split, batch_size) upstream"
+            f"in-edges of the vertices rank {part[0]} owns: read alone it would miss the others'; {instead}"
         )
 
 

@@ -17,6 +17,7 @@ from graphpipe.batch.minibatch import MiniBatch
 from graphpipe._internal.checks import check_node_ids
 from graphpipe.ops.compile import gather_rows_task
 from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
+from graphpipe.distributed.remote import fetch_features_from_owners
 from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
 from graphpipe.pipes.base import Pipe, functional_pipe, upstream
 
@@ -100,11 +101,17 @@ class FeatureFetcher(Pipe):
         }
         # A sampler's ids are in range of its graph, whose rows are checked here: never per batch.
         self._check_ids = sampler is None
+        # After a sampler over a part (graphpipe.distributed.remote): every row is read by its owner.
+        self.part_graph = sampler.graph if not self.cooperative and getattr(sampler, "on_part", False) else None
         if sampler is not None:
             _check_rows(self._reads, sampler)
 
     def fetch(self, minibatch: MiniBatch) -> MiniBatch:
         """``minibatch`` with the requested features added (the input is not modified)."""
+        if self.part_graph is not None:
+            source = find_distributed_item_sampler(self, "FeatureFetcher (over a part)")
+            node_features, edge_features = fetch_features_from_owners(self, minibatch, source, self.part_graph)
+            return replace(minibatch, node_features=node_features, edge_features=edge_features)
         node_features = dict(minibatch.node_features)
         if self.cooperative and self._reads["node"]:
             source = find_distributed_item_sampler(self, "FeatureFetcher (cooperative)")
@@ -158,8 +165,9 @@ class FeatureFetcher(Pipe):
 
     @property
     def collective(self) -> bool:
-        """Cooperative fetches are collective calls: the loader runs them one at a time."""
-        return self.cooperative and bool(self._reads["node"])
+        """Cooperative fetches, and fetches over a part, are collective calls: the loader
+        runs them one at a time."""
+        return (self.cooperative and bool(self._reads["node"])) or self.part_graph is not None
 
     def _read_into(self, out: dict, kind: str, ids, field: str) -> None:
         """Read every requested ``kind`` feature at ``ids`` (the MiniBatch's ``field``: a

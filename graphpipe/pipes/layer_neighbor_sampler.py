@@ -101,10 +101,11 @@ class LayerNeighborSampler(SubgraphSampler):
                 f"{name}: disjoint=True is not supported by LABOR: each source's variate is shared by every "
                 f"destination, so subtrees would not sample independently; use sample_neighbor(..., disjoint=True)"
             )
-        if self.cooperative and importance_sampling != 0:
+        if (self.cooperative or self.on_part) and importance_sampling != 0:
             raise UnsupportedCombination(
-                f"{name}: cooperative=True supports importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* "
-                f"need vertex probabilities over the whole global batch"
+                f"{name}: {'cooperative=True' if self.cooperative else 'a part of a partitioned dataset'} supports "
+                f"importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* need vertex probabilities over the whole "
+                f"{'global batch' if self.cooperative else 'layer, whose vertices different owners sample'}"
             )
         self.importance_sampling = importance_sampling
         self.layer_dependency = bool(layer_dependency)

@@ -11,14 +11,16 @@ import torch
 from graphpipe._internal.checks import check_bool, check_int, check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.distributed.partitioned import check_whole_graph
+from graphpipe.distributed.partitioned import check_whole_graph, part_of
+from graphpipe.distributed.remote import sample_negatives_from_owners
 from graphpipe.graph.temporal import COMPARISONS, timestamps
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.ops import derive_key, sample_uniform_negatives
 from graphpipe.ops.edge_lookup import in_neighbours_sorted
 from graphpipe.ops.negative_sampling import check_negative_ratio, sample_random_pairs
-from graphpipe.pipes.base import Pipe, functional_pipe
+from graphpipe.pipes.base import Pipe, functional_pipe, upstream
+from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler, find_distributed_item_sampler
 from graphpipe.pipes.capabilities import UnsupportedCombination, check_supported
 
 __all__ = ["UniformNegativeSampler", "with_negatives"]
@@ -87,6 +89,12 @@ class UniformNegativeSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
+        # A part graph holds only the owned vertices' in-edges: the owners check the draws.
+        self.on_part = exclude_existing_edges is True and part_of(graph) is not None
+        if self.on_part and not any(isinstance(stage, DistributedItemSampler) for stage in upstream(source)):
+            check_whole_graph(graph, name, "put DistributedItemSampler.from_part(part, split, batch_size) upstream")
+        if self.on_part and node_timestamp_attr_name is not None:
+            raise UnsupportedCombination(f"{name}: temporal negatives over a part of a partitioned dataset are not supported; {_WHOLE}")
         self.node_time = None
         if node_timestamp_attr_name is not None:
             self.node_time = timestamps(graph, node_timestamp_attr_name, "node", "node_timestamp_attr_name", name)
@@ -104,8 +112,6 @@ class UniformNegativeSampler(Pipe):
         check_bool(exclude_existing_edges, "exclude_existing_edges", name)
         on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         check_supported(name, graph="typed" if graph.is_heterogeneous else "untyped", task="link", **({"device": "GPU"} if on_gpu else {}))
-        if exclude_existing_edges:  # a part graph holds only the owned vertices' in-edges
-            check_whole_graph(graph, name)
         if exclude_existing_edges and on_gpu:
             raise UnsupportedCombination(
                 f"{name}: `exclude_existing_edges=True` looks edges up in host memory; keep the graph on the CPU "
@@ -129,6 +135,8 @@ class UniformNegativeSampler(Pipe):
     def process(self, minibatch: MiniBatch) -> MiniBatch:
         """The batch with its negatives appended (see the class doc)."""
         name = type(self).__name__
+        if self.on_part:  # every rank, also with no pairs: a collective call
+            return sample_negatives_from_owners(self, minibatch, find_distributed_item_sampler(self, f"{name} (over a part)"))
         if not minibatch.is_link_batch:
             seeds = minibatch.seeds
             shape = {k: tuple(v.shape) for k, v in seeds.items()} if isinstance(seeds, dict) else None if seeds is None else tuple(seeds.shape)
@@ -172,6 +180,11 @@ class UniformNegativeSampler(Pipe):
                 times[key] = _times(minibatch.timestamp[key], fields)
         return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes or None, timestamp=times or None)
 
+    @property
+    def collective(self) -> bool:
+        """Negatives checked at the owners over a part are collective calls."""
+        return self.on_part
+
     def latest(self, timestamp, key) -> Optional[torch.Tensor]:
         """Temporal negatives: ``[P]`` int64 the latest time a negative of each positive
         may have (its ``timestamp``, or one less for ``"<"``), else None."""
@@ -207,6 +220,9 @@ class UniformNegativeSampler(Pipe):
             candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
             node_time=None if latest is None else self.node_time, latest=latest,
         )  # fmt: skip
+
+
+_WHOLE = "load the whole graph (CSCGraph.load(path, mmap=True)) on each rank to draw them"
 
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:

@@ -15,7 +15,8 @@ from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import LAYOUTS, MiniBatch, ReusedRows
 from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
-from graphpipe.distributed.partitioned import check_whole_graph
+from graphpipe.distributed.partitioned import check_whole_graph, part_of
+from graphpipe.distributed.remote import refusal_on_part, sample_subgraphs_from_owners
 from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
@@ -44,7 +45,7 @@ from graphpipe.ops import LayerSample, derive_key
 from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UnsupportedCombination, check_supported
-from graphpipe.pipes.distributed_item_sampler import find_distributed_item_sampler
+from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler, find_distributed_item_sampler
 from graphpipe.pipes.feature_fetcher import FeatureFetcher
 from graphpipe.pipes.hot_reuse import HotReuse
 from graphpipe.pipes.item_sampler import ItemSampler
@@ -102,7 +103,11 @@ class SubgraphSampler(Pipe):
     global ids): node seeds move to the ranks that own them; link seeds stay on their
     rank, whose ``compacted_seeds`` index the rows that
     ``cooperative_exchange(mb, mb.num_layers, h)`` brings back after the last layer, and
-    ``exclude_seed_edges`` excludes the seed edges of the whole global batch. Which
+    ``exclude_seed_edges`` excludes the seed edges of the whole global batch. Over a part
+    of a partitioned dataset (``load_partition``) with a DistributedItemSampler upstream,
+    a sampler that is not cooperative samples each rank's own batch, the owners sampling
+    the in-edges the part lacks (:mod:`graphpipe.distributed.remote`): the batch one
+    process samples over the whole graph. Which
     combinations of graph, task, mode, device and layout work is one table
     (:mod:`graphpipe.pipes.capabilities`); the others raise
     :class:`~graphpipe.pipes.capabilities.UnsupportedCombination`.
@@ -197,8 +202,10 @@ class SubgraphSampler(Pipe):
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
         self._init_mode(cooperative, disjoint, deduplicate, layout, time_attr, node_timestamp_attr_name,
                         edge_timestamp_attr_name, comparison, time_window, temporal_strategy)  # fmt: skip
-        if not self.cooperative:  # a part graph holds only the owned vertices' in-edges
-            check_whole_graph(graph, name)
+        # A part graph holds only the owned vertices' in-edges: independent batches ask the owners for the others'.
+        self.on_part = not self.cooperative and part_of(graph) is not None
+        if self.on_part:
+            _check_part_sampling(self, name)
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
@@ -226,8 +233,8 @@ class SubgraphSampler(Pipe):
             self.fanouts = check_fanouts(fanouts, name)
             self.edge_type_fanouts = [[fanout] for fanout in self.fanouts]
         seed = None if seed is None else check_int(seed, "seed", name)
-        if self.cooperative:
-            where = f"{name} (cooperative)"
+        if self.cooperative or self.on_part:
+            where = f"{name} ({'cooperative' if self.cooperative else 'over a part'})"
             try:
                 source = find_distributed_item_sampler(self, where)
             except ValueError:
@@ -591,16 +598,22 @@ class SubgraphSampler(Pipe):
 
     @property
     def collective(self) -> bool:
-        """Cooperative batches are collective calls: the loader samples them one at a time."""
-        return self.cooperative
+        """Cooperative batches, and batches over a part, are collective calls: the loader
+        samples them one at a time."""
+        return self.cooperative or self.on_part
 
     def process(self, minibatch: MiniBatch) -> MiniBatch:
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
-        rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`)."""
+        rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`),
+        or over a part graph this rank's batch, asking the owners
+        (:func:`~graphpipe.distributed.remote.sample_subgraphs_from_owners`)."""
         if self.cooperative:
             seeds = self.batch_seeds(minibatch)
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
             return sample_subgraphs_cooperatively(self, minibatch, seeds, source)
+        if self.on_part:
+            source = find_distributed_item_sampler(self, f"{type(self).__name__} (over a part)")
+            return sample_subgraphs_from_owners(self, minibatch, self.batch_seeds(minibatch), source)
         return self.sample_subgraphs(minibatch)
 
     role = "sampler"  # the Pipe protocol's declarations
@@ -748,6 +761,16 @@ def _shapes(seeds) -> str:
     if isinstance(seeds, dict):
         return str({key: tuple(ids.shape) for key, ids in seeds.items()})
     return f"seeds of shape {tuple(seeds.shape)}"
+
+
+def _check_part_sampling(sampler, where: str) -> None:
+    """A sampler of a part graph that is not cooperative: its ranks ask the owners, so it
+    needs a DistributedItemSampler upstream and a mode the owners can sample."""
+    if not any(isinstance(stage, DistributedItemSampler) for stage in upstream(sampler.source)):
+        check_whole_graph(sampler.graph, where)
+    refusal = refusal_on_part(sampler.mode, sampler.deduplicate)
+    if refusal is not None:
+        raise UnsupportedCombination(f"{where}: {refusal}")
 
 
 def _check_no_fetch_before(source, where: str) -> None:

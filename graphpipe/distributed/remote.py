@@ -1,0 +1,410 @@
+"""Independent minibatches on a partitioned graph: each rank samples its own batch, asking
+the owners for what its part does not hold.
+
+A part graph (:func:`~graphpipe.distributed.load_partition`) holds only the in-edges of
+the vertices its rank owns, and its features only their rows. A sampler that is not
+cooperative, over a part, with a :class:`~graphpipe.DistributedItemSampler` upstream,
+samples every rank's OWN batch (its seeds, the whole fanout tree) as one process would
+over the whole graph. Per layer, on global ids (a typed graph is a view with offsets, as
+in :mod:`graphpipe.graph.sampling`):
+
+1. the rank's frontier (the layer's destinations) goes to the owners (all-to-all, node
+   types together, as :mod:`~graphpipe.distributed.cooperative` sends them);
+2. each owner samples, per requesting rank, the vertices that rank asked for, with the
+   sampler's one-layer step: the layer's key is ``derive_key(seed, batch_index, layer)``,
+   the requester's, since the ranks agree on ``seed`` when the sampler is built and a
+   DistributedItemSampler stamps every rank's batch ``i`` with the same ``batch_index``;
+   the kernels key each variate by global vertex id, so the edges do not depend on which
+   rank samples (LABOR-0's per-vertex variates included);
+3. the owner sends back, per requesting rank, each segment's sampled in-edges (global
+   source ids, the user's edge ids, LABOR's edge weights), which the requester puts back
+   in its own segment order: the layer one process samples. The requester compacts it
+   and lays it out (block or pyg layout) as usual.
+
+With ``exclude_seed_edges=True`` the owners learn every rank's node pairs once per batch
+(one all-gather) and exclude, for each requester, the seed edges of ITS pairs among the
+in-edges they hold. Feature rows (:func:`fetch_features_from_owners`) are read by their
+owners (a node's: its owner; an edge's: its destination's) and sent back. Negatives that
+must not be edges (:func:`sample_negatives_from_owners`) are checked by the owners of
+their destinations, one round of exchanges per redraw.
+
+Every call is collective: all ranks join every exchange of every layer, also with no
+request (an empty share of a global batch), in the same order (the loader runs such
+stages one batch at a time; the sampler and the negative sampler on the sampling group,
+in one thread, the fetcher on the feature group). Temporal and disjoint sampling,
+LABOR-k and ``deduplicate=False`` are refused on parts (:func:`refusal_on_part`).
+
+Cost per layer and rank: 5 all-to-alls (request counts and ids; reply header, segment
+degrees, edge rows), ``8 * frontier`` bytes sent and ``8 * (segments + 2 or 3 * edges)``
+bytes received; a vertex several ranks ask for is sampled once per requester.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import accumulate
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+
+from graphpipe._internal.checks import check_node_pairs
+from graphpipe.batch.item_set import pairs_with_negatives
+from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.distributed.cooperative import _all_to_all, _send_to_owners
+from graphpipe.distributed.partitioned import check_part_owners
+from graphpipe.graph.checks import check_typed_pairs
+from graphpipe.graph.edge_types import parse_edge_type
+from graphpipe.graph.sampling import (
+    SeedEdgeExclusion,
+    SeedNodes,
+    compact_layer,
+    link_seed_nodes,
+    seed_edge_exclusion,
+    segment_destinations,
+    typed_subgraph,
+    untyped_subgraph,
+)
+from graphpipe.ops import LayerSample, derive_key, torch_random
+from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
+from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_edges
+from graphpipe.ops.negative_sampling import MAX_ATTEMPTS
+
+__all__ = ["fetch_features_from_owners", "refusal_on_part", "sample_negatives_from_owners", "sample_subgraphs_from_owners"]
+
+
+def refusal_on_part(mode: str, deduplicate: bool) -> Optional[str]:
+    """Why a sampler in capability ``mode`` cannot sample independent batches over a part
+    graph (the stage raises UnsupportedCombination with it), or None."""
+    if mode in ("temporal", "disjoint"):
+        return (
+            f"{mode} sampling over a part of a partitioned dataset is not supported (each hop would need its root "
+            f"seed's {'time' if mode == 'temporal' else 'subtree'} at the owners); sample the whole graph "
+            f"(CSCGraph.load) on each rank, or drop {'the timestamps' if mode == 'temporal' else 'disjoint=True'}"
+        )
+    if not deduplicate:
+        return "deduplicate=False over a part of a partitioned dataset is not supported; pass deduplicate=True"
+    return None
+
+
+def sample_subgraphs_from_owners(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> MiniBatch:
+    """This rank's own batch sampled over a part graph, the owners sampling the in-edges
+    the part does not hold: the MiniBatch one process samples over the whole graph.
+
+    A collective call on the sampling group of the DistributedItemSampler ``source``:
+    every rank calls it for its batch of the same ``batch_index``. ``seeds`` is
+    ``sampler.batch_seeds(minibatch)``; ``sampler.seed`` is the same on every rank.
+    """
+    where = f"{type(sampler).__name__} (over a part)"
+    if source.sampling_group is None or not dist.is_initialized():
+        raise RuntimeError(
+            f"{where}: torch.distributed is not initialised in this process (a part's batches ask the other ranks: "
+            f"use DataLoader(num_workers=0))"
+        )
+    if source.uneven:
+        raise ValueError(
+            f"{where}: some ranks get fewer batches than others ({len(source.item_set)} items, batch_size="
+            f"{source.batch_size}, {source.world_size} ranks), and every rank must answer every batch's requests; "
+            f"pass drop_uneven_inputs=True to the DistributedItemSampler"
+        )
+    graph = sampler.graph
+    check_part_owners(graph, source.partition, source.rank, where)
+    exclusions = _requested_exclusions(sampler, seeds, source) if sampler.excludes_seed_edges else None
+    view = _UserEdgeIds(graph)
+    nodes, counts, skipped = seeds.nodes, seeds.counts, sampler.no_skip
+    subgraphs = []
+    for layer in reversed(range(len(sampler.fanouts))):
+        # The seeds, the only destinations with excluded in-edges, lead every block layer's destinations.
+        exclude = exclusions if sampler.layout == "block" or not subgraphs else None
+        sample = _sample_at_owners(sampler, nodes, counts, skipped, layer, minibatch, exclude, source)
+        step = compact_layer(graph, nodes, counts, skipped, sample)
+        fanouts = sampler.edge_type_fanouts[layer]
+        subgraphs.append(typed_subgraph(view, step, fanouts) if sampler.typed else untyped_subgraph(view, step))
+        if sampler.layout == "pyg":
+            skipped = counts
+        nodes, counts = step.rows, step.row_counts
+    subgraphs.reverse()
+    return replace(
+        minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=sampler.layout,
+        compacted_seeds=None if seeds.links is None else sampler.compacted_seeds(seeds),
+    )  # fmt: skip
+
+
+class _UserEdgeIds:
+    """A graph's schema for laying out layers whose edge ids are the user's already (the
+    owners mapped them: a CSC position means nothing outside its part)."""
+
+    def __init__(self, graph):
+        self.schema = graph.schema
+
+    @staticmethod
+    def map_edge_ids(ids: torch.Tensor) -> torch.Tensor:
+        return ids
+
+
+def _frontier(nodes: torch.Tensor, counts: Sequence[int], skipped: Sequence[int]) -> Tuple[torch.Tensor, Tuple[int, ...]]:
+    """The destinations a layer samples: ``nodes`` (type-major, ``counts`` per type) but
+    the first ``skipped`` of each type (pyg layout: sampled by an earlier layer)."""
+    if not any(skipped):
+        return nodes, tuple(counts)
+    starts = list(accumulate(counts, initial=0))
+    kept = torch.cat([nodes[start + skip : end] for start, end, skip in zip(starts, starts[1:], skipped)])
+    return kept, tuple(count - skip for count, skip in zip(counts, skipped))
+
+
+def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, exclusions, source) -> LayerSample:
+    """The uncompacted layer ``layer`` of the destinations ``nodes`` (global ids,
+    type-major) but the first ``skipped`` of each type, each sampled by its owner:
+    :meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_frontier`'s result,
+    with the user's edge ids in ``edge_ids``. ``exclusions``: per requesting rank, the
+    seed edges to skip (see :func:`_requested_exclusions`), or None."""
+    graph, group, partition = sampler.graph, source.sampling_group, source.partition
+    num_types, world_size = len(counts), source.world_size
+    front, front_counts = _frontier(nodes, counts, skipped)
+    # An empty frontier's sample: the dtypes, and whether the sampler gives edge weights.
+    empty = sampler.sample_frontier(front[:0], (0,) * num_types, sampler.no_skip, layer, minibatch, None)
+    weighted = empty.edge_weights is not None
+    route = _send_to_owners(front, front_counts, partition, group)
+    pieces = [arrived.split(received) for arrived, received in zip(route.arrived, route.received)]
+    replies = []
+    for rank in range(world_size):  # each requester's vertices, sampled with its seed edges excluded
+        asked = torch.cat([pieces[t][rank] for t in range(num_types)])
+        asked_counts = tuple(route.received[t][rank] for t in range(num_types))
+        exclude = None if exclusions is None or exclusions[rank].segment_offsets[-1] == 0 else exclusions[rank]  # no seed here
+        replies.append(sampler.sample_frontier(asked, asked_counts, sampler.no_skip, layer, minibatch, exclude))
+    sent = torch.tensor([[r.indptr.numel() - 1, r.indices.numel()] for r in replies], dtype=torch.int64)
+    header = torch.empty_like(sent)
+    dist.all_to_all_single(header, sent, group=group)
+    degrees, _ = _all_to_all(torch.cat([r.indptr.diff() for r in replies]).to(torch.int64), sent[:, 0].tolist(), header[:, 0].tolist(), group)
+    columns = [torch.cat([r.indices.to(torch.int64) for r in replies]), torch.cat([graph.map_edge_ids(r.edge_ids) for r in replies])]
+    if weighted:  # float32 weights travel as their bits
+        columns.append(torch.cat([r.edge_weights for r in replies]).view(torch.int32).to(torch.int64))
+    rows, _ = _all_to_all(torch.stack(columns, 1), sent[:, 1].tolist(), header[:, 1].tolist(), group)
+    # Segment order: untyped, one per destination; typed, per edge type, per destination of its type.
+    segment_nodes = front if num_types == 1 else front[segment_destinations(graph.schema, front_counts, sampler.edge_type_fanouts[layer])[1]]
+    arrived_order = torch.argsort(partition.owner(segment_nodes), stable=True)  # segments as the owners replied
+    mine = torch.empty_like(degrees)
+    mine[arrived_order] = degrees
+    indptr = torch.zeros(mine.numel() + 1, dtype=empty.indptr.dtype)
+    torch.cumsum(mine, 0, out=indptr[1:])
+    first = torch.empty_like(degrees)
+    first[arrived_order] = torch.cumsum(degrees, 0) - degrees  # each segment's first row in `rows`
+    at = torch.repeat_interleave(first - indptr[:-1], mine, output_size=rows.shape[0]) + torch.arange(rows.shape[0])
+    rows = rows[at]
+    weights = rows[:, 2].to(torch.int32).view(torch.float32) if weighted else None
+    edge_ids = rows[:, 1].to(graph.map_edge_ids(empty.edge_ids).dtype)
+    return LayerSample(indptr, rows[:, 0].to(empty.indices.dtype), edge_ids, weights)
+
+
+def _requested_exclusions(sampler, seeds: SeedNodes, source) -> List[SeedEdgeExclusion]:
+    """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
+    rank's part holds, over the segments of that rank's seeds this rank owns (per node
+    type, ascending: they lead the vertices that rank asks it for in a layer)."""
+    graph, partition, rank = sampler.graph, source.partition, source.rank
+    schema = graph.schema
+    exclusions = []
+    for links in _links_of_ranks(seeds, source.world_size, source.sampling_group):
+        everyone = link_seed_nodes(graph, links)
+        exclusion = seed_edge_exclusion(graph, everyone, sampler.reverse_edge_types, sampler.reverse_positions, sampler.sorted_indices)
+        starts = list(accumulate(everyone.counts, initial=0))
+        owned = [ids[partition.owner(ids) == rank] for ids in (everyone.nodes[a:b] for a, b in zip(starts, starts[1:]))]
+        # The owned seeds' segments among everyone's: per edge type, one per seed of its destination type.
+        at = [torch.searchsorted(everyone.nodes[starts[d] : starts[d + 1]], ids) for d, ids in enumerate(owned)]
+        keep = torch.cat([at[d] + exclusion.segment_offsets[t] for t, (_, d) in enumerate(schema.edge_type_ends)])
+        indptr = exclusion.edges.indptr
+        lengths = indptr[keep + 1] - indptr[keep]
+        kept_indptr = torch.zeros(keep.numel() + 1, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=kept_indptr[1:])
+        kept = torch.repeat_interleave(indptr[keep] - kept_indptr[:-1], lengths) + torch.arange(int(kept_indptr[-1]))
+        segments = tuple(accumulate((owned[d].numel() for _, d in schema.edge_type_ends), initial=0))
+        edges = EdgeExclusion(kept_indptr, exclusion.edges.positions[kept])
+        exclusions.append(SeedEdgeExclusion(edges, segments, tuple(kept_indptr[list(segments)].tolist())))
+    return exclusions
+
+
+def _links_of_ranks(seeds: SeedNodes, world_size: int, group) -> List[Dict[int, torch.Tensor]]:
+    """Every rank's link seeds of its batch, per rank: edge type id -> ``[N, 2]`` global
+    ids, in that rank's edge type order."""
+    mine = torch.cat([torch.cat([pairs, torch.full_like(pairs[:, :1], etype)], 1) for etype, (pairs, _) in seeds.links.items()])
+    counts = torch.empty(world_size, dtype=torch.int64)
+    dist.all_to_all_single(counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
+    rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
+    by_rank = []
+    for block in rows.split(counts.tolist()):
+        types = torch.unique_consecutive(block[:, 2]).tolist()
+        by_rank.append({etype: block[block[:, 2] == etype, :2] for etype in types} or {0: block[:, :2]})
+    return by_rank
+
+
+def fetch_features_from_owners(fetcher, minibatch: MiniBatch, source, graph) -> Tuple[dict, List[dict]]:
+    """The features ``fetcher`` reads (``fetcher.fetched_features()``) for this rank's own
+    batch, each row read by its owner (a node's; an edge's destination's) and sent back:
+    node rows of ``input_nodes``, edge rows of each layer's ``original_edge_ids``. A
+    collective call on the feature group of the DistributedItemSampler ``source``, in the
+    fetcher's key order (the same on every rank); the ids of a node type (of an edge type
+    in a layer) travel once for all its features, the rows of all keys together.
+
+    Returns ``(node features, edge features per layer)``, keyed as the batch's (a name, or
+    ``(type, name)`` when typed), with the batch's own; ``graph``: the (part) graph the
+    sampler upstream samples.
+    """
+    if not minibatch.sampled_subgraphs:
+        raise ValueError("FeatureFetcher (over a part): put a sampler before fetch_feature (its input nodes are read)")
+    input_nodes = minibatch.input_nodes if isinstance(minibatch.input_nodes, dict) else {None: minibatch.input_nodes}
+    asked: Dict[tuple, tuple] = {}  # (kind, type, layer) -> its ids' exchange
+    pending = []
+    for kind, key, feature in fetcher.fetched_features():
+        type_name = key[0] if isinstance(key, tuple) else None
+        for layer in range(minibatch.num_layers) if kind == "edge" else (None,):
+            where = (kind, type_name, layer)
+            if where not in asked:
+                ids, owners = _ids_and_owners(minibatch, input_nodes, kind, type_name, layer, graph.schema, source.partition)
+                asked[where] = _ask_owners(ids, owners, source.world_size, source.feature_group)
+            pending.append((layer, key, _start_reading(feature, asked[where], source.feature_group)))
+    node_features, edge_features = dict(minibatch.node_features), [dict(layer) for layer in minibatch.edge_features]
+    edge_features += [{} for _ in range(minibatch.num_layers - len(edge_features))]
+    for layer, key, finish in pending:
+        (node_features if layer is None else edge_features[layer])[key] = finish()
+    return node_features, edge_features
+
+
+def _ids_and_owners(minibatch, input_nodes, kind, type_name, layer, schema, partition):
+    """``([n] int64 ids to read, [n] int64 their owners)``: node ids (type-local) of
+    ``input_nodes``, or the user's edge ids of layer ``layer`` (of edge type
+    ``type_name``) with the owners of their destinations."""
+    if kind == "node":
+        ids = input_nodes.get(type_name)
+        ids = torch.empty(0, dtype=torch.int64) if ids is None else ids.to(torch.int64)
+        return ids, partition.owner(ids + (0 if type_name is None else schema.node_type_offset[schema.node_type_id[type_name]]))
+    subgraph = minibatch.sampled_subgraphs[layer]
+    if type_name is None:
+        csc, ids, dst_ids, offset = subgraph.sampled_csc, subgraph.original_edge_ids, subgraph.original_column_node_ids, 0
+    else:
+        dst_type = parse_edge_type(type_name)[2]
+        csc, ids = subgraph.sampled_csc[type_name], subgraph.original_edge_ids[type_name]
+        dst_ids, offset = subgraph.original_column_node_ids[dst_type], schema.node_type_offset[schema.node_type_id[dst_type]]
+    destinations = torch.repeat_interleave(dst_ids.to(torch.int64), csc.indptr.diff(), output_size=ids.numel())
+    return ids.to(torch.int64), partition.owner(destinations + offset)
+
+
+def _ask_owners(ids: torch.Tensor, owners: torch.Tensor, world_size: int, group) -> tuple:
+    """Send ``ids`` (``[n, ...]`` int64 rows) to their ``owners`` (``[n]``): ``(order, sent, received,
+    asked)``: ``ids[order]`` went, ``sent`` / ``received`` ids per rank, and ``asked``
+    the ids the ranks ask this one for, by rank."""
+    order = torch.argsort(owners, stable=True)
+    sent = torch.bincount(owners, minlength=world_size)
+    received = torch.empty_like(sent)
+    dist.all_to_all_single(received, sent, group=group)
+    sent_to, received_from = sent.tolist(), received.tolist()
+    asked, _ = _all_to_all(ids[order], sent_to, received_from, group)
+    return order, sent_to, received_from, asked
+
+
+def _start_reading(feature, asked: tuple, group):
+    """Read the rows this rank is asked for (:func:`_ask_owners`) and start sending them
+    back; ``finish()`` returns the rows of the ids this rank asked for, in their order."""
+    order, sent_to, received_from, ids = asked
+    answered, work = _all_to_all(feature.read_valid(ids), received_from, sent_to, group, async_op=True)
+
+    def finish() -> torch.Tensor:
+        work.wait()
+        rows = torch.empty_like(answered)
+        rows[order] = answered
+        return rows
+
+    return finish
+
+
+def sample_negatives_from_owners(sampler, minibatch: MiniBatch, source) -> MiniBatch:
+    """``UniformNegativeSampler(exclude_existing_edges=True)``'s triplet negatives over a
+    part graph: the draws of :func:`~graphpipe.ops.sample_uniform_negatives` (negative
+    ``j`` of pair ``i``: attempt ``a`` draws with counter ``j + k * a``), each checked by
+    the owner of the drawn destination (which holds its in-edges), a round of exchanges
+    per attempt until every rank's negatives are non-edges: what one process draws.
+
+    A collective call on the sampling group of the DistributedItemSampler ``source``
+    (also for a batch without pairs). Returns the batch with its negatives (GraphBolt's
+    layout, as the sampler's ``process``)."""
+    graph, where = sampler.graph, f"{type(sampler).__name__} (over a part)"
+    if minibatch.indexes is not None:
+        raise ValueError(f"{where}: the MiniBatch already has `indexes`; sample negatives for batches of positive pairs only")
+    schema, offsets, seeds = graph.schema, graph.schema.node_type_offset, minibatch.seeds
+    requests = {}  # batch key -> (global pairs, key, (first candidate, count), edge type id; -1: any)
+    if not graph.is_heterogeneous:
+        pairs = check_node_pairs(seeds, graph.total_num_nodes, "seeds", where)
+        requests[None] = (pairs, derive_key(sampler.seed, minibatch.batch_index), (0, graph.total_num_nodes), -1)
+    for key, pairs in (seeds.items() if graph.is_heterogeneous else ()):
+        etype, src_type, dst_type = check_typed_pairs(key, pairs, schema, where)
+        first = offsets[dst_type]
+        global_pairs = pairs.to(torch.int64) + torch.tensor([offsets[src_type], first])
+        requests[key] = (global_pairs, derive_key(sampler.seed, minibatch.batch_index, etype), (first, offsets[dst_type + 1] - first), etype)
+    negatives = _negatives_at_owners(list(requests.values()), sampler.negative_ratio, sampler.sorted_indices, graph, source, where)
+    fields = {}
+    for (key, (pairs, _, (first, _), _)), drawn in zip(requests.items(), negatives):
+        labels = minibatch.labels if key is None else (minibatch.labels or {}).get(key)
+        local = seeds if key is None else seeds[key]
+        fields[key] = pairs_with_negatives(local.to(torch.int64), labels, drawn - first)
+    if not graph.is_heterogeneous:
+        batch_seeds, labels, indexes = fields[None]
+        return replace(minibatch, seeds=batch_seeds, labels=labels, indexes=indexes, timestamp=_times(minibatch.timestamp, indexes))
+    times = minibatch.timestamp if isinstance(minibatch.timestamp, dict) else {}
+    typed = {name: {key: f[i] for key, f in fields.items()} for i, name in enumerate(("seeds", "labels", "indexes"))}
+    timestamp = {key: _times(times[key], f[2]) for key, f in fields.items() if key in times}
+    typed["indexes"] = typed["indexes"] or None
+    return replace(minibatch, **typed, timestamp=timestamp or None)
+
+
+def _times(timestamp: Optional[torch.Tensor], indexes: torch.Tensor) -> Optional[torch.Tensor]:
+    """Each negative gets its positive's time, as the sampler's ``process``."""
+    return None if timestamp is None else timestamp[indexes]
+
+
+def _negatives_at_owners(requests, k: int, sorted_indices: bool, graph, source, where: str) -> List[torch.Tensor]:
+    """Per request ``(pairs [N, 2] global ids, key, (first, count), edge type)``, ``[N, k]``
+    int64 negative destinations (global ids) none of which is an edge ``u -> v'`` of the
+    edge type: one round of :func:`_edges_at_owners` per attempt, every rank until the
+    last rank's negatives are found."""
+    sizes = [pairs.shape[0] * k for pairs, _, _, _ in requests]
+
+    def per_row(values):  # one value per request, repeated over its N * k draws
+        return torch.repeat_interleave(torch.tensor(values, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
+    vkeys = [
+        torch_random.hash2(torch_random.hash2(torch_random.hash2(key, torch.arange(pairs.shape[0])), pairs[:, 0]), pairs[:, 1])
+        for pairs, key, _, _ in requests
+    ]
+    vkey = torch.cat([v.repeat_interleave(k) for v in vkeys]) if requests else torch.empty(0, dtype=torch.int64)
+    src = torch.cat([pairs[:, 0].repeat_interleave(k) for pairs, _, _, _ in requests]) if requests else vkey
+    slot = torch.cat([torch.arange(k).repeat(pairs.shape[0]) for pairs, _, _, _ in requests]) if requests else vkey
+    first, count = per_row([c[0] for _, _, c, _ in requests]), per_row([c[1] for _, _, c, _ in requests])
+    etype = per_row([t for _, _, _, t in requests])
+    out, todo = torch.empty_like(vkey), torch.arange(vkey.numel())
+    for attempt in range(MAX_ATTEMPTS):
+        u = torch_random.uniform(vkey[todo], slot[todo] + k * attempt)
+        drawn = first[todo] + torch.minimum((u * count[todo]).to(torch.int64), count[todo] - 1)
+        is_edge = _edges_at_owners(src[todo], drawn, etype[todo], graph, sorted_indices, source)
+        out[todo[~is_edge]] = drawn[~is_edge]
+        todo = todo[is_edge]
+        left = torch.tensor([todo.numel()])
+        dist.all_reduce(left, group=source.sampling_group)
+        if int(left) == 0:
+            return [rows.view(-1, k) for rows in out.split(sizes)]
+    raise ValueError(
+        f"{where}: found no negative destination in {MAX_ATTEMPTS} draws for some pair (of some rank): (nearly) every "
+        f"candidate node is its source's neighbour (`exclude_existing_edges=True`)"
+    )
+
+
+def _edges_at_owners(src, dst, etype, graph, sorted_indices: bool, source) -> torch.Tensor:
+    """``[Q]`` bool: whether ``src[i] -> dst[i]`` (global ids) is an edge of edge type
+    ``etype[i]`` (-1: any), asked of the owners of ``dst``."""
+    order, sent, received, asked = _ask_owners(torch.stack([src, dst, etype], 1), source.partition.owner(dst), source.world_size, source.sampling_group)
+    typed = graph.is_heterogeneous
+    queries = EdgeQueries(asked[:, 1], asked[:, 0], torch.arange(asked.shape[0]), asked[:, 2] if typed else None)
+    found = find_edges(
+        graph.indptr, graph.indices, queries, asked.shape[0], sorted_indices=sorted_indices,
+        type_per_edge=graph.type_per_edge if typed else None,
+    )  # fmt: skip
+    answered, _ = _all_to_all((found.indptr.diff() > 0).to(torch.int64), received, sent, source.sampling_group)
+    is_edge = torch.empty(src.numel(), dtype=torch.bool)
+    is_edge[order] = answered.bool()
+    return is_edge

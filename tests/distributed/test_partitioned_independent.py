@@ -1,0 +1,176 @@
+"""Independent (data-parallel) batches over a partitioned dataset: each rank samples its own
+batch over its part, the owners sampling the in-edges and reading the rows it lacks
+(graphpipe.distributed.remote), and gets, bit for bit, what one process samples and
+fetches for that batch over the whole dataset.
+
+One process group per number of ranks: each rank body runs every case (kind x sampler x
+task) and compares with the same batches sampled over the whole dataset in that rank, on
+the ordinary one-process path (no collective); the comparisons run here.
+"""
+
+from functools import partial
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import graphpipe as gp
+from graphpipe.distributed import load_item_sets, load_partition, partition
+from graphpipe.pipes.capabilities import UnsupportedCombination
+
+from dist_harness import run_ranks, values
+from test_cooperative import FANOUTS, REVERSE, items, link_items, summary
+from test_partitioned import EDGE_FEATURE_TYPES, KINDS, attributed_graph, full_store, same
+
+# (sampler, task, layout): NS and LABOR-0, node and link batches; NS node batches also in the pyg layout.
+CASES = [
+    ("neighbor", "node", "block"), ("labor", "node", "block"), ("neighbor", "node", "pyg"),
+    ("neighbor", "link", "block"), ("labor", "link", "block"),
+]  # fmt: skip
+from_part = gp.DistributedItemSampler.from_part
+OPTIONS = {"shuffle": True, "seed": 3, "drop_uneven_inputs": True}
+SIZES = {"node": 7, "link": 6}  # items per rank and batch
+
+
+def pipe_of(kind, case, graph, store, source):
+    """``source``'s batches sampled from ``graph`` (7 nodes per rank, 6 pairs with 2
+    negatives each that are not edges, seed edges and their reverses excluded), node and edge rows fetched."""
+    sampler, task, layout = case
+    options = {"seed": 7, "layout": layout}
+    if task == "link":
+        source = source.sample_uniform_negative(graph, 2, exclude_existing_edges=True, seed=1)
+        options.update(exclude_seed_edges=True, include_reverse_edges=True, **({"reverse_etypes_mapping": REVERSE} if kind == "typed" else {}))
+    sample = source.sample_neighbor if sampler == "neighbor" else source.sample_layer_neighbor
+    keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
+    edge_keys = ["ew"] if kind == "untyped" else {t: ["ew"] for t in EDGE_FEATURE_TYPES}
+    return sample(graph, FANOUTS[kind], **options).fetch_feature(store, keys, edge_feature_keys=edge_keys)
+
+
+def record(mb):
+    """``summary`` plus the edge rows and LABOR's edge weights, per layer (typed view)."""
+    view = mb.as_typed()
+    return {
+        **summary(mb), "layout": mb.layout, "edge_feat": [dict(layer) for layer in view.edge_features],
+        "weights": [sg.edge_weights for sg in view.sampled_subgraphs],
+    }  # fmt: skip
+
+
+def remote_edges(mb, part):
+    """Sampled edges whose destination this part does not own (sampled by another rank)."""
+    view, schema = mb.as_typed(), part.graph.schema
+    count = 0
+    for sg in view.sampled_subgraphs:
+        for etype, csc in sg.sampled_csc.items():
+            dst_type = etype.split(":")[2]
+            dst = torch.repeat_interleave(sg.original_column_node_ids[dst_type], csc.indptr.diff())
+            count += int((part.partition.owner(dst + schema.node_type_offset[schema.node_type_id[dst_type]]) != part.rank).sum())
+    return count
+
+
+def independent_rank(rank, world_size, out_dirs):
+    """Per (kind, case): ``(batches over the part, the same batches over the whole dataset,
+    edges sampled by other ranks)``; also (kind, "one item per rank"): shares of one of 12
+    items, so that some ranks' batches are empty; (kind, "whole item set"): every rank holding
+    every item (the part's partition given)."""
+    out = {}
+    for kind in KINDS:
+        part = load_partition(out_dirs[kind], rank, num_parts=world_size)
+        graph = attributed_graph(kind)
+        whole = graph, full_store(graph, kind)
+        node_ns = ("neighbor", "node", "block")
+        for case in CASES:
+            out[kind, case] = both(kind, case, part, whole, partial(from_part, part, case[1], SIZES[case[1]], **OPTIONS))
+        out[kind, "one item per rank"] = both(kind, node_ns, part, whole, partial(from_part, part, "few", 1, **OPTIONS))
+        every_item = load_item_sets(out_dirs[kind])["node"]
+        source = partial(gp.DistributedItemSampler, every_item, SIZES["node"], partition=part.partition, **OPTIONS)
+        out[kind, "whole item set"] = both(kind, node_ns, part, whole, source)
+        if world_size > 1:  # a last global batch of 1 item: without drop_uneven_inputs, refused on every rank
+            uneven = gp.DistributedItemSampler(items(kind, 2 * world_size + 1), 2, partition=part.partition)
+            with pytest.raises(ValueError, match="some ranks get fewer batches .* pass drop_uneven_inputs=True"):
+                next(iter(gp.DataLoader(pipe_of(kind, node_ns, part.graph, part.features, uneven))))
+    return out
+
+
+def both(kind, case, part, whole, make_source):
+    """``(records over the part, over the whole dataset, remote edges)`` of the batches of
+    two sources ``make_source()`` (the same batches)."""
+    on_part = list(gp.DataLoader(pipe_of(kind, case, part.graph, part.features, make_source())))
+    on_whole = [record(mb) for mb in gp.DataLoader(pipe_of(kind, case, *whole, make_source()))]  # no collective
+    return [record(mb) for mb in on_part], on_whole, sum(remote_edges(mb, part) for mb in on_part)
+
+
+def partitioned(tmp_path, world_size, method):
+    out_dirs = {}
+    for kind in KINDS:
+        graph = attributed_graph(kind)
+        out_dirs[kind] = str(tmp_path / f"{kind}-{world_size}")
+        partition(graph, full_store(graph, kind), {"node": items(kind), "link": link_items(kind), "few": items(kind, 12)}, world_size, out_dirs[kind], method=method)
+    return out_dirs
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+@pytest.mark.usefixtures("kernels_for_child_processes")
+@pytest.mark.parametrize("world_size, method", [(1, "hash"), (2, "hash"), (3, "metis"), (4, "hash")])
+def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_path):
+    """Each rank maps only its part; its own node and link batches (NS, LABOR-0; block and
+    pyg layouts; seed edges excluded) equal, bit for bit, those one process samples and
+    fetches over the whole dataset: items, every layer's edges (user edge ids), LABOR's
+    weights, node and edge feature rows."""
+    if method == "metis":
+        pytest.importorskip("pymetis")
+    out_dirs = partitioned(tmp_path, world_size, method)
+    results = values(run_ranks(independent_rank, world_size, tmp_path, args=(out_dirs,)))
+    for kind in KINDS:
+        for case in [*CASES, "one item per rank", "whole item set"]:
+            got = [r[kind, case] for r in results]
+            for on_part, on_whole, _ in got:
+                assert len(on_part) == len(on_whole) > 1, (kind, case)
+                assert same(on_part, on_whole), (kind, case)
+            assert sum(len(b["item_ids"]) for on_part, _, _ in got for b in on_part) > 0
+            if world_size > 1:  # the owners did sample for others
+                assert sum(remote for _, _, remote in got) > 0, (kind, case)
+        if world_size > 1:  # ranks with an empty share still answered the others
+            sizes = [sum(ids.numel() for ids in b["item_ids"].values()) for r in results for b in r[kind, "one item per rank"][0]]
+            assert 0 in sizes and sum(sizes) > 0, kind
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_temporal_and_disjoint_on_parts_are_refused(kind, tmp_path):
+    """Modes the owners cannot sample for a requester (its roots' times or subtrees), LABOR-k
+    and ``deduplicate=False`` raise UnsupportedCombination naming what to do; a part
+    graph without a DistributedItemSampler upstream is refused as before."""
+    graph = attributed_graph(kind)
+    partition(graph, None, {"node": items(kind)}, 2, tmp_path)
+    part = load_partition(tmp_path, 0)
+    source = gp.DistributedItemSampler.from_part(part, "node", 4, rank=0, world_size=2)
+    fanouts = FANOUTS[kind]
+    with pytest.raises(UnsupportedCombination, match="temporal sampling over a part .* drop the timestamps"):
+        source.sample_neighbor(part.graph, fanouts, time_attr="ts")
+    with pytest.raises(UnsupportedCombination, match=r"disjoint sampling over a part .* drop disjoint=True"):
+        source.sample_neighbor(part.graph, fanouts, layout="pyg", disjoint=True)
+    with pytest.raises(UnsupportedCombination, match="deduplicate=False over a part .* pass deduplicate=True"):
+        source.sample_neighbor(part.graph, fanouts, deduplicate=False)
+    with pytest.raises(UnsupportedCombination, match="a part of a partitioned dataset supports importance_sampling=0"):
+        source.sample_layer_neighbor(part.graph, fanouts, importance_sampling=1)
+    assert source.sample_neighbor(part.graph, fanouts).collective  # independent batches over a part: collective
+    with pytest.raises(ValueError, match="put DistributedItemSampler.from_part.* or pass cooperative=True"):
+        gp.ItemSampler(part.item_sets["node"], 4).sample_neighbor(part.graph, fanouts)
+    assert source.sample_uniform_negative(part.graph, 2, exclude_existing_edges=True).collective
+    with pytest.raises(UnsupportedCombination, match="temporal negatives over a part .* load the whole graph"):
+        source.sample_uniform_negative(part.graph, 2, exclude_existing_edges=True, node_timestamp_attr_name="t")
+    with pytest.raises(ValueError, match="the graph is part 0 of .* put DistributedItemSampler.from_part"):
+        gp.ItemSampler(part.item_sets["node"], 4).sample_uniform_negative(part.graph, 2, exclude_existing_edges=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_link_cases_redraw_negatives_that_are_edges(kind):
+    """The link cases above draw negatives that are edges (redrawn at their owners over parts)."""
+    graph, drawn = attributed_graph(kind), []
+    for exclude in (False, True):
+        source = gp.ItemSampler(link_items(kind), SIZES["link"], shuffle=True, seed=3)
+        drawn.append([record_seeds(mb.seeds) for mb in source.sample_uniform_negative(graph, 2, exclude_existing_edges=exclude, seed=1)])
+    assert not same(*drawn)
+
+
+def record_seeds(seeds):
+    return seeds if isinstance(seeds, torch.Tensor) else dict(seeds)
