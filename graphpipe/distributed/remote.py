@@ -51,7 +51,7 @@ import torch.distributed as dist
 from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.distributed.cooperative import _all_to_all, _send_to_owners
+from graphpipe.distributed.cooperative import _all_to_all, _collective, _send_to_owners
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
@@ -174,7 +174,7 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
         replies.append(sampler.sample_frontier(asked, asked_counts, sampler.no_skip, layer, minibatch, exclude))
     sent = torch.tensor([[r.indptr.numel() - 1, r.indices.numel()] for r in replies], dtype=torch.int64)
     header = torch.empty_like(sent)
-    dist.all_to_all_single(header, sent, group=group)
+    _collective(dist.all_to_all_single, header, sent, group=group)
     degrees, _ = _all_to_all(torch.cat([r.indptr.diff() for r in replies]).to(torch.int64), sent[:, 0].tolist(), header[:, 0].tolist(), group)
     columns = [torch.cat([r.indices.to(torch.int64) for r in replies]), torch.cat([graph.map_edge_ids(r.edge_ids) for r in replies])]
     if weighted:  # float32 weights travel as their bits
@@ -227,7 +227,7 @@ def _links_of_ranks(seeds: SeedNodes, world_size: int, group) -> List[Dict[int, 
     ids, in that rank's edge type order."""
     mine = torch.cat([torch.cat([pairs, torch.full_like(pairs[:, :1], etype)], 1) for etype, (pairs, _) in seeds.links.items()])
     counts = torch.empty(world_size, dtype=torch.int64)
-    dist.all_to_all_single(counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
+    _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
     rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
     by_rank = []
     for block in rows.split(counts.tolist()):
@@ -294,7 +294,7 @@ def _ask_owners(ids: torch.Tensor, owners: torch.Tensor, world_size: int, group)
     order = torch.argsort(owners, stable=True)
     sent = torch.bincount(owners, minlength=world_size)
     received = torch.empty_like(sent)
-    dist.all_to_all_single(received, sent, group=group)
+    _collective(dist.all_to_all_single, received, sent, group=group)
     sent_to, received_from = sent.tolist(), received.tolist()
     asked, _ = _all_to_all(ids[order], sent_to, received_from, group)
     return order, sent_to, received_from, asked
@@ -385,7 +385,7 @@ def _negatives_at_owners(requests, k: int, sorted_indices: bool, graph, source, 
         out[todo[~is_edge]] = drawn[~is_edge]
         todo = todo[is_edge]
         left = torch.tensor([todo.numel()])
-        dist.all_reduce(left, group=source.sampling_group)
+        _collective(dist.all_reduce, left, group=source.sampling_group)
         if int(left) == 0:
             return [rows.view(-1, k) for rows in out.split(sizes)]
     raise ValueError(

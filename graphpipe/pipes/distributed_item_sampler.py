@@ -106,10 +106,12 @@ class DistributedItemSampler(ItemSampler):
         self.sampling_group = self.feature_group = self.exchange_group = None
         if use_process_group:
             # new_group is collective: every rank builds its samplers in the same order.
-            backend = _backend_for_cpu_and_cuda()
-            self.sampling_group = dist.new_group(backend=backend)
-            self.feature_group = dist.new_group(backend=backend)
-            self.exchange_group = dist.new_group(backend=backend)
+            # Their timeout is the default group's (new_group's own default is 30 minutes for
+            # gloo), so a rank that stops answering is noticed as the user configured.
+            backend, timeout = _backend_for_cpu_and_cuda(), _default_group_timeout()
+            self.sampling_group = dist.new_group(backend=backend, timeout=timeout)
+            self.feature_group = dist.new_group(backend=backend, timeout=timeout)
+            self.exchange_group = dist.new_group(backend=backend, timeout=timeout)
 
     @classmethod
     def from_part(cls, part: GraphPart, split: str, batch_size: int, **options) -> DistributedItemSampler:
@@ -238,6 +240,17 @@ def _backend_for_cpu_and_cuda() -> Optional[str]:
     default = str(dist.get_backend())
     if "nccl" in default and "gloo" not in default and dist.is_gloo_available():
         return "cpu:gloo,cuda:nccl"
+    return None
+
+
+def _default_group_timeout():
+    """The default process group's timeout (``init_process_group(timeout=...)``), or None."""
+    group = dist.group.WORLD
+    for device in ("cpu", "cuda"):
+        try:
+            return group._get_backend(torch.device(device)).options._timeout
+        except (RuntimeError, AttributeError):  # no backend for that device, or another torch
+            continue
     return None
 
 

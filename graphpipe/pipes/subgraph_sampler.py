@@ -195,8 +195,7 @@ class SubgraphSampler(Pipe):
                 f"destinations) or 'pyg' (PyG's NeighborLoader: each node's neighbours are sampled once, at the "
                 f"hop where it is first reached), got {layout!r}"
             )
-        self.source = source
-        self.graph = graph
+        self.source, self.graph = source, graph
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda

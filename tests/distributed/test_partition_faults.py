@@ -54,14 +54,9 @@ def failing_rank(rank, world_size, out_dir, workdir, how):
     return None, "finished"
 
 
-HANG_REASON = (
-    "DistributedItemSampler makes its stage groups with dist.new_group(backend=...), whose timeout is torch's default "
-    "(30 min for gloo), not init_process_group's: a hung rank is found only when it exits. Fix in "
-    "pipes/distributed_item_sampler.py: new_group(backend=backend, timeout=<the default group's timeout>)"
-)
 
 
-@pytest.mark.parametrize("how", ["exits", pytest.param("hangs", marks=pytest.mark.xfail(strict=True, reason=HANG_REASON))])
+@pytest.mark.parametrize("how", ["exits", "hangs"])
 def test_a_rank_that_dies_or_hangs_is_named(how, tmp_path):
     """3 gloo ranks; rank 1 exits (or hangs) mid-epoch: ranks 0 and 2 raise an error naming
     rank 1, at once when it exits (its connections close), within the process group's
