@@ -231,6 +231,13 @@ class SubgraphSampler(Pipe):
         else:
             self.fanouts = check_fanouts(fanouts, name)
             self.edge_type_fanouts = [[fanout] for fanout in self.fanouts]
+        self.seed = self._agreed_seed(seed, name)
+        self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
+        self.hot_reuse = _checked_hot_reuse(hot_reuse, self, name)
+
+    def _agreed_seed(self, seed, name: str) -> int:
+        """The sampler's seed (random if None), the same on every rank when its batches are
+        collective (one collective, here, not one per batch)."""
         seed = None if seed is None else check_int(seed, "seed", name)
         if self.cooperative or self.on_part:
             where = f"{name} ({'cooperative' if self.cooperative else 'over a part'})"
@@ -238,10 +245,8 @@ class SubgraphSampler(Pipe):
                 source = find_distributed_item_sampler(self, where)
             except ValueError:
                 source = None  # the first batch reports the missing DistributedItemSampler
-            seed = agree_on_seed(source, seed, where)  # one collective, here, not one per batch
-        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
-        self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
-        self.hot_reuse = _checked_hot_reuse(hot_reuse, self, name)
+            seed = agree_on_seed(source, seed, where)
+        return int(torch.randint(0, 2**62, ())) if seed is None else seed
 
     def _init_mode(self, cooperative, disjoint, deduplicate, layout, *time_options) -> None:
         """``cooperative``, ``disjoint``, ``deduplicate``, ``time_filter`` and ``mode`` (the
