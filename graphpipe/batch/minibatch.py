@@ -27,6 +27,9 @@ class ReusedRows:
     rows: torch.Tensor
     version: int
 
+    def __repr__(self) -> str:
+        return fields_repr(self)
+
 
 @dataclass
 class MiniBatch:

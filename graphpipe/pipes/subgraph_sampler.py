@@ -440,6 +440,11 @@ class SubgraphSampler(Pipe):
         subgraph = self.lay_out(compact_layer(self.graph, hot, (hot.numel(),), self.no_skip, sample), 0)
         return subgraph, subgraph.original_row_node_ids
 
+    def label(self) -> str:
+        if self.hot_reuse is None:
+            return type(self).__name__
+        return f"{type(self).__name__} (hot reuse: {self.hot_reuse.hot_ratio:.1%} hot, super-batch {self.hot_reuse.super_batch})"
+
     def stats(self):
         return {} if self.hot_reuse is None else self.hot_reuse.stats()
 

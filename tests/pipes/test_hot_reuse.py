@@ -82,6 +82,7 @@ def test_hot_vertices_are_not_expanded_and_cold_ones_are_as_without_reuse(sample
             else:
                 assert got.get(v) == want.get(v)  # every cold vertex (and every seed): as without reuse
         assert set(b.input_nodes.tolist()) <= set(a.input_nodes.tolist())
+        assert f"reused=ReusedRows(positions=int64[{len(positions)}], rows=float32[{len(positions)}, 5], version=0)" in repr(b)
         assert torch.equal(b.node_features["feat"], features["feat"].read(b.input_nodes))
         reused_total += len(positions)
     assert reused_total > 0
