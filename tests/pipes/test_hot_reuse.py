@@ -187,3 +187,24 @@ def test_bad_arguments():
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, layout="pyg", hot_reuse=hot_reuse)
     with pytest.raises(TypeError, match="hot_reuse"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=0.1)
+
+
+def test_a_pyg_conv_as_the_bottom_layer():
+    """``call=HotReuse.pyg_style``: the reused rows are the conv over the hot sample's
+    ``(x, x_dst)`` and ``edge_index``, and insert works on the conv's output."""
+    nn = pytest.importorskip("torch_geometric.nn")
+    graph, features, items = setup()
+    conv = nn.SAGEConv(DIM, 5)
+    hot_reuse = gp.HotReuse(conv, features, "feat", gp.hotness_from_degree(graph), 0.1, super_batch=10, call=gp.HotReuse.pyg_style)
+    sampler = gp.ItemSampler(items, 32, seed=1).sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=hot_reuse)
+    mb = next(iter(sampler.fetch_feature(features, ["feat"])))
+    subgraph, input_nodes = sampler.sample_hot_layer(hot_reuse.hot, 0)
+    src, dst = subgraph.edge_index()
+    x = features["feat"].read(input_nodes)
+    with torch.no_grad():
+        want = conv((x, x[: subgraph.num_dst_nodes]), torch.stack([src, dst]))
+    bottom = mb.sampled_subgraphs[0]
+    assert torch.allclose(mb.reused.rows, want[torch.searchsorted(hot_reuse.hot, bottom.original_column_node_ids[mb.reused.positions])])
+    b_src, b_dst = bottom.edge_index()
+    h = conv((mb.node_features["feat"], mb.node_features["feat"][: bottom.num_dst_nodes]), torch.stack([b_src, b_dst]))
+    assert torch.equal(hot_reuse.insert(h, mb)[mb.reused.positions], mb.reused.rows)
