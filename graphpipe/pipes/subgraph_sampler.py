@@ -133,11 +133,10 @@ class SubgraphSampler(Pipe):
     (GraphBolt's form, ``{"user:like:item": "item:liked-by:user"}``); on an untyped graph
     the edges ``reverse_edge_ids`` maps them to (DGL's ``reverse_eids``: user edge id ->
     the user edge id of its reverse), or without it every edge ``v -> u`` (GraphBolt's
-    homogeneous rule). Neighbor sampling on CPU skips those edges inside its kernel, so
-    a destination still gets ``min(fanout, in-edges left)`` uniformly among the others;
-    LABOR and the GPU paths drop them from the sample (fewer edges for those
-    destinations; LABOR's ``edge_weights`` are rescaled to estimate the mean over the
-    in-edges left). Excluded edges are found per batch by binary search where every
+    homogeneous rule). Neighbor sampling (CPU and GPU) skips those edges inside its kernel,
+    so a destination still gets ``min(fanout, in-edges left)`` uniformly among the others;
+    LABOR drops them from the sample (fewer edges for those destinations; its
+    ``edge_weights`` are rescaled to estimate the mean over the in-edges left). Excluded edges are found per batch by binary search where every
     node's sources are sorted (per edge type), else by a scan of the seed nodes' in-edges.
     GraphBolt's stage form, ``sampler.exclude_seed_edges(include_reverse_edges=...,
     reverse_etypes_mapping=...)``, gives the same sampler with these options.
@@ -153,6 +152,11 @@ class SubgraphSampler(Pipe):
     (``layout="pyg"``: disjoint, PyG's temporal NeighborLoader) or per sampled edge
     (``layout="block"``: no deduplication, GraphBolt's temporal layout; also
     ``deduplicate=False`` without times). See :mod:`graphpipe.graph.temporal`.
+
+    Hot-vertex reuse (``hot_reuse``, a :class:`~graphpipe.HotReuse`; NeutronOrch's): the
+    bottom layer does not expand the hot destinations other than the batch's seeds, and the
+    batch carries their reused bottom-layer rows (``MiniBatch.reused``); see
+    :mod:`graphpipe.pipes.hot_reuse`.
 
     GraphBolt's ``overlap_fetch`` (fetch a pinned graph on a side CUDA stream) and
     ``asynchronous`` (run the sampler's steps in background threads) are accepted and do
