@@ -90,8 +90,9 @@ IMPORT_ONLY = textwrap.dedent(
     import graphpipe
     print(caching.IndexDataCacheFile.save is save, gc.callbacks == callbacks, atexit._ncallbacks() == exits, listeners() == registered)
     kernels = unlocked = 0
+    TRITON_MODULES = ("graphpipe.ops.triton_sampling", "graphpipe.ops.cache_lookup")  # need triton; no numba kernels
     for module in pkgutil.walk_packages(graphpipe.__path__, "graphpipe."):
-        if not module.name.startswith(("graphpipe.distributed", "graphpipe.loading.compile_helper")):
+        if not module.name.startswith(("graphpipe.distributed", "graphpipe.loading.compile_helper", *TRITON_MODULES)):
             for value in vars(importlib.import_module(module.name)).values():
                 if isinstance(value, CPUDispatcher) and value._cache is not None:
                     kernels += 1
