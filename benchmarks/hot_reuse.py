@@ -1,6 +1,6 @@
 """Hot-vertex reuse (issue 33): work per batch, epoch time and accuracy against the hot ratio.
 
-    python benchmarks/hot_reuse.py [--num-nodes 200000] [--epochs 4] [--ratios 0 0.05 0.1 0.2] [--super-batch 8]
+    python benchmarks/hot_reuse.py [--num-nodes 200000] [--epochs 4] [--ratios 0 0.05 0.1 0.2] [--super-batch 2] [--seed 0]
 
 GraphSAGE (3 layers, 256 hidden, fanouts [15, 10, 5], batch 1024) on the built-in node
 classification dataset, trained from the same initialisation for the same epochs with
@@ -43,7 +43,7 @@ def forward(model, minibatch, reuse=None):
 
 
 def run(ds, ratio, args):
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = GraphSAGE(ds.features["feat"].row_shape[0], 256, ds.num_classes)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=5e-4)
     reuse = None
@@ -95,7 +95,8 @@ def main():
     parser.add_argument("--num-nodes", type=int, default=200_000)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--ratios", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2])
-    parser.add_argument("--super-batch", type=int, default=8)
+    parser.add_argument("--super-batch", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0, help="the model's initialisation and dropout draws")
     args = parser.parse_args()
     ds = gp.datasets.synthetic_node_classification(num_nodes=args.num_nodes, seed=0)
     results = []

@@ -21,11 +21,14 @@ LAYOUTS = ("block", "pyg")
 class ReusedRows:
     """Bottom-layer rows a batch reuses (:class:`~graphpipe.HotReuse`): ``positions`` ``[H]``
     int64 rows of the bottom layer's destinations (hot, not expanded), ``rows`` ``[H, d]``
-    their output, computed with the bottom module's weights of ``version`` (training steps)."""
+    their output, computed with the bottom module's weights of ``version`` (training steps)
+    for super-batch ``super_index``, where they are rows ``hot_index`` ``[H]``."""
 
     positions: torch.Tensor
     rows: torch.Tensor
     version: int
+    super_index: int
+    hot_index: torch.Tensor
 
     def __repr__(self) -> str:
         return fields_repr(self)

@@ -16,6 +16,15 @@ rows computed with version ``max(0, (s - 1) n)``, so on the step that trains it 
 of the batch position and the weights of a fixed version, whatever runs ahead: a sampler
 that needs a version not pushed yet waits for the training loop (and raises after
 ``timeout`` seconds, naming the missing push), so batches stay deterministic and resumable.
+
+No gradient flows from a batch into the reused rows' old computation at once: what the
+batches of a super-batch send to its rows is summed, and once the super-batch is trained it
+is backpropagated through the copy of the bottom layer that computed them (the weights of
+its version); that gradient joins the bottom layer's next one (hooks on its parameters), as
+asynchronous SGD's stale gradients do. Measured (``benchmarks/hot_reuse.py``, RESULTS.md):
+without it the hot vertices' share of the bottom layer's gradient is lost and accuracy fell
+6 points; with it and ``super_batch=2`` it stays within 0.4 point of no reuse. A resumed run
+loses the gradient of the super-batch in progress at the checkpoint.
 """
 
 from __future__ import annotations
@@ -56,14 +65,16 @@ class HotReuse:
     One sampler uses it (its super-batches are keyed by position only).
 
     Args:
-        bottom: the model's bottom layer (a ``torch.nn.Module``); a copy of it computes the
-            hot vertices' rows on the CPU, in eval mode, without gradients.
+        bottom: the model's bottom layer (a ``torch.nn.Module``); copies of it compute the
+            hot vertices' rows on the CPU, in eval mode; hooks on its parameters add the
+            rows' gradient to its own.
         features: the :class:`FeatureStore` the chain fetches from; ``feature`` names the
             bottom layer's input feature in it (a node feature of an untyped graph).
         hotness: ``[num_nodes]`` scores (``gp.hotness_from_degree(graph)``,
             ``gp.hotness_from_presampling(...)``); the ``hot_ratio`` highest are hot.
         hot_ratio: the fraction of nodes that are hot, in ``[0, 1]``.
-        super_batch: ``n``, the batches that share one computation of the hot rows.
+        super_batch: ``n``, the batches that share one computation of the hot rows (2:
+            staleness at most 3 steps; 8 cost 6 points of accuracy in RESULTS.md's run).
         call: how to run ``bottom``: :func:`block_style` (``bottom(subgraph, h)``, the
             default) or :func:`pyg_style` (``bottom((h, h_dst), edge_index)``).
         timeout: seconds a sampler waits for the training loop to push the weights it needs
@@ -80,7 +91,7 @@ class HotReuse:
         feature: str,
         hotness: torch.Tensor,
         hot_ratio: float,
-        super_batch: int = 8,
+        super_batch: int = 2,
         call: BottomCall = block_style,
         timeout: float = 300.0,
     ):
@@ -105,8 +116,17 @@ class HotReuse:
         self.staleness = 2 * self.super_batch - 1
         self.call = call
         self.timeout = float(timeout)
-        self._module = copy.deepcopy(bottom).cpu().eval().requires_grad_(False)
+        self._bottom = bottom
+        self._module = copy.deepcopy(bottom).cpu().eval()
         self._changed = threading.Condition()
+        # Per super-batch: the hot rows' autograd graph (through a copy of the module with that
+        # version's weights) and the gradient its batches sent to the rows, backpropagated once
+        # the super-batch is trained; the weights' gradient joins the next step's (hooks).
+        self._graphs: Dict[int, Tuple[torch.Tensor, torch.nn.Module, torch.Tensor]] = {}
+        self._pending: Dict[str, torch.Tensor] = {}
+        for name, parameter in bottom.named_parameters():
+            if parameter.requires_grad:
+                parameter.register_hook(lambda grad, name=name: self._with_pending(name, grad))
         self.version = 0
         self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(bottom)}
         self._rows: Dict[int, Tuple[torch.Tensor, int]] = {}  # super-batch -> (rows, version)
@@ -122,7 +142,28 @@ class HotReuse:
                 self._weights[self.version] = _snapshot(bottom)
                 for old in [v for v in self._weights if v < self.version - 2 * self.super_batch]:
                     del self._weights[old]
+                trained = self._graphs.pop(self.version // self.super_batch - 1, None)
             self._changed.notify_all()
+        if self.version % self.super_batch == 0 and trained is not None:
+            self._backpropagate(*trained)
+
+    def _backpropagate(self, rows: torch.Tensor, module: torch.nn.Module, grad: torch.Tensor) -> None:
+        """The gradient a trained super-batch's batches sent to its hot rows, through the
+        module copy that computed them: added to the bottom layer's next gradient."""
+        if not grad.any():
+            return
+        parameters = dict(module.named_parameters())
+        names = [name for name, p in parameters.items() if p.requires_grad]
+        grads = torch.autograd.grad(rows, [parameters[n] for n in names], grad, allow_unused=True)
+        with self._changed:
+            for name, g in zip(names, grads):
+                if g is not None:
+                    self._pending[name] = self._pending[name] + g if name in self._pending else g
+
+    def _with_pending(self, name: str, grad: torch.Tensor) -> torch.Tensor:
+        with self._changed:
+            pending = self._pending.pop(name, None)
+        return grad if pending is None else grad + pending.to(grad)
 
     def insert(self, h: torch.Tensor, minibatch: MiniBatch) -> torch.Tensor:
         """``h`` (the bottom layer's output, ``[num_dst, d]`` rows of its destinations) with
@@ -138,7 +179,11 @@ class HotReuse:
                 f"old (bound {self.staleness}): call reuse.push(bottom_layer) after every optimizer step"
             )
         self._age_max = max(self._age_max, age)
-        return h.index_copy(0, reused.positions.to(h.device), reused.rows.to(h.device, h.dtype))
+        rows = reused.rows.to(h.device, h.dtype).requires_grad_(h.requires_grad)
+        graph = self._graphs.get(reused.super_index)
+        if rows.requires_grad and graph is not None:  # their gradient goes to the super-batch's graph
+            rows.register_hook(lambda grad: _accumulate(graph[2], reused.hot_index, grad))
+        return h.index_copy(0, reused.positions.to(h.device), rows)
 
     # ------------------------------------------------------------------ the sampler's side
     def rows(self, sampler, super_index: int) -> Tuple[torch.Tensor, int]:
@@ -160,14 +205,17 @@ class HotReuse:
             weights = self._weights[version]
         subgraph, input_nodes = sampler.sample_hot_layer(self.hot, super_index)
         x = self.feature.read_valid(input_nodes).cpu()
-        with self._changed:  # one copy of the module, loaded with the version's weights
-            self._module.load_state_dict(weights)
-            with torch.no_grad():
-                computed = (self.call(self._module, subgraph, x).detach(), version)
-            self._rows[super_index] = computed
+        module = copy.deepcopy(self._module)
+        module.load_state_dict(weights)
+        out = self.call(module, subgraph, x)
+        computed = (out.detach(), version)
+        with self._changed:
+            if super_index not in self._rows:
+                self._rows[super_index] = computed
+                self._graphs[super_index] = (out, module, torch.zeros_like(computed[0]))
             for old in [s for s in self._rows if s < super_index - 2]:
                 del self._rows[old]
-        return computed
+            return self._rows[super_index]
 
     def reused_rows(self, sampler, nodes: torch.Tensor, batch_index: int, num_seeds: int) -> Tuple[torch.Tensor, ReusedRows]:
         """For a batch's bottom-layer destinations ``nodes`` (``[n]`` global ids, led by its
@@ -176,8 +224,10 @@ class HotReuse:
         hot = torch.isin(nodes, self.hot)
         hot[:num_seeds] = False
         positions = torch.nonzero(hot).view(-1)
-        rows, version = self.rows(sampler, batch_index // self.super_batch)
-        reused = ReusedRows(positions, rows[torch.searchsorted(self.hot, nodes[positions])], version)
+        super_index = batch_index // self.super_batch
+        rows, version = self.rows(sampler, super_index)
+        hot_index = torch.searchsorted(self.hot, nodes[positions])
+        reused = ReusedRows(positions, rows[hot_index], version, super_index, hot_index)
         self._batches += 1
         self._reused += positions.numel()
         return hot, reused
@@ -219,6 +269,11 @@ class HotReuse:
 
     def __repr__(self) -> str:
         return f"HotReuse(hot={self.hot.numel()} ({self.hot_ratio:.1%}), super_batch={self.super_batch}, version={self.version})"
+
+
+def _accumulate(total: torch.Tensor, index: torch.Tensor, grad: torch.Tensor) -> None:
+    """``total[index] += grad`` (a hook's side effect: returning nothing keeps ``grad``)."""
+    total.index_add_(0, index, grad.to(total))
 
 
 def _snapshot(module: torch.nn.Module) -> Dict[str, torch.Tensor]:

@@ -82,7 +82,7 @@ def test_hot_vertices_are_not_expanded_and_cold_ones_are_as_without_reuse(sample
             else:
                 assert got.get(v) == want.get(v)  # every cold vertex (and every seed): as without reuse
         assert set(b.input_nodes.tolist()) <= set(a.input_nodes.tolist())
-        assert f"reused=ReusedRows(positions=int64[{len(positions)}], rows=float32[{len(positions)}, 5], version=0)" in repr(b)
+        assert f"reused=ReusedRows(positions=int64[{len(positions)}], rows=float32[{len(positions)}, 5], version=0, " in repr(b)
         assert torch.equal(b.node_features["feat"], features["feat"].read(b.input_nodes))
         reused_total += len(positions)
     assert reused_total > 0
@@ -208,3 +208,34 @@ def test_a_pyg_conv_as_the_bottom_layer():
     b_src, b_dst = bottom.edge_index()
     h = conv((mb.node_features["feat"], mb.node_features["feat"][: bottom.num_dst_nodes]), torch.stack([b_src, b_dst]))
     assert torch.equal(hot_reuse.insert(h, mb)[mb.reused.positions], mb.reused.rows)
+
+
+def test_the_gradient_sent_to_reused_rows_reaches_the_bottom_layer_after_its_super_batch():
+    """What the batches of a super-batch send to its reused rows is backpropagated, once the
+    super-batch is trained, through the bottom layer with the weights that computed them; the
+    weights' gradient joins the next step's."""
+    graph, features, items = setup()
+    torch.manual_seed(0)
+    bottom = SAGEConv(DIM, 5)
+    version0 = {k: v.clone() for k, v in bottom.state_dict().items()}
+    hot_reuse = reuse(graph, features, bottom, n=1)
+    sampler = gp.ItemSampler(items, 32, seed=1).sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=hot_reuse)
+    mb = next(iter(sampler.fetch_feature(features, ["feat"])))
+    h = torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5, requires_grad=True)
+    weight = torch.randn(5)
+    (hot_reuse.insert(h, mb) * weight).sum().backward()  # each reused row gets gradient `weight`
+    with torch.no_grad():
+        for p in bottom.parameters():
+            p.add_(1.0)  # the optimizer step
+    hot_reuse.push(bottom)  # super-batch 0 is trained: its rows' gradient goes back through version 0
+    reference = SAGEConv(DIM, 5)
+    reference.load_state_dict(version0)
+    subgraph, input_nodes = sampler.sample_hot_layer(hot_reuse.hot, 0)
+    (reference(subgraph, features["feat"].read(input_nodes))[mb.reused.hot_index] * weight).sum().backward()
+    x = torch.randn(3, DIM)
+    bottom.zero_grad()
+    bottom.lin_self(x).sum().backward()  # the next step's own gradient, plus the pending one
+    assert torch.allclose(bottom.lin_self.weight.grad, torch.ones(5, 1) * x.sum(0) + reference.lin_self.weight.grad, atol=1e-5)
+    assert bottom.lin_neigh.weight.grad is None  # its pending gradient waits for its own next backward
+    bottom.lin_neigh(x).sum().backward()
+    assert torch.allclose(bottom.lin_neigh.weight.grad, torch.ones(5, 1) * x.sum(0) + reference.lin_neigh.weight.grad, atol=1e-5)
