@@ -273,7 +273,7 @@ class HotReuse:
 
 def _accumulate(total: torch.Tensor, index: torch.Tensor, grad: torch.Tensor) -> None:
     """``total[index] += grad`` (a hook's side effect: returning nothing keeps ``grad``)."""
-    total.index_add_(0, index, grad.to(total))
+    total.index_add_(0, index.to(total.device), grad.to(total))
 
 
 def _snapshot(module: torch.nn.Module) -> Dict[str, torch.Tensor]:
