@@ -23,7 +23,7 @@ is backpropagated through the copy of the bottom layer that computed them (the w
 its version); that gradient joins the bottom layer's next one (hooks on its parameters), as
 asynchronous SGD's stale gradients do. Measured (``benchmarks/hot_reuse.py``, RESULTS.md):
 without it the hot vertices' share of the bottom layer's gradient is lost and accuracy fell
-6 points; with it and ``super_batch=2`` it stays within 0.4 point of no reuse. A resumed run
+6 points; with it and ``super_batch=2`` it stays within 0.5 point of no reuse. A resumed run
 loses the gradient of the super-batch in progress at the checkpoint.
 """
 
@@ -74,7 +74,7 @@ class HotReuse:
             ``gp.hotness_from_presampling(...)``); the ``hot_ratio`` highest are hot.
         hot_ratio: the fraction of nodes that are hot, in ``[0, 1]``.
         super_batch: ``n``, the batches that share one computation of the hot rows (2:
-            staleness at most 3 steps; 8 cost 6 points of accuracy in RESULTS.md's run).
+            staleness at most 3 steps; 8 cost 3.4 points of accuracy in RESULTS.md's run).
         call: how to run ``bottom``: :func:`block_style` (``bottom(subgraph, h)``, the
             default) or :func:`pyg_style` (``bottom((h, h_dst), edge_index)``).
         timeout: seconds a sampler waits for the training loop to push the weights it needs
