@@ -3,7 +3,7 @@
 A few hot vertices account for most of the bottom layer's work: their neighbourhoods are
 sampled and their neighbours' features fetched and aggregated batch after batch. With
 ``sample_neighbor(..., hot_reuse=HotReuse(...))`` the bottom layer does not expand the hot
-vertices a batch reaches (but its own seeds); once per super-batch of ``n`` batches their
+vertices a batch reaches (but its own seeds; typed or untyped graphs, NS or LABOR); once per super-batch of ``n`` batches their
 bottom-layer output is computed on the CPU from a snapshot of the bottom module's weights,
 and every batch carries the rows it needs (``MiniBatch.reused``) for :meth:`HotReuse.insert`
 to put into the bottom layer's output.
@@ -69,9 +69,12 @@ class HotReuse:
             hot vertices' rows on the CPU, in eval mode; hooks on its parameters add the
             rows' gradient to its own.
         features: the :class:`FeatureStore` the chain fetches from; ``feature`` names the
-            bottom layer's input feature in it (a node feature of an untyped graph).
-        hotness: ``[num_nodes]`` scores (``gp.hotness_from_degree(graph)``,
-            ``gp.hotness_from_presampling(...)``); the ``hot_ratio`` highest are hot.
+            bottom layer's input node feature in it (of every node type on a typed graph).
+        hotness: ``[num_nodes]`` scores, by global id on a typed graph
+            (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(...)``); the
+            ``hot_ratio`` highest are hot. On a typed graph ``bottom`` takes a typed
+            subgraph and ``{node type: rows}`` and gives ``{node type: rows}``, as R-GCN
+            layers over GraphBolt's typed blocks do, and ``insert`` takes and gives such dicts.
         hot_ratio: the fraction of nodes that are hot, in ``[0, 1]``.
         super_batch: ``n``, the batches that share one computation of the hot rows (2:
             staleness at most 3 steps; 8 cost 3.4 points of accuracy in RESULTS.md's run).
@@ -99,17 +102,19 @@ class HotReuse:
             raise TypeError(f"HotReuse: `bottom` must be the model's bottom layer, a torch.nn.Module, got {type(bottom).__name__}")
         if not isinstance(features, FeatureStore):
             raise TypeError(f"HotReuse: `features` must be a FeatureStore, got {type(features).__name__}")
-        self.feature = features["node", None, feature]
-        if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != self.feature.num_rows:
+        if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1:
             raise ValueError(
-                f"HotReuse: `hotness` must be a 1-D tensor with one score per node ({self.feature.num_rows} rows of "
-                f"{feature!r}), got {type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
+                f"HotReuse: `hotness` must be a 1-D tensor with one score per node (global ids on a typed graph), got "
+                f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
             )
+        self.features, self.feature = features, feature
+        self.node_types = None  # a typed graph's, once a sampler is built on it (bind)
         if not isinstance(hot_ratio, (int, float)) or not 0.0 <= hot_ratio <= 1.0:
             raise ValueError(f"HotReuse: `hot_ratio` must be a fraction in [0, 1], got {hot_ratio!r}")
         self.super_batch = check_int(super_batch, "super_batch", "HotReuse", minimum=1)
         if not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"HotReuse: `timeout` must be a positive number of seconds, got {timeout!r}")
+        self.hotness_size = hotness.numel()
         num_hot = int(round(hot_ratio * hotness.numel()))
         self.hot = torch.sort(torch.topk(hotness.to(torch.float64), num_hot).indices).values  # [H] ascending ids
         self.hot_ratio = num_hot / max(hotness.numel(), 1)
@@ -160,6 +165,36 @@ class HotReuse:
                 if g is not None:
                     self._pending[name] = self._pending[name] + g if name in self._pending else g
 
+    def bind(self, graph, where: str) -> None:
+        """Check this reuse against the graph of the sampler ``where`` that uses it."""
+        if self.hotness_size != graph.total_num_nodes:
+            raise ValueError(
+                f"{where}: `hot_reuse` has a hotness score for {self.hotness_size} nodes, but the graph has "
+                f"{graph.total_num_nodes}"
+            )
+        self.node_types = list(graph.node_types) if graph.is_heterogeneous else None
+        self._offsets = graph.node_type_offset.to(torch.int64) if graph.is_heterogeneous else None
+        types = self.node_types or [None]
+        for node_type in types if self.hot.numel() else []:
+            if ("node", node_type, self.feature) not in self.features:
+                raise KeyError(f"{where}: `hot_reuse` reads node feature {self.feature!r} of type {node_type!r}, which the store lacks")
+
+    def _inputs(self, input_nodes):
+        """The bottom layer's input rows of the hot sample's ``input_nodes`` (by type if typed)."""
+        if isinstance(input_nodes, dict):
+            return {t: self.features["node", t, self.feature].read_valid(ids).cpu() for t, ids in input_nodes.items()}
+        return self.features["node", None, self.feature].read_valid(input_nodes).cpu()
+
+    def _stacked(self, out) -> torch.Tensor:
+        """The bottom module's output for the hot sample, ``[H, d]`` in ``hot``'s order."""
+        if not isinstance(out, dict):
+            return out
+        per_type = torch.searchsorted(self.hot, self._offsets).diff().tolist()
+        missing = [t for t, n in zip(self.node_types, per_type) if n and t not in out]
+        if missing:
+            raise ValueError(f"HotReuse: the bottom module gave no rows for node types {missing} of hot vertices")
+        return torch.cat([out[t] for t, n in zip(self.node_types, per_type) if n])
+
     def _with_pending(self, name: str, grad: torch.Tensor) -> torch.Tensor:
         with self._changed:
             pending = self._pending.pop(name, None)
@@ -172,6 +207,10 @@ class HotReuse:
         reused = minibatch.reused
         if reused is None:
             return h
+        if isinstance(h, dict):  # typed: rows by node type, type-major like the positions
+            types = [t for t in self.node_types if t in h]
+            whole = self.insert(torch.cat([h[t] for t in types]), minibatch)
+            return dict(zip(types, whole.split([h[t].shape[0] for t in types])))
         age = self.version - reused.version
         if age > self.staleness:
             raise RuntimeError(
@@ -204,10 +243,10 @@ class HotReuse:
                     )
             weights = self._weights[version]
         subgraph, input_nodes = sampler.sample_hot_layer(self.hot, super_index)
-        x = self.feature.read_valid(input_nodes).cpu()
+        x = self._inputs(input_nodes)
         module = copy.deepcopy(self._module)
         module.load_state_dict(weights)
-        out = self.call(module, subgraph, x)
+        out = self._stacked(self.call(module, subgraph, x))
         computed = (out.detach(), version)
         with self._changed:
             if super_index not in self._rows:
@@ -217,12 +256,11 @@ class HotReuse:
                 del self._rows[old]
             return self._rows[super_index]
 
-    def reused_rows(self, sampler, nodes: torch.Tensor, batch_index: int, num_seeds: int) -> Tuple[torch.Tensor, ReusedRows]:
-        """For a batch's bottom-layer destinations ``nodes`` (``[n]`` global ids, led by its
-        ``num_seeds`` seeds, which are never reused): which are hot (``[n]`` bool) and their
-        reused rows."""
-        hot = torch.isin(nodes, self.hot)
-        hot[:num_seeds] = False
+    def reused_rows(self, sampler, nodes: torch.Tensor, batch_index: int, seeds: torch.Tensor) -> Tuple[torch.Tensor, ReusedRows]:
+        """For a batch's bottom-layer destinations ``nodes`` (``[n]`` global ids, type-major),
+        ``seeds`` ``[n]`` bool its seeds, which are never reused: which are hot (``[n]`` bool)
+        and their reused rows."""
+        hot = torch.isin(nodes, self.hot) & ~seeds
         positions = torch.nonzero(hot).view(-1)
         super_index = batch_index // self.super_batch
         rows, version = self.rows(sampler, super_index)

@@ -153,8 +153,9 @@ class SubgraphSampler(Pipe):
     (``layout="block"``: no deduplication, GraphBolt's temporal layout; also
     ``deduplicate=False`` without times). See :mod:`graphpipe.graph.temporal`.
 
-    Hot-vertex reuse (``hot_reuse``, a :class:`~graphpipe.HotReuse`; NeutronOrch's): the
-    bottom layer does not expand the hot destinations other than the batch's seeds, and the
+    Hot-vertex reuse (``hot_reuse``, a :class:`~graphpipe.HotReuse`; NeutronOrch's; typed or
+    untyped, independent block batches): the bottom layer does not expand the hot
+    destinations other than the batch's seeds, and the
     batch carries their reused bottom-layer rows (``MiniBatch.reused``); see
     :mod:`graphpipe.pipes.hot_reuse`.
 
@@ -420,28 +421,36 @@ class SubgraphSampler(Pipe):
             times = LayerTimes(self.time_filter, windows[0][root], windows[1][root], row_keys, draw_key)
         return sample_layer(self.graph, nodes, counts, self.edge_type_fanouts[layer], kernel, exclude, subtrees, times)
 
-    def sample_bottom_reusing(self, nodes, counts, num_seeds: int, minibatch: MiniBatch, exclude) -> Tuple[LayerSample, ReusedRows]:
-        """The bottom layer with hot-vertex reuse: the destinations ``nodes`` that are hot
-        (but the batch's ``num_seeds`` seeds, which lead them) get no in-edges; the others
-        are sampled as without reuse (their variates are keyed by node, not position)."""
-        hot, reused = self.hot_reuse.reused_rows(self, nodes, minibatch.batch_index, num_seeds)
-        cold = torch.nonzero(~hot).view(-1)
-        sample = self.sample_frontier(nodes[cold], (cold.numel(),), self.no_skip, 0, minibatch, exclude)
-        per_dst = torch.zeros(nodes.numel(), dtype=torch.int64)
-        per_dst[cold] = sample.indptr.diff()
-        indptr = torch.zeros(nodes.numel() + 1, dtype=torch.int64)
-        torch.cumsum(per_dst, 0, out=indptr[1:])
-        degrees = (self.graph.indptr[nodes[reused.positions] + 1] - self.graph.indptr[nodes[reused.positions]]).to(torch.int64)
-        fanout = self.fanouts[0]
-        self.hot_reuse.count_skipped(int((degrees if fanout < 0 else degrees.clamp(max=fanout)).sum()))
+    def sample_bottom_reusing(self, nodes, counts, seed_counts, minibatch: MiniBatch, exclude) -> Tuple[LayerSample, ReusedRows]:
+        """The bottom layer with hot-vertex reuse: the destinations ``nodes`` (type-major,
+        ``counts`` per type, each type led by its ``seed_counts`` seeds, never reused) that
+        are hot get no in-edges; the others are sampled as without reuse (their variates are
+        keyed by node, not position), and the sample is spread back over every segment."""
+        starts = list(accumulate(counts, initial=0))
+        seeds = torch.zeros(nodes.numel(), dtype=torch.bool)
+        for start, num_seeds in zip(starts, seed_counts):
+            seeds[start : start + num_seeds] = True
+        hot, reused = self.hot_reuse.reused_rows(self, nodes, minibatch.batch_index, seeds)
+        cold_counts = tuple(int((~hot[a:b]).sum()) for a, b in zip(starts, starts[1:]))
+        sample = self.sample_frontier(nodes[~hot], cold_counts, self.no_skip, 0, minibatch, exclude)
+        segment_dst = segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[0])[1] if self.typed else torch.arange(nodes.numel())
+        per_segment = torch.zeros(segment_dst.numel(), dtype=torch.int64)
+        per_segment[~hot[segment_dst]] = sample.indptr.diff()
+        indptr = torch.zeros(segment_dst.numel() + 1, dtype=torch.int64)
+        torch.cumsum(per_segment, 0, out=indptr[1:])
+        hot_ids = nodes[reused.positions]
+        degrees = (self.graph.indptr[hot_ids + 1] - self.graph.indptr[hot_ids]).to(torch.int64)
+        cap = -1 if -1 in self.edge_type_fanouts[0] else sum(self.edge_type_fanouts[0])
+        self.hot_reuse.count_skipped(int((degrees if cap < 0 else degrees.clamp(max=cap)).sum()))
         return LayerSample(indptr, sample.indices, sample.edge_ids, sample.edge_weights), reused
 
     def sample_hot_layer(self, hot: torch.Tensor, super_index: int) -> Tuple[SampledSubgraph, torch.Tensor]:
         """The bottom layer of the hot vertices ``hot`` (``[H]`` ascending global ids) for
         super-batch ``super_index`` (its own key), and its input nodes (global ids)."""
         minibatch = MiniBatch(batch_index=-(super_index + 1))
-        sample = self.sample_frontier(hot, (hot.numel(),), self.no_skip, 0, minibatch, None)
-        subgraph = self.lay_out(compact_layer(self.graph, hot, (hot.numel(),), self.no_skip, sample), 0)
+        counts = tuple(torch.searchsorted(hot, torch.tensor(self.graph.schema.node_type_offset, dtype=torch.int64)).diff().tolist())
+        sample = self.sample_frontier(hot, counts, self.no_skip, 0, minibatch, None)
+        subgraph = self.lay_out(compact_layer(self.graph, hot, counts, self.no_skip, sample), 0)
         return subgraph, subgraph.original_row_node_ids
 
     def label(self) -> str:
@@ -488,7 +497,7 @@ class SubgraphSampler(Pipe):
             # layer's destinations of their type and are pyg's first frontier.
             exclude = exclusion if self.layout == "block" or not subgraphs else None
             if layer == 0 and self.hot_reuse is not None:
-                sample, reused = self.sample_bottom_reusing(nodes, counts, seeds.nodes.numel(), minibatch, exclude)
+                sample, reused = self.sample_bottom_reusing(nodes, counts, seeds.counts, minibatch, exclude)
                 minibatch = replace(minibatch, reused=reused)
             else:
                 sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees, windows, roots)
@@ -859,15 +868,10 @@ def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
         return None
     if not isinstance(hot_reuse, HotReuse):
         raise TypeError(f"{name}: `hot_reuse` must be a graphpipe.HotReuse, got {type(hot_reuse).__name__}")
-    if sampler.typed or sampler.mode != "independent" or sampler.layout != "block" or not sampler.deduplicate:
+    if sampler.mode != "independent" or sampler.layout != "block" or not sampler.deduplicate or sampler.on_part:
         raise UnsupportedCombination(
-            f"{name}: hot-vertex reuse samples untyped graphs in independent block batches (layout='block', no "
-            f"cooperative, disjoint or temporal sampling); this sampler is {sampler.graph_kind}, {sampler.mode}, "
-            f"layout={sampler.layout!r}"
+            f"{name}: hot-vertex reuse samples independent block batches (layout='block', no cooperative, "
+            f"disjoint or temporal sampling, not over a part); this sampler is {sampler.mode}, layout={sampler.layout!r}"
         )
-    if hot_reuse.feature.num_rows != sampler.graph.total_num_nodes:
-        raise ValueError(
-            f"{name}: `hot_reuse` reads a feature of {hot_reuse.feature.num_rows} rows, but the graph has "
-            f"{sampler.graph.total_num_nodes} nodes"
-        )
+    hot_reuse.bind(sampler.graph, name)
     return hot_reuse

@@ -181,9 +181,14 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="hot_ratio"):
         gp.HotReuse(bottom, features, "feat", hotness, 1.5)
     with pytest.raises(ValueError, match="hotness"):
-        gp.HotReuse(bottom, features, "feat", hotness[:10], 0.1)
+        gp.HotReuse(bottom, features, "feat", hotness[None], 0.1)
+    short = gp.HotReuse(bottom, features, "feat", hotness[:10], 0.1)
+    with pytest.raises(ValueError, match="`hot_reuse` has a hotness score for 10 nodes, but the graph has 600"):
+        gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=short)
+    with pytest.raises(KeyError, match="`hot_reuse` reads node feature 'x' of type None, which the store lacks"):
+        gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=gp.HotReuse(bottom, features, "x", hotness, 0.1))
     hot_reuse = gp.HotReuse(bottom, features, "feat", hotness, 0.1)
-    with pytest.raises(gp.UnsupportedCombination, match="hot-vertex reuse samples untyped graphs in independent block"):
+    with pytest.raises(gp.UnsupportedCombination, match="hot-vertex reuse samples independent block batches"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, layout="pyg", hot_reuse=hot_reuse)
     with pytest.raises(TypeError, match="hot_reuse"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=0.1)
@@ -239,3 +244,87 @@ def test_the_gradient_sent_to_reused_rows_reaches_the_bottom_layer_after_its_sup
     assert bottom.lin_neigh.weight.grad is None  # its pending gradient waits for its own next backward
     bottom.lin_neigh(x).sum().backward()
     assert torch.allclose(bottom.lin_neigh.weight.grad, torch.ones(5, 1) * x.sum(0) + reference.lin_neigh.weight.grad, atol=1e-5)
+
+
+class TypedMean(torch.nn.Module):
+    """An R-GCN-like bottom layer over a typed block: per destination type, a linear map of
+    its own row plus the mean of its in-neighbours' rows over every edge type."""
+
+    def __init__(self, types, in_dim, out_dim):
+        super().__init__()
+        self.own = torch.nn.ModuleDict({t: torch.nn.Linear(in_dim, out_dim) for t in types})
+        self.neighbours = torch.nn.Linear(in_dim, out_dim, bias=False)
+
+    def forward(self, subgraph, x):
+        out = {}
+        for t, dst_ids in subgraph.original_column_node_ids.items():
+            n = dst_ids.numel()
+            total, count = torch.zeros(n, DIM), torch.zeros(n)
+            for etype, csc in subgraph.sampled_csc.items():
+                src_type, _, dst_type = etype.split(":")
+                if dst_type == t:
+                    dst = torch.repeat_interleave(torch.arange(n), csc.indptr.diff())
+                    total = total.index_add(0, dst, x[src_type][csc.indices])
+                    count = count.index_add(0, dst, torch.ones(dst.numel()))
+            out[t] = self.own[t](x[t][:n]) + self.neighbours(total / count.clamp(min=1)[:, None])
+        return out
+
+
+def typed_edges_by_dst(subgraph):
+    """{(edge type, type-local destination id): sorted edge ids sampled for it}."""
+    out = {}
+    for etype, csc in subgraph.sampled_csc.items():
+        dst_type = etype.split(":")[2]
+        dst = torch.repeat_interleave(torch.arange(csc.indptr.numel() - 1), csc.indptr.diff())
+        ids = subgraph.original_column_node_ids[dst_type][dst]
+        for d, e in zip(ids.tolist(), subgraph.original_edge_ids[etype].tolist()):
+            out.setdefault((etype, d), []).append(e)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
+def test_typed_graphs(sampler):
+    """On a typed graph: hot destinations (global ids) are not expanded in the bottom layer,
+    every other is as without reuse; the reused rows are the typed bottom module's over the
+    hot sample; insert takes and gives rows by node type."""
+    from hetero_graphs import NUM_NODES, hetero_graph
+
+    graph, _ = hetero_graph()
+    gen = torch.Generator().manual_seed(3)
+    features = gp.FeatureStore({(t, "feat"): torch.randn(n, DIM, generator=gen) for t, n in NUM_NODES.items()})
+    items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(40), names="seeds"), "author": gp.ItemSet(torch.arange(30), names="seeds")})
+    bottom = TypedMean(graph.node_types, DIM, 5)
+    hot_reuse = gp.HotReuse(bottom, features, "feat", gp.hotness_from_degree(graph), 0.2, super_batch=50)
+
+    def pipe(reuse=None):
+        source = gp.ItemSampler(items, 8, shuffle=True, seed=1)
+        sample = source.sample_neighbor if sampler == "NS" else source.sample_layer_neighbor
+        return sample(graph, FANOUTS, seed=2, hot_reuse=reuse)
+
+    offsets = dict(zip(graph.node_types, graph.node_type_offset.tolist()))
+    hot = set(hot_reuse.hot.tolist())
+    reusing = pipe(hot_reuse)
+    reused = 0
+    for a, b in zip(pipe(), reusing):
+        want, got = typed_edges_by_dst(a.sampled_subgraphs[0]), typed_edges_by_dst(b.sampled_subgraphs[0])
+        dst = b.sampled_subgraphs[0].original_column_node_ids
+        type_major = torch.cat([dst[t] + offsets[t] for t in graph.node_types])
+        hot_positions = set(b.reused.positions.tolist())
+        assert {type_major[i].item() for i in hot_positions} <= hot
+        for (etype, d), edges in want.items():
+            global_id = d + offsets[etype.split(":")[2]]
+            if global_id in hot and (etype, d) not in got:
+                continue  # a hot destination: not expanded
+            assert got[(etype, d)] == edges
+        for (etype, d) in got:
+            assert d + offsets[etype.split(":")[2]] not in {type_major[i].item() for i in hot_positions}
+        subgraph, input_nodes = reusing.sample_hot_layer(hot_reuse.hot, b.batch_index // 50)
+        with torch.no_grad():
+            out = bottom(subgraph, {t: features["node", t, "feat"].read(ids) for t, ids in input_nodes.items()})
+        stacked = torch.cat([out[t] for t in graph.node_types if t in out and out[t].numel()])
+        assert torch.allclose(b.reused.rows, stacked[b.reused.hot_index])
+        h = {t: torch.zeros(ids.numel(), 5) for t, ids in dst.items()}
+        inserted = torch.cat([hot_reuse.insert(h, b)[t] for t in graph.node_types])
+        assert torch.equal(inserted[b.reused.positions], b.reused.rows)
+        reused += len(hot_positions)
+    assert reused > 0
