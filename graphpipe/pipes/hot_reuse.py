@@ -30,6 +30,7 @@ loses the gradient of the super-batch in progress at the checkpoint.
 from __future__ import annotations
 
 import copy
+import math
 import threading
 import time
 from typing import Callable, Dict, Optional, Tuple
@@ -109,6 +110,7 @@ class HotReuse:
             )
         self.features, self.feature = features, feature
         self.node_types = None  # a typed graph's, once a sampler is built on it (bind)
+        self._row_bytes = 0
         if not isinstance(hot_ratio, (int, float)) or not 0.0 <= hot_ratio <= 1.0:
             raise ValueError(f"HotReuse: `hot_ratio` must be a fraction in [0, 1], got {hot_ratio!r}")
         self.super_batch = check_int(super_batch, "super_batch", "HotReuse", minimum=1)
@@ -178,6 +180,8 @@ class HotReuse:
         for node_type in types if self.hot.numel() else []:
             if ("node", node_type, self.feature) not in self.features:
                 raise KeyError(f"{where}: `hot_reuse` reads node feature {self.feature!r} of type {node_type!r}, which the store lacks")
+        rows = [self.features["node", t, self.feature] for t in types if ("node", t, self.feature) in self.features]
+        self._row_bytes = max((math.prod(f.row_shape) * f.dtype.itemsize for f in rows), default=0)
 
     def _inputs(self, input_nodes):
         """The bottom layer's input rows of the hot sample's ``input_nodes`` (by type if typed)."""
@@ -272,11 +276,15 @@ class HotReuse:
 
     # ------------------------------------------------------------------ state and counters
     def stats(self) -> Dict[str, object]:
-        """Hot ratio, rows reused per batch, the oldest rows inserted (in steps)."""
+        """Hot ratio, rows reused and in-edges not sampled per batch (for NS exactly the edges
+        saved), the feature bytes that saves at most, the oldest rows inserted (in steps)."""
         return {
             "hot ratio": round(self.hot_ratio, 4),
             "rows reused/batch": round(self._reused / self._batches, 1) if self._batches else 0.0,
             "edges skipped/batch": round(self._edges_skipped / self._batches, 1) if self._batches else 0.0,
+            # each skipped edge could have brought one more row of the bottom layer's input
+            "feature MB skipped/batch (at most)": round(self._edges_skipped * self._row_bytes / self._batches / 1e6, 3)
+            if self._batches else 0.0,
             "reused age max": self._age_max,
         }
 

@@ -89,6 +89,11 @@ def test_hot_vertices_are_not_expanded_and_cold_ones_are_as_without_reuse(sample
     assert sum(mb.input_nodes.numel() for mb in reusing) < sum(mb.input_nodes.numel() for mb in plain)
     stats = hot_reuse.stats()
     assert stats["rows reused/batch"] == round(reused_total / len(reusing), 1) and stats["edges skipped/batch"] > 0
+    skipped_rows = sum(a.input_nodes.numel() - b.input_nodes.numel() for a, b in zip(plain, reusing)) / len(plain)
+    assert 0 < skipped_rows * DIM * 4 / 1e6 <= stats["feature MB skipped/batch (at most)"]
+    if sampler == "NS":  # NS samples min(in-degree, fanout) in-edges: exactly what was skipped
+        skipped_edges = sum(a.sampled_subgraphs[0].num_edges - b.sampled_subgraphs[0].num_edges for a, b in zip(plain, reusing))
+        assert stats["edges skipped/batch"] == round(skipped_edges / len(plain), 1)
 
 
 def test_reused_rows_are_the_bottom_module_over_the_hot_sample_with_the_recorded_weights():
