@@ -1,6 +1,6 @@
 """Hot-vertex reuse (issue 33): work per batch, epoch time and accuracy against the hot ratio.
 
-    python benchmarks/hot_reuse.py [--num-nodes 200000] [--epochs 4] [--ratios 0 0.05 0.1 0.2] [--super-batch 2] [--seed 0]
+    python benchmarks/hot_reuse.py [--num-nodes 200000] [--epochs 4] [--ratios 0 0.05 0.1 0.2] [--super-batch 2] [--seed 0] [--device cuda]
 
 GraphSAGE (3 layers, 256 hidden, fanouts [15, 10, 5], batch 1024) on the built-in node
 classification dataset, trained from the same initialisation for the same epochs with
@@ -44,7 +44,7 @@ def forward(model, minibatch, reuse=None):
 
 def run(ds, ratio, args):
     torch.manual_seed(args.seed)
-    model = GraphSAGE(ds.features["feat"].row_shape[0], 256, ds.num_classes)
+    model = GraphSAGE(ds.features["feat"].row_shape[0], 256, ds.num_classes).to(args.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=5e-4)
     reuse = None
     if ratio > 0:
@@ -52,11 +52,11 @@ def run(ds, ratio, args):
                             super_batch=args.super_batch)
     train = gp.DataLoader(
         gp.ItemSampler(ds.train_set, 1024, shuffle=True, seed=0)
-        .sample_neighbor(ds.graph, FANOUTS, seed=0, hot_reuse=reuse).fetch_feature(ds.features, ["feat"])
+        .sample_neighbor(ds.graph, FANOUTS, seed=0, hot_reuse=reuse).fetch_feature(ds.features, ["feat"]).copy_to(args.device)
     )
     validation = gp.DataLoader(
         gp.ItemSampler(ds.validation_set, 1024, seed=0).sample_neighbor(ds.graph, FANOUTS, seed=0)
-        .fetch_feature(ds.features, ["feat"])
+        .fetch_feature(ds.features, ["feat"]).copy_to(args.device)
     )
     row_bytes = ds.features["feat"].row_shape[0] * ds.features["feat"].dtype.itemsize
     batches = edges = inputs = reused = 0
@@ -83,7 +83,7 @@ def run(ds, ratio, args):
             correct += int((forward(model, mb).argmax(1) == mb.labels).sum())
             total += mb.batch_size
     return {
-        "bench": "hot_reuse", "hot_ratio": ratio, "super_batch": args.super_batch, "epochs": args.epochs,
+        "bench": "hot_reuse", "device": args.device, "hot_ratio": ratio, "super_batch": args.super_batch, "epochs": args.epochs,
         "edges/batch": round(edges / batches), "input_nodes/batch": round(inputs / batches),
         "feature_MB/batch": round(inputs * row_bytes / batches / 1e6, 2), "rows_reused/batch": round(reused / batches, 1),
         "s/epoch": round(sorted(seconds)[len(seconds) // 2], 2), "validation_accuracy": round(correct / total, 4),
@@ -97,6 +97,7 @@ def main():
     parser.add_argument("--ratios", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2])
     parser.add_argument("--super-batch", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="the model's initialisation and dropout draws")
+    parser.add_argument("--device", default="cpu", help="where the model trains (the hot rows are computed on the CPU)")
     args = parser.parse_args()
     ds = gp.datasets.synthetic_node_classification(num_nodes=args.num_nodes, seed=0)
     results = []

@@ -10,7 +10,8 @@
 # the run (stopped with SIGINT first, so pytest still names its failures): cuda-tests
 # (`pytest -m cuda`), sampling, uva (UVA gather + cache hits), e2e-ns, gpu-tests (the rest
 # of tests/gpu, on the device), e2e-labor. GPU_RUN_STEPS picks some, and can add uva-sweep
-# (the UVA kernel's tile and grid sizes, to tune its defaults), kappa
+# (the UVA kernel's tile and grid sizes, to tune its defaults), hot-reuse (issue 33's benchmark
+# with the model on the GPU and the hot rows on the CPU, as NeutronOrch runs), kappa
 # (cache hit rate vs LABOR's kappa: it does not depend on the device and was measured on
 # CPU) and suite (the whole suite with the time left: what breaks only where CUDA is present).
 # Writes to $OUT (default /tmp/graphpipe-gpu-run): env.txt, tests.log, bench.log,
@@ -95,6 +96,7 @@ bench uva-sweep 40 "$PY" benchmarks/gpu/bench_uva_gather.py --table-gb 4 --row-b
 bench e2e-ns 90 "$PY" benchmarks/gpu/bench_e2e.py --log2-nodes 21 --sampler NS --batches 100
 step gpu-tests 60 "$OUT/tests.log" "${PYTEST[@]}" "${XDIST[@]}" -m "not cuda" tests/gpu
 bench e2e-labor 60 "$PY" benchmarks/gpu/bench_e2e.py --log2-nodes 21 --sampler LABOR-0 --batches 100
+bench hot-reuse 120 "$PY" benchmarks/hot_reuse.py --device cuda --epochs 3
 bench kappa 60 "$PY" benchmarks/gpu/bench_cache_kappa.py --device cuda --batches 60
 full_xdist=()
 "$PY" -c "import xdist" 2>/dev/null && full_xdist=(-n 8)
