@@ -74,9 +74,19 @@ def partition(
 ) -> dict:
     """Write ``graph``, ``features`` and ``item_sets`` split into ``num_parts`` parts.
 
+    Out of core: parts are written one at a time, each part's edges copied ``_CHUNK`` at a
+    time into memory-mapped files, so with a mapped graph and features the memory used is
+    about ``num_nodes`` bytes of owners, a ``[num_nodes + 1]`` indptr, a part's owned ids
+    and item sets, and a few tens of MB, whatever the number of edges (METIS excepted).
+    Every format graphpipe reads out of core gives such a graph:
+    ``CSCGraph.load(path, mmap=True)``; edge lists in ``.npy`` files through
+    ``CSCGraph.from_coo_files(path, src, dst)`` (a mapped CSC built in bounded memory,
+    whose edge ids are the rows of the files); an ``OnDiskDataset`` as
+    ``partition(ds.graph, ds.feature, {"train": ds.tasks[0].train_set, ...}, ...)``
+    (features with ``in_memory: false`` stay mapped).
+
     Args:
-        graph: the whole graph (a mapped ``CSCGraph.load(path, mmap=True)`` one works:
-            parts are built one at a time, each from its own edges).
+        graph: the whole graph, in memory or mapped (see above).
         features: node and edge features (every row), or None.
         item_sets: split name -> ItemSet / HeteroItemSet (``{"train": ...}``), or None.
             Node seeds go to their owner; node pairs (``[N, 2]`` seeds) to the owner of
@@ -84,8 +94,11 @@ def partition(
         num_parts: number of parts (ranks), ``>= 1``.
         out_dir: a directory (created if missing; not a symlink).
         method: ``"hash"`` (:class:`Partition`'s hash), ``"metis"`` (METIS on the
-            symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``), or a
-            ``[num_nodes]`` integer tensor: the owner of every global id.
+            symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``;
+            the one method not out of core: pymetis needs that adjacency in memory, two
+            int64 ids per edge and their temporaries; for a graph larger than memory,
+            compute owners elsewhere and pass them), or a ``[num_nodes]`` integer tensor: the owner of every global id
+            (stored as uint8 up to 256 parts).
 
     Returns:
         The manifest written to ``out_dir/manifest.json`` (a dict), with ``cut_edges``:
