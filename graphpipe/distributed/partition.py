@@ -26,7 +26,15 @@ import torch
 
 from graphpipe.ops.torch_random import mix64
 
-__all__ = ["Partition"]
+__all__ = ["Partition", "owner_dtype"]
+
+
+def owner_dtype(num_parts: int) -> torch.dtype:
+    """The smallest integer dtype holding the ranks ``0..num_parts - 1``: uint8 up to 256
+    parts, then int16 and int32 (an assignment is read by every rank: 1 byte per vertex)."""
+    if num_parts <= 1 << 8:
+        return torch.uint8
+    return torch.int16 if num_parts <= 1 << 15 else torch.int32
 
 
 class Partition:
@@ -35,7 +43,8 @@ class Partition:
     Args:
         num_parts: number of ranks, ``>= 1``.
         assignment: ``[num_nodes]`` integer tensor of ranks, or None for the hash
-            partition. Every rank must use the same assignment.
+            partition. Every rank must use the same assignment. Kept as
+            :func:`owner_dtype` (``num_parts``): uint8 up to 256 parts.
     """
 
     def __init__(self, num_parts: int, assignment: Optional[torch.Tensor] = None):
@@ -55,7 +64,7 @@ class Partition:
                         f"Partition: `assignment` holds rank {lo if lo < 0 else hi}; ranks must be in "
                         f"0..{num_parts - 1} (num_parts={num_parts})"
                     )
-            assignment = assignment.to(torch.int64)
+            assignment = assignment.to(owner_dtype(num_parts))
         self.num_parts = num_parts
         self.assignment = assignment
 
@@ -67,7 +76,7 @@ class Partition:
                     f"Partition.owner: node id {int(nodes.max())} is beyond the partition's "
                     f"{self.assignment.numel()} nodes"
                 )
-            return self.assignment.to(nodes.device)[nodes]
+            return self.assignment.to(nodes.device)[nodes].to(torch.int64)
         if self.num_parts == 1:
             return torch.zeros_like(nodes, dtype=torch.int64)
         # mix64 works on int64 bits of a uint64; drop the sign bit before the modulo.

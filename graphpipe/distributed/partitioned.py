@@ -15,7 +15,8 @@ part's items.
 Layout of ``out_dir``::
 
     manifest.json            format, version, counts, what each file holds, sizes and CRC-32s
-    owners.npy               [num_nodes] int64 owner per global id (not for method="hash")
+    owners.npy               [num_nodes] owner per global id (not for method="hash"): uint8 up to
+                             256 parts, then int16, int32 (older partitions: int64, still read)
     items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets only
     part-<r>/graph.pt        the part's graph (CSCGraph.save: checksummed arrays)
     part-<r>/nodes.npy       [n_r] int64 owned global ids, ascending
@@ -40,7 +41,7 @@ import torch
 
 from graphpipe._internal.safe_files import publish, real_directory, regular_file, scratch_directory
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
-from graphpipe.distributed.partition import Partition
+from graphpipe.distributed.partition import Partition, owner_dtype
 from graphpipe.features.part import OwnedRowsFeature, file_checksum
 from graphpipe.features.store import FeatureStore
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
@@ -51,7 +52,9 @@ __all__ = ["GraphPart", "check_part_owners", "check_whole_graph", "load_item_set
 FORMAT = "graphpipe.partition"
 VERSION = 1
 _CHUNK_ROWS = 1 << 16  # feature rows copied at a time
-_CHUNK_IDS = 1 << 24  # ids hashed or edge types counted at a time (int64 temporaries stay small)
+# Ids hashed, edge types counted, part edges gathered at a time: their int64
+# temporaries (a few arrays of 8 bytes an id) stay near 2 MB each whatever the graph's size.
+_CHUNK = 1 << 18
 _MANIFEST_LIMIT = 64 << 20
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _AGAIN = "partition the dataset again"
@@ -71,9 +74,19 @@ def partition(
 ) -> dict:
     """Write ``graph``, ``features`` and ``item_sets`` split into ``num_parts`` parts.
 
+    Out of core: parts are written one at a time, each part's edges copied ``_CHUNK`` at a
+    time into memory-mapped files, so with a mapped graph and features the memory used is
+    about ``num_nodes`` bytes of owners, a ``[num_nodes + 1]`` indptr, a part's owned ids
+    and item sets, and a few tens of MB, whatever the number of edges (METIS excepted).
+    Every format graphpipe reads out of core gives such a graph:
+    ``CSCGraph.load(path, mmap=True)``; edge lists in ``.npy`` files through
+    ``CSCGraph.from_coo_files(path, src, dst)`` (a mapped CSC built in bounded memory,
+    whose edge ids are the rows of the files); an ``OnDiskDataset`` as
+    ``partition(ds.graph, ds.feature, {"train": ds.tasks[0].train_set, ...}, ...)``
+    (features with ``in_memory: false`` stay mapped).
+
     Args:
-        graph: the whole graph (a mapped ``CSCGraph.load(path, mmap=True)`` one works:
-            parts are built one at a time, each from its own edges).
+        graph: the whole graph, in memory or mapped (see above).
         features: node and edge features (every row), or None.
         item_sets: split name -> ItemSet / HeteroItemSet (``{"train": ...}``), or None.
             Node seeds go to their owner; node pairs (``[N, 2]`` seeds) to the owner of
@@ -81,8 +94,11 @@ def partition(
         num_parts: number of parts (ranks), ``>= 1``.
         out_dir: a directory (created if missing; not a symlink).
         method: ``"hash"`` (:class:`Partition`'s hash), ``"metis"`` (METIS on the
-            symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``), or a
-            ``[num_nodes]`` integer tensor: the owner of every global id.
+            symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``;
+            the one method not out of core: pymetis needs that adjacency in memory, two
+            int64 ids per edge and their temporaries; for a graph larger than memory,
+            compute owners elsewhere and pass them), or a ``[num_nodes]`` integer tensor: the owner of every global id
+            (stored as uint8 up to 256 parts).
 
     Returns:
         The manifest written to ``out_dir/manifest.json`` (a dict), with ``cut_edges``:
@@ -140,7 +156,7 @@ def _checked_item_sets(item_sets) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
 
 
 def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Tensor, str]:
-    """``([num_nodes] int64 owner per global id, method name)``."""
+    """``([num_nodes] owner per global id, of :func:`owner_dtype` (uint8 up to 256 parts), method name)``."""
     num_nodes = graph.total_num_nodes
     if isinstance(method, torch.Tensor):
         if method.dim() != 1 or method.numel() != num_nodes:
@@ -153,11 +169,12 @@ def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Te
         except ValueError as error:
             raise ValueError(f"graphpipe.distributed.partition: `method`: {error}") from None
     if method == "hash":
-        hashed = Partition(num_parts)
-        return torch.cat([hashed.owner(torch.arange(i, min(i + _CHUNK_IDS, num_nodes))) for i in range(0, num_nodes, _CHUNK_IDS)]
-                         or [torch.empty(0, dtype=torch.int64)]), "hash"  # fmt: skip
+        hashed, owners = Partition(num_parts), torch.empty(num_nodes, dtype=owner_dtype(num_parts))
+        for start in range(0, num_nodes, _CHUNK):
+            owners[start : start + _CHUNK] = hashed.owner(torch.arange(start, min(start + _CHUNK, num_nodes)))
+        return owners, "hash"
     if method == "metis":
-        return metis_assignment(graph, num_parts, _bytes_per_vertex(graph, features)), "metis"
+        return Partition(num_parts, metis_assignment(graph, num_parts, _bytes_per_vertex(graph, features))).assignment, "metis"
     raise ValueError(
         f"graphpipe.distributed.partition: `method` must be 'hash', 'metis' or a [num_nodes] tensor of owners, got {method!r}"
     )
@@ -257,8 +274,8 @@ def _edges_per_type(graph: CSCGraph) -> Optional[Dict[str, int]]:
     if not graph.is_heterogeneous:
         return None
     counts = torch.zeros(len(graph.edge_types), dtype=torch.int64)
-    for start in range(0, graph.total_num_edges, _CHUNK_IDS):
-        chunk = graph.type_per_edge[start : start + _CHUNK_IDS].to(torch.int64)
+    for start in range(0, graph.total_num_edges, _CHUNK):
+        chunk = graph.type_per_edge[start : start + _CHUNK].to(torch.int64)
         counts += torch.bincount(chunk, minlength=counts.numel())
     return dict(zip(graph.edge_types, counts.tolist()))
 
@@ -291,38 +308,75 @@ def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) ->
         out.append(owners[nodes + schema.node_type_offset[t]])
     return out
 
+
 def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, rank: int, part_dir: str):
     """Save the part graph of the ``owned`` vertices (``[n]`` int64 ascending) and their
-    ids; returns ``(files, part graph, its cut edges)``."""
-    indptr = graph.indptr.to(torch.int64)
-    starts = indptr[owned]
-    lengths = indptr[owned + 1] - starts
-    counts = torch.zeros(graph.total_num_nodes, dtype=torch.int64)
-    counts[owned] = lengths
-    part_indptr = torch.zeros(graph.total_num_nodes + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=part_indptr[1:])
-    del counts
+    ids; returns ``(files, the part graph mapped from its file, its cut edges)``. The
+    part's edge arrays are filled ``_CHUNK`` edges at a time into memory-mapped scratch
+    files (their pages go to disk, not to this process's memory), so memory holds the
+    part's ``indptr`` and one chunk, not its edges."""
+    part_indptr = _part_indptr(graph, owned)
     total = int(part_indptr[-1])
-    positions = torch.repeat_interleave(starts - part_indptr[owned], lengths, output_size=total) + torch.arange(total)
-    typed = graph.typed_fields()
-    if typed is not None:
-        typed = {**typed, "type_per_edge": graph.type_per_edge[positions]}
-    edge_ids = graph.map_edge_ids(positions)
-    largest = max(graph.total_num_edges - 1, 0)  # int32 arrays where the whole graph's ids fit: half the bytes
-    part = CSCGraph._build(  # the user's edge ids of a part are not 0..E_r - 1: checks up to indptr
-        part_indptr.to(smallest_index_dtype(total)),
-        graph.indices[positions],
-        {name: t[positions] for name, t in graph.edge_attributes.items()},
-        dict(graph.node_attributes),
-        edge_ids.to(smallest_index_dtype(largest)),
-        level="indptr",
-        typed=typed,
-    )
-    cut = int((owners[part.indices.to(torch.int64)] != rank).sum())
-    part.save(os.path.join(part_dir, "graph.pt"))
-    files = {"graph.pt": _describe(os.path.join(part_dir, "graph.pt"))}
-    files["nodes.npy"] = _write_array(part_dir, "nodes.npy", owned.numpy())
-    return files, part, cut
+    path, cut = os.path.join(part_dir, "graph.pt"), 0
+    with scratch_directory(part_dir, "graphpipe.distributed.partition") as scratch:
+
+        def mapped(name: str, like: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+            shape = (total, *like.shape[1:])
+            file = os.path.join(scratch, name)
+            return torch.from_file(file, shared=True, size=math.prod(shape), dtype=dtype or like.dtype).view(shape)
+
+        largest = max(graph.total_num_edges - 1, 0)  # int32 edge ids where the whole graph's fit: half the bytes
+        indices = mapped("indices", graph.indices)
+        edge_ids = mapped("edge-ids", graph.indices, smallest_index_dtype(largest))
+        attributes = {name: mapped(f"attribute-{i}", t) for i, (name, t) in enumerate(graph.edge_attributes.items())}
+        typed = graph.typed_fields()
+        if typed is not None:
+            typed = {**typed, "type_per_edge": mapped("types", graph.type_per_edge)}
+        for lo, hi, positions in _edge_chunks(graph, part_indptr, owned):
+            sources = graph.indices[positions]
+            indices[lo:hi] = sources
+            edge_ids[lo:hi] = graph.map_edge_ids(positions)
+            for name, t in attributes.items():
+                t[lo:hi] = graph.edge_attributes[name][positions]
+            if typed is not None:
+                typed["type_per_edge"][lo:hi] = graph.type_per_edge[positions]
+            cut += int((owners[sources.to(torch.int64)] != rank).sum())
+        part = CSCGraph._build(  # the user's edge ids of a part are not 0..E_r - 1: checks up to indptr
+            part_indptr, indices, attributes, dict(graph.node_attributes), edge_ids, level="indptr", typed=typed
+        )
+        part.save(path)
+        del part, indices, edge_ids, attributes, typed
+    files = {"graph.pt": _describe(path), "nodes.npy": _write_array(part_dir, "nodes.npy", owned.numpy())}
+    return files, CSCGraph.load(path, mmap=True, validate=False), cut
+
+
+def _part_indptr(graph: CSCGraph, owned: torch.Tensor) -> torch.Tensor:
+    """``[num_nodes + 1]`` indptr of the part of the ``owned`` vertices (``[n]`` int64
+    ascending; only they have in-edges), of the smallest dtype that holds its edge count,
+    computed ``_CHUNK`` vertices at a time."""
+    chunks = [owned[i : i + _CHUNK] for i in range(0, owned.numel(), _CHUNK)]
+    total = sum(int((graph.indptr[c + 1] - graph.indptr[c]).sum()) for c in chunks)
+    part_indptr = torch.zeros(graph.total_num_nodes + 1, dtype=smallest_index_dtype(total))
+    for c in chunks:
+        part_indptr[c + 1] = (graph.indptr[c + 1] - graph.indptr[c]).to(part_indptr.dtype)
+    np.add.accumulate(part_indptr.numpy(), dtype=_numpy(part_indptr).dtype, out=part_indptr.numpy())  # in place
+    return part_indptr
+
+
+def _edge_chunks(graph: CSCGraph, part_indptr: torch.Tensor, owned: torch.Tensor) -> Iterator[Tuple[int, int, torch.Tensor]]:
+    """``(lo, hi, positions)``: the part's edges ``lo:hi`` (of whole vertices, about
+    ``_CHUNK`` of them) and their ``[hi - lo]`` int64 CSC positions in ``graph``; the
+    part is the ``owned`` vertices' (``[n]`` int64 ascending) with ``part_indptr``."""
+    total = int(part_indptr[-1])
+    targets = torch.arange(_CHUNK, max(total, _CHUNK), _CHUNK, dtype=part_indptr.dtype)
+    vertices = torch.searchsorted(part_indptr[1:], targets, right=True)  # vertices ending at or before each target
+    bounds = torch.unique(torch.cat([torch.tensor([0]), torch.searchsorted(owned, vertices), torch.tensor([owned.numel()])]))
+    for a, b in zip(bounds.tolist(), bounds[1:].tolist()):
+        chunk = owned[a:b]
+        begins, starts = part_indptr[chunk].to(torch.int64), graph.indptr[chunk].to(torch.int64)
+        lengths = part_indptr[chunk + 1].to(torch.int64) - begins
+        lo, hi = int(begins[0]), int(begins[-1] + lengths[-1])
+        yield lo, hi, torch.repeat_interleave(starts - begins, lengths, output_size=hi - lo) + torch.arange(lo, hi)
 
 
 def _write_features(features, manifest: dict, part: CSCGraph, owned: torch.Tensor, part_dir: str) -> dict:
@@ -338,15 +392,37 @@ def _write_features(features, manifest: dict, part: CSCGraph, owned: torch.Tenso
         files[spec["file"]] = _write_rows(part_dir, spec["file"], feature, ids)
     for spec in manifest["edge_features"]:
         if spec["ids"] not in edge_ids:
-            ids = part.map_edge_ids(torch.arange(part.total_num_edges))
-            if spec["type"] is not None:
-                ids = ids[part.type_per_edge.to(torch.int64) == schema.edge_type_id[spec["type"]]]
-            edge_ids[spec["ids"]] = ids = torch.sort(ids).values
-            files[spec["ids"]] = _write_array(part_dir, spec["ids"], ids.numpy())
-        ids = edge_ids[spec["ids"]]
+            files[spec["ids"]], edge_ids[spec["ids"]] = _write_edge_ids(part, spec["type"], part_dir, spec["ids"])
         feature = features["edge", spec["type"], spec["name"]]
-        files[spec["file"]] = _write_rows(part_dir, spec["file"], feature, ids)
+        files[spec["file"]] = _write_rows(part_dir, spec["file"], feature, edge_ids[spec["ids"]])
     return files
+
+
+def _write_edge_ids(part: CSCGraph, edge_type: Optional[str], part_dir: str, name: str) -> Tuple[dict, torch.Tensor]:
+    """Save the user's ids of the part's edges (of ``edge_type``; None: all), ``[n]``
+    int64 ascending, as ``part_dir/name``: copied ``_CHUNK`` at a time into the mapped
+    file and sorted there. Returns ``(file entry, the ids mapped)``."""
+    num_edges = part.total_num_edges
+    t = None if edge_type is None else part.schema.edge_type_id[edge_type]
+
+    def chunk_ids(start: int) -> torch.Tensor:
+        ids = part.map_edge_ids(torch.arange(start, min(start + _CHUNK, num_edges)))
+        return ids if t is None else ids[part.type_per_edge[start : start + _CHUNK] == t]
+
+    count = num_edges if t is None else sum(int((part.type_per_edge[i : i + _CHUNK] == t).sum()) for i in range(0, num_edges, _CHUNK))
+    with scratch_directory(part_dir, "graphpipe.distributed.partition") as scratch:
+        written, at = os.path.join(scratch, name), 0
+        ids = np.lib.format.open_memmap(written, mode="w+", dtype=np.int64, shape=(count,))
+        for start in range(0, num_edges, _CHUNK):
+            chunk = chunk_ids(start).numpy()
+            ids[at : at + chunk.size] = chunk
+            at += chunk.size
+        ids.sort()  # in place, in the mapped file
+        ids.flush()
+        del ids
+        publish(written, os.path.join(part_dir, name))
+    path = os.path.join(part_dir, name)
+    return _describe(path), torch.from_numpy(np.load(path, mmap_mode="c", allow_pickle=False))
 
 
 def _write_items(item_sets: dict, item_owners: Optional[dict], rank: Optional[int], directory: str) -> dict:
