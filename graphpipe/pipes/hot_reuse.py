@@ -123,7 +123,6 @@ class HotReuse:
         self.staleness = 2 * self.super_batch - 1
         self.call = call
         self.timeout = float(timeout)
-        self._bottom = bottom
         self._module = copy.deepcopy(bottom).cpu().eval()
         self._changed = threading.Condition()
         # Per super-batch: the hot rows' autograd graph (through a copy of the module with that
@@ -143,6 +142,7 @@ class HotReuse:
     def push(self, bottom: torch.nn.Module) -> None:
         """Record the bottom layer's weights after one more optimizer step (call it after
         every step): version ``v + 1``; versions that super-batches read are kept."""
+        trained = None
         with self._changed:
             self.version += 1
             if self.version % self.super_batch == 0:
@@ -151,7 +151,7 @@ class HotReuse:
                     del self._weights[old]
                 trained = self._graphs.pop(self.version // self.super_batch - 1, None)
             self._changed.notify_all()
-        if self.version % self.super_batch == 0 and trained is not None:
+        if trained is not None:
             self._backpropagate(*trained)
 
     def _backpropagate(self, rows: torch.Tensor, module: torch.nn.Module, grad: torch.Tensor) -> None:
@@ -305,6 +305,7 @@ class HotReuse:
             self.version = int(state["version"])
             self._weights = {int(v): dict(w) for v, w in state["weights"].items()}
             self._rows.clear()
+            self._graphs.clear()
             self._changed.notify_all()
 
     def __getstate__(self):
