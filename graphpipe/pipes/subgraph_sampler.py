@@ -560,11 +560,14 @@ class SubgraphSampler(Pipe):
 
     def batch_seeds(self, minibatch: MiniBatch) -> SeedNodes:
         """The batch's seeds as the layer loops take them, checked once (node pairs when
-        ``exclude_seed_edges``)."""
+        ``exclude_seed_edges``). A typed batch of link items without pairs (``seeds``
+        ``{}``: a rank's empty share of a global batch) is link seeds without pairs."""
         name = type(self).__name__
         self.check_batch(minibatch)
         indexes = minibatch.indexes if self.disjoint else None  # pyg rows: PyG's triplets
-        seeds = seed_nodes(self.graph, minibatch.seeds, name, self.deduplicate and not self.disjoint, not self.disjoint, indexes)
+        link_task = self.items_task == "link" or self.excludes_seed_edges
+        unique, row_major = self.deduplicate and not self.disjoint, not self.disjoint
+        seeds = seed_nodes(self.graph, minibatch.seeds, name, unique, row_major, indexes, link_task)
         if self.excludes_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
             raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
         return seeds
