@@ -303,6 +303,15 @@ class SubgraphSampler(Pipe):
         else:
             if reverse_etypes_mapping is not None:
                 raise ValueError(f"{name}: `reverse_etypes_mapping` names edge types, but the graph is untyped; use `reverse_edge_ids`")
+            part = part_of(self.graph)
+            if reverse_edge_ids is not None and part is not None:  # a reverse edge may be another owner's
+                raise UnsupportedCombination(
+                    f"{name}: `reverse_edge_ids` maps every edge of the whole graph to its reverse, but the graph is "
+                    f"part {part[0]} of the partitioned dataset '{part[1]}', which holds only the in-edges of the "
+                    f"vertices rank {part[0]} owns; pass include_reverse_edges=True without reverse_edge_ids (every "
+                    f"edge v -> u of a seed pair (u, v) is then excluded: the reverses of an undirected graph, "
+                    f"GraphBolt's rule), or load the whole graph (CSCGraph.load(path, mmap=True)) on each rank"
+                )
             if reverse_edge_ids is not None:
                 self.reverse_positions = _reverse_positions(self.graph, reverse_edge_ids, name)
             self.reverse_edge_types = (0 if include_reverse_edges and reverse_edge_ids is None else -1,)

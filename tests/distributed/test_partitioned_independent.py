@@ -178,6 +178,30 @@ def test_temporal_and_disjoint_on_parts_are_refused(kind, tmp_path):
         gp.ItemSampler(part.item_sets["node"], 4).sample_uniform_negative(part.graph, 2, exclude_existing_edges=True)
 
 
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_reverse_edge_ids_on_a_part_are_refused(cooperative, tmp_path):
+    """An untyped part graph lacks the reverses of the edges whose destinations other ranks
+    own, so ``reverse_edge_ids`` (as an argument or in the ``exclude_seed_edges`` stage)
+    is refused naming what to do instead; ``include_reverse_edges=True`` without them (every
+    ``v -> u``) is taken."""
+    graph = attributed_graph("untyped")
+    partition(graph, None, {"link": link_items("untyped")}, 2, tmp_path)
+    part = load_partition(tmp_path, 0)
+    source = gp.DistributedItemSampler.from_part(part, "link", 4, rank=0, world_size=2)
+    reverse = torch.arange(graph.total_num_edges)  # the whole graph's: refused before they are read
+    match = (
+        r"NeighborSampler: `reverse_edge_ids` maps every edge of the whole graph .* part 0 of the partitioned dataset "
+        r".* pass include_reverse_edges=True without reverse_edge_ids .* or load the whole graph"
+    )
+    options = {"cooperative": cooperative, "exclude_seed_edges": True}
+    with pytest.raises(UnsupportedCombination, match=match):
+        source.sample_neighbor(part.graph, FANOUTS["untyped"], **options, include_reverse_edges=True, reverse_edge_ids=reverse)
+    sampler = source.sample_neighbor(part.graph, FANOUTS["untyped"], **options)
+    with pytest.raises(UnsupportedCombination, match=match):
+        sampler.exclude_seed_edges(include_reverse_edges=True, reverse_edge_ids=reverse)
+    assert sampler.exclude_seed_edges(include_reverse_edges=True).reverse_edge_types == (0,)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_link_cases_redraw_negatives_that_are_edges(kind):
     """The link cases above draw negatives that are edges (redrawn at their owners over parts)."""
