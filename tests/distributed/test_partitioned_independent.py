@@ -72,7 +72,7 @@ def independent_rank(rank, world_size, out_dirs):
     edges sampled by other ranks)``; also (kind, "one item per rank"): shares of one of 12
     items, so that some ranks' batches are empty; (kind, "whole item set"): every rank holding
     every item (the part's partition given); (kind, "one pair per rank"): link shares of
-    one of 8 pairs, so that some ranks' link batches are empty."""
+    one of 24 pairs, so that some ranks' link batches are empty."""
     out = {}
     for kind in KINDS:
         part = load_partition(out_dirs[kind], rank, num_parts=world_size)
@@ -103,10 +103,10 @@ def both(kind, case, part, whole, make_source):
 
 
 def few_links(kind):
-    """8 of ``link_items``' pairs (typed: 4 of each edge type)."""
+    """24 of ``link_items``' pairs (typed: 12 of each edge type)."""
     cut = lambda item_set, n: gp.ItemSet(item_set.field("seeds")[:n], names="seeds")  # noqa: E731
     every = link_items(kind)
-    return cut(every, 8) if kind == "untyped" else gp.HeteroItemSet({t: cut(s, 4) for t, s in every.item_sets.items()})
+    return cut(every, 24) if kind == "untyped" else gp.HeteroItemSet({t: cut(s, 12) for t, s in every.item_sets.items()})
 
 
 def partitioned(tmp_path, world_size, method):
