@@ -350,7 +350,6 @@ def sample_negatives_from_owners(sampler, minibatch: MiniBatch, source) -> MiniB
     times = minibatch.timestamp if isinstance(minibatch.timestamp, dict) else {}
     typed = {name: {key: f[i] for key, f in fields.items()} for i, name in enumerate(("seeds", "labels", "indexes"))}
     timestamp = {key: _times(times[key], f[2]) for key, f in fields.items() if key in times}
-    typed["indexes"] = typed["indexes"] or None
     return replace(minibatch, **typed, timestamp=timestamp or None)
 
 

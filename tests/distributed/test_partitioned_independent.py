@@ -47,10 +47,10 @@ def pipe_of(kind, case, graph, store, source):
 
 
 def record(mb):
-    """``summary`` plus the edge rows and LABOR's edge weights, per layer (typed view)."""
+    """``summary`` plus the pairs' ``indexes``, the edge rows and LABOR's edge weights, per layer (typed view)."""
     view = mb.as_typed()
     return {
-        **summary(mb), "layout": mb.layout, "edge_feat": [dict(layer) for layer in view.edge_features],
+        **summary(mb), "layout": mb.layout, "indexes": view.indexes, "edge_feat": [dict(layer) for layer in view.edge_features],
         "weights": [sg.edge_weights for sg in view.sampled_subgraphs],
     }  # fmt: skip
 
