@@ -142,10 +142,12 @@ class MiniBatch:
     @property
     def is_link_batch(self) -> bool:
         """Whether the seeds are node pairs (``[batch_size, 2]``: link prediction) or
-        hyperlinks (``[batch_size, k]``); for a typed batch, whether any type's seeds are."""
+        hyperlinks (``[batch_size, k]``); for a typed batch, whether any type's seeds are,
+        or whether it has ``compacted_seeds`` (a sampled typed link batch without pairs,
+        ``seeds`` ``{}``: a rank's empty share of a global batch)."""
         if self.seeds is None:
             return False
-        return any(ids.dim() == 2 for ids in by_type(self.seeds, HOMO_NODE_TYPE).values())
+        return self.compacted_seeds is not None or any(ids.dim() == 2 for ids in by_type(self.seeds, HOMO_NODE_TYPE).values())
 
     def as_typed(self) -> "MiniBatch":
         """The batch with every field by type: itself if typed; an untyped batch as the

@@ -263,8 +263,11 @@ def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
 
 def _triplets(pairs: torch.Tensor, seeds: torch.Tensor, indexes: Optional[torch.Tensor]):
     """``(src_index [P], dst_pos_index [P], dst_neg_index [P, k] or [P])`` of node pairs
-    laid out as ``sample_uniform_negative`` makes them; ``pairs`` are ``compacted_seeds``."""
+    laid out as ``sample_uniform_negative`` makes them; ``pairs`` are ``compacted_seeds``
+    (no pairs, a rank's empty share of a global batch: three ``[0]``)."""
     num_pairs = pairs.size(0)
+    if num_pairs == 0:
+        return pairs[:, 0], pairs[:, 1], pairs[:, 1]
     num_positives = 0 if indexes is None or indexes.numel() == 0 else int(indexes.max()) + 1
     k = (num_pairs - num_positives) // max(num_positives, 1)
     queries = torch.arange(num_positives, device=pairs.device)

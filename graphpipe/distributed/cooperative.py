@@ -410,12 +410,19 @@ def _owned_exclusion(sampler, seeds: SeedNodes, owned: List[torch.Tensor], sourc
 
 
 def _global_links(seeds: SeedNodes, world_size: int, group) -> Dict[int, torch.Tensor]:
-    """Every rank's link seeds of the batch: edge type id -> ``[N, 2]`` global ids."""
-    mine = torch.cat([torch.cat([pairs, torch.full_like(pairs[:, :1], etype)], 1) for etype, (pairs, _) in seeds.links.items()])
+    """Every rank's link seeds of the batch: edge type id -> ``[N, 2]`` global ids (none: ``{}``)."""
+    mine = _link_rows(seeds)
     counts = torch.empty(world_size, dtype=torch.int64)
     _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
     rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
     return {etype: rows[rows[:, 2] == etype, :2] for etype in torch.unique(rows[:, 2]).tolist()}
+
+
+def _link_rows(seeds: SeedNodes) -> torch.Tensor:
+    """``[N, 3]`` int64 rows (source, destination, edge type id) of a batch's node pairs
+    (global ids); a rank's empty share of a batch: ``[0, 3]``."""
+    rows = [torch.cat([pairs, torch.full_like(pairs[:, :1], etype)], 1) for etype, (pairs, _) in seeds.links.items()]
+    return torch.cat(rows) if rows else torch.empty(0, 3, dtype=torch.int64)
 
 
 def _start_exchange(rows: torch.Tensor, plan: ExchangePlan, group):

@@ -51,7 +51,7 @@ import torch.distributed as dist
 from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.distributed.cooperative import _all_to_all, _collective, _send_to_owners
+from graphpipe.distributed.cooperative import _all_to_all, _collective, _link_rows, _send_to_owners
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
@@ -225,7 +225,7 @@ def _requested_exclusions(sampler, seeds: SeedNodes, source) -> List[SeedEdgeExc
 def _links_of_ranks(seeds: SeedNodes, world_size: int, group) -> List[Dict[int, torch.Tensor]]:
     """Every rank's link seeds of its batch, per rank: edge type id -> ``[N, 2]`` global
     ids, in that rank's edge type order."""
-    mine = torch.cat([torch.cat([pairs, torch.full_like(pairs[:, :1], etype)], 1) for etype, (pairs, _) in seeds.links.items()])
+    mine = _link_rows(seeds)
     counts = torch.empty(world_size, dtype=torch.int64)
     _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
     rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
@@ -350,7 +350,6 @@ def sample_negatives_from_owners(sampler, minibatch: MiniBatch, source) -> MiniB
     times = minibatch.timestamp if isinstance(minibatch.timestamp, dict) else {}
     typed = {name: {key: f[i] for key, f in fields.items()} for i, name in enumerate(("seeds", "labels", "indexes"))}
     timestamp = {key: _times(times[key], f[2]) for key, f in fields.items() if key in times}
-    typed["indexes"] = typed["indexes"] or None
     return replace(minibatch, **typed, timestamp=timestamp or None)
 
 

@@ -112,13 +112,17 @@ class SampledLayer(NamedTuple):
     row_counts: Tuple[int, ...]
 
 
-def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = True, indexes=None) -> SeedNodes:
+def seed_nodes(
+    graph, seeds, where: str, unique: bool = True, row_major: bool = True, indexes=None, link_task: bool = False
+) -> SeedNodes:
     """Check a batch's ``seeds`` against ``graph`` (the user's ids: checked here, once)
     and give them as :class:`SeedNodes`: ``[n]`` node ids, ``[N, k]`` node pairs or
     hyperlinks; on a typed graph a dict node type -> ``[n]`` type-local ids, or edge type
     ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs. ``unique=False``: every
     endpoint of a link seed is a node of its own (:func:`link_rows`, in ``row_major``
-    order or column by column; ``indexes``: PyG's triplet rows)."""
+    order or column by column; ``indexes``: PyG's triplet rows). ``link_task``: the seeds
+    are link items, so an empty dict (a rank's empty share of a typed link batch) is
+    link seeds without pairs (``links`` ``{}``), not node seeds."""
     if not graph.is_heterogeneous:
         if not isinstance(seeds, torch.Tensor) or seeds.dim() != 2:
             if isinstance(seeds, Mapping):
@@ -136,7 +140,8 @@ def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = 
         links = check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where).view(seeds.shape)
         return link_seed_nodes(graph, {0: links}) if unique else SeedNodes(*link_rows(graph.schema, {0: links}, row_major, {0: indexes}))
     offsets = graph.schema.node_type_offset
-    if isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values()):
+    pairs_given = isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values())
+    if pairs_given or (link_task and isinstance(seeds, Mapping) and not seeds):
         pairs = {}
         for key, ids in seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
@@ -153,8 +158,8 @@ def seed_nodes(graph, seeds, where: str, unique: bool = True, row_major: bool = 
 def link_seed_nodes(graph, pairs: Mapping[int, torch.Tensor]) -> SeedNodes:
     """:class:`SeedNodes` of link seeds: ``pairs`` maps an edge type id (0 on an untyped
     graph) to ``[N, k]`` int64 GLOBAL ids (checked), sampled from their distinct
-    endpoints, ascending (so type-major)."""
-    flat = torch.cat([p.reshape(-1) for p in pairs.values()])
+    endpoints, ascending (so type-major); no pairs (``{}``): no nodes."""
+    flat = torch.cat([p.reshape(-1) for p in pairs.values()]) if pairs else torch.empty(0, dtype=torch.int64)
     nodes, local = unique_and_compact(flat.new_empty(0), flat, graph.total_num_nodes)
     cuts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset, device=nodes.device)).tolist()
     links, at = {}, 0
@@ -188,7 +193,8 @@ def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool, index
         for column, node_type in enumerate(ends):
             pieces[node_type].append((etype, column, *_link_column(v, column, index)))
     counts = tuple(sum(p.numel() for _, _, p, _ in type_pieces) for type_pieces in pieces)
-    rows = torch.cat([p for type_pieces in pieces for _, _, p, _ in type_pieces])
+    rows = [p for type_pieces in pieces for _, _, p, _ in type_pieces]
+    rows = torch.cat(rows) if rows else torch.empty(0, dtype=torch.int64)  # no values: no rows
     at = list(accumulate(counts, initial=0))
     local = {etype: (v, torch.empty(v.shape, dtype=torch.int64, device=v.device)) for etype, v in values.items()}
     for node_type, type_pieces in enumerate(pieces):
@@ -272,8 +278,9 @@ def seed_edge_exclusion(
     schema, typed = graph.schema, graph.is_heterogeneous
     starts = list(accumulate(seeds.counts, initial=0))
     segments = list(accumulate((seeds.counts[d] for _, d in schema.edge_type_ends), initial=0))
-    rows: List[Tuple[torch.Tensor, ...]] = []  # (nodes, sources, owners, edge type)
-    reverse_owners = []
+    none = torch.empty(0, dtype=torch.int64)  # a batch without pairs excludes nothing
+    rows: List[Tuple[torch.Tensor, ...]] = [(none, none, none, 0)]  # (nodes, sources, owners, edge type)
+    reverse_owners = [none]
     for etype, (pairs, local) in seeds.links.items():
         pairs, local = pairs.cpu(), local.cpu()
         src_type, dst_type = schema.edge_type_ends[etype]
@@ -477,8 +484,8 @@ def _in_subtrees(sample: LayerSample, dst_keys: torch.Tensor, subtrees: int) -> 
 
 def _layer_exclusion(exclude: Optional[SeedEdgeExclusion], sampled: List[int], sizes: List[int]) -> Optional[EdgeExclusion]:
     """``exclude`` over a typed layer's segments: edge type ``t``'s seed segments lead its
-    ``sizes`` segments (the seeds lead their type's destinations)."""
-    if exclude is None:
+    ``sizes`` segments (the seeds lead their type's destinations); None without segments."""
+    if exclude is None or not sampled:
         return None
     segments, positions = exclude.segment_offsets, exclude.position_offsets
     counts = exclude.edges.indptr[1:] - exclude.edges.indptr[:-1]

@@ -137,7 +137,8 @@ class UniformNegativeSampler(Pipe):
         name = type(self).__name__
         if self.on_part:  # every rank, also with no pairs: a collective call
             return sample_negatives_from_owners(self, minibatch, find_distributed_item_sampler(self, f"{name} (over a part)"))
-        if not minibatch.is_link_batch:
+        no_pairs = isinstance(minibatch.seeds, dict) and not minibatch.seeds  # a rank's empty share of a typed batch
+        if not (minibatch.is_link_batch or (no_pairs and self.graph.is_heterogeneous)):
             seeds = minibatch.seeds
             shape = {k: tuple(v.shape) for k, v in seeds.items()} if isinstance(seeds, dict) else None if seeds is None else tuple(seeds.shape)
             raise ValueError(
@@ -178,7 +179,8 @@ class UniformNegativeSampler(Pipe):
                 fields = {"seeds": seeds[key], "indexes": indexes[key]}
             if isinstance(minibatch.timestamp, dict) and key in minibatch.timestamp:
                 times[key] = _times(minibatch.timestamp[key], fields)
-        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes or None, timestamp=times or None)
+        indexes = indexes if self.neg_sampling == "triplet" else None  # triplet without pairs: {}
+        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes, timestamp=times or None)
 
     @property
     def collective(self) -> bool:

@@ -308,6 +308,15 @@ class SubgraphSampler(Pipe):
         else:
             if reverse_etypes_mapping is not None:
                 raise ValueError(f"{name}: `reverse_etypes_mapping` names edge types, but the graph is untyped; use `reverse_edge_ids`")
+            part = part_of(self.graph)
+            if reverse_edge_ids is not None and part is not None:  # a reverse edge may be another owner's
+                raise UnsupportedCombination(
+                    f"{name}: `reverse_edge_ids` maps every edge of the whole graph to its reverse, but the graph is "
+                    f"part {part[0]} of the partitioned dataset '{part[1]}', which holds only the in-edges of the "
+                    f"vertices rank {part[0]} owns; pass include_reverse_edges=True without reverse_edge_ids (every "
+                    f"edge v -> u of a seed pair (u, v) is then excluded: the reverses of an undirected graph, "
+                    f"GraphBolt's rule), or load the whole graph (CSCGraph.load(path, mmap=True)) on each rank"
+                )
             if reverse_edge_ids is not None:
                 self.reverse_positions = _reverse_positions(self.graph, reverse_edge_ids, name)
             self.reverse_edge_types = (0 if include_reverse_edges and reverse_edge_ids is None else -1,)
@@ -578,11 +587,14 @@ class SubgraphSampler(Pipe):
 
     def batch_seeds(self, minibatch: MiniBatch) -> SeedNodes:
         """The batch's seeds as the layer loops take them, checked once (node pairs when
-        ``exclude_seed_edges``)."""
+        ``exclude_seed_edges``). A typed batch of link items without pairs (``seeds``
+        ``{}``: a rank's empty share of a global batch) is link seeds without pairs."""
         name = type(self).__name__
         self.check_batch(minibatch)
         indexes = minibatch.indexes if self.disjoint else None  # pyg rows: PyG's triplets
-        seeds = seed_nodes(self.graph, minibatch.seeds, name, self.deduplicate and not self.disjoint, not self.disjoint, indexes)
+        link_task = self.items_task == "link" or self.excludes_seed_edges
+        unique, row_major = self.deduplicate and not self.disjoint, not self.disjoint
+        seeds = seed_nodes(self.graph, minibatch.seeds, name, unique, row_major, indexes, link_task)
         if self.excludes_seed_edges and (seeds.links is None or any(pairs.size(1) != 2 for pairs, _ in seeds.links.values())):
             raise ValueError(_NEEDS_PAIRS.format(name=name, got=_shapes(minibatch.seeds)))
         return seeds

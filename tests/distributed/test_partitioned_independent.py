@@ -47,10 +47,10 @@ def pipe_of(kind, case, graph, store, source):
 
 
 def record(mb):
-    """``summary`` plus the edge rows and LABOR's edge weights, per layer (typed view)."""
+    """``summary`` plus the pairs' ``indexes``, the edge rows and LABOR's edge weights, per layer (typed view)."""
     view = mb.as_typed()
     return {
-        **summary(mb), "layout": mb.layout, "edge_feat": [dict(layer) for layer in view.edge_features],
+        **summary(mb), "layout": mb.layout, "indexes": view.indexes, "edge_feat": [dict(layer) for layer in view.edge_features],
         "weights": [sg.edge_weights for sg in view.sampled_subgraphs],
     }  # fmt: skip
 
@@ -71,7 +71,8 @@ def independent_rank(rank, world_size, out_dirs):
     """Per (kind, case): ``(batches over the part, the same batches over the whole dataset,
     edges sampled by other ranks)``; also (kind, "one item per rank"): shares of one of 12
     items, so that some ranks' batches are empty; (kind, "whole item set"): every rank holding
-    every item (the part's partition given)."""
+    every item (the part's partition given); (kind, "one pair per rank"): link shares of
+    one of 24 pairs, so that some ranks' link batches are empty."""
     out = {}
     for kind in KINDS:
         part = load_partition(out_dirs[kind], rank, num_parts=world_size)
@@ -81,6 +82,8 @@ def independent_rank(rank, world_size, out_dirs):
         for case in CASES:
             out[kind, case] = both(kind, case, part, whole, partial(from_part, part, case[1], SIZES[case[1]], **OPTIONS))
         out[kind, "one item per rank"] = both(kind, node_ns, part, whole, partial(from_part, part, "few", 1, **OPTIONS))
+        link_ns = ("neighbor", "link", "block")
+        out[kind, "one pair per rank"] = both(kind, link_ns, part, whole, partial(from_part, part, "few links", 1, **OPTIONS))
         every_item = load_item_sets(out_dirs[kind])["node"]
         source = partial(gp.DistributedItemSampler, every_item, SIZES["node"], partition=part.partition, **OPTIONS)
         out[kind, "whole item set"] = both(kind, node_ns, part, whole, source)
@@ -99,12 +102,20 @@ def both(kind, case, part, whole, make_source):
     return [record(mb) for mb in on_part], on_whole, sum(remote_edges(mb, part) for mb in on_part)
 
 
+def few_links(kind):
+    """24 of ``link_items``' pairs (typed: 12 of each edge type)."""
+    cut = lambda item_set, n: gp.ItemSet(item_set.field("seeds")[:n], names="seeds")  # noqa: E731
+    every = link_items(kind)
+    return cut(every, 24) if kind == "untyped" else gp.HeteroItemSet({t: cut(s, 12) for t, s in every.item_sets.items()})
+
+
 def partitioned(tmp_path, world_size, method):
     out_dirs = {}
     for kind in KINDS:
         graph = attributed_graph(kind)
         out_dirs[kind] = str(tmp_path / f"{kind}-{world_size}")
-        partition(graph, full_store(graph, kind), {"node": items(kind), "link": link_items(kind), "few": items(kind, 12)}, world_size, out_dirs[kind], method=method)
+        splits = {"node": items(kind), "link": link_items(kind), "few": items(kind, 12), "few links": few_links(kind)}
+        partition(graph, full_store(graph, kind), splits, world_size, out_dirs[kind], method=method)
     return out_dirs
 
 
@@ -115,13 +126,14 @@ def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_
     """Each rank maps only its part; its own node and link batches (NS, LABOR-0; block and
     pyg layouts; seed edges excluded) equal, bit for bit, those one process samples and
     fetches over the whole dataset: items, every layer's edges (user edge ids), LABOR's
-    weights, node and edge feature rows."""
+    weights, node and edge feature rows; a rank's empty share of a node or link batch
+    (typed link share: ``seeds`` ``{}``) is an empty batch, and the rank still answers."""
     if method == "metis":
         pytest.importorskip("pymetis")
     out_dirs = partitioned(tmp_path, world_size, method)
     results = values(run_ranks(independent_rank, world_size, tmp_path, args=(out_dirs,)))
     for kind in KINDS:
-        for case in [*CASES, "one item per rank", "whole item set"]:
+        for case in [*CASES, "one item per rank", "one pair per rank", "whole item set"]:
             got = [r[kind, case] for r in results]
             for on_part, on_whole, _ in got:
                 assert len(on_part) == len(on_whole) > 1, (kind, case)
@@ -129,9 +141,13 @@ def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_
             assert sum(len(b["item_ids"]) for on_part, _, _ in got for b in on_part) > 0
             if world_size > 1:  # the owners did sample for others
                 assert sum(remote for _, _, remote in got) > 0, (kind, case)
-        if world_size > 1:  # ranks with an empty share still answered the others
-            sizes = [sum(ids.numel() for ids in b["item_ids"].values()) for r in results for b in r[kind, "one item per rank"][0]]
-            assert 0 in sizes and sum(sizes) > 0, kind
+        for case in ("one item per rank", "one pair per rank"):
+            batches = [b for r in results for b in r[kind, case][0]]
+            sizes = [sum(ids.numel() for ids in b["item_ids"].values()) for b in batches]
+            if world_size > 1:  # ranks with an empty share still answered the others
+                assert 0 in sizes and sum(sizes) > 0, (kind, case)
+            for b, size in zip(batches, sizes):  # an empty share is an empty batch
+                assert size or all(x.numel() == 0 for layer in b["triples"] for x in layer.values()), (kind, case)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -160,6 +176,30 @@ def test_temporal_and_disjoint_on_parts_are_refused(kind, tmp_path):
         source.sample_uniform_negative(part.graph, 2, exclude_existing_edges=True, node_timestamp_attr_name="t")
     with pytest.raises(ValueError, match="the graph is part 0 of .* put DistributedItemSampler.from_part"):
         gp.ItemSampler(part.item_sets["node"], 4).sample_uniform_negative(part.graph, 2, exclude_existing_edges=True)
+
+
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_reverse_edge_ids_on_a_part_are_refused(cooperative, tmp_path):
+    """An untyped part graph lacks the reverses of the edges whose destinations other ranks
+    own, so ``reverse_edge_ids`` (as an argument or in the ``exclude_seed_edges`` stage)
+    is refused naming what to do instead; ``include_reverse_edges=True`` without them (every
+    ``v -> u``) is taken."""
+    graph = attributed_graph("untyped")
+    partition(graph, None, {"link": link_items("untyped")}, 2, tmp_path)
+    part = load_partition(tmp_path, 0)
+    source = gp.DistributedItemSampler.from_part(part, "link", 4, rank=0, world_size=2)
+    reverse = torch.arange(graph.total_num_edges)  # the whole graph's: refused before they are read
+    match = (
+        r"NeighborSampler: `reverse_edge_ids` maps every edge of the whole graph .* part 0 of the partitioned dataset "
+        r".* pass include_reverse_edges=True without reverse_edge_ids .* or load the whole graph"
+    )
+    options = {"cooperative": cooperative, "exclude_seed_edges": True}
+    with pytest.raises(UnsupportedCombination, match=match):
+        source.sample_neighbor(part.graph, FANOUTS["untyped"], **options, include_reverse_edges=True, reverse_edge_ids=reverse)
+    sampler = source.sample_neighbor(part.graph, FANOUTS["untyped"], **options)
+    with pytest.raises(UnsupportedCombination, match=match):
+        sampler.exclude_seed_edges(include_reverse_edges=True, reverse_edge_ids=reverse)
+    assert sampler.exclude_seed_edges(include_reverse_edges=True).reverse_edge_types == (0,)
 
 
 @pytest.mark.parametrize("kind", KINDS)
