@@ -10,7 +10,8 @@ Steps:
    graph, parts balanced by bytes as ``partition(method="metis")`` does; hash: ``Partition``);
 3. ``--parts`` gloo processes, each mapping only its part (``load_partition(out_dir, rank)``),
    optionally confined to a memory cgroup of ``--memory-limit-gb`` (per rank, page cache
-   included), run ``DistributedItemSampler.from_part(part, "train", --batch-size,
+   included; joined after start-up, so with cgroup v1 the interpreter's and torch's pages
+   stay charged outside it), run ``DistributedItemSampler.from_part(part, "train", --batch-size,
    shuffle=True, drop_uneven_inputs=True)``, NS ``--fanouts`` and the feature fetch, first
    cooperative then independent (``cooperative=False``) batches: after ``--warmup`` batches,
    ``--batches`` timed batches give it/s per rank and the bytes this rank sends per batch;
@@ -61,7 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphpipe as gp  # noqa: E402
 from graphpipe.distributed import Partition, load_partition, partition  # noqa: E402
 from graphpipe.distributed.partitioned import _bytes_per_vertex, metis_assignment  # noqa: E402
-from scale import MemoryCgroup, peak_rss_gb  # noqa: E402
+from scale import MemoryCgroup  # noqa: E402
 
 MODES = {"cooperative": True, "independent": False}
 
@@ -88,6 +89,13 @@ def assignment(graph, features, method: str, num_parts: int) -> torch.Tensor:
     if method == "metis":
         return metis_assignment(graph, num_parts, _bytes_per_vertex(graph, features))
     return Partition(num_parts).owner(torch.arange(graph.total_num_nodes))
+
+
+def peak_rss_gb() -> float:
+    """This process's peak resident memory (``VmHWM``: unlike ``ru_maxrss``, not the peak of
+    the parent that spawned it, which exec keeps)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 2**20  # kB
 
 
 def directory_bytes(path: str) -> int:
@@ -159,6 +167,8 @@ def rank_main(rank: int, world_size: int, args, results: str) -> None:
         }
     out["peak_rss_gb"] = peak_rss_gb()
     out["cgroup_peak_gb"] = cgroup.peak_gb() if cgroup else None
+    if cgroup:
+        cgroup.close()
     with open(os.path.join(results, f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
     os._exit(0)  # without tearing the process group down: a peer may already be gone
@@ -193,20 +203,22 @@ def emit(record: dict) -> None:
 
 def table(args, cuts: dict, measured: dict) -> str:
     """Markdown: per part count, method and mode, the cut fraction, bytes per batch per rank
-    (measured at ``args.parts``, else predicted) and the link bandwidth at the measured it/s."""
+    (mean and busiest rank; measured at ``args.parts``, else predicted) and the link bandwidth the
+    busiest rank needs at the measured it/s."""
     lines = [
-        "| P | method | cut fraction | mode | bytes/batch/rank (MB) | it/s/rank (at P=%d) | link needed (Gbit/s) |" % args.parts,
-        "|---|---|---|---|---|---|---|",
+        "| P | method | cut fraction | mode | MB sent/batch/rank: mean | busiest rank | it/s/rank (at P=%d) "
+        "| link needed, busiest rank (Gbit/s) |" % args.parts,
+        "|---|---|---|---|---|---|---|---|",
     ]
     for num_parts in [args.parts, *args.predict]:
         for method in ("hash", "metis"):
             for mode in MODES:
-                it_s, sent = measured[method, mode]
-                scaled = sent * cuts[method, num_parts] / cuts[method, args.parts]
+                it_s, mean, busiest = measured[method, mode]
+                scale = cuts[method, num_parts] / cuts[method, args.parts]
                 kind = "measured" if num_parts == args.parts else "predicted"
                 lines.append(
-                    f"| {num_parts} | {method} | {cuts[method, num_parts]:.3f} | {mode} | {scaled / 1e6:.3f} ({kind}) "
-                    f"| {it_s:.2f} | {scaled * it_s * 8 / 1e9:.3f} |"
+                    f"| {num_parts} | {method} | {cuts[method, num_parts]:.3f} | {mode} | {mean * scale / 1e6:.2f} ({kind}) "
+                    f"| {busiest * scale / 1e6:.2f} | {it_s:.2f} | {busiest * scale * it_s * 8 / 1e9:.3f} |"
                 )
     return "\n".join(lines)
 
@@ -250,7 +262,8 @@ def main():
         ranks = run_ranks(args, method)
         for mode in MODES:
             per_rank = [r[mode] for r in ranks]
-            measured[method, mode] = (np.mean([r["it_s"] for r in per_rank]), np.mean([r["bytes_per_batch"] for r in per_rank]))
+            sent = [r["bytes_per_batch"] for r in per_rank]
+            measured[method, mode] = (np.mean([r["it_s"] for r in per_rank]), np.mean(sent), max(sent))
             emit({"step": "batches", "method": method, "mode": mode, "parts": args.parts, "per_rank": per_rank})
         emit({"step": "memory", "method": method, **{f"rank{r['rank']}": {k: r[k] for k in ("part_gb", "peak_rss_gb", "cgroup_peak_gb")} for r in ranks}})
     print(table(args, cuts, measured))
