@@ -211,7 +211,7 @@ def table(args, cuts: dict, measured: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for num_parts in [args.parts, *args.predict]:
-        for method in ("hash", "metis"):
+        for method in args.methods:
             for mode in MODES:
                 it_s, mean, busiest = measured[method, mode]
                 scale = cuts[method, num_parts] / cuts[method, args.parts]
@@ -231,6 +231,7 @@ def main():
     parser.add_argument("--feature-dim", type=int, default=100)
     parser.add_argument("--train-seeds", type=int, default=None, help="default: enough for warmup + batches")
     parser.add_argument("--parts", type=int, default=4)
+    parser.add_argument("--methods", nargs="+", choices=["hash", "metis"], default=["hash", "metis"])
     parser.add_argument("--predict", type=int, nargs="*", default=[16, 64], help="part counts to predict for")
     parser.add_argument("--batch-size", type=int, default=1024, help="seeds per rank")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
@@ -245,7 +246,7 @@ def main():
     graph, features, item_sets = build(args)
     emit({"step": "build", "seconds": time.perf_counter() - start, "num_nodes": args.num_nodes, "num_edges": args.num_edges})
     cuts, measured = {}, {}
-    for method in ("hash", "metis"):
+    for method in args.methods:
         for num_parts in [args.parts, *args.predict]:
             start = time.perf_counter()
             owners = assignment(graph, features, method, num_parts)
@@ -258,7 +259,7 @@ def main():
                 emit({"step": "partition", "method": method, "parts": num_parts, "seconds": time.perf_counter() - start,
                       "dataset_gb": directory_bytes(os.path.join(args.dir, method)) / 2**30})  # fmt: skip
     del graph, features, item_sets
-    for method in ("hash", "metis"):
+    for method in args.methods:
         ranks = run_ranks(args, method)
         for mode in MODES:
             per_rank = [r[mode] for r in ranks]
