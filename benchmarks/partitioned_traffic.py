@@ -167,11 +167,17 @@ def rank_main(rank: int, world_size: int, args, results: str) -> None:
         }
     out["peak_rss_gb"] = peak_rss_gb()
     out["cgroup_peak_gb"] = cgroup.peak_gb() if cgroup else None
-    if cgroup:
-        cgroup.close()
     with open(os.path.join(results, f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
     os._exit(0)  # without tearing the process group down: a peer may already be gone
+
+
+def remove_cgroup(pid: int) -> None:
+    """Remove ``MemoryCgroup``'s cgroup of the exited process ``pid``, if there is one."""
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/memory"):
+        path = os.path.join(root, f"graphpipe-scale-{pid}")
+        if os.path.isdir(path):
+            os.rmdir(path)
 
 
 def run_ranks(args, method: str) -> list:
@@ -187,6 +193,7 @@ def run_ranks(args, method: str) -> list:
         process.start()
     for process in processes:
         process.join()
+        remove_cgroup(process.pid)  # left behind by a rank that failed or was killed out of memory
     failed = [r for r, p in enumerate(processes) if p.exitcode != 0]
     if failed:
         raise SystemExit(f"partitioned_traffic.py: ranks {failed} failed (exit codes {[processes[r].exitcode for r in failed]})")
