@@ -3,8 +3,9 @@
 A few hot vertices account for most of the bottom layer's work: their neighbourhoods are
 sampled and their neighbours' features fetched and aggregated batch after batch. With
 ``sample_neighbor(..., hot_reuse=HotReuse(...))`` the bottom layer does not expand the hot
-vertices a batch reaches (but its own seeds; typed or untyped graphs, NS or LABOR); once per super-batch of ``n`` batches their
-bottom-layer output is computed on the CPU from a snapshot of the bottom module's weights,
+vertices a batch reaches (but its own seeds; typed or untyped graphs, NS or LABOR-0); within a
+super-batch of ``n`` batches each hot vertex's bottom-layer output is computed once, on the CPU,
+when a batch first reaches it, from a snapshot of the bottom module's weights,
 and every batch carries the rows it needs (``MiniBatch.reused``) for :meth:`HotReuse.insert`
 to put into the bottom layer's output.
 
@@ -125,17 +126,15 @@ class HotReuse:
         self.timeout = float(timeout)
         self._module = copy.deepcopy(bottom).cpu().eval()
         self._changed = threading.Condition()
-        # Per super-batch: the hot rows' autograd graph (through a copy of the module with that
-        # version's weights) and the gradient its batches sent to the rows, backpropagated once
-        # the super-batch is trained; the weights' gradient joins the next step's (hooks).
-        self._graphs: Dict[int, Tuple[torch.Tensor, torch.nn.Module, torch.Tensor]] = {}
+        # Per super-batch its rows, their autograd graphs and the gradient its batches send back
+        # (backpropagated once it is trained: the weights' gradient joins the next step's).
+        self._supers: Dict[int, _SuperBatch] = {}
         self._pending: Dict[str, torch.Tensor] = {}
         for name, parameter in bottom.named_parameters():
             if parameter.requires_grad:
                 parameter.register_hook(lambda grad, name=name: self._with_pending(name, grad))
         self.version = 0
         self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(bottom)}
-        self._rows: Dict[int, Tuple[torch.Tensor, int]] = {}  # super-batch -> (rows, version)
         self.reset_stats()
 
     # ------------------------------------------------------------------ the training loop's side
@@ -149,23 +148,24 @@ class HotReuse:
                 self._weights[self.version] = _snapshot(bottom)
                 for old in [v for v in self._weights if v < self.version - 2 * self.super_batch]:
                     del self._weights[old]
-                trained = self._graphs.pop(self.version // self.super_batch - 1, None)
+                trained = self._supers.pop(self.version // self.super_batch - 1, None)
             self._changed.notify_all()
         if trained is not None:
-            self._backpropagate(*trained)
+            self._backpropagate(trained)
 
-    def _backpropagate(self, rows: torch.Tensor, module: torch.nn.Module, grad: torch.Tensor) -> None:
+    def _backpropagate(self, trained: "_SuperBatch") -> None:
         """The gradient a trained super-batch's batches sent to its hot rows, through the
         module copy that computed them: added to the bottom layer's next gradient."""
-        if not grad.any():
-            return
-        parameters = dict(module.named_parameters())
+        parameters = dict(trained.module.named_parameters())
         names = [name for name, p in parameters.items() if p.requires_grad]
-        grads = torch.autograd.grad(rows, [parameters[n] for n in names], grad, allow_unused=True)
-        with self._changed:
-            for name, g in zip(names, grads):
-                if g is not None:
-                    self._pending[name] = self._pending[name] + g if name in self._pending else g
+        for out, _, grad in trained.chunks:
+            if not grad.any():
+                continue
+            grads = torch.autograd.grad(out, [parameters[n] for n in names], grad, allow_unused=True)
+            with self._changed:
+                for name, g in zip(names, grads):
+                    if g is not None:
+                        self._pending[name] = self._pending[name] + g if name in self._pending else g
 
     def bind(self, graph, where: str) -> None:
         """Check this reuse against the graph of the sampler ``where`` that uses it."""
@@ -189,11 +189,12 @@ class HotReuse:
             return {t: self.features["node", t, self.feature].read_valid(ids).cpu() for t, ids in input_nodes.items()}
         return self.features["node", None, self.feature].read_valid(input_nodes).cpu()
 
-    def _stacked(self, out) -> torch.Tensor:
-        """The bottom module's output for the hot sample, ``[H, d]`` in ``hot``'s order."""
+    def _stacked(self, out, hot: torch.Tensor) -> torch.Tensor:
+        """The bottom module's output for the sample of ``hot`` (ascending ids), ``[H, d]`` in
+        their order."""
         if not isinstance(out, dict):
             return out
-        per_type = torch.searchsorted(self.hot, self._offsets).diff().tolist()
+        per_type = torch.searchsorted(hot, self._offsets).diff().tolist()
         missing = [t for t, n in zip(self.node_types, per_type) if n and t not in out]
         if missing:
             raise ValueError(f"HotReuse: the bottom module gave no rows for node types {missing} of hot vertices")
@@ -223,20 +224,20 @@ class HotReuse:
             )
         self._age_max = max(self._age_max, age)
         rows = reused.rows.to(h.device, h.dtype).requires_grad_(h.requires_grad)
-        graph = self._graphs.get(reused.super_index)
-        if rows.requires_grad and graph is not None:  # their gradient goes to the super-batch's graph
-            rows.register_hook(lambda grad: _accumulate(graph[2], reused.hot_index, grad))
+        trained_with = self._supers.get(reused.super_index)
+        if rows.requires_grad and trained_with is not None:  # their gradient goes to the super-batch's graphs
+            rows.register_hook(lambda grad: trained_with.accumulate(reused.hot_index, grad))
         return h.index_copy(0, reused.positions.to(h.device), rows)
 
     # ------------------------------------------------------------------ the sampler's side
-    def rows(self, sampler, super_index: int) -> Tuple[torch.Tensor, int]:
-        """``([H, d] rows of the hot vertices, version)`` of super-batch ``super_index``,
-        computed once by ``sampler`` (:meth:`SubgraphSampler.sample_hot_layer`)."""
+    def _super(self, super_index: int) -> "_SuperBatch":
+        """Super-batch ``super_index``'s store, made with the weights after ``max(0, (s - 1) n)``
+        steps once they are pushed (waiting at most ``timeout``)."""
         version = max(0, (super_index - 1) * self.super_batch)
         with self._changed:
-            cached = self._rows.get(super_index)
-            if cached is not None:
-                return cached
+            found = self._supers.get(super_index)
+            if found is not None:
+                return found
             deadline = time.monotonic() + self.timeout
             while self.version < version:
                 if not self._changed.wait(max(0.0, deadline - time.monotonic())) and self.version < version:
@@ -245,33 +246,31 @@ class HotReuse:
                         f"only {self.version} were pushed in {self.timeout:.0f} s: call reuse.push(bottom_layer) after "
                         f"every optimizer step"
                     )
-            weights = self._weights[version]
-        subgraph, input_nodes = sampler.sample_hot_layer(self.hot, super_index)
-        x = self._inputs(input_nodes)
-        module = copy.deepcopy(self._module)
-        module.load_state_dict(weights)
-        out = self._stacked(self.call(module, subgraph, x))
-        computed = (out.detach(), version)
-        with self._changed:
-            if super_index not in self._rows:
-                self._rows[super_index] = computed
-                self._graphs[super_index] = (out, module, torch.zeros_like(computed[0]))
-            for old in [s for s in self._rows if s < super_index - 2]:
-                del self._rows[old]
-            return self._rows[super_index]
+            module = copy.deepcopy(self._module)
+            module.load_state_dict(self._weights[version])
+            return self._supers.setdefault(super_index, _SuperBatch(module, version))
 
     def reused_rows(self, sampler, nodes: torch.Tensor, batch_index: int, seeds: torch.Tensor) -> Tuple[torch.Tensor, ReusedRows]:
         """For a batch's bottom-layer destinations ``nodes`` (``[n]`` global ids, type-major),
         ``seeds`` ``[n]`` bool its seeds, which are never reused: which are hot (``[n]`` bool)
-        and their reused rows."""
+        and their reused rows. A super-batch computes the rows of the hot vertices its batches
+        reach, once each, from their own sample (:meth:`SubgraphSampler.sample_hot_layer`):
+        a row depends only on its vertex, so which batch reaches it first does not matter."""
         hot = torch.isin(nodes, self.hot) & ~seeds
         positions = torch.nonzero(hot).view(-1)
         super_index = batch_index // self.super_batch
-        rows, version = self.rows(sampler, super_index)
-        hot_index = torch.searchsorted(self.hot, nodes[positions])
-        reused = ReusedRows(positions, rows[hot_index], version, super_index, hot_index)
+        store = self._super(super_index)
+        with store.lock:
+            needed = torch.unique(nodes[positions])
+            missing = needed[~torch.isin(needed, store.ids)]
+            if missing.numel():
+                subgraph, input_nodes = sampler.sample_hot_layer(missing, super_index)
+                store.add(missing, self._stacked(self.call(store.module, subgraph, self._inputs(input_nodes)), missing))
+            hot_index = store.index_of(nodes[positions])
+            reused = ReusedRows(positions, store.rows[hot_index], store.version, super_index, hot_index)
         self._batches += 1
         self._reused += positions.numel()
+        self._computed += missing.numel()
         return hot, reused
 
     # ------------------------------------------------------------------ state and counters
@@ -281,6 +280,7 @@ class HotReuse:
         return {
             "hot ratio": round(self.hot_ratio, 4),
             "rows reused/batch": round(self._reused / self._batches, 1) if self._batches else 0.0,
+            "hot rows computed/batch": round(self._computed / self._batches, 1) if self._batches else 0.0,
             "edges skipped/batch": round(self._edges_skipped / self._batches, 1) if self._batches else 0.0,
             # each skipped edge could have brought one more row of the bottom layer's input
             "feature MB skipped/batch (at most)": round(self._edges_skipped * self._row_bytes / self._batches / 1e6, 3)
@@ -289,7 +289,7 @@ class HotReuse:
         }
 
     def reset_stats(self) -> None:
-        self._batches = self._reused = self._edges_skipped = self._age_max = 0
+        self._batches = self._reused = self._computed = self._edges_skipped = self._age_max = 0
 
     def count_skipped(self, edges: int) -> None:
         """Record in-edges the bottom layer did not sample for hot destinations."""
@@ -304,8 +304,7 @@ class HotReuse:
         with self._changed:
             self.version = int(state["version"])
             self._weights = {int(v): dict(w) for v, w in state["weights"].items()}
-            self._rows.clear()
-            self._graphs.clear()
+            self._supers.clear()
             self._changed.notify_all()
 
     def __getstate__(self):
@@ -318,9 +317,36 @@ class HotReuse:
         return f"HotReuse(hot={self.hot.numel()} ({self.hot_ratio:.1%}), super_batch={self.super_batch}, version={self.version})"
 
 
-def _accumulate(total: torch.Tensor, index: torch.Tensor, grad: torch.Tensor) -> None:
-    """``total[index] += grad`` (a hook's side effect: returning nothing keeps ``grad``)."""
-    total.index_add_(0, index.to(total.device), grad.to(total))
+class _SuperBatch:
+    """One super-batch's hot rows, computed as its batches reach them: a copy of the bottom
+    layer with its version's weights, the ids computed so far (``[R]``, in computing order)
+    and their rows (``[R, d]``), and per computation its output (with its autograd graph),
+    first row and the gradient its batches sent back."""
+
+    def __init__(self, module: torch.nn.Module, version: int):
+        self.module, self.version = module, version
+        self.ids = torch.empty(0, dtype=torch.int64)
+        self.rows = torch.empty(0)
+        self.chunks = []
+        self.lock = threading.Lock()
+
+    def add(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        self.chunks.append((out, self.ids.numel(), torch.zeros_like(out.detach())))
+        self.ids = torch.cat([self.ids, ids])
+        self.rows = out.detach() if self.rows.numel() == 0 else torch.cat([self.rows, out.detach()])
+
+    def index_of(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows of ``ids`` (all computed)."""
+        order = torch.argsort(self.ids)
+        return order[torch.searchsorted(self.ids[order], ids)]
+
+    def accumulate(self, index: torch.Tensor, grad: torch.Tensor) -> None:
+        """``grad`` (a batch's, for rows ``index``) into the computations' gradients (a hook:
+        returning nothing keeps ``grad``)."""
+        index, grad = index.cpu(), grad.cpu()
+        for _, first, total in list(self.chunks):
+            inside = (index >= first) & (index < first + total.shape[0])
+            total.index_add_(0, index[inside] - first, grad[inside].to(total))
 
 
 def _snapshot(module: torch.nn.Module) -> Dict[str, torch.Tensor]:

@@ -885,5 +885,10 @@ def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
             f"{name}: hot-vertex reuse samples independent block batches (layout='block', no cooperative, "
             f"disjoint or temporal sampling, not over a part); this sampler is {sampler.mode}, layout={sampler.layout!r}"
         )
+    if getattr(sampler, "importance_sampling", 0):
+        raise UnsupportedCombination(
+            f"{name}: hot-vertex reuse needs each vertex's sample to be its own (NS, LABOR-0); LABOR with "
+            f"importance_sampling={sampler.importance_sampling} draws a layer's vertices jointly: pass importance_sampling=0"
+        )
     hot_reuse.bind(sampler.graph, name)
     return hot_reuse

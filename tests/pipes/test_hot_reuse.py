@@ -241,7 +241,9 @@ def test_the_gradient_sent_to_reused_rows_reaches_the_bottom_layer_after_its_sup
     reference = SAGEConv(DIM, 5)
     reference.load_state_dict(version0)
     subgraph, input_nodes = sampler.sample_hot_layer(hot_reuse.hot, 0)
-    (reference(subgraph, features["feat"].read(input_nodes))[mb.reused.hot_index] * weight).sum().backward()
+    dst = mb.sampled_subgraphs[0].original_column_node_ids
+    rows_of_hot = torch.searchsorted(hot_reuse.hot, dst[mb.reused.positions])
+    (reference(subgraph, features["feat"].read(input_nodes))[rows_of_hot] * weight).sum().backward()
     x = torch.randn(3, DIM)
     bottom.zero_grad()
     bottom.lin_self(x).sum().backward()  # the next step's own gradient, plus the pending one
@@ -327,7 +329,7 @@ def test_typed_graphs(sampler):
         with torch.no_grad():
             out = bottom(subgraph, {t: features["node", t, "feat"].read(ids) for t, ids in input_nodes.items()})
         stacked = torch.cat([out[t] for t in graph.node_types if t in out and out[t].numel()])
-        assert torch.allclose(b.reused.rows, stacked[b.reused.hot_index])
+        assert torch.allclose(b.reused.rows, stacked[torch.searchsorted(hot_reuse.hot, type_major[b.reused.positions])])
         h = {t: torch.zeros(ids.numel(), 5) for t, ids in dst.items()}
         inserted = torch.cat([hot_reuse.insert(h, b)[t] for t in graph.node_types])
         assert torch.equal(inserted[b.reused.positions], b.reused.rows)
