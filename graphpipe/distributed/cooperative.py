@@ -299,17 +299,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
     index the rows ``cooperative_exchange(mb, mb.num_layers, h)`` returns.
     """
     where = f"{type(sampler).__name__} (cooperative)"
-    if source.sampling_group is None or not dist.is_initialized():
-        raise RuntimeError(
-            f"{where}: torch.distributed is not initialised in this process (cooperative sampling cannot run "
-            f"in worker processes: use DataLoader(num_workers=0))"
-        )
-    if source.uneven:
-        raise ValueError(
-            f"{where}: some ranks get fewer batches than others ({len(source.item_set)} items, batch_size="
-            f"{source.batch_size}, {source.world_size} ranks); pass drop_uneven_inputs=True to the "
-            f"DistributedItemSampler"
-        )
+    check_lockstep(source, where, "cooperative sampling cannot run in worker processes")
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
     check_part_owners(graph, partition, source.rank, where)
     pending = None
@@ -392,8 +382,15 @@ def _owned_exclusion(sampler, seeds: SeedNodes, owned: List[torch.Tensor], sourc
     of the pairs of EVERY rank's share of the batch, as one process excludes them for
     the global batch, kept for the seeds this rank owns (``owned``: per node type,
     ascending), which lead its destinations of every layer."""
+    everyone = link_seed_nodes(sampler.graph, _global_links(seeds, source.world_size, source.sampling_group))
+    return exclusion_of_owned(sampler, everyone, owned)
+
+
+def exclusion_of_owned(sampler, everyone: SeedNodes, owned: List[torch.Tensor]) -> SeedEdgeExclusion:
+    """The seed edges (and reverses) of the link seeds ``everyone`` that ``sampler``'s
+    graph holds, kept for the seeds ``owned`` (per node type, ascending, a subset of
+    ``everyone``'s), which lead the destinations of every layer."""
     graph = sampler.graph
-    everyone = link_seed_nodes(graph, _global_links(seeds, source.world_size, source.sampling_group))
     exclusion = seed_edge_exclusion(graph, everyone, sampler.reverse_edge_types, sampler.reverse_positions, sampler.sorted_indices)
     # The owned seeds' segments among everyone's: per edge type, one per seed of its destination type.
     starts = list(accumulate(everyone.counts, initial=0))
@@ -407,6 +404,19 @@ def _owned_exclusion(sampler, seeds: SeedNodes, owned: List[torch.Tensor], sourc
     segments = tuple(accumulate((owned[d].numel() for _, d in graph.schema.edge_type_ends), initial=0))
     edges = EdgeExclusion(kept_indptr, exclusion.edges.positions[kept])
     return SeedEdgeExclusion(edges, segments, tuple(kept_indptr[list(segments)].tolist()))
+
+
+def check_lockstep(source, where: str, why: str, uneven_why: str = "") -> None:
+    """A collective stage over the DistributedItemSampler ``source`` runs in a process of the
+    group and every rank gets as many batches; else an error naming ``where`` and ``why``."""
+    if source.sampling_group is None or not dist.is_initialized():
+        raise RuntimeError(f"{where}: torch.distributed is not initialised in this process ({why}: use DataLoader(num_workers=0))")
+    if source.uneven:
+        raise ValueError(
+            f"{where}: some ranks get fewer batches than others ({len(source.item_set)} items, batch_size="
+            f"{source.batch_size}, {source.world_size} ranks){uneven_why}; pass drop_uneven_inputs=True to the "
+            f"DistributedItemSampler"
+        )
 
 
 def _global_links(seeds: SeedNodes, world_size: int, group) -> Dict[int, torch.Tensor]:

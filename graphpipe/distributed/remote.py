@@ -51,7 +51,7 @@ import torch.distributed as dist
 from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.distributed.cooperative import _all_to_all, _collective, _link_rows, _send_to_owners
+from graphpipe.distributed.cooperative import _all_to_all, _collective, _link_rows, _send_to_owners, check_lockstep, exclusion_of_owned
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
@@ -60,13 +60,12 @@ from graphpipe.graph.sampling import (
     SeedNodes,
     compact_layer,
     link_seed_nodes,
-    seed_edge_exclusion,
     segment_destinations,
     typed_subgraph,
     untyped_subgraph,
 )
 from graphpipe.ops import LayerSample, derive_key, torch_random
-from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
+from graphpipe.ops.edge_lookup import EdgeQueries
 from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_edges
 from graphpipe.ops.negative_sampling import MAX_ATTEMPTS
 
@@ -96,17 +95,7 @@ def sample_subgraphs_from_owners(sampler, minibatch: MiniBatch, seeds: SeedNodes
     ``sampler.batch_seeds(minibatch)``; ``sampler.seed`` is the same on every rank.
     """
     where = f"{type(sampler).__name__} (over a part)"
-    if source.sampling_group is None or not dist.is_initialized():
-        raise RuntimeError(
-            f"{where}: torch.distributed is not initialised in this process (a part's batches ask the other ranks: "
-            f"use DataLoader(num_workers=0))"
-        )
-    if source.uneven:
-        raise ValueError(
-            f"{where}: some ranks get fewer batches than others ({len(source.item_set)} items, batch_size="
-            f"{source.batch_size}, {source.world_size} ranks), and every rank must answer every batch's requests; "
-            f"pass drop_uneven_inputs=True to the DistributedItemSampler"
-        )
+    check_lockstep(source, where, "a part's batches ask the other ranks", ", and every rank must answer every batch's requests")
     graph = sampler.graph
     check_part_owners(graph, source.partition, source.rank, where)
     exclusions = _requested_exclusions(sampler, seeds, source) if sampler.excludes_seed_edges else None
@@ -200,25 +189,12 @@ def _requested_exclusions(sampler, seeds: SeedNodes, source) -> List[SeedEdgeExc
     """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
     rank's part holds, over the segments of that rank's seeds this rank owns (per node
     type, ascending: they lead the vertices that rank asks it for in a layer)."""
-    graph, partition, rank = sampler.graph, source.partition, source.rank
-    schema = graph.schema
     exclusions = []
     for links in _links_of_ranks(seeds, source.world_size, source.sampling_group):
-        everyone = link_seed_nodes(graph, links)
-        exclusion = seed_edge_exclusion(graph, everyone, sampler.reverse_edge_types, sampler.reverse_positions, sampler.sorted_indices)
+        everyone = link_seed_nodes(sampler.graph, links)
         starts = list(accumulate(everyone.counts, initial=0))
-        owned = [ids[partition.owner(ids) == rank] for ids in (everyone.nodes[a:b] for a, b in zip(starts, starts[1:]))]
-        # The owned seeds' segments among everyone's: per edge type, one per seed of its destination type.
-        at = [torch.searchsorted(everyone.nodes[starts[d] : starts[d + 1]], ids) for d, ids in enumerate(owned)]
-        keep = torch.cat([at[d] + exclusion.segment_offsets[t] for t, (_, d) in enumerate(schema.edge_type_ends)])
-        indptr = exclusion.edges.indptr
-        lengths = indptr[keep + 1] - indptr[keep]
-        kept_indptr = torch.zeros(keep.numel() + 1, dtype=torch.int64)
-        torch.cumsum(lengths, 0, out=kept_indptr[1:])
-        kept = torch.repeat_interleave(indptr[keep] - kept_indptr[:-1], lengths) + torch.arange(int(kept_indptr[-1]))
-        segments = tuple(accumulate((owned[d].numel() for _, d in schema.edge_type_ends), initial=0))
-        edges = EdgeExclusion(kept_indptr, exclusion.edges.positions[kept])
-        exclusions.append(SeedEdgeExclusion(edges, segments, tuple(kept_indptr[list(segments)].tolist())))
+        owned = [ids[source.partition.owner(ids) == source.rank] for ids in (everyone.nodes[a:b] for a, b in zip(starts, starts[1:]))]
+        exclusions.append(exclusion_of_owned(sampler, everyone, owned))
     return exclusions
 
 
