@@ -19,6 +19,7 @@ and rows with all-to-all (see examples/multiprocess_node_classification.py).
 
 import argparse
 import os
+import sys
 import time
 
 # Idle OpenMP threads must not spin on few cores (see node_classification.py); torch reads these at import.
@@ -89,7 +90,10 @@ def main():
         partition_synthetic(args, world_size)
     dist.barrier()
     part = load_partition(args.parts, rank, num_parts=world_size)
-    print(f"rank {rank}: {part.nodes.numel()} vertices, {part.graph.total_num_edges} in-edges", flush=True)
+    # One write per line: with an unbuffered stdout, print() writes the text and its newline
+    # separately, and the ranks' lines could interleave in the shared pipe.
+    sys.stdout.write(f"rank {rank}: {part.nodes.numel()} vertices, {part.graph.total_num_edges} in-edges\n")
+    sys.stdout.flush()
     labels = [s.field("labels") for s in part.item_sets.values()]
     num_classes = torch.tensor(max((int(x.max()) for x in labels if x.numel()), default=-1) + 1)
     dist.all_reduce(num_classes, op=dist.ReduceOp.MAX)  # over every rank's items
