@@ -3,8 +3,8 @@
 Steps:
 
 1. an R-MAT graph (``gp.datasets.rmat_edges``: ``--num-nodes``, ``--num-edges``) with
-   ``[num_nodes, --feature-dim]`` float32 features and ``--train-seeds`` random training
-   seeds, split by ``graphpipe.distributed.partition`` into ``--parts`` parts, hash and METIS;
+   ``[num_nodes, --feature-dim]`` float32 features (``--on-disk``: built through files as
+   ``scale.py`` does, float16) and ``--train-seeds`` random training seeds, split by ``graphpipe.distributed.partition`` into ``--parts`` parts, hash and METIS;
 2. the cut-edge fraction of each (edges whose source and destination owners differ), also of
    the assignment alone at ``--predict`` part counts (METIS: ``metis_assignment`` on the same
    graph, parts balanced by bytes as ``partition(method="metis")`` does; hash: ``Partition``);
@@ -37,9 +37,10 @@ lowers the cooperative figure) and METIS's load imbalance.
     python benchmarks/partitioned_traffic.py --dir /tmp/traffic                  # 1M nodes, 15M edges
     python benchmarks/partitioned_traffic.py --dir /tmp/t --num-nodes 20000 --num-edges 300000 \\
         --batch-size 64 --batches 3 --warmup 1                                     # quick
-    # papers100M's shape (benchmarks/scale.py's defaults), 4 ranks of 8 GB each:
-    python benchmarks/partitioned_traffic.py --dir /scratch/traffic --num-nodes 111059956 \\
-        --num-edges 1615685872 --feature-dim 128 --train-seeds 1207179 --memory-limit-gb 8
+    # papers100M's shape (benchmarks/scale.py's defaults) built through files (--on-disk: a
+    # dataset larger than memory; 80 GB of disk with its parts), 4 ranks of 8 GB each:
+    python benchmarks/partitioned_traffic.py --dir /scratch/traffic --on-disk --num-nodes 111059956 \\
+        --num-edges 1615685872 --feature-dim 128 --train-seeds 1207179 --methods hash --memory-limit-gb 8
 """
 
 from __future__ import annotations
@@ -62,13 +63,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphpipe as gp  # noqa: E402
 from graphpipe.distributed import Partition, load_partition, partition  # noqa: E402
 from graphpipe.distributed.partitioned import _bytes_per_vertex, metis_assignment  # noqa: E402
-from scale import MemoryCgroup  # noqa: E402
+from scale import MemoryCgroup, write_edges, write_features  # noqa: E402
 
 MODES = {"cooperative": True, "independent": False}
 
 
 def build(args):
     """``(graph, features, item_sets)``: the R-MAT graph, float32 features, training seeds."""
+    if args.on_disk:
+        return build_on_disk(args)
     src, dst = gp.datasets.rmat_edges(args.num_nodes, args.num_edges, seed=0)
     graph = gp.CSCGraph.from_coo(src, dst, args.num_nodes)
     del src, dst
@@ -78,10 +81,29 @@ def build(args):
     return graph, gp.FeatureStore({"feat": features}), {"train": gp.ItemSet(train, names="seeds")}
 
 
+def build_on_disk(args):
+    """As :func:`build`, through files as ``benchmarks/scale.py`` builds them, for datasets
+    larger than memory: the R-MAT edge list written in chunks, ``CSCGraph.from_coo_files``
+    (mapped), ``[num_nodes, --feature-dim]`` float16 features in a mapped ``.npy`` (row ``v``
+    holds ``v % 2048``)."""
+    edges, graph_file, features_file = (os.path.join(args.dir, name) for name in ("edges.npy", "graph.pt", "features.npy"))
+    write_edges(edges, args.num_nodes, args.num_edges, 1 << 24)
+    graph = gp.CSCGraph.from_coo_files(graph_file, edges, num_nodes=args.num_nodes)
+    os.remove(edges)
+    write_features(features_file, args.num_nodes, args.feature_dim, "float16", 1 << 20)
+    train = torch.from_numpy(np.random.default_rng(0).choice(args.num_nodes, args.train_seeds, replace=False))
+    return graph, gp.FeatureStore({"feat": gp.Feature(features_file)}), {"train": gp.ItemSet(train, names="seeds")}
+
+
 def cut_fraction(graph, owners: torch.Tensor) -> float:
-    """The fraction of edges whose source and destination owners (``[num_nodes]``) differ."""
-    dst = torch.repeat_interleave(torch.arange(graph.total_num_nodes), graph.in_degrees())
-    return float((owners[graph.indices.to(torch.int64)] != owners[dst]).double().mean())
+    """The fraction of edges whose source and destination owners (``[num_nodes]``) differ
+    (a million destinations at a time: the graph may be mapped and larger than memory)."""
+    cut, indptr, step = 0, graph.indptr.to(torch.int64), 1 << 20
+    for lo in range(0, graph.total_num_nodes, step):
+        hi = min(lo + step, graph.total_num_nodes)
+        dst_owners = torch.repeat_interleave(owners[lo:hi], indptr[lo + 1 : hi + 1] - indptr[lo:hi])
+        cut += int((owners[graph.indices[indptr[lo] : indptr[hi]].to(torch.int64)] != dst_owners).sum())
+    return cut / max(graph.total_num_edges, 1)
 
 
 def assignment(graph, features, method: str, num_parts: int) -> torch.Tensor:
@@ -172,6 +194,19 @@ def rank_main(rank: int, world_size: int, args, results: str) -> None:
     os._exit(0)  # without tearing the process group down: a peer may already be gone
 
 
+def evict_from_page_cache(path: str) -> None:
+    """Drop the files under ``path`` from the page cache (``POSIX_FADV_DONTNEED``), so that the
+    pages a rank maps are read from disk and charged to its cgroup, not found already cached
+    (and charged to the process that wrote them)."""
+    for directory, _, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def remove_cgroup(pid: int) -> None:
     """Remove ``MemoryCgroup``'s cgroup of the exited process ``pid``, if there is one."""
     for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/memory"):
@@ -187,6 +222,7 @@ def run_ranks(args, method: str) -> list:
     for name in os.listdir(results):
         os.unlink(os.path.join(results, name))
     args.part_dir = os.path.join(args.dir, method)
+    evict_from_page_cache(args.part_dir)
     context = mp.get_context("spawn")
     processes = [context.Process(target=rank_main, args=(r, args.parts, args, results)) for r in range(args.parts)]
     for process in processes:
@@ -245,6 +281,7 @@ def main():
     parser.add_argument("--batches", type=int, default=20, help="timed batches per mode")
     parser.add_argument("--warmup", type=int, default=2, help="untimed batches per mode first (kernel compilation)")
     parser.add_argument("--memory-limit-gb", type=float, default=0.0, help="per rank memory cgroup; 0: none")
+    parser.add_argument("--on-disk", action="store_true", help="build through files (scale.py's steps): larger than memory")
     args = parser.parse_args()
     if args.train_seeds is None:
         args.train_seeds = (args.warmup + args.batches + 1) * args.parts * args.batch_size
