@@ -4,7 +4,8 @@ Steps:
 
 1. an R-MAT graph (``gp.datasets.rmat_edges``: ``--num-nodes``, ``--num-edges``) with
    ``[num_nodes, --feature-dim]`` float32 features (``--on-disk``: built through files as
-   ``scale.py`` does, float16) and ``--train-seeds`` random training seeds, split by ``graphpipe.distributed.partition`` into ``--parts`` parts, hash and METIS;
+   ``scale.py`` does, float16) and ``--train-seeds`` random training seeds, split by
+   ``graphpipe.distributed.partition`` into ``--parts`` parts, hash and METIS;
 2. the cut-edge fraction of each (edges whose source and destination owners differ), also of
    the assignment alone at ``--predict`` part counts (METIS: ``metis_assignment`` on the same
    graph, parts balanced by bytes as ``partition(method="metis")`` does; hash: ``Partition``);
