@@ -2,12 +2,14 @@
 
 A partitioned dataset (:func:`graphpipe.distributed.partition`) stores on each part only
 the feature rows of the vertices (edges) that part owns. This feature keeps them in a
-``.npy`` file (mapped on first use, after its checksum is checked) and maps the ids the
-samplers produce (node ids, type-local on typed graphs; the user's edge ids) to its rows.
+``.npy`` file (mapped on first use, after its checksum is checked, for random access) and
+maps the ids the samplers produce (node ids, type-local on typed graphs; the user's edge
+ids) to its rows.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import zlib
 from typing import Optional, Tuple
@@ -40,6 +42,14 @@ class OwnedRowsFeature(Feature):
         num_rows: rows of the whole table (ids are in ``[0, num_rows)``).
         checksum: ``(size in bytes, CRC-32)`` of the file, checked once before it is
             first mapped (ValueError naming the file on a mismatch); None: not checked.
+
+    The file is mapped with ``MADV_RANDOM`` (no readahead): a rank reads the rows its
+    batches reach, scattered over the file, and the kernel's readahead (8 MiB a fault on
+    the VM of ``benchmarks/RESULTS.md``) would read thousands of rows it does not need and,
+    when the part is larger than the memory the rank may use, evict those it does: under a
+    2 GB memory cgroup per rank, 5-8x fewer batches per second ("Partitioned training at
+    scale" there). When the part fits, the checksum pass has read the file into the page
+    cache and the advice costs nothing measurable.
     """
 
     def __init__(self, path: str, ids: torch.Tensor, num_rows: int, checksum: Optional[Tuple[int, int]] = None):
@@ -58,7 +68,10 @@ class OwnedRowsFeature(Feature):
                     f"the file is corrupted; partition the dataset again"
                 )
             self.checksum = None
+        first = self._data is None
         table = super().data
+        if first:
+            _advise_random_access(table)
         if table.shape[0] != self.ids.numel():
             raise ValueError(f"OwnedRowsFeature: '{self.path}' has {table.shape[0]} rows for {self.ids.numel()} ids")
         return table
@@ -91,3 +104,11 @@ class OwnedRowsFeature(Feature):
 
     def __repr__(self) -> str:
         return f"OwnedRowsFeature(path='{self.path}', {self.ids.numel()} of {self._num_rows} rows)"
+
+
+def _advise_random_access(table) -> None:
+    """``MADV_RANDOM`` on the memory map of ``table`` (``np.load(mmap_mode=...)``'s
+    ``np.memmap``); nothing where the platform has no ``madvise``."""
+    mapping = getattr(table, "_mmap", None)
+    if mapping is not None and hasattr(mmap, "MADV_RANDOM"):
+        mapping.madvise(mmap.MADV_RANDOM)
