@@ -85,14 +85,9 @@ __all__ = ["fetch_features_from_owners", "refusal_on_part", "sample_negatives_fr
 
 def refusal_on_part(mode: str, deduplicate: bool) -> Optional[str]:
     """Why a sampler in capability ``mode`` cannot sample independent batches over a part
-    graph (the stage raises UnsupportedCombination with it), or None."""
-    if mode == "disjoint":
-        return (
-            "disjoint sampling over a part of a partitioned dataset is not supported (each hop would need its root "
-            "seed's subtree at the owners); sample the whole graph (CSCGraph.load) on each rank, or drop disjoint=True"
-        )
-    if not deduplicate and mode != "temporal":
-        return "deduplicate=False over a part of a partitioned dataset is not supported; pass deduplicate=True"
+    graph (the stage raises UnsupportedCombination with it), or None: every mode but
+    cooperative (which the stage refuses with temporal sampling), with or without
+    deduplication, is sampled by the owners as one process samples it."""
     return None
 
 
