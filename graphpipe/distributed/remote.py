@@ -19,11 +19,25 @@ in :mod:`graphpipe.graph.sampling`):
 3. the owner sends back, per requesting rank, each segment's sampled in-edges (global
    source ids, the user's edge ids, LABOR's edge weights), which the requester puts back
    in its own segment order: the layer one process samples. The requester compacts it
-   and lays it out (block or pyg layout) as usual.
+   (or appends a row per edge: ``deduplicate=False``, temporal block batches) and lays
+   it out (block or pyg layout) as usual.
 
-With ``exclude_seed_edges=True`` the owners learn every rank's node pairs once per batch
-(one all-gather) and exclude, for each requester, the seed edges of ITS pairs among the
-in-edges they hold. Feature rows (:func:`fetch_features_from_owners`) are read by their
+Where a hop depends on its root seed, the frontier travels as rows that say it
+(:func:`_request_rows`): disjoint subtrees (``disjoint=True``, temporal pyg batches) as
+node keys ``id * S + subtree`` with ``S``; temporal batches with the closed time window
+of the entry's root seed and, for rows (block), the row's key, so that the owner filters
+and draws as the requester's loop would (:func:`~graphpipe.graph.sampling.sample_layer`
+with the requester's :class:`~graphpipe.graph.sampling.LayerTimes`). An owner needs the
+times of the in-edges it holds and of their sources: a part graph holds its edges' edge
+attributes and every node's node attributes (``[num_nodes]``, like its ``indptr``). How
+a segment is filtered (binary search on time-sorted in-edges or a scan, rejection draws)
+follows the whole graph's facts, agreed over the parts once per filter
+(:func:`_agreed_time_filter`).
+
+With ``exclude_seed_edges=True`` the owners learn every rank's node pairs (and their
+rows among its seeds) once per batch (one all-gather) and exclude, for each requester,
+the seed edges of ITS pairs among the in-edges they hold; batches without deduplication
+drop them after sampling, at the requester, as one process does. Feature rows (:func:`fetch_features_from_owners`) are read by their
 owners (a node's: its owner; an edge's: its destination's) and sent back. Negatives that
 must not be edges (:func:`sample_negatives_from_owners`) are checked by the owners of
 their destinations, one round of exchanges per redraw.
@@ -31,12 +45,13 @@ their destinations, one round of exchanges per redraw.
 Every call is collective: all ranks join every exchange of every layer, also with no
 request (an empty share of a global batch), in the same order (the loader runs such
 stages one batch at a time; the sampler and the negative sampler on the sampling group,
-in one thread, the fetcher on the feature group). Temporal and disjoint sampling,
-LABOR-k and ``deduplicate=False`` are refused on parts (:func:`refusal_on_part`).
+in one thread, the fetcher on the feature group). Cooperative temporal sampling and
+LABOR-k are refused on parts by their stages.
 
 Cost per layer and rank: 5 all-to-alls (request counts and ids; reply header, segment
-degrees, edge rows), ``8 * frontier`` bytes sent and ``8 * (segments + 2 or 3 * edges)``
-bytes received; a vertex several ranks ask for is sampled once per requester.
+degrees, edge rows), ``8 * frontier`` bytes sent (disjoint: 16; temporal: 24 to 40) and
+``8 * (segments + 2 or 3 * edges)`` bytes received; a vertex several ranks ask for is
+sampled once per requester.
 """
 
 from __future__ import annotations

@@ -4,10 +4,13 @@ row's root time (graphpipe.distributed.remote), and gets, bit for bit, what one 
 samples for that batch over the whole graph: node and link batches (the seeds' own times),
 block and pyg layouts, node and edge timestamps, "uniform" and "last", typed and untyped.
 
+Disjoint batches and rows without deduplication, without times, go the same way (their
+hops depend on their root too) and are checked alike.
+
 The graphs are test_cooperative's with int64 node times ``nts`` (typed: "venue" has none)
-and edge times ``ets``, sorted by ``ets`` but for one hub whose in-edges are many (rejection
-draws): the whole graph is not sorted, while the parts without the hub are, so the owners
-must sample as the whole graph's (unsorted) filter does.
+and edge times ``ets``, sorted by ``ets`` but for one of two hubs (in-edges enough for
+rejection draws): the whole graph is not sorted, while a part without that hub is, so
+its owner must draw the other hub's in-edges as the whole graph's (unsorted) filter does.
 """
 
 import dataclasses
@@ -18,7 +21,6 @@ import torch.distributed as dist
 
 import graphpipe as gp
 from graphpipe.distributed import load_partition, partition
-from graphpipe.pipes.capabilities import UnsupportedCombination
 
 from dist_harness import run_ranks, values
 from test_cooperative import FANOUTS, LINK_TYPES, NUM_NODES, REVERSE, edges_of, summary
@@ -27,7 +29,7 @@ from test_partitioned import KINDS, same
 HUB_TYPE = {"untyped": "_N:_E:_N", "typed": "paper:cites:paper"}
 EDGE_TIMES = {"edge_timestamp_attr_name": "ets"}
 BOTH_TIMES = {"node_timestamp_attr_name": "nts", "edge_timestamp_attr_name": "ets"}
-# (sampler, task, layout, temporal options)
+# (sampler, task, layout, options: temporal ones, or disjoint / deduplicate=False without times)
 CASES = [
     ("neighbor", "node", "block", EDGE_TIMES),
     ("neighbor", "node", "pyg", {**BOTH_TIMES, "temporal_strategy": "last", "time_window": 30}),
@@ -42,13 +44,13 @@ SIZES = {"node": 7, "link": 5}  # items per rank and batch
 
 
 def timed_graph(kind) -> gp.CSCGraph:
-    """test_cooperative's graph, its hub (node 0 of the hub edge type's destination type)
-    given 40 more in-edges, with node times ``nts`` and edge times ``ets`` in [0, 100),
-    sorted by ``ets`` but for the hub's in-edges (its first and last swapped)."""
+    """test_cooperative's graph, two hubs (nodes 0 and 1 of the hub edge type's
+    destination type) given 40 more in-edges each, with node times ``nts`` and edge times
+    ``ets`` in [0, 100), sorted by ``ets`` but for hub 0's in-edges (first and last swapped)."""
     gen = torch.Generator().manual_seed(11)
     edges = edges_of(kind)
     src, dst = edges[HUB_TYPE[kind]]
-    edges[HUB_TYPE[kind]] = (torch.cat([src, torch.arange(40)]), torch.cat([dst, torch.zeros(40, dtype=torch.int64)]))
+    edges[HUB_TYPE[kind]] = (torch.cat([src, torch.arange(40).repeat(2)]), torch.cat([dst, torch.arange(2).repeat_interleave(40)]))
     edge_time = {t: torch.randint(0, 100, (s.numel(),), generator=gen) for t, (s, _) in edges.items()}
     node_time = {t: torch.randint(0, 100, (n,), generator=gen) for t, n in NUM_NODES[kind].items() if t != "venue"}
     if kind == "untyped":
@@ -131,9 +133,10 @@ def partitioned(tmp_path, world_size, method):
 @pytest.mark.usefixtures("kernels_for_child_processes")
 @pytest.mark.parametrize("world_size, method", [(1, "hash"), (2, "hash"), (3, "metis")])
 def test_temporal_batches_on_parts_equal_one_process(world_size, method, tmp_path):
-    """Each rank maps only its part; its own temporal node and link batches equal, bit for
-    bit, those one process samples over the whole graph: items and their times, every
-    layer's edges (user edge ids), subtrees (pyg), LABOR's weights."""
+    """Each rank maps only its part; its own temporal (disjoint, ``deduplicate=False``)
+    node and link batches equal, bit for bit, those one process samples over the whole
+    graph: items and their times, every layer's edges (user edge ids), subtrees (pyg),
+    LABOR's weights; a rank's empty share is an empty batch."""
     if method == "metis":
         pytest.importorskip("pymetis")
     out_dirs = partitioned(tmp_path, world_size, method)
@@ -143,9 +146,9 @@ def test_temporal_batches_on_parts_equal_one_process(world_size, method, tmp_pat
             got = [r[kind, i] for r in results]
             for on_part, on_whole, _, _ in got:
                 assert len(on_part) == len(on_whole) > 1, (kind, case)
-                empty = [i for i, b in enumerate(on_whole) if b is None]
-                assert all(x.numel() == 0 for i in empty for layer in on_part[i]["triples"] for x in layer.values())
-                assert same([b for i, b in enumerate(on_part) if i not in empty], [b for b in on_whole if b is not None]), (kind, case)
+                empty = [j for j, b in enumerate(on_whole) if b is None]
+                assert all(x.numel() == 0 for j in empty for layer in on_part[j]["triples"] for x in layer.values())
+                assert same([b for j, b in enumerate(on_part) if j not in empty], [b for b in on_whole if b is not None]), (kind, case)
             assert sum(x.shape[0] for on_part, *_ in got for b in on_part for layer in b["triples"] for x in layer.values()) > 0
             if case[3] is EDGE_TIMES:  # the whole graph is not sorted by ets; a part without the hub is
                 assert not any(whole_sorted for *_, whole_sorted in got)
