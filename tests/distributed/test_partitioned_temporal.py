@@ -109,6 +109,7 @@ def temporal_rank(rank, world_size, out_dirs):
     out = {}
     for kind in KINDS:
         part, graph = load_partition(out_dirs[kind], rank, num_parts=world_size), timed_graph(kind)
+        assert torch.equal(part.graph.node_attributes["nts"], graph.node_attributes["nts"])  # every node's times: sources' too
         for i, case in enumerate(CASES):
             sources = [gp.DistributedItemSampler.from_part(part, case[1], SIZES[case[1]], **OPTIONS) for _ in range(2)]  # the same batches
             on_part, on_whole = pipe_of(kind, case, part.graph, sources[0]), pipe_of(kind, case, graph, sources[1])
