@@ -187,8 +187,8 @@ class _Route(NamedTuple):
     ``arrived`` and ``orders`` is node type ``t``'s.
 
     Attributes:
-        arrived: per type, ``[n_t]`` int64 global ids this rank owns, from rank 0's
-            requests to the last rank's.
+        arrived: per type, ``[n_t]`` int64 global ids this rank owns (or their ``[n_t, c]``
+            rows), from rank 0's requests to the last rank's.
         orders: per type, ``ids_t[orders[t]]`` is what was sent, grouped by owner.
         sent: per type, ids sent to each rank (``world_size`` ints).
         received: per type, ids received from each rank (``world_size`` ints).
@@ -200,18 +200,20 @@ class _Route(NamedTuple):
     received: List[List[int]]
 
 
-def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partition, group) -> _Route:
+def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partition, group, rows: Optional[torch.Tensor] = None) -> _Route:
     """Send ``ids`` (``[n]`` int64 global ids, type-major: ``counts`` per node type) to
-    their owners: one exchange of the counts, then one of the ids."""
+    their owners: one exchange of the counts, then one of the ids (or of ``rows``,
+    ``[n, c]`` int64, one per id, sent in their place)."""
     num_parts, num_types = partition.num_parts, len(counts)
     owners = partition.owner(ids)
+    sent_rows = ids if rows is None else rows
     if num_types == 1:  # the one-type case, without type keys or copies
         order = torch.argsort(owners, stable=True)
         sent = torch.bincount(owners, minlength=num_parts)
         received = torch.empty_like(sent)
         _collective(dist.all_to_all_single, received, sent, group=group)
         sent_to, received_from = sent.tolist(), received.tolist()
-        arrived, _ = _all_to_all(ids[order], sent_to, received_from, group)
+        arrived, _ = _all_to_all(sent_rows[order], sent_to, received_from, group)
         return _Route([arrived], [order], [sent_to], [received_from])
     types = torch.repeat_interleave(torch.arange(num_types), torch.tensor(counts))
     # Per type (each keeps its range: the ids are type-major), by owner.
@@ -223,7 +225,7 @@ def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partiti
     # The send buffer is owner-major: per owner, per type, the ids in their order.
     blocks = order.split([row[t] for t in range(num_types) for row in sent_to])  # block t * num_parts + r
     index = torch.cat([blocks[t * num_parts + r] for r in range(num_parts) for t in range(num_types)])
-    arrived, _ = _all_to_all(ids[index], [sum(row) for row in sent_to], [sum(row) for row in received_from], group)
+    arrived, _ = _all_to_all(sent_rows[index], [sum(row) for row in sent_to], [sum(row) for row in received_from], group)
     pieces = arrived.split(received.tolist())  # piece r * num_types + t: type t from rank r
     starts = list(accumulate(counts, initial=0))
     return _Route(
@@ -390,19 +392,26 @@ def exclusion_of_owned(sampler, everyone: SeedNodes, owned: List[torch.Tensor]) 
     """The seed edges (and reverses) of the link seeds ``everyone`` that ``sampler``'s
     graph holds, kept for the seeds ``owned`` (per node type, ascending, a subset of
     ``everyone``'s), which lead the destinations of every layer."""
-    graph = sampler.graph
-    exclusion = seed_edge_exclusion(graph, everyone, sampler.reverse_edge_types, sampler.reverse_positions, sampler.sorted_indices)
-    # The owned seeds' segments among everyone's: per edge type, one per seed of its destination type.
     starts = list(accumulate(everyone.counts, initial=0))
     at = [torch.searchsorted(everyone.nodes[starts[d] : starts[d + 1]], ids) for d, ids in enumerate(owned)]
-    keep = torch.cat([at[d] + exclusion.segment_offsets[t] for t, (_, d) in enumerate(graph.schema.edge_type_ends)])
+    return exclusion_of_rows(sampler, everyone, at)
+
+
+def exclusion_of_rows(sampler, everyone: SeedNodes, kept: List[torch.Tensor]) -> SeedEdgeExclusion:
+    """The seed edges (and reverses) of the link seeds ``everyone`` that ``sampler``'s
+    graph holds, kept for the seed rows ``kept`` (per node type, ascending positions
+    among ``everyone``'s rows of that type), which lead the destinations of every layer."""
+    graph = sampler.graph
+    exclusion = seed_edge_exclusion(graph, everyone, sampler.reverse_edge_types, sampler.reverse_positions, sampler.sorted_indices)
+    # The kept rows' segments among everyone's: per edge type, one per seed row of its destination type.
+    keep = torch.cat([kept[d] + exclusion.segment_offsets[t] for t, (_, d) in enumerate(graph.schema.edge_type_ends)])
     indptr = exclusion.edges.indptr
     first, lengths = indptr[keep], indptr[keep + 1] - indptr[keep]
     kept_indptr = torch.zeros(keep.numel() + 1, dtype=torch.int64)
     torch.cumsum(lengths, 0, out=kept_indptr[1:])
-    kept = torch.repeat_interleave(first - kept_indptr[:-1], lengths) + torch.arange(int(kept_indptr[-1]))
-    segments = tuple(accumulate((owned[d].numel() for _, d in graph.schema.edge_type_ends), initial=0))
-    edges = EdgeExclusion(kept_indptr, exclusion.edges.positions[kept])
+    positions = torch.repeat_interleave(first - kept_indptr[:-1], lengths) + torch.arange(int(kept_indptr[-1]))
+    segments = tuple(accumulate((kept[d].numel() for _, d in graph.schema.edge_type_ends), initial=0))
+    edges = EdgeExclusion(kept_indptr, exclusion.edges.positions[positions])
     return SeedEdgeExclusion(edges, segments, tuple(kept_indptr[list(segments)].tolist()))
 
 

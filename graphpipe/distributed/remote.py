@@ -19,11 +19,25 @@ in :mod:`graphpipe.graph.sampling`):
 3. the owner sends back, per requesting rank, each segment's sampled in-edges (global
    source ids, the user's edge ids, LABOR's edge weights), which the requester puts back
    in its own segment order: the layer one process samples. The requester compacts it
-   and lays it out (block or pyg layout) as usual.
+   (or appends a row per edge: ``deduplicate=False``, temporal block batches) and lays
+   it out (block or pyg layout) as usual.
 
-With ``exclude_seed_edges=True`` the owners learn every rank's node pairs once per batch
-(one all-gather) and exclude, for each requester, the seed edges of ITS pairs among the
-in-edges they hold. Feature rows (:func:`fetch_features_from_owners`) are read by their
+Where a hop depends on its root seed, the frontier travels as rows that say it
+(:func:`_request_rows`): disjoint subtrees (``disjoint=True``, temporal pyg batches) as
+node keys ``id * S + subtree`` with ``S``; temporal batches with the closed time window
+of the entry's root seed and, for rows (block), the row's key, so that the owner filters
+and draws as the requester's loop would (:func:`~graphpipe.graph.sampling.sample_layer`
+with the requester's :class:`~graphpipe.graph.sampling.LayerTimes`). An owner needs the
+times of the in-edges it holds and of their sources: a part graph holds its edges' edge
+attributes and every node's node attributes (``[num_nodes]``, like its ``indptr``). How
+a segment is filtered (binary search on time-sorted in-edges or a scan, rejection draws)
+follows the whole graph's facts, agreed over the parts once per filter
+(:func:`_agreed_time_filter`).
+
+With ``exclude_seed_edges=True`` the owners learn every rank's node pairs (and their
+rows among its seeds) once per batch (one all-gather) and exclude, for each requester,
+the seed edges of ITS pairs among the in-edges they hold; batches without deduplication
+drop them after sampling, at the requester, as one process does. Feature rows (:func:`fetch_features_from_owners`) are read by their
 owners (a node's: its owner; an edge's: its destination's) and sent back. Negatives that
 must not be edges (:func:`sample_negatives_from_owners`) are checked by the owners of
 their destinations, one round of exchanges per redraw.
@@ -31,19 +45,23 @@ their destinations, one round of exchanges per redraw.
 Every call is collective: all ranks join every exchange of every layer, also with no
 request (an empty share of a global batch), in the same order (the loader runs such
 stages one batch at a time; the sampler and the negative sampler on the sampling group,
-in one thread, the fetcher on the feature group). Temporal and disjoint sampling,
-LABOR-k and ``deduplicate=False`` are refused on parts (:func:`refusal_on_part`).
+in one thread, the fetcher on the feature group). Cooperative temporal sampling and
+LABOR-k are refused on parts by their stages.
 
 Cost per layer and rank: 5 all-to-alls (request counts and ids; reply header, segment
-degrees, edge rows), ``8 * frontier`` bytes sent and ``8 * (segments + 2 or 3 * edges)``
-bytes received; a vertex several ranks ask for is sampled once per requester.
+degrees, edge rows), ``8 * frontier`` bytes sent (disjoint: 16; temporal: 24 to 40) and
+``8 * (segments + 2 or 3 * edges)`` bytes received; a vertex several ranks ask for is
+sampled once per requester.
 """
 
 from __future__ import annotations
 
+import copy
+import weakref
 from dataclasses import replace
+from functools import partial
 from itertools import accumulate
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -51,44 +69,48 @@ import torch.distributed as dist
 from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.distributed.cooperative import _all_to_all, _collective, _link_rows, _send_to_owners, check_lockstep, exclusion_of_owned
+from graphpipe.distributed.cooperative import _all_to_all, _collective, _link_rows, _send_to_owners, check_lockstep, exclusion_of_rows
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.sampling import (
+    LayerTimes,
     SeedEdgeExclusion,
     SeedNodes,
+    append_layer,
     compact_layer,
-    link_seed_nodes,
+    drop_seed_edges,
+    node_ids_of_keys,
+    sample_layer,
+    seed_edge_keys,
     segment_destinations,
+    subtree_keys,
     typed_subgraph,
     untyped_subgraph,
 )
+from graphpipe.graph.temporal import TimeFilter
 from graphpipe.ops import LayerSample, derive_key, torch_random
 from graphpipe.ops.edge_lookup import EdgeQueries
 from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_edges
 from graphpipe.ops.negative_sampling import MAX_ATTEMPTS
+from graphpipe.ops.temporal import UNTIMED, time_keys
 
 __all__ = ["fetch_features_from_owners", "refusal_on_part", "sample_negatives_from_owners", "sample_subgraphs_from_owners"]
 
 
 def refusal_on_part(mode: str, deduplicate: bool) -> Optional[str]:
     """Why a sampler in capability ``mode`` cannot sample independent batches over a part
-    graph (the stage raises UnsupportedCombination with it), or None."""
-    if mode in ("temporal", "disjoint"):
-        return (
-            f"{mode} sampling over a part of a partitioned dataset is not supported (each hop would need its root "
-            f"seed's {'time' if mode == 'temporal' else 'subtree'} at the owners); sample the whole graph "
-            f"(CSCGraph.load) on each rank, or drop {'the timestamps' if mode == 'temporal' else 'disjoint=True'}"
-        )
-    if not deduplicate:
-        return "deduplicate=False over a part of a partitioned dataset is not supported; pass deduplicate=True"
+    graph (the stage raises UnsupportedCombination with it), or None: every mode but
+    cooperative (which the stage refuses with temporal sampling), with or without
+    deduplication, is sampled by the owners as one process samples it."""
     return None
 
 
 def sample_subgraphs_from_owners(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> MiniBatch:
     """This rank's own batch sampled over a part graph, the owners sampling the in-edges
-    the part does not hold: the MiniBatch one process samples over the whole graph.
+    the part does not hold: the MiniBatch one process samples over the whole graph
+    (:meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_subgraphs`' loop,
+    disjoint and temporal batches and rows without deduplication included).
 
     A collective call on the sampling group of the DistributedItemSampler ``source``:
     every rank calls it for its batch of the same ``batch_index``. ``seeds`` is
@@ -98,17 +120,27 @@ def sample_subgraphs_from_owners(sampler, minibatch: MiniBatch, seeds: SeedNodes
     check_lockstep(source, where, "a part's batches ask the other ranks", ", and every rank must answer every batch's requests")
     graph = sampler.graph
     check_part_owners(graph, source.partition, source.rank, where)
-    exclusions = _requested_exclusions(sampler, seeds, source) if sampler.excludes_seed_edges else None
+    roots = _roots(sampler, minibatch, seeds, source)
+    exclusions = _requested_exclusions(sampler, seeds, source) if sampler.excludes_seed_edges and sampler.deduplicate else None
+    # Rows (no deduplication): the seed edges are dropped after sampling, as one process drops them
+    # (a part graph has no reverse_edge_ids, so the reverses are those of reverse_edge_types).
+    dropped = seed_edge_keys(graph, seeds, sampler.reverse_edge_types) if sampler.excludes_seed_edges and not sampler.deduplicate else None
     view = _UserEdgeIds(graph)
-    nodes, counts, skipped = seeds.nodes, seeds.counts, sampler.no_skip
+    nodes, counts, skipped, row_roots = seeds.nodes, seeds.counts, sampler.no_skip, roots.rows
+    if sampler.disjoint:
+        nodes = subtree_keys(nodes)
     subgraphs = []
     for layer in reversed(range(len(sampler.fanouts))):
         # The seeds, the only destinations with excluded in-edges, lead every block layer's destinations.
         exclude = exclusions if sampler.layout == "block" or not subgraphs else None
-        sample = _sample_at_owners(sampler, nodes, counts, skipped, layer, minibatch, exclude, source)
-        step = compact_layer(graph, nodes, counts, skipped, sample)
+        sample = _sample_at_owners(sampler, nodes, counts, skipped, layer, minibatch, exclude, source, roots._replace(rows=row_roots))
+        if sampler.deduplicate:
+            step = compact_layer(graph, nodes, counts, skipped, sample, roots.subtrees)
+        else:
+            step, row_roots = _append_rows(sampler, nodes, counts, layer, sample, dropped, row_roots)
+        laid = node_ids_of_keys(step, roots.subtrees)
         fanouts = sampler.edge_type_fanouts[layer]
-        subgraphs.append(typed_subgraph(view, step, fanouts) if sampler.typed else untyped_subgraph(view, step))
+        subgraphs.append(typed_subgraph(view, laid, fanouts) if sampler.typed else untyped_subgraph(view, laid))
         if sampler.layout == "pyg":
             skipped = counts
         nodes, counts = step.rows, step.row_counts
@@ -116,7 +148,38 @@ def sample_subgraphs_from_owners(sampler, minibatch: MiniBatch, seeds: SeedNodes
     return replace(
         minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=sampler.layout,
         compacted_seeds=None if seeds.links is None else sampler.compacted_seeds(seeds),
+        subtree_ids=sampler.subtree_ids(nodes, counts, roots.subtrees, seeds, minibatch) if sampler.disjoint else None,
     )  # fmt: skip
+
+
+class _Roots(NamedTuple):
+    """What the owners need of a batch whose hops depend on their root seed.
+
+    Attributes:
+        subtrees: disjoint batches (the pyg layout of temporal ones too): ``S``, one
+            subtree per seed row, node keys ``global id * S + subtree``; else 1.
+        time_filter: temporal batches: the sampler's TimeFilter as the whole graph's
+            (:func:`_agreed_time_filter`); else None.
+        windows: temporal batches: ``([R], [R])`` int64 closed windows of the seed rows.
+        rows: temporal rows (block layout, no deduplication): ``[n]`` int64 each
+            destination row's seed row; else None (a destination's root is its subtree).
+    """
+
+    subtrees: int = 1
+    time_filter: Optional[TimeFilter] = None
+    windows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+    rows: Optional[torch.Tensor] = None
+
+
+def _roots(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> _Roots:
+    """The batch's :class:`_Roots`, as :meth:`SubgraphSampler.sample_subgraphs` makes them."""
+    subtrees = max(seeds.nodes.numel(), 1) if sampler.disjoint else 1
+    if sampler.time_filter is None:
+        return _Roots(subtrees)
+    # A rank's empty share of a global batch may come without times (a typed link share's are dropped with its pairs).
+    windows = sampler.seed_windows(minibatch, seeds) if seeds.nodes.numel() else (seeds.nodes, seeds.nodes)
+    rows = None if sampler.deduplicate else torch.arange(seeds.nodes.numel())
+    return _Roots(subtrees, _agreed_time_filter(sampler.time_filter, source.sampling_group), windows, rows)
 
 
 class _UserEdgeIds:
@@ -141,26 +204,28 @@ def _frontier(nodes: torch.Tensor, counts: Sequence[int], skipped: Sequence[int]
     return kept, tuple(count - skip for count, skip in zip(counts, skipped))
 
 
-def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, exclusions, source) -> LayerSample:
-    """The uncompacted layer ``layer`` of the destinations ``nodes`` (global ids,
+def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, exclusions, source, roots: _Roots) -> LayerSample:
+    """The uncompacted layer ``layer`` of the destinations ``nodes`` (node keys,
     type-major) but the first ``skipped`` of each type, each sampled by its owner:
     :meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_frontier`'s result,
     with the user's edge ids in ``edge_ids``. ``exclusions``: per requesting rank, the
-    seed edges to skip (see :func:`_requested_exclusions`), or None."""
+    seed edges to skip (see :func:`_requested_exclusions`), or None; ``roots``: the
+    batch's, with ``rows`` those of ``nodes``."""
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
     num_types, world_size = len(counts), source.world_size
     front, front_counts = _frontier(nodes, counts, skipped)
+    ids = front if roots.subtrees == 1 else torch.div(front, roots.subtrees, rounding_mode="floor")
     # An empty frontier's sample: the dtypes, and whether the sampler gives edge weights.
     empty = sampler.sample_frontier(front[:0], (0,) * num_types, sampler.no_skip, layer, minibatch, None)
     weighted = empty.edge_weights is not None
-    route = _send_to_owners(front, front_counts, partition, group)
+    route = _send_to_owners(ids, front_counts, partition, group, _request_rows(sampler, front, roots))
     pieces = [arrived.split(received) for arrived, received in zip(route.arrived, route.received)]
     replies = []
     for rank in range(world_size):  # each requester's vertices, sampled with its seed edges excluded
         asked = torch.cat([pieces[t][rank] for t in range(num_types)])
         asked_counts = tuple(route.received[t][rank] for t in range(num_types))
         exclude = None if exclusions is None or exclusions[rank].segment_offsets[-1] == 0 else exclusions[rank]  # no seed here
-        replies.append(sampler.sample_frontier(asked, asked_counts, sampler.no_skip, layer, minibatch, exclude))
+        replies.append(_sample_asked(sampler, asked, asked_counts, layer, minibatch, exclude, roots.time_filter))
     sent = torch.tensor([[r.indptr.numel() - 1, r.indices.numel()] for r in replies], dtype=torch.int64)
     header = torch.empty_like(sent)
     _collective(dist.all_to_all_single, header, sent, group=group)
@@ -170,7 +235,7 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
         columns.append(torch.cat([r.edge_weights for r in replies]).view(torch.int32).to(torch.int64))
     rows, _ = _all_to_all(torch.stack(columns, 1), sent[:, 1].tolist(), header[:, 1].tolist(), group)
     # Segment order: untyped, one per destination; typed, per edge type, per destination of its type.
-    segment_nodes = front if num_types == 1 else front[segment_destinations(graph.schema, front_counts, sampler.edge_type_fanouts[layer])[1]]
+    segment_nodes = ids if num_types == 1 else ids[segment_destinations(graph.schema, front_counts, sampler.edge_type_fanouts[layer])[1]]
     arrived_order = torch.argsort(partition.owner(segment_nodes), stable=True)  # segments as the owners replied
     mine = torch.empty_like(degrees)
     mine[arrived_order] = degrees
@@ -182,33 +247,123 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
     rows = rows[at]
     weights = rows[:, 2].to(torch.int32).view(torch.float32) if weighted else None
     edge_ids = rows[:, 1].to(graph.map_edge_ids(empty.edge_ids).dtype)
-    return LayerSample(indptr, rows[:, 0].to(empty.indices.dtype), edge_ids, weights)
+    indices = rows[:, 0] if roots.subtrees > 1 else rows[:, 0].to(empty.indices.dtype)  # node keys stay int64
+    return LayerSample(indptr, indices, edge_ids, weights)
+
+
+def _request_rows(sampler, front: torch.Tensor, roots: _Roots) -> Optional[torch.Tensor]:
+    """What the owners sample the destinations ``front`` (node keys) by when their hops
+    depend on their root (disjoint, temporal): ``[n, c]`` int64 rows: the node key; ``S``
+    (disjoint); the closed window ``lo, hi`` of its root (temporal); the key of its
+    variates, its position (temporal rows). Else None: the owners get the ids."""
+    if not sampler.disjoint and roots.time_filter is None:
+        return None
+    columns = [front]
+    if sampler.disjoint:
+        columns.append(torch.full_like(front, roots.subtrees))
+    if roots.time_filter is not None:
+        root = front % roots.subtrees if roots.rows is None else roots.rows
+        columns += [roots.windows[0][root], roots.windows[1][root]]
+        if roots.rows is not None:
+            columns.append(torch.arange(front.numel()))
+    return torch.stack(columns, 1)
+
+
+def _sample_asked(sampler, asked: torch.Tensor, counts, layer: int, minibatch, exclude, time_filter) -> LayerSample:
+    """The in-edges of the destinations one rank asked for (type-major, ``counts`` per
+    type), as that rank would sample them: ``asked`` its ids, or :func:`_request_rows`'
+    rows (with ``time_filter``, the agreed one, for temporal rows)."""
+    if asked.dim() == 1:
+        return sampler.sample_frontier(asked, counts, sampler.no_skip, layer, minibatch, exclude)
+    keys, columns = asked[:, 0], list(asked[:, 1:].t().contiguous())
+    subtrees = 1
+    if sampler.disjoint:
+        subtrees = int(columns.pop(0)[0]) if keys.numel() else 1
+    times = None
+    if time_filter is not None:
+        row_keys = columns[2] if len(columns) > 2 else None
+        times = LayerTimes(time_filter, columns[0], columns[1], row_keys, sampler.uniform_draw_key(minibatch.batch_index, layer))
+    kernel = partial(sampler.sample_segments, layer=layer, minibatch=minibatch)
+    return sample_layer(sampler.graph, keys, counts, sampler.edge_type_fanouts[layer], kernel, exclude, subtrees, times)
+
+
+def _append_rows(sampler, nodes, counts, layer: int, sample: LayerSample, dropped, roots):
+    """A layer without deduplication (GraphBolt's temporal layout): its edges of seed
+    pairs (``dropped``: :func:`~graphpipe.graph.sampling.seed_edge_keys`, or None)
+    dropped, then every sampled edge a row. Returns ``(SampledLayer, [num_rows] int64
+    each row's seed row)`` (None when ``roots`` is)."""
+    graph = sampler.graph
+    edge_dst = sampler.edge_destinations(sample, counts, layer)
+    if dropped is not None:
+        types = None
+        if sampler.typed:  # the sample's edge ids are the user's, so its types come from its segments
+            sampled, _ = segment_destinations(graph.schema, counts, sampler.edge_type_fanouts[layer])
+            sizes = torch.tensor([counts[graph.schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
+            types = torch.repeat_interleave(torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), sizes), sample.indptr.diff())
+        sample = drop_seed_edges(graph, sample, nodes, edge_dst, dropped, types)
+        edge_dst = sampler.edge_destinations(sample, counts, layer)
+    step, order = append_layer(graph, nodes, counts, sample)
+    return step, None if roots is None else torch.cat([roots, roots[edge_dst]])[order]
+
+
+_AGREED_FILTERS: "weakref.WeakKeyDictionary[TimeFilter, TimeFilter]" = weakref.WeakKeyDictionary()
+
+
+def _agreed_time_filter(time_filter: TimeFilter, group) -> TimeFilter:
+    """``time_filter`` (of a part graph) with what it knows of the graph agreed over
+    the parts, as the whole graph's: whether every node's in-edges are sorted by time,
+    whether a key is untimed, which edge types have no times. A part's own may differ
+    (it holds only its vertices' in-edges), and they choose how a segment is sampled
+    (binary search or scan, rejection draws, "last" or uniform), so an owner samples
+    as one process does. One all-reduce at a filter's first batch (every rank's first
+    batch is collective), kept while the filter lives."""
+    agreed = _AGREED_FILTERS.get(time_filter)
+    if agreed is not None:
+        return agreed
+    graph = time_filter.graph
+    untimed_types = torch.zeros(len(graph.schema.edge_types), dtype=torch.int64)
+    untimed_types[time_filter.untimed_edge_types] = 1
+    no_untimed_key = not bool((time_keys(time_filter.arrays, graph.total_num_edges) == UNTIMED).any())
+    facts = torch.cat([torch.tensor([int(time_filter.is_sorted), int(no_untimed_key)]), untimed_types])
+    _collective(dist.all_reduce, facts, dist.ReduceOp.MIN, group=group)  # true on every part: true of the graph
+    agreed = copy.copy(time_filter)
+    agreed.is_sorted = bool(facts[0])
+    agreed.cuts_windows = agreed.is_sorted and (time_filter.node_name is None or time_filter.edge_name is None) and bool(facts[1])
+    agreed.untimed_edge_types = torch.nonzero(facts[2:]).flatten()
+    _AGREED_FILTERS[time_filter] = agreed
+    return agreed
 
 
 def _requested_exclusions(sampler, seeds: SeedNodes, source) -> List[SeedEdgeExclusion]:
     """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
-    rank's part holds, over the segments of that rank's seeds this rank owns (per node
-    type, ascending: they lead the vertices that rank asks it for in a layer)."""
+    rank's part holds, over the segments of that rank's seed rows this rank owns (per
+    node type, in that rank's order: they lead the vertices that rank asks it for in a
+    layer)."""
     exclusions = []
-    for links in _links_of_ranks(seeds, source.world_size, source.sampling_group):
-        everyone = link_seed_nodes(sampler.graph, links)
+    for everyone in _seeds_of_ranks(sampler.graph, seeds, source.world_size, source.sampling_group):
         starts = list(accumulate(everyone.counts, initial=0))
-        owned = [ids[source.partition.owner(ids) == source.rank] for ids in (everyone.nodes[a:b] for a, b in zip(starts, starts[1:]))]
-        exclusions.append(exclusion_of_owned(sampler, everyone, owned))
+        owned = [torch.nonzero(source.partition.owner(everyone.nodes[a:b]) == source.rank).flatten() for a, b in zip(starts, starts[1:])]
+        exclusions.append(exclusion_of_rows(sampler, everyone, owned))
     return exclusions
 
 
-def _links_of_ranks(seeds: SeedNodes, world_size: int, group) -> List[Dict[int, torch.Tensor]]:
-    """Every rank's link seeds of its batch, per rank: edge type id -> ``[N, 2]`` global
-    ids, in that rank's edge type order."""
-    mine = _link_rows(seeds)
+def _seeds_of_ranks(graph, seeds: SeedNodes, world_size: int, group) -> List[SeedNodes]:
+    """Every rank's link seeds of its batch, per rank, as that rank's :class:`SeedNodes`
+    (its distinct endpoints, or its seed rows without deduplication): one exchange of
+    rows (source, destination, edge type id, their two positions in that rank's seeds)."""
+    positions = [local for _, local in seeds.links.values()]
+    mine = torch.cat([_link_rows(seeds), torch.cat(positions) if positions else torch.empty(0, 2, dtype=torch.int64)], 1)
     counts = torch.empty(world_size, dtype=torch.int64)
     _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
     rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
+    offsets = graph.schema.node_type_offset
     by_rank = []
     for block in rows.split(counts.tolist()):
-        types = torch.unique_consecutive(block[:, 2]).tolist()
-        by_rank.append({etype: block[block[:, 2] == etype, :2] for etype in types} or {0: block[:, :2]})
+        nodes = torch.empty(int(block[:, 3:].max()) + 1 if block.numel() else 0, dtype=torch.int64)
+        nodes[block[:, 3:].reshape(-1)] = block[:, :2].reshape(-1)
+        types = torch.bucketize(nodes, torch.tensor(offsets[1:-1]), right=True)
+        links = {etype: (block[block[:, 2] == etype, :2], block[block[:, 2] == etype, 3:]) for etype in torch.unique_consecutive(block[:, 2]).tolist()}
+        by_rank.append(SeedNodes(nodes, tuple(torch.bincount(types, minlength=len(offsets) - 1).tolist()), links))
     return by_rank
 
 

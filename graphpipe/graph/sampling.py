@@ -313,14 +313,20 @@ def seed_edge_keys(graph, seeds: SeedNodes, reverse_edge_types: Sequence[int]) -
         keys.append(_edge_key(etype, pairs[:, 0], pairs[:, 1], n))
         if reverse_edge_types[etype] >= 0:
             keys.append(_edge_key(reverse_edge_types[etype], pairs[:, 1], pairs[:, 0], n))
-    return torch.cat(keys).unique()
+    return torch.cat(keys).unique() if keys else torch.empty(0, dtype=torch.int64)  # a batch without pairs drops none
 
 
-def drop_seed_edges(graph, sample: LayerSample, dst: torch.Tensor, edge_dst: torch.Tensor, keys: torch.Tensor) -> LayerSample:
+def drop_seed_edges(
+    graph, sample: LayerSample, dst: torch.Tensor, edge_dst: torch.Tensor, keys: torch.Tensor, edge_types: Optional[torch.Tensor] = None
+) -> LayerSample:
     """``sample`` without its edges whose key is in ``keys`` (:func:`seed_edge_keys`), as
     GraphBolt's ``exclude_seed_edges`` removes them after sampling. ``dst``: the layer's
-    ``[n]`` global destination ids; ``edge_dst``: each sampled edge's position in it."""
-    types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
+    ``[n]`` global destination ids; ``edge_dst``: each sampled edge's position in it;
+    ``edge_types``: ``[num_edges]`` int64 their edge type ids where ``sample.edge_ids`` are
+    not ``graph``'s CSC positions (typed graphs; None: read from ``graph``)."""
+    types = edge_types
+    if types is None:
+        types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
     keep = ~torch.isin(_edge_key(types, sample.indices, dst[edge_dst], graph.total_num_nodes), keys)
     if bool(keep.all()):
         return sample

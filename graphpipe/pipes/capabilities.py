@@ -1,7 +1,7 @@
 """What combination of graph, task, mode, device and layout the samplers support: one table.
 
 Every cell of {untyped, typed} x {node, link, hyperlink} x {independent, cooperative,
-disjoint} x {CPU, GPU} x {block, pyg} is supported unless a rule of :data:`UNSUPPORTED` matches it;
+disjoint, temporal} x {CPU, GPU} x {block, pyg} is supported unless a rule of :data:`UNSUPPORTED` matches it;
 the first matching rule gives the reason. The stages call :func:`check_supported` when
 they are built (with what they know then) and per batch where the batch decides (its
 seeds: node ids, pairs or hyperlinks, on a GPU or not), and every unsupported cell
@@ -14,6 +14,18 @@ hop filtered by its root seed's time, a node being one row per root: per subtree
 pyg layout (PyG's temporal NeighborLoader), per sampled edge in the block layout
 (GraphBolt's temporal samplers, no deduplication).
 "GPU" means the batch is sampled on a GPU: CUDA seeds, or a graph on a CUDA device.
+
+Over a part of a partitioned dataset (``graphpipe.distributed.load_partition``) the
+table holds as it is: "cooperative" cells are sampled by the owners for the global batch;
+the "independent", "disjoint" and "temporal" cells (a sampler that is not cooperative,
+with a DistributedItemSampler upstream) by each rank for its own batch, the owners
+sampling the in-edges its part lacks (``graphpipe.distributed.remote``), as one process
+samples them over the whole graph (tested bit for bit on the CPU, node and link seeds,
+typed and untyped, both layouts; P = 1 to 4, hash and METIS; temporal ones with node
+and edge times, "uniform" and "last", disjoint ones and ``deduplicate=False``: P = 1 to
+3). The stages refuse over a part: LABOR with ``importance_sampling`` not 0, temporal
+negatives (``UniformNegativeSampler`` with ``node_timestamp_attr_name``),
+``reverse_edge_ids`` on an untyped part, and hot-vertex reuse.
 """
 
 from __future__ import annotations

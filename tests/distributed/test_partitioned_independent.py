@@ -151,21 +151,20 @@ def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_temporal_and_disjoint_on_parts_are_refused(kind, tmp_path):
-    """Modes the owners cannot sample for a requester (its roots' times or subtrees), LABOR-k
-    and ``deduplicate=False`` raise UnsupportedCombination naming what to do; a part
-    graph without a DistributedItemSampler upstream is refused as before."""
+def test_what_parts_refuse(kind, tmp_path):
+    """Temporal, disjoint and ``deduplicate=False`` batches over a part are taken
+    (test_partitioned_temporal), cooperative temporal ones and LABOR-k are refused with
+    UnsupportedCombination naming what to do; a part graph without a
+    DistributedItemSampler upstream is refused as before."""
     graph = attributed_graph(kind)
     partition(graph, None, {"node": items(kind)}, 2, tmp_path)
     part = load_partition(tmp_path, 0)
     source = gp.DistributedItemSampler.from_part(part, "node", 4, rank=0, world_size=2)
     fanouts = FANOUTS[kind]
-    with pytest.raises(UnsupportedCombination, match="temporal sampling over a part .* drop the timestamps"):
-        source.sample_neighbor(part.graph, fanouts, time_attr="ts")
-    with pytest.raises(UnsupportedCombination, match=r"disjoint sampling over a part .* drop disjoint=True"):
-        source.sample_neighbor(part.graph, fanouts, layout="pyg", disjoint=True)
-    with pytest.raises(UnsupportedCombination, match="deduplicate=False over a part .* pass deduplicate=True"):
-        source.sample_neighbor(part.graph, fanouts, deduplicate=False)
+    for options in ({"time_attr": "ts"}, {"layout": "pyg", "disjoint": True}, {"deduplicate": False}):
+        assert source.sample_neighbor(part.graph, fanouts, **options).collective  # independent batches over a part
+    with pytest.raises(UnsupportedCombination, match="temporal sampling filters every hop .* pass cooperative=False"):
+        source.sample_neighbor(part.graph, fanouts, time_attr="ts", cooperative=True)
     with pytest.raises(UnsupportedCombination, match="a part of a partitioned dataset supports importance_sampling=0"):
         source.sample_layer_neighbor(part.graph, fanouts, importance_sampling=1)
     assert source.sample_neighbor(part.graph, fanouts).collective  # independent batches over a part: collective
