@@ -451,10 +451,11 @@ class SubgraphSampler(Pipe):
         return LayerSample(indptr, sample.indices, sample.edge_ids, sample.edge_weights), reused
 
     def bottom_destinations(self, first: int, stop: int) -> List[torch.Tensor]:
-        """Per batch with ``first <= batch_index < stop`` (the ItemSampler's upstream, through
-        the stages between it and this sampler again), ``[k]`` int64 global ids: its bottom
-        layer's destinations but its seeds, its upper layers sampled as :meth:`sample_subgraphs`
-        samples them (the same keys), for :meth:`HotReuse.counted_hot_set`."""
+        """Per batch with ``first <= batch_index < stop`` (read again from the ItemSampler
+        upstream, through the stages between it and this sampler), ``[k]`` int64 global ids:
+        its bottom layer's destinations but its seeds, its upper layers sampled as
+        :meth:`sample_subgraphs` samples them (the same keys), for
+        :meth:`HotReuse.counted_hot_set`."""
         chain = upstream(self.source)
         at = next(i for i, stage in enumerate(chain) if isinstance(stage, ItemSampler))
         between = [stage for stage in reversed(chain[:at]) if type(stage).process is not Pipe.process]
