@@ -1,7 +1,10 @@
 """Hot-vertex embedding reuse with bounded staleness (NeutronOrch, Ai et al., VLDB 2024).
 
 A few hot vertices account for most of the bottom layer's work: their neighbourhoods are
-sampled and their neighbours' features fetched and aggregated batch after batch. With
+sampled and their neighbours' features fetched and aggregated batch after batch. The hot
+set is fixed (the vertices with the highest given scores) or, with ``hotness="super_batch"``,
+chosen per super-batch by exact access counts over its batches, as NeutronOrch's code does
+(:meth:`HotReuse.counted_hot_set`). With
 ``sample_neighbor(..., hot_reuse=HotReuse(...))`` the bottom layer does not expand the hot
 vertices a batch reaches (but its own seeds; typed or untyped graphs, NS or LABOR-0); within a
 super-batch of ``n`` batches each hot vertex's bottom-layer output is computed once, on the CPU,
@@ -34,7 +37,7 @@ import copy
 import math
 import threading
 import time
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Tuple, Union
 
 import torch
 
@@ -72,12 +75,16 @@ class HotReuse:
             rows' gradient to its own.
         features: the :class:`FeatureStore` the chain fetches from; ``feature`` names the
             bottom layer's input node feature in it (of every node type on a typed graph).
-        hotness: ``[num_nodes]`` scores, by global id on a typed graph
-            (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(...)``); the
-            ``hot_ratio`` highest are hot. On a typed graph ``bottom`` takes a typed
-            subgraph and ``{node type: rows}`` and gives ``{node type: rows}``, as R-GCN
-            layers over GraphBolt's typed blocks do, and ``insert`` takes and gives such dicts.
-        hot_ratio: the fraction of nodes that are hot, in ``[0, 1]``.
+        hotness: how the hot vertices are chosen. ``[num_nodes]`` scores, by global id on a
+            typed graph (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(...)``):
+            one hot set for the whole run, the ``round(hot_ratio * num_nodes)`` highest scores.
+            Or ``"super_batch"``: a hot set per super-batch, by exact access counts over its
+            ``n`` batches (NeutronOrch's), see :meth:`counted_hot_set`. On a typed graph
+            ``bottom`` takes a typed subgraph and ``{node type: rows}`` and gives ``{node
+            type: rows}``, as R-GCN layers over GraphBolt's typed blocks do, and ``insert``
+            takes and gives such dicts.
+        hot_ratio: the fraction of nodes that are hot, in ``[0, 1]`` (with
+            ``hotness="super_batch"``: of the vertices the super-batch's bottom layer reaches).
         super_batch: ``n``, the batches that share one computation of the hot rows (2:
             staleness at most 3 steps; 8 cost 3.4 points of accuracy in RESULTS.md's run).
         call: how to run ``bottom``: :func:`block_style` (``bottom(subgraph, h)``, the
@@ -94,7 +101,7 @@ class HotReuse:
         bottom: torch.nn.Module,
         features: FeatureStore,
         feature: str,
-        hotness: torch.Tensor,
+        hotness: Union[torch.Tensor, str],
         hot_ratio: float,
         super_batch: int = 2,
         call: BottomCall = block_style,
@@ -104,10 +111,12 @@ class HotReuse:
             raise TypeError(f"HotReuse: `bottom` must be the model's bottom layer, a torch.nn.Module, got {type(bottom).__name__}")
         if not isinstance(features, FeatureStore):
             raise TypeError(f"HotReuse: `features` must be a FeatureStore, got {type(features).__name__}")
-        if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1:
+        self.counted = isinstance(hotness, str) and hotness == "super_batch"
+        if not self.counted and (not isinstance(hotness, torch.Tensor) or hotness.dim() != 1):
+            got = repr(hotness) if isinstance(hotness, str) else f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
             raise ValueError(
-                f"HotReuse: `hotness` must be a 1-D tensor with one score per node (global ids on a typed graph), got "
-                f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
+                f"HotReuse: `hotness` must be a 1-D tensor with one score per node (global ids on a typed graph) or "
+                f"'super_batch' (a hot set per super-batch, by access counts), got {got}"
             )
         self.features, self.feature = features, feature
         self.node_types = None  # a typed graph's, once a sampler is built on it (bind)
@@ -117,10 +126,13 @@ class HotReuse:
         self.super_batch = check_int(super_batch, "super_batch", "HotReuse", minimum=1)
         if not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"HotReuse: `timeout` must be a positive number of seconds, got {timeout!r}")
-        self.hotness_size = hotness.numel()
-        num_hot = int(round(hot_ratio * hotness.numel()))
-        self.hot = torch.sort(torch.topk(hotness.to(torch.float64), num_hot).indices).values  # [H] ascending ids
-        self.hot_ratio = num_hot / max(hotness.numel(), 1)
+        if self.counted:  # chosen per super-batch (counted_hot_set)
+            self.hotness_size, self.hot, self.hot_ratio = None, None, float(hot_ratio)
+        else:
+            self.hotness_size = hotness.numel()
+            num_hot = int(round(hot_ratio * hotness.numel()))
+            self.hot = torch.sort(torch.topk(hotness.to(torch.float64), num_hot).indices).values  # [H] ascending ids
+            self.hot_ratio = num_hot / max(hotness.numel(), 1)
         self.staleness = 2 * self.super_batch - 1
         self.call = call
         self.timeout = float(timeout)
@@ -169,7 +181,7 @@ class HotReuse:
 
     def bind(self, graph, where: str) -> None:
         """Check this reuse against the graph of the sampler ``where`` that uses it."""
-        if self.hotness_size != graph.total_num_nodes:
+        if self.hotness_size is not None and self.hotness_size != graph.total_num_nodes:
             raise ValueError(
                 f"{where}: `hot_reuse` has a hotness score for {self.hotness_size} nodes, but the graph has "
                 f"{graph.total_num_nodes}"
@@ -177,7 +189,7 @@ class HotReuse:
         self.node_types = list(graph.node_types) if graph.is_heterogeneous else None
         self._offsets = graph.node_type_offset.to(torch.int64) if graph.is_heterogeneous else None
         types = self.node_types or [None]
-        for node_type in types if self.hot.numel() else []:
+        for node_type in types if (self.hot_ratio if self.counted else self.hot.numel()) else []:
             if ("node", node_type, self.feature) not in self.features:
                 raise KeyError(f"{where}: `hot_reuse` reads node feature {self.feature!r} of type {node_type!r}, which the store lacks")
         rows = [self.features["node", t, self.feature] for t in types if ("node", t, self.feature) in self.features]
@@ -256,11 +268,13 @@ class HotReuse:
         and their reused rows. A super-batch computes the rows of the hot vertices its batches
         reach, once each, from their own sample (:meth:`SubgraphSampler.sample_hot_layer`):
         a row depends only on its vertex, so which batch reaches it first does not matter."""
-        hot = torch.isin(nodes, self.hot) & ~seeds
-        positions = torch.nonzero(hot).view(-1)
         super_index = batch_index // self.super_batch
         store = self._super(super_index)
         with store.lock:
+            if store.hot is None:  # the first of its batches to get here counts for all of them
+                store.hot = self.counted_hot_set(sampler, super_index) if self.counted else self.hot
+            hot = torch.isin(nodes, store.hot) & ~seeds
+            positions = torch.nonzero(hot).view(-1)
             needed = torch.unique(nodes[positions])
             missing = needed[~torch.isin(needed, store.ids)]
             if missing.numel():
@@ -273,10 +287,31 @@ class HotReuse:
         self._computed += missing.numel()
         return hot, reused
 
+    def counted_hot_set(self, sampler, super_index: int) -> torch.Tensor:
+        """``hotness="super_batch"``: super-batch ``s``'s hot set, ``[H]`` int64 ascending
+        global ids. Its ``n`` batches (``batch_index`` ``s n`` to ``s n + n - 1``, read again
+        from the ItemSampler upstream) have their upper layers sampled as their own samples
+        do (:meth:`SubgraphSampler.bottom_destinations`); a vertex's access count is the
+        number of them whose bottom layer has it as a destination other than a seed (the
+        rows reuse can replace). The hot set is the ``floor(hot_ratio * R)`` most accessed
+        of the ``R`` vertices accessed at all (NeutronOrch's share), ties to the lower id:
+        a function of ``s`` alone, whichever batch or thread asks first."""
+        first = super_index * self.super_batch
+        started = time.perf_counter()
+        reached = sampler.bottom_destinations(first, first + self.super_batch)
+        ids, counts = torch.unique(torch.cat(reached), return_counts=True)  # ascending ids
+        most = torch.sort(counts, descending=True, stable=True).indices[: int(self.hot_ratio * ids.numel())]
+        self._counted += 1
+        self._counted_hot += most.numel()
+        self._counting_seconds += time.perf_counter() - started
+        return torch.sort(ids[most]).values
+
     # ------------------------------------------------------------------ state and counters
     def stats(self) -> Dict[str, object]:
         """Hot ratio, rows reused and in-edges not sampled per batch (for NS exactly the edges
-        saved), the feature bytes that saves at most, the oldest rows inserted (in steps)."""
+        saved), the feature bytes that saves at most, the oldest rows inserted (in steps);
+        with ``hotness="super_batch"`` the hot set's mean size and the seconds spent
+        choosing it (:meth:`counted_hot_set`) per batch."""
         return {
             "hot ratio": round(self.hot_ratio, 4),
             "rows reused/batch": round(self._reused / self._batches, 1) if self._batches else 0.0,
@@ -286,10 +321,15 @@ class HotReuse:
             "feature MB skipped/batch (at most)": round(self._edges_skipped * self._row_bytes / self._batches / 1e6, 3)
             if self._batches else 0.0,
             "reused age max": self._age_max,
+            **({"hot vertices/super-batch": round(self._counted_hot / self._counted, 1) if self._counted else 0.0,
+                "counting s/batch": round(self._counting_seconds / self._batches, 4) if self._batches else 0.0}
+               if self.counted else {}),
         }
 
     def reset_stats(self) -> None:
         self._batches = self._reused = self._computed = self._edges_skipped = self._age_max = 0
+        self._counted = self._counted_hot = 0
+        self._counting_seconds = 0.0
 
     def count_skipped(self, edges: int) -> None:
         """Record in-edges the bottom layer did not sample for hot destinations."""
@@ -314,17 +354,19 @@ class HotReuse:
         )
 
     def __repr__(self) -> str:
-        return f"HotReuse(hot={self.hot.numel()} ({self.hot_ratio:.1%}), super_batch={self.super_batch}, version={self.version})"
+        hot = f"{self.hot_ratio:.1%} of each super-batch's" if self.counted else f"{self.hot.numel()} ({self.hot_ratio:.1%})"
+        return f"HotReuse(hot={hot}, super_batch={self.super_batch}, version={self.version})"
 
 
 class _SuperBatch:
-    """One super-batch's hot rows, computed as its batches reach them: a copy of the bottom
-    layer with its version's weights, the ids computed so far (``[R]``, in computing order)
+    """One super-batch's hot set and hot rows, computed as its batches reach them: a copy of
+    the bottom layer with its version's weights, the ids computed so far (``[R]``, in computing order)
     and their rows (``[R, d]``), and per computation its output (with its autograd graph),
     first row and the gradient its batches sent back."""
 
     def __init__(self, module: torch.nn.Module, version: int):
         self.module, self.version = module, version
+        self.hot = None  # [H] ascending ids: its hot set, set by its first batch
         self.ids = torch.empty(0, dtype=torch.int64)
         self.rows = torch.empty(0)
         self.chunks = []

@@ -144,6 +144,21 @@ class ItemSampler(Pipe):
             rows = order[i * self.batch_size : (i + 1) * self.batch_size]
             yield MiniBatch(**self.item_set.batch(rows), batch_index=first_index + i)
 
+    @property
+    def num_global_batches(self) -> int:
+        """Batch indices per epoch: batch ``i`` of epoch ``e`` has ``batch_index = e *
+        num_global_batches + i`` (here ``len(self)``)."""
+        return len(self)
+
+    def batches_in(self, first: int, stop: int) -> Iterator[MiniBatch]:
+        """The batches with ``first <= batch_index < stop`` (of any epochs), in order."""
+        per_epoch = max(self.num_global_batches, 1)
+        for epoch in range(first // per_epoch, (stop - 1) // per_epoch + 1):
+            for minibatch in self.stream(epoch, max(first - epoch * per_epoch, 0)):
+                if minibatch.batch_index >= stop:
+                    return
+                yield minibatch
+
     role = "source"  # the Pipe protocol's declarations
 
     def num_items(self) -> int:

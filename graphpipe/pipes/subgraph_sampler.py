@@ -436,10 +436,7 @@ class SubgraphSampler(Pipe):
         are hot get no in-edges; the others are sampled as without reuse (their variates are
         keyed by node, not position), and the sample is spread back over every segment."""
         starts = list(accumulate(counts, initial=0))
-        seeds = torch.zeros(nodes.numel(), dtype=torch.bool)
-        for start, num_seeds in zip(starts, seed_counts):
-            seeds[start : start + num_seeds] = True
-        hot, reused = self.hot_reuse.reused_rows(self, nodes, minibatch.batch_index, seeds)
+        hot, reused = self.hot_reuse.reused_rows(self, nodes, minibatch.batch_index, _seed_mask(counts, seed_counts))
         cold_counts = tuple(int((~hot[a:b]).sum()) for a, b in zip(starts, starts[1:]))
         sample = self.sample_frontier(nodes[~hot], cold_counts, self.no_skip, 0, minibatch, exclude)
         segment_dst = segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[0])[1] if self.typed else torch.arange(nodes.numel())
@@ -453,6 +450,31 @@ class SubgraphSampler(Pipe):
         self.hot_reuse.count_skipped(int((degrees if cap < 0 else degrees.clamp(max=cap)).sum()))
         return LayerSample(indptr, sample.indices, sample.edge_ids, sample.edge_weights), reused
 
+    def bottom_destinations(self, first: int, stop: int) -> List[torch.Tensor]:
+        """Per batch with ``first <= batch_index < stop`` (read again from the ItemSampler
+        upstream, through the stages between it and this sampler), ``[k]`` int64 global ids:
+        its bottom layer's destinations but its seeds, its upper layers sampled as
+        :meth:`sample_subgraphs` samples them (the same keys), for
+        :meth:`HotReuse.counted_hot_set`."""
+        chain = upstream(self.source)
+        at = next(i for i, stage in enumerate(chain) if isinstance(stage, ItemSampler))
+        between = [stage for stage in reversed(chain[:at]) if type(stage).process is not Pipe.process]
+        reached = []
+        for minibatch in chain[at].batches_in(first, stop):
+            for stage in between:
+                minibatch = stage.process(minibatch)
+            seeds = self.batch_seeds(minibatch)
+            exclusion = None
+            if self.excludes_seed_edges:
+                exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+            nodes, counts = seeds.nodes, seeds.counts
+            for layer in reversed(range(1, len(self.fanouts))):
+                sample = self.sample_frontier(nodes, counts, self.no_skip, layer, minibatch, exclusion)
+                step = compact_layer(self.graph, nodes, counts, self.no_skip, sample)
+                nodes, counts = step.rows, step.row_counts
+            reached.append(nodes[~_seed_mask(counts, seeds.counts)])
+        return reached
+
     def sample_hot_layer(self, hot: torch.Tensor, super_index: int) -> Tuple[SampledSubgraph, torch.Tensor]:
         """The bottom layer of the hot vertices ``hot`` (``[H]`` ascending global ids) for
         super-batch ``super_index`` (its own key), and its input nodes (global ids)."""
@@ -465,7 +487,9 @@ class SubgraphSampler(Pipe):
     def label(self) -> str:
         if self.hot_reuse is None:
             return type(self).__name__
-        return f"{type(self).__name__} (hot reuse: {self.hot_reuse.hot_ratio:.1%} hot, super-batch {self.hot_reuse.super_batch})"
+        reuse = self.hot_reuse
+        hot = f"{reuse.hot_ratio:.1%} of each super-batch's vertices hot, by counts" if reuse.counted else f"{reuse.hot_ratio:.1%} hot"
+        return f"{type(self).__name__} (hot reuse: {hot}, super-batch {reuse.super_batch})"
 
     def stats(self):
         return {} if self.hot_reuse is None else self.hot_reuse.stats()
@@ -874,6 +898,14 @@ def _reverse_positions(graph: CSCGraph, reverse_edge_ids: torch.Tensor, where: s
     return positions.to(smallest_index_dtype(max(num_edges - 1, 0)))
 
 
+def _seed_mask(counts, seed_counts) -> torch.Tensor:
+    """``[sum(counts)]`` bool: the seeds, which lead each node type's ``counts`` destinations."""
+    seeds = torch.zeros(sum(counts), dtype=torch.bool)
+    for start, num_seeds in zip(accumulate(counts, initial=0), seed_counts):
+        seeds[start : start + num_seeds] = True
+    return seeds
+
+
 def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
     """``hot_reuse`` if this sampler can stop at hot vertices in its bottom layer."""
     if hot_reuse is None:
@@ -889,6 +921,11 @@ def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
         raise UnsupportedCombination(
             f"{name}: hot-vertex reuse needs each vertex's sample to be its own (NS, LABOR-0); LABOR with "
             f"importance_sampling={sampler.importance_sampling} draws a layer's vertices jointly: pass importance_sampling=0"
+        )
+    if hot_reuse.counted and not any(isinstance(stage, ItemSampler) for stage in upstream(sampler.source)):
+        raise ValueError(
+            f"{name}: `hot_reuse` with hotness='super_batch' reads each super-batch's batches again from the "
+            f"ItemSampler (or DistributedItemSampler) upstream, by batch_index; found none in the chain"
         )
     hot_reuse.bind(sampler.graph, name)
     return hot_reuse

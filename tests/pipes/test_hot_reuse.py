@@ -2,6 +2,8 @@
 only there; reused rows are the bottom module over the hot vertices' own sample with the
 recorded weights; staleness stays within 2n - 1 steps; determinism and resume."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -335,3 +337,139 @@ def test_typed_graphs(sampler):
         assert torch.equal(inserted[b.reused.positions], b.reused.rows)
         reused += len(hot_positions)
     assert reused > 0
+
+
+def global_bottom(mb, offsets):
+    """A batch's bottom-layer destinations (type-major global ids), its seeds' global ids,
+    and {global destination: sorted (edge type, edge id) sampled for it}."""
+    bottom = mb.sampled_subgraphs[0]
+    if offsets is None:
+        edges = {d: [(None, e) for e in es] for d, es in edges_by_dst(bottom).items()}
+        return bottom.original_column_node_ids, set(mb.seeds.tolist()), edges
+    dst = torch.cat([bottom.original_column_node_ids[t] + offset for t, offset in offsets.items()])
+    seeds = {v + offsets[t] for t, ids in mb.seeds.items() for v in ids.tolist()}
+    edges = {}
+    for (etype, d), es in typed_edges_by_dst(bottom).items():
+        edges.setdefault(d + offsets[etype.split(":")[2]], []).extend((etype, e) for e in es)
+    return dst, seeds, {d: sorted(es) for d, es in edges.items()}
+
+
+def counted_chain(kind):
+    """(features, pipe(hot_reuse), its bottom module, n, node type offsets) for the
+    counted hot set on an untyped graph, a typed one, or a DistributedItemSampler's rank."""
+    if kind == "typed":
+        from hetero_graphs import NUM_NODES as TYPED_NODES, hetero_graph
+
+        graph, _ = hetero_graph()
+        gen = torch.Generator().manual_seed(3)
+        features = gp.FeatureStore({(t, "feat"): torch.randn(n, DIM, generator=gen) for t, n in TYPED_NODES.items()})
+        items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(40), names="seeds"), "author": gp.ItemSet(torch.arange(30), names="seeds")})
+        bottom, n, batch_size = TypedMean(graph.node_types, DIM, 5), 2, 8
+        offsets = dict(zip(graph.node_types, graph.node_type_offset.tolist()))
+    else:
+        graph, features, items = setup()
+        if kind == "distributed":  # rank 1 of 2: its share of each global batch; none of the last (1 item)
+            items = gp.ItemSet(torch.arange(9 * 64 + 1), names="seeds")
+        bottom, n, batch_size, offsets = SAGEConv(DIM, 5), 3, 32, None
+
+    def pipe(reuse=None):
+        if kind == "distributed":
+            source = gp.DistributedItemSampler(items, batch_size, rank=1, world_size=2, shuffle=True, seed=1)
+        else:
+            source = gp.ItemSampler(items, batch_size, shuffle=True, seed=1)
+        return source.sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=reuse)
+
+    return features, pipe, bottom, n, offsets
+
+
+@pytest.mark.parametrize("kind", ["untyped", "typed", "distributed"])
+def test_counted_hot_sets_are_the_most_accessed_vertices_of_each_super_batch(kind):
+    """hotness="super_batch": super-batch s's hot set is the floor(ratio * R) vertices that
+    most of its n batches reach as non-seed bottom-layer destinations (R: those reached at
+    all; ties to the lower id), counted by brute force over the batches sampled without
+    reuse; hot vertices are not expanded, every other is as without reuse. Super-batches
+    cross the epoch boundary."""
+    features, pipe, bottom, n, offsets = counted_chain(kind)
+    ratio = 0.3
+    plain_pipe = pipe()
+    start = (len(plain_pipe.source) // n - 1) * n  # the last super-batches of epoch 0, the first of epoch 1
+    plain = list(plain_pipe.stream(0, start)) + list(itertools.islice(plain_pipe.stream(1), 3 * n))
+    hot_reuse = gp.HotReuse(bottom, features, "feat", "super_batch", ratio, super_batch=n)
+    for _ in range(start):
+        hot_reuse.push(bottom)
+    reusing = pipe(hot_reuse)
+    assert reusing.label().endswith(f"(hot reuse: 30.0% of each super-batch's vertices hot, by counts, super-batch {n})")
+    reused_by_super = {}
+    for b, mb in enumerate(itertools.chain(reusing.stream(0, start), itertools.islice(reusing.stream(1), 2 * n))):
+        a = plain[b]
+        assert a.batch_index == mb.batch_index
+        s = mb.batch_index // n
+        counts = {}
+        for other in [p for p in plain if p.batch_index // n == s]:  # brute force over the super-batch's batches
+            dst, seeds, _ = global_bottom(other, offsets)
+            for v in set(dst.tolist()) - seeds:
+                counts[v] = counts.get(v, 0) + 1
+        want = set(sorted(counts, key=lambda v: (-counts[v], v))[: int(ratio * len(counts))])
+        dst, seeds, got_edges = global_bottom(mb, offsets)
+        plain_dst, _, want_edges = global_bottom(a, offsets)
+        assert torch.equal(dst, plain_dst)
+        positions = mb.reused.positions.tolist()
+        assert positions == [i for i, v in enumerate(dst.tolist()) if v in want and v not in seeds]
+        for i, v in enumerate(dst.tolist()):
+            assert got_edges.get(v) == (None if i in positions else want_edges.get(v))
+        reused_by_super.setdefault(s, (want, set()))[1].update(dst[positions].tolist())
+        hot_reuse.push(bottom)
+    for s, (want, reused) in reused_by_super.items():
+        if (s + 1) * n <= mb.batch_index + 1:  # a whole super-batch ran: each hot vertex was reused by one of its batches
+            assert reused == want and want
+    stats = hot_reuse.stats()
+    assert stats["hot vertices/super-batch"] > 0 and stats["counting s/batch"] > 0
+
+
+@pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
+def test_counted_hot_sets_through_the_loader_are_deterministic_and_resume_mid_super_batch(sampler):
+    graph, features, items = setup()
+
+    def run(state=None, stop=None):
+        torch.manual_seed(0)
+        bottom = SAGEConv(DIM, 5)
+        hot_reuse = gp.HotReuse(bottom, features, "feat", "super_batch", 0.2, super_batch=3, timeout=1.0)
+        if state is not None:
+            bottom.load_state_dict(state["model"])
+            hot_reuse.load_state_dict(state["reuse"])
+        loader = gp.DataLoader(chain(graph, features, items, sampler, hot_reuse))
+        if state is not None:
+            loader.load_state_dict(state["loader"])
+        out = []
+        for mb in loader:
+            dst = mb.sampled_subgraphs[0].original_column_node_ids
+            out.append((mb.batch_index, dst[mb.reused.positions], mb.reused.rows))
+            with torch.no_grad():
+                for p in bottom.parameters():
+                    p.mul_(0.9)
+            hot_reuse.push(bottom)
+            if stop is not None and len(out) == stop:
+                return out, {"loader": loader.state_dict(), "reuse": hot_reuse.state_dict(), "model": bottom.state_dict()}
+        return out, None
+
+    whole, _ = run()
+    head, state = run(stop=7)  # batch 7: the middle of super-batch 2
+    tail, _ = run(state)
+    assert len(whole) == len(head) + len(tail) == 19
+    for (i, p, r), (j, q, s) in zip(whole, head + tail):
+        assert i == j and torch.equal(p, q) and torch.allclose(r, s)
+    assert sum(p.numel() for _, p, _ in whole) > 0
+
+
+def test_counted_hot_sets_bad_arguments():
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    with pytest.raises(ValueError, match=r"`hotness` must be .* or 'super_batch' .*got 'super-batch'"):
+        gp.HotReuse(bottom, features, "feat", "super-batch", 0.1)
+    counted = gp.HotReuse(bottom, features, "feat", "super_batch", 0.1)
+    assert "10.0% of each super-batch's" in repr(counted)
+    with pytest.raises(KeyError, match="`hot_reuse` reads node feature 'x'"):
+        gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=gp.HotReuse(bottom, features, "x", "super_batch", 0.1))
+    batches = [gp.MiniBatch(seeds=torch.arange(8), batch_index=0)]
+    with pytest.raises(ValueError, match="hotness='super_batch' reads each super-batch's batches again from the ItemSampler"):
+        gp.NeighborSampler(batches, graph, FANOUTS, hot_reuse=counted)
