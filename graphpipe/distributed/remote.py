@@ -95,15 +95,7 @@ from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_edges
 from graphpipe.ops.negative_sampling import MAX_ATTEMPTS
 from graphpipe.ops.temporal import UNTIMED, time_keys
 
-__all__ = ["fetch_features_from_owners", "refusal_on_part", "sample_negatives_from_owners", "sample_subgraphs_from_owners"]
-
-
-def refusal_on_part(mode: str, deduplicate: bool) -> Optional[str]:
-    """Why a sampler in capability ``mode`` cannot sample independent batches over a part
-    graph (the stage raises UnsupportedCombination with it), or None: every mode but
-    cooperative (which the stage refuses with temporal sampling), with or without
-    deduplication, is sampled by the owners as one process samples it."""
-    return None
+__all__ = ["fetch_features_from_owners", "sample_negatives_from_owners", "sample_subgraphs_from_owners"]
 
 
 def sample_subgraphs_from_owners(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> MiniBatch:

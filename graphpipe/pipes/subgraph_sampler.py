@@ -16,7 +16,7 @@ from graphpipe.batch.minibatch import LAYOUTS, MiniBatch, ReusedRows
 from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
 from graphpipe.distributed.partitioned import check_whole_graph, part_of
-from graphpipe.distributed.remote import refusal_on_part, sample_subgraphs_from_owners
+from graphpipe.distributed.remote import sample_subgraphs_from_owners
 from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
@@ -823,12 +823,9 @@ def _shapes(seeds) -> str:
 
 def _check_part_sampling(sampler, where: str) -> None:
     """A sampler of a part graph that is not cooperative: its ranks ask the owners, so it
-    needs a DistributedItemSampler upstream and a mode the owners can sample."""
+    needs a DistributedItemSampler upstream (every mode then samples as over the whole graph)."""
     if not any(isinstance(stage, DistributedItemSampler) for stage in upstream(sampler.source)):
         check_whole_graph(sampler.graph, where)
-    refusal = refusal_on_part(sampler.mode, sampler.deduplicate)
-    if refusal is not None:
-        raise UnsupportedCombination(f"{where}: {refusal}")
 
 
 def _check_no_fetch_before(source, where: str) -> None:
