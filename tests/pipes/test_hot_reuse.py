@@ -145,15 +145,19 @@ def test_a_loop_that_stops_pushing_weights_gets_a_clear_error():
         hot_reuse.insert(torch.zeros(mbs[0].sampled_subgraphs[0].num_dst_nodes, 5), mbs[0])
 
 
+@pytest.mark.parametrize("hotness", ["degree", "super_batch"])
 @pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
-def test_deterministic_through_the_loader_and_resumable(sampler):
+def test_deterministic_through_the_loader_and_resumable(sampler, hotness):
+    """Through gp.DataLoader (threads), stopped at batch 7 (the middle of super-batch 2) and
+    resumed: the same reused vertices, rows and versions as the uninterrupted run."""
     graph, features, items = setup()
+    scores, ratio = (gp.hotness_from_degree(graph), 0.1) if hotness == "degree" else ("super_batch", 0.2)
 
     def run(state=None, stop=None):
         torch.manual_seed(0)
         bottom = SAGEConv(DIM, 5)
         # A loader left mid-epoch leaves its threads waiting for weights at most `timeout`.
-        hot_reuse = gp.HotReuse(bottom, features, "feat", gp.hotness_from_degree(graph), 0.1, super_batch=3, timeout=1.0)
+        hot_reuse = gp.HotReuse(bottom, features, "feat", scores, ratio, super_batch=3, timeout=1.0)
         if state is not None:  # a checkpoint: the model, the reuse's versions, the loader's position
             bottom.load_state_dict(state["model"])
             hot_reuse.load_state_dict(state["reuse"])
@@ -162,7 +166,8 @@ def test_deterministic_through_the_loader_and_resumable(sampler):
             loader.load_state_dict(state["loader"])
         out = []
         for mb in loader:
-            out.append((mb.batch_index, mb.reused.positions, mb.reused.rows, mb.reused.version))
+            dst = mb.sampled_subgraphs[0].original_column_node_ids
+            out.append((mb.batch_index, dst[mb.reused.positions], mb.reused.rows, mb.reused.version))
             with torch.no_grad():
                 for p in bottom.parameters():
                     p.mul_(0.9)
@@ -174,9 +179,10 @@ def test_deterministic_through_the_loader_and_resumable(sampler):
     whole, _ = run()
     head, state = run(stop=7)
     tail, _ = run(state)
+    assert len(whole) == len(head) + len(tail) == 19
     for (i, p, r, v), (j, q, s, w) in zip(whole, head + tail):
         assert i == j and v == w and torch.equal(p, q) and torch.allclose(r, s)
-    assert len(whole) == len(head) + len(tail)
+    assert sum(p.numel() for _, p, _, _ in whole) > 0
 
 
 def test_bad_arguments():
@@ -424,41 +430,6 @@ def test_counted_hot_sets_are_the_most_accessed_vertices_of_each_super_batch(kin
             assert reused == want and want
     stats = hot_reuse.stats()
     assert stats["hot vertices/super-batch"] > 0 and stats["counting s/batch"] > 0
-
-
-@pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
-def test_counted_hot_sets_through_the_loader_are_deterministic_and_resume_mid_super_batch(sampler):
-    graph, features, items = setup()
-
-    def run(state=None, stop=None):
-        torch.manual_seed(0)
-        bottom = SAGEConv(DIM, 5)
-        hot_reuse = gp.HotReuse(bottom, features, "feat", "super_batch", 0.2, super_batch=3, timeout=1.0)
-        if state is not None:
-            bottom.load_state_dict(state["model"])
-            hot_reuse.load_state_dict(state["reuse"])
-        loader = gp.DataLoader(chain(graph, features, items, sampler, hot_reuse))
-        if state is not None:
-            loader.load_state_dict(state["loader"])
-        out = []
-        for mb in loader:
-            dst = mb.sampled_subgraphs[0].original_column_node_ids
-            out.append((mb.batch_index, dst[mb.reused.positions], mb.reused.rows))
-            with torch.no_grad():
-                for p in bottom.parameters():
-                    p.mul_(0.9)
-            hot_reuse.push(bottom)
-            if stop is not None and len(out) == stop:
-                return out, {"loader": loader.state_dict(), "reuse": hot_reuse.state_dict(), "model": bottom.state_dict()}
-        return out, None
-
-    whole, _ = run()
-    head, state = run(stop=7)  # batch 7: the middle of super-batch 2
-    tail, _ = run(state)
-    assert len(whole) == len(head) + len(tail) == 19
-    for (i, p, r), (j, q, s) in zip(whole, head + tail):
-        assert i == j and torch.equal(p, q) and torch.allclose(r, s)
-    assert sum(p.numel() for _, p, _ in whole) > 0
 
 
 def test_counted_hot_sets_bad_arguments():
