@@ -14,9 +14,10 @@ to put into the bottom layer's output.
 
 Versions count training steps: version ``v`` is the bottom module's weights after ``v``
 :meth:`HotReuse.push` calls (one after every optimizer step; version 0 is the module as
-given). Batch ``b`` (its global ``batch_index``) is in super-batch ``s = b // n`` and reuses
-rows computed with version ``max(0, (s - 1) n)``, so on the step that trains it (version
-``b``) they are at most ``2n - 1`` steps old, NeutronOrch's bound. Every row is a function
+given). The ``b``-th batch this process trains (its ordinal: its ``batch_index``, unless a
+DistributedItemSampler rank skips the last global batch of each epoch) is in super-batch
+``s = b // n`` and reuses rows computed with version ``max(0, (s - 1) n)``, so on the step
+that trains it (version ``b``) they are at most ``2n - 1`` steps old, NeutronOrch's bound. Every row is a function
 of the batch position and the weights of a fixed version, whatever runs ahead: a sampler
 that needs a version not pushed yet waits for the training loop (and raises after
 ``timeout`` seconds, naming the missing push), so batches stay deterministic and resumable.
@@ -37,7 +38,7 @@ import copy
 import math
 import threading
 import time
-from typing import Callable, Dict, Tuple, Union
+from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
 
@@ -138,6 +139,8 @@ class HotReuse:
         self.timeout = float(timeout)
         self._module = copy.deepcopy(bottom).cpu().eval()
         self._changed = threading.Condition()
+        self._counting = threading.Lock()  # one hot set counted at a time (upstream stages run again)
+        self._per_epoch: Optional[Tuple[int, int]] = None  # (global batches, this process's batches) per epoch
         # Per super-batch its rows, their autograd graphs and the gradient its batches send back
         # (backpropagated once it is trained: the weights' gradient joins the next step's).
         self._supers: Dict[int, _SuperBatch] = {}
@@ -179,8 +182,11 @@ class HotReuse:
                     if g is not None:
                         self._pending[name] = self._pending[name] + g if name in self._pending else g
 
-    def bind(self, graph, where: str) -> None:
-        """Check this reuse against the graph of the sampler ``where`` that uses it."""
+    def bind(self, graph, where: str, per_epoch: Optional[Tuple[int, int]] = None) -> None:
+        """Check this reuse against the graph of the sampler ``where`` that uses it;
+        ``per_epoch``: the item sampler upstream's ``(num_global_batches, len())``, which
+        differ when a rank skips the last global batch of each epoch (None: no item sampler)."""
+        self._per_epoch = per_epoch if per_epoch is not None and per_epoch[0] != per_epoch[1] else None
         if self.hotness_size is not None and self.hotness_size != graph.total_num_nodes:
             raise ValueError(
                 f"{where}: `hot_reuse` has a hotness score for {self.hotness_size} nodes, but the graph has "
@@ -268,7 +274,7 @@ class HotReuse:
         and their reused rows. A super-batch computes the rows of the hot vertices its batches
         reach, once each, from their own sample (:meth:`SubgraphSampler.sample_hot_layer`):
         a row depends only on its vertex, so which batch reaches it first does not matter."""
-        super_index = batch_index // self.super_batch
+        super_index = self._ordinal(batch_index) // self.super_batch
         store = self._super(super_index)
         with store.lock:
             if store.hot is None:  # the first of its batches to get here counts for all of them
@@ -289,22 +295,40 @@ class HotReuse:
 
     def counted_hot_set(self, sampler, super_index: int) -> torch.Tensor:
         """``hotness="super_batch"``: super-batch ``s``'s hot set, ``[H]`` int64 ascending
-        global ids. Its ``n`` batches (``batch_index`` ``s n`` to ``s n + n - 1``, read again
-        from the ItemSampler upstream) have their upper layers sampled as their own samples
+        global ids. Its ``n`` batches (this process's ``s n``-th to ``(s n + n - 1)``-th, read
+        again from the ItemSampler upstream, one super-batch at a time) have their upper layers sampled as their own samples
         do (:meth:`SubgraphSampler.bottom_destinations`); a vertex's access count is the
         number of them whose bottom layer has it as a destination other than a seed (the
         rows reuse can replace). The hot set is the ``floor(hot_ratio * R)`` most accessed
         of the ``R`` vertices accessed at all (NeutronOrch's share), ties to the lower id:
         a function of ``s`` alone, whichever batch or thread asks first."""
         first = super_index * self.super_batch
-        started = time.perf_counter()
-        reached = sampler.bottom_destinations(first, first + self.super_batch)
-        ids, counts = torch.unique(torch.cat(reached), return_counts=True)  # ascending ids
-        most = torch.sort(counts, descending=True, stable=True).indices[: int(self.hot_ratio * ids.numel())]
-        self._counted += 1
-        self._counted_hot += most.numel()
-        self._counting_seconds += time.perf_counter() - started
+        with self._counting:
+            started = time.perf_counter()
+            reached = sampler.bottom_destinations(self._batch_index(first), self._batch_index(first + self.super_batch - 1) + 1)
+            ids, counts = torch.unique(torch.cat(reached), return_counts=True)  # ascending ids
+            num_hot = math.floor(round(self.hot_ratio * ids.numel(), 6))  # 0.57 * 100 is 56.99...: 57
+            most = torch.sort(counts, descending=True, stable=True).indices[:num_hot]
+            self._counted += 1
+            self._counted_hot += most.numel()
+            self._counting_seconds += time.perf_counter() - started
         return torch.sort(ids[most]).values
+
+    def _ordinal(self, batch_index: int) -> int:
+        """The position among the batches this process trains (the steps it pushes) of the
+        batch ``batch_index`` (``epoch * num_global_batches + i``; a rank that skips the
+        last global batch yields ``len()`` batches an epoch, its ``i``-th at position ``i``)."""
+        if self._per_epoch is None:
+            return batch_index
+        global_batches, own = self._per_epoch
+        return batch_index // global_batches * own + batch_index % global_batches
+
+    def _batch_index(self, ordinal: int) -> int:
+        """The ``batch_index`` of this process's ``ordinal``-th batch (inverse of :meth:`_ordinal`)."""
+        if self._per_epoch is None:
+            return ordinal
+        global_batches, own = self._per_epoch
+        return ordinal // own * global_batches + ordinal % own
 
     # ------------------------------------------------------------------ state and counters
     def stats(self) -> Dict[str, object]:

@@ -919,10 +919,17 @@ def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
             f"{name}: hot-vertex reuse needs each vertex's sample to be its own (NS, LABOR-0); LABOR with "
             f"importance_sampling={sampler.importance_sampling} draws a layer's vertices jointly: pass importance_sampling=0"
         )
-    if hot_reuse.counted and not any(isinstance(stage, ItemSampler) for stage in upstream(sampler.source)):
+    chain = upstream(sampler.source)
+    if sampler.on_gpu or any(stage.device is not None and stage.device.type == "cuda" for stage in chain):
+        raise UnsupportedCombination(
+            f"{name}: hot-vertex reuse samples on the CPU, where the hot rows are computed (NeutronOrch's CPU side): "
+            f"keep the graph and the batches in host memory up to the sampler and put copy_to('cuda') after it"
+        )
+    source = next((stage for stage in chain if isinstance(stage, ItemSampler)), None)
+    if hot_reuse.counted and source is None:
         raise ValueError(
             f"{name}: `hot_reuse` with hotness='super_batch' reads each super-batch's batches again from the "
             f"ItemSampler (or DistributedItemSampler) upstream, by batch_index; found none in the chain"
         )
-    hot_reuse.bind(sampler.graph, name)
+    hot_reuse.bind(sampler.graph, name, None if source is None else (source.num_global_batches, len(source)))
     return hot_reuse

@@ -205,6 +205,10 @@ def test_bad_arguments():
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, layout="pyg", hot_reuse=hot_reuse)
     with pytest.raises(TypeError, match="hot_reuse"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=0.1)
+    on_gpu = gp.ItemSampler(items, 8)
+    on_gpu.device = torch.device("cuda")  # what copy_to('cuda') upstream declares where CUDA is
+    with pytest.raises(gp.UnsupportedCombination, match=r"hot-vertex reuse samples on the CPU.*copy_to\('cuda'\) after it"):
+        on_gpu.sample_neighbor(graph, FANOUTS, hot_reuse=hot_reuse)
 
 
 def test_a_pyg_conv_as_the_bottom_layer():
@@ -394,10 +398,19 @@ def test_counted_hot_sets_are_the_most_accessed_vertices_of_each_super_batch(kin
     most of its n batches reach as non-seed bottom-layer destinations (R: those reached at
     all; ties to the lower id), counted by brute force over the batches sampled without
     reuse; hot vertices are not expanded, every other is as without reuse. Super-batches
-    cross the epoch boundary."""
+    cross the epoch boundary; they group the batches this process trains (the distributed
+    rank trains 9 of each epoch's 10 global batches)."""
     features, pipe, bottom, n, offsets = counted_chain(kind)
     ratio = 0.3
     plain_pipe = pipe()
+    per_epoch, own = plain_pipe.source.num_global_batches, len(plain_pipe.source)
+
+    def ordinal(batch_index):  # its position among the batches this process trains
+        return batch_index // per_epoch * own + batch_index % per_epoch
+
+    def super_of(batch_index):
+        return ordinal(batch_index) // n
+
     start = (len(plain_pipe.source) // n - 1) * n  # the last super-batches of epoch 0, the first of epoch 1
     plain = list(plain_pipe.stream(0, start)) + list(itertools.islice(plain_pipe.stream(1), 3 * n))
     hot_reuse = gp.HotReuse(bottom, features, "feat", "super_batch", ratio, super_batch=n)
@@ -409,9 +422,9 @@ def test_counted_hot_sets_are_the_most_accessed_vertices_of_each_super_batch(kin
     for b, mb in enumerate(itertools.chain(reusing.stream(0, start), itertools.islice(reusing.stream(1), 2 * n))):
         a = plain[b]
         assert a.batch_index == mb.batch_index
-        s = mb.batch_index // n
+        s = super_of(mb.batch_index)
         counts = {}
-        for other in [p for p in plain if p.batch_index // n == s]:  # brute force over the super-batch's batches
+        for other in [p for p in plain if super_of(p.batch_index) == s]:  # brute force over the super-batch's batches
             dst, seeds, _ = global_bottom(other, offsets)
             for v in set(dst.tolist()) - seeds:
                 counts[v] = counts.get(v, 0) + 1
@@ -426,7 +439,7 @@ def test_counted_hot_sets_are_the_most_accessed_vertices_of_each_super_batch(kin
         reused_by_super.setdefault(s, (want, set()))[1].update(dst[positions].tolist())
         hot_reuse.push(bottom)
     for s, (want, reused) in reused_by_super.items():
-        if (s + 1) * n <= mb.batch_index + 1:  # a whole super-batch ran: each hot vertex was reused by one of its batches
+        if (s + 1) * n <= ordinal(mb.batch_index) + 1:  # a whole super-batch ran: each hot vertex was reused by one of its batches
             assert reused == want and want
     stats = hot_reuse.stats()
     assert stats["hot vertices/super-batch"] > 0 and stats["counting s/batch"] > 0
@@ -444,3 +457,30 @@ def test_counted_hot_sets_bad_arguments():
     batches = [gp.MiniBatch(seeds=torch.arange(8), batch_index=0)]
     with pytest.raises(ValueError, match="hotness='super_batch' reads each super-batch's batches again from the ItemSampler"):
         gp.NeighborSampler(batches, graph, FANOUTS, hot_reuse=counted)
+
+
+@pytest.mark.parametrize("hotness", ["degree", "super_batch"])
+@pytest.mark.parametrize("drop_uneven_inputs", [False, True])
+def test_a_rank_that_skips_the_last_global_batch_keeps_its_versions(hotness, drop_uneven_inputs):
+    """Rank 1 of 2 gets no item of the last global batch (577 items, 64 a global batch): it
+    trains 9 batches an epoch of 10 batch indices. Versions follow the steps it trains, not
+    ``batch_index``: over 4 epochs every batch reuses the rows of version max(0, (s - 1) n),
+    s = its ordinal // n, and the loop that pushes after every step never waits."""
+    graph, features, _ = setup()
+    items = gp.ItemSet(torch.arange(9 * 64 + 1), names="seeds")
+    bottom, n = SAGEConv(DIM, 5), 2
+    scores = gp.hotness_from_degree(graph) if hotness == "degree" else "super_batch"
+    reuse = gp.HotReuse(bottom, features, "feat", scores, 0.2, super_batch=n, timeout=3.0)
+    source = gp.DistributedItemSampler(items, 32, rank=1, world_size=2, shuffle=True, seed=1, drop_uneven_inputs=drop_uneven_inputs)
+    loader = gp.DataLoader(source.sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=reuse))
+    ordinal = 0
+    for epoch in range(4):
+        indices = []
+        for mb in loader:
+            assert mb.reused.version == max(0, (ordinal // n - 1) * n)
+            reuse.insert(torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5), mb)
+            reuse.push(bottom)
+            indices.append(mb.batch_index)
+            ordinal += 1
+        assert indices == list(range(10 * epoch, 10 * epoch + 9))
+    assert reuse.version == 36
