@@ -1,4 +1,4 @@
-"""Run a function on P gloo ranks in spawned processes, with timeouts, collecting results.
+"""Run a function on P gloo ranks in processes of a fork server, with timeouts, collecting results.
 
 Unlike ``torch.multiprocessing.spawn``, a failing rank does not make the harness kill
 the others: each rank's own exit (or hang, reported as such after ``timeout``) is
@@ -45,10 +45,17 @@ def _entry(rank, world_size, workdir, fn, args, collective_timeout=COLLECTIVE_TI
     os._exit(0 if outcome[0] == "ok" else 1)
 
 
-def run_ranks(fn, world_size, workdir, args=(), timeout=120, collective_timeout=COLLECTIVE_TIMEOUT_S):
+def run_ranks(fn, world_size, workdir, args=(), timeout=120, collective_timeout=COLLECTIVE_TIMEOUT_S, start="forkserver"):
     """``[(status, value_or_traceback)]`` per rank; status is "ok", "error" or "hung".
-    ``collective_timeout``: the process group's timeout (seconds)."""
-    context = mp.get_context("spawn")
+    ``collective_timeout``: the process group's timeout (seconds). ``start``: "forkserver"
+    (a fork server that has imported torch, numba and graphpipe starts each rank in a few
+    ms, where spawning one re-imports them: 2-3 s of CPU a rank, half the distributed
+    tests' time; nothing of theirs runs before a rank forks, as graphpipe starts no thread
+    and changes nothing at import), or "spawn" (a new interpreter, which reads the
+    environment afresh: the server's glibc read ``MALLOC_ARENA_MAX`` when it started)."""
+    context = mp.get_context(start)
+    if start == "forkserver":
+        context.set_forkserver_preload(["torch", "torch.distributed", "numba", "graphpipe"])
     workdir = str(workdir)
     processes = [
         context.Process(target=_entry, args=(rank, world_size, workdir, fn, args, collective_timeout))
