@@ -58,7 +58,7 @@ from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.distributed.partition import Partition
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.sampled_subgraph import HOMO_NODE_TYPE, SampledSubgraph, by_type
-from graphpipe.graph.sampling import SeedEdgeExclusion, SeedNodes, compact_layer, link_seed_nodes, seed_edge_exclusion
+from graphpipe.graph.sampling import SeedEdgeExclusion, SeedNodes, compact_layer, link_seed_nodes
 from graphpipe.ops import unique_and_compact
 from graphpipe.ops.edge_lookup import EdgeExclusion
 
@@ -402,7 +402,7 @@ def exclusion_of_rows(sampler, everyone: SeedNodes, kept: List[torch.Tensor]) ->
     graph holds, kept for the seed rows ``kept`` (per node type, ascending positions
     among ``everyone``'s rows of that type), which lead the destinations of every layer."""
     graph = sampler.graph
-    exclusion = seed_edge_exclusion(graph, everyone, sampler.reverse_edge_types, sampler.reverse_positions, sampler.sorted_indices)
+    exclusion = sampler.seed_edge_exclusion(everyone)
     # The kept rows' segments among everyone's: per edge type, one per seed row of its destination type.
     keep = torch.cat([kept[d] + exclusion.segment_offsets[t] for t, (_, d) in enumerate(graph.schema.edge_type_ends)])
     indptr = exclusion.edges.indptr

@@ -77,9 +77,7 @@ from graphpipe.graph.sampling import (
     LayerTimes,
     SeedEdgeExclusion,
     SeedNodes,
-    append_layer,
     compact_layer,
-    drop_seed_edges,
     node_ids_of_keys,
     sample_layer,
     seed_edge_keys,
@@ -280,22 +278,16 @@ def _sample_asked(sampler, asked: torch.Tensor, counts, layer: int, minibatch, e
 
 
 def _append_rows(sampler, nodes, counts, layer: int, sample: LayerSample, dropped, roots):
-    """A layer without deduplication (GraphBolt's temporal layout): its edges of seed
-    pairs (``dropped``: :func:`~graphpipe.graph.sampling.seed_edge_keys`, or None)
-    dropped, then every sampled edge a row. Returns ``(SampledLayer, [num_rows] int64
-    each row's seed row)`` (None when ``roots`` is)."""
-    graph = sampler.graph
-    edge_dst = sampler.edge_destinations(sample, counts, layer)
-    if dropped is not None:
-        types = None
-        if sampler.typed:  # the sample's edge ids are the user's, so its types come from its segments
-            sampled, _ = segment_destinations(graph.schema, counts, sampler.edge_type_fanouts[layer])
-            sizes = torch.tensor([counts[graph.schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
-            types = torch.repeat_interleave(torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), sizes), sample.indptr.diff())
-        sample = drop_seed_edges(graph, sample, nodes, edge_dst, dropped, types)
-        edge_dst = sampler.edge_destinations(sample, counts, layer)
-    step, order = append_layer(graph, nodes, counts, sample)
-    return step, None if roots is None else torch.cat([roots, roots[edge_dst]])[order]
+    """:meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.append_rows` of a layer the
+    owners sampled: its edge ids are the user's, so on a typed graph the edge types of the
+    seed edges to drop come from the sample's segments."""
+    types = None
+    if dropped is not None and sampler.typed:
+        graph = sampler.graph
+        sampled, _ = segment_destinations(graph.schema, counts, sampler.edge_type_fanouts[layer])
+        sizes = torch.tensor([counts[graph.schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
+        types = torch.repeat_interleave(torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), sizes), sample.indptr.diff())
+    return sampler.append_rows(nodes, counts, layer, sample, dropped, roots, types)
 
 
 _AGREED_FILTERS: "weakref.WeakKeyDictionary[TimeFilter, TimeFilter]" = weakref.WeakKeyDictionary()

@@ -464,9 +464,7 @@ class SubgraphSampler(Pipe):
             for stage in between:
                 minibatch = stage.process(minibatch)
             seeds = self.batch_seeds(minibatch)
-            exclusion = None
-            if self.excludes_seed_edges:
-                exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+            exclusion = self.seed_edge_exclusion(seeds) if self.excludes_seed_edges else None
             nodes, counts = seeds.nodes, seeds.counts
             for layer in reversed(range(1, len(self.fanouts))):
                 sample = self.sample_frontier(nodes, counts, self.no_skip, layer, minibatch, exclusion)
@@ -514,7 +512,7 @@ class SubgraphSampler(Pipe):
         seeds = self.batch_seeds(minibatch)
         exclusion = dropped = None
         if self.excludes_seed_edges and self.deduplicate:
-            exclusion = seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+            exclusion = self.seed_edge_exclusion(seeds)
         elif self.excludes_seed_edges:  # a node is many rows: drop its seed edges after sampling, as GraphBolt
             dropped = seed_edge_keys(self.graph, seeds, self._reverse_types_by_endpoints())
         nodes, counts = seeds.nodes, seeds.counts
@@ -537,13 +535,7 @@ class SubgraphSampler(Pipe):
             if self.deduplicate:
                 step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
             else:
-                edge_dst = self.edge_destinations(sample, counts, layer)
-                if dropped is not None:
-                    sample = drop_seed_edges(self.graph, sample, nodes, edge_dst, dropped)
-                    edge_dst = self.edge_destinations(sample, counts, layer)
-                step, order = append_layer(self.graph, nodes, counts, sample)
-                if roots is not None:
-                    roots = torch.cat([roots, roots[edge_dst]])[order]
+                step, roots = self.append_rows(nodes, counts, layer, sample, dropped, roots)
             subgraphs.append(self.lay_out(node_ids_of_keys(step, subtrees), layer))  # now: the sample's sources are freed
             if self.layout == "pyg":
                 skipped = counts
@@ -554,6 +546,25 @@ class SubgraphSampler(Pipe):
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
             subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds, minibatch) if self.disjoint else None,
         )  # fmt: skip
+
+    def seed_edge_exclusion(self, seeds: SeedNodes) -> SeedEdgeExclusion:
+        """The seed edges (and their reverses) of the link seeds ``seeds`` that the
+        sampler's options exclude, found in its graph."""
+        return seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+
+    def append_rows(self, nodes, counts, layer: int, sample: LayerSample, dropped, roots, edge_types=None):
+        """A layer without deduplication (GraphBolt's temporal layout): its edges of seed
+        pairs (``dropped``: :func:`~graphpipe.graph.sampling.seed_edge_keys`, or None)
+        dropped, then every sampled edge a row. Returns ``(SampledLayer, [num_rows] int64
+        each row's seed row)`` (None when ``roots`` is). ``edge_types``: the sample's edge
+        type ids where its edge ids are not the graph's CSC positions (see
+        :func:`~graphpipe.graph.sampling.drop_seed_edges`)."""
+        edge_dst = self.edge_destinations(sample, counts, layer)
+        if dropped is not None:
+            sample = drop_seed_edges(self.graph, sample, nodes, edge_dst, dropped, edge_types)
+            edge_dst = self.edge_destinations(sample, counts, layer)
+        step, order = append_layer(self.graph, nodes, counts, sample)
+        return step, None if roots is None else torch.cat([roots, roots[edge_dst]])[order]
 
     def _reverse_types_by_endpoints(self) -> Tuple[int, ...]:
         """Reverse edge types for :func:`~graphpipe.graph.sampling.seed_edge_keys`: an
