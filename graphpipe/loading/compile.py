@@ -10,10 +10,16 @@ numba compiles one kernel at a time per process: when the job is still compiling
 its notice and there is a second core, the tasks after the current one go to a helper
 process (``python -m graphpipe.loading.compile_helper``), last first, which writes them
 to numba's cache while this process compiles the sampler.
+
+At exit a job still running finishes its current task and starts no other: Python 3.11 ends
+a daemon thread wanting the GIL during finalization with ``pthread_exit``, whose unwinding
+through torch's C++ frames (a task runs its op on a tiny graph) aborted the process. The
+helper process is left to finish writing the cache.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import pickle
@@ -45,6 +51,10 @@ Task = Tuple[str, Callable[[], None]]
 # One notice at a time: loaders built back to back start jobs that wait on the same compilations.
 _notice_lock = threading.Lock()
 _notice_shown = False
+# Jobs whose thread runs: at exit they finish their current task (_stop_at_exit).
+_running: "set[CompileJob]" = set()
+_EXIT_WAIT_S = 60.0  # at most this long for a task in progress (the costliest kernel compiles in 5-15 s)
+_POLL_S = 0.05
 
 
 class CompileJob:
@@ -79,12 +89,15 @@ class CompileJob:
         self._current = 0
         self._lock = threading.Lock()
         self._done = threading.Event()
+        self._stop = threading.Event()
         self._noticed = False
-        _listen_for_compilations()
+        _watch_process()
         self._timer = threading.Timer(notice_after, self._notice)
         self._timer.daemon = True
         self._timer.start()
         if background:
+            with _notice_lock:
+                _running.add(self)
             threading.Thread(target=self._run, name="graphpipe-compile", daemon=True).start()
         else:
             self._run()
@@ -96,12 +109,16 @@ class CompileJob:
         try:
             for index, (_, task) in enumerate(self.tasks):
                 with self._lock:
-                    if self.handed_off is not None and index >= self.handed_off:
+                    if self._stop.is_set() or (self.handed_off is not None and index >= self.handed_off):
                         break
                     self._current = index
                 task()
-            if self._helper is not None:
-                self._helper.wait()  # its exit status is not checked: a batch reports a failing kernel
+            while self._helper is not None and not self._stop.is_set():
+                try:  # its exit status is not checked: a batch reports a failing kernel
+                    self._helper.wait(_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
         except BaseException as error:  # kept for wait(); a batch that runs the task raises it too
             self._error = error
         finally:
@@ -115,11 +132,13 @@ class CompileJob:
                     with _notice_lock:
                         _notice_shown = False
                 self._done.set()
+            with _notice_lock:
+                _running.discard(self)
 
     def _notice(self) -> None:
         global _notice_shown
         with self._lock, _notice_lock:
-            if self._done.is_set() or _notice_shown:
+            if self._done.is_set() or self._stop.is_set() or _notice_shown:
                 return
             self._noticed = _notice_shown = True
             names = ", ".join(dict.fromkeys(name for name, _ in self.tasks[self._current :]))
@@ -227,12 +246,26 @@ class _OnDemandNotice(event.Listener):
 _on_demand_notice: List[_OnDemandNotice] = []
 
 
-def _listen_for_compilations() -> None:
-    """Register the :class:`_OnDemandNotice` with numba when the first job starts (not at import)."""
+def _watch_process() -> None:
+    """When the first job starts (not at import): register the :class:`_OnDemandNotice`
+    with numba, and :func:`_stop_at_exit` with ``atexit``."""
     with _notice_lock:
         if not _on_demand_notice:
             _on_demand_notice.append(_OnDemandNotice())
             event.register("numba:compile", _on_demand_notice[0])
+            atexit.register(_stop_at_exit)
+
+
+def _stop_at_exit() -> None:
+    """Let the running jobs finish their current task, start no other, and stop waiting
+    for their helper process; wait ``_EXIT_WAIT_S`` at most."""
+    with _notice_lock:
+        running = list(_running)
+    for job in running:
+        job._stop.set()
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    for job in running:
+        job._done.wait(max(0.0, deadline - time.monotonic()))
 
 
 def compile_kernels(pipe: Pipe, background: bool = True) -> CompileJob:

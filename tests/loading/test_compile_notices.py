@@ -121,3 +121,39 @@ def test_dataset_generation_says_it_compiles_and_compiles_only_on_a_tiny_graph(t
             f"them from the cache in {tmp_path}"
         ), compiling
         assert ready.startswith("graphpipe: kernels ready after ")
+
+
+_EXIT_DURING_A_JOB = textwrap.dedent(
+    """
+    import sys, time
+    import torch
+    from graphpipe.loading.compile import CompileJob
+
+    def torch_task(marker):
+        def task():
+            end = time.perf_counter() + 1.5
+            while time.perf_counter() < end:  # in torch's C++ (GIL released) nearly all the time
+                torch.full((1 << 20,), 1.0).sum()
+            open(marker, "w").close()
+        return task
+
+    CompileJob([("First", torch_task(sys.argv[1] + ".first")), ("Second", torch_task(sys.argv[1] + ".second"))], notice_after=60)
+    time.sleep(0.3)  # the script ends while the job's first task runs
+    """
+)
+
+
+def test_a_script_ending_during_a_compile_job_exits_cleanly_after_its_current_task(tmp_path):
+    """The job's thread is a daemon: at finalization, one inside torch's C++ (a compile
+    task runs the op on a tiny graph) was ended by ``pthread_exit``, whose unwinding called
+    std::terminate (SIGABRT, "terminate called without an active exception"; 2 in 40 runs
+    of the README's first snippet). At exit the job finishes its current task and starts
+    no other."""
+    script = tmp_path / "job.py"
+    script.write_text(_EXIT_DURING_A_JOB)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    runs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / str(run))], env=env, stderr=subprocess.PIPE, text=True) for run in range(3)]
+    for run, process in enumerate(runs):
+        stderr = process.communicate(timeout=120)[1]
+        assert process.returncode == 0 and "terminate called" not in stderr, stderr
+        assert (tmp_path / f"{run}.first").exists() and not (tmp_path / f"{run}.second").exists()
