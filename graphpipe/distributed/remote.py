@@ -436,6 +436,8 @@ def sample_negatives_from_owners(sampler, minibatch: MiniBatch, source) -> MiniB
     ``j`` of pair ``i``: attempt ``a`` draws with counter ``j + k * a``), each checked by
     the owner of the drawn destination (which holds its in-edges), a round of exchanges
     per attempt until every rank's negatives are non-edges: what one process draws.
+    Temporal negatives (``node_timestamp_attr_name``) redraw a node later than the pair's
+    time here first (a part holds every node's times), as one process does.
 
     A collective call on the sampling group of the DistributedItemSampler ``source``
     (also for a batch without pairs). Returns the batch with its negatives (GraphBolt's
@@ -444,18 +446,21 @@ def sample_negatives_from_owners(sampler, minibatch: MiniBatch, source) -> MiniB
     if minibatch.indexes is not None:
         raise ValueError(f"{where}: the MiniBatch already has `indexes`; sample negatives for batches of positive pairs only")
     schema, offsets, seeds = graph.schema, graph.schema.node_type_offset, minibatch.seeds
-    requests = {}  # batch key -> (global pairs, key, (first candidate, count), edge type id; -1: any)
+    # batch key -> (global pairs, key, (first candidate, count), edge type id (-1: any), latest time or None)
+    requests = {}
     if not graph.is_heterogeneous:
         pairs = check_node_pairs(seeds, graph.total_num_nodes, "seeds", where)
-        requests[None] = (pairs, derive_key(sampler.seed, minibatch.batch_index), (0, graph.total_num_nodes), -1)
-    for key, pairs in (seeds.items() if graph.is_heterogeneous else ()):
-        etype, src_type, dst_type = check_typed_pairs(key, pairs, schema, where)
+        key = derive_key(sampler.seed, minibatch.batch_index)
+        requests[None] = (pairs, key, (0, graph.total_num_nodes), -1, sampler.latest(minibatch.timestamp, None))
+    for name, pairs in (seeds.items() if graph.is_heterogeneous else ()):
+        etype, src_type, dst_type = check_typed_pairs(name, pairs, schema, where)
         first = offsets[dst_type]
         global_pairs = pairs.to(torch.int64) + torch.tensor([offsets[src_type], first])
-        requests[key] = (global_pairs, derive_key(sampler.seed, minibatch.batch_index, etype), (first, offsets[dst_type + 1] - first), etype)
-    negatives = _negatives_at_owners(list(requests.values()), sampler.negative_ratio, sampler.sorted_indices, graph, source, where)
+        key, candidates = derive_key(sampler.seed, minibatch.batch_index, etype), (first, offsets[dst_type + 1] - first)
+        requests[name] = (global_pairs, key, candidates, etype, sampler.latest(minibatch.timestamp, name))
+    negatives = _negatives_at_owners(list(requests.values()), sampler, source, where)
     fields = {}
-    for (key, (pairs, _, (first, _), _)), drawn in zip(requests.items(), negatives):
+    for (key, (pairs, _, (first, _), _, _)), drawn in zip(requests.items(), negatives):
         labels = minibatch.labels if key is None else (minibatch.labels or {}).get(key)
         local = seeds if key is None else seeds[key]
         fields[key] = pairs_with_negatives(local.to(torch.int64), labels, drawn - first)
@@ -473,31 +478,40 @@ def _times(timestamp: Optional[torch.Tensor], indexes: torch.Tensor) -> Optional
     return None if timestamp is None else timestamp[indexes]
 
 
-def _negatives_at_owners(requests, k: int, sorted_indices: bool, graph, source, where: str) -> List[torch.Tensor]:
-    """Per request ``(pairs [N, 2] global ids, key, (first, count), edge type)``, ``[N, k]``
-    int64 negative destinations (global ids) none of which is an edge ``u -> v'`` of the
-    edge type: one round of :func:`_edges_at_owners` per attempt, every rank until the
+def _negatives_at_owners(requests, sampler, source, where: str) -> List[torch.Tensor]:
+    """Per request ``(pairs [N, 2] global ids, key, (first, count), edge type, latest)``,
+    ``[N, k]`` int64 negative destinations (global ids), none an edge ``u -> v'`` of the
+    edge type nor (``latest``: ``[N]`` int64, or None) a node later than its pair's
+    ``latest``: one round of :func:`_edges_at_owners` per attempt, every rank until the
     last rank's negatives are found."""
-    sizes = [pairs.shape[0] * k for pairs, _, _, _ in requests]
+    k, graph = sampler.negative_ratio, sampler.graph
+    sizes = [pairs.shape[0] * k for pairs, *_ in requests]
 
     def per_row(values):  # one value per request, repeated over its N * k draws
         return torch.repeat_interleave(torch.tensor(values, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
-    vkeys = [
-        torch_random.hash2(torch_random.hash2(torch_random.hash2(key, torch.arange(pairs.shape[0])), pairs[:, 0]), pairs[:, 1])
-        for pairs, key, _, _ in requests
-    ]
-    vkey = torch.cat([v.repeat_interleave(k) for v in vkeys]) if requests else torch.empty(0, dtype=torch.int64)
-    src = torch.cat([pairs[:, 0].repeat_interleave(k) for pairs, _, _, _ in requests]) if requests else vkey
-    slot = torch.cat([torch.arange(k).repeat(pairs.shape[0]) for pairs, _, _, _ in requests]) if requests else vkey
-    first, count = per_row([c[0] for _, _, c, _ in requests]), per_row([c[1] for _, _, c, _ in requests])
-    etype = per_row([t for _, _, _, t in requests])
+
+    def per_draw(rows):  # [N] values of each request's pairs, repeated over their k draws
+        return torch.cat([r.repeat_interleave(k) for r in rows]) if requests else torch.empty(0, dtype=torch.int64)
+    vkey = per_draw(
+        [torch_random.hash2(torch_random.hash2(torch_random.hash2(key, torch.arange(pairs.shape[0])), pairs[:, 0]), pairs[:, 1]) for pairs, key, *_ in requests]
+    )  # fmt: skip
+    src = per_draw([pairs[:, 0] for pairs, *_ in requests])
+    slot = torch.cat([torch.arange(k).repeat(pairs.shape[0]) for pairs, *_ in requests]) if requests else vkey
+    first, count = per_row([c[0] for _, _, c, _, _ in requests]), per_row([c[1] for _, _, c, _, _ in requests])
+    etype = per_row([t for _, _, _, t, _ in requests])
+    latest = None if sampler.node_time is None else per_draw([late for *_, late in requests])
     out, todo = torch.empty_like(vkey), torch.arange(vkey.numel())
     for attempt in range(MAX_ATTEMPTS):
         u = torch_random.uniform(vkey[todo], slot[todo] + k * attempt)
         drawn = first[todo] + torch.minimum((u * count[todo]).to(torch.int64), count[todo] - 1)
-        is_edge = _edges_at_owners(src[todo], drawn, etype[todo], graph, sorted_indices, source)
-        out[todo[~is_edge]] = drawn[~is_edge]
-        todo = todo[is_edge]
+        redrawn = torch.zeros(todo.numel(), dtype=torch.bool)
+        if latest is not None:  # later than the pair (an untimed node never is)
+            times = sampler.node_time[drawn]
+            redrawn = (times != UNTIMED) & (times > latest[todo])
+        asked = ~redrawn
+        redrawn[asked] = _edges_at_owners(src[todo][asked], drawn[asked], etype[todo][asked], graph, sampler.sorted_indices, source)
+        out[todo[~redrawn]] = drawn[~redrawn]
+        todo = todo[redrawn]
         left = torch.tensor([todo.numel()])
         _collective(dist.all_reduce, left, group=source.sampling_group)
         if int(left) == 0:

@@ -93,8 +93,6 @@ class UniformNegativeSampler(Pipe):
         self.on_part = exclude_existing_edges is True and part_of(graph) is not None
         if self.on_part and not any(isinstance(stage, DistributedItemSampler) for stage in upstream(source)):
             check_whole_graph(graph, name, "put DistributedItemSampler.from_part(part, split, batch_size) upstream")
-        if self.on_part and node_timestamp_attr_name is not None:
-            raise UnsupportedCombination(f"{name}: temporal negatives over a part of a partitioned dataset are not supported; {_WHOLE}")
         self.node_time = None
         if node_timestamp_attr_name is not None:
             self.node_time = timestamps(graph, node_timestamp_attr_name, "node", "node_timestamp_attr_name", name)
@@ -222,9 +220,6 @@ class UniformNegativeSampler(Pipe):
             candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
             node_time=None if latest is None else self.node_time, latest=latest,
         )  # fmt: skip
-
-
-_WHOLE = "load the whole graph (CSCGraph.load(path, mmap=True)) on each rank to draw them"
 
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:

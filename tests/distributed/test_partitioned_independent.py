@@ -174,8 +174,6 @@ def test_what_parts_refuse(kind, tmp_path):
     with pytest.raises(ValueError, match="put DistributedItemSampler.from_part.* or pass cooperative=True"):
         gp.ItemSampler(part.item_sets["node"], 4).sample_neighbor(part.graph, fanouts)
     assert source.sample_uniform_negative(part.graph, 2, exclude_existing_edges=True).collective
-    with pytest.raises(UnsupportedCombination, match="temporal negatives over a part .* load the whole graph"):
-        source.sample_uniform_negative(part.graph, 2, exclude_existing_edges=True, node_timestamp_attr_name="t")
     with pytest.raises(ValueError, match="the graph is part 0 of .* put DistributedItemSampler.from_part"):
         gp.ItemSampler(part.item_sets["node"], 4).sample_uniform_negative(part.graph, 2, exclude_existing_edges=True)
 

@@ -1,8 +1,8 @@
 """Temporal sampling of independent batches over a partitioned dataset: each rank samples its
 own batch over its part, the owners filtering the in-edges they sample by the requesting
 row's root time (graphpipe.distributed.remote), and gets, bit for bit, what one process
-samples for that batch over the whole graph: node and link batches (the seeds' own times),
-block and pyg layouts, node and edge timestamps, "uniform" and "last", typed and untyped.
+samples for that batch over the whole graph: node and link batches (the seeds' own times;
+negatives not later than their pair), block and pyg layouts, node and edge timestamps, "uniform" and "last", typed and untyped.
 
 Disjoint batches and rows without deduplication, without times, go the same way (their
 hops depend on their root too) and are checked alike.
@@ -36,6 +36,7 @@ CASES = [
     ("labor", "node", "block", {"time_attr": "nts", "comparison": "<=", "time_window": 40}),
     ("neighbor", "link", "block", EDGE_TIMES),
     ("neighbor", "link", "pyg", BOTH_TIMES),
+    ("neighbor", "link", "block", {**EDGE_TIMES, "negatives_by": "nts"}),  # negatives no later than their pair
     ("neighbor", "node", "pyg", {"disjoint": True}),  # the subtrees without times
     ("labor", "link", "block", {"deduplicate": False}),  # the rows without times
 ]
@@ -85,11 +86,13 @@ def timed_items(kind, task):
 
 def pipe_of(kind, case, graph, source):
     """``source``'s batches sampled from ``graph`` with the case's times; link batches with
-    2 negatives per pair that are not edges, seed edges and their reverses excluded."""
+    2 negatives per pair that are not edges (nor, ``negatives_by``, later than the pair by
+    that node time), seed edges and their reverses excluded."""
     sampler, task, layout, times = case
     options = {"seed": 7, "layout": layout, **times}
     if task == "link":
-        source = source.sample_uniform_negative(graph, 2, exclude_existing_edges=True, seed=1)
+        by_time = {"node_timestamp_attr_name": options.pop("negatives_by")} if "negatives_by" in options else {}
+        source = source.sample_uniform_negative(graph, 2, exclude_existing_edges=True, seed=1, **by_time)
         options.update(exclude_seed_edges=True, include_reverse_edges=True, **({"reverse_etypes_mapping": REVERSE} if kind == "typed" else {}))
     sample = source.sample_neighbor if sampler == "neighbor" else source.sample_layer_neighbor
     return sample(graph, FANOUTS[kind], **options)
