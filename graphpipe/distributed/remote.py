@@ -5,8 +5,9 @@ A part graph (:func:`~graphpipe.distributed.load_partition`) holds only the in-e
 the vertices its rank owns, and its features only their rows. A sampler that is not
 cooperative, over a part, with a :class:`~graphpipe.DistributedItemSampler` upstream,
 samples every rank's OWN batch (its seeds, the whole fanout tree) as one process would
-over the whole graph. Per layer, on global ids (a typed graph is a view with offsets, as
-in :mod:`graphpipe.graph.sampling`):
+over the whole graph: its one layer loop (``SubgraphSampler.sample_subgraphs``) runs with
+:class:`LayersFromOwners`. Per layer, on global ids (a typed graph is a view with offsets,
+as in :mod:`graphpipe.graph.sampling`):
 
 1. the rank's frontier (the layer's destinations) goes to the owners (all-to-all, node
    types together, as :mod:`~graphpipe.distributed.cooperative` sends them);
@@ -77,12 +78,8 @@ from graphpipe.graph.sampling import (
     LayerTimes,
     SeedEdgeExclusion,
     SeedNodes,
-    compact_layer,
-    node_ids_of_keys,
     sample_layer,
-    seed_edge_keys,
     segment_destinations,
-    subtree_keys,
     typed_subgraph,
     untyped_subgraph,
 )
@@ -93,53 +90,56 @@ from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_edges
 from graphpipe.ops.negative_sampling import MAX_ATTEMPTS
 from graphpipe.ops.temporal import UNTIMED, time_keys
 
-__all__ = ["fetch_features_from_owners", "sample_negatives_from_owners", "sample_subgraphs_from_owners"]
+__all__ = ["LayersFromOwners", "fetch_features_from_owners", "sample_negatives_from_owners"]
 
 
-def sample_subgraphs_from_owners(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> MiniBatch:
-    """This rank's own batch sampled over a part graph, the owners sampling the in-edges
-    the part does not hold: the MiniBatch one process samples over the whole graph
-    (:meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_subgraphs`' loop,
-    disjoint and temporal batches and rows without deduplication included).
+class LayersFromOwners:
+    """Where the layers of this rank's own batch over a part graph are sampled: by the
+    owners of their destinations. :meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_subgraphs`
+    calls these methods (the sampler's own, with the same signatures) in its one loop
+    (disjoint and temporal batches and rows without deduplication included), and gets the
+    MiniBatch one process samples over the whole graph.
 
-    A collective call on the sampling group of the DistributedItemSampler ``source``:
-    every rank calls it for its batch of the same ``batch_index``. ``seeds`` is
-    ``sampler.batch_seeds(minibatch)``; ``sampler.seed`` is the same on every rank.
+    Built per batch; collective: every rank samples its batch of the same ``batch_index``
+    on the sampling group of the DistributedItemSampler ``source`` (``sampler.seed`` is the
+    same on every rank).
     """
-    where = f"{type(sampler).__name__} (over a part)"
-    check_lockstep(source, where, "a part's batches ask the other ranks", ", and every rank must answer every batch's requests")
-    graph = sampler.graph
-    check_part_owners(graph, source.partition, source.rank, where)
-    roots = _roots(sampler, minibatch, seeds, source)
-    exclusions = _requested_exclusions(sampler, seeds, source) if sampler.excludes_seed_edges and sampler.deduplicate else None
-    # Rows (no deduplication): the seed edges are dropped after sampling, as one process drops them
-    # (a part graph has no reverse_edge_ids, so the reverses are those of reverse_edge_types).
-    dropped = seed_edge_keys(graph, seeds, sampler.reverse_edge_types) if sampler.excludes_seed_edges and not sampler.deduplicate else None
-    view = _UserEdgeIds(graph)
-    nodes, counts, skipped, row_roots = seeds.nodes, seeds.counts, sampler.no_skip, roots.rows
-    if sampler.disjoint:
-        nodes = subtree_keys(nodes)
-    subgraphs = []
-    for layer in reversed(range(len(sampler.fanouts))):
-        # The seeds, the only destinations with excluded in-edges, lead every block layer's destinations.
-        exclude = exclusions if sampler.layout == "block" or not subgraphs else None
-        sample = _sample_at_owners(sampler, nodes, counts, skipped, layer, minibatch, exclude, source, roots._replace(rows=row_roots))
-        if sampler.deduplicate:
-            step = compact_layer(graph, nodes, counts, skipped, sample, roots.subtrees)
-        else:
-            step, row_roots = _append_rows(sampler, nodes, counts, layer, sample, dropped, row_roots)
-        laid = node_ids_of_keys(step, roots.subtrees)
-        fanouts = sampler.edge_type_fanouts[layer]
-        subgraphs.append(typed_subgraph(view, laid, fanouts) if sampler.typed else untyped_subgraph(view, laid))
-        if sampler.layout == "pyg":
-            skipped = counts
-        nodes, counts = step.rows, step.row_counts
-    subgraphs.reverse()
-    return replace(
-        minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=sampler.layout,
-        compacted_seeds=None if seeds.links is None else sampler.compacted_seeds(seeds),
-        subtree_ids=sampler.subtree_ids(nodes, counts, roots.subtrees, seeds, minibatch) if sampler.disjoint else None,
-    )  # fmt: skip
+
+    def __init__(self, sampler, source):
+        where = f"{type(sampler).__name__} (over a part)"
+        check_lockstep(source, where, "a part's batches ask the other ranks", ", and every rank must answer every batch's requests")
+        check_part_owners(sampler.graph, source.partition, source.rank, where)
+        self.sampler, self.source = sampler, source
+        self.time_filter = None if sampler.time_filter is None else _agreed_time_filter(sampler.time_filter, source.sampling_group)
+
+    def seed_edge_exclusion(self, seeds: SeedNodes) -> List[SeedEdgeExclusion]:
+        """Per requesting rank, the seed edges of its pairs this part holds (:func:`_requested_exclusions`)."""
+        return _requested_exclusions(self.sampler, seeds, self.source)
+
+    def sample_frontier(self, nodes, counts, skipped, layer: int, minibatch, exclude, subtrees=1, windows=None, roots=None) -> LayerSample:
+        """The sampler's ``sample_frontier``, each destination sampled by its owner
+        (``exclude``: per requesting rank, see :func:`_sample_at_owners`)."""
+        batch_roots = _Roots(subtrees, self.time_filter, windows, roots)
+        return _sample_at_owners(self.sampler, nodes, counts, skipped, layer, minibatch, exclude, self.source, batch_roots)
+
+    def append_rows(self, nodes, counts, layer: int, sample: LayerSample, dropped, roots):
+        """The sampler's ``append_rows`` of a layer the owners sampled: its edge ids are the
+        user's, so on a typed graph the edge types of the seed edges to drop come from the
+        sample's segments."""
+        sampler, types = self.sampler, None
+        if dropped is not None and sampler.typed:
+            schema = sampler.graph.schema
+            sampled, _ = segment_destinations(schema, counts, sampler.edge_type_fanouts[layer])
+            sizes = torch.tensor([counts[schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
+            types = torch.repeat_interleave(torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), sizes), sample.indptr.diff())
+        return sampler.append_rows(nodes, counts, layer, sample, dropped, roots, types)
+
+    def lay_out(self, step, layer: int):
+        """The sampler's ``lay_out``; the owners gave the user's edge ids already."""
+        view = _UserEdgeIds(self.sampler.graph)
+        if self.sampler.typed:
+            return typed_subgraph(view, step, self.sampler.edge_type_fanouts[layer])
+        return untyped_subgraph(view, step)
 
 
 class _Roots(NamedTuple):
@@ -159,17 +159,6 @@ class _Roots(NamedTuple):
     time_filter: Optional[TimeFilter] = None
     windows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
     rows: Optional[torch.Tensor] = None
-
-
-def _roots(sampler, minibatch: MiniBatch, seeds: SeedNodes, source) -> _Roots:
-    """The batch's :class:`_Roots`, as :meth:`SubgraphSampler.sample_subgraphs` makes them."""
-    subtrees = max(seeds.nodes.numel(), 1) if sampler.disjoint else 1
-    if sampler.time_filter is None:
-        return _Roots(subtrees)
-    # A rank's empty share of a global batch may come without times (a typed link share's are dropped with its pairs).
-    windows = sampler.seed_windows(minibatch, seeds) if seeds.nodes.numel() else (seeds.nodes, seeds.nodes)
-    rows = None if sampler.deduplicate else torch.arange(seeds.nodes.numel())
-    return _Roots(subtrees, _agreed_time_filter(sampler.time_filter, source.sampling_group), windows, rows)
 
 
 class _UserEdgeIds:
@@ -275,19 +264,6 @@ def _sample_asked(sampler, asked: torch.Tensor, counts, layer: int, minibatch, e
         times = LayerTimes(time_filter, columns[0], columns[1], row_keys, sampler.uniform_draw_key(minibatch.batch_index, layer))
     kernel = partial(sampler.sample_segments, layer=layer, minibatch=minibatch)
     return sample_layer(sampler.graph, keys, counts, sampler.edge_type_fanouts[layer], kernel, exclude, subtrees, times)
-
-
-def _append_rows(sampler, nodes, counts, layer: int, sample: LayerSample, dropped, roots):
-    """:meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.append_rows` of a layer the
-    owners sampled: its edge ids are the user's, so on a typed graph the edge types of the
-    seed edges to drop come from the sample's segments."""
-    types = None
-    if dropped is not None and sampler.typed:
-        graph = sampler.graph
-        sampled, _ = segment_destinations(graph.schema, counts, sampler.edge_type_fanouts[layer])
-        sizes = torch.tensor([counts[graph.schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
-        types = torch.repeat_interleave(torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), sizes), sample.indptr.diff())
-    return sampler.append_rows(nodes, counts, layer, sample, dropped, roots, types)
 
 
 _AGREED_FILTERS: "weakref.WeakKeyDictionary[TimeFilter, TimeFilter]" = weakref.WeakKeyDictionary()

@@ -16,7 +16,7 @@ from graphpipe.batch.minibatch import LAYOUTS, MiniBatch, ReusedRows
 from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
 from graphpipe.distributed.partitioned import check_whole_graph, part_of
-from graphpipe.distributed.remote import sample_subgraphs_from_owners
+from graphpipe.distributed.remote import LayersFromOwners
 from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
@@ -502,17 +502,20 @@ class SubgraphSampler(Pipe):
             return typed_subgraph(self.graph, step, self.edge_type_fanouts[layer])
         return untyped_subgraph(self.graph, step)
 
-    def sample_subgraphs(self, minibatch: MiniBatch) -> MiniBatch:
+    def sample_subgraphs(self, minibatch: MiniBatch, layers=None) -> MiniBatch:
         """Fill ``sampled_subgraphs``, ``input_nodes`` and ``layout`` of ``minibatch``
         (and ``compacted_seeds`` for link seeds, ``subtree_ids`` when disjoint).
 
         Disjoint sampling runs the same loop on node keys ``global id * S + subtree``
         (``S`` seeds, :func:`~graphpipe.graph.sampling.subtree_keys`): a node reached from
-        two seeds is two nodes, and the layers are laid out in global ids."""
+        two seeds is two nodes, and the layers are laid out in global ids. ``layers``: what
+        samples, excludes, appends and lays out each layer: this sampler (None), or over a
+        part graph a :class:`~graphpipe.distributed.remote.LayersFromOwners`."""
         seeds = self.batch_seeds(minibatch)
+        layers = self if layers is None else layers
         exclusion = dropped = None
         if self.excludes_seed_edges and self.deduplicate:
-            exclusion = self.seed_edge_exclusion(seeds)
+            exclusion = layers.seed_edge_exclusion(seeds)
         elif self.excludes_seed_edges:  # a node is many rows: drop its seed edges after sampling, as GraphBolt
             dropped = seed_edge_keys(self.graph, seeds, self._reverse_types_by_endpoints())
         nodes, counts = seeds.nodes, seeds.counts
@@ -531,12 +534,12 @@ class SubgraphSampler(Pipe):
                 sample, reused = self.sample_bottom_reusing(nodes, counts, seeds.counts, minibatch, exclude)
                 minibatch = replace(minibatch, reused=reused)
             else:
-                sample = self.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees, windows, roots)
+                sample = layers.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees, windows, roots)
             if self.deduplicate:
                 step = compact_layer(self.graph, nodes, counts, skipped, sample, subtrees)
             else:
-                step, roots = self.append_rows(nodes, counts, layer, sample, dropped, roots)
-            subgraphs.append(self.lay_out(node_ids_of_keys(step, subtrees), layer))  # now: the sample's sources are freed
+                step, roots = layers.append_rows(nodes, counts, layer, sample, dropped, roots)
+            subgraphs.append(layers.lay_out(node_ids_of_keys(step, subtrees), layer))  # now: the sample's sources are freed
             if self.layout == "pyg":
                 skipped = counts
             nodes, counts = step.rows, step.row_counts
@@ -586,6 +589,8 @@ class SubgraphSampler(Pipe):
         """Temporal batches: the closed time windows ``([R], [R])`` int64 of the seed rows."""
         name = type(self).__name__
         time_filter = self.time_filter
+        if not seeds.nodes.numel():  # a rank's empty share of a global batch may come without times
+            return seeds.nodes, seeds.nodes
         if minibatch.timestamp is not None:
             indexes = minibatch.indexes if self.disjoint else None
             times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name, indexes)
@@ -675,14 +680,14 @@ class SubgraphSampler(Pipe):
         """The per-batch work: :meth:`sample_subgraphs`, or with ``cooperative=True`` this
         rank's part of the global batch (:func:`~graphpipe.distributed.cooperative.sample_subgraphs_cooperatively`),
         or over a part graph this rank's batch, asking the owners
-        (:func:`~graphpipe.distributed.remote.sample_subgraphs_from_owners`)."""
+        (:class:`~graphpipe.distributed.remote.LayersFromOwners`)."""
         if self.cooperative:
             seeds = self.batch_seeds(minibatch)
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (cooperative)")
             return sample_subgraphs_cooperatively(self, minibatch, seeds, source)
         if self.on_part:
             source = find_distributed_item_sampler(self, f"{type(self).__name__} (over a part)")
-            return sample_subgraphs_from_owners(self, minibatch, self.batch_seeds(minibatch), source)
+            return self.sample_subgraphs(minibatch, LayersFromOwners(self, source))
         return self.sample_subgraphs(minibatch)
 
     role = "sampler"  # the Pipe protocol's declarations
