@@ -46,8 +46,11 @@ their destinations, one round of exchanges per redraw.
 Every call is collective: all ranks join every exchange of every layer, also with no
 request (an empty share of a global batch), in the same order (the loader runs such
 stages one batch at a time; the sampler and the negative sampler on the sampling group,
-in one thread, the fetcher on the feature group). Cooperative temporal sampling and
-LABOR-k are refused on parts by their stages.
+in one thread, the fetcher on the feature group). LABOR-k, whose layer is drawn jointly,
+gets every in-edge of the frontier from the owners (with the seed edges each requester
+excludes marked) and draws the layer at the requester (:func:`_sample_jointly_here`):
+``8 * 3 * in-edges`` bytes received instead of the sampled edges. Cooperative temporal
+sampling and temporal LABOR-k are refused on parts by their stages.
 
 Cost per layer and rank: 5 all-to-alls (request counts and ids; reply header, segment
 degrees, edge rows), ``8 * frontier`` bytes sent (disjoint: 16; temporal: 24 to 40) and
@@ -85,10 +88,12 @@ from graphpipe.graph.sampling import (
 )
 from graphpipe.graph.temporal import TimeFilter
 from graphpipe.ops import LayerSample, derive_key, torch_random
-from graphpipe.ops.edge_lookup import EdgeQueries
+from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
 from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_edges
 from graphpipe.ops.negative_sampling import MAX_ATTEMPTS
+from graphpipe.ops.neighbor_sampling import sample_neighbors
 from graphpipe.ops.temporal import UNTIMED, time_keys
+from graphpipe.ops.typed_sampling import sample_segments
 
 __all__ = ["LayersFromOwners", "fetch_features_from_owners", "sample_negatives_from_owners"]
 
@@ -118,9 +123,13 @@ class LayersFromOwners:
 
     def sample_frontier(self, nodes, counts, skipped, layer: int, minibatch, exclude, subtrees=1, windows=None, roots=None) -> LayerSample:
         """The sampler's ``sample_frontier``, each destination sampled by its owner
-        (``exclude``: per requesting rank, see :func:`_sample_at_owners`)."""
+        (``exclude``: per requesting rank, see :func:`_sample_at_owners`); a sampler that
+        samples a layer jointly (LABOR-k) gets every in-edge from the owners and samples here."""
         batch_roots = _Roots(subtrees, self.time_filter, windows, roots)
-        return _sample_at_owners(self.sampler, nodes, counts, skipped, layer, minibatch, exclude, self.source, batch_roots)
+        sampler, args = self.sampler, (nodes, counts, skipped, layer, minibatch, exclude, self.source, batch_roots)
+        if not sampler.samples_layer_jointly:
+            return _sample_at_owners(sampler, *args)
+        return _sample_jointly_here(sampler, _sample_at_owners(sampler, *args, answer=_neighbourhoods_asked), nodes, counts, skipped, layer, minibatch)
 
     def append_rows(self, nodes, counts, layer: int, sample: LayerSample, dropped, roots):
         """The sampler's ``append_rows`` of a layer the owners sampled: its edge ids are the
@@ -183,19 +192,21 @@ def _frontier(nodes: torch.Tensor, counts: Sequence[int], skipped: Sequence[int]
     return kept, tuple(count - skip for count, skip in zip(counts, skipped))
 
 
-def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, exclusions, source, roots: _Roots) -> LayerSample:
+def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, exclusions, source, roots: _Roots, answer=None) -> LayerSample:
     """The uncompacted layer ``layer`` of the destinations ``nodes`` (node keys,
     type-major) but the first ``skipped`` of each type, each sampled by its owner:
     :meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_frontier`'s result,
     with the user's edge ids in ``edge_ids``. ``exclusions``: per requesting rank, the
     seed edges to skip (see :func:`_requested_exclusions`), or None; ``roots``: the
-    batch's, with ``rows`` those of ``nodes``."""
+    batch's, with ``rows`` those of ``nodes``; ``answer``: what an owner sends
+    (:func:`_sample_asked`, or :func:`_neighbourhoods_asked`)."""
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
     num_types, world_size = len(counts), source.world_size
+    answer = _sample_asked if answer is None else answer
     front, front_counts = _frontier(nodes, counts, skipped)
     ids = front if roots.subtrees == 1 else torch.div(front, roots.subtrees, rounding_mode="floor")
-    # An empty frontier's sample: the dtypes, and whether the sampler gives edge weights.
-    empty = sampler.sample_frontier(front[:0], (0,) * num_types, sampler.no_skip, layer, minibatch, None)
+    # An empty frontier's answer: the dtypes, and whether it gives edge weights.
+    empty = answer(sampler, front[:0], (0,) * num_types, layer, minibatch, None, None)
     weighted = empty.edge_weights is not None
     route = _send_to_owners(ids, front_counts, partition, group, _request_rows(sampler, front, roots))
     pieces = [arrived.split(received) for arrived, received in zip(route.arrived, route.received)]
@@ -204,7 +215,7 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
         asked = torch.cat([pieces[t][rank] for t in range(num_types)])
         asked_counts = tuple(route.received[t][rank] for t in range(num_types))
         exclude = None if exclusions is None or exclusions[rank].segment_offsets[-1] == 0 else exclusions[rank]  # no seed here
-        replies.append(_sample_asked(sampler, asked, asked_counts, layer, minibatch, exclude, roots.time_filter))
+        replies.append(answer(sampler, asked, asked_counts, layer, minibatch, exclude, roots.time_filter))
     sent = torch.tensor([[r.indptr.numel() - 1, r.indices.numel()] for r in replies], dtype=torch.int64)
     header = torch.empty_like(sent)
     _collective(dist.all_to_all_single, header, sent, group=group)
@@ -228,6 +239,53 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
     edge_ids = rows[:, 1].to(graph.map_edge_ids(empty.edge_ids).dtype)
     indices = rows[:, 0] if roots.subtrees > 1 else rows[:, 0].to(empty.indices.dtype)  # node keys stay int64
     return LayerSample(indptr, indices, edge_ids, weights)
+
+
+def _neighbourhoods_asked(sampler, asked: torch.Tensor, counts, layer: int, minibatch, exclude, time_filter) -> LayerSample:
+    """For a layer sampled jointly (LABOR-k): every in-edge, of the layer's sampled edge
+    types, of the destinations one rank asked for (``[n]`` global ids, type-major, ``counts``
+    per type), in :func:`~graphpipe.graph.sampling.sample_layer`'s segments; its
+    ``edge_weights`` are float32 1.0 where that rank's seed-edge exclusion ``exclude`` names
+    the edge, else 0.0 (see :func:`_sample_jointly_here`)."""
+    graph = sampler.graph
+    everything = [0 if fanout == 0 else -1 for fanout in sampler.edge_type_fanouts[layer]]
+
+    def every_edge(indptr, nodes, fanout, key_ids, excluded):  # whole in-edge ranges, in CSC order
+        return sample_neighbors(indptr, graph.indices, nodes, -1, key=0)
+    full = sample_layer(graph, asked, counts, everything, every_edge)
+    named = torch.zeros(full.edge_ids.numel(), dtype=torch.float32)
+    if exclude is not None:  # a destination is one segment (deduplicated layers): its seed edges are its own
+        named[torch.isin(full.edge_ids, exclude.edges.positions)] = 1.0
+    return LayerSample(full.indptr, full.indices, full.edge_ids, named)
+
+
+def _sample_jointly_here(sampler, full: LayerSample, nodes, counts, skipped, layer: int, minibatch) -> LayerSample:
+    """The layer the sampler draws over the neighbourhoods ``full`` the owners sent
+    (:func:`_neighbourhoods_asked`, user edge ids), with the calls and the seed-edge
+    exclusion :func:`~graphpipe.graph.sampling.sample_layer` makes on the whole graph:
+    one process's layer, bit for bit."""
+    _, front_counts = _frontier(nodes, counts, skipped)
+    fanouts = sampler.edge_type_fanouts[layer]
+    num_segments = full.indptr.numel() - 1
+    if sampler.typed:
+        schema = sampler.graph.schema
+        sampled, _ = segment_destinations(schema, front_counts, fanouts)
+        sizes = torch.tensor([front_counts[schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
+        segment_fanouts = torch.repeat_interleave(torch.tensor([fanouts[t] for t in sampled], dtype=torch.int64), sizes)
+    else:
+        segment_fanouts = torch.full((num_segments,), fanouts[0], dtype=torch.int64)
+    indptr = full.indptr.to(torch.int64)
+    named = full.edge_weights > 0
+    exclusion = None
+    if bool(named.any()):
+        segment = torch.repeat_interleave(torch.arange(num_segments), indptr.diff(), output_size=named.numel())
+        per_segment = torch.zeros(num_segments + 1, dtype=torch.int64)
+        per_segment[1:].index_add_(0, segment[named], torch.ones(int(named.sum()), dtype=torch.int64))
+        exclusion = EdgeExclusion(torch.cumsum(per_segment, 0), torch.nonzero(named).flatten())
+    kernel = partial(sampler.sample_segments, layer=layer, minibatch=minibatch, indices=full.indices)
+    bounds = torch.stack([indptr[:-1], indptr[1:]], 1).reshape(-1)
+    local = sample_segments(bounds, torch.zeros(num_segments, dtype=torch.int64), segment_fanouts, kernel, exclusion)
+    return LayerSample(local.indptr, local.indices, full.edge_ids[local.edge_ids], local.edge_weights)
 
 
 def _request_rows(sampler, front: torch.Tensor, roots: _Roots) -> Optional[torch.Tensor]:

@@ -101,13 +101,18 @@ class LayerNeighborSampler(SubgraphSampler):
                 f"{name}: disjoint=True is not supported by LABOR: each source's variate is shared by every "
                 f"destination, so subtrees would not sample independently; use sample_neighbor(..., disjoint=True)"
             )
-        if (self.cooperative or self.on_part) and importance_sampling != 0:
+        if self.cooperative and importance_sampling != 0:
             raise UnsupportedCombination(
-                f"{name}: {'cooperative=True' if self.cooperative else 'a part of a partitioned dataset'} supports "
-                f"importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* need vertex probabilities over the whole "
-                f"{'global batch' if self.cooperative else 'layer, whose vertices different owners sample'}"
+                f"{name}: cooperative=True supports importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* need vertex "
+                f"probabilities over the whole global batch"
+            )
+        if self.on_part and self.time_filter is not None and importance_sampling != 0:
+            raise UnsupportedCombination(
+                f"{name}: temporal LABOR-k over a part of a partitioned dataset is not supported (the owners would send "
+                f"every in-edge valid at each row's time); pass importance_sampling=0, or load the whole graph"
             )
         self.importance_sampling = importance_sampling
+        self.samples_layer_jointly = importance_sampling != 0
         self.layer_dependency = bool(layer_dependency)
         self.batch_dependency = batch_dependency
         self.weights = weights
@@ -132,14 +137,15 @@ class LayerNeighborSampler(SubgraphSampler):
         )
 
     def sample_segments(
-        self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch, candidates=None
+        self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch, candidates=None, indices=None
     ) -> LayerSample:
         """LABOR over the in-edge ranges of ``nodes`` with ``fanout``, then drop those
         ``exclude`` names. A source node has one variate per layer whatever the edge type
         (``key_ids`` is not needed); on a typed graph LABOR-k's vertex probabilities are
         solved over the segments of one call (all edge types of a layer when they share a
-        fanout)."""
-        indices, probs = edge_arrays(self.graph.indices, self.probs, candidates)
+        fanout). ``indices``: the sources to read instead of the graph's (LABOR-k over a
+        part: the neighbourhoods the owners sent)."""
+        indices, probs = edge_arrays(self.graph.indices if indices is None else indices, self.probs, candidates)
         sample = sample_labor(
             indptr, indices, nodes, fanout, variates=self.variates(minibatch.batch_index, layer),
             importance_sampling=self.importance_sampling, probs=probs, num_nodes=self.graph.total_num_nodes,

@@ -692,6 +692,9 @@ class SubgraphSampler(Pipe):
 
     role = "sampler"  # the Pipe protocol's declarations
     thread_safe = True  # batches share no state: a pool samples several at once
+    # Whether a layer's destinations are sampled jointly (LABOR-k): each draw depends on the
+    # whole layer's neighbourhoods, not on its destination's alone.
+    samples_layer_jointly = False
 
     def compile_task(self):
         """A picklable call compiling this sampler's layer kernels (subclasses with numba
@@ -930,7 +933,7 @@ def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
             f"{name}: hot-vertex reuse samples independent block batches (layout='block', no cooperative, "
             f"disjoint or temporal sampling, not over a part); this sampler is {sampler.mode}, layout={sampler.layout!r}"
         )
-    if getattr(sampler, "importance_sampling", 0):
+    if sampler.samples_layer_jointly:
         raise UnsupportedCombination(
             f"{name}: hot-vertex reuse needs each vertex's sample to be its own (NS, LABOR-0); LABOR with "
             f"importance_sampling={sampler.importance_sampling} draws a layer's vertices jointly: pass importance_sampling=0"

@@ -22,10 +22,11 @@ from dist_harness import run_ranks, values
 from test_cooperative import FANOUTS, REVERSE, items, link_items, summary
 from test_partitioned import EDGE_FEATURE_TYPES, KINDS, attributed_graph, full_store, same
 
-# (sampler, task, layout): NS and LABOR-0, node and link batches; NS node batches also in the pyg layout.
+# (sampler, task, layout): NS and LABOR-0, node and link batches; NS node batches also in the pyg layout;
+# LABOR-1 (a layer drawn jointly, at the requester) in both layouts.
 CASES = [
     ("neighbor", "node", "block"), ("labor", "node", "block"), ("neighbor", "node", "pyg"),
-    ("neighbor", "link", "block"), ("labor", "link", "block"),
+    ("neighbor", "link", "block"), ("labor", "link", "block"), ("labor-1", "link", "block"), ("labor-1", "node", "pyg"),
 ]  # fmt: skip
 from_part = gp.DistributedItemSampler.from_part
 OPTIONS = {"shuffle": True, "seed": 3, "drop_uneven_inputs": True}
@@ -40,6 +41,8 @@ def pipe_of(kind, case, graph, store, source):
     if task == "link":
         source = source.sample_uniform_negative(graph, 2, exclude_existing_edges=True, seed=1)
         options.update(exclude_seed_edges=True, include_reverse_edges=True, **({"reverse_etypes_mapping": REVERSE} if kind == "typed" else {}))
+    if sampler != "neighbor":
+        options["importance_sampling"] = int(sampler == "labor-1")
     sample = source.sample_neighbor if sampler == "neighbor" else source.sample_layer_neighbor
     keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
     edge_keys = ["ew"] if kind == "untyped" else {t: ["ew"] for t in EDGE_FEATURE_TYPES}
@@ -126,8 +129,8 @@ def partitioned(tmp_path, world_size, method):
 @pytest.mark.usefixtures("kernels_for_child_processes")
 @pytest.mark.parametrize("world_size, method", [(1, "hash"), (2, "hash"), (3, "metis"), (4, "hash")])
 def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_path):
-    """Each rank maps only its part; its own node and link batches (NS, LABOR-0; block and
-    pyg layouts; seed edges excluded) equal, bit for bit, those one process samples and
+    """Each rank maps only its part; its own node and link batches (NS, LABOR-0, LABOR-1;
+    block and pyg layouts; seed edges excluded) equal, bit for bit, those one process samples and
     fetches over the whole dataset: items, every layer's edges (user edge ids), LABOR's
     weights, node and edge feature rows; a rank's empty share of a node or link batch
     (typed link share: ``seeds`` ``{}``) is an empty batch, and the rank still answers."""
@@ -168,8 +171,9 @@ def test_what_parts_refuse(kind, tmp_path):
         assert source.sample_neighbor(part.graph, fanouts, **options).collective  # independent batches over a part
     with pytest.raises(UnsupportedCombination, match="temporal sampling filters every hop .* pass cooperative=False"):
         source.sample_neighbor(part.graph, fanouts, time_attr="ts", cooperative=True)
-    with pytest.raises(UnsupportedCombination, match="a part of a partitioned dataset supports importance_sampling=0"):
-        source.sample_layer_neighbor(part.graph, fanouts, importance_sampling=1)
+    assert source.sample_layer_neighbor(part.graph, fanouts, importance_sampling=1).collective  # LABOR-k over a part
+    with pytest.raises(UnsupportedCombination, match="temporal LABOR-k over a part .* pass importance_sampling=0"):
+        source.sample_layer_neighbor(part.graph, fanouts, importance_sampling=1, time_attr="ts")
     assert source.sample_neighbor(part.graph, fanouts).collective  # independent batches over a part: collective
     with pytest.raises(ValueError, match="put DistributedItemSampler.from_part.* or pass cooperative=True"):
         gp.ItemSampler(part.item_sets["node"], 4).sample_neighbor(part.graph, fanouts)
