@@ -75,7 +75,7 @@ def independent_rank(rank, world_size, out_dirs):
     edges sampled by other ranks)``; also (kind, "one item per rank"): shares of one of 12
     items, so that some ranks' batches are empty; (kind, "whole item set"): every rank holding
     every item (the part's partition given); (kind, "one pair per rank"): link shares of
-    one of 24 pairs, so that some ranks' link batches are empty (these three with more
+    one of 24 pairs, so that some ranks' link batches are empty (NS and LABOR-1; these with more
     than one rank: one rank's shares are never empty)."""
     out = {}
     for kind in KINDS:
@@ -90,6 +90,8 @@ def independent_rank(rank, world_size, out_dirs):
         out[kind, "one item per rank"] = both(kind, node_ns, part, whole, partial(from_part, part, "few", 1, **OPTIONS))
         link_ns = ("neighbor", "link", "block")
         out[kind, "one pair per rank"] = both(kind, link_ns, part, whole, partial(from_part, part, "few links", 1, **OPTIONS))
+        link_labor_1 = ("labor-1", "link", "block")  # a layer drawn at the requester, also from an empty frontier
+        out[kind, "one pair per rank, LABOR-1"] = both(kind, link_labor_1, part, whole, partial(from_part, part, "few links", 1, **OPTIONS))
         every_item = load_item_sets(out_dirs[kind])["node"]
         source = partial(gp.DistributedItemSampler, every_item, SIZES["node"], partition=part.partition, **OPTIONS)
         out[kind, "whole item set"] = both(kind, node_ns, part, whole, source)
@@ -139,7 +141,8 @@ def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_
     out_dirs = partitioned(tmp_path, world_size, method)
     results = values(run_ranks(independent_rank, world_size, tmp_path, args=(out_dirs,)))
     for kind in KINDS:
-        for case in CASES if world_size == 1 else [*CASES, "one item per rank", "one pair per rank", "whole item set"]:
+        few = ["one item per rank", "one pair per rank", "one pair per rank, LABOR-1"]
+        for case in CASES if world_size == 1 else [*CASES, *few, "whole item set"]:
             got = [r[kind, case] for r in results]
             for on_part, on_whole, _ in got:
                 assert len(on_part) == len(on_whole) > 1, (kind, case)
@@ -147,7 +150,7 @@ def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_
             assert sum(len(b["item_ids"]) for on_part, _, _ in got for b in on_part) > 0
             if world_size > 1:  # the owners did sample for others
                 assert sum(remote for _, _, remote in got) > 0, (kind, case)
-        for case in ("one item per rank", "one pair per rank") if world_size > 1 else ():
+        for case in few if world_size > 1 else ():
             batches = [b for r in results for b in r[kind, case][0]]
             sizes = [sum(ids.numel() for ids in b["item_ids"].values()) for b in batches]
             if world_size > 1:  # ranks with an empty share still answered the others
