@@ -19,7 +19,6 @@ helper process is left to finish writing the cache.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import pickle
@@ -248,12 +247,14 @@ _on_demand_notice: List[_OnDemandNotice] = []
 
 def _watch_process() -> None:
     """When the first job starts (not at import): register the :class:`_OnDemandNotice`
-    with numba, and :func:`_stop_at_exit` with ``atexit``."""
+    with numba, and :func:`_stop_at_exit` to run at exit."""
     with _notice_lock:
         if not _on_demand_notice:
             _on_demand_notice.append(_OnDemandNotice())
             event.register("numba:compile", _on_demand_notice[0])
-            atexit.register(_stop_at_exit)
+            # Before the atexit hooks (the loader's stages wait there for their batches, which may
+            # wait for numba's compiler lock that a job holds): threading's own exit hooks.
+            threading._register_atexit(_stop_at_exit)
 
 
 def _stop_at_exit() -> None:

@@ -11,9 +11,11 @@ thread still in a kernel then is a daemon left to finish, with a warning. Two ex
 
 * Inside the garbage collector stopping only signals: the collector can run while CPython
   holds its thread-list lock, and a join there deadlocks every thread.
-* At exit an ``atexit`` hook stops and joins the threads still running: Python 3.11 ends
-  a daemon thread wanting the GIL during finalization with ``pthread_exit``, whose
-  unwinding through torch's C++ frames aborted the process.
+* At exit an ``atexit`` hook stops the threads still running and waits for every batch in
+  progress, also those a stop left running (``_EXIT_WAIT_S`` at most; ``_STOP_TIMEOUT_S``
+  after Ctrl-C, which must get through a hung stage): Python 3.11 ends a daemon thread
+  wanting the GIL during finalization with ``pthread_exit``, whose unwinding through
+  torch's C++ frames aborted the process.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import atexit
 import gc
 import itertools
 import queue
+import sys
 import threading
 import time
 import warnings
@@ -42,13 +45,16 @@ __all__ = ["PinMemory", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "W
 
 _POLL_S = 0.05
 _STOP_TIMEOUT_S = 2.0  # how long stopping waits for a thread's batch in progress (a kernel cannot be interrupted)
+_EXIT_WAIT_S = 60.0  # how long exit waits for the batches in progress
 # Batches a ThreadPoolMap keeps submitted per thread: with one, a thread that finished waited
 # for the slower batch ahead of it (two: +4% NS, +2% LABOR-0 on 2 cores; benchmarks/RESULTS.md,
 # "Planner (issue 18), fourth run").
 _SUBMITTED_PER_THREAD = 2
 _thread_ids = itertools.count(1)
-# Background threads and pools not asked to stop yet (stopped at exit by _stop_at_exit).
+# Background threads and pools not asked to stop yet, and all of them (a running thread keeps
+# its stage alive): at exit the first are stopped, and the threads of all waited for (_stop_at_exit).
 _running: "weakref.WeakSet" = weakref.WeakSet()
+_started: "weakref.WeakSet" = weakref.WeakSet()
 _running_lock = threading.Lock()
 # The ident of the thread the garbage collector is running in, else None (set by _on_gc).
 _collector_thread: List[Optional[int]] = [None]
@@ -150,6 +156,7 @@ class _Background:
             thread.start()
         with _running_lock:
             _running.add(self)
+            _started.add(self)
 
     def signal_stop(self) -> None:
         """Tell the threads to stop, without waiting for them."""
@@ -229,9 +236,9 @@ def _join_or_warn(threads) -> None:
         )
 
 
-def join_within(threads) -> List[str]:
-    """Join ``threads`` (or processes) within ``_STOP_TIMEOUT_S`` in all; the names of those still running."""
-    deadline = time.monotonic() + _STOP_TIMEOUT_S
+def join_within(threads, timeout: float = _STOP_TIMEOUT_S) -> List[str]:
+    """Join ``threads`` (or processes) within ``timeout`` seconds in all; the names of those still running."""
+    deadline = time.monotonic() + timeout
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     return [thread.name for thread in threads if thread.is_alive()]
@@ -287,14 +294,17 @@ class _DaemonThreadPool(_Background):
 
 
 def _stop_at_exit() -> None:
-    """Stop the background threads and pools still running before the interpreter
-    finalizes, waiting ``_STOP_TIMEOUT_S`` at most, without a warning (a stop that already
-    warned may be among them). Threads are told before pools, so none feeds a told pool."""
+    """Before the interpreter finalizes: stop the background threads and pools still
+    running (threads before pools, so none feeds a told pool), then wait for the batches in
+    progress of every thread, those an earlier stop left running included, ``_EXIT_WAIT_S``
+    at most (``_STOP_TIMEOUT_S`` when a Ctrl-C ends the program), without a warning."""
     with _running_lock:
         running = sorted(_running, key=lambda stage: isinstance(stage, _DaemonThreadPool))
+        started = list(_started)
     for stage in running:
         stage.signal_stop()
-    join_within([thread for stage in running for thread in stage.threads])
+    interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)  # the uncaught exception, if any
+    join_within([thread for stage in started for thread in stage.threads], _STOP_TIMEOUT_S if interrupted else _EXIT_WAIT_S)
 
 
 @functional_pipe("prefetch")

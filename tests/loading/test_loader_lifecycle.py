@@ -177,3 +177,43 @@ def test_exit_with_an_unfinished_epoch_is_clean_every_time(tmp_path):
     statuses = {int(run): status for run, status in json.loads(forked.stdout).items()}
     assert statuses == {run: run % 2 for run in range(runs)}, forked.stderr[-3000:]
     assert "terminate called" not in forked.stderr + "".join(fresh_stderr)
+
+
+_EXIT_AFTER_A_LONG_BATCH = textwrap.dedent(
+    """
+    import sys, time, warnings
+    import torch
+    import graphpipe as gp
+
+    def torch_for_3_s(minibatch):  # a batch longer than stopping waits (2 s), in torch's C++
+        end = time.perf_counter() + 3
+        while time.perf_counter() < end:
+            torch.full((1 << 20,), 1.0).sum()
+        if minibatch.batch_index == 1:
+            open(sys.argv[1], "w").close()
+        return minibatch
+
+    data = gp.datasets.karate_club()
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(34), names="seeds"), 4).transform(torch_for_3_s)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for minibatch in gp.DataLoader(pipe.fetch_feature(data.features, ["feat"])):
+            break  # the background thread is in batch 1's 3 s, and stays in it after the loop stops
+    print([str(w.message) for w in caught], flush=True)
+    """
+)
+
+
+def test_exit_right_after_a_stop_that_left_a_long_batch_running_is_clean(tmp_path):
+    """Leaving a loop stops its threads, waiting 2 s for a batch in progress, then leaves a
+    thread still in a longer batch to finish it (with a warning). A script ending right
+    then exited with SIGABRT ("terminate called without an active exception": Python 3.11
+    ended the thread, inside torch's C++, with pthread_exit): at exit the batches left
+    running are waited for."""
+    script = tmp_path / "long.py"
+    script.write_text(_EXIT_AFTER_A_LONG_BATCH)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "batch1")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "terminate called" not in done.stderr, done.stderr[-2000:]
+    assert "still running a batch 2 s after being asked to stop" in done.stdout, done.stdout
+    assert (tmp_path / "batch1").exists()  # the batch left running finished before the process ended
