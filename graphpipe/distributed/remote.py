@@ -84,6 +84,7 @@ from graphpipe.graph.sampling import (
     sample_layer,
     segment_destinations,
     typed_subgraph,
+    types_of_segments,
     untyped_subgraph,
 )
 from graphpipe.graph.temporal import TimeFilter
@@ -139,8 +140,7 @@ class LayersFromOwners:
         if dropped is not None and sampler.typed:
             schema = sampler.graph.schema
             sampled, _ = segment_destinations(schema, counts, sampler.edge_type_fanouts[layer])
-            sizes = torch.tensor([counts[schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
-            types = torch.repeat_interleave(torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), sizes), sample.indptr.diff())
+            types = torch.repeat_interleave(types_of_segments(schema, counts, sampled), sample.indptr.diff())
         return sampler.append_rows(nodes, counts, layer, sample, dropped, roots, types)
 
     def lay_out(self, step, layer: int):
@@ -270,18 +270,12 @@ def _sample_jointly_here(sampler, full: LayerSample, nodes, counts, skipped, lay
     if sampler.typed:
         schema = sampler.graph.schema
         sampled, _ = segment_destinations(schema, front_counts, fanouts)
-        sizes = torch.tensor([front_counts[schema.edge_type_ends[t][1]] for t in sampled], dtype=torch.int64)
-        segment_fanouts = torch.repeat_interleave(torch.tensor([fanouts[t] for t in sampled], dtype=torch.int64), sizes)
+        segment_fanouts = torch.tensor(fanouts, dtype=torch.int64)[types_of_segments(schema, front_counts, sampled)]
     else:
         segment_fanouts = torch.full((num_segments,), fanouts[0], dtype=torch.int64)
     indptr = full.indptr.to(torch.int64)
-    named = full.edge_weights > 0
-    exclusion = None
-    if bool(named.any()):
-        segment = torch.repeat_interleave(torch.arange(num_segments), indptr.diff(), output_size=named.numel())
-        per_segment = torch.zeros(num_segments + 1, dtype=torch.int64)
-        per_segment[1:].index_add_(0, segment[named], torch.ones(int(named.sum()), dtype=torch.int64))
-        exclusion = EdgeExclusion(torch.cumsum(per_segment, 0), torch.nonzero(named).flatten())
+    named = torch.nonzero(full.edge_weights > 0).flatten()  # ascending, so each segment's are a run
+    exclusion = EdgeExclusion(torch.searchsorted(named, indptr), named) if named.numel() else None
     kernel = partial(sampler.sample_segments, layer=layer, minibatch=minibatch, indices=full.indices)
     bounds = torch.stack([indptr[:-1], indptr[1:]], 1).reshape(-1)
     local = sample_segments(bounds, torch.zeros(num_segments, dtype=torch.int64), segment_fanouts, kernel, exclusion)

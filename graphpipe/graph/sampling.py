@@ -49,6 +49,7 @@ __all__ = [
     "seed_nodes",
     "subtree_keys",
     "typed_subgraph",
+    "types_of_segments",
     "untyped_subgraph",
 ]
 
@@ -397,7 +398,7 @@ def sample_layer(
     sampled, segment_dst = segment_destinations(schema, counts, fanouts)
     sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
     bounds, key_ids = typed_segments_of_nodes(graph.indptr, graph.type_per_edge, groups, len(schema.edge_types))
-    segment_types = torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
+    segment_types = types_of_segments(schema, counts, sampled)
     segment_fanouts = torch.tensor(fanouts, dtype=torch.int64)[segment_types]
     segment_keys = nodes[segment_dst] if disjoint else None
     if segment_keys is not None:  # (node, edge type, subtree): one key per segment of every subtree
@@ -440,6 +441,13 @@ def segment_destinations(schema, counts: Sequence[int], fanouts: Sequence[int]) 
     sampled = [t for t, (_, dst_type) in enumerate(schema.edge_type_ends) if fanouts[t] != 0 and counts[dst_type]]
     ranges = [torch.arange(starts[schema.edge_type_ends[t][1]], starts[schema.edge_type_ends[t][1] + 1]) for t in sampled]
     return sampled, torch.cat(ranges) if ranges else torch.empty(0, dtype=torch.int64)
+
+
+def types_of_segments(schema, counts: Sequence[int], sampled: Sequence[int]) -> torch.Tensor:
+    """``[S]`` int64: each segment's edge type id, for a typed layer's segments
+    (``sampled``: :func:`segment_destinations`' edge types) over destinations ``counts`` per type."""
+    sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
+    return torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
 
 
 def append_layer(graph, dst: torch.Tensor, dst_counts, sample: LayerSample) -> Tuple[SampledLayer, torch.Tensor]:

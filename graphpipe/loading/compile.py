@@ -34,6 +34,7 @@ from numba.core import event
 
 from graphpipe.ops.compile import cache_dir
 from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.loading.stages import EXIT_WAIT_S, join_within
 from graphpipe.loading.workers import ProcessWorkers
 
 __all__ = ["CompileJob", "compile_kernels"]
@@ -52,7 +53,6 @@ _notice_lock = threading.Lock()
 _notice_shown = False
 # Jobs whose thread runs: at exit they finish their current task (_stop_at_exit).
 _running: "set[CompileJob]" = set()
-_EXIT_WAIT_S = 60.0  # at most this long for a task in progress (the costliest kernel compiles in 5-15 s)
 _POLL_S = 0.05
 
 
@@ -97,7 +97,8 @@ class CompileJob:
         if background:
             with _notice_lock:
                 _running.add(self)
-            threading.Thread(target=self._run, name="graphpipe-compile", daemon=True).start()
+            self._thread = threading.Thread(target=self._run, name="graphpipe-compile", daemon=True)
+            self._thread.start()
         else:
             self._run()
 
@@ -259,14 +260,12 @@ def _watch_process() -> None:
 
 def _stop_at_exit() -> None:
     """Let the running jobs finish their current task, start no other, and stop waiting
-    for their helper process; wait ``_EXIT_WAIT_S`` at most."""
+    for their helper process; wait ``EXIT_WAIT_S`` at most, as for the loader's stages."""
     with _notice_lock:
         running = list(_running)
     for job in running:
         job._stop.set()
-    deadline = time.monotonic() + _EXIT_WAIT_S
-    for job in running:
-        job._done.wait(max(0.0, deadline - time.monotonic()))
+    join_within([job._thread for job in running], EXIT_WAIT_S)
 
 
 def compile_kernels(pipe: Pipe, background: bool = True) -> CompileJob:

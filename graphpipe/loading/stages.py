@@ -12,7 +12,7 @@ thread still in a kernel then is a daemon left to finish, with a warning. Two ex
 * Inside the garbage collector stopping only signals: the collector can run while CPython
   holds its thread-list lock, and a join there deadlocks every thread.
 * At exit an ``atexit`` hook stops the threads still running and waits for every batch in
-  progress, also those a stop left running (``_EXIT_WAIT_S`` at most; ``_STOP_TIMEOUT_S``
+  progress, also those a stop left running (``EXIT_WAIT_S`` at most; ``_STOP_TIMEOUT_S``
   after Ctrl-C, which must get through a hung stage): Python 3.11 ends a daemon thread
   wanting the GIL during finalization with ``pthread_exit``, whose unwinding through
   torch's C++ frames aborted the process.
@@ -45,7 +45,7 @@ __all__ = ["PinMemory", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "W
 
 _POLL_S = 0.05
 _STOP_TIMEOUT_S = 2.0  # how long stopping waits for a thread's batch in progress (a kernel cannot be interrupted)
-_EXIT_WAIT_S = 60.0  # how long exit waits for the batches in progress
+EXIT_WAIT_S = 60.0  # how long exit waits for the batches in progress
 # Batches a ThreadPoolMap keeps submitted per thread: with one, a thread that finished waited
 # for the slower batch ahead of it (two: +4% NS, +2% LABOR-0 on 2 cores; benchmarks/RESULTS.md,
 # "Planner (issue 18), fourth run").
@@ -296,7 +296,7 @@ class _DaemonThreadPool(_Background):
 def _stop_at_exit() -> None:
     """Before the interpreter finalizes: stop the background threads and pools still
     running (threads before pools, so none feeds a told pool), then wait for the batches in
-    progress of every thread, those an earlier stop left running included, ``_EXIT_WAIT_S``
+    progress of every thread, those an earlier stop left running included, ``EXIT_WAIT_S``
     at most (``_STOP_TIMEOUT_S`` when a Ctrl-C ends the program), without a warning."""
     with _running_lock:
         running = sorted(_running, key=lambda stage: isinstance(stage, _DaemonThreadPool))
@@ -304,7 +304,7 @@ def _stop_at_exit() -> None:
     for stage in running:
         stage.signal_stop()
     interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)  # the uncaught exception, if any
-    join_within([thread for stage in started for thread in stage.threads], _STOP_TIMEOUT_S if interrupted else _EXIT_WAIT_S)
+    join_within([thread for stage in started for thread in stage.threads], _STOP_TIMEOUT_S if interrupted else EXIT_WAIT_S)
 
 
 @functional_pipe("prefetch")

@@ -23,10 +23,8 @@ sampling the in-edges its part lacks (``graphpipe.distributed.remote``), as one 
 samples them over the whole graph (tested bit for bit on the CPU, node and link seeds,
 typed and untyped, both layouts; P = 1 to 4, hash and METIS; temporal ones with node
 and edge times, "uniform" and "last", disjoint ones and ``deduplicate=False``: P = 1 to
-3). The stages refuse over a part: LABOR with ``importance_sampling`` not 0, temporal
-negatives checked against the graph (``UniformNegativeSampler`` with
-``node_timestamp_attr_name`` and ``exclude_existing_edges=True``), ``reverse_edge_ids`` on
-an untyped part, and hot-vertex reuse.
+3). The stages refuse over a part: temporal LABOR with ``importance_sampling`` not 0,
+``reverse_edge_ids`` on an untyped part, and hot-vertex reuse.
 """
 
 from __future__ import annotations
