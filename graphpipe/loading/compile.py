@@ -41,7 +41,7 @@ __all__ = ["CompileJob", "compile_kernels"]
 
 logger = logging.getLogger("graphpipe")
 
-NOTICE_AFTER_S = 1.0  # tasks that end within this long loaded their kernels from the cache: no notice
+NOTICE_AFTER_S = 1.0  # no notice for tasks that end within this long (or that compile nothing)
 # A first run's compilation on 2 cores, for the notice: 5.4-6.5 s from DataLoader() to the first
 # NS or LABOR batch on the 200k-node synthetic graph (README.md), 9.2-9.8 s to the job's end.
 LOADER_FIRST_RUN = "5-10 s"
@@ -61,7 +61,8 @@ class CompileJob:
     when ``background`` is false; ``wait()`` blocks until they are done and re-raises a
     task's exception.
 
-    When they take longer than ``notice_after`` seconds, one line goes to the
+    When they take longer than ``notice_after`` seconds and numba compiles for them (a
+    load from its cache, slow on a loaded machine, is not reported), one line goes to the
     ``graphpipe`` logger saying that a first run takes ``first_run`` and where numba
     caches ``kernel`` (graphpipe's ops by default), and one more when they end. With
     ``helper_process``, the tasks after the current one then run in a helper process
@@ -90,8 +91,10 @@ class CompileJob:
         self._done = threading.Event()
         self._stop = threading.Event()
         self._noticed = False
+        self._late = False  # notice_after has passed
+        self._compiling = False  # numba compiled something for a task (not a load from its cache)
         _watch_process()
-        self._timer = threading.Timer(notice_after, self._notice)
+        self._timer = threading.Timer(notice_after, self._on_time)
         self._timer.daemon = True
         self._timer.start()
         if background:
@@ -105,7 +108,7 @@ class CompileJob:
     def _run(self) -> None:
         global _notice_shown
         start = time.perf_counter()
-        _in_job.active = True  # its compilations have this job's notice
+        _in_job.job = self  # its compilations have this job's notice
         try:
             for index, (_, task) in enumerate(self.tasks):
                 with self._lock:
@@ -122,7 +125,7 @@ class CompileJob:
         except BaseException as error:  # kept for wait(); a batch that runs the task raises it too
             self._error = error
         finally:
-            _in_job.active = False
+            _in_job.job = None
             self.seconds = time.perf_counter() - start
             self._timer.cancel()
             # The notices are written under the lock, and "ready" before wait() returns.
@@ -135,9 +138,25 @@ class CompileJob:
             with _notice_lock:
                 _running.discard(self)
 
+    def _on_time(self) -> None:
+        with self._lock:
+            self._late = True
+            if self._compiling:
+                self._notice()
+
+    def _compiles(self) -> None:
+        """numba starts compiling in a task: a slow job that only loads kernels from the cache
+        (a loaded machine) says nothing."""
+        with self._lock:
+            if not self._compiling:
+                self._compiling = True
+                if self._late:
+                    self._notice()
+
     def _notice(self) -> None:
+        """Called with ``_lock`` held."""
         global _notice_shown
-        with self._lock, _notice_lock:
+        with _notice_lock:
             if self._done.is_set() or self._stop.is_set() or _notice_shown:
                 return
             self._noticed = _notice_shown = True
@@ -183,7 +202,7 @@ class CompileJob:
 
 
 class _InJob(threading.local):
-    active = False  # this thread is running a CompileJob's tasks
+    job: Optional[CompileJob] = None  # the CompileJob whose tasks this thread runs
 
 
 _in_job = _InJob()
@@ -207,9 +226,12 @@ class _OnDemandNotice(event.Listener):
 
     def on_start(self, ev) -> None:
         self._depth += 1
+        if _in_job.job is not None:
+            _in_job.job._compiles()
+            return
         function = ev.data["dispatcher"].py_func
         module = getattr(function, "__module__", None) or ""
-        if self._depth > 1 or _in_job.active or not module.startswith("graphpipe."):
+        if self._depth > 1 or not module.startswith("graphpipe."):
             return
         with self._lock:
             self._compilation += 1

@@ -12,6 +12,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+import numba
 import pytest
 import torch
 
@@ -102,13 +103,19 @@ def test_the_job_has_each_stages_tasks_upstream_first(graph_builder, case):
     assert job.wait(timeout=600)
 
 
-def _slow_task():
-    time.sleep(0.3)
+def _compiles_for(seconds: float):
+    """A task in which numba compiles a new function, then ``seconds`` pass."""
+
+    def task():
+        numba.njit(lambda x: x + 1)(1)
+        time.sleep(seconds)
+
+    return task
 
 
 def test_a_long_job_says_what_it_compiles_and_when_it_is_ready(caplog):
     with caplog.at_level(logging.WARNING, logger="graphpipe"):
-        job = CompileJob([("FastStage", lambda: None), ("SlowStage", _slow_task)], notice_after=0.1)
+        job = CompileJob([("FastStage", lambda: None), ("SlowStage", _compiles_for(0.3))], notice_after=0.1)
         assert job.wait(timeout=10)
     messages = [record.getMessage() for record in caplog.records]
     assert len(messages) == 2, messages
@@ -120,16 +127,32 @@ def test_a_long_job_says_what_it_compiles_and_when_it_is_ready(caplog):
 
 def test_a_quick_job_is_silent(caplog):
     with caplog.at_level(logging.WARNING, logger="graphpipe"):
-        job = CompileJob([("Stage", lambda: None)], notice_after=0.5)
+        job = CompileJob([("Stage", _compiles_for(0))], notice_after=1.0)
         assert job.wait(timeout=10)
-        time.sleep(0.6)
+        time.sleep(1.1)
     assert caplog.records == []
+
+
+def test_a_slow_job_that_compiles_nothing_is_silent(caplog):
+    # Kernels loaded from numba's cache on a loaded machine: nothing compiles, however long it takes.
+    with caplog.at_level(logging.WARNING, logger="graphpipe"):
+        job = CompileJob([("Loads", partial(time.sleep, 0.3)), ("Then", lambda: None)], notice_after=0.05)
+        assert job.wait(timeout=10)
+    assert caplog.records == []
+
+
+def test_a_job_that_starts_compiling_after_its_time_says_so_then(caplog):
+    with caplog.at_level(logging.WARNING, logger="graphpipe"):
+        job = CompileJob([("Loads", partial(time.sleep, 0.2)), ("Compiles", _compiles_for(0.1))], notice_after=0.05)
+        assert job.wait(timeout=10)
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2 and messages[0].startswith("graphpipe: compiling numba kernels for Compiles ("), messages
 
 
 def test_jobs_running_together_give_one_notice(caplog):
     gate = threading.Event()
     with caplog.at_level(logging.WARNING, logger="graphpipe"):
-        jobs = [CompileJob([(f"Stage{i}", lambda: gate.wait(10))], notice_after=0.05) for i in range(2)]
+        jobs = [CompileJob([(f"Stage{i}", lambda: (numba.njit(lambda x: x)(1), gate.wait(10)))], notice_after=0.05) for i in range(2)]
         time.sleep(0.3)
         gate.set()
         assert all(job.wait(timeout=10) for job in jobs)
@@ -163,7 +186,7 @@ def test_a_cached_feature_compiles_its_own_kernels(graph_builder):
 
 def test_after_its_notice_a_job_hands_the_next_tasks_to_a_helper_process(tmp_path):
     made = tmp_path / "made"
-    tasks = [("Slow", partial(time.sleep, 0.5)), ("Later", partial(os.mkdir, made))]
+    tasks = [("Slow", _compiles_for(0.5)), ("Later", partial(os.mkdir, made))]
     job = CompileJob(tasks, notice_after=0.05, helper_process=True)
     assert job.wait(timeout=120)  # os.mkdir ran once (twice would raise FileExistsError here)
     assert job.handed_off == 1 and made.is_dir()
