@@ -368,10 +368,10 @@ def _stop_pool(processes, commands, results, stop, starting) -> None:
     workers being started (``starting`` held) are waited for: a worker started after
     exit unlinked its queues' semaphores failed with a traceback."""
     stop.value = 1
-    _stopped.update(processes)
     if in_collector():
+        _stopped.update(processes)
         return
-    with starting:
+    with starting:  # then the workers being started are in processes
         _stopped.update(processes)
     for command in commands:
         command.put(None)

@@ -98,11 +98,14 @@ def test_ctrl_c_while_workers_start_prints_one_traceback_and_leaves_no_process(t
     ignores SIGINT, and printed its KeyboardInterrupt traceback after the program's."""
     script = tmp_path / "interrupted.py"
     script.write_text(_INTERRUPTED)
+    # Python ignores SIGINT when started with it ignored (a background job of a shell): the
+    # script is started with SIGINT's default, as from a terminal.
+    default_sigint = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(*sys.argv[1:2], sys.argv[1:])"
     runs = {}
     for delay in (0.2, 1.0, 2.0):
         run = subprocess.Popen(
-            [sys.executable, str(script)], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True,
+            [sys.executable, "-c", default_sigint, sys.executable, str(script)], env=ENV, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
         runs[delay] = run
     try:
