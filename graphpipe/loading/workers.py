@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 import weakref
+from multiprocessing import forkserver, resource_tracker
 from typing import List, Optional, Tuple
 
 import numba
@@ -42,13 +43,24 @@ from torch._utils import ExceptionWrapper
 from graphpipe._internal.safe_files import process_exists
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
-from graphpipe.loading.stages import Timed, close_iterator, in_collector, join_within, put_while, watch_process
+from graphpipe.loading.stages import (
+    _STOP_TIMEOUT_S,
+    EXIT_WAIT_S,
+    Timed,
+    close_iterator,
+    in_collector,
+    join_within,
+    put_while,
+    watch_process,
+)
 
 __all__ = ["ProcessWorkers", "Shard", "workers_rerun_main"]
 
 _POLL_S = 0.05
 _JOIN_TIMEOUT_S = 2.0  # how long a terminated worker may take to exit before it is killed
 _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may take to exit
+# Workers told to stop: at exit each finishes its batch and exits on its own (_join_at_exit).
+_stopped: "weakref.WeakSet" = weakref.WeakSet()
 
 
 class Shard(Pipe):
@@ -273,6 +285,20 @@ def _main_script_hidden():
             main.__dict__.update(saved)
 
 
+def _start_forkserver() -> None:
+    """Start multiprocessing's fork server, if not running, with SIGINT blocked in this
+    thread: it keeps that mask, and so do the workers it forks. CPython's fork server
+    ignores SIGINT only after preloading graphpipe (1-2 s), and a worker only once it
+    serves: a Ctrl-C then printed their KeyboardInterrupt tracebacks after the program's.
+    The resource tracker is started first: starting it unblocks SIGINT."""
+    resource_tracker.ensure_running()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class _WorkerPool:
     """``num_workers`` processes serving epochs of one chain; see :class:`ProcessWorkers`."""
 
@@ -282,6 +308,7 @@ class _WorkerPool:
         watch_process()  # a finalizer in the garbage collector then only signals the workers
         context = mp.get_context("forkserver")
         context.set_forkserver_preload(["graphpipe"])
+        _start_forkserver()
         # Shared memory without locks: stopping (from a finalizer too) only writes them.
         self.current = context.RawValue("q", 0)  # the run the consumer wants, 0: none
         self.stop = context.RawValue("b", 0)  # 1: every worker exits
@@ -289,12 +316,17 @@ class _WorkerPool:
         self.results = [context.Queue(buffer_size) for _ in range(num_workers)]
         self.processes = []
         self.last_run = 0
-        self._finalizer = weakref.finalize(self, _stop_pool, self.processes, self.commands, self.results, self.stop)
+        # Held while the workers start (the first waits 1-2 s for a new fork server): stopping
+        # waits for it, so no worker starts after its queues' semaphores are gone.
+        starting = threading.RLock()
+        self._finalizer = weakref.finalize(
+            self, _stop_pool, self.processes, self.commands, self.results, self.stop, starting
+        )
         # Registered after multiprocessing's exit hook (the queues above import it), so it runs
-        # first: the workers stop and exit on their own; terminated by that hook, they would leave
-        # numba's semaphore registered ("leaked semaphore objects" at exit).
+        # first, and before _join_at_exit: the workers stop and exit on their own; terminated by
+        # that hook, they would leave numba's semaphore registered ("leaked semaphore objects").
         atexit.register(self._finalizer)
-        with contextlib.nullcontext() if rerun_main else _main_script_hidden():
+        with starting, contextlib.nullcontext() if rerun_main else _main_script_hidden():
             for rank in range(num_workers):
                 self._start(context, pipe, rank, num_workers)
 
@@ -328,16 +360,37 @@ class _WorkerPool:
         atexit.unregister(self._finalizer)
 
 
-def _stop_pool(processes, commands, results, stop) -> None:
-    """Ask the workers to stop; terminate those still busy (a long kernel) after
-    ``join_within``'s timeout, so that close() and Ctrl-C return promptly. Inside the
-    garbage collector only ``stop`` is set (the workers see it within ``_POLL_S``)."""
+def _stop_pool(processes, commands, results, stop, starting) -> None:
+    """Tell the workers to stop and wait ``_STOP_TIMEOUT_S`` for them, so that close() and
+    Ctrl-C return promptly; a worker still in a batch then (a long kernel) exits on its
+    own after it, and exit waits for it (:func:`_join_at_exit`). Inside the garbage
+    collector only ``stop`` is set (the workers see it within ``_POLL_S``). Else the
+    workers being started (``starting`` held) are waited for: a worker started after
+    exit unlinked its queues' semaphores failed with a traceback."""
     stop.value = 1
     if in_collector():
+        _stopped.update(processes)
         return
+    with starting:  # then the workers being started are in processes
+        _stopped.update(processes)
     for command in commands:
         command.put(None)
     join_within(processes)
+    for q in commands + results:
+        q.cancel_join_thread()
+        q.close()
+
+
+def _join_at_exit() -> None:
+    """At exit, after the pools' own hooks told their workers to stop: wait for every worker
+    told to stop (``EXIT_WAIT_S`` at most, ``_STOP_TIMEOUT_S`` when a Ctrl-C ends the
+    program), then terminate, and kill, those still running. Terminating is the last
+    resort: numba's lock in a worker is a named semaphore (the worker's start method is
+    forkserver) that only its own exit unregisters; a terminated worker leaves it to the
+    resource tracker, which warns ("leaked semaphore objects")."""
+    processes = list(_stopped)
+    interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)  # the uncaught exception, if any
+    join_within(processes, _STOP_TIMEOUT_S if interrupted else EXIT_WAIT_S)
     for process in processes:
         if process.is_alive():
             process.terminate()
@@ -346,9 +399,11 @@ def _stop_pool(processes, commands, results, stop) -> None:
         if process.is_alive():
             process.kill()
             process.join()
-    for q in commands + results:
-        q.cancel_join_thread()
-        q.close()
+
+
+# After multiprocessing's exit hook (registered when forkserver, imported above, imported its
+# util), so it runs before that hook terminates the workers still running.
+atexit.register(_join_at_exit)
 
 
 def _death_message(process, rank: int) -> str:
