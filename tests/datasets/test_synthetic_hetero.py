@@ -185,10 +185,7 @@ def test_sampling_reaches_every_node_type(dataset):
 
 
 def test_typed_feature_store(dataset):
-    try:
-        store = dataset.features
-    except TypeError as err:  # the typed FeatureStore (("paper", "feat") keys) is not in this branch
-        pytest.skip(f"FeatureStore takes no (node type, name) keys yet: {err}")
+    store = dataset.features
     assert torch.equal(store["node", "author", "feat"].data, dataset.node_features[("author", "feat")])
 
 

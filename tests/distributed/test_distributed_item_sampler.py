@@ -70,7 +70,9 @@ def test_epochs_reshuffle_and_drop_last():
 def test_labels_follow_seeds():
     seeds = torch.arange(30) * 3
     item_set = gp.ItemSet((seeds, seeds + 1), names=("seeds", "labels"))
-    for mb in gp.DistributedItemSampler(item_set, 4, shuffle=True, seed=0, rank=1, world_size=2):
+    batches = list(gp.DistributedItemSampler(item_set, 4, shuffle=True, seed=0, rank=1, world_size=2))
+    assert sum(mb.seeds.numel() for mb in batches) == 15  # the rank's half of the items
+    for mb in batches:
         assert torch.equal(mb.labels, mb.seeds + 1)
 
 

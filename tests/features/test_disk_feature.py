@@ -94,7 +94,9 @@ def test_sits_in_a_feature_store_and_a_pipe(tmp_path):
     graph = gp.CSCGraph.from_coo(torch.randint(0, 300, (2000,)), torch.randint(0, 300, (2000,)), 300)
     store = gp.FeatureStore({"feat": DiskBasedFeature(tmp_path / "f.npy")})
     pipe = gp.ItemSampler(gp.ItemSet(300), 64).sample_neighbor(graph, [3, 3]).fetch_feature(store, ["feat"])
-    for mb in gp.DataLoader(pipe):
+    batches = list(gp.DataLoader(pipe))
+    assert len(batches) == 5  # 300 seeds in batches of 64
+    for mb in batches:
         assert torch.equal(mb.node_features["feat"], torch.from_numpy(table)[mb.input_nodes])
     store["feat"].close()
 

@@ -578,15 +578,15 @@ def test_SubgraphSampler_Random_Hetero_Graph(sampler_type, replace):
 
     sampler_dp = sampler(item_sampler, graph, fanouts, replace=replace)
 
-    for data in sampler_dp:
-        for sampledsubgraph in data.sampled_subgraphs:
-            for value in sampledsubgraph.sampled_csc.values():
-                assert torch.equal(torch.ge(value.indices, torch.zeros(len(value.indices))), torch.ones(len(value.indices)))
-                assert torch.equal(torch.ge(value.indptr, torch.zeros(len(value.indptr))), torch.ones(len(value.indptr)))
-            for value in sampledsubgraph.original_column_node_ids.values():
-                assert torch.equal(torch.ge(value, torch.zeros(len(value))), torch.ones(len(value)))
-            for value in sampledsubgraph.original_row_node_ids.values():
-                assert torch.equal(torch.ge(value, torch.zeros(len(value))), torch.ones(len(value)))
+    (data,) = sampler_dp  # one batch
+    for sampledsubgraph in data.sampled_subgraphs:
+        for value in sampledsubgraph.sampled_csc.values():
+            assert torch.equal(torch.ge(value.indices, torch.zeros(len(value.indices))), torch.ones(len(value.indices)))
+            assert torch.equal(torch.ge(value.indptr, torch.zeros(len(value.indptr))), torch.ones(len(value.indptr)))
+        for value in sampledsubgraph.original_column_node_ids.values():
+            assert torch.equal(torch.ge(value, torch.zeros(len(value))), torch.ones(len(value)))
+        for value in sampledsubgraph.original_row_node_ids.values():
+            assert torch.equal(torch.ge(value, torch.zeros(len(value))), torch.ones(len(value)))
 
 
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
@@ -608,23 +608,23 @@ def test_SubgraphSampler_without_deduplication_Homo_Node(sampler_type):
     compacted_indices = [(torch.arange(0, 10) + 7), (torch.arange(0, 4) + 3)]
     indptr = [torch.tensor([0, 1, 2, 4, 4, 6, 8, 10]), torch.tensor([0, 1, 2, 4])]
     seeds = [torch.tensor([0, 2, 2, 3, 4, 4, 5]), torch.tensor([0, 3, 4])]
-    for data in datapipe:
-        for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
-            assert len(sampled_subgraph.original_row_node_ids) == length[step]
-            assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
-            assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
-            assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
+    (data,) = datapipe  # one batch
+    for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
+        assert len(sampled_subgraph.original_row_node_ids) == length[step]
+        assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
+        assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
+        assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
 
 
 def _assert_hetero_values(datapipe, original_row_node_ids, original_column_node_ids, csc_formats):
-    for data in datapipe:
-        for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
-            for ntype in ["n1", "n2"]:
-                assert torch.equal(sampled_subgraph.original_row_node_ids[ntype], original_row_node_ids[step][ntype])
-                assert torch.equal(sampled_subgraph.original_column_node_ids[ntype], original_column_node_ids[step][ntype])
-            for etype in ["n1:e1:n2", "n2:e2:n1"]:
-                assert torch.equal(sampled_subgraph.sampled_csc[etype].indices, csc_formats[step][etype].indices)
-                assert torch.equal(sampled_subgraph.sampled_csc[etype].indptr, csc_formats[step][etype].indptr)
+    (data,) = datapipe  # one batch
+    for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
+        for ntype in ["n1", "n2"]:
+            assert torch.equal(sampled_subgraph.original_row_node_ids[ntype], original_row_node_ids[step][ntype])
+            assert torch.equal(sampled_subgraph.original_column_node_ids[ntype], original_column_node_ids[step][ntype])
+        for etype in ["n1:e1:n2", "n2:e2:n1"]:
+            assert torch.equal(sampled_subgraph.sampled_csc[etype].indices, csc_formats[step][etype].indices)
+            assert torch.equal(sampled_subgraph.sampled_csc[etype].indptr, csc_formats[step][etype].indptr)
 
 
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
@@ -674,10 +674,10 @@ def test_SubgraphSampler_Hetero_multifanout_per_layer(sampler_type):
     sampler = _get_sampler(sampler_type)
     sampler_dp = sampler(item_sampler, graph, fanouts)
     indices_len = [{"n1:e1:n2": 4, "n2:e2:n1": 3}, {"n1:e1:n2": 2, "n2:e2:n1": 1}]
-    for minibatch in sampler_dp:
-        for step, sampled_subgraph in enumerate(minibatch.sampled_subgraphs):
-            assert len(sampled_subgraph.sampled_csc["n1:e1:n2"].indices) == indices_len[step]["n1:e1:n2"]
-            assert len(sampled_subgraph.sampled_csc["n2:e2:n1"].indices) == indices_len[step]["n2:e2:n1"]
+    (minibatch,) = sampler_dp  # one batch
+    for step, sampled_subgraph in enumerate(minibatch.sampled_subgraphs):
+        assert len(sampled_subgraph.sampled_csc["n1:e1:n2"].indices) == indices_len[step]["n1:e1:n2"]
+        assert len(sampled_subgraph.sampled_csc["n2:e2:n1"].indices) == indices_len[step]["n2:e2:n1"]
 
 
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
@@ -699,12 +699,12 @@ def test_SubgraphSampler_without_deduplication_Homo_Link(sampler_type):
     compacted_indices = [(torch.arange(0, 6) + 7), (torch.arange(0, 3) + 4)]
     indptr = [torch.tensor([0, 1, 2, 3, 3, 3, 4, 6]), torch.tensor([0, 1, 2, 3, 3])]
     seeds = [torch.tensor([0, 0, 1, 2, 3, 5, 5]), torch.tensor([0, 1, 3, 5])]
-    for data in datapipe:
-        for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
-            assert len(sampled_subgraph.original_row_node_ids) == length[step]
-            assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
-            assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
-            assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
+    (data,) = datapipe  # one batch
+    for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
+        assert len(sampled_subgraph.original_row_node_ids) == length[step]
+        assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
+        assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
+        assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
 
 
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
@@ -757,12 +757,12 @@ def test_SubgraphSampler_without_deduplication_Homo_HyperLink(sampler_type):
     compacted_indices = [(torch.arange(0, 12) + 11), (torch.arange(0, 5) + 6)]
     indptr = [torch.tensor([0, 1, 2, 4, 5, 5, 5, 5, 6, 8, 10, 12]), torch.tensor([0, 1, 2, 4, 5, 5, 5])]
     seeds = [torch.tensor([0, 0, 1, 2, 2, 3, 4, 4, 5, 5, 6]), torch.tensor([0, 1, 3, 4, 5, 6])]
-    for data in datapipe:
-        for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
-            assert len(sampled_subgraph.original_row_node_ids) == length[step]
-            assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
-            assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
-            assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
+    (data,) = datapipe  # one batch
+    for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
+        assert len(sampled_subgraph.original_row_node_ids) == length[step]
+        assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
+        assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
+        assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
 
 
 # Typed hyperlinks: refused by graphpipe (see test_SubgraphSampler_HyperLink_Hetero), here by

@@ -124,7 +124,9 @@ def test_disjoint_cell(cell):
         return
     pytest.importorskip("torch_geometric")
     pipe = cell_pipe(cell, graph, edges)
-    for mb in itertools.islice(pipe, 2):
+    batches = list(itertools.islice(pipe, 2))
+    assert len(batches) == 2
+    for mb in batches:
         check_disjoint_batch(graph, edges, mb, pipe.edge_type_fanouts)
 
 
@@ -247,7 +249,9 @@ def test_temporal_cell(cell):
     pipe = build()
     comparison = "<=" if layout == "pyg" and task == "node" else "<"  # the default: PyG's for node seeds, leak-free for links
     cfg = dict(uses=("node", "edge"), layout=layout, comparison=comparison, window=None, strategy="uniform", fanouts=TEMPORAL_FANOUTS)
-    for mb in itertools.islice(pipe, 2):
+    batches = list(itertools.islice(pipe, 2))
+    assert len(batches) == 2
+    for mb in batches:
         if task == "hyperlink":  # GraphBolt's row-major rows, each its hyperlink's time
             assert torch.equal(mb.compacted_seeds, torch.arange(mb.seeds.numel()).view(mb.seeds.shape))
             continue

@@ -87,7 +87,9 @@ def test_an_empty_typed_share_of_node_batches_stays_a_node_batch(kind):
     graph, _, _ = link_graph(kind)
     items = gp.ItemSet(torch.arange(10), names="seeds")
     items = gp.HeteroItemSet({"paper": items}) if kind == "typed" else items
-    for mb in EmptyShares(items, 4).sample_neighbor(graph, [3, 2], seed=2):
+    batches = list(EmptyShares(items, 4).sample_neighbor(graph, [3, 2], seed=2))
+    assert len(batches) == 3  # 10 items in batches of 4, every share empty
+    for mb in batches:
         assert mb.compacted_seeds is None and not mb.is_link_batch
         assert all(ids.numel() == 0 for ids in by_type(mb.input_nodes, "_N").values())
 

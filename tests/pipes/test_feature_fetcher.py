@@ -257,7 +257,9 @@ def test_tables_with_more_rows_than_the_graph_are_accepted(case):
         {k: torch.cat([store["node", k].data, torch.zeros(10, 2, dtype=torch.int64)]) for k in store.node_keys},
         {k: torch.cat([torch.as_tensor(store["edge", k].data), torch.zeros(3, dtype=torch.int64)]) for k in store.edge_keys},
     )
-    for mb in pipe.fetch_feature(padded, node_feature_keys=node_keys, edge_feature_keys=edge_keys):
+    batches = list(pipe.fetch_feature(padded, node_feature_keys=node_keys, edge_feature_keys=edge_keys))
+    assert len(batches) == len(pipe) > 0
+    for mb in batches:
         for node_type, ids in _per_type(mb.input_nodes).items():
             assert torch.equal(mb.node_features["id" if node_type is None else (node_type, "id")][:, 0], ids)
 

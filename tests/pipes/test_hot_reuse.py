@@ -127,6 +127,7 @@ def test_reused_rows_are_the_bottom_module_over_the_hot_sample_with_the_recorded
         weights[step + 1] = {k: v.clone() for k, v in bottom.state_dict().items()}
         if step == 8:
             break
+    assert step == 8  # the loop ran to its break
     assert hot_reuse.stats()["reused age max"] <= 2 * 2 - 1
 
 
@@ -418,7 +419,7 @@ def test_counted_hot_sets_are_the_most_accessed_vertices_of_each_super_batch(kin
         hot_reuse.push(bottom)
     reusing = pipe(hot_reuse)
     assert reusing.label().endswith(f"(hot reuse: 30.0% of each super-batch's vertices hot, by counts, super-batch {n})")
-    reused_by_super = {}
+    reused_by_super, b = {}, -1
     for b, mb in enumerate(itertools.chain(reusing.stream(0, start), itertools.islice(reusing.stream(1), 2 * n))):
         a = plain[b]
         assert a.batch_index == mb.batch_index
@@ -438,6 +439,7 @@ def test_counted_hot_sets_are_the_most_accessed_vertices_of_each_super_batch(kin
             assert got_edges.get(v) == (None if i in positions else want_edges.get(v))
         reused_by_super.setdefault(s, (want, set()))[1].update(dst[positions].tolist())
         hot_reuse.push(bottom)
+    assert len(plain) == own - start + 3 * n and b + 1 == own - start + 2 * n  # every batch was checked
     for s, (want, reused) in reused_by_super.items():
         if (s + 1) * n <= ordinal(mb.batch_index) + 1:  # a whole super-batch ran: each hot vertex was reused by one of its batches
             assert reused == want and want

@@ -229,5 +229,7 @@ def test_dependent_sampler_pickles_to_the_same_batches():
     pipe = gp.ItemSampler(gp.ItemSet(torch.arange(300), names="seeds"), 64, seed=1).sample_layer_neighbor(
         graph, [5, 5], batch_dependency=4, seed=2
     )
-    for a, b in zip(pipe, pickle.loads(pickle.dumps(pipe))):
+    pairs = list(zip(pipe, pickle.loads(pickle.dumps(pipe))))
+    assert len(pairs) == 5  # 300 seeds in batches of 64
+    for a, b in pairs:
         assert all(torch.equal(x.original_edge_ids, y.original_edge_ids) for x, y in zip(a.sampled_subgraphs, b.sampled_subgraphs))

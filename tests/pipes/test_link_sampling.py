@@ -89,7 +89,9 @@ def test_pairs_are_sampled_from_their_endpoints(kind, sampler, layout):
     graph, edges, _ = link_graph(kind)
     pipe = _pipe(kind, graph, edges, sampler, layout=layout)
     weights = user_weights(graph) if sampler == "weighted" else None
-    for mb in itertools.islice(pipe, 8):
+    batches = list(itertools.islice(pipe, 8))
+    assert len(batches) == 8
+    for mb in batches:
         check_batch(graph, edges, mb, pipe.edge_type_fanouts, weights=weights, exact_counts=sampler != "labor")
 
 

@@ -33,10 +33,11 @@ def test_layout_positives_then_negatives_with_aligned_labels_and_indexes(kind, r
     item_set = gp.ItemSet(items[EDGE], names="seeds") if kind == "untyped" else gp.HeteroItemSet(items)
     pipe = gp.ItemSampler(item_set, 64, shuffle=True, seed=0).sample_uniform_negative(graph, ratio, exclude_existing_edges=exclude, seed=1)
     schema = graph.schema
-    hits = 0
+    hits, positives = 0, 0
     for mb in pipe:
         for etype, (seeds, labels, indexes, item_ids) in _per_type(mb).items():
             p = item_ids.numel()
+            positives += p
             assert seeds.shape == (p * (1 + ratio), 2) and seeds.dtype == torch.int64
             assert torch.equal(seeds[:p], items[etype][item_ids])
             assert labels.dtype == torch.float32 and bool((labels[:p] == 1).all()) and not bool(labels[p:].any())
@@ -49,6 +50,7 @@ def test_layout_positives_then_negatives_with_aligned_labels_and_indexes(kind, r
             assert int(negatives.min()) >= 0 and int(negatives.max()) < count
             existing = set(zip(*(e.tolist() for e in edges[etype])))
             hits += sum(pair in existing for pair in map(tuple, seeds[p:].tolist()))
+    assert positives == sum(pairs.size(0) for pairs in items.values())  # the epoch's every positive
     assert (hits == 0) if exclude else (hits > 0)
 
 

@@ -51,6 +51,7 @@ def test_sorted_and_unsorted_graphs_give_the_same_latest_neighbours():
         )
         runs.append([{e: sorted(ids.tolist()) for e, ids in sg.original_edge_ids.items()} for mb in pipe for sg in mb.sampled_subgraphs])
     assert runs[0] == runs[1]  # the same edges (a sorted graph orders each node's by time)
+    assert len(runs[0]) == len(pipe) * len(FANOUTS) > 0  # of every batch's layers
 
 
 CHI2_999 = {11: 31.26}  # chi-square critical values at p = 0.001 by degrees of freedom

@@ -19,6 +19,7 @@ temporal_strategy=...)`` samples.
 """
 
 import functools
+import math
 
 import torch
 from torch_geometric.data import HeteroData
@@ -81,7 +82,7 @@ def neighbor_loader(
     else:
         pipe = pipe.sample_layer_neighbor(graph, fanouts, weights=weight_attr, seed=seed, layout=layout, **options)
     pipe = pipe.fetch_feature(store, list(node_features), list(edge_features))
-    return gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg))
+    return EveryBatch(gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg)), math.ceil(input_nodes.numel() / batch_size))
 
 
 def hetero_neighbor_loader(
@@ -115,7 +116,26 @@ def hetero_neighbor_loader(
     pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), layout="pyg", seed=seed, **options)
     pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys or None)
-    return gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg))
+    return EveryBatch(gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg)), math.ceil(ids.numel() / batch_size))
+
+
+class EveryBatch:
+    """``loader``, asserting that each full pass yields ``num_batches`` batches (the seed
+    items over the batch size, rounded up), so that a test's ``for batch in loader`` loop
+    cannot pass by running no time."""
+
+    def __init__(self, loader: gp.DataLoader, num_batches: int):
+        self.loader, self.num_batches = loader, num_batches
+
+    def __iter__(self):
+        count = 0
+        for batch in self.loader:
+            count += 1
+            yield batch
+        assert count == self.num_batches, f"an epoch gave {count} batches, expected {self.num_batches}"
+
+    def __len__(self) -> int:
+        return len(self.loader)
 
 
 def _homo_times(data, time_attr):
@@ -242,7 +262,8 @@ def link_neighbor_loader(
     options = _sampler_options(time_attr, "uniform", disjoint) | sampler_kwargs
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), seed=seed, layout=layout, **options)
     pipe = pipe.fetch_feature(gp.FeatureStore(node_features, edge_features), list(node_features), list(edge_features))
-    return gp.DataLoader(pipe.transform(functools.partial(gp.MiniBatch.to_pyg, neg_sampling=mode)))
+    loader = gp.DataLoader(pipe.transform(functools.partial(gp.MiniBatch.to_pyg, neg_sampling=mode)))
+    return EveryBatch(loader, math.ceil(edge_label_index.size(1) / batch_size))
 
 
 def _negative_mode(neg_sampling_ratio, neg_sampling):
@@ -335,4 +356,5 @@ def hetero_link_neighbor_loader(
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), layout=layout, seed=seed, **options)
     pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys or None)
     batches = [mb.to_pyg(neg_sampling=mode) for mb in pipe]
+    assert len(batches) == (math.floor if drop_last else math.ceil)(pairs.size(1) / batch_size)
     return batches

@@ -63,6 +63,7 @@ def _batches(layout, sampler="neighbor", fanouts=(3, 2), num_batches=3, shuffle=
         batches.append(mb)
         if len(batches) == num_batches:
             break
+    assert len(batches) == num_batches  # the callers' loops run
     return batches
 
 

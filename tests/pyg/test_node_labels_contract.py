@@ -67,6 +67,8 @@ def test_link_batches_carry_a_label_per_node_too():
     pairs = graph.edge_index().t()[:60]
     pipe = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 20).sample_uniform_negative(graph, 1, seed=0)
     pipe = pipe.sample_neighbor(graph, [3], seed=1).fetch_feature(gp.FeatureStore({"x": x, "y": y}), ["x", "y"])
-    for minibatch in pipe:
+    batches = list(pipe)
+    assert len(batches) == 3
+    for minibatch in batches:
         data = minibatch.to_pyg()
         assert torch.equal(data.y, y[data.n_id]) and data.edge_label_index.max() < data.num_nodes

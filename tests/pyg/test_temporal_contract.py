@@ -138,7 +138,9 @@ def node_batches(model, seeds, times, num_neighbors, strategy="uniform", sort=Tr
         pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys)
     else:
         pipe = pipe.fetch_feature(store, node_keys, edge_keys)
-    return [mb.to_pyg() for mb in pipe]
+    batches = [mb.to_pyg() for mb in pipe]
+    assert len(batches) == math.ceil(seeds.numel() / (batch_size or seeds.numel()))  # the callers' loops run
+    return batches
 
 
 def _stores(data):
@@ -313,7 +315,9 @@ def _link_batches(comparison=None):
         model.csc_graph(sort=True), [-1, -1], layout="pyg", time_attr="time", seed=0, **options
     )
     pipe = pipe.fetch_feature(gp.FeatureStore({}, {"time": model.edge_time[EDGE]}), [], ["time"])
-    return model, pairs, times, [mb.to_pyg() for mb in pipe]
+    batches = [mb.to_pyg() for mb in pipe]
+    assert len(batches) == 3  # the callers' loops run
+    return model, pairs, times, batches
 
 
 @pytest.mark.parametrize("comparison", [None, "<="])
@@ -400,7 +404,9 @@ def _negative_batches(kind, ratio, mode):
     negatives = {"seed": 0, "neg_sampling": mode, "node_timestamp_attr_name": "time"}
     pipe = gp.ItemSampler(items, 20).sample_uniform_negative(graph, ratio, **negatives)
     pipe = pipe.sample_neighbor(graph, [-1, -1], layout="pyg", time_attr="time", seed=0)
-    return model, etype, times, [mb.to_pyg(neg_sampling=mode) for mb in pipe]
+    batches = [mb.to_pyg(neg_sampling=mode) for mb in pipe]
+    assert len(batches) == 2  # the callers' loops run
+    return model, etype, times, batches
 
 
 def _node_times(model, nodes):
