@@ -34,7 +34,7 @@ from numba.core import event
 
 from graphpipe.ops.compile import cache_dir
 from graphpipe.pipes.base import Pipe, upstream
-from graphpipe.loading.stages import EXIT_WAIT_S, join_within
+from graphpipe.loading.stages import exit_wait_s, join_within
 from graphpipe.loading.workers import ProcessWorkers
 
 __all__ = ["CompileJob", "compile_kernels"]
@@ -282,12 +282,12 @@ def _watch_process() -> None:
 
 def _stop_at_exit() -> None:
     """Let the running jobs finish their current task, start no other, and stop waiting
-    for their helper process; wait ``EXIT_WAIT_S`` at most, as for the loader's stages."""
+    for their helper process; wait as long as for the loader's stages (``exit_wait_s``)."""
     with _notice_lock:
         running = list(_running)
     for job in running:
         job._stop.set()
-    join_within([job._thread for job in running], EXIT_WAIT_S)
+    join_within([job._thread for job in running], exit_wait_s())
 
 
 def compile_kernels(pipe: Pipe, background: bool = True) -> CompileJob:

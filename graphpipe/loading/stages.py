@@ -303,8 +303,14 @@ def _stop_at_exit() -> None:
         started = list(_started)
     for stage in running:
         stage.signal_stop()
+    join_within([thread for stage in started for thread in stage.threads], exit_wait_s())
+
+
+def exit_wait_s() -> float:
+    """How long exit waits for background work still running: ``EXIT_WAIT_S``, or
+    ``_STOP_TIMEOUT_S`` when a Ctrl-C ends the program (it must get through a hung stage)."""
     interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)  # the uncaught exception, if any
-    join_within([thread for stage in started for thread in stage.threads], _STOP_TIMEOUT_S if interrupted else EXIT_WAIT_S)
+    return _STOP_TIMEOUT_S if interrupted else EXIT_WAIT_S
 
 
 @functional_pipe("prefetch")

@@ -44,10 +44,9 @@ from graphpipe._internal.safe_files import process_exists
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.stages import (
-    _STOP_TIMEOUT_S,
-    EXIT_WAIT_S,
     Timed,
     close_iterator,
+    exit_wait_s,
     in_collector,
     join_within,
     put_while,
@@ -325,6 +324,7 @@ class _WorkerPool:
         # Registered after multiprocessing's exit hook (the queues above import it), so it runs
         # first, and before _join_at_exit: the workers stop and exit on their own; terminated by
         # that hook, they would leave numba's semaphore registered ("leaked semaphore objects").
+        _register_join_at_exit()
         atexit.register(self._finalizer)
         with starting, contextlib.nullcontext() if rerun_main else _main_script_hidden():
             for rank in range(num_workers):
@@ -361,7 +361,7 @@ class _WorkerPool:
 
 
 def _stop_pool(processes, commands, results, stop, starting) -> None:
-    """Tell the workers to stop and wait ``_STOP_TIMEOUT_S`` for them, so that close() and
+    """Tell the workers to stop and wait ``join_within``'s timeout for them, so that close() and
     Ctrl-C return promptly; a worker still in a batch then (a long kernel) exits on its
     own after it, and exit waits for it (:func:`_join_at_exit`). Inside the garbage
     collector only ``stop`` is set (the workers see it within ``_POLL_S``). Else the
@@ -381,16 +381,26 @@ def _stop_pool(processes, commands, results, stop, starting) -> None:
         q.close()
 
 
+_join_registered = []
+
+
+def _register_join_at_exit() -> None:
+    """With the first pool (nothing at import): :func:`_join_at_exit` at exit, after the pools'
+    own hooks (registered later, run first) and before multiprocessing's (registered when its
+    queues were imported), which terminates the workers still running."""
+    if not _join_registered:
+        _join_registered.append(True)
+        atexit.register(_join_at_exit)
+
+
 def _join_at_exit() -> None:
     """At exit, after the pools' own hooks told their workers to stop: wait for every worker
-    told to stop (``EXIT_WAIT_S`` at most, ``_STOP_TIMEOUT_S`` when a Ctrl-C ends the
-    program), then terminate, and kill, those still running. Terminating is the last
+    told to stop (:func:`~graphpipe.loading.stages.exit_wait_s` at most), then terminate, and kill, those still running. Terminating is the last
     resort: numba's lock in a worker is a named semaphore (the worker's start method is
     forkserver) that only its own exit unregisters; a terminated worker leaves it to the
     resource tracker, which warns ("leaked semaphore objects")."""
     processes = list(_stopped)
-    interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)  # the uncaught exception, if any
-    join_within(processes, _STOP_TIMEOUT_S if interrupted else EXIT_WAIT_S)
+    join_within(processes, exit_wait_s())
     for process in processes:
         if process.is_alive():
             process.terminate()
@@ -400,10 +410,6 @@ def _join_at_exit() -> None:
             process.kill()
             process.join()
 
-
-# After multiprocessing's exit hook (registered when forkserver, imported above, imported its
-# util), so it runs before that hook terminates the workers still running.
-atexit.register(_join_at_exit)
 
 
 def _death_message(process, rank: int) -> str:
