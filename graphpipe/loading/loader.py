@@ -34,7 +34,8 @@ class DataLoader(IterableDataset):
             in this many worker processes (for Python-heavy samplers).
 
     Batches come in the order and with the content of the plain chain. A new ``iter()``
-    ends an unfinished epoch; leaving the loop stops the epoch's threads, and
+    ends an unfinished epoch (its iterator then raises RuntimeError: one epoch at a time,
+    unlike torch's DataLoader); leaving the loop stops the epoch's threads, and
     :meth:`close`, ``del`` or garbage collection stop the worker processes too, waiting
     about 2 s for a batch in progress (:mod:`graphpipe.loading.stages`). A background
     stage's exception is re-raised in the loop with its original traceback.
@@ -86,7 +87,8 @@ class DataLoader(IterableDataset):
             # Here, in the main thread: the epoch starts the processes from a loader thread.
             for workers in self._workers:
                 workers.rerun_main = workers_rerun_main(workers.num_workers, workers.source)
-        self._end_epoch()
+        self._end_epoch("a new iter(loader)")
+        self._live = None  # an epoch left unfinished is over: state_dict() gives the next one
         epoch = _Epoch(self)
         self._epoch = weakref.ref(epoch)
         return epoch
@@ -95,17 +97,19 @@ class DataLoader(IterableDataset):
         for stage in upstream(self.rewritten):
             stage.reset_stats()
 
-    def _end_epoch(self) -> None:
-        """End the current epoch and stop its threads (worker processes stay for the next epoch)."""
+    def _end_epoch(self, by: Optional[str] = None) -> None:
+        """End the current epoch and stop its threads (worker processes stay for the next
+        epoch); ``by``: what ended it, for the error its iterator then raises."""
         epoch = self._epoch() if self._epoch is not None else None
         self._epoch = None
         if epoch is not None:
-            epoch.close()
+            epoch.close(by)
 
     def state_dict(self) -> Dict:
         """Where the loader is, and what it runs: plain data (ints, strings, lists).
 
-        ``epoch`` and ``batches_yielded``: inside an epoch, that epoch and the batches the
+        ``epoch`` and ``batches_yielded``: inside an epoch, also after leaving its loop
+        (``break``, an exception) until the next ``iter()``, that epoch and the batches the
         loop has taken so far (resuming yields the next one); between epochs, the next
         epoch and 0. ``items`` (the ItemSampler's item count), ``batches`` (per epoch),
         ``stages`` (the pipe's stages as written, source first) and ``seeds`` (``(stage,
@@ -175,7 +179,8 @@ class DataLoader(IterableDataset):
                 f"{where}: state['epoch'] is {epoch}; with {per_epoch or 1} batches per epoch, batch indexes "
                 f"(epoch * batches + batch) fit in int64 up to epoch {last_epoch}"
             )
-        self._end_epoch()
+        self._end_epoch("load_state_dict()")
+        self._live = None
         self._next = (epoch, batches)
 
     def close(self) -> None:
@@ -321,12 +326,18 @@ class _Epoch:
         self._batches = None  # the generator running the chain, while it runs
         self._started = False
         self._ended = False
+        self._ended_by: Optional[str] = None  # what ended it before its end, if not close()
 
     def __iter__(self) -> "_Epoch":
         return self
 
     def __next__(self):
         if self._batches is None:
+            if self._ended_by is not None:
+                raise RuntimeError(
+                    f"DataLoader: this epoch's iterator was ended by {self._ended_by}; a loader runs one epoch at a "
+                    f"time (unlike torch's DataLoader): to look at a batch inside the loop, keep one from the loop"
+                )
             if self._ended:
                 raise StopIteration
             self._batches = self._start()
@@ -356,8 +367,11 @@ class _Epoch:
             except ValueError:  # running now (a finalizer called from inside it): let it run
                 self._batches = batches
 
-    def close(self) -> None:
-        """End the epoch: stop the threads; ``next()`` raises StopIteration."""
+    def close(self, by: Optional[str] = None) -> None:
+        """End the epoch: stop the threads; ``next()`` raises StopIteration, or RuntimeError
+        naming ``by`` (what ended it) when it had batches left."""
+        if not self._ended:
+            self._ended_by = by
         self._ended = True
         self.pause()
 
@@ -371,12 +385,12 @@ def _batches(loader_ref, chain: Pipe, live: List[int], span: list):
         for item in iterator:
             live[1] += 1
             yield item
+        loader = loader_ref()
+        if loader is not None and loader._live is live:
+            loader._live = None  # finished: state_dict() gives the next epoch
     finally:
         iterator.close()
         span[1] = time.perf_counter()
-        loader = loader_ref()
-        if loader is not None and loader._live is live:
-            loader._live = None
 
 
 def _transformed(pipe: Pipe, transforms: Sequence[Callable[[Pipe], Pipe]]) -> Pipe:

@@ -106,6 +106,53 @@ def test_the_last_batch_taken_is_a_state_inside_the_epoch():
     assert list(resumed) == [] and next(iter(resumed)).batch_index == 17
 
 
+def _leave_after_three(loader, how):
+    try:
+        for i, minibatch in enumerate(loader):
+            if i == 2:
+                if how == "break":
+                    break
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+
+
+@pytest.mark.parametrize("how", ["break", "interrupt"])
+def test_a_state_taken_after_leaving_the_loop_resumes_the_unfinished_epoch(how):
+    # The usual checkpoint on a cluster: leave the loop when time is up (or on a signal), then save.
+    whole = [mb.seeds.tolist() for mb in gp.DataLoader(_chain())]
+    loader = gp.DataLoader(_chain())
+    _leave_after_three(loader, how)
+    state = loader.state_dict()
+    assert (state["epoch"], state["batches_yielded"]) == (0, 3)
+    resumed = gp.DataLoader(_chain())
+    resumed.load_state_dict(state)
+    assert [mb.seeds.tolist() for mb in resumed] == whole[3:]
+    next(iter(loader))  # a new iter() starts the next epoch, and the state says so
+    assert (loader.state_dict()["epoch"], loader.state_dict()["batches_yielded"]) == (1, 1)
+
+
+def test_an_epoch_ended_by_a_new_iter_says_so_instead_of_ending_quietly():
+    loader = gp.DataLoader(_chain())
+    taken = 0
+    with pytest.raises(RuntimeError, match=r"this epoch's iterator was ended by a new iter\(loader\); a loader runs one epoch"):
+        for minibatch in loader:
+            taken += 1
+            if taken == 2:
+                next(iter(loader))  # a peek inside the loop
+    assert taken == 2
+    iterator = iter(loader)
+    next(iterator)
+    loader.load_state_dict(loader.state_dict())
+    with pytest.raises(RuntimeError, match=r"ended by load_state_dict\(\)"):
+        next(iterator)
+    finished = iter(loader)
+    assert len(list(finished)) == 17 - 1  # the loaded state: epoch 2 (after the peek's) from its batch 1
+    iter(loader)
+    with pytest.raises(StopIteration):  # a finished epoch just ends
+        next(finished)
+
+
 def test_an_iterator_that_yielded_nothing_took_no_epoch():
     """StatefulDataLoader restoring a finished epoch's state calls iter() twice before a batch."""
     loader = gp.DataLoader(_chain())
