@@ -51,7 +51,7 @@ class CPUCachedFeature(CachedFeature):
 
     def __init__(self, fallback: Feature, max_cache_size_in_bytes: int, policy: str = "s3-fifo"):
         if not isinstance(fallback, Feature):
-            raise TypeError(f"CPUCachedFeature: `fallback` must be a graphpipe Feature, got {type(fallback).__name__}")
+            raise TypeError(f"CPUCachedFeature: `fallback` must be a graphpipe Feature, got {type(fallback).__name__} (wrap a tensor, array or .npy path as gp.Feature(data))")
         budget = check_int(max_cache_size_in_bytes, "max_cache_size_in_bytes", "CPUCachedFeature", minimum=1)
         if policy not in _POLICIES:
             raise ValueError(f"CPUCachedFeature: `policy` must be one of {list(_POLICIES)}, got {policy!r}")

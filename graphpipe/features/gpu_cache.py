@@ -70,7 +70,7 @@ class GPUCachedFeature(CachedFeature):
         device: Union[str, torch.device, None] = None,
     ):
         if not isinstance(feature, Feature):
-            raise TypeError(f"GPUCachedFeature: `feature` must be a graphpipe Feature, got {type(feature).__name__}")
+            raise TypeError(f"GPUCachedFeature: `feature` must be a graphpipe Feature, got {type(feature).__name__} (wrap a tensor, array or .npy path as gp.Feature(data))")
         if isinstance(feature, GPUCachedFeature):
             raise TypeError("GPUCachedFeature: `feature` is already cached")
         if policy not in POLICIES:

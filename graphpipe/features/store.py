@@ -282,7 +282,7 @@ class FeatureStore:
         feature must exist) replaced by ``feature``; the other features are shared, and
         this store is not modified (``gpu_cached_feature`` is built on it)."""
         if not isinstance(feature, Feature):
-            raise TypeError(f"FeatureStore.with_feature: `feature` must be a graphpipe Feature, got {type(feature).__name__}")
+            raise TypeError(f"FeatureStore.with_feature: `feature` must be a graphpipe Feature, got {type(feature).__name__} (wrap a tensor, array or .npy path as gp.Feature(data))")
         self[key]  # a KeyError naming the known features if there is none at `key`
         store = FeatureStore({})
         store._features = {**self._features, feature_key(key, "FeatureStore"): feature}

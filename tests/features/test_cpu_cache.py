@@ -136,7 +136,7 @@ def test_concurrent_readers_get_exact_rows(policy):
 
 
 def test_errors():
-    with pytest.raises(TypeError, match="fallback"):
+    with pytest.raises(TypeError, match=r"`fallback` must be a graphpipe Feature, got Tensor \(wrap a tensor, array or \.npy path as gp\.Feature\(data\)\)"):
         CPUCachedFeature(torch.zeros(3), 100)
     with pytest.raises(ValueError, match="holds no row"):
         CPUCachedFeature(gp.Feature(torch.zeros(10, 4)), 8)
