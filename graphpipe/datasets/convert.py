@@ -58,7 +58,8 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
 
     Reads ``edge_index`` (``[2, num_edges]``, row 0 sources; or the sparse ``adj_t`` of
     ``T.ToSparseTensor()``), ``num_nodes``, ``x`` (stored as node feature ``"feat"``),
-    ``y`` (``[num_nodes]`` or ``[num_nodes, 1]`` labels), ``train_mask`` / ``val_mask`` /
+    ``y`` (``[num_nodes]`` or ``[num_nodes, 1]`` labels, or ``[num_nodes, k]`` multi-label
+    ones, e.g. PPI's 121 tasks: a batch's labels are its seeds' rows), ``train_mask`` / ``val_mask`` /
     ``test_mask`` (``[num_nodes]`` bool: the item sets) and every node- or edge-level
     tensor (``y``, masks, ``time``, ``edge_attr``...) as a feature of its name.
     A ``HeteroData`` is read the same way per node type (``data["paper"].x``, ...) and
@@ -68,7 +69,8 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
     Args:
         data: the PyG graph.
         name: the dataset's name.
-        num_classes: defaults to ``y.max() + 1`` for integer labels.
+        num_classes: defaults to ``y.max() + 1`` for integer ``[num_nodes]`` labels, ``k``
+            for ``[num_nodes, k]`` ones (as PyG's ``Dataset.num_classes``).
     """
     where = "from_pyg"
     if type(data).__name__ == "HeteroData":
@@ -279,10 +281,10 @@ def _node_items(
     if labels is not None:
         if labels.dim() == 2 and labels.size(1) == 1:
             labels = labels[:, 0]
-        if labels.dim() != 1 or labels.size(0) != num_nodes:
+        if labels.dim() not in (1, 2) or labels.size(0) != num_nodes:
             raise ValueError(
-                f"{where}: labels `{label_key}`{what} must be [num_nodes] or [num_nodes, 1] with num_nodes={num_nodes}, "
-                f"got shape {tuple(labels.shape)}"
+                f"{where}: labels `{label_key}`{what} must be [num_nodes] (or [num_nodes, 1]) or, multi-label, "
+                f"[num_nodes, k] with num_nodes={num_nodes}, got shape {tuple(labels.shape)}"
             )
         if not labels.dtype.is_floating_point:
             labels = labels.to(torch.int64)
@@ -330,8 +332,15 @@ def _warn_missing_splits(dataset: NodeClassificationDataset, where: str) -> None
 
 
 def _num_classes(given: Optional[int], labels) -> Optional[int]:
-    """``given``, else one more than the largest integer label (over every labelled type)."""
+    """``given``, else the most over every labelled type of: one more than the largest
+    integer ``[n]`` label, the ``k`` columns of ``[n, k]`` multi-label labels (any dtype,
+    as PyG's ``num_classes`` and OGB's for ogbn-proteins)."""
     if given is not None:
         return given
-    integer = [t for t in labels if t is not None and not t.dtype.is_floating_point and t.numel()]
-    return max(int(t.max()) for t in integer) + 1 if integer else None
+    counts = []
+    for t in labels:
+        if t is not None and t.dim() == 2:
+            counts.append(t.size(1))
+        elif t is not None and not t.dtype.is_floating_point and t.numel():
+            counts.append(int(t.max()) + 1)
+    return max(counts) if counts else None

@@ -1,14 +1,14 @@
 """OGB node-property-prediction datasets already on local disk (no download).
 
-For users who downloaded ``ogbn-products``, ``ogbn-arxiv``, ``ogbn-papers100M``... with
+For users who downloaded ``ogbn-products``, ``ogbn-arxiv``, ``ogbn-proteins``, ``ogbn-papers100M`` with
 the ``ogb`` package: :func:`ogb_node_dataset` reads the dataset folder as OGB left it::
 
     <root>/raw/edge.csv.gz            "src,dst" per line        (or raw/data.npz with
     <root>/raw/node-feat.csv.gz       one feature row per line    edge_index [2, E],
     <root>/raw/edge-feat.csv.gz       optional                    node_feat, edge_feat:
-    <root>/raw/node-label.csv.gz      one label per line          the binary layout of
-    <root>/raw/num-node-list.csv.gz   the node count              papers100M, with
-                                                                  raw/node-label.npz)
+    <root>/raw/node-label.csv.gz      one label per line, or      the binary layout of
+                                      one column per task         papers100M, with
+    <root>/raw/num-node-list.csv.gz   the node count              raw/node-label.npz)
     <root>/split/<name>/{train,valid,test}.csv.gz   one node id per line
 
 and converts it once, in bounded memory (CSV and npz members are streamed into ``.npy``
@@ -47,6 +47,7 @@ from graphpipe.ops.csc_build import coo_id_range
 from graphpipe.datasets._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
 from graphpipe.datasets._files import trusted_directories as check_trusted_directories
 from graphpipe.datasets.base import NodeClassificationDataset
+from graphpipe.datasets.convert import _num_classes
 
 __all__ = ["ogb_node_dataset"]
 
@@ -58,7 +59,7 @@ _ADD_INVERSE_EDGE = {
     "ogbn_arxiv": False,
     "ogbn_papers100M": False,
 }
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3  # 3: every label column kept (2 kept column 0 of ogbn-proteins' 112)
 _CHUNK = 1 << 24
 _OPT_IN = "ogb_node_dataset(..., trusted_directories=[...])"
 _SPLITS = ("train", "valid", "test")
@@ -95,9 +96,12 @@ def ogb_node_dataset(
         A :class:`NodeClassificationDataset`: ``graph`` mapped from the cache,
         ``features["feat"]`` (``[num_nodes, dim]`` float32, memory-mapped) and, with an
         ``edge-feat`` file, edge feature ``"feat"`` (by OGB edge id), ``labels``
-        ``[num_nodes]`` int64 (``-1`` for unlabelled nodes, NaN in OGB's files),
-        ``num_classes`` ``labels.max() + 1``, and ``(seeds, labels)`` item sets from
-        ``train``, ``valid`` and ``test``.
+        ``[num_nodes]`` int64 (``-1`` for unlabelled nodes, NaN in OGB's files), or
+        ``[num_nodes, num_tasks]`` int64 for a multi-task dataset (ogbn-proteins: 112
+        binary tasks, as OGB's ``y`` and its evaluator's ``y_true``), ``num_classes``
+        ``labels.max() + 1`` (multi-task: ``num_tasks``, as PyG's and OGB's
+        ``num_classes``), and ``(seeds, labels)`` item sets from ``train``, ``valid``
+        and ``test`` (labels: the seeds' rows).
     """
     root = os.path.abspath(os.fspath(root))
     where = f"ogb_node_dataset('{root}')"
@@ -153,7 +157,7 @@ def _read_cache(name: str, cache: str, cached) -> NodeClassificationDataset:
         train_set=sets[0],
         validation_set=sets[1],
         test_set=sets[2],
-        num_classes=int(labels.max()) + 1 if labels.numel() else 0,
+        num_classes=_num_classes(None, [labels]),
         labels=labels,
     )
 
@@ -219,7 +223,9 @@ def _convert(inputs: dict, binary: bool, split_files, scratch: str, add_inverse_
         edges_file = os.path.join(scratch, "edges_both.npy")
         _interleave_inverse_edges(edges, edges_file)
     del edges
-    labels = np.asarray(labels, dtype=np.float64).reshape(labels.shape[0], -1)[:, 0]
+    labels = np.asarray(labels, dtype=np.float64).reshape(labels.shape[0], -1)
+    if labels.shape[1] == 1:  # single-task (arxiv, products, papers100M): [N]; several tasks stay [N, T]
+        labels = labels[:, 0]
     if labels.shape[0] != num_nodes:
         raise ValueError(f"{where}: the node labels have {labels.shape[0]} rows, the graph {num_nodes} nodes")
     np.save(os.path.join(scratch, "labels.npy"), np.where(np.isnan(labels), -1, labels).astype(np.int64))

@@ -103,12 +103,38 @@ def test_from_pyg_x_with_fewer_rows_is_refused_and_more_rows_kept():
 def test_from_pyg_labels_and_masks_of_the_wrong_length_are_refused():
     data = make_data()
     data.y = data.y[:45]  # PyG no longer calls it node-level: it was dropped, labels None
-    with pytest.raises(ValueError, match=r"labels `y` must be \[num_nodes\] or \[num_nodes, 1\] with num_nodes=50"):
+    with pytest.raises(ValueError, match=r"labels `y` must be \[num_nodes\] \(or \[num_nodes, 1\]\) or, multi-label, "
+                                         r"\[num_nodes, k\] with num_nodes=50, got shape \(45,\)"):  # fmt: skip
+        gp.datasets.from_pyg(data)
+    data = make_data()
+    data.y = torch.zeros(50, 2, 2)
+    with pytest.raises(ValueError, match=r"labels `y` must be .*\[num_nodes, k\] with num_nodes=50, got shape \(50, 2, 2\)"):
         gp.datasets.from_pyg(data)
     data = make_data()
     data.val_mask = data.val_mask[:45]
     with pytest.raises(ValueError, match=r"`val_mask` must be a \[num_nodes\] bool tensor with num_nodes=50"):
         gp.datasets.from_pyg(data)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])  # PPI's float y, ogbn-proteins' int64 y
+def test_from_pyg_multi_label_y_reaches_the_batch_labels(typed, dtype):
+    data = make_hetero() if typed else make_data()
+    store = data["paper"] if typed else data
+    y = torch.randint(0, 2, (store.num_nodes, 5), generator=torch.Generator().manual_seed(1)).to(dtype)
+    store.y = y
+    ds = gp.datasets.from_pyg(data)
+    assert torch.equal(ds.labels["paper"] if typed else ds.labels, y) and ds.num_classes == 5  # PyG's num_classes
+    train_set = ds.train_set.item_sets["paper"] if typed else ds.train_set
+    assert torch.equal(train_set.field("labels"), y[torch.nonzero(store.train_mask).view(-1)])
+    seen = 0
+    for mb in gp.ItemSampler(ds.train_set, 4).sample_neighbor(ds.graph, [2, 2], layout="pyg"):
+        seeds, labels = (mb.seeds["paper"], mb.labels["paper"]) if typed else (mb.seeds, mb.labels)
+        assert torch.equal(labels, y[seeds])
+        batch = mb.to_pyg()
+        assert torch.equal(batch["paper"].y if typed else batch.y, y[seeds])  # the seeds' rows, as to_pyg's y
+        seen += seeds.numel()
+    assert seen == int(store.train_mask.sum())
 
 
 def test_from_pyg_hetero_x_with_fewer_rows_names_the_type():
@@ -221,9 +247,9 @@ def test_unlabelled_hetero_data_splits_over_the_masked_types():
 
 def test_hetero_errors_name_the_node_type():
     data = make_hetero()
-    data["paper"].y = torch.zeros(30, 2, dtype=torch.int64)
-    with pytest.raises(ValueError, match=r"labels `y` of node type 'paper' must be \[num_nodes\] or "
-                       r"\[num_nodes, 1\] with num_nodes=30, got shape \(30, 2\)"):
+    data["paper"].y = torch.zeros(30, 2, 2, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"labels `y` of node type 'paper' must be \[num_nodes\] \(or \[num_nodes, 1\]\) "
+                       r"or, multi-label, \[num_nodes, k\] with num_nodes=30, got shape \(30, 2, 2\)"):
         gp.datasets.from_pyg(data)
     data = make_hetero()
     data["author"].val_mask = torch.zeros(20, dtype=torch.int64)

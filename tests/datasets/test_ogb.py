@@ -1,6 +1,7 @@
 """ogb_node_dataset reads OGB's node-property-prediction folders (written here, tiny)."""
 
 import gzip
+import json
 import os
 
 import numpy as np
@@ -17,8 +18,10 @@ def write_csv_gz(path, rows, fmt):
             f.write(",".join(fmt % v for v in np.atleast_1d(row)) + "\n")
 
 
-def write_ogb_folder(root, binary=False, num_nodes=40, num_edges=150, seed=0, split="sales_ranking", edge_feat=False):
-    """OGB's raw layout: returns the arrays written."""
+def write_ogb_folder(root, binary=False, num_nodes=40, num_edges=150, seed=0, split="sales_ranking", edge_feat=False,
+                     num_tasks=1):
+    """OGB's raw layout: returns the arrays written (labels ``[num_nodes]``, or with
+    ``num_tasks > 1`` ogbn-proteins' ``[num_nodes, num_tasks]`` binary labels)."""
     rng = np.random.default_rng(seed)
     edges = rng.integers(0, num_nodes, (num_edges, 2))
     feat = rng.standard_normal((num_nodes, 3)).astype(np.float32)
@@ -27,6 +30,9 @@ def write_ogb_folder(root, binary=False, num_nodes=40, num_edges=150, seed=0, sp
     efeat = rng.standard_normal((num_edges, 2)).astype(np.float32) if edge_feat else None
     order = rng.permutation(np.flatnonzero(~np.isnan(labels)))
     splits = {"train": order[:10], "valid": order[10:15], "test": order[15:22]}
+    if num_tasks > 1:  # one column per task
+        labels = rng.integers(0, 2, (num_nodes, num_tasks)).astype(np.float64)
+        labels[3, 1] = np.nan
     os.makedirs(root / "raw")
     if binary:  # papers100M's binary layout
         arrays = dict(edge_index=edges.T.copy(), node_feat=feat, num_nodes_list=np.array([num_nodes]),
@@ -34,11 +40,11 @@ def write_ogb_folder(root, binary=False, num_nodes=40, num_edges=150, seed=0, sp
         if edge_feat:
             arrays["edge_feat"] = efeat
         np.savez_compressed(root / "raw" / "data.npz", **arrays)
-        np.savez_compressed(root / "raw" / "node-label.npz", node_label=labels[:, None])
+        np.savez_compressed(root / "raw" / "node-label.npz", node_label=labels.reshape(num_nodes, -1))
     else:
         write_csv_gz(root / "raw" / "edge.csv.gz", edges, "%d")
         write_csv_gz(root / "raw" / "node-feat.csv.gz", feat, "%.9g")
-        write_csv_gz(root / "raw" / "node-label.csv.gz", labels[:, None], "%g")
+        write_csv_gz(root / "raw" / "node-label.csv.gz", labels.reshape(num_nodes, -1), "%g")
         write_csv_gz(root / "raw" / "num-node-list.csv.gz", np.array([[num_nodes]]), "%d")
         write_csv_gz(root / "raw" / "num-edge-list.csv.gz", np.array([[num_edges]]), "%d")
         if edge_feat:
@@ -81,6 +87,35 @@ def test_matches_the_files(tmp_path, binary, folder, inverse):
     assert sorted(os.listdir(root / "graphpipe")) == sorted(
         ["graph.pt", "labels.npy", "node_feat.npy", "edge_feat.npy", "ogb.json", "train.npy", "valid.npy", "test.npy"]
     )
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_multi_task_labels_keep_every_column(tmp_path, binary):
+    """ogbn-proteins: one label column per task; OGB's y and evaluator take them all."""
+    root = tmp_path / "ogbn_proteins"
+    _, _, labels, _, splits = write_ogb_folder(root, binary, num_tasks=6)
+    ds = gp.datasets.ogb_node_dataset(root)
+    expected = torch.from_numpy(np.where(np.isnan(labels), -1, labels).astype(np.int64))
+    assert ds.labels.shape == (40, 6) and torch.equal(ds.labels, expected) and ds.num_classes == 6
+    for item_set, name in ((ds.train_set, "train"), (ds.validation_set, "valid"), (ds.test_set, "test")):
+        assert torch.equal(item_set.field("labels"), expected[splits[name]])
+    for mb in gp.ItemSampler(ds.train_set, 4).sample_neighbor(ds.graph, [2]):
+        assert torch.equal(mb.labels, expected[mb.seeds])
+
+
+def test_a_cache_of_an_earlier_version_is_converted_again(tmp_path, monkeypatch):
+    """Version 2 caches hold column 0 of ogbn-proteins' labels: they are not reused."""
+    root = tmp_path / "ogbn_proteins"
+    write_ogb_folder(root, num_tasks=6)
+    gp.datasets.ogb_node_dataset(root)
+    stamp = json.loads((root / "graphpipe" / "ogb.json").read_text())
+    assert stamp["version"] == 3
+    stamp["version"] = 2
+    (root / "graphpipe" / "ogb.json").write_text(json.dumps(stamp))
+    calls = []
+    original = _files.csv_to_npy
+    monkeypatch.setattr("graphpipe.datasets.ogb.csv_to_npy", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    assert gp.datasets.ogb_node_dataset(root).labels.shape == (40, 6) and len(calls) == 2  # converted again
 
 
 def test_cache_is_reused_and_follows_the_options(tmp_path, monkeypatch):
