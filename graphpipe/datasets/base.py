@@ -25,14 +25,15 @@ class NodeClassificationDataset:
             A typed (heterogeneous) dataset keys them ``(node_type, name)``, e.g.
             ``features["node", "paper", "feat"]``.
         train_set, validation_set, test_set: disjoint :class:`~graphpipe.ItemSet` s with
-            fields ``("seeds", "labels")``, both ``[n]`` int64 (None where a converted
+            fields ``("seeds", "labels")``, ``[n]`` int64 seeds and ``[n]`` int64 labels, or
+            ``[n, num_tasks]`` for multi-label data (None where a converted
             dataset has no such split, e.g. ``from_pyg`` of a ``Data`` without masks,
             which warns);
             for a typed dataset :class:`~graphpipe.HeteroItemSet` s over the labelled
             node types.
         num_classes: labels are in ``[0, num_classes)`` (None if unknown; for several
-            labelled node types, over all of them).
-        labels: ``[num_nodes]`` int64 label of every node (for evaluating on all nodes),
+            labelled node types, over all of them); multi-label: the number of tasks.
+        labels: ``[num_nodes]`` int64 (multi-label: ``[num_nodes, num_tasks]``) label of every node (for evaluating on all nodes),
             or None for an unlabelled converted dataset; for a typed dataset a dict node
             type -> ``[num_nodes_of_type]`` labels of the labelled types.
     """
