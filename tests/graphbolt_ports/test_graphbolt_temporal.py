@@ -608,6 +608,10 @@ def test_SubgraphSampler_without_deduplication_Homo_Node(sampler_type):
     compacted_indices = [(torch.arange(0, 10) + 7), (torch.arange(0, 4) + 3)]
     indptr = [torch.tensor([0, 1, 2, 4, 4, 6, 8, 10]), torch.tensor([0, 1, 2, 4])]
     seeds = [torch.tensor([0, 2, 2, 3, 4, 4, 5]), torch.tensor([0, 3, 4])]
+    _assert_homo_values(datapipe, length, compacted_indices, indptr, seeds)
+
+
+def _assert_homo_values(datapipe, length, compacted_indices, indptr, seeds):
     (data,) = datapipe  # one batch
     for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
         assert len(sampled_subgraph.original_row_node_ids) == length[step]
@@ -699,12 +703,7 @@ def test_SubgraphSampler_without_deduplication_Homo_Link(sampler_type):
     compacted_indices = [(torch.arange(0, 6) + 7), (torch.arange(0, 3) + 4)]
     indptr = [torch.tensor([0, 1, 2, 3, 3, 3, 4, 6]), torch.tensor([0, 1, 2, 3, 3])]
     seeds = [torch.tensor([0, 0, 1, 2, 3, 5, 5]), torch.tensor([0, 1, 3, 5])]
-    (data,) = datapipe  # one batch
-    for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
-        assert len(sampled_subgraph.original_row_node_ids) == length[step]
-        assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
-        assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
-        assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
+    _assert_homo_values(datapipe, length, compacted_indices, indptr, seeds)
 
 
 @pytest.mark.parametrize("sampler_type", TEMPORAL)
@@ -757,12 +756,7 @@ def test_SubgraphSampler_without_deduplication_Homo_HyperLink(sampler_type):
     compacted_indices = [(torch.arange(0, 12) + 11), (torch.arange(0, 5) + 6)]
     indptr = [torch.tensor([0, 1, 2, 4, 5, 5, 5, 5, 6, 8, 10, 12]), torch.tensor([0, 1, 2, 4, 5, 5, 5])]
     seeds = [torch.tensor([0, 0, 1, 2, 2, 3, 4, 4, 5, 5, 6]), torch.tensor([0, 1, 3, 4, 5, 6])]
-    (data,) = datapipe  # one batch
-    for step, sampled_subgraph in enumerate(data.sampled_subgraphs):
-        assert len(sampled_subgraph.original_row_node_ids) == length[step]
-        assert torch.equal(sampled_subgraph.sampled_csc.indices, compacted_indices[step])
-        assert torch.equal(sampled_subgraph.sampled_csc.indptr, indptr[step])
-        assert torch.equal(torch.sort(sampled_subgraph.original_column_node_ids)[0], seeds[step])
+    _assert_homo_values(datapipe, length, compacted_indices, indptr, seeds)
 
 
 # Typed hyperlinks: refused by graphpipe (see test_SubgraphSampler_HyperLink_Hetero), here by
