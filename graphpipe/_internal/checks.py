@@ -64,22 +64,23 @@ def check_int(value, name: str, where: str, minimum: Optional[int] = None, maxim
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:
     """``fanouts`` (a list or tuple of ints in the forms of :func:`as_int`, or a 1-D integer
-    tensor or numpy array) as a list of ints, each ``>= 1`` or ``-1`` (all neighbours)."""
+    tensor or numpy array) as a list of ints, each ``>= 0`` (0: the layer samples no edge,
+    as a typed graph's and PyG's) or ``-1`` (all neighbours)."""
     if isinstance(fanouts, (torch.Tensor, np.ndarray)) and fanouts.ndim == 1:
         fanouts = fanouts.tolist()
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
         raise ValueError(
-            f"{where}: `fanouts` must be a non-empty list of ints (one per GNN layer, each >= 1 "
+            f"{where}: `fanouts` must be a non-empty list of ints (one per GNN layer, each >= 0 "
             f"or -1 for all neighbours), got {fanouts!r}"
         )
     return [check_fanout(f, where, f"fanouts[{i}]") for i, f in enumerate(fanouts)]
 
 
 def check_fanout(value, where: str, name: str = "fanout") -> int:
-    """One layer's fanout (see :func:`as_int`), ``>= 1`` or ``-1``, as an int."""
+    """One layer's fanout (see :func:`as_int`), ``>= 0`` (0: no edge) or ``-1`` (all), as an int."""
     fanout = as_int(value)
-    if fanout is None or fanout == 0 or fanout < -1:
-        raise ValueError(f"{where}: `{name}` must be an int >= 1 or -1 (all neighbours), got {value!r}")
+    if fanout is None or fanout < -1:
+        raise ValueError(f"{where}: `{name}` must be an int >= 0 or -1 (all neighbours), got {value!r}")
     return fanout
 
 

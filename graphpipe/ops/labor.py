@@ -721,7 +721,7 @@ def sample_labor(
             ``indptr[-1] <= len(indices)`` and the ranges of ``nodes``; not (``O(graph)``):
             that ids in ``indices`` are nodes (unique_and_compact checks those sampled).
         nodes: ``[num_dst]`` int64 destination ids.
-        fanout: ``>= 1`` or -1 (all in-edges).
+        fanout: ``>= 1``, 0 (no in-edge) or -1 (all in-edges).
         variates: the keys of the layer's per-vertex uniforms.
         importance_sampling: 0 (LABOR-0), ``k > 0`` (LABOR-k) or -1 (LABOR-*).
         probs: optional ``[num_edges]`` float32/float64 edge weights (weighted LABOR-0).
@@ -744,6 +744,8 @@ def sample_labor(
     check_probs(probs, indices.numel(), "sample_labor")
     nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
     num_nodes = indptr.numel() - 1 if num_nodes is None else num_nodes
+    if fanout == 0:  # LABOR-k would still solve probabilities for it
+        return LayerSample.empty(nodes.numel(), nodes.device if nodes.is_cuda else indptr.device, weights=True)
     if nodes.is_cuda or indptr.is_cuda:
         if probs is not None or importance_sampling != 0:
             raise NotImplementedError(

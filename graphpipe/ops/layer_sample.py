@@ -22,3 +22,10 @@ class LayerSample(NamedTuple):
     indices: torch.Tensor
     edge_ids: torch.Tensor
     edge_weights: Optional[torch.Tensor] = None
+
+    @classmethod
+    def empty(cls, num_dst: int, device: torch.device, weights: bool = False) -> "LayerSample":
+        """No edge for ``num_dst`` destinations (a fanout of 0); float32 ``edge_weights`` with ``weights``."""
+        none = torch.empty(0, dtype=torch.int64, device=device)
+        weight = torch.empty(0, dtype=torch.float32, device=device) if weights else None
+        return cls(torch.zeros(num_dst + 1, dtype=torch.int64, device=device), none, none.clone(), weight)

@@ -382,7 +382,7 @@ def sample_neighbors(
         indptr: ``[num_nodes + 1]`` int32/int64 CSC offsets of the graph.
         indices: ``[num_edges]`` int32/int64 source ids of the graph.
         nodes: ``[num_dst]`` int32/int64 destination ids in ``[0, num_nodes)``.
-        fanout: in-edges per destination, ``>= 1``, or -1 for all of them.
+        fanout: in-edges per destination, ``>= 1``, 0 (none) or -1 (all of them).
         key: the layer's key, an int in ``[0, 2**64)`` (``SubgraphSampler.layer_key``).
         replace: draw with replacement (exactly ``fanout`` edges when the destination
             has any drawable in-edge).
@@ -417,6 +417,8 @@ def sample_neighbors(
         check_exclusion(exclude, indptr, nodes, "sample_neighbors")
     if key_ids is not None and (nodes.is_cuda or indptr.is_cuda or key_ids.shape != nodes.shape):
         raise ValueError("sample_neighbors: `key_ids` must be a CPU tensor shaped like `nodes`, with CPU `nodes` and graph")
+    if fanout == 0:
+        return LayerSample.empty(nodes.numel(), nodes.device if nodes.is_cuda else indptr.device)
     if nodes.is_cuda or indptr.is_cuda:  # GPU path: the graph in device or pinned host memory
         # The torch ops draw [num_dst, fanout] with replacement, whatever the degrees.
         if replace and fanout != -1 and fanout * nodes.numel() > max_output_edges(_BYTES_PER_EDGE):

@@ -375,7 +375,7 @@ def test_bad_arguments():
     nodes = torch.tensor([0])
     with pytest.raises(ValueError, match="`importance_sampling` must be an int >= -1"):
         sample_labor(graph.indptr, graph.indices, nodes, 2, variates=Variates(1), importance_sampling=-2)
-    with pytest.raises(ValueError, match="`fanout` must be an int >= 1 or -1"):
-        sample_labor(graph.indptr, graph.indices, nodes, 0, variates=Variates(1))
+    with pytest.raises(ValueError, match="`fanout` must be an int >= 0 or -1"):
+        sample_labor(graph.indptr, graph.indices, nodes, -2, variates=Variates(1))
     with pytest.raises(ValueError, match="node id 9, out of range"):
         sample_labor(graph.indptr, graph.indices, torch.tensor([9]), 2, variates=Variates(1))

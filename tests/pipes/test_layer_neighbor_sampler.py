@@ -135,7 +135,7 @@ def test_deterministic_under_seed():
         ({"weights": "nope"}, KeyError, r"'nope' is not an edge attribute.*\['w'\]"),
         ({"weights": "w", "importance_sampling": -1}, ValueError, "importance_sampling=0 only"),
         ({"cooperative": True, "importance_sampling": -1}, UnsupportedCombination, "LABOR-0"),
-        ({"fanouts": [3, 0]}, ValueError, r"`fanouts\[1\]` must be an int >= 1 or -1"),
+        ({"fanouts": [3, -2]}, ValueError, r"`fanouts\[1\]` must be an int >= 0 or -1"),
         ({"layout": "blocks"}, ValueError, r"`layout` must be 'block' .* or 'pyg'"),
         ({"cooperative": True, "layout": "pyg"}, UnsupportedCombination, r"builds block layers only \(layout='block'\)"),
     ],

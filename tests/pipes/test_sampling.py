@@ -47,7 +47,9 @@ def sample(sampler, seeds, batch_index=0):
 
 @pytest.mark.parametrize("sampler_kind", ["neighbor", "labor"])
 @pytest.mark.parametrize("layout", ["block", "pyg"])
-@pytest.mark.parametrize("fanouts", [[2, 3], [-1, 1], [5, 5, 5]], ids=["int", "all", "three"])
+@pytest.mark.parametrize(
+    "fanouts", [[2, 3], [-1, 1], [5, 5, 5], [0, 3], [3, 0]], ids=["int", "all", "three", "zero-outer", "zero-last"]
+)
 def test_every_edge_exists_and_counts_follow_the_fanouts(kind, graph_edges, sampler_kind, layout, fanouts):
     graph, edges = graph_edges
     sampler = SAMPLERS[sampler_kind](None, graph, fanouts, seed=7, layout=layout)
@@ -92,6 +94,19 @@ def test_labor_with_importance_sampling_samples_existing_edges(kind, graph_edges
         check_batch(graph, edges, minibatch, sampler.edge_type_fanouts, exact_counts=False)
         weights = typed_view(minibatch).sampled_subgraphs[1].edge_weights
         assert all(bool((w > 0).all()) for w in weights.values())
+
+
+@pytest.mark.parametrize("fanouts", [[0, 3], [3, 0]])
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_a_zero_fanout_layer_of_labor_k_samples_no_edge(fanouts, layout):
+    # 0 for a layer of an untyped graph, as PyG's num_neighbors (LABOR-k sampled edges for it).
+    graph, edges = graph_and_edges("untyped", seed=0)
+    sampler = LayerNeighborSampler(None, graph, fanouts, importance_sampling=1, layout=layout, seed=6)
+    for b in range(3):
+        minibatch = sample(sampler, seeds_of("untyped", {NODE: list(range(0, 60, 5))}), b)
+        check_batch(graph, edges, minibatch, sampler.edge_type_fanouts, exact_counts=False)
+        layer = minibatch.sampled_subgraphs[fanouts.index(0)]
+        assert layer.sampled_csc.indices.numel() == 0 and layer.edge_weights.numel() == 0
 
 
 def test_replace_takes_exactly_fanout_per_type(kind, graph_edges):
@@ -329,5 +344,6 @@ def test_bad_typed_fanouts():
     with pytest.raises(ValueError, match="`fanouts` must be a non-empty list with one entry per GNN layer"):
         NeighborSampler(None, graph, MIXED)
     untyped, _ = graph_and_edges("untyped")
-    with pytest.raises(ValueError, match=r"`fanouts\[0\]` must be an int >= 1 or -1"):
+    with pytest.raises(ValueError, match=r"`fanouts\[0\]` must be an int >= 0 or -1"):
         NeighborSampler(None, untyped, [{"a:b:c": 2}])
+
