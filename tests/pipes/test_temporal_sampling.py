@@ -40,6 +40,24 @@ def test_every_sampled_edge_is_valid_for_its_root(case, sort):
     assert checked > 0
 
 
+@pytest.mark.parametrize("layout, strategy", [("block", "uniform"), ("pyg", "uniform"), ("pyg", "last")])
+@pytest.mark.parametrize("fanouts", [[0, 3], [3, 0]])
+@pytest.mark.parametrize("kind", ["untyped", "typed"])
+def test_a_zero_fanout_layer_samples_no_edge(kind, layout, strategy, fanouts):
+    graph, edges, node_time, edge_time = timed_graph(kind, False)
+    gen = torch.Generator().manual_seed(3)
+    pipe = gp.ItemSampler(items(kind, edges, "node", gen, layout), 10, seed=1).sample_neighbor(
+        graph, fanouts, layout=layout, seed=5, comparison="<", temporal_strategy=strategy, **USES["both"]
+    )
+    cfg = dict(uses=("node", "edge"), layout=layout, comparison="<", window=None, strategy=strategy, fanouts=fanouts)
+    batches = list(pipe)
+    checked = sum(check_temporal_batch(graph, edges, node_time, edge_time, mb, cfg) for mb in batches)
+    assert checked == 0 if layout == "pyg" and fanouts[-1] == 0 else checked > 0  # pyg: no hop past the seeds' 0
+    for mb in batches:
+        zero = mb.sampled_subgraphs[fanouts.index(0)].sampled_csc
+        assert all(csc.indices.numel() == 0 for csc in (zero.values() if isinstance(zero, dict) else [zero]))
+
+
 def test_sorted_and_unsorted_graphs_give_the_same_latest_neighbours():
     """``last`` has no randomness: the same edges (by the user's edge ids) on both."""
     runs = []
