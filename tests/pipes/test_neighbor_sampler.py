@@ -13,7 +13,7 @@ from graphpipe.pipes.capabilities import UnsupportedCombination
 def test_bad_arguments_raise_clear_errors(graph_builder):
     graph = graph_builder(50, 10, seed=5, weights=True)
     source = ItemSampler(torch.arange(10), batch_size=5)
-    for fanouts in (5, [], [0], [2, -3], [2.0], "12"):
+    for fanouts in (5, [], [-5], [2, -3], [2.0], "12"):
         with pytest.raises(ValueError, match="`fanouts"):
             NeighborSampler(source, graph, fanouts)
     with pytest.raises(KeyError, match=r"'prob' is not an edge attribute of the graph; known edge attributes: \['weight'\]"):
