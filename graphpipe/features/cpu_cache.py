@@ -26,7 +26,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import CachedFeature, Feature
+from graphpipe.features.store import CachedFeature, Feature, check_feature
 from graphpipe._internal.checks import check_int
 
 __all__ = ["CPUCachedFeature"]
@@ -50,8 +50,7 @@ class CPUCachedFeature(CachedFeature):
     """
 
     def __init__(self, fallback: Feature, max_cache_size_in_bytes: int, policy: str = "s3-fifo"):
-        if not isinstance(fallback, Feature):
-            raise TypeError(f"CPUCachedFeature: `fallback` must be a graphpipe Feature, got {type(fallback).__name__} (wrap a tensor, array or .npy path as gp.Feature(data))")
+        check_feature(fallback, "fallback", "CPUCachedFeature")
         budget = check_int(max_cache_size_in_bytes, "max_cache_size_in_bytes", "CPUCachedFeature", minimum=1)
         if policy not in _POLICIES:
             raise ValueError(f"CPUCachedFeature: `policy` must be one of {list(_POLICIES)}, got {policy!r}")

@@ -26,7 +26,7 @@ from typing import Optional, Union
 
 import torch
 
-from graphpipe.features.store import CachedFeature, Feature, FeatureStore, output_rows
+from graphpipe.features.store import CachedFeature, Feature, FeatureStore, check_feature, output_rows
 from graphpipe._internal.checks import check_int
 from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
 
@@ -69,8 +69,7 @@ class GPUCachedFeature(CachedFeature):
         hotness: Optional[torch.Tensor] = None,
         device: Union[str, torch.device, None] = None,
     ):
-        if not isinstance(feature, Feature):
-            raise TypeError(f"GPUCachedFeature: `feature` must be a graphpipe Feature, got {type(feature).__name__} (wrap a tensor, array or .npy path as gp.Feature(data))")
+        check_feature(feature, "feature", "GPUCachedFeature")
         if isinstance(feature, GPUCachedFeature):
             raise TypeError("GPUCachedFeature: `feature` is already cached")
         if policy not in POLICIES:

@@ -200,6 +200,15 @@ class Feature:
         return f"Feature(num_rows={self.num_rows}, row_shape={self.row_shape}, dtype={self.dtype}, {kind}{where})"
 
 
+def check_feature(value, name: str, where: str) -> None:
+    """TypeError naming ``name`` unless ``value`` is a :class:`Feature`, saying how to wrap a table."""
+    if not isinstance(value, Feature):
+        raise TypeError(
+            f"{where}: `{name}` must be a graphpipe Feature, got {type(value).__name__} (wrap a tensor, array or "
+            f".npy path as gp.Feature(data))"
+        )
+
+
 class CachedFeature(Feature):
     """A cache in front of ``fallback`` (a :class:`Feature`): its rows, row shape, dtype
     and size are the fallback's; subclasses implement ``read_valid``."""
@@ -281,8 +290,7 @@ class FeatureStore:
         """A new store with the feature at ``key`` (any form of :meth:`__getitem__`, the
         feature must exist) replaced by ``feature``; the other features are shared, and
         this store is not modified (``gpu_cached_feature`` is built on it)."""
-        if not isinstance(feature, Feature):
-            raise TypeError(f"FeatureStore.with_feature: `feature` must be a graphpipe Feature, got {type(feature).__name__} (wrap a tensor, array or .npy path as gp.Feature(data))")
+        check_feature(feature, "feature", "FeatureStore.with_feature")
         self[key]  # a KeyError naming the known features if there is none at `key`
         store = FeatureStore({})
         store._features = {**self._features, feature_key(key, "FeatureStore"): feature}
