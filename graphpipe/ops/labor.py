@@ -744,15 +744,15 @@ def sample_labor(
     check_probs(probs, indices.numel(), "sample_labor")
     nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
     num_nodes = indptr.numel() - 1 if num_nodes is None else num_nodes
+    device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:  # LABOR-k would still solve probabilities for it
-        return LayerSample.empty(nodes.numel(), nodes.device if nodes.is_cuda else indptr.device, weights=True)
-    if nodes.is_cuda or indptr.is_cuda:
+        return LayerSample.empty(nodes.numel(), device, weights=True)
+    if device.type == "cuda":
         if probs is not None or importance_sampling != 0:
             raise NotImplementedError(
                 "sample_labor: on CUDA only unweighted LABOR-0 is implemented; move the ids to the CPU "
                 "for weighted LABOR or importance_sampling != 0"
             )
-        device = nodes.device if nodes.is_cuda else indptr.device
         return sample_labor_torch(
             indptr, indices, nodes.to(device), fanout, variates=lambda t: _labor_variates_torch(t, variates)
         )

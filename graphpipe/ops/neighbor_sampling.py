@@ -417,13 +417,13 @@ def sample_neighbors(
         check_exclusion(exclude, indptr, nodes, "sample_neighbors")
     if key_ids is not None and (nodes.is_cuda or indptr.is_cuda or key_ids.shape != nodes.shape):
         raise ValueError("sample_neighbors: `key_ids` must be a CPU tensor shaped like `nodes`, with CPU `nodes` and graph")
+    device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:
-        return LayerSample.empty(nodes.numel(), nodes.device if nodes.is_cuda else indptr.device)
-    if nodes.is_cuda or indptr.is_cuda:  # GPU path: the graph in device or pinned host memory
+        return LayerSample.empty(nodes.numel(), device)
+    if device.type == "cuda":  # GPU path: the graph in device or pinned host memory
         # The torch ops draw [num_dst, fanout] with replacement, whatever the degrees.
         if replace and fanout != -1 and fanout * nodes.numel() > max_output_edges(_BYTES_PER_EDGE):
             raise _too_many_edges(fanout, replace, nodes.numel())
-        device = nodes.device if nodes.is_cuda else indptr.device
         fanout = min(fanout, FANOUT_CAP)
         return sample_neighbors_torch(indptr, indices, nodes.to(device), fanout, key=key, replace=replace, probs=probs, exclude=exclude)
     return _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids)
