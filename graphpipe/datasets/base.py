@@ -33,8 +33,8 @@ class NodeClassificationDataset:
             node types.
         num_classes: labels are in ``[0, num_classes)`` (None if unknown; for several
             labelled node types, over all of them); multi-label: the number of tasks.
-        labels: ``[num_nodes]`` int64 (multi-label: ``[num_nodes, num_tasks]``) label of every node (for evaluating on all nodes),
-            or None for an unlabelled converted dataset; for a typed dataset a dict node
+        labels: ``[num_nodes]`` int64 (multi-label: ``[num_nodes, num_tasks]``) label of
+            every node (for evaluating on all nodes), or None for an unlabelled converted dataset; for a typed dataset a dict node
             type -> ``[num_nodes_of_type]`` labels of the labelled types.
     """
 
@@ -65,3 +65,18 @@ class NodeClassificationDataset:
             f"num_edges={self.graph.total_num_edges}, feature_dim={feature_dim}, "
             f"num_classes={self.num_classes}, {sizes})"
         )
+
+
+def num_classes_of(given: Optional[int], labels) -> Optional[int]:
+    """``given``, else the most over every labelled type of: one more than the largest
+    integer ``[n]`` label, the ``k`` columns of ``[n, k]`` multi-label labels (any dtype,
+    as PyG's ``num_classes`` and OGB's for ogbn-proteins)."""
+    if given is not None:
+        return given
+    counts = []
+    for t in labels:
+        if t is not None and t.dim() == 2:
+            counts.append(t.size(1))
+        elif t is not None and not t.dtype.is_floating_point and t.numel():
+            counts.append(int(t.max()) + 1)
+    return max(counts) if counts else None

@@ -42,7 +42,7 @@ import torch
 from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.features.store import FeatureStore
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
-from graphpipe.datasets.base import NodeClassificationDataset
+from graphpipe.datasets.base import NodeClassificationDataset, num_classes_of
 
 __all__ = ["from_pyg", "from_dgl"]
 
@@ -59,8 +59,8 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
     Reads ``edge_index`` (``[2, num_edges]``, row 0 sources; or the sparse ``adj_t`` of
     ``T.ToSparseTensor()``), ``num_nodes``, ``x`` (stored as node feature ``"feat"``),
     ``y`` (``[num_nodes]`` or ``[num_nodes, 1]`` labels, or ``[num_nodes, k]`` multi-label
-    ones, e.g. PPI's 121 tasks: a batch's labels are its seeds' rows), ``train_mask`` / ``val_mask`` /
-    ``test_mask`` (``[num_nodes]`` bool: the item sets) and every node- or edge-level
+    ones, e.g. PPI's 121 tasks: a batch's labels are its seeds' rows), ``train_mask`` /
+    ``val_mask`` / ``test_mask`` (``[num_nodes]`` bool: the item sets) and every node- or edge-level
     tensor (``y``, masks, ``time``, ``edge_attr``...) as a feature of its name.
     A ``HeteroData`` is read the same way per node type (``data["paper"].x``, ...) and
     per edge type (``data["author", "writes", "paper"].edge_index``, ...); see the
@@ -221,7 +221,7 @@ def _dataset(
         train_set=sets["train"],
         validation_set=sets["val"],
         test_set=sets["test"],
-        num_classes=_num_classes(num_classes, [labels]),
+        num_classes=num_classes_of(num_classes, [labels]),
         labels=labels,
     )
 
@@ -262,7 +262,7 @@ def _hetero_dataset(
         train_set=splits["train"],
         validation_set=splits["val"],
         test_set=splits["test"],
-        num_classes=_num_classes(num_classes, [labels[t] for t in labelled]),
+        num_classes=num_classes_of(num_classes, [labels[t] for t in labelled]),
         labels={t: labels[t] for t in labelled} or None,
     )
 
@@ -329,18 +329,3 @@ def _warn_missing_splits(dataset: NodeClassificationDataset, where: str) -> None
             f"'labels')), or give the data boolean [num_nodes] masks",
             stacklevel=3,
         )
-
-
-def _num_classes(given: Optional[int], labels) -> Optional[int]:
-    """``given``, else the most over every labelled type of: one more than the largest
-    integer ``[n]`` label, the ``k`` columns of ``[n, k]`` multi-label labels (any dtype,
-    as PyG's ``num_classes`` and OGB's for ogbn-proteins)."""
-    if given is not None:
-        return given
-    counts = []
-    for t in labels:
-        if t is not None and t.dim() == 2:
-            counts.append(t.size(1))
-        elif t is not None and not t.dtype.is_floating_point and t.numel():
-            counts.append(int(t.max()) + 1)
-    return max(counts) if counts else None

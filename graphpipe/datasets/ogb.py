@@ -46,8 +46,7 @@ from graphpipe.batch.item_set import ItemSet
 from graphpipe.ops.csc_build import coo_id_range
 from graphpipe.datasets._files import cache_is_fresh, csv_to_npy, fingerprint, make_cache_directory, publish_cache, read_array, read_csv
 from graphpipe.datasets._files import trusted_directories as check_trusted_directories
-from graphpipe.datasets.base import NodeClassificationDataset
-from graphpipe.datasets.convert import _num_classes
+from graphpipe.datasets.base import NodeClassificationDataset, num_classes_of
 
 __all__ = ["ogb_node_dataset"]
 
@@ -157,7 +156,7 @@ def _read_cache(name: str, cache: str, cached) -> NodeClassificationDataset:
         train_set=sets[0],
         validation_set=sets[1],
         test_set=sets[2],
-        num_classes=_num_classes(None, [labels]),
+        num_classes=num_classes_of(None, [labels]),
         labels=labels,
     )
 
