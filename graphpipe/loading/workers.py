@@ -361,9 +361,9 @@ class _WorkerPool:
 
 
 def _stop_pool(processes, commands, results, stop, starting) -> None:
-    """Tell the workers to stop and wait ``join_within``'s timeout for them, so that close() and
-    Ctrl-C return promptly; a worker still in a batch then (a long kernel) exits on its
-    own after it, and exit waits for it (:func:`_join_at_exit`). Inside the garbage
+    """Tell the workers to stop and wait ``join_within``'s timeout for them, so that
+    close() and Ctrl-C return promptly; a worker still in a batch then (a long kernel)
+    exits on its own after it, and exit waits for it (:func:`_join_at_exit`). Inside the garbage
     collector only ``stop`` is set (the workers see it within ``_POLL_S``). Else the
     workers being started (``starting`` held) are waited for: a worker started after
     exit unlinked its queues' semaphores failed with a traceback."""
@@ -394,10 +394,11 @@ def _register_join_at_exit() -> None:
 
 
 def _join_at_exit() -> None:
-    """At exit, after the pools' own hooks told their workers to stop: wait for every worker
-    told to stop (:func:`~graphpipe.loading.stages.exit_wait_s` at most), then terminate, and kill, those still running. Terminating is the last
-    resort: numba's lock in a worker is a named semaphore (the worker's start method is
-    forkserver) that only its own exit unregisters; a terminated worker leaves it to the
+    """At exit, after the pools' own hooks told their workers to stop: wait for every
+    worker told to stop (:func:`~graphpipe.loading.stages.exit_wait_s` at most), then
+    terminate, and kill, those still running. Terminating is the last resort: numba's
+    lock in a worker is a named semaphore (the worker's start method is forkserver) that
+    only its own exit unregisters; a terminated worker leaves it to the
     resource tracker, which warns ("leaked semaphore objects")."""
     processes = list(_stopped)
     join_within(processes, exit_wait_s())
@@ -409,7 +410,6 @@ def _join_at_exit() -> None:
         if process.is_alive():
             process.kill()
             process.join()
-
 
 
 def _death_message(process, rank: int) -> str:

@@ -45,8 +45,8 @@ class LayerNeighborSampler(SubgraphSampler):
     Args:
         source: a pipe of MiniBatches with ``seeds``.
         graph: the :class:`~graphpipe.CSCGraph` (typed or not).
-        fanouts: one entry per GNN layer, ``>= 1``, 0 (no edge in that layer) or -1 (typed graphs: per edge type, as
-            for ``sample_neighbor``).
+        fanouts: one entry per GNN layer, ``>= 1``, 0 (no edge in that layer) or -1
+            (typed graphs: per edge type, as for ``sample_neighbor``).
         importance_sampling: 0 = LABOR-0 (exactly ``min(fanout, d)`` neighbours, a drop-in
             for neighbor sampling); ``k > 0`` = LABOR-k (k fixed-point iterations);
             -1 = LABOR-* (until converged). Importance sampling samples fewer vertices at

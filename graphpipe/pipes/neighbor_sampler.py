@@ -36,8 +36,9 @@ class NeighborSampler(SubgraphSampler):
         source: a pipe of MiniBatches with ``seeds`` (e.g. an ``ItemSampler``).
         graph: the :class:`~graphpipe.CSCGraph` to sample from (typed or not).
         fanouts: one entry per GNN layer: an int ``>= 1``, ``0`` (no edge in that layer,
-            as PyG's) or ``-1`` (all in-edges); on a typed graph an int for every edge type, a dict edge type -> int or a list in
-            edge type id order (0: none of that type).
+            as PyG's) or ``-1`` (all in-edges); on a typed graph an int for every edge
+            type, a dict edge type -> int or a list in edge type id order (0: none of that
+            type).
         replace: sample with replacement.
         weights: name of a 1-D finite, non-negative float (or bool mask) edge
             attribute of ``graph`` to sample by, or None for uniform sampling.
