@@ -115,6 +115,10 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
     timed = [stage for stage in upstream(pipe) if isinstance(stage, Timed)]
+    # Every worker runs the stages before the Shard over all batches and keeps its share:
+    # they report the batches the Shard kept, so the workers' counts add up to the epoch's.
+    before_shard = {id(stage) for stage in upstream(shard.source)}
+    kept = next((stage for stage in timed if stage.source is shard), None)  # None: no timers (not under a DataLoader)
     while not stop.value:
         try:
             command = commands.get(timeout=_POLL_S)
@@ -138,7 +142,8 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
                 if not put_while(out, (run, item), serving):
                     break
             else:
-                put_while(out, (run, _WorkerDone([(stage.seconds, stage.batches) for stage in timed])), serving)
+                counts = [kept.batches if id(stage) in before_shard else stage.batches for stage in timed]
+                put_while(out, (run, _WorkerDone([(stage.seconds, n) for stage, n in zip(timed, counts)])), serving)
         except Exception:
             where = f"in graphpipe worker process {rank} (pid {os.getpid()})"
             put_while(out, (run, ExceptionWrapper(where=where)), serving)

@@ -62,6 +62,8 @@ def test_a_sampler_in_workers_gives_the_plain_batches():
     stats = loader.stats()
     assert stats["WindowSampler"]["where"] == "2 worker processes" and stats["WindowSampler"]["batches"] == 12
     assert stats["WindowSampler"]["work_s"] > 0 and stats["ProcessWorkers(2)"]["batches"] == 12
+    # every worker runs the ItemSampler over all batches and keeps its share: it counts each batch once
+    assert stats["ItemSampler"]["batches"] == stats["Shard"]["batches"] == 12
     del loader
     assert _nothing_left_running()
 
