@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -112,8 +113,9 @@ class DataLoader(IterableDataset):
         (``break``, an exception) until the next ``iter()``, that epoch and the batches the
         loop has taken so far (resuming yields the next one); between epochs, the next
         epoch and 0. ``items`` (the ItemSampler's item count), ``batches`` (per epoch),
-        ``stages`` (the pipe's stages as written, source first) and ``seeds`` (``(stage,
-        seed)`` of the stages with one) identify the pipe: :meth:`load_state_dict` checks them.
+        ``stages`` (the pipe's stages as written, source first), ``seeds`` (``(stage,
+        seed)`` of the stages with one) and ``options`` (``(stage, options)``: batch size,
+        shuffle, ranks, fanouts, ...) identify the pipe: :meth:`load_state_dict` checks them.
         """
         epoch, batches = self._live if self._live is not None else self._next
         return {"epoch": epoch, "batches_yielded": batches, **self._identity()}
@@ -127,6 +129,9 @@ class DataLoader(IterableDataset):
             "seeds": [
                 [type(stage).__name__, stage.seed] for stage in reversed(upstream(self.pipe)) if stage.seed is not None
             ],
+            "options": [
+                [type(stage).__name__, stage.state_options()] for stage in reversed(upstream(self.pipe)) if stage.state_options()
+            ],
         }
 
     def _batches_per_epoch(self) -> Optional[int]:
@@ -139,13 +144,20 @@ class DataLoader(IterableDataset):
         """Make the next ``iter()`` resume where ``state`` (from :meth:`state_dict`) was.
 
         Ends an unfinished epoch. ``state`` must come from this pipe: the same items,
-        batches per epoch, stages and seeds (pass ``seed=`` to the ItemSampler and
-        samplers, or ``torch.manual_seed`` before building them), and a position inside
-        an epoch; a ValueError says what differs.
+        batches per epoch, stages, seeds (pass ``seed=`` to the ItemSampler and samplers,
+        or ``torch.manual_seed`` before building them) and options (batch size, shuffle,
+        ranks, fanouts, ...), and a position inside an epoch; a ValueError says what differs.
         """
         where = "DataLoader.load_state_dict"
         if not isinstance(state, dict):
             raise TypeError(f"{where}: `state` must be a dict from DataLoader.state_dict(), got {type(state).__name__}")
+        if "options" not in state and all(key in state for key in _STATE_KEYS[:-1]):
+            warnings.warn(
+                f"{where}: `state` has no 'options' (saved before graphpipe recorded them): its batch size, shuffle, "
+                f"ranks and sampler options are not checked against this loader's",
+                stacklevel=2,
+            )
+            state = {**state, "options": self._identity()["options"]}
         missing = [key for key in _STATE_KEYS if key not in state]
         unknown = [key for key in state if key not in _STATE_KEYS]
         if missing or unknown:
@@ -163,7 +175,7 @@ class DataLoader(IterableDataset):
         if differs:
             raise ValueError(
                 f"{where}: the state is from another pipe ({'; '.join(differs)}); resume with the pipe it was saved "
-                f"from: the same items, batch size, stages and seeds (seed=... on the ItemSampler and the samplers)"
+                f"from: the same items, stages, seeds (seed=... on the ItemSampler and the samplers) and options"
             )
         per_epoch = mine["batches"]
         batches = check_int(state["batches_yielded"], "state['batches_yielded']", where, minimum=0)
@@ -299,7 +311,7 @@ def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str]) -> Tuple[str, D
     return label, row
 
 
-_STATE_KEYS = ("epoch", "batches_yielded", "items", "batches", "stages", "seeds")
+_STATE_KEYS = ("epoch", "batches_yielded", "items", "batches", "stages", "seeds", "options")
 
 
 def _plain(value):

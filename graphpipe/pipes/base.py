@@ -61,6 +61,8 @@ class Pipe(IterableDataset):
     :meth:`stats`           per-epoch counters for ``DataLoader.stats()`` (a fetcher's cache hit
                             rates), zeroed by :meth:`reset_stats` when an epoch starts
     :meth:`num_items`       a source's item count (a loader's state names it)
+    :meth:`state_options`   the options deciding which items or samples it yields (a loader's
+                            state names them: batch size, shuffle, fanouts, ...)
     :meth:`next_epoch`      a source's own epoch counter, for plain iterations
     ======================  ================================================================
 
@@ -95,6 +97,11 @@ class Pipe(IterableDataset):
     def num_items(self) -> Optional[int]:
         """How many items a source batches per epoch (None: not a source, or unknown)."""
         return None
+
+    def state_options(self) -> Dict[str, object]:
+        """The options, as plain data, that decide which items or samples it yields: a
+        loader's state names them, so that resuming under other options is refused."""
+        return {}
 
     def next_epoch(self) -> int:
         """The epoch a plain ``iter()`` of a chain from this source runs (a source with an

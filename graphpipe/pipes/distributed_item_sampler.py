@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from itertools import accumulate
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 import torch
 import torch.distributed as dist
@@ -168,6 +168,11 @@ class DistributedItemSampler(ItemSampler):
     def num_items(self) -> int:
         """Pipe protocol: the items of the whole split, which every rank's batches are cut from."""
         return self.split_size
+
+    def state_options(self) -> Dict[str, object]:
+        """Pipe protocol: ItemSampler's, and how the items are shared among the ranks."""
+        shared = {"world_size": self.world_size, "rank": self.rank, "drop_uneven_inputs": self.drop_uneven_inputs}
+        return {**super().state_options(), **shared, "from_part": self.owned_items is not None}
 
     @property
     def num_global_batches(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Iterator, Optional, Union
+from typing import Dict, Iterator, Optional, Union
 
 import torch
 
@@ -164,3 +164,7 @@ class ItemSampler(Pipe):
     def num_items(self) -> int:
         """Pipe protocol: the items it batches per epoch."""
         return len(self.item_set)
+
+    def state_options(self) -> Dict[str, object]:
+        """Pipe protocol: the options deciding which items each batch holds."""
+        return {"batch_size": self.batch_size, "shuffle": bool(self.shuffle), "drop_last": bool(self.drop_last)}

@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import Future
 from functools import partial
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -151,6 +151,11 @@ class LayerNeighborSampler(SubgraphSampler):
             importance_sampling=self.importance_sampling, probs=probs, num_nodes=self.graph.total_num_nodes,
         )  # fmt: skip
         return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr, probs)
+
+    def state_options(self) -> Dict[str, object]:
+        """Pipe protocol: the fanouts and the LABOR options."""
+        labor = {"importance_sampling": self.importance_sampling, "layer_dependency": self.layer_dependency}
+        return {**super().state_options(), **labor, "batch_dependency": self.batch_dependency}
 
     def compile_task(self) -> Callable[[], None]:
         """A picklable call that compiles (or loads from numba's cache) the CPU kernels of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -129,6 +129,10 @@ class UniformNegativeSampler(Pipe):
         types = graph.type_per_edge if graph.is_heterogeneous else None
         self.sorted_indices = exclude_existing_edges and in_neighbours_sorted(graph.indptr, graph.indices, types)
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", name)
+
+    def state_options(self) -> Dict[str, object]:
+        """Pipe protocol: how many negatives, of which kind."""
+        return {"negative_ratio": self.negative_ratio, "neg_sampling": self.neg_sampling}
 
     def process(self, minibatch: MiniBatch) -> MiniBatch:
         """The batch with its negatives appended (see the class doc)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.checks import check_edge_weights
@@ -85,6 +85,10 @@ class NeighborSampler(SubgraphSampler):
             )  # fmt: skip
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
+
+    def state_options(self) -> Dict[str, object]:
+        """Pipe protocol: the fanouts and ``replace``."""
+        return {**super().state_options(), "replace": self.replace}
 
     def uniform_draw_key(self, batch_index: int, layer: int) -> Optional[int]:
         """Unweighted, without replacement: the layer's key (see SubgraphSampler)."""

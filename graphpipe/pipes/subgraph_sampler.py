@@ -6,7 +6,7 @@ import copy
 from dataclasses import replace
 from functools import partial
 from itertools import accumulate
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -695,6 +695,10 @@ class SubgraphSampler(Pipe):
     # Whether a layer's destinations are sampled jointly (LABOR-k): each draw depends on the
     # whole layer's neighbourhoods, not on its destination's alone.
     samples_layer_jointly = False
+
+    def state_options(self) -> Dict[str, object]:
+        """Pipe protocol: the fanouts per layer and edge type (subclasses add theirs)."""
+        return {"fanouts": self.edge_type_fanouts}
 
     def compile_task(self):
         """A picklable call compiling this sampler's layer kernels (subclasses with numba

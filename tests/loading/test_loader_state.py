@@ -14,14 +14,14 @@ from torch.utils.data import IterableDataset
 import graphpipe as gp
 
 
-def _chain(num_items=68, batch_size=4, seed=3, record=None, sample=False):
-    """ItemSampler (karate's nodes cycled, shuffled) -> [transform(record)] -> [sample_neighbor] -> fetch_feature."""
+def _chain(num_items=68, batch_size=4, seed=3, record=None, sample=False, shuffle=True, fanouts=(2,), replace=False):
+    """ItemSampler (karate's nodes cycled) -> [transform(record)] -> [sample_neighbor] -> fetch_feature."""
     data = gp.datasets.karate_club()
-    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(num_items) % 34, names="seeds"), batch_size, shuffle=True, seed=seed)
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(num_items) % 34, names="seeds"), batch_size, shuffle=shuffle, seed=seed)
     if record is not None:
         pipe = pipe.transform(record)
     if sample:
-        pipe = pipe.sample_neighbor(data.graph, [2], seed=5)
+        pipe = pipe.sample_neighbor(data.graph, list(fanouts), replace=replace, seed=5)
     return pipe.fetch_feature(data.features, ["feat"])
 
 
@@ -42,6 +42,10 @@ def test_a_state_names_its_position_and_its_pipe_in_plain_data():
         "batches": 17,
         "stages": ["ItemSampler", "NeighborSampler", "FeatureFetcher"],
         "seeds": [["ItemSampler", 3], ["NeighborSampler", 5]],
+        "options": [
+            ["ItemSampler", {"batch_size": 4, "shuffle": True, "drop_last": False}],
+            ["NeighborSampler", {"fanouts": [[2]], "replace": False}],
+        ],
     }
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -65,6 +69,43 @@ def test_a_state_of_another_pipe_is_refused_saying_what_differs(other, says):
     loader = gp.DataLoader(_chain(**other))
     with pytest.raises(ValueError, match=r"the state is from another pipe \(.*" + says):
         loader.load_state_dict(_state())
+
+
+@pytest.mark.parametrize(
+    "saved, other, says",
+    [
+        # 100 items in 3 batches either way: resuming under batch size 40 would skip 6 items
+        (dict(num_items=100, batch_size=34), dict(num_items=100, batch_size=40), r"'batch_size': 34.*this loader .*'batch_size': 40"),
+        (dict(), dict(shuffle=False), r"'shuffle': True.*this loader .*'shuffle': False"),
+        (dict(sample=True), dict(sample=True, fanouts=(3,)), r"'fanouts': \[\[2\]\].*this loader .*'fanouts': \[\[3\]\]"),
+        (dict(sample=True), dict(sample=True, replace=True), r"'replace': False.*this loader .*'replace': True"),
+    ],
+)
+def test_a_state_of_other_options_with_as_many_batches_is_refused(saved, other, says):
+    state = _state(**saved)
+    loader = gp.DataLoader(_chain(**other))
+    assert state["batches"] == loader.state_dict()["batches"] and state["stages"] == loader.state_dict()["stages"]
+    with pytest.raises(ValueError, match=r"the state is from another pipe \(options: the state has .*" + says):
+        loader.load_state_dict(state)
+
+
+def test_a_state_of_another_world_size_is_refused():
+    items = gp.ItemSet(torch.arange(40), names="seeds")
+    # 40 items in 2 global batches of 10 per rank either way: a 2-rank state on 3 ranks would skip 10 items
+    state = gp.DataLoader(gp.DistributedItemSampler(items, 10, seed=0, rank=0, world_size=2)).state_dict()
+    loader = gp.DataLoader(gp.DistributedItemSampler(items, 10, seed=0, rank=0, world_size=3))
+    assert loader.state_dict()["batches"] == state["batches"] == 2
+    with pytest.raises(ValueError, match=r"options: the state has .*'world_size': 2.*this loader .*'world_size': 3"):
+        loader.load_state_dict(state)
+
+
+def test_a_state_saved_before_options_were_recorded_loads_with_a_warning():
+    state = _state()
+    del state["options"]
+    loader = gp.DataLoader(_chain())
+    with pytest.warns(UserWarning, match=r"`state` has no 'options' \(saved before graphpipe recorded them\)"):
+        loader.load_state_dict(state)
+    assert next(iter(loader)).batch_index == 3
 
 
 @pytest.mark.parametrize(
