@@ -168,9 +168,7 @@ class DataLoader(IterableDataset):
             )
         mine = self._identity()
         differs = [
-            f"{key}: the state has {state[key]!r}, this loader {mine[key]!r}"
-            for key in mine
-            if _plain(state[key]) != _plain(mine[key])
+            _difference(key, state[key], mine[key]) for key in mine if _plain(state[key]) != _plain(mine[key])
         ]
         if differs:
             raise ValueError(
@@ -312,6 +310,24 @@ def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str]) -> Tuple[str, D
 
 
 _STATE_KEYS = ("epoch", "batches_yielded", "items", "batches", "stages", "seeds", "options")
+
+
+def _difference(key: str, saved, mine) -> str:
+    """What differs between ``saved`` and ``mine``, the entries ``key`` of two states; for
+    ``options`` of the same stages, only the options that differ."""
+    same_stages = key == "options" and isinstance(saved, list) and len(saved) == len(mine) and all(
+        isinstance(entry, (list, tuple)) and len(entry) == 2 and entry[0] == stage and isinstance(entry[1], dict)
+        for entry, (stage, _) in zip(saved, mine)
+    )
+    if same_stages:
+        changed = [
+            f"{stage} {name}: the state has {old.get(name)!r}, this loader {new.get(name)!r}"
+            for (stage, old), (_, new) in zip(saved, mine)
+            for name in dict.fromkeys([*old, *new])
+            if _plain(old.get(name)) != _plain(new.get(name))
+        ]
+        return f"options: {'; '.join(changed)}"
+    return f"{key}: the state has {saved!r}, this loader {mine!r}"
 
 
 def _plain(value):
