@@ -81,11 +81,14 @@ class LayerNeighborSampler(SubgraphSampler):
         replace: bool = False,
         **options,
     ):
-        super().__init__(source, graph, fanouts, **options)
         name = type(self).__name__
+        # Set before the base's checks, which read them (hot-vertex reuse refuses joint layers).
+        self.importance_sampling = check_importance_sampling(importance_sampling, name)
+        self.samples_layer_jointly = self.importance_sampling != 0
+        super().__init__(source, graph, fanouts, **options)
         if check_bool(replace, "replace", name):
             raise ValueError(f"{name}: LABOR samples without replacement; pass replace=False (GraphBolt's argument)")
-        importance_sampling = check_importance_sampling(importance_sampling, name)
+        importance_sampling = self.importance_sampling
         batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
@@ -111,8 +114,6 @@ class LayerNeighborSampler(SubgraphSampler):
                 f"{name}: temporal LABOR-k over a part of a partitioned dataset is not supported (the owners would send "
                 f"every in-edge valid at each row's time); pass importance_sampling=0, or load the whole graph"
             )
-        self.importance_sampling = importance_sampling
-        self.samples_layer_jointly = importance_sampling != 0
         self.layer_dependency = bool(layer_dependency)
         self.batch_dependency = batch_dependency
         self.weights = weights

@@ -204,6 +204,10 @@ def test_bad_arguments():
     hot_reuse = gp.HotReuse(bottom, features, "feat", hotness, 0.1)
     with pytest.raises(gp.UnsupportedCombination, match="hot-vertex reuse samples independent block batches"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, layout="pyg", hot_reuse=hot_reuse)
+    for k in (1, 2):  # LABOR-k draws a layer's vertices jointly: a cold vertex's sample would change
+        with pytest.raises(gp.UnsupportedCombination, match=f"LABOR with importance_sampling={k} draws a layer's vertices jointly"):
+            gp.ItemSampler(items, 8).sample_layer_neighbor(graph, FANOUTS, importance_sampling=k, hot_reuse=hot_reuse)
+    gp.ItemSampler(items, 8).sample_layer_neighbor(graph, FANOUTS, hot_reuse=hot_reuse)  # LABOR-0 samples each on its own
     with pytest.raises(TypeError, match="hot_reuse"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=0.1)
     on_gpu = gp.ItemSampler(items, 8)
