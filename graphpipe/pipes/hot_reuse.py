@@ -228,7 +228,7 @@ class HotReuse:
         the batch's reused rows put in (no gradient through them). Raises if they are older
         than ``2 * super_batch - 1`` steps: the training loop stopped pushing weights."""
         reused = minibatch.reused
-        if reused is None:
+        if reused is None or reused.positions.numel() == 0:
             return h
         if isinstance(h, dict):  # typed: rows by node type, type-major like the positions
             types = [t for t in self.node_types if t in h]
@@ -264,6 +264,13 @@ class HotReuse:
                         f"only {self.version} were pushed in {self.timeout:.0f} s: call reuse.push(bottom_layer) after "
                         f"every optimizer step"
                     )
+            if version not in self._weights:
+                raise RuntimeError(
+                    f"HotReuse: super-batch {super_index} reads the bottom layer's weights after {version} steps, but "
+                    f"{self.version} were pushed and those are gone: a HotReuse follows one run of batches, batch b "
+                    f"after b steps, and a new DataLoader starts again at batch 0. Make a new HotReuse (and sampler) "
+                    f"for a new run, or resume the run: loader.load_state_dict(...) with reuse.load_state_dict(...)"
+                )
             module = copy.deepcopy(self._module)
             module.load_state_dict(self._weights[version])
             return self._supers.setdefault(super_index, _SuperBatch(module, version))

@@ -146,6 +146,35 @@ def test_a_loop_that_stops_pushing_weights_gets_a_clear_error():
         hot_reuse.insert(torch.zeros(mbs[0].sampled_subgraphs[0].num_dst_nodes, 5), mbs[0])
 
 
+def test_a_new_loader_on_a_trained_reuse_gets_a_clear_error():
+    """A HotReuse follows one run: a second DataLoader (a re-run notebook cell) starts again at
+    batch 0, whose weights version the pushes since have dropped."""
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=2)
+    pipe = chain(graph, features, items, hot_reuse=hot_reuse)
+    assert sum(1 for _ in (hot_reuse.push(bottom) for _ in gp.DataLoader(pipe))) == 19
+    with pytest.raises(RuntimeError, match=r"super-batch 0 reads the bottom layer's weights after 0 steps, but 19 were "
+                                           r"pushed and those are gone: .*Make a new HotReuse"):
+        next(iter(gp.DataLoader(pipe)))
+
+
+def test_a_batch_that_reuses_no_row_keeps_its_rows():
+    """One layer: the bottom layer's destinations are the seeds, never reused; insert gives
+    the module's rows as they are (it raised on the empty reused rows)."""
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=2)
+    pipe = gp.ItemSampler(items, 32).sample_neighbor(graph, [3], hot_reuse=hot_reuse).fetch_feature(features, ["feat"])
+    batches = 0
+    for mb in gp.DataLoader(pipe):
+        h = bottom(mb.sampled_subgraphs[0], mb.node_features["feat"])
+        assert mb.reused.positions.numel() == 0 and hot_reuse.insert(h, mb) is h
+        hot_reuse.push(bottom)
+        batches += 1
+    assert batches == 19
+
+
 @pytest.mark.parametrize("hotness", ["degree", "super_batch"])
 @pytest.mark.parametrize("sampler", ["NS", "LABOR-0"])
 def test_deterministic_through_the_loader_and_resumable(sampler, hotness):
