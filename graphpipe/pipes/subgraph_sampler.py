@@ -43,6 +43,7 @@ from graphpipe.graph.sampling import (
 )
 from graphpipe.ops import LayerSample, derive_key
 from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted
+from graphpipe.ops.typed_sampling import typed_segments_of_nodes
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UnsupportedCombination, check_supported
 from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler, find_distributed_item_sampler
@@ -444,11 +445,26 @@ class SubgraphSampler(Pipe):
         per_segment[~hot[segment_dst]] = sample.indptr.diff()
         indptr = torch.zeros(segment_dst.numel() + 1, dtype=torch.int64)
         torch.cumsum(per_segment, 0, out=indptr[1:])
-        hot_ids = nodes[reused.positions]
-        degrees = (self.graph.indptr[hot_ids + 1] - self.graph.indptr[hot_ids]).to(torch.int64)
-        cap = -1 if -1 in self.edge_type_fanouts[0] else sum(self.edge_type_fanouts[0])
-        self.hot_reuse.count_skipped(int((degrees if cap < 0 else degrees.clamp(max=cap)).sum()))
+        self.hot_reuse.count_skipped(self._skipped_in_edges(nodes, counts, reused.positions))
         return LayerSample(indptr, sample.indices, sample.edge_ids, sample.edge_weights), reused
+
+    def _skipped_in_edges(self, nodes: torch.Tensor, counts: Sequence[int], positions: torch.Tensor) -> int:
+        """How many in-edges the bottom layer would have sampled (NS; LABOR at most) for its
+        hot destinations ``nodes[positions]`` (``nodes`` type-major, ``counts`` per type):
+        per edge type, min(fanout, in-degree of that type)."""
+        fanouts, hot_ids = self.edge_type_fanouts[0], nodes[positions]
+        if not self.typed:
+            degrees = (self.graph.indptr[hot_ids + 1] - self.graph.indptr[hot_ids]).to(torch.int64)
+            return int((degrees if fanouts[0] < 0 else degrees.clamp(max=fanouts[0])).sum())
+        schema, num_types = self.graph.schema, len(fanouts)
+        node_types = torch.searchsorted(torch.tensor(list(accumulate(counts))), positions, right=True)
+        groups = [(hot_ids[node_types == t], [e for e in schema.edge_types_to[t] if fanouts[e] != 0]) for t in range(len(counts))]
+        groups = [(ids, edge_types) for ids, edge_types in groups if ids.numel() and edge_types]
+        if not groups:
+            return 0
+        bounds, keys = typed_segments_of_nodes(self.graph.indptr, self.graph.type_per_edge, groups, num_types)
+        degrees, caps = (bounds[1::2] - bounds[::2]).to(torch.int64), torch.tensor(fanouts)[keys % num_types]
+        return int(torch.where(caps < 0, degrees, torch.minimum(degrees, caps)).sum())
 
     def bottom_destinations(self, first: int, stop: int) -> List[torch.Tensor]:
         """Per batch with ``first <= batch_index < stop`` (read again from the ItemSampler

@@ -383,6 +383,28 @@ def test_typed_graphs(sampler):
     assert reused > 0
 
 
+@pytest.mark.parametrize("bottom_fanouts", [[2, 0, 3, 1], [1, 5, 1, 4], [-1, 2, 0, -1]])
+def test_typed_skipped_edges_are_what_ns_would_have_sampled(bottom_fanouts):
+    """``edges skipped/batch`` on a typed graph with a fanout per edge type (0 included) is
+    exactly the bottom layer's edges that sampling without reuse has more (it capped each
+    hot vertex's whole in-degree by the sum of the fanouts)."""
+    from hetero_graphs import EDGE_TYPES, NUM_NODES, hetero_graph
+
+    graph, _ = hetero_graph()
+    features = gp.FeatureStore({(t, "feat"): torch.randn(n, DIM) for t, n in NUM_NODES.items()})
+    items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(40), names="seeds"), "author": gp.ItemSet(torch.arange(30), names="seeds")})
+    fanouts = [dict(zip(EDGE_TYPES, bottom_fanouts)), 3]
+    hot_reuse = gp.HotReuse(TypedMean(graph.node_types, DIM, 5), features, "feat", gp.hotness_from_degree(graph), 0.2, super_batch=50)
+
+    def pipe(reuse=None):
+        return gp.ItemSampler(items, 8, shuffle=True, seed=1).sample_neighbor(graph, fanouts, seed=2, hot_reuse=reuse)
+
+    plain, reusing = list(pipe()), list(pipe(hot_reuse))
+    assert len(plain) == len(reusing) == 9
+    skipped = sum(sum(a.sampled_subgraphs[0].num_edges.values()) - sum(b.sampled_subgraphs[0].num_edges.values()) for a, b in zip(plain, reusing))
+    assert skipped > 0 and hot_reuse.stats()["edges skipped/batch"] == round(skipped / 9, 1)
+
+
 def global_bottom(mb, offsets):
     """A batch's bottom-layer destinations (type-major global ids), its seeds' global ids,
     and {global destination: sorted (edge type, edge id) sampled for it}."""
