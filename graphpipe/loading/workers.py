@@ -85,10 +85,32 @@ class Shard(Pipe):
 
 
 class _WorkerDone:
-    """End of a worker's epoch, with the seconds and batch counts of its Timed stages."""
+    """End of a worker's epoch."""
 
-    def __init__(self, timings):
-        self.timings = timings
+
+class _StageClock:
+    """A worker's :class:`Timed` stages' seconds and batches since the last reading, sent
+    with each batch so that ``DataLoader.stats()`` is current inside an epoch. Every worker
+    runs the stages before the Shard over all batches and keeps its share: they count the
+    batches the Shard kept, so the workers' counts add up to the epoch's."""
+
+    def __init__(self, pipe: Pipe, shard: Shard):
+        self.timed = [stage for stage in upstream(pipe) if isinstance(stage, Timed)]
+        before_shard = {id(stage) for stage in upstream(shard.source)}
+        kept = next((stage for stage in self.timed if stage.source is shard), None)  # None: not under a DataLoader
+        self.counters = [kept if kept is not None and id(stage) in before_shard else stage for stage in self.timed]
+        self.reset()
+
+    def reset(self) -> None:
+        for stage in self.timed:
+            stage.reset_stats()
+        self.last = [(0.0, 0)] * len(self.timed)
+
+    def read(self) -> List[Tuple[float, int]]:
+        now = [(stage.seconds, counter.batches) for stage, counter in zip(self.timed, self.counters)]
+        since = [(seconds - s, batches - b) for (seconds, batches), (s, b) in zip(now, self.last)]
+        self.last = now
+        return since
 
 
 def _the_shard(pipe: Pipe) -> Shard:
@@ -114,11 +136,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
     numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // num_workers))
     shard = _the_shard(pipe)
     shard.index, shard.count = rank, num_workers
-    timed = [stage for stage in upstream(pipe) if isinstance(stage, Timed)]
-    # Every worker runs the stages before the Shard over all batches and keeps its share:
-    # they report the batches the Shard kept, so the workers' counts add up to the epoch's.
-    before_shard = {id(stage) for stage in upstream(shard.source)}
-    kept = next((stage for stage in timed if stage.source is shard), None)  # None: no timers (not under a DataLoader)
+    clock = _StageClock(pipe, shard)
     while not stop.value:
         try:
             command = commands.get(timeout=_POLL_S)
@@ -133,20 +151,18 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
         def serving():
             return current.value == run and not stop.value and process_exists(consumer_pid)
 
-        for stage in timed:
-            stage.reset_stats()
+        clock.reset()
         iterator = None
         try:
             iterator = pipe.stream(epoch, start)
             for item in iterator:
-                if not put_while(out, (run, item), serving):
+                if not put_while(out, (run, item, clock.read()), serving):
                     break
             else:
-                counts = [kept.batches if id(stage) in before_shard else stage.batches for stage in timed]
-                put_while(out, (run, _WorkerDone([(stage.seconds, n) for stage, n in zip(timed, counts)])), serving)
+                put_while(out, (run, _WorkerDone(), clock.read()), serving)
         except Exception:
             where = f"in graphpipe worker process {rank} (pid {os.getpid()})"
-            put_while(out, (run, ExceptionWrapper(where=where)), serving)
+            put_while(out, (run, ExceptionWrapper(where=where), []), serving)
         finally:
             close_iterator(iterator)
 
@@ -492,7 +508,6 @@ class ProcessWorkers(Pipe):
                 rank = (start + i) % self.num_workers  # worker w has the batches j = w (mod W)
                 item = self._get(pool, rank, run)
                 if isinstance(item, _WorkerDone):
-                    self._add_timings(item)
                     done += 1
                     if done == self.num_workers:
                         finished = True
@@ -509,7 +524,7 @@ class ProcessWorkers(Pipe):
         process = pool.processes[rank]
         while True:
             try:
-                message_run, item = pool.results[rank].get(timeout=_POLL_S)
+                message_run, item, timings = pool.results[rank].get(timeout=_POLL_S)
             except queue.Empty:
                 if not process.is_alive():
                     raise RuntimeError(_death_message(process, rank)) from None
@@ -527,12 +542,14 @@ class ProcessWorkers(Pipe):
                 ) from error
             if message_run != run:
                 continue  # left over from an epoch that ended early
+            self._add_timings(timings)
             if isinstance(item, ExceptionWrapper):
                 item.reraise()
             return item
 
-    def _add_timings(self, done: _WorkerDone) -> None:
+    def _add_timings(self, timings: List[Tuple[float, int]]) -> None:
+        """Add a worker's :meth:`_StageClock.read` to the Timed stages of the loader's copy."""
         timed = [stage for stage in upstream(self.source) if isinstance(stage, Timed)]
-        for stage, (seconds, batches) in zip(timed, done.timings):
+        for stage, (seconds, batches) in zip(timed, timings):
             stage.seconds += seconds
             stage.batches += batches

@@ -68,6 +68,21 @@ def test_a_sampler_in_workers_gives_the_plain_batches():
     assert _nothing_left_running()
 
 
+def test_stats_inside_an_epoch_count_the_workers_batches_received_so_far():
+    """Each batch brings its worker's stage timings: after leaving the loop at batch 5 of 12,
+    the stages in the workers count what the consumer's side received (they had 0)."""
+    loader = gp.DataLoader(karate_chain(batch_size=3), num_workers=2)
+    for i, _ in enumerate(loader):
+        if i == 4:
+            break
+    stats = loader.stats()
+    received = stats["ProcessWorkers(2)"]["batches"]
+    assert 5 <= received < 12 and stats["consumer"]["batches"] == 5
+    assert stats["ItemSampler"]["batches"] == stats["WindowSampler"]["batches"] == received
+    assert stats["WindowSampler"]["work_s"] > 0
+    loader.close()
+
+
 def test_exception_in_a_worker_reaches_the_consumer_and_the_next_epoch_starts_clean():
     loader = gp.DataLoader(python_chain(fail_on_batch_3), num_workers=2)
     seen = []
