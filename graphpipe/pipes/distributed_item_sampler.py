@@ -138,10 +138,14 @@ class DistributedItemSampler(ItemSampler):
             raise ValueError(f"DistributedItemSampler.from_part: `split` must be one of {sorted(part.item_sets)}, got {split!r}")
         if "partition" in options:
             raise ValueError("DistributedItemSampler.from_part: the part's partition is used; do not pass `partition`")
+        counts = part.num_items[split]
+        if (sum(counts.values()) if isinstance(counts, dict) else counts) == 0:
+            raise ValueError(f"DistributedItemSampler.from_part: split {split!r} has no items on any part")
         if len(part.item_sets[split]) == 0:
             raise ValueError(
-                f"DistributedItemSampler.from_part: part {part.rank} owns no items of split {split!r}; partition "
-                f"the dataset into fewer parts, or give every rank the whole item set (load_item_sets)"
+                f"DistributedItemSampler.from_part: part {part.rank} owns no items of split {split!r} (the split has "
+                f"{counts} items in all); give every rank the whole split instead: DistributedItemSampler("
+                f"load_item_sets(out_dir)[{split!r}], batch_size, partition=part.partition), or partition into fewer parts"
             )
         sampler = cls(part.item_sets[split], batch_size, partition=part.partition, **options)
         if (sampler.rank, sampler.world_size) != (part.rank, part.num_parts):
@@ -149,7 +153,7 @@ class DistributedItemSampler(ItemSampler):
                 f"DistributedItemSampler.from_part: `part` is part {part.rank} of {part.num_parts}, but this is rank "
                 f"{sampler.rank} of {sampler.world_size}: load part {sampler.rank} (load_partition(out_dir, dist.get_rank()))"
             )
-        ids, counts = part.item_ids[split], part.num_items[split]
+        ids = part.item_ids[split]
         if isinstance(counts, dict):  # positions in a HeteroItemSet: its types' items one after the other
             offsets = [0, *accumulate(counts.values())]
             sampler.owned_items = torch.cat([offset + ids[t] for offset, t in zip(offsets, counts)])

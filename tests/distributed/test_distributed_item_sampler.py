@@ -160,5 +160,9 @@ def test_from_part_deals_the_global_batches_by_owner(typed, tmp_path):
         gp.DistributedItemSampler.from_part(parts[0], "train", 2, rank=1, world_size=3)
     partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds")}, 2, tmp_path / "one")
     empty = next(p for p in (load_partition(tmp_path / "one", r) for r in range(2)) if len(p.item_sets["train"]) == 0)
-    with pytest.raises(ValueError, match=f"part {empty.rank} owns no items of split 'train'"):
+    with pytest.raises(ValueError, match=f"part {empty.rank} owns no items of split 'train' \\(the split has 1 items in all\\); "
+                                         r"give every rank the whole split instead"):
         gp.DistributedItemSampler.from_part(empty, "train", 2, rank=empty.rank, world_size=2)
+    partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds"), "val": gp.ItemSet(torch.tensor([], dtype=torch.int64), names="seeds")}, 2, tmp_path / "none")
+    with pytest.raises(ValueError, match="split 'val' has no items on any part"):
+        gp.DistributedItemSampler.from_part(load_partition(tmp_path / "none", 0), "val", 2, rank=0, world_size=2)
