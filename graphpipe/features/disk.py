@@ -249,7 +249,10 @@ def _npy_layout(path: str, where: str):
         raise ValueError(f"{where}: the header's shape {shape} has a negative dimension; the file is not a valid .npy table")
     if dtype.hasobject:
         raise ValueError(f"{where}: object arrays cannot be read from disk")
-    numpy_to_torch_dtype(dtype)  # raises for dtypes torch cannot hold
+    try:
+        numpy_to_torch_dtype(dtype)
+    except TypeError as error:
+        raise TypeError(f"{where}: {error}") from error
     return tuple(int(s) for s in shape), dtype, offset
 
 

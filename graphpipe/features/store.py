@@ -434,5 +434,5 @@ def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):
         try:
             numpy_to_torch_dtype(data.dtype)
         except TypeError as err:
-            raise TypeError(f"Feature: {what} has numpy dtype {data.dtype}, which torch cannot hold") from err
+            raise TypeError(f"Feature: {what}: {err}") from err
     return data

@@ -190,6 +190,11 @@ def _word_view(rows: np.ndarray) -> np.ndarray:
 
 def numpy_to_torch_dtype(dtype: np.dtype) -> torch.dtype:
     """The torch dtype of numpy ``dtype``; TypeError if torch has none."""
+    if not dtype.isnative:
+        raise TypeError(
+            f"numpy dtype {dtype.str} is not in this machine's byte order, the only one torch reads; convert it "
+            f"with array.astype(array.dtype.newbyteorder('='))"
+        )
     try:
         return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
     except TypeError as err:

@@ -110,4 +110,5 @@ class TemporalNeighborSampler(GraphBoltTemporal, NeighborSampler):
     sampling only neighbours earlier than their root seed's ``timestamp`` (node and edge
     times, whichever are named) at every hop, in GraphBolt's layout (block layers without
     deduplication: every sampled edge a new row). Options of :class:`SubgraphSampler`:
-    ``comparison="<="``, ``time_window``, ``temporal_strategy="last"``, ``layout="pyg"``."""
+    ``comparison="<="``, ``time_window``, ``temporal_strategy="last"``, ``layout="pyg"``
+    (whose node seeds default to PyG's ``"<="``: neighbours at or before the seed's time)."""

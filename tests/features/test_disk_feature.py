@@ -116,6 +116,15 @@ def test_errors_name_the_path(tmp_path):
     np.save(tmp_path / "fortran.npy", np.asfortranarray(np.zeros((4, 3))))
     with pytest.raises(ValueError, match="Fortran"):
         DiskBasedFeature(tmp_path / "fortran.npy")
+    big_endian = np.arange(12, dtype=">f4").reshape(4, 3)
+    np.save(tmp_path / "big.npy", big_endian)
+    says = r"numpy dtype >f4 is not in this machine's byte order, the only one torch reads; convert it with array.astype"
+    with pytest.raises(TypeError, match=r"big.npy'\): " + says):
+        DiskBasedFeature(tmp_path / "big.npy")
+    with pytest.raises(TypeError, match=r"big.npy': " + says):
+        gp.FeatureStore({"feat": str(tmp_path / "big.npy")})["feat"].read(torch.tensor([0]))
+    with pytest.raises(TypeError, match=r"Feature: `data`: " + says):
+        gp.Feature(big_endian)
     np.save(tmp_path / "ok.npy", np.zeros((4, 3)))
     with DiskBasedFeature(tmp_path / "ok.npy") as feature:
         with pytest.raises(ValueError, match=r"read_async: `ids` holds row id 4, out of range"):
