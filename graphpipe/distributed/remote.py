@@ -81,6 +81,7 @@ from graphpipe.graph.sampling import (
     LayerTimes,
     SeedEdgeExclusion,
     SeedNodes,
+    held_queries,
     sample_layer,
     segment_destinations,
     typed_subgraph,
@@ -557,7 +558,7 @@ def _edges_at_owners(src, dst, etype, graph, sorted_indices: bool, source) -> to
     typed = graph.is_heterogeneous
     queries = EdgeQueries(asked[:, 1], asked[:, 0], torch.arange(asked.shape[0]), asked[:, 2] if typed else None)
     found = find_edges(
-        graph.indptr, graph.indices, queries, asked.shape[0], sorted_indices=sorted_indices,
+        graph.indptr, graph.indices, held_queries(graph, queries), asked.shape[0], sorted_indices=sorted_indices,
         type_per_edge=graph.type_per_edge if typed else None,
     )  # fmt: skip
     answered, _ = _all_to_all((found.indptr.diff() > 0).to(torch.int64), received, sent, source.sampling_group)
