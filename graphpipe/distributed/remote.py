@@ -30,7 +30,8 @@ of the entry's root seed and, for rows (block), the row's key, so that the owner
 and draws as the requester's loop would (:func:`~graphpipe.graph.sampling.sample_layer`
 with the requester's :class:`~graphpipe.graph.sampling.LayerTimes`). An owner needs the
 times of the in-edges it holds and of their sources: a part graph holds its edges' edge
-attributes and every node's node attributes (``[num_nodes]``, like its ``indptr``). How
+attributes and every node's node attributes (``[num_nodes]``; its ``indptr`` has a row per
+owned vertex only: the layer loop reads it through ``CSCGraph.in_edge_rows``). How
 a segment is filtered (binary search on time-sorted in-edges or a scan, rejection draws)
 follows the whole graph's facts, agreed over the parts once per filter
 (:func:`_agreed_time_filter`).
