@@ -1,11 +1,14 @@
 """Partitioned datasets: each rank holds only the vertices it owns, their in-edges and rows.
 
 :func:`partition` splits a graph, its features and item sets into ``num_parts``
-directories; :func:`load_partition` maps one of them. A part's graph is a
-:class:`~graphpipe.CSCGraph` over the GLOBAL ids: ``indptr`` has every vertex
-(``num_nodes + 1`` entries) but only the owned vertices have in-edges, in the whole
-graph's order, with their global source ids, the user's edge ids (within their type on
-typed graphs), their edge attributes and types. Cooperative samplers sample only the
+directories; :func:`load_partition` maps one of them. A part's graph is a compact
+:class:`~graphpipe.CSCGraph` over the GLOBAL ids: its ``indptr`` has one row per owned
+vertex (``n_r + 1`` entries, rows in ascending global id order, ``indptr_nodes`` naming
+them), so a part's size does not grow with the whole graph's node count; only the owned
+vertices have in-edges, in the whole graph's order, with their global source ids, the
+user's edge ids (within their type on typed graphs), their edge attributes and types.
+Seeds, samples, edge ids and features stay in global ids: the samplers translate a
+layer's destinations to rows once per layer (``CSCGraph.in_edge_rows``). Cooperative samplers sample only the
 in-edges of the vertices a rank owns and fetchers read only its rows, so a rank whose
 :class:`~graphpipe.DistributedItemSampler` uses the part's :class:`Partition` samples
 and fetches exactly what it would over the whole dataset; with
@@ -18,7 +21,7 @@ Layout of ``out_dir``::
     owners.npy               [num_nodes] owner per global id (not for method="hash"): uint8 up to
                              256 parts, then int16, int32 (older partitions: int64, still read)
     items-<s>-<t>-<f>.npy    every item (field f of type t of split s), for load_item_sets only
-    part-<r>/graph.pt        the part's graph (CSCGraph.save: checksummed arrays)
+    part-<r>/graph.pt        the part's compact graph (CSCGraph.save: checksummed arrays)
     part-<r>/nodes.npy       [n_r] int64 owned global ids, ascending
     part-<r>/node-feat-<k>.npy, edge-feat-<k>.npy, edge-ids-<t>.npy   owned feature rows
     part-<r>/items-<s>-<t>-<f>.npy, items-<s>-<t>-ids.npy             owned items
@@ -50,7 +53,7 @@ from graphpipe.graph.edge_types import parse_edge_type
 __all__ = ["GraphPart", "check_part_owners", "check_whole_graph", "load_item_sets", "load_partition", "metis_assignment", "part_of", "partition"]
 
 FORMAT = "graphpipe.partition"
-VERSION = 1
+VERSION = 2  # 2: compact part graphs (version 1's indptr had a row per node of the whole graph)
 _CHUNK_ROWS = 1 << 16  # feature rows copied at a time
 # Ids hashed, edge types counted, part edges gathered at a time: their int64
 # temporaries (a few arrays of 8 bytes an id) stay near 2 MB each whatever the graph's size.
@@ -76,7 +79,7 @@ def partition(
 
     Out of core: parts are written one at a time, each part's edges copied ``_CHUNK`` at a
     time into memory-mapped files, so with a mapped graph and features the memory used is
-    about ``num_nodes`` bytes of owners, a ``[num_nodes + 1]`` indptr, a part's owned ids
+    about ``num_nodes`` bytes of owners, a part's owned ids, its ``[n_r + 1]`` indptr
     and item sets, and a few tens of MB, whatever the number of edges (METIS excepted).
     Every format graphpipe reads out of core gives such a graph:
     ``CSCGraph.load(path, mmap=True)``; edge lists in ``.npy`` files through
@@ -310,8 +313,8 @@ def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) ->
 
 
 def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, rank: int, part_dir: str):
-    """Save the part graph of the ``owned`` vertices (``[n]`` int64 ascending) and their
-    ids; returns ``(files, the part graph mapped from its file, its cut edges)``. The
+    """Save the compact part graph of the ``owned`` vertices (``[n]`` int64 ascending: its
+    rows) and their ids; returns ``(files, the part graph mapped from its file, its cut edges)``. The
     part's edge arrays are filled ``_CHUNK`` edges at a time into memory-mapped scratch
     files (their pages go to disk, not to this process's memory), so memory holds the
     part's ``indptr`` and one chunk, not its edges."""
@@ -341,8 +344,9 @@ def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, ran
             if typed is not None:
                 typed["type_per_edge"][lo:hi] = graph.type_per_edge[positions]
             cut += int((owners[sources.to(torch.int64)] != rank).sum())
+        rows = torch.cat([owned, torch.tensor([graph.total_num_nodes])])
         part = CSCGraph._build(  # the user's edge ids of a part are not 0..E_r - 1: checks up to indptr
-            part_indptr, indices, attributes, dict(graph.node_attributes), edge_ids, level="indptr", typed=typed
+            part_indptr, indices, attributes, dict(graph.node_attributes), edge_ids, level="indptr", typed=typed, indptr_nodes=rows
         )
         part.save(path)
         del part, indices, edge_ids, attributes, typed
@@ -351,30 +355,28 @@ def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, ran
 
 
 def _part_indptr(graph: CSCGraph, owned: torch.Tensor) -> torch.Tensor:
-    """``[num_nodes + 1]`` indptr of the part of the ``owned`` vertices (``[n]`` int64
-    ascending; only they have in-edges), of the smallest dtype that holds its edge count,
-    computed ``_CHUNK`` vertices at a time."""
-    chunks = [owned[i : i + _CHUNK] for i in range(0, owned.numel(), _CHUNK)]
-    total = sum(int((graph.indptr[c + 1] - graph.indptr[c]).sum()) for c in chunks)
-    part_indptr = torch.zeros(graph.total_num_nodes + 1, dtype=smallest_index_dtype(total))
-    for c in chunks:
-        part_indptr[c + 1] = (graph.indptr[c + 1] - graph.indptr[c]).to(part_indptr.dtype)
-    np.add.accumulate(part_indptr.numpy(), dtype=_numpy(part_indptr).dtype, out=part_indptr.numpy())  # in place
-    return part_indptr
+    """``[n + 1]`` indptr of the part of the ``owned`` vertices (``[n]`` int64 ascending):
+    row ``i`` holds the in-edges of ``owned[i]``; of the smallest dtype that holds its
+    edge count, computed ``_CHUNK`` vertices at a time."""
+    degrees = torch.zeros(owned.numel() + 1, dtype=torch.int64)
+    for i in range(0, owned.numel(), _CHUNK):
+        chunk = owned[i : i + _CHUNK]
+        degrees[i + 1 : i + 1 + chunk.numel()] = graph.indptr[chunk + 1] - graph.indptr[chunk]
+    part_indptr = torch.cumsum(degrees, 0)
+    return part_indptr.to(smallest_index_dtype(int(part_indptr[-1])))
 
 
 def _edge_chunks(graph: CSCGraph, part_indptr: torch.Tensor, owned: torch.Tensor) -> Iterator[Tuple[int, int, torch.Tensor]]:
     """``(lo, hi, positions)``: the part's edges ``lo:hi`` (of whole vertices, about
     ``_CHUNK`` of them) and their ``[hi - lo]`` int64 CSC positions in ``graph``; the
-    part is the ``owned`` vertices' (``[n]`` int64 ascending) with ``part_indptr``."""
+    part is the ``owned`` vertices' (``[n]`` int64 ascending) with ``part_indptr`` (a row each)."""
     total = int(part_indptr[-1])
     targets = torch.arange(_CHUNK, max(total, _CHUNK), _CHUNK, dtype=part_indptr.dtype)
-    vertices = torch.searchsorted(part_indptr[1:], targets, right=True)  # vertices ending at or before each target
-    bounds = torch.unique(torch.cat([torch.tensor([0]), torch.searchsorted(owned, vertices), torch.tensor([owned.numel()])]))
+    rows = torch.searchsorted(part_indptr[1:], targets, right=True)  # rows ending at or before each target
+    bounds = torch.unique(torch.cat([torch.tensor([0]), rows, torch.tensor([owned.numel()])]))
     for a, b in zip(bounds.tolist(), bounds[1:].tolist()):
-        chunk = owned[a:b]
-        begins, starts = part_indptr[chunk].to(torch.int64), graph.indptr[chunk].to(torch.int64)
-        lengths = part_indptr[chunk + 1].to(torch.int64) - begins
+        begins, starts = part_indptr[a:b].to(torch.int64), graph.indptr[owned[a:b]].to(torch.int64)
+        lengths = part_indptr[a + 1 : b + 1].to(torch.int64) - begins
         lo, hi = int(begins[0]), int(begins[-1] + lengths[-1])
         yield lo, hi, torch.repeat_interleave(starts - begins, lengths, output_size=hi - lo) + torch.arange(lo, hi)
 
@@ -483,7 +485,8 @@ class GraphPart:
 
     Attributes:
         rank: this part's number; num_parts: the number of parts.
-        graph: the part graph (global ids; only owned vertices have in-edges), mapped.
+        graph: the part graph, mapped: compact (an ``indptr`` row per owned vertex,
+            ``indptr_nodes``), in global ids (only owned vertices have in-edges).
         features: a FeatureStore of :class:`~graphpipe.features.part.OwnedRowsFeature`:
             read by the usual ids, only owned vertices' (edges') rows.
         item_sets: split name -> the items this part owns (ItemSet / HeteroItemSet).
@@ -493,7 +496,7 @@ class GraphPart:
             for a HeteroItemSet): ``DistributedItemSampler.from_part`` permutes them all.
         partition: the :class:`Partition` of every global id (``DistributedItemSampler.from_part``
             uses it; a sampler of the whole item set takes ``partition=part.partition``).
-        nodes: ``[n_r]`` int64 owned global ids, ascending.
+        nodes: ``[n_r]`` int64 owned global ids, ascending (``graph.indptr_nodes[:-1]``).
     """
 
     rank: int
@@ -556,6 +559,13 @@ def load_partition(
     graph = CSCGraph.load(paths["graph.pt"], mmap=True, validate=False if validate is False else None)
     if (graph.total_num_nodes, graph.total_num_edges) != (manifest["num_nodes"], manifest["parts"][rank]["num_edges"]):
         raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes")
+    rows = graph.indptr_nodes
+    if rows is None or rows.numel() != nodes.numel() + 1 or not torch.equal(rows[:-1], nodes.to(torch.int64)):
+        raise ValueError(
+            f"{where}: part {rank}'s graph does not hold the in-edges of its vertices ('nodes.npy', {nodes.numel()}): "
+            f"its indptr has {graph.indptr.numel() - 1} rows, of other vertices; {_AGAIN}"
+        )
+    nodes = rows[:-1]  # the graph's (mapped): 'nodes.npy' read whole is freed
     try:
         partition_ = Partition(total, owners)
     except ValueError as error:
@@ -570,13 +580,11 @@ def load_partition(
 
 def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, rank: int, manifest: dict, where: str):
     """``load_partition(validate=True)``'s O(num_nodes + part edges) checks of what the
-    part promises: its vertices are those the partition gives ``rank``, only they have
-    in-edges, sources in range, edge ids within their type's count."""
+    part promises: its vertices (the rows of its graph) are those the partition gives
+    ``rank``, sources in range, edge ids within their type's count."""
     everyone = torch.arange(graph.total_num_nodes)
     if not torch.equal(nodes.to(torch.int64), everyone[partition_.owner(everyone) == rank]):
         raise ValueError(f"{where}: part {rank}'s 'nodes.npy' is not the vertices its owners assign to it")
-    if int(graph.in_degrees()[partition_.owner(everyone) != rank].sum()) != 0:
-        raise ValueError(f"{where}: part {rank}'s graph has in-edges of vertices it does not own")
     indices = graph.indices
     if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= graph.total_num_nodes):
         raise ValueError(f"{where}: part {rank}'s graph has source ids out of range for {graph.total_num_nodes} nodes")
@@ -606,7 +614,7 @@ def _read_manifest(out_dir: str, where: str) -> dict:
             manifest = json.load(f)
         if manifest.get("format") != FORMAT:
             raise ValueError(f"format tag {manifest.get('format')!r}, expected {FORMAT!r}")
-        if manifest.get("version") != VERSION:
+        if manifest.get("version") not in (1, VERSION):  # 1: refused below, with what to do
             raise ValueError(f"format version {manifest.get('version')!r}; this graphpipe reads version {VERSION}")
         num_parts, parts = manifest["num_parts"], manifest["parts"]
         if not isinstance(num_parts, int) or num_parts < 1 or not isinstance(parts, list) or len(parts) != num_parts:
@@ -624,6 +632,12 @@ def _read_manifest(out_dir: str, where: str) -> dict:
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         reason = f"no field {error}" if isinstance(error, KeyError) else str(error)
         raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest ({reason})") from None
+    if manifest["version"] == 1:
+        raise ValueError(
+            f"{where}: `out_dir` holds a partition of format version 1, whose part graphs have an indptr row for every "
+            f"node of the whole graph; this graphpipe reads version {VERSION} (compact part graphs, a row per owned "
+            f"vertex): run graphpipe.distributed.partition(graph, features, item_sets, num_parts, out_dir) again"
+        )
     return manifest
 
 

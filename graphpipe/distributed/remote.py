@@ -30,7 +30,8 @@ of the entry's root seed and, for rows (block), the row's key, so that the owner
 and draws as the requester's loop would (:func:`~graphpipe.graph.sampling.sample_layer`
 with the requester's :class:`~graphpipe.graph.sampling.LayerTimes`). An owner needs the
 times of the in-edges it holds and of their sources: a part graph holds its edges' edge
-attributes and every node's node attributes (``[num_nodes]``, like its ``indptr``). How
+attributes and every node's node attributes (``[num_nodes]``; its ``indptr`` has a row per
+owned vertex only: the layer loop reads it through ``CSCGraph.in_edge_rows``). How
 a segment is filtered (binary search on time-sorted in-edges or a scan, rejection draws)
 follows the whole graph's facts, agreed over the parts once per filter
 (:func:`_agreed_time_filter`).
@@ -81,6 +82,7 @@ from graphpipe.graph.sampling import (
     LayerTimes,
     SeedEdgeExclusion,
     SeedNodes,
+    held_queries,
     sample_layer,
     segment_destinations,
     typed_subgraph,
@@ -557,7 +559,7 @@ def _edges_at_owners(src, dst, etype, graph, sorted_indices: bool, source) -> to
     typed = graph.is_heterogeneous
     queries = EdgeQueries(asked[:, 1], asked[:, 0], torch.arange(asked.shape[0]), asked[:, 2] if typed else None)
     found = find_edges(
-        graph.indptr, graph.indices, queries, asked.shape[0], sorted_indices=sorted_indices,
+        graph.indptr, graph.indices, held_queries(graph, queries), asked.shape[0], sorted_indices=sorted_indices,
         type_per_edge=graph.type_per_edge if typed else None,
     )  # fmt: skip
     answered, _ = _all_to_all((found.indptr.diff() > 0).to(torch.int64), received, sent, source.sampling_group)

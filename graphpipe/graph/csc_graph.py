@@ -103,6 +103,12 @@ class CSCGraph:
             position, ascending within each destination's range.
         node_type_to_id: node type name -> id (read-only).
         edge_type_to_id: ``"src_type:relation:dst_type"`` -> id (read-only).
+        indptr_nodes: a compact graph (a part of a partitioned dataset): ``[n + 1]`` int64,
+            the strictly ascending node ids whose in-edges ``indptr``'s ``n`` rows hold
+            (row ``i``: node ``indptr_nodes[i]``), then ``num_nodes``; the other nodes have
+            no in-edges. ``indptr`` is then ``[n + 1]``, and everything else (``indices``,
+            node attributes, seeds, samples) stays in node ids; :meth:`in_edge_rows` maps
+            ids to rows. None (default): ``indptr`` has a row per node.
         source_path: the file this graph was mapped from by ``load(path, mmap=True)``,
             else None; such a graph pickles as this path. Not a constructor argument; a
             graph derived from it has None.
@@ -116,6 +122,7 @@ class CSCGraph:
     type_per_edge: Optional[torch.Tensor] = None
     node_type_to_id: Optional[Mapping[str, int]] = None
     edge_type_to_id: Optional[Mapping[str, int]] = None
+    indptr_nodes: Optional[torch.Tensor] = None
     source_path: Optional[str] = field(default=None, init=False, compare=False)
 
     def __init__(
@@ -129,9 +136,10 @@ class CSCGraph:
         type_per_edge: Optional[torch.Tensor] = None,
         node_type_to_id: Optional[Mapping[str, int]] = None,
         edge_type_to_id: Optional[Mapping[str, int]] = None,
+        indptr_nodes: Optional[torch.Tensor] = None,
     ):
         typed = dict(zip(_TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
-        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed)
+        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed, indptr_nodes)
         self._check("full")
         if self.is_heterogeneous and self.original_edge_ids is None:
             # Edge ids of a typed graph are ids within their type (what per-type edge
@@ -150,17 +158,18 @@ class CSCGraph:
         level: CheckLevel,
         source_path: Optional[str] = None,
         typed: Optional[dict] = None,
+        indptr_nodes: Optional[torch.Tensor] = None,
     ) -> "CSCGraph":
         """A graph checked only up to ``level`` (see :meth:`_check`): for arrays already
         validated (``to()``, unpickling), made from checked ids (the builders) or whose
         ``O(num_edges)`` scans ``load`` leaves out on purpose. ``typed``: the four typed
         fields by name, or None for a homogeneous graph."""
         graph = cls.__new__(cls)
-        graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed)
+        graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed, indptr_nodes)
         graph._check(level)
         return graph
 
-    def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed=None):
+    def _store(self, indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed=None, indptr_nodes=None):
         typed = typed or {}
         offset = typed.get("node_type_offset")
         if isinstance(offset, torch.Tensor) and not (offset.is_floating_point() or offset.is_complex() or offset.dtype == torch.bool):
@@ -173,6 +182,7 @@ class CSCGraph:
             original_edge_ids=_contiguous(original_edge_ids),
             node_type_offset=_contiguous(offset),
             type_per_edge=_contiguous(typed.get("type_per_edge")),
+            indptr_nodes=_contiguous(indptr_nodes),
             source_path=source_path,
         )
         for name in ("node_type_to_id", "edge_type_to_id"):
@@ -297,10 +307,10 @@ class CSCGraph:
         return cls._build(**hetero_arrays(edges, num_nodes, edge_attributes, node_attributes), level="shapes")
 
     # ------------------------------------------------------------------ properties
-    @property
+    @cached_property
     def total_num_nodes(self) -> int:
         """Number of nodes of every type together."""
-        return self.indptr.numel() - 1
+        return self.indptr.numel() - 1 if self.indptr_nodes is None else int(self.indptr_nodes[-1])
 
     @property
     def num_nodes(self) -> Union[int, Dict[str, int]]:
@@ -352,15 +362,45 @@ class CSCGraph:
 
     def in_degrees(self) -> torch.Tensor:
         """``[num_nodes]`` int64 in-degree of every node."""
-        return (self.indptr[1:] - self.indptr[:-1]).to(torch.int64)
+        degrees = (self.indptr[1:] - self.indptr[:-1]).to(torch.int64)
+        if self.indptr_nodes is None:
+            return degrees
+        return degrees.new_zeros(self.total_num_nodes).index_copy_(0, self.indptr_nodes[:-1], degrees)
 
     def edge_index(self) -> torch.Tensor:
         """``[2, num_edges]`` int64 (sources, targets) in CSC order: column ``e`` is the
         edge at CSC position ``e``, whose user edge id is ``map_edge_ids(e)``."""
-        dst = torch.repeat_interleave(
-            torch.arange(self.total_num_nodes, device=self.indptr.device), self.in_degrees(), output_size=self.total_num_edges
-        )
+        rows = torch.arange(self.indptr.numel() - 1, device=self.indptr.device) if self.indptr_nodes is None else self.indptr_nodes[:-1]
+        dst = torch.repeat_interleave(rows, self.indptr.diff().to(torch.int64), output_size=self.total_num_edges)
         return torch.stack([self.indices.to(torch.int64), dst])
+
+    def in_edge_rows(self, nodes: torch.Tensor, where: str) -> torch.Tensor:
+        """The rows of ``indptr`` holding the in-edges of ``nodes`` (``[n]`` int64 node
+        ids, checked): ``nodes`` itself, or on a compact graph (:attr:`indptr_nodes`)
+        their ``[n]`` int64 rows, found by one binary search per batch. ValueError naming
+        ``where`` for a node without a row (a part graph's node that another rank owns)."""
+        if self.indptr_nodes is None:
+            return nodes
+        rows, held = self.held_rows(nodes)
+        if not bool(held.all()):
+            node = int(nodes[~held][0])
+            raise ValueError(
+                f"{where}: node {node} has no in-edges in this graph: it is compact, holding the in-edges of "
+                f"{self.indptr_nodes.numel() - 1} of its {self.total_num_nodes} nodes (a part of a partitioned dataset: "
+                f"the vertices its rank owns); sample the others on their owners (DistributedItemSampler.from_part upstream)"
+            )
+        return rows
+
+    def held_rows(self, nodes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``([n] int64 rows of indptr, [n] bool whether the node has one)`` of ``nodes``
+        (``[n]`` int64 ids in ``[0, num_nodes)``): a node without a row (compact graphs
+        only) has no in-edges, and row 0."""
+        if self.indptr_nodes is None:
+            return nodes, torch.ones(nodes.shape, dtype=torch.bool, device=nodes.device)
+        ids = device_array(self.indptr_nodes, nodes.device)
+        rows = torch.searchsorted(ids, nodes)  # ids ends with num_nodes, so rows <= n: always in range
+        held = ids[rows] == nodes
+        return rows.masked_fill_(~held, 0), held
 
     def map_edge_ids(self, positions: torch.Tensor) -> torch.Tensor:
         """The user's edge ids (int64, shaped like ``positions``) of the edges at CSC
@@ -396,7 +436,7 @@ class CSCGraph:
             raise ValueError("CSCGraph: `indptr` must have num_nodes + 1 >= 1 entries")
         if int(indptr[0]) != 0:
             raise ValueError(f"CSCGraph: `indptr[0]` must be 0, got {int(indptr[0])}")
-        num_nodes, num_edges = indptr.numel() - 1, indices.numel()
+        num_nodes, num_edges = self._check_indptr_nodes(level), indices.numel()
         if int(indptr[-1]) != num_edges:
             raise ValueError(
                 f"CSCGraph: length mismatch: `indptr[-1]` is {int(indptr[-1])} but `indices` "
@@ -449,6 +489,23 @@ class CSCGraph:
                     f"CSCGraph: `original_edge_ids` must be a permutation of 0..{num_edges - 1}, but "
                     f"edge id {missing} is missing (another one appears twice)"
                 )
+
+    def _check_indptr_nodes(self, level: CheckLevel) -> int:
+        """The number of nodes, after checking ``indptr_nodes`` (if given): its shape and
+        dtype, and (past ``"shapes"``, ``O(rows)``) strictly ascending from 0 or more."""
+        rows, ids = self.indptr.numel() - 1, self.indptr_nodes
+        if ids is None:
+            return rows
+        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64 or ids.shape != (rows + 1,):
+            raise ValueError(
+                f"CSCGraph: `indptr_nodes` must be a [len(indptr)] = [{rows + 1}] int64 tensor (the node of each row of "
+                f"indptr, then num_nodes), got {getattr(ids, 'dtype', type(ids).__name__)} {tuple(getattr(ids, 'shape', ()))}"
+            )
+        if level != "shapes" and (int(ids[0]) < 0 or bool((ids[1:] <= ids[:-1]).any())):
+            raise ValueError("CSCGraph: `indptr_nodes` must rise strictly from a node id >= 0 to num_nodes")
+        if int(ids[-1]) < rows:
+            raise ValueError(f"CSCGraph: `indptr_nodes` ends with num_nodes={int(ids[-1])}, fewer than its {rows} rows")
+        return self.total_num_nodes
 
     def _check_types(self, num_nodes: int, num_edges: int) -> None:
         """O(types) checks of the typed fields (none on a homogeneous graph)."""
@@ -553,6 +610,8 @@ class CSCGraph:
     # ------------------------------------------------------------------ devices
     def _arrays(self) -> List[torch.Tensor]:
         extra = [] if self.original_edge_ids is None else [self.original_edge_ids]
+        if self.indptr_nodes is not None:
+            extra.append(self.indptr_nodes)
         if self.is_heterogeneous:
             extra.append(self.type_per_edge)  # node_type_offset is small and read on the host
         return [self.indptr, self.indices, *extra, *self.edge_attributes.values(), *self.node_attributes.values()]
@@ -674,6 +733,8 @@ class CSCGraph:
     def __repr__(self) -> str:
         edge_ids = "None" if self.original_edge_ids is None else str(self.original_edge_ids.dtype)
         source = "" if self.source_path is None else f", source_path='{self.source_path}'"
+        if self.indptr_nodes is not None:
+            source = f", in-edges of {self.indptr.numel() - 1} nodes (indptr_nodes)" + source
         if self.is_heterogeneous:
             source = f", node_types={self.num_nodes_per_type}, edge_types={self.edge_types}" + source
         return (

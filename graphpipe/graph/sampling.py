@@ -36,6 +36,7 @@ __all__ = [
     "LayerTimes",
     "append_layer",
     "compact_layer",
+    "held_queries",
     "drop_seed_edges",
     "seed_edge_keys",
     "link_seed_nodes",
@@ -296,10 +297,20 @@ def seed_edge_exclusion(
         nodes, sources, owners, edge_types, None if reverse_positions is None else torch.cat(reverse_owners)
     )
     edges = find_excluded_edges(
-        graph.indptr, graph.indices, queries, segments[-1], sorted_indices=sorted_indices,
+        graph.indptr, graph.indices, held_queries(graph, queries), segments[-1], sorted_indices=sorted_indices,
         type_per_edge=graph.type_per_edge if typed else None, reverse_positions=reverse_positions,
     )  # fmt: skip
     return SeedEdgeExclusion(edges, tuple(segments), tuple(edges.indptr[segments].tolist()))
+
+
+def held_queries(graph, queries: EdgeQueries) -> EdgeQueries:
+    """``queries`` (``nodes``: ids) over the rows of ``graph.indptr``, those of nodes
+    without a row (a part graph's nodes another rank owns: no in-edges here) left out."""
+    rows, held = graph.held_rows(queries.nodes)
+    queries = queries._replace(nodes=rows)
+    if bool(held.all()):
+        return queries
+    return EdgeQueries(*(None if column is None else column[held] for column in queries))
 
 
 def seed_edge_keys(graph, seeds: SeedNodes, reverse_edge_types: Sequence[int]) -> torch.Tensor:
@@ -378,12 +389,13 @@ def sample_layer(
     """
     disjoint = subtrees > 1
     ids = torch.div(nodes, subtrees, rounding_mode="floor") if disjoint else nodes
+    rows = graph.in_edge_rows(ids, "sample_layer")  # the kernels read indptr by row, key variates by id
     edges = None if exclude is None else exclude.edges
     if not graph.is_heterogeneous and times is None:
-        sample = kernel(graph.indptr, ids, fanouts[0], nodes if disjoint else None, edges)
+        sample = kernel(graph.indptr, rows, fanouts[0], nodes if disjoint or rows is not ids else None, edges)
         return _in_subtrees(sample, nodes, subtrees)
     if not graph.is_heterogeneous:
-        bounds = torch.stack([graph.indptr[ids], graph.indptr[ids + 1]], dim=1).reshape(-1)
+        bounds = torch.stack([graph.indptr[rows], graph.indptr[rows + 1]], dim=1).reshape(-1)
         key_ids = nodes if times.row_keys is None else times.row_keys
         segment_fanouts = torch.full((nodes.numel(),), fanouts[0], dtype=torch.int64)
         sample = times.filter.sample(bounds, times.lo, times.hi, key_ids, segment_fanouts, kernel, edges, draw_key=times.draw_key)
@@ -393,11 +405,14 @@ def sample_layer(
     for node_type, count in enumerate(counts):
         edge_types = [t for t in schema.edge_types_to[node_type] if fanouts[t] != 0]
         if edge_types and count:
-            groups.append((ids[start : start + count], edge_types))
+            groups.append((rows[start : start + count], edge_types))
         start += count
     sampled, segment_dst = segment_destinations(schema, counts, fanouts)
     sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
     bounds, key_ids = typed_segments_of_nodes(graph.indptr, graph.type_per_edge, groups, len(schema.edge_types))
+    if rows is not ids:  # keyed by (row, edge type): key by (node id, edge type), as on the whole graph
+        num_types = len(schema.edge_types)
+        key_ids = graph.indptr_nodes[torch.div(key_ids, num_types, rounding_mode="floor")] * num_types + key_ids % num_types
     segment_types = types_of_segments(schema, counts, sampled)
     segment_fanouts = torch.tensor(fanouts, dtype=torch.int64)[segment_types]
     segment_keys = nodes[segment_dst] if disjoint else None
@@ -641,9 +656,11 @@ def sample_graph_neighbors(
     if start.links is not None:
         raise ValueError(f"{where}: `seeds` must be node ids, got node pairs")
     layer_times = None if times is None else _graph_layer_times(graph, seeds, start, times, where)
+    rows = graph.in_edge_rows(start.nodes, where)  # the kernels read indptr by row, key variates by id
+    key_ids = None if rows is start.nodes else start.nodes
     if layer_times is not None and (not graph.is_heterogeneous or len(counts) == 1):  # whole in-edge ranges
         nodes = start.nodes
-        bounds = torch.stack([graph.indptr[nodes], graph.indptr[nodes + 1]], dim=1).reshape(-1)
+        bounds = torch.stack([graph.indptr[rows], graph.indptr[rows + 1]], dim=1).reshape(-1)
         fanouts = torch.full((nodes.numel(),), counts[0], dtype=torch.int64)
         # A typed graph's time order holds per edge type, not across a node's whole range.
         sample = layer_times.filter.sample(bounds, layer_times.lo, layer_times.hi, nodes, fanouts, kernel, whole_ranges=graph.is_heterogeneous)
@@ -651,11 +668,11 @@ def sample_graph_neighbors(
             return _split_by_edge_type(graph, start, sample)
         return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
     if not graph.is_heterogeneous:
-        sample = kernel(graph.indptr, start.nodes, counts[0], None, None)
+        sample = kernel(graph.indptr, rows, counts[0], key_ids, None)
         return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
     schema = graph.schema
     if len(counts) == 1 and len(schema.edge_types) > 1:
-        return _split_by_edge_type(graph, start, kernel(graph.indptr, start.nodes, counts[0], None, None))
+        return _split_by_edge_type(graph, start, kernel(graph.indptr, rows, counts[0], key_ids, None))
     sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
     slices = _edge_type_slices(schema, start.counts, tuple(0 for _ in start.counts), sample, counts)
     csc, edge_ids = {}, {}

@@ -18,11 +18,13 @@ from graphpipe._internal.safe_files import publish, scratch_directory
 __all__ = ["build_arguments", "load", "output_file", "reduce", "save", "write"]
 
 _FORMAT = "graphpipe.CSCGraph"
-_VERSION = 2
+# Version 3 adds `indptr_nodes`; graphs without it are written as version 2, which older
+# graphpipe reads.
+_VERSION = 3
 _LEGACY_KEYS = frozenset({"indptr", "indices", "edge_attributes", "node_attributes"})  # save() before version 1
 _KEYS_V1 = _LEGACY_KEYS | {"format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
 _TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
-_KEYS = {1: _KEYS_V1, 2: _KEYS_V1 | set(_TYPE_KEYS)}
+_KEYS = {1: _KEYS_V1, 2: _KEYS_V1 | set(_TYPE_KEYS), 3: _KEYS_V1 | set(_TYPE_KEYS) | {"indptr_nodes"}}
 # CRC-32 per chunk of an array's bytes: zlib releases the GIL, so the chunks of a large
 # array are checked on all cores (about 1.3 GB/s per core).
 _CHECKSUM_CHUNK_BYTES = 1 << 26
@@ -53,9 +55,11 @@ def write(graph, destination: str, scratch: str) -> None:
     arrays = build_arguments(graph, on_host)
     typed = arrays.pop("typed") or dict.fromkeys(_TYPE_KEYS)
     arrays.update(node_type_offset=typed["node_type_offset"], type_per_edge=typed["type_per_edge"])
+    if arrays["indptr_nodes"] is None:
+        del arrays["indptr_nodes"]
     state = {
         "format": _FORMAT,
-        "version": _VERSION,
+        "version": 2 if "indptr_nodes" not in arrays else _VERSION,
         **arrays,
         "node_type_to_id": typed["node_type_to_id"],
         "edge_type_to_id": typed["edge_type_to_id"],
@@ -88,6 +92,7 @@ def load(cls, path: str | os.PathLike, mmap: bool, validate: Optional[bool]):
             level=level,
             source_path=path if mmap else None,
             typed=None if state.get("node_type_offset") is None else {name: state[name] for name in _TYPE_KEYS},
+            indptr_nodes=state.get("indptr_nodes"),
         )
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from error
@@ -175,6 +180,7 @@ def build_arguments(graph, fn) -> dict:
         node_attributes={k: apply(v) for k, v in graph.node_attributes.items()},
         original_edge_ids=apply(graph.original_edge_ids),
         typed=None if typed is None else {k: apply(v) for k, v in typed.items()},
+        indptr_nodes=apply(graph.indptr_nodes),
     )
 
 
@@ -318,7 +324,7 @@ def _verify_checksums(where: str, state: dict, everything: bool) -> None:
     chunk_bytes, stored = state["checksum_chunk_bytes"], state["checksums"]
     if not isinstance(chunk_bytes, int) or chunk_bytes <= 0 or not isinstance(stored, dict):
         raise ValueError(f"{where}: the checksum table is malformed; {_AGAIN}")
-    arrays = [("indptr", state["indptr"], stored.get("indptr"))]
+    arrays = [(name, state[name], stored.get(name)) for name in ("indptr", "indptr_nodes") if state.get(name) is not None]
     if everything:
         arrays.append(("indices", state["indices"], stored.get("indices")))
         for name in ("original_edge_ids", "type_per_edge", "node_type_offset"):

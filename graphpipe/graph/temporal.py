@@ -70,7 +70,7 @@ def _arrays(graph, node_time: Optional[torch.Tensor], edge_time: Optional[torch.
 
 def _segment_ids(graph) -> torch.Tensor:
     """``[num_edges]`` int64: each CSC position's segment (destination, and edge type)."""
-    dst = torch.repeat_interleave(torch.arange(graph.total_num_nodes), graph.indptr.diff().to(torch.int64))
+    dst = torch.repeat_interleave(torch.arange(graph.indptr.numel() - 1), graph.indptr.diff().to(torch.int64))  # rows
     if not graph.is_heterogeneous:
         return dst
     return dst * len(graph.edge_types) + graph.type_per_edge.to(torch.int64)
@@ -95,7 +95,7 @@ def sort_by_time(graph, node_timestamp_attr_name: Optional[str] = None, edge_tim
     return type(graph)._build(
         graph.indptr, graph.indices[perm], {name: t[perm] for name, t in graph.edge_attributes.items()},
         graph.node_attributes, from_graph.to(smallest_index_dtype(max(graph.total_num_edges - 1, 0)) if graph.original_edge_ids is None else graph.original_edge_ids.dtype),
-        level="shapes", typed=typed,
+        level="shapes", typed=typed, indptr_nodes=graph.indptr_nodes,
     )  # fmt: skip
 
 

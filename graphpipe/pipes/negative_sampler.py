@@ -93,6 +93,12 @@ class UniformNegativeSampler(Pipe):
         self.on_part = exclude_existing_edges is True and part_of(graph) is not None
         if self.on_part and not any(isinstance(stage, DistributedItemSampler) for stage in upstream(source)):
             check_whole_graph(graph, name, "put DistributedItemSampler.from_part(part, split, batch_size) upstream")
+        if exclude_existing_edges is True and not self.on_part and graph.indptr_nodes is not None:
+            raise ValueError(
+                f"{name}: `exclude_existing_edges=True` looks drawn pairs up in the graph, but it holds the in-edges of only "
+                f"{graph.indptr.numel() - 1} of its {graph.total_num_nodes} nodes (`indptr_nodes`: a part of a partitioned "
+                f"dataset); sample the part load_partition maps, with DistributedItemSampler.from_part upstream"
+            )
         self.node_time = None
         if node_timestamp_attr_name is not None:
             self.node_time = timestamps(graph, node_timestamp_attr_name, "node", "node_timestamp_attr_name", name)

@@ -399,8 +399,12 @@ class SubgraphSampler(Pipe):
         """Untyped graphs: in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN
         layer ``layer``, none of the in-edges ``exclude`` names for the first destinations.
         A sampler for untyped graphs may define this (``(nodes, layer, minibatch)``: it is
-        then never given an ``exclude``) instead of :meth:`sample_segments`."""
-        return self.sample_segments(self.graph.indptr, nodes, self.fanouts[layer], None, exclude, layer, minibatch)
+        then never given an ``exclude``) instead of :meth:`sample_segments`; it reads a
+        node's in-edges in row ``graph.in_edge_rows(nodes, where)`` of ``graph.indptr``
+        (the node itself unless the graph is a compact part)."""
+        rows = self.graph.in_edge_rows(nodes, type(self).__name__)
+        key_ids = None if rows is nodes else nodes  # variates keyed by node id, as on the whole graph
+        return self.sample_segments(self.graph.indptr, rows, self.fanouts[layer], key_ids, exclude, layer, minibatch)
 
     def sample_frontier(
         self, nodes, counts, skipped, layer: int, minibatch: MiniBatch, exclude: Optional[SeedEdgeExclusion], subtrees: int = 1,

@@ -35,8 +35,8 @@ pytestmark = [
 NUM_NODES, DEGREE, DIM = 200_000, 5, 64  # features: 51 MB of float32, 5x the graph's arrays
 NUM_PARTS, BATCH_SIZE, FANOUTS = 2, 256, [5, 5]
 # A rank's bytes beyond its share: the last batches and the samplers' buffers still alive
-# (a batch's feature rows: 1.6 MB), heap fragmentation, and the part's graph.pt headers and
-# whole-graph-length indptr (0.8 MB here).
+# (a batch's feature rows: 1.6 MB), heap fragmentation, and the part's graph.pt headers (a
+# part's indptr is compact: a row per owned vertex, counted in its share).
 WORKING_SET = 8 << 20
 MB = 1 << 20
 
@@ -103,8 +103,9 @@ def test_a_rank_holds_its_part(tmp_path, monkeypatch):
     pages of its part's files is at most 1/P of the whole dataset plus WORKING_SET, and
     no file of the other part (nor owners.npy) is mapped."""
     graph, features, item_sets = dataset(DEGREE * NUM_NODES, DIM)
-    # The whole dataset as the parts hold it: indptr, indices, the user's edge ids (int32), rows.
-    whole = 4 * (NUM_NODES + 1) + 4 * 2 * graph.total_num_edges + 4 * NUM_NODES * DIM
+    # The whole dataset as the parts hold it: indptr and its rows' node ids (int64), indices,
+    # the user's edge ids (int32), feature rows.
+    whole = (4 + 8) * NUM_NODES + 4 * 2 * graph.total_num_edges + 4 * NUM_NODES * DIM
     partition(graph, features, item_sets, NUM_PARTS, tmp_path / "parts")
     partition(*dataset(20_000, 2, seed=1), NUM_PARTS, tmp_path / "warm-up")
     del graph, features

@@ -240,18 +240,86 @@ def test_untrusted_directory(tmp_path):
         load_partition(out, 0)
 
 
+def swap_in(out, rank, files, other):
+    """Put part ``other``'s ``files`` in place of part ``rank``'s, the manifest made to match."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    for name in files:
+        shutil.copyfile(out / f"part-{other}" / name, out / f"part-{rank}" / name)
+        manifest["parts"][rank]["files"][name] = manifest["parts"][other]["files"][name]
+    manifest["parts"][rank]["num_edges"] = manifest["parts"][other]["num_edges"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_validate_checks_what_a_part_promises(tmp_path):
     """A part graph swapped for another part's, with a manifest made to match its size and
-    checksum: ``validate=True`` finds in-edges of vertices the part does not own."""
+    checksum, is refused at load (its rows are not the part's vertices); swapped with that
+    part's vertices too, ``validate=True`` finds they are not the vertices the owners give it."""
     out = small_partition(tmp_path)
-    shutil.copyfile(out / "part-1" / "graph.pt", out / "part-0" / "graph.pt")
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["parts"][0]["files"]["graph.pt"] = manifest["parts"][1]["files"]["graph.pt"]
-    manifest["parts"][0]["num_edges"] = manifest["parts"][1]["num_edges"]
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    load_partition(out, 0)  # by default: the manifest, sizes and indptr's checksum only
-    with pytest.raises(ValueError, match="part 0's graph has in-edges of vertices it does not own"):
+    swap_in(out, 0, ["graph.pt"], 1)
+    with pytest.raises(ValueError, match="part 0's graph does not hold the in-edges of its vertices .'nodes.npy'"):
+        load_partition(out, 0, validate=False)
+    swap_in(out, 0, ["nodes.npy"], 1)
+    load_partition(out, 0)  # by default: the manifest, sizes, indptr's checksum and rows
+    with pytest.raises(ValueError, match="part 0's 'nodes.npy' is not the vertices its owners assign to it"):
         load_partition(out, 0, validate=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_part_graph_is_compact(kind, tmp_path):
+    """A part's indptr has a row per owned vertex (``n_r + 1`` entries), named by
+    ``indptr_nodes``; in-degrees and edge_index stay over the whole graph's ids."""
+    graph = attributed_graph(kind)
+    partition(graph, None, None, 3, tmp_path)
+    for r in range(3):
+        part = load_partition(tmp_path, r, validate=True)
+        compact = part.graph
+        assert compact.indptr.numel() == part.nodes.numel() + 1 < graph.total_num_nodes
+        assert torch.equal(compact.indptr_nodes, torch.cat([part.nodes, torch.tensor([graph.total_num_nodes])]))
+        assert compact.total_num_nodes == graph.total_num_nodes and compact.num_nodes == graph.num_nodes
+        degrees = compact.in_degrees()
+        assert degrees.numel() == graph.total_num_nodes and torch.equal(degrees[part.nodes], graph.in_degrees()[part.nodes])
+        assert int(degrees.sum()) == compact.total_num_edges
+        src, dst = compact.edge_index()
+        assert bool(torch.isin(dst, part.nodes).all())
+        rows = compact.in_edge_rows(part.nodes[[0, -1]], "test")
+        assert rows.tolist() == [0, part.nodes.numel() - 1]
+        other = int(torch.nonzero(~torch.isin(torch.arange(graph.total_num_nodes), part.nodes))[0])
+        with pytest.raises(ValueError, match=f"test: node {other} has no in-edges in this graph: it is compact"):
+            compact.in_edge_rows(torch.tensor([other]), "test")
+
+
+def test_crafted_part_rows_are_refused(tmp_path):
+    """A part graph whose indptr rows do not match the part's owned ids ('nodes.npy') is
+    refused on load, whatever ``validate`` says: one row short, or not compact at all."""
+    out = small_partition(tmp_path)
+    part = load_partition(out, 0)
+    graph, last = part.graph, int(part.graph.indptr[-2])
+    short = gp.CSCGraph._build(
+        graph.indptr[:-1].clone(), graph.indices[:last].clone(), {k: t[:last].clone() for k, t in graph.edge_attributes.items()},
+        original_edge_ids=graph.original_edge_ids[:last].clone(), level="shapes", indptr_nodes=torch.cat([part.nodes[:-1], graph.indptr_nodes[-1:]]),
+    )  # fmt: skip
+    whole = attributed_graph("untyped")
+    for crafted in (short, dataclasses.replace(whole, edge_attributes={})):
+        crafted.save(out / "part-0" / "graph.pt")
+        manifest = json.loads((out / "manifest.json").read_text())
+        manifest["parts"][0]["files"]["graph.pt"] = {"size": os.path.getsize(out / "part-0" / "graph.pt"),
+                                                      "crc32": file_checksum(str(out / "part-0" / "graph.pt"))}  # fmt: skip
+        manifest["parts"][0]["num_edges"] = crafted.total_num_edges
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        for validate in (False, None, True):
+            with pytest.raises(ValueError, match="part 0's graph does not hold the in-edges of its vertices"):
+                load_partition(out, 0, validate=validate)
+
+
+def test_old_format_partition_is_refused(tmp_path):
+    """A partition of format version 1 (part graphs indexing every node) is refused with
+    what to do, by load_partition and load_item_sets."""
+    out = small_partition(tmp_path)
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**manifest, "version": 1}))
+    for load in (lambda: load_partition(out, 0), lambda: load_item_sets(out)):
+        with pytest.raises(ValueError, match=r"`out_dir` holds a partition of format version 1.*run graphpipe.distributed.partition\(.*\) again"):
+            load()
 
 
 def test_load_refuses_mismatched_rank_or_num_parts(tmp_path):
