@@ -185,7 +185,7 @@ def test_bad_files_get_clear_errors(tmp_path):
     [
         ([torch.arange(3)], "holds a list, not a graph written by CSCGraph.save"),
         ({"weight": torch.arange(3)}, r"not a graph written by CSCGraph.save \(its keys are \['weight'\]"),
-        ({"format": "graphpipe.CSCGraph", "version": 7}, "graph file format version 7, but this graphpipe reads version 2 and older; upgrade graphpipe"),
+        ({"format": "graphpipe.CSCGraph", "version": 7}, "graph file format version 7, but this graphpipe reads version 3 and older; upgrade graphpipe"),
         ({"format": "graphpipe.CSCGraph", "version": 1, "indptr": torch.tensor([0])},
          r"wrong keys for a version 1 graph file: missing \['checksum_chunk_bytes', 'checksums', 'edge_attributes'"),
     ],
