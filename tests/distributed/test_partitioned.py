@@ -26,7 +26,7 @@ from graphpipe.features.part import file_checksum
 from graphpipe.graph.edge_types import parse_edge_type
 
 from dist_harness import run_ranks, values
-from test_cooperative import FANOUTS, REVERSE, check_union, contiguous_partition, graph_of, items, link_items, store_and_keys, summary, tables_of
+from test_cooperative import FANOUTS, REVERSE, check_union, contiguous_partition, graph_of, items, link_items, summary, tables_of
 
 KINDS = ("untyped", "typed")
 EDGE_FEATURE_TYPES = ("author:writes:paper", "paper:cites:paper")  # typed: two of the five edge types
