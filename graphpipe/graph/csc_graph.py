@@ -379,8 +379,8 @@ class CSCGraph:
         ids, checked): ``nodes`` itself, or on a compact graph (:attr:`indptr_nodes`)
         their ``[n]`` int64 rows, found by one binary search per batch. ValueError naming
         ``where`` for a node without a row (a part graph's node that another rank owns)."""
-        if self.indptr_nodes is None:
-            return nodes
+        if self.indptr_nodes is None or self.indptr.numel() == self.total_num_nodes + 1:
+            return nodes  # a row per node (a part holding every node: its rows are 0..n - 1)
         rows, held = self.held_rows(nodes)
         if not bool(held.all()):
             node = int(nodes[~held][0])
@@ -395,7 +395,7 @@ class CSCGraph:
         """``([n] int64 rows of indptr, [n] bool whether the node has one)`` of ``nodes``
         (``[n]`` int64 ids in ``[0, num_nodes)``): a node without a row (compact graphs
         only) has no in-edges, and row 0."""
-        if self.indptr_nodes is None:
+        if self.indptr_nodes is None or self.indptr.numel() == self.total_num_nodes + 1:
             return nodes, torch.ones(nodes.shape, dtype=torch.bool, device=nodes.device)
         ids = device_array(self.indptr_nodes, nodes.device)
         rows = torch.searchsorted(ids, nodes)  # ids ends with num_nodes, so rows <= n: always in range

@@ -205,6 +205,11 @@ class SubgraphSampler(Pipe):
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
         self.on_gpu = graph.indptr.is_cuda or graph.indices.is_cuda
+        if self.on_gpu and graph.indptr_nodes is not None:  # the GPU kernels read an indptr row per node id
+            raise UnsupportedCombination(
+                f"{name}: a compact graph (an indptr row per owned vertex: a part of a partitioned dataset) is sampled "
+                f"on the CPU; keep it in host memory and put copy_to('cuda') after the sampler (and the feature fetcher)"
+            )
         self._init_mode(cooperative, disjoint, deduplicate, layout, time_attr, node_timestamp_attr_name,
                         edge_timestamp_attr_name, comparison, time_window, temporal_strategy)  # fmt: skip
         # A part graph holds only the owned vertices' in-edges: independent batches ask the owners for the others'.

@@ -154,6 +154,26 @@ def test_part_graph_bytes_do_not_grow_with_the_number_of_parts(tmp_path):
         assert max(sizes) < 1.5 * (arrays + ids) / num_parts + (16 << 10), (num_parts, max(sizes))
 
 
+def test_a_part_holding_every_node_reads_rows_by_node_id():
+    """One part (P = 1) holds every node: its rows are the node ids, so the per-layer row
+    search is skipped (it cost a third of a batch's sampling time there)."""
+    graph = gp.CSCGraph.from_coo(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), num_nodes=4)
+    whole_part = gp.CSCGraph(graph.indptr, graph.indices, indptr_nodes=torch.arange(5))
+    nodes = torch.tensor([3, 1])
+    assert whole_part.in_edge_rows(nodes, "test") is nodes and whole_part.held_rows(nodes)[0] is nodes
+    half = gp.CSCGraph(torch.tensor([0, 1, 2]), torch.tensor([0, 2]), indptr_nodes=torch.tensor([1, 3, 4]))
+    assert half.in_edge_rows(nodes, "test").tolist() == [1, 0]
+    with pytest.raises(ValueError, match=r"test: node 2 has no in-edges in this graph: it is compact"):
+        half.in_edge_rows(torch.tensor([2]), "test")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_compact_graph_on_the_gpu_is_refused_naming_the_cpu():
+    half = gp.CSCGraph(torch.tensor([0, 1, 2]), torch.tensor([0, 2]), indptr_nodes=torch.tensor([1, 3, 4])).to("cuda")
+    with pytest.raises(gp.UnsupportedCombination, match=r"a compact graph .* is sampled on the CPU"):
+        gp.ItemSampler(gp.ItemSet(torch.tensor([1, 3]), names="seeds"), 2).sample_neighbor(half, [2])
+
+
 def test_negatives_need_the_registered_part(parts):
     """Negatives that must not be edges cannot be checked on a compact graph alone (it
     lacks the others' in-edges): refused, pointing at load_partition's part."""
