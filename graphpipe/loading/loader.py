@@ -122,16 +122,14 @@ class DataLoader(IterableDataset):
 
     def _identity(self) -> Dict:
         """The entries of :meth:`state_dict` that say which pipe it is from."""
+        stages = list(reversed(upstream(self.pipe)))  # source first
+        options = [(type(stage).__name__, stage.state_options()) for stage in stages]
         return {
-            "items": upstream(self.pipe)[-1].num_items(),
+            "items": stages[0].num_items(),
             "batches": self._batches_per_epoch(),
-            "stages": [stage.label() for stage in reversed(upstream(self.pipe))],
-            "seeds": [
-                [type(stage).__name__, stage.seed] for stage in reversed(upstream(self.pipe)) if stage.seed is not None
-            ],
-            "options": [
-                [type(stage).__name__, stage.state_options()] for stage in reversed(upstream(self.pipe)) if stage.state_options()
-            ],
+            "stages": [stage.label() for stage in stages],
+            "seeds": [[type(stage).__name__, stage.seed] for stage in stages if stage.seed is not None],
+            "options": [[name, declared] for name, declared in options if declared],
         }
 
     def _batches_per_epoch(self) -> Optional[int]:
@@ -151,13 +149,14 @@ class DataLoader(IterableDataset):
         where = "DataLoader.load_state_dict"
         if not isinstance(state, dict):
             raise TypeError(f"{where}: `state` must be a dict from DataLoader.state_dict(), got {type(state).__name__}")
+        mine = self._identity()
         if "options" not in state and all(key in state for key in _STATE_KEYS[:-1]):
             warnings.warn(
                 f"{where}: `state` has no 'options' (saved before graphpipe recorded them): its batch size, shuffle, "
                 f"ranks and sampler options are not checked against this loader's",
                 stacklevel=2,
             )
-            state = {**state, "options": self._identity()["options"]}
+            state = {**state, "options": mine["options"]}
         missing = [key for key in _STATE_KEYS if key not in state]
         unknown = [key for key in state if key not in _STATE_KEYS]
         if missing or unknown:
@@ -166,7 +165,6 @@ class DataLoader(IterableDataset):
                 f"{where}: `state` {' and '.join(problems)}; a state from DataLoader.state_dict() has the keys "
                 f"{list(_STATE_KEYS)}"
             )
-        mine = self._identity()
         differs = [
             _difference(key, state[key], mine[key]) for key in mine if _plain(state[key]) != _plain(mine[key])
         ]
