@@ -502,11 +502,15 @@ class ProcessWorkers(Pipe):
         for command in pool.commands:
             command.put((run, epoch, start))
         finished = False
+        timed = [stage for stage in upstream(self.source) if isinstance(stage, Timed)]  # the loader's copies
         try:
             done = 0
             for i in itertools.count():
                 rank = (start + i) % self.num_workers  # worker w has the batches j = w (mod W)
-                item = self._get(pool, rank, run)
+                item, timings = self._get(pool, rank, run)
+                for stage, (seconds, batches) in zip(timed, timings):  # the worker's _StageClock.read()
+                    stage.seconds += seconds
+                    stage.batches += batches
                 if isinstance(item, _WorkerDone):
                     done += 1
                     if done == self.num_workers:
@@ -521,6 +525,7 @@ class ProcessWorkers(Pipe):
                 pool.current.value = 0  # the workers abandon this run
 
     def _get(self, pool: _WorkerPool, rank: int, run: int):
+        """``(item, its stage timings)``: worker ``rank``'s next message of ``run``."""
         process = pool.processes[rank]
         while True:
             try:
@@ -542,14 +547,6 @@ class ProcessWorkers(Pipe):
                 ) from error
             if message_run != run:
                 continue  # left over from an epoch that ended early
-            self._add_timings(timings)
             if isinstance(item, ExceptionWrapper):
                 item.reraise()
-            return item
-
-    def _add_timings(self, timings: List[Tuple[float, int]]) -> None:
-        """Add a worker's :meth:`_StageClock.read` to the Timed stages of the loader's copy."""
-        timed = [stage for stage in upstream(self.source) if isinstance(stage, Timed)]
-        for stage, (seconds, batches) in zip(timed, timings):
-            stage.seconds += seconds
-            stage.batches += batches
+            return item, timings
