@@ -374,13 +374,19 @@ class CSCGraph:
         dst = torch.repeat_interleave(rows, self.indptr.diff().to(torch.int64), output_size=self.total_num_edges)
         return torch.stack([self.indices.to(torch.int64), dst])
 
+    @property
+    def _row_per_node(self) -> bool:
+        """Whether row ``v`` of ``indptr`` holds node ``v``'s in-edges: not compact, or a
+        compact graph holding every node (a single part: its rows are ``0..n - 1``)."""
+        return self.indptr_nodes is None or self.indptr.numel() == self.total_num_nodes + 1
+
     def in_edge_rows(self, nodes: torch.Tensor, where: str) -> torch.Tensor:
         """The rows of ``indptr`` holding the in-edges of ``nodes`` (``[n]`` int64 node
         ids, checked): ``nodes`` itself, or on a compact graph (:attr:`indptr_nodes`)
         their ``[n]`` int64 rows, found by one binary search per batch. ValueError naming
         ``where`` for a node without a row (a part graph's node that another rank owns)."""
-        if self.indptr_nodes is None or self.indptr.numel() == self.total_num_nodes + 1:
-            return nodes  # a row per node (a part holding every node: its rows are 0..n - 1)
+        if self._row_per_node:
+            return nodes
         rows, held = self.held_rows(nodes)
         if not bool(held.all()):
             node = int(nodes[~held][0])
@@ -395,7 +401,7 @@ class CSCGraph:
         """``([n] int64 rows of indptr, [n] bool whether the node has one)`` of ``nodes``
         (``[n]`` int64 ids in ``[0, num_nodes)``): a node without a row (compact graphs
         only) has no in-edges, and row 0."""
-        if self.indptr_nodes is None or self.indptr.numel() == self.total_num_nodes + 1:
+        if self._row_per_node:
             return nodes, torch.ones(nodes.shape, dtype=torch.bool, device=nodes.device)
         ids = device_array(self.indptr_nodes, nodes.device)
         rows = torch.searchsorted(ids, nodes)  # ids ends with num_nodes, so rows <= n: always in range
