@@ -49,6 +49,7 @@ __all__ = [
     "node_ids_of_keys",
     "seed_nodes",
     "subtree_keys",
+    "typed_segments",
     "typed_subgraph",
     "types_of_segments",
     "untyped_subgraph",
@@ -313,6 +314,19 @@ def held_queries(graph, queries: EdgeQueries) -> EdgeQueries:
     return EdgeQueries(*(None if column is None else column[held] for column in queries))
 
 
+def typed_segments(graph, rows: torch.Tensor, counts: Sequence[int], fanouts: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~graphpipe.ops.typed_sampling.typed_segments_of_nodes`' ``(bounds, key_ids)``
+    of a typed graph's ``rows`` (type-major, ``counts`` per node type): the in-edge segment
+    of each row for every edge type into its node type whose fanout is not 0."""
+    schema, groups, start = graph.schema, [], 0
+    for node_type, count in enumerate(counts):
+        edge_types = [t for t in schema.edge_types_to[node_type] if fanouts[t] != 0]
+        if edge_types and count:
+            groups.append((rows[start : start + count], edge_types))
+        start += count
+    return typed_segments_of_nodes(graph.indptr, graph.type_per_edge, groups, len(schema.edge_types))
+
+
 def seed_edge_keys(graph, seeds: SeedNodes, reverse_edge_types: Sequence[int]) -> torch.Tensor:
     """``[K]`` int64 keys (:func:`_edge_key`) of the edges :func:`drop_seed_edges` drops:
     every ``u -> v`` of each seed pair's edge type, and ``v -> u`` of its reverse edge
@@ -401,15 +415,9 @@ def sample_layer(
         sample = times.filter.sample(bounds, times.lo, times.hi, key_ids, segment_fanouts, kernel, edges, draw_key=times.draw_key)
         return _in_subtrees(sample, nodes, subtrees)
     schema = graph.schema
-    groups, start = [], 0
-    for node_type, count in enumerate(counts):
-        edge_types = [t for t in schema.edge_types_to[node_type] if fanouts[t] != 0]
-        if edge_types and count:
-            groups.append((rows[start : start + count], edge_types))
-        start += count
     sampled, segment_dst = segment_destinations(schema, counts, fanouts)
     sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
-    bounds, key_ids = typed_segments_of_nodes(graph.indptr, graph.type_per_edge, groups, len(schema.edge_types))
+    bounds, key_ids = typed_segments(graph, rows, counts, fanouts)
     if rows is not ids:  # keyed by (row, edge type): key by (node id, edge type), as on the whole graph
         num_types = len(schema.edge_types)
         key_ids = graph.indptr_nodes[torch.div(key_ids, num_types, rounding_mode="floor")] * num_types + key_ids % num_types

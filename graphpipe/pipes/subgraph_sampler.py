@@ -38,12 +38,12 @@ from graphpipe.graph.sampling import (
     seed_times,
     segment_destinations,
     subtree_keys,
+    typed_segments,
     typed_subgraph,
     untyped_subgraph,
 )
 from graphpipe.ops import LayerSample, derive_key
 from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted
-from graphpipe.ops.typed_sampling import typed_segments_of_nodes
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UnsupportedCombination, check_supported
 from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler, find_distributed_item_sampler
@@ -465,14 +465,10 @@ class SubgraphSampler(Pipe):
         if not self.typed:
             degrees = (self.graph.indptr[hot_ids + 1] - self.graph.indptr[hot_ids]).to(torch.int64)
             return int((degrees if fanouts[0] < 0 else degrees.clamp(max=fanouts[0])).sum())
-        schema, num_types = self.graph.schema, len(fanouts)
         node_types = torch.searchsorted(torch.tensor(list(accumulate(counts))), positions, right=True)
-        groups = [(hot_ids[node_types == t], [e for e in schema.edge_types_to[t] if fanouts[e] != 0]) for t in range(len(counts))]
-        groups = [(ids, edge_types) for ids, edge_types in groups if ids.numel() and edge_types]
-        if not groups:
-            return 0
-        bounds, keys = typed_segments_of_nodes(self.graph.indptr, self.graph.type_per_edge, groups, num_types)
-        degrees, caps = (bounds[1::2] - bounds[::2]).to(torch.int64), torch.tensor(fanouts)[keys % num_types]
+        hot_counts = torch.bincount(node_types, minlength=len(counts)).tolist()  # positions ascend: hot_ids are type-major
+        bounds, keys = typed_segments(self.graph, hot_ids, hot_counts, fanouts)
+        degrees, caps = (bounds[1::2] - bounds[::2]).to(torch.int64), torch.tensor(fanouts)[keys % len(fanouts)]
         return int(torch.where(caps < 0, degrees, torch.minimum(degrees, caps)).sum())
 
     def bottom_destinations(self, first: int, stop: int) -> List[torch.Tensor]:
