@@ -56,6 +56,9 @@ from graphpipe.loading.stages import (
 __all__ = ["ProcessWorkers", "Shard", "workers_rerun_main"]
 
 _POLL_S = 0.05
+# The fork server and so the workers start with the README's OpenMP settings for few cores, unless
+# the environment sets either: several workers a core spinning idle starved each other.
+_WORKER_OPENMP = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}
 _JOIN_TIMEOUT_S = 2.0  # how long a terminated worker may take to exit before it is killed
 _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may take to exit
 # Workers told to stop: at exit each finishes its batch and exits on its own (_join_at_exit).
@@ -310,13 +313,18 @@ def _start_forkserver() -> None:
     thread: it keeps that mask, and so do the workers it forks. CPython's fork server
     ignores SIGINT only after preloading graphpipe (1-2 s), and a worker only once it
     serves: a Ctrl-C then printed their KeyboardInterrupt tracebacks after the program's.
-    The resource tracker is started first: starting it unblocks SIGINT."""
+    The resource tracker is started first: starting it unblocks SIGINT. The server's environment
+    adds ``_WORKER_OPENMP`` (read when it imports torch); this process's stays as it was."""
     resource_tracker.ensure_running()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    unset = [] if any(name in os.environ for name in _WORKER_OPENMP) else list(_WORKER_OPENMP)
+    os.environ.update({name: _WORKER_OPENMP[name] for name in unset})
     try:
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for name in unset:
+            del os.environ[name]
 
 
 class _WorkerPool:
