@@ -158,7 +158,11 @@ class CPUCachedFeature(CachedFeature):
         return state
 
     def __setstate__(self, state):
+        # Each process gets a cache of its own: torch's reductions send the rows in shared
+        # memory, while the slot map arrives as a copy, so a shared row buffer would be
+        # overwritten by processes that each think the slots hold their rows.
         self.__dict__.update(state)
+        self._rows = self._rows.clone()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

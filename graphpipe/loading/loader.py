@@ -260,16 +260,17 @@ class DataLoader(IterableDataset):
         The ``"consumer"`` row is your loop: ``work_s`` is the training step outside the
         loader, ``wait_s`` the time spent waiting for batches. A fetcher reading cached
         features (CPU or GPU cache) adds ``cache_hit_rate``: ``{"node/feat": rate}`` over
-        the epoch.
+        the epoch, unless it runs in worker processes (each has a cache of its own).
         """
         where = locations(self.rewritten)
         timer_after = {id(stage.source): stage for stage in find(self.rewritten, Timed)}
+        elsewhere = {id(stage) for workers in find(self.rewritten, ProcessWorkers) for stage in upstream(workers.source)}
         rows: Dict[str, Dict] = {}
         for stage in reversed(upstream(self.rewritten)):
             timer = timer_after.get(id(stage))
             if timer is None:
                 continue
-            label, row = _stats_row(stage, timer, where)
+            label, row = _stats_row(stage, timer, where, id(stage) not in elsewhere)
             key, n = label, 1
             while key in rows:
                 n += 1
@@ -282,8 +283,9 @@ class DataLoader(IterableDataset):
         return rows
 
 
-def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str]) -> Tuple[str, Dict]:
-    """The label and row of :meth:`DataLoader.stats` of ``stage``, timed by ``timer``."""
+def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str], here: bool) -> Tuple[str, Dict]:
+    """The label and row of :meth:`DataLoader.stats` of ``stage``, timed by ``timer``; with
+    its own ``stats()`` if it runs in this process (``here``)."""
     located, label = stage, stage.label()
     pulled = stage.wrapped_stages()[-1].source if stage.wraps_source else getattr(stage, "source", None)
     if isinstance(pulled, Pipe) and where[id(pulled)] != where[id(stage)]:
@@ -302,7 +304,7 @@ def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str]) -> Tuple[str, D
             if stage.work_seconds is not None:
                 work, wait = stage.work_seconds, own
     row = {"where": where[id(located)], "batches": timer.batches, "work_s": work, "wait_s": wait}
-    for inner in stage.wrapped_stages() or [stage]:
+    for inner in (stage.wrapped_stages() or [stage]) if here else ():
         row.update(inner.stats())
     return label, row
 

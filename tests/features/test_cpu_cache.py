@@ -155,3 +155,22 @@ def test_pickles_warm():
     copy = pickle.loads(pickle.dumps(feature))
     assert bool(copy.cached(torch.arange(10)).all())
     assert torch.equal(copy.read(torch.tensor([5, 50])), table[[5, 50]])
+
+
+@pytest.mark.parametrize("policy", ["s3-fifo", "sieve"])
+def test_a_copy_sent_to_another_process_has_rows_of_its_own(policy):
+    """torch's multiprocessing pickler sends the rows in shared memory (to workers,
+    ``torch.multiprocessing.spawn``): the copy's admissions must not overwrite rows the
+    original's slots still map (they did: most batches of both read wrong rows)."""
+    import torch.multiprocessing  # noqa: F401  (registers the shared-memory reductions)
+    from multiprocessing.reduction import ForkingPickler
+
+    table = torch.arange(1000, dtype=torch.float32)[:, None]
+    original = CPUCachedFeature(gp.Feature(table), 100 * 4, policy=policy)
+    original.read(torch.arange(100))
+    copy = ForkingPickler.loads(ForkingPickler.dumps(original))
+    assert bool(copy.cached(torch.arange(100)).all())  # warm
+    for start in range(100, 1000, 100):  # the copy evicts and admits every row
+        assert torch.equal(copy.read(torch.arange(start, start + 100)), table[start : start + 100])
+    assert bool(original.cached(torch.arange(100)).all())
+    assert torch.equal(original.read(torch.arange(100)), table[:100])

@@ -316,3 +316,20 @@ def test_workers_sleep_when_idle_unless_the_environment_says_otherwise(tmp_path,
     assert result.returncode == 0, result.stderr
     own = [given.get("OMP_WAIT_POLICY"), None]
     assert result.stdout.strip() == f"{[workers, workers]} {own[0]} {own[1]}"
+
+
+def test_a_fetcher_placed_in_workers_reads_right_rows_and_reports_no_hit_rate_of_the_unused_copy():
+    """Each worker reads through a cache of its own; the training process's copy never
+    ran, so ``stats()`` reports no hit rate for it (it said 0.0)."""
+    from graphpipe.transforms import Place, place
+
+    data = gp.datasets.karate_club()
+    table = data.features["node", "feat"].data
+    cached = gp.CPUCachedFeature(gp.Feature(table), max_cache_size_in_bytes=5 * table[0].nbytes)
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(34).repeat(3), names="seeds"), 4).fetch_feature(gp.FeatureStore({"feat": cached}), ["feat"])
+    loader = gp.DataLoader(pipe, transforms=[lambda p: place(p, (Place(), Place("workers", 2)))])
+    batches = list(loader)
+    assert len(batches) == 26 and all(torch.equal(mb.node_features["feat"], table[mb.seeds]) for mb in batches)
+    row = loader.stats()["FeatureFetcher"]
+    assert row["where"] == "2 worker processes" and row["batches"] == 26 and "cache_hit_rate" not in row
+    loader.close()
