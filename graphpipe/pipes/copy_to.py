@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from graphpipe._internal.checks import check_bool
 from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
 from graphpipe.pipes.base import Pipe, functional_pipe
 
@@ -36,7 +37,7 @@ class CopyTo(Pipe):
         ):
             self.device = torch.device("cpu")
         self.device = resolve_device(self.device)  # cuda -> cuda:k, the building thread's device
-        self.non_blocking = bool(non_blocking)
+        self.non_blocking = check_bool(non_blocking, "non_blocking", "copy_to")
 
     def copy(self, item):
         """``item`` on ``self.device``."""

@@ -12,7 +12,7 @@ from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.item_sampler import ItemSampler
-from graphpipe._internal.checks import as_int, check_int
+from graphpipe._internal.checks import as_int, check_bool, check_int
 from graphpipe.ops.random import derive_key
 from graphpipe.distributed.partition import Partition
 from graphpipe.distributed.partitioned import GraphPart
@@ -91,7 +91,7 @@ class DistributedItemSampler(ItemSampler):
             dist.broadcast(shared, src=0)
             seed = int(shared)
         super().__init__(item_set, batch_size, seed=seed, **options)
-        self.drop_uneven_inputs = bool(drop_uneven_inputs)
+        self.drop_uneven_inputs = check_bool(drop_uneven_inputs, "drop_uneven_inputs", "DistributedItemSampler")
         self.rank = rank
         self.world_size = world_size
         self.partition = partition if isinstance(partition, Partition) else Partition(world_size, partition)

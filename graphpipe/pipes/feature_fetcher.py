@@ -14,7 +14,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.features.store import Feature, FeatureKey, FeatureStore, Key, describe, listed_key, type_name
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe._internal.checks import check_node_ids
+from graphpipe._internal.checks import check_bool, check_node_ids
 from graphpipe.ops.compile import gather_rows_task
 from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
 from graphpipe.distributed.remote import fetch_features_from_owners
@@ -84,7 +84,7 @@ class FeatureFetcher(Pipe):
             )
         self.source = source
         self.features = features
-        self.cooperative = bool(cooperative)
+        self.cooperative = check_bool(cooperative, "cooperative", "FeatureFetcher")
         self._blocks = _OutputBlocks()
         sampler = _sampler_upstream(source)
         self.typed = isinstance(node_feature_keys, Mapping) or isinstance(edge_feature_keys, Mapping)

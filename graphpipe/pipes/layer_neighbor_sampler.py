@@ -114,7 +114,7 @@ class LayerNeighborSampler(SubgraphSampler):
                 f"{name}: temporal LABOR-k over a part of a partitioned dataset is not supported (the owners would send "
                 f"every in-edge valid at each row's time); pass importance_sampling=0, or load the whole graph"
             )
-        self.layer_dependency = bool(layer_dependency)
+        self.layer_dependency = check_bool(layer_dependency, "layer_dependency", name)
         self.batch_dependency = batch_dependency
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Dict, Optional, Sequence
 
+from graphpipe._internal.checks import check_bool
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.checks import check_edge_weights
 from graphpipe.graph.csc_graph import CSCGraph
@@ -67,7 +68,7 @@ class NeighborSampler(SubgraphSampler):
         **options,
     ):
         super().__init__(source, graph, fanouts, **options)
-        self.replace = bool(replace)
+        self.replace = check_bool(replace, "replace", type(self).__name__)
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)
         self.check_temporal_weights(weights)

@@ -263,7 +263,7 @@ class SubgraphSampler(Pipe):
         """``cooperative``, ``disjoint``, ``deduplicate``, ``time_filter`` and ``mode`` (the
         capability table's) from the options."""
         name = type(self).__name__
-        self.cooperative = bool(cooperative)
+        self.cooperative = check_bool(cooperative, "cooperative", name)
         self.time_filter = _time_filter(self.graph, name, *time_options)
         temporal = self.time_filter is not None
         if check_bool(disjoint, "disjoint", name) and self.cooperative:

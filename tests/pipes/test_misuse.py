@@ -49,3 +49,20 @@ def test_a_graph_that_is_not_a_cscgraph_gets_an_error_naming_it_and_the_construc
     for graph, match in _not_graphs():
         with pytest.raises(TypeError, match=r"`graph` must be a graphpipe\.CSCGraph, " + match):
             getattr(items, stage)(graph, [2] if stage != "sample_uniform_negative" else 1)
+
+
+@pytest.mark.parametrize(
+    "build, option",
+    [
+        (lambda items, g: items.sample_neighbor(g, [2], replace="False"), "replace"),
+        (lambda items, g: items.sample_layer_neighbor(g, [2], layer_dependency="False"), "layer_dependency"),
+        (lambda items, g: items.sample_neighbor(g, [2], cooperative="False"), "cooperative"),
+        (lambda items, g: items.fetch_feature(gp.FeatureStore({"feat": torch.randn(4, 3)}), ["feat"], cooperative=0), "cooperative"),
+        (lambda items, g: items.copy_to("cpu", non_blocking="no"), "non_blocking"),
+        (lambda items, g: gp.DistributedItemSampler(gp.ItemSet(4), 2, drop_uneven_inputs="False", rank=0, world_size=1), "drop_uneven_inputs"),
+    ],
+)
+def test_a_flag_given_as_another_type_is_refused(build, option):
+    """``bool("False")`` is True: ``replace="False"`` sampled with replacement."""
+    with pytest.raises(TypeError, match=f"`{option}` must be a bool, got"):
+        build(gp.ItemSampler(gp.ItemSet(4), 2), _graph())
