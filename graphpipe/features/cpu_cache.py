@@ -26,7 +26,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import CachedFeature, Feature, check_feature
+from graphpipe.features.store import CachedFeature, Feature, check_feature, output_rows
 from graphpipe._internal.checks import check_int
 
 __all__ = ["CPUCachedFeature"]
@@ -96,8 +96,7 @@ class CPUCachedFeature(CachedFeature):
 
     def _read_host(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         n = ids.numel()
-        if out is None:
-            out = torch.empty((n, *self.row_shape), dtype=self.dtype)
+        out = output_rows(out, (n, *self.row_shape), self.dtype, torch.device("cpu"), "CPUCachedFeature.read")
         if n == 0:
             return out
         ids64 = ids.numpy().astype(np.int64, copy=False)

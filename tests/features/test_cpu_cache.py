@@ -174,3 +174,18 @@ def test_a_copy_sent_to_another_process_has_rows_of_its_own(policy):
         assert torch.equal(copy.read(torch.arange(start, start + 100)), table[start : start + 100])
     assert bool(original.cached(torch.arange(100)).all())
     assert torch.equal(original.read(torch.arange(100)), table[:100])
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_out_is_checked_as_every_feature_checks_it(warm):
+    """A warm cache wrote float rows into an int32 ``out`` or one of another shape."""
+    table = torch.randn(100, 4)
+    ids = torch.tensor([3, 7, 9, 3])
+    feature = CPUCachedFeature(gp.Feature(table), 50 * 16)
+    if warm:
+        feature.read(ids)
+    for bad in (torch.zeros(4, 4, dtype=torch.int32), torch.zeros(2, 8), torch.zeros(4, 8)[:, ::2]):
+        with pytest.raises(ValueError, match=r"CPUCachedFeature.read: `out` must be a contiguous torch.float32 tensor of shape \(4, 4\)"):
+            feature.read(ids, out=bad)
+    out = torch.empty(4, 4)
+    assert feature.read(ids, out=out) is out and torch.equal(out, table[ids])
