@@ -56,6 +56,7 @@ class CPUCachedFeature(CachedFeature):
             raise ValueError(f"CPUCachedFeature: `policy` must be one of {list(_POLICIES)}, got {policy!r}")
         self.fallback = fallback
         self.policy = policy
+        self.max_cache_size_in_bytes = budget
         row_bytes = max(1, int(np.prod(fallback.row_shape, dtype=np.int64)) * torch.empty(0, dtype=fallback.dtype).element_size())
         capacity = min(budget // row_bytes, fallback.num_rows)
         if capacity < 1:
@@ -119,6 +120,18 @@ class CPUCachedFeature(CachedFeature):
                 self._small_capacity, self.policy == "sieve",
             )
         return out
+
+    def _empty(self) -> None:
+        with self._lock:
+            lock = self._lock
+            self.__init__(self.fallback, self.max_cache_size_in_bytes, self.policy)
+            self._lock = lock
+
+    def _replace(self, ids: torch.Tensor, value: torch.Tensor) -> None:
+        with self._lock:
+            slots = torch.from_numpy(self._slot_of[ids.cpu().numpy()]).to(torch.int64)
+            held = slots >= 0
+            self._rows[slots[held]] = value.cpu()[held]
 
     # ------------------------------------------------------------------ statistics
     def cache_stats(self) -> Dict[str, float]:

@@ -77,6 +77,7 @@ class GPUCachedFeature(CachedFeature):
         max_bytes = check_int(max_bytes, "max_bytes", "GPUCachedFeature", minimum=0)
         self.fallback = feature
         self.policy = policy
+        self.max_bytes = max_bytes
         device = torch.device("cuda" if device is None else device)
         if device.type == "cuda" and not cuda_or_warn_once(
             "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)"
@@ -135,6 +136,14 @@ class GPUCachedFeature(CachedFeature):
             out[misses] = rows[inverse]
             self._admit(unique_misses, rows)
         return out
+
+    def _empty(self) -> None:
+        self.__init__(self.fallback, self.max_bytes, self.policy, device=self.device)
+
+    def _replace(self, ids: torch.Tensor, value: torch.Tensor) -> None:
+        slots = self.slot_of_row[ids.to(self.device, torch.int64)].to(torch.int64)
+        held = slots >= 0
+        self.cache[slots[held]] = value.to(self.device)[held]
 
     # ------------------------------------------------------------------ statistics
     @property

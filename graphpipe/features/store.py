@@ -116,7 +116,8 @@ class Feature:
         ``value[i]`` (``[n, *row_shape]``) into row ``ids[i]`` of a writable table.
 
         In place, so pipes built on this feature read the new rows (with ``num_workers=0``:
-        worker processes keep the copy they started with). In-memory tables only.
+        worker processes keep the copy they started with). In-memory tables only, or a
+        cache over one (:meth:`CachedFeature.update`: its cached rows too).
         """
         where = f"{type(self).__name__}.update"
         if type(self) is not Feature:
@@ -214,6 +215,26 @@ class CachedFeature(Feature):
     and size are the fallback's; subclasses implement ``read_valid``."""
 
     fallback: Feature
+
+    def update(self, value: torch.Tensor, ids: Optional[torch.Tensor] = None) -> None:
+        """GraphBolt's cached ``update``: the fallback's :meth:`Feature.update`, then the
+        cache's rows: those of ``ids`` it holds take ``value``'s rows; a whole new table
+        (``ids`` None, maybe of another row shape or dtype) empties it."""
+        if ids is not None:
+            ids = check_node_ids(ids, self.num_rows, "ids", f"{type(self).__name__}.update", "row")
+        self.fallback.update(value, ids)
+        if ids is None:
+            self._empty()
+        else:
+            self._replace(ids, value)
+
+    def _empty(self) -> None:
+        """Drop every cached row (the fallback's table was replaced)."""
+        raise NotImplementedError
+
+    def _replace(self, ids: torch.Tensor, value: torch.Tensor) -> None:
+        """Write ``value[i]`` into the cached copy of row ``ids[i]``, where cached."""
+        raise NotImplementedError
 
     def read_all(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Every row: the fallback's, the cache untouched (GraphBolt's cached ``read()``)."""

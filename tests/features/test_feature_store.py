@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+import graphpipe as gp
 from graphpipe import MiniBatch
 from graphpipe._internal import devices
 from graphpipe.features import CPUCachedFeature, DiskBasedFeature, GPUCachedFeature
@@ -270,7 +271,7 @@ def test_graphbolt_store_methods(typed):
         store.update("node", ntype, "feat", torch.ones(1, 5, dtype=torch.int64), _ids(0))  # no silent cast
 
 
-def test_update_refuses_read_only_and_cached_tables(tmp_path):
+def test_update_refuses_read_only_tables(tmp_path):
     path = tmp_path / "f.npy"
     np.save(path, np.zeros((4, 2), dtype=np.float32))
     store = FeatureStore({"feat": str(path)})
@@ -278,9 +279,36 @@ def test_update_refuses_read_only_and_cached_tables(tmp_path):
         store.update("node", None, "feat", torch.ones(1, 2), _ids(0))
     store.update("node", None, "feat", torch.ones(4, 2))  # replacing it whole is fine
     assert store.read("node", None, "feat").sum() == 8
-    cached = FeatureStore({"feat": CPUCachedFeature(Feature(torch.zeros(4, 2)), 1 << 10)})
-    with pytest.raises(TypeError, match="only in-memory features"):
-        cached.update("node", None, "feat", torch.ones(4, 2))
+    on_disk = FeatureStore({"feat": CPUCachedFeature(DiskBasedFeature(str(path)), 1 << 10)})
+    with pytest.raises(TypeError, match="DiskBasedFeature.update: only in-memory features"):
+        on_disk.update("node", None, "feat", torch.ones(4, 2))
+
+
+@pytest.mark.parametrize(
+    "cache",
+    [
+        lambda f: CPUCachedFeature(f, 4 * 8),
+        lambda f: CPUCachedFeature(f, 4 * 8, policy="sieve"),
+        lambda f: GPUCachedFeature(f, 4 * 8, device="cpu"),
+        lambda f: GPUCachedFeature(f, 4 * 8, policy="clock", device="cpu"),
+    ],
+)
+def test_a_cached_feature_updates_its_fallback_and_its_cached_rows(cache):
+    """As GraphBolt's cached ``update``: updating through the cache, reads (a pipe's
+    included) give the new rows, cached or not; they gave the old cached rows."""
+    table = torch.zeros(10, 2)
+    cached = cache(Feature(table))
+    store = FeatureStore({"feat": cached})
+    pipe = gp.ItemSampler(gp.ItemSet(_ids(1, 2, 7), names="seeds"), 3).fetch_feature(store, ["feat"])
+    cached.read(_ids(1, 2, 3))  # rows 1, 2, 3 cached
+    store.update("node", None, "feat", torch.tensor([[1.0, 1], [2, 2], [7, 7]]), _ids(1, 2, 7))
+    assert cached.read(_ids(1, 2, 3, 7)).tolist() == [[1, 1], [2, 2], [0, 0], [7, 7]]
+    assert next(iter(pipe)).node_features["feat"].tolist() == [[1, 1], [2, 2], [7, 7]]
+    hidden = torch.arange(30, dtype=torch.float64).reshape(10, 3)
+    cached.update(hidden)  # a new whole table, of another row shape and dtype
+    assert torch.equal(cached.read(_ids(1, 2, 3, 1)), hidden[[1, 2, 3, 1]])
+    with pytest.raises(ValueError, match=r"update: `ids` .*out of range"):
+        cached.update(torch.ones(1, 3, dtype=torch.float64), _ids(10))
 
 
 def test_reading_every_row_copies_nothing_and_leaves_caches_alone():
