@@ -266,7 +266,8 @@ class FeatureStore:
     Homogeneous is the one-type case, type None: ``store["node", None, "feat"]``, also
     ``store["feat"]`` or ``store["node", "feat"]``; ``store["edge", "w"]`` by edge id.
     An edge type is ``"src:relation:dst"`` or PyG's ``(src, relation, dst)`` (stored as
-    the string). ``store[kind, key]`` also takes a key as :attr:`node_keys` lists it.
+    the string). ``store[kind, key]`` also takes a key as :attr:`node_keys` lists it, and
+    ``store[node_type, name]`` a typed node feature as the constructor names it.
 
     Args:
         node_features: ``name`` or ``(node_type, name)`` -> table (see :class:`Feature`)
@@ -411,6 +412,8 @@ def feature_key(key, where: str) -> Key:
     :class:`FeatureStore`; KeyError for another form."""
     if isinstance(key, str):
         return "node", None, key
+    if isinstance(key, tuple) and len(key) == 2 and key[0] not in ("node", "edge") and isinstance(key[1], str):
+        key = ("node", key)  # (node type, name), as the constructor takes it
     if isinstance(key, tuple) and len(key) in (2, 3) and key[0] in ("node", "edge"):
         kind = key[0]
         if len(key) == 2 and isinstance(key[1], tuple) and len(key[1]) == 2:
@@ -423,7 +426,7 @@ def feature_key(key, where: str) -> Key:
             except ValueError as err:
                 raise KeyError(str(err)) from err
     raise KeyError(
-        f"{where}: a key is 'name', ('node' | 'edge', 'name') or ('node' | 'edge', type, 'name') (type None "
+        f"{where}: a key is 'name', (node_type, 'name'), ('node' | 'edge', 'name') or ('node' | 'edge', type, 'name') (type None "
         f"when homogeneous, an edge type 'src:relation:dst' or a (src, relation, dst) tuple), got {key!r}"
     )
 

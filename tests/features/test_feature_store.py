@@ -114,7 +114,8 @@ def test_store_accepts_feature_objects(tmp_path):
         (("node", "venue", "feat"), r"unknown node feature 'feat' of type 'venue'"),
         (("edge", ("paper", "cites", "paper"), "w"), r"unknown edge feature 'w' of type 'paper:cites:paper'"),
         (("edge", "writes", "w"), r"an edge type must be 'src_type:relation:dst_type'.*got 'writes'"),
-        (("graph", "w"), r"a key is 'name', \('node' \| 'edge', 'name'\) or \('node' \| 'edge', type, 'name'\)"),
+        (("venue", "feat"), r"unknown node feature 'feat' of type 'venue'"),  # (node type, name)
+        (("graph", 3), r"a key is 'name', \(node_type, 'name'\), \('node' \| 'edge', 'name'\) or \('node' \| 'edge', type, 'name'\)"),
         (("graph", "paper", "feat"), r"got \('graph', 'paper', 'feat'\)"),
         (("node", 3, "feat"), r"a node type must be a str, got 3"),
     ],
@@ -254,6 +255,8 @@ def test_graphbolt_store_methods(typed):
     assert torch.equal(store.read("node", ntype, "feat"), table)
     assert torch.equal(store.read("node", ntype, "feat", _ids(5, 1)), table[[5, 1]])
     pipe_feature = store["node", (ntype, "feat") if typed else "feat"]
+    if typed:  # the constructor's form of the key names it too
+        assert store["paper", "feat"] is pipe_feature and ("paper", "feat") in store
     store.update("node", ntype, "feat", torch.ones(2, 2), _ids(0, 3))
     assert pipe_feature.read(_ids(0, 3, 1)).tolist() == [[1, 1], [1, 1], [2, 3]]
     hidden = torch.randn(6, 5, dtype=torch.float64)
