@@ -7,13 +7,16 @@ variance. With ``d_s`` the in-degree of destination ``s`` and ``k`` the fanout:
 
 * **LABOR-0** (``importance_sampling=0``): ``s`` keeps the ``min(k, d_s)`` in-edges with
   the smallest ``r_t`` (ties to the lower edge id): a uniform ``k``-subset, inclusion
-  probability ``π_ts = min(1, k / d_s)``, count exactly ``min(k, d_s)``.
+  probability ``π_ts = min(1, k / d_s)``, count exactly ``min(k, d_s)`` (parallel edges from
+  one source share its ``r_t``: their probabilities are only close to ``k / d_s``).
 * **LABOR-k / LABOR-\\*** (``importance_sampling=k > 0`` / ``-1``): vertex probabilities
   ``π_t`` (start 1) and per-destination constants ``c_s`` solve the paper's fixed point:
   ``c_s`` meets ``Σ_t 1 / min(1, c_s π_t) = d_s² / k`` (LABOR-0's variance), then
   ``π_t ← max_s c_s π_t``; ``k`` iterations, or (``-1``) until ``Σ_t min(1, π_t)``, the
   expected number of sampled vertices, changes by less than 1e-4 relative. ``s`` keeps
   ``t`` iff ``r_t <= min(1, c_s π_t)`` (Poisson sampling): random counts of mean ``≈ k``.
+  A destination with ``d_s <= k`` keeps every in-edge with ``c_s = ∞`` (DGL: the smallest
+  finite ``c_s`` that does), so its sources get ``π_t = ∞`` and every destination keeps them.
 * **weighted LABOR-0** (``probs`` = edge weights ``A_ts``, as GraphBolt's
   ``sample_layer_neighbor(prob_name=...)``): ``s`` keeps the ``min(k, m_s)`` of its ``m_s``
   positive-weight in-edges with the smallest ``r_t / A_ts`` (ties to the lower edge id);
