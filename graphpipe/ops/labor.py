@@ -15,7 +15,7 @@ variance. With ``d_s`` the in-degree of destination ``s`` and ``k`` the fanout:
   ``π_t ← max_s c_s π_t``; ``k`` iterations, or (``-1``) until ``Σ_t min(1, π_t)``, the
   expected number of sampled vertices, changes by less than 1e-4 relative. ``s`` keeps
   ``t`` iff ``r_t <= min(1, c_s π_t)`` (Poisson sampling): random counts of mean ``≈ k``.
-  A destination with ``d_s <= k`` keeps every in-edge with ``c_s = ∞`` (DGL: the smallest
+  A destination with ``d_s <= k`` keeps every in-edge with ``c_s = ∞`` (DGL: a large enough
   finite ``c_s`` that does), so its sources get ``π_t = ∞`` and every destination keeps them.
 * **weighted LABOR-0** (``probs`` = edge weights ``A_ts``, as GraphBolt's
   ``sample_layer_neighbor(prob_name=...)``): ``s`` keeps the ``min(k, m_s)`` of its ``m_s``
