@@ -13,6 +13,7 @@ from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe._internal.checks import check_node_ids
 from graphpipe._internal.devices import cuda_or_warn_once, pin_in_place, resolve_device
 from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
+from graphpipe.ops.uva_gather import check_out
 
 __all__ = ["Feature", "FeatureStore"]
 
@@ -436,11 +437,7 @@ def output_rows(out: Optional[torch.Tensor], shape: tuple, dtype: torch.dtype, d
     a new one when ``out`` is None."""
     if out is None:
         return torch.empty(shape, dtype=dtype, device=device)
-    if tuple(out.shape) != shape or out.dtype != dtype or out.device != device or not out.is_contiguous():
-        raise ValueError(
-            f"{where}: `out` must be a contiguous {dtype} tensor of shape {shape} on {device}, "
-            f"got {out.dtype} shape {tuple(out.shape)} on {out.device}"
-        )
+    check_out(out, shape, dtype, device, where)
     return out
 
 
