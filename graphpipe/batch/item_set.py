@@ -73,7 +73,13 @@ class ItemSet:
         elif isinstance(names, str):
             names = (names,)
         if names is not None:
+            given = names
             names = tuple("seeds" if name in _LEGACY_SEEDS else name for name in names)
+            if len(set(names)) != len(names):
+                legacy = " (seed_nodes and node_pairs are GraphBolt 2.1's names of seeds)" if tuple(given) != names else ""
+                raise ValueError(
+                    f"ItemSet: `names` {tuple(given)!r} names a field twice{legacy}; every tensor needs a field of its own"
+                )
             if len(names) != len(items):
                 raise ValueError(
                     f"ItemSet: `names` has {len(names)} entries for {len(items)} fields; give one "

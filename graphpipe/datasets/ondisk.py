@@ -719,9 +719,9 @@ def _one_item_set(files: _Files, entry: dict, at: str) -> ItemSet:
         )
         array = read_array(files.path(data, data_at), data["format"], True, f"{where}: metadata.yaml {data_at}: ")
         fields.append(torch.as_tensor(np.asarray(array)) if isinstance(array, np.ndarray) else array)
-        name = data.get("name") or "seeds"
-        names.append(name)  # GraphBolt 2.1's names (seed_nodes, node_pairs, negative_dsts) are ItemSet's too
+        names.append(data.get("name"))  # GraphBolt 2.1's names (seed_nodes, node_pairs, negative_dsts) are ItemSet's too
     try:
-        return ItemSet(tuple(fields), names=tuple(names))
+        return ItemSet(tuple(fields), names=tuple(name or "seeds" for name in names))
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}: metadata.yaml {at}: {error}") from error
+        unnamed = " (a field without `name` is seeds)" if None in names else ""
+        raise ValueError(f"{where}: metadata.yaml {at}: {error}{unnamed}") from error

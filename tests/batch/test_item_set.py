@@ -32,9 +32,14 @@ def test_tuple_fields_and_indexing():
         (1.5, None, TypeError, "got float"),
         (torch.tensor(2.0), None, ValueError, "0-d tensor"),
         ((), None, ValueError, "empty tuple"),
+        ((torch.arange(3), torch.arange(3)), ("labels", "labels"), ValueError, r"names a field twice; every tensor"),
+        ((torch.arange(3), torch.arange(3)), ("seed_nodes", "seeds"), ValueError, r"twice \(seed_nodes and node_pairs"),
+        ((torch.arange(6).view(3, 2), torch.arange(3)), ("node_pairs", "seeds"), ValueError, "names a field twice"),
     ],
 )
 def test_bad_input(items, names, error, match):
+    """A name given twice (GraphBolt 2.1's seed_nodes / node_pairs are seeds) kept the
+    last tensor: the seeds were the other field's values."""
     with pytest.raises(error, match=match):
         ItemSet(items, names=names)
 

@@ -97,6 +97,17 @@ def test_errors_name_the_file(tmp_path):
         gp.datasets.OnDiskDataset(tmp_path)
 
 
+def test_a_set_field_without_a_name_beside_seeds_is_refused(tmp_path):
+    """An unnamed field is seeds: beside `seed_nodes` the two were one field, the
+    second file's values."""
+    write_graphbolt_dataset(tmp_path, "numpy", seed_name="seed_nodes")
+    text = (tmp_path / "metadata.yaml").read_text()
+    (tmp_path / "metadata.yaml").write_text(text.replace("          - name: labels\n            format: numpy\n            path: set/train_labels.npy",
+                                                         "          - format: numpy\n            path: set/train_labels.npy"))
+    with pytest.raises(ValueError, match=r"train_set\[0\]: ItemSet: `names` \('seed_nodes', 'seeds'\) names a field twice .*\(a field without `name` is seeds\)"):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
 def test_bad_edges_and_heterogeneous_graphs(tmp_path):
     write_graphbolt_dataset(tmp_path, "csv", num_nodes=300)
     with open(tmp_path / "edge_data" / "edges.csv", "a") as f:
