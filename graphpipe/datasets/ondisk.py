@@ -518,6 +518,8 @@ def _build_typed_graph(
     edges = {}
     for i, (entry, path) in enumerate(zip(edge_entries, edge_paths)):
         at = f"metadata.yaml graph.edges[{i}] ({entry['type']!r}, '{path}')"
+        if entry["type"] in edges:
+            raise ValueError(f"{where}: {at}: edge type {entry['type']!r} is listed twice (one file per edge type)")
         try:
             pairs = read_csv(path, np.int64).T if entry["format"] == "csv" else read_array(path, "numpy", True)
         except ValueError as error:
@@ -531,7 +533,9 @@ def _build_typed_graph(
     per_type: Dict[str, Dict[str, Dict[str, torch.Tensor]]] = {"node": {}, "edge": {}}
     for entry, at, path in zip(attributes, attribute_at, attribute_paths):
         data = torch.as_tensor(np.asarray(read_array(path, entry["format"], True, f"{where}: metadata.yaml {at}: ")))
-        per_type[entry["domain"]].setdefault(entry["name"], {})[entry["type"]] = data
+        if entry["type"] in per_type[entry["domain"]].setdefault(entry["name"], {}):
+            raise ValueError(f"{where}: metadata.yaml {at} is listed twice")
+        per_type[entry["domain"]][entry["name"]][entry["type"]] = data
     try:
         graph = CSCGraph.from_hetero_edges(edges, num_nodes, per_type["edge"])
     except ValueError as error:
@@ -578,6 +582,8 @@ def _with_attributes(graph: CSCGraph, attributes, attribute_at, paths, where: st
     node_attributes, edge_attributes = {}, {}
     for entry, at, path in zip(attributes, attribute_at, paths):
         data = torch.as_tensor(np.asarray(read_array(path, entry["format"], True, f"{where}: metadata.yaml {at}: ")))
+        if entry["name"] in (node_attributes if entry["domain"] == "node" else edge_attributes):
+            raise ValueError(f"{where}: metadata.yaml {at} is listed twice")
         if entry["domain"] == "node":
             node_attributes[entry["name"]] = data
         else:
@@ -631,6 +637,8 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
                 f"and edge features)"
             )
             continue
+        if ((entry["type"], name) if typed else name) in tables[domain]:
+            raise ValueError(f"{where}: metadata.yaml {at} is listed twice")
         path = files.path(entry, at)
         in_memory = entry.get("in_memory", True) is not False
         data = read_array(path, entry["format"], in_memory, f"{where}: metadata.yaml {at}: ")

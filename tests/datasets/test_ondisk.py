@@ -291,6 +291,29 @@ def test_typed_errors_name_the_entry(tmp_path):
         gp.datasets.OnDiskDataset(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "old, new, match",
+    [
+        ('    - type: "paper:cites:paper"\n      format: numpy\n      path: edges/cites.npy\n',
+         '    - type: "paper:cites:paper"\n      format: numpy\n      path: edges/cites.npy\n'
+         '    - type: "paper:cites:paper"\n      format: numpy\n      path: edges/cites.npy\n',
+         r"graph.edges\[2\] \('paper:cites:paper', .*edge type 'paper:cites:paper' is listed twice"),
+        ("  - domain: node\n    type: author\n", "  - domain: node\n    type: paper\n",
+         r"feature_data\[1\] \(node feature 'feat'\) is listed twice"),
+        ('      type: "paper:cites:paper"\n      name: weight\n', '      type: "author:writes:paper"\n      name: weight\n',
+         r"graph.feature_data\[1\] \(edge attribute 'weight'\) is listed twice"),
+    ],
+)
+def test_an_entry_listed_twice_is_refused(tmp_path, old, new, match):
+    """The second edge file of a type, feature or attribute replaced the first without a word."""
+    write_typed(tmp_path)
+    text = (tmp_path / "metadata.yaml").read_text()
+    assert old in text
+    (tmp_path / "metadata.yaml").write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError, match=match):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
 def test_builtin_dataset_opens_root_name_and_downloads_nothing(tmp_path):
     """GraphBolt's BuiltinDataset(name, root="datasets"): the directory <root>/<name>."""
     d = write_graphbolt_dataset(tmp_path / "datasets" / "ogbn-tiny", "numpy")
