@@ -205,7 +205,7 @@ def _convert(inputs: dict, binary: bool, split_files, scratch: str, add_inverse_
         labels = _npz_small(inputs["node-label.npz"], "node_label", where)
         edge_source = f"'{npz}' (member edge_index)"
     else:
-        csv_to_npy(inputs["edge.csv.gz"], edges_file, np.int64, transpose=True)
+        csv_to_npy(inputs["edge.csv.gz"], edges_file, np.int64, transpose=True, expected_columns=2)
         num_nodes = int(read_csv(inputs["num-node-list.csv.gz"], np.int64).sum())
         if "node-feat.csv.gz" in inputs:
             csv_to_npy(inputs["node-feat.csv.gz"], os.path.join(scratch, "node_feat.npy"), np.float32)

@@ -498,7 +498,7 @@ def _build_graph(files: _Files, node_entry: dict, edge_entry: dict, edge_path: s
     try:
         if edge_entry["format"] == "csv":
             edges = os.path.join(scratch, "edges.npy")
-            csv_to_npy(edge_path, edges, np.int64, transpose=True)
+            csv_to_npy(edge_path, edges, np.int64, transpose=True, expected_columns=2)
         return CSCGraph.from_coo_files(built, edges, num_nodes=node_entry["num"])
     except ValueError as error:
         raise ValueError(f"{where}: {at}: {error}") from error
@@ -521,7 +521,7 @@ def _build_typed_graph(
         if entry["type"] in edges:
             raise ValueError(f"{where}: {at}: edge type {entry['type']!r} is listed twice (one file per edge type)")
         try:
-            pairs = read_csv(path, np.int64).T if entry["format"] == "csv" else read_array(path, "numpy", True)
+            pairs = read_csv(path, np.int64, expected_columns=2).T if entry["format"] == "csv" else read_array(path, "numpy", True)
         except ValueError as error:
             raise ValueError(f"{where}: {at}: {error}") from error
         if pairs.ndim != 2 or pairs.shape[0] != 2 or pairs.dtype.kind not in "iu":

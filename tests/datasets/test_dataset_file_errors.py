@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("yaml")
 
@@ -45,10 +46,42 @@ def test_bad_csv_files_are_named(tmp_path, case, reader):
     assert sorted(os.listdir(tmp_path)) == [name]  # nothing left behind
 
 
-def test_a_bad_edge_csv_names_the_entry_and_the_file(tmp_path):
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "is empty"),
+        (b"0,1,5\n1,2,6\n", "has 3 comma-separated columns, expected 2"),  # it named a scratch file and shape (3, 2)
+        (b"0\t1\n1\t2\n", "has 1 comma-separated columns, expected 2"),
+    ],
+)
+def test_a_bad_edge_csv_names_the_entry_and_the_file(tmp_path, data, message):
     write_graphbolt_dataset(tmp_path, "csv")
-    (tmp_path / "edge_data" / "edges.csv").write_bytes(b"")
-    with pytest.raises(ValueError, match=r"metadata.yaml graph.edges\[0\] \('.*edges.csv'\): '.*edges.csv' is empty"):
+    (tmp_path / "edge_data" / "edges.csv").write_bytes(data)
+    with pytest.raises(ValueError, match=rf"metadata.yaml graph.edges\[0\] \('.*edges.csv'\): '.*edges.csv' {message}"):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_empty_lines_in_an_edge_csv_are_skipped_as_graphbolt_skips_them(tmp_path, typed):
+    """GraphBolt reads CSV with pandas, which skips empty lines: a trailing one was refused."""
+    if typed:
+        write_typed(tmp_path)
+        path = tmp_path / "edges" / "writes.csv"
+    else:
+        write_graphbolt_dataset(tmp_path, "csv")
+        path = tmp_path / "edge_data" / "edges.csv"
+    expected = gp.datasets.OnDiskDataset(tmp_path).graph
+    lines = path.read_bytes().splitlines()
+    path.write_bytes(b"\r\n" + b"\r\n".join(lines[:5]) + b"\r\n\r\n\n" + b"\n".join(lines[5:]) + b"\n\n")
+    graph = gp.datasets.OnDiskDataset(tmp_path).graph
+    assert torch.equal(graph.indptr, expected.indptr) and torch.equal(graph.indices, expected.indices)
+
+
+def test_a_feature_path_that_is_a_directory_is_named(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    os.remove(tmp_path / "node_data" / "feat.npy")
+    os.mkdir(tmp_path / "node_data" / "feat.npy")
+    with pytest.raises(ValueError, match=r"feature_data\[0\] \(node feature 'feat'\): '.*feat.npy' is not a regular file \(a directory"):
         gp.datasets.OnDiskDataset(tmp_path)
 
 
