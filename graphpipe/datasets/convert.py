@@ -15,9 +15,10 @@ writing files:
   the item sets ``("seeds", "labels")``, seeds in increasing id order; a split without a
   mask (or with an empty one) is None, with a warning saying so.
 
-PyG decides which tensors are node-level by their row count; ``x``, ``y`` and the masks
-are read as node-level whatever their rows. A feature table with more rows than nodes is
-kept (padding, nodes added later), one with fewer is refused, naming it.
+PyG decides which tensors are node- or edge-level by their row count; ``x``, ``y`` and
+the masks are read as node-level whatever their rows (with more rows than nodes kept:
+padding, nodes added later; with fewer refused, naming them). A tensor PyG counts as
+neither is skipped with a warning naming it.
 
 Heterogeneous graphs (``HeteroData``, DGL graphs with several node or edge types) give
 the same dataset, typed (GraphBolt's form):
@@ -79,18 +80,9 @@ def from_pyg(data, name: str = "pyg", num_classes: Optional[int] = None) -> Node
         return dataset
     if not hasattr(data, "edge_index") or not hasattr(data, "is_node_attr"):
         raise TypeError(f"{where}: `data` must be a torch_geometric.data.Data, got {type(data).__name__}")
-    num_nodes = data.num_nodes
-    graph = CSCGraph.from_edge_index(_edge_index(data, where, "`data`"), num_nodes=num_nodes)
-    node_data, edge_data = {}, {}
-    for key, value in data.items():
-        if key in ("edge_index", "adj_t") or not isinstance(value, torch.Tensor):
-            continue
-        if key in _PYG_NODE_KEYS:
-            node_data[key] = value
-        elif data.is_edge_attr(key):
-            edge_data[key] = value
-        elif data.is_node_attr(key):
-            node_data[key] = value
+    edge_index = _edge_index(data, where, "`data`")
+    graph = CSCGraph.from_edge_index(edge_index, num_nodes=data.num_nodes)
+    node_data, edge_data = _pyg_tensors(data, "`data`", _PYG_NODE_KEYS, edge_index.size(1))
     dataset = _dataset(where, name, graph, node_data, edge_data, "x", "y", num_classes)
     _warn_missing_splits(dataset, where)
     return dataset
@@ -140,23 +132,45 @@ def _from_pyg_hetero(data, name: str, num_classes: Optional[int]) -> NodeClassif
     if not edges:
         raise ValueError(f"{where}: the HeteroData has no edge types; the graph needs edges")
     graph = CSCGraph.from_hetero_edges(edges, num_nodes)
-    node_data = {
-        node_type: {
-            key: value
-            for key, value in data[node_type].items()
-            if isinstance(value, torch.Tensor) and (key in _PYG_NODE_KEYS or data[node_type].is_node_attr(key))
-        }
-        for node_type in data.node_types
-    }
+    node_data = {t: _pyg_tensors(data[t], f"node type '{t}'", _PYG_NODE_KEYS, 0)[0] for t in data.node_types}
     edge_data = {
-        ":".join(edge_type): {
-            key: value
-            for key, value in data[edge_type].items()
-            if key not in ("edge_index", "adj_t") and isinstance(value, torch.Tensor) and data[edge_type].is_edge_attr(key)
-        }
-        for edge_type in data.edge_types
+        ":".join(t): _pyg_tensors(data[t], f"edge type {t}", (), edges[t].size(1))[1] for t in data.edge_types
     }
     return _hetero_dataset(where, name, graph, node_data, edge_data, "x", "y", num_classes)
+
+
+def _pyg_tensors(store, what: str, node_keys: Tuple[str, ...], num_edges: int) -> Tuple[dict, dict]:
+    """``(node-level, edge-level)`` tensors of a PyG store by name, as PyG counts them by
+    rows (``node_keys`` are node-level whatever their rows). A tensor of neither kind is
+    skipped with a warning naming it; ``x`` beside ``feat`` (x is stored as ``"feat"``) and
+    an edge tensor of other than ``num_edges`` rows beside ``adj_t`` are refused."""
+    node_data, edge_data, skipped = {}, {}, []
+    for key, value in store.items():
+        if key in ("edge_index", "adj_t") or not isinstance(value, torch.Tensor):
+            continue
+        if key in node_keys:
+            node_data[key] = value
+        elif store.is_edge_attr(key):
+            edge_data[key] = value
+        elif store.is_node_attr(key):
+            node_data[key] = value
+        else:
+            skipped.append(f"`{key}` ({value.size(0) if value.dim() else 0} rows)")
+    if skipped:
+        warnings.warn(
+            f"from_pyg: {what}: skipped {', '.join(skipped)}: PyG reads a tensor as node- or edge-level by its rows, "
+            f"and these have neither count"
+        )
+    if "x" in node_data and "feat" in node_data:
+        raise ValueError(f"from_pyg: {what} has both `x` and `feat`; `x` is stored as node feature 'feat': rename `feat`")
+    if store.get("edge_index") is None:
+        for key, value in edge_data.items():
+            if value.size(0) != num_edges:
+                raise ValueError(
+                    f"from_pyg: {what}'s `{key}` has {value.size(0)} rows for the {num_edges} edges of `adj_t` "
+                    f"(T.ToSparseTensor() merged parallel edges, keeping their rows): convert without ToSparseTensor"
+                )
+    return node_data, edge_data
 
 
 def _edge_index(store, where: str, what: str) -> torch.Tensor:

@@ -100,6 +100,45 @@ def test_from_pyg_x_with_fewer_rows_is_refused_and_more_rows_kept():
     assert ds.graph.total_num_nodes == 40
 
 
+@pytest.mark.parametrize("typed", [False, True])
+def test_from_pyg_tensors_it_cannot_place_are_named_not_dropped_or_overwritten(typed):
+    """A tensor PyG counts neither node- nor edge-level was dropped unseen, and a `feat`
+    beside `x` silently replaced it (x is stored as 'feat')."""
+    flat = make_data()
+    if typed:
+        data = pyg_data.HeteroData()
+        data["paper"].x, data["paper", "cites", "paper"].edge_index = flat.x, flat.edge_index
+        node, edge = data["paper"], data["paper", "cites", "paper"]
+    else:
+        data = node = edge = flat
+    node.time, edge.edge_attr = torch.arange(51), torch.randn(299, 2)  # one row too many, one too few
+    with pytest.warns(UserWarning, match=r"skipped .*`time` \(51 rows\).*PyG reads a tensor as node- or edge-level by its rows"):
+        gp.datasets.from_pyg(data)
+    with pytest.warns(UserWarning, match=r"skipped .*`edge_attr` \(299 rows\)"):
+        gp.datasets.from_pyg(data)
+    del node.time, edge.edge_attr
+    node.feat = torch.randn(50, 2)
+    with pytest.raises(ValueError, match=r"has both `x` and `feat`; `x` is stored as node feature 'feat': rename `feat`"):
+        gp.datasets.from_pyg(data)
+
+
+def test_from_pyg_refuses_edge_tensors_that_adj_t_no_longer_matches():
+    """T.ToSparseTensor() merges parallel edges but keeps their edge_attr rows: rows
+    were read for the wrong edges."""
+    T = pytest.importorskip("torch_geometric.transforms")
+    data = pyg_data.Data(x=torch.randn(3, 2), edge_index=torch.tensor([[0, 0, 1, 2], [1, 1, 2, 0]]),
+                         edge_attr=torch.tensor([[10.0], [11.0], [12.0], [13.0]]))  # fmt: skip
+    with pytest.raises(ValueError, match=r"`edge_attr` has 4 rows for the 3 edges of `adj_t` \(T.ToSparseTensor\(\) merged"):
+        gp.datasets.from_pyg(T.ToSparseTensor()(data.clone()))
+    data.edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    data.edge_attr = data.edge_attr[:3]
+    sparse = gp.datasets.from_pyg(T.ToSparseTensor()(data.clone()))  # no parallel edges: rows match edges
+    src, dst = sparse.graph.edge_index()
+    edge_ids = sparse.graph.original_edge_ids
+    rows = sparse.features.read("edge", None, "edge_attr", torch.arange(3) if edge_ids is None else edge_ids.long())
+    assert sorted(zip(src.tolist(), dst.tolist(), rows.view(-1).tolist())) == [(0, 1, 10.0), (1, 2, 11.0), (2, 0, 12.0)]
+
+
 def test_from_pyg_labels_and_masks_of_the_wrong_length_are_refused():
     data = make_data()
     data.y = data.y[:45]  # PyG no longer calls it node-level: it was dropped, labels None
