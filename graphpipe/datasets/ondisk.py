@@ -361,10 +361,11 @@ def _list(section: dict, key: str, at: str, where: str) -> list:
 
 
 def _entry(entry, at: str, where: str, required: Dict[str, _Spec], optional: Dict[str, _Spec] = {},
-           typed: Optional[bool] = False) -> dict:  # fmt: skip
+           typed: Optional[bool] = False, other_fields: bool = False) -> dict:  # fmt: skip
     """A metadata entry (``at`` names it, e.g. ``graph.edges[0]``) checked to be a mapping
     whose ``required`` and present ``optional`` fields have their expected form, and with
-    a ``type`` when ``typed``, none when not (None: either)."""
+    a ``type`` when ``typed``, none when not (None: either); other fields are warned of
+    (a misspelt ``in_memory`` was ignored unseen) unless ``other_fields``."""
     if not isinstance(entry, dict):
         raise ValueError(
             f"{where}: metadata.yaml {at} must be a mapping with fields {list(required)}, got {_SHOW.repr(entry)}"
@@ -384,6 +385,13 @@ def _entry(entry, at: str, where: str, required: Dict[str, _Spec], optional: Dic
         value = entry.get(key)
         if value is not None and not check(value):
             raise ValueError(f"{where}: metadata.yaml {at}: `{key}` must be {form}, got {_SHOW.repr(value)}")
+    known = {"type", *required, *optional}
+    unknown = [key for key in entry if key not in known]
+    if unknown and not other_fields:
+        warnings.warn(
+            f"{where}: metadata.yaml {at}: ignoring unknown field(s) {_SHOW.repr(unknown)}; the fields read here are "
+            f"{sorted(known)}"
+        )
     return entry
 
 
@@ -678,7 +686,7 @@ def _tasks(files: _Files, entries: list, selected: Optional[Sequence[str]]) -> L
     out = []
     for i, entry in enumerate(entries):
         at = f"tasks[{i}]"
-        entry = _entry(entry, _named(at, entry, "task"), where, {}, {"name": _NAME}, typed=None)
+        entry = _entry(entry, _named(at, entry, "task"), where, {}, {"name": _NAME}, typed=None, other_fields=True)
         metadata = {k: v for k, v in entry.items() if k not in ("train_set", "validation_set", "test_set")}
         if selected is not None and metadata.get("name") not in selected:
             continue

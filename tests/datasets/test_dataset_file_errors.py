@@ -185,9 +185,20 @@ def test_yaml_aliases_are_not_expanded_into_messages_or_the_cache_stamp(tmp_path
     write_graphbolt_dataset(tmp_path, "numpy")
     text = (tmp_path / "metadata.yaml").read_text()
     (tmp_path / "metadata.yaml").write_text(BOMB + text.replace("    - num: 300", "    - num: 300\n      note: *f"))
-    gp.datasets.OnDiskDataset(tmp_path)  # an extra field is ignored, and not stamped
+    with pytest.warns(UserWarning, match=r"graph.nodes\[0\]: ignoring unknown field\(s\) \['note'\]") as warned:
+        gp.datasets.OnDiskDataset(tmp_path)  # an extra field is ignored, and not stamped
+    assert len(str(warned[0].message)) < 500
     assert os.path.getsize(tmp_path.with_name(tmp_path.name + ".graphpipe") / "graph.json") < 4000
     (tmp_path / "metadata.yaml").write_text(BOMB + text.replace(NUMPY_EDGES, "    - *f"))
     with pytest.raises(ValueError, match=r"graph.edges\[0\] must be a mapping with fields \['format', 'path'\]") as error:
         gp.datasets.OnDiskDataset(tmp_path)
     assert len(str(error.value)) < 2000
+
+
+def test_a_misspelt_field_is_warned_of(tmp_path):
+    """``in_memroy: false`` was ignored unseen: the table was read into memory."""
+    write_graphbolt_dataset(tmp_path, "numpy")
+    text = (tmp_path / "metadata.yaml").read_text()
+    (tmp_path / "metadata.yaml").write_text(text.replace("in_memory: false\n    path: node_data/feat.npy", "in_memroy: false\n    path: node_data/feat.npy"))
+    with pytest.warns(UserWarning, match=r"feature_data\[0\] \(node feature 'feat'\): ignoring unknown field\(s\) \['in_memroy'\]; the fields read here are \[.*'in_memory'"):
+        gp.datasets.OnDiskDataset(tmp_path)
