@@ -19,6 +19,7 @@ not cached) and a byte of ghost state per row (5 bytes per row), plus per-slot q
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Dict, Optional
 
@@ -57,13 +58,7 @@ class CPUCachedFeature(CachedFeature):
         self.fallback = fallback
         self.policy = policy
         self.max_cache_size_in_bytes = budget
-        row_bytes = max(1, int(np.prod(fallback.row_shape, dtype=np.int64)) * torch.empty(0, dtype=fallback.dtype).element_size())
-        capacity = min(budget // row_bytes, fallback.num_rows)
-        if capacity < 1:
-            raise ValueError(
-                f"CPUCachedFeature: `max_cache_size_in_bytes` ({budget}) holds no row of {row_bytes} bytes"
-            )
-        self.capacity = int(capacity)
+        self.capacity = min(_rows_within(budget, fallback.row_shape, fallback.dtype, "CPUCachedFeature"), fallback.num_rows)
         self._rows = torch.empty((self.capacity, *fallback.row_shape), dtype=fallback.dtype)
         self._slot_of = np.full(fallback.num_rows, -1, dtype=np.int32)
         self._slot_id = np.full(self.capacity, -1, dtype=np.int64)
@@ -120,6 +115,11 @@ class CPUCachedFeature(CachedFeature):
                 self._small_capacity, self.policy == "sieve",
             )
         return out
+
+    def update(self, value: torch.Tensor, ids: Optional[torch.Tensor] = None) -> None:
+        if ids is None and isinstance(value, torch.Tensor) and value.dim() >= 1:  # before the fallback changes
+            _rows_within(self.max_cache_size_in_bytes, tuple(value.shape[1:]), value.dtype, "CPUCachedFeature.update")
+        super().update(value, ids)
 
     def _empty(self) -> None:
         with self._lock:
@@ -182,6 +182,14 @@ class CPUCachedFeature(CachedFeature):
             f"CPUCachedFeature(policy='{self.policy}', capacity_rows={self.capacity}, "
             f"fallback={self.fallback!r})"
         )
+
+
+def _rows_within(budget: int, row_shape: tuple, dtype: torch.dtype, where: str) -> int:
+    """How many rows of ``row_shape`` and ``dtype`` ``budget`` bytes hold; at least one."""
+    row_bytes = max(1, math.prod(row_shape) * dtype.itemsize)
+    if budget < row_bytes:
+        raise ValueError(f"{where}: `max_cache_size_in_bytes` ({budget}) holds no row of {row_bytes} bytes")
+    return budget // row_bytes
 
 
 def _as_bytes(t: torch.Tensor, rows: int) -> np.ndarray:

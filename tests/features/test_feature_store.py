@@ -312,6 +312,10 @@ def test_a_cached_feature_updates_its_fallback_and_its_cached_rows(cache):
     assert torch.equal(cached.read(_ids(1, 2, 3, 1)), hidden[[1, 2, 3, 1]])
     with pytest.raises(ValueError, match=r"update: `ids` .*out of range"):
         cached.update(torch.ones(1, 3, dtype=torch.float64), _ids(10))
+    if isinstance(cached, CPUCachedFeature):  # a row over the budget is refused before the table changes
+        with pytest.raises(ValueError, match=r"CPUCachedFeature.update: `max_cache_size_in_bytes` \(32\) holds no row of 40 bytes"):
+            cached.update(torch.ones(10, 5, dtype=torch.float64))
+        assert torch.equal(cached.read(_ids(1, 2)), hidden[[1, 2]])
 
 
 def test_reading_every_row_copies_nothing_and_leaves_caches_alone():
