@@ -24,6 +24,7 @@ from typing import Optional
 
 import torch
 
+from graphpipe._internal.checks import check_int
 from graphpipe.ops.torch_random import mix64
 
 __all__ = ["Partition", "owner_dtype"]
@@ -48,8 +49,7 @@ class Partition:
     """
 
     def __init__(self, num_parts: int, assignment: Optional[torch.Tensor] = None):
-        if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1:
-            raise ValueError(f"Partition: `num_parts` must be an int >= 1, got {num_parts!r}")
+        num_parts = check_int(num_parts, "num_parts", "Partition", minimum=1)
         if assignment is not None:
             if not isinstance(assignment, torch.Tensor) or assignment.dim() != 1 or assignment.is_floating_point():
                 raise ValueError(

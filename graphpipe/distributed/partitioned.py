@@ -42,6 +42,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import torch
 
+from graphpipe._internal.checks import check_int
 from graphpipe._internal.safe_files import publish, real_directory, regular_file, scratch_directory
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.distributed.partition import Partition, owner_dtype
@@ -108,8 +109,7 @@ def partition(
         the edges whose source and destination have different owners.
     """
     graph = check_graph(graph, "graphpipe.distributed.partition")
-    if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1:
-        raise ValueError(f"graphpipe.distributed.partition: `num_parts` must be an int >= 1, got {num_parts!r}")
+    num_parts = check_int(num_parts, "num_parts", "graphpipe.distributed.partition", minimum=1)
     if features is not None and not isinstance(features, FeatureStore):
         raise TypeError(
             f"graphpipe.distributed.partition: `features` must be a FeatureStore or None, got {type(features).__name__}"

@@ -251,17 +251,17 @@ class _DaemonThreadPool(_Background):
     that never returns would then keep the process alive after Ctrl-C.
     """
 
-    def __init__(self, num_threads: int, name: str, initializer: Callable, initargs=()):
+    def __init__(self, num_threads: int, name: str, kernel_threads: Optional[int]):
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
         threads = [
-            threading.Thread(target=self._work, args=(initializer, initargs), name=f"{name}_{i}", daemon=True)
+            threading.Thread(target=self._work, args=(kernel_threads,), name=f"{name}_{i}", daemon=True)
             for i in range(num_threads)
         ]
         self._start(threads)
 
-    def _work(self, initializer, initargs) -> None:
+    def _work(self, kernel_threads: Optional[int]) -> None:
         try:
-            initializer(*initargs)
+            _set_kernel_threads(kernel_threads)
             failure = None
         except BaseException as error:  # every call on this thread then fails with it
             failure = error
@@ -429,7 +429,7 @@ class ThreadPoolMap(Pipe):
             return item, time.perf_counter() - start
 
         pool = _DaemonThreadPool(
-            self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", _set_kernel_threads, (self.kernel_threads,)
+            self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", self.kernel_threads
         )
         try:
             futures = (pool.submit(timed, item) for item in run[0].source.stream(epoch, start))
