@@ -90,6 +90,8 @@ class DataLoader(IterableDataset):
                 workers.rerun_main = workers_rerun_main(workers.num_workers, workers.source)
         self._end_epoch("a new iter(loader)")
         self._live = None  # an epoch left unfinished is over: state_dict() gives the next one
+        if self._next == (0, 0):
+            _note_epoch_zero(self)
         epoch = _Epoch(self)
         self._epoch = weakref.ref(epoch)
         return epoch
@@ -281,6 +283,26 @@ class DataLoader(IterableDataset):
         elapsed = (end if end is not None else time.perf_counter()) - start
         rows["consumer"] = {"where": MAIN, "batches": self.rewritten.batches, "work_s": elapsed - waited, "wait_s": waited}
         return rows
+
+
+# pipe -> the first DataLoader (a weak reference) that started its epoch 0; pipes warned of.
+_EPOCH_ZERO_BY: "weakref.WeakKeyDictionary[Pipe, weakref.ref]" = weakref.WeakKeyDictionary()
+_WARNED: "weakref.WeakSet[Pipe]" = weakref.WeakSet()
+
+
+def _note_epoch_zero(loader: DataLoader) -> None:
+    """Warn, once per pipe, when a second DataLoader starts a pipe's epoch 0: a script that
+    builds its loader inside the epoch loop (GraphBolt's and torch's reshuffle then) would
+    train on epoch 0's batches again and again."""
+    first = _EPOCH_ZERO_BY.setdefault(loader.pipe, weakref.ref(loader))
+    if first() is not loader and loader.pipe not in _WARNED:
+        _WARNED.add(loader.pipe)
+        warnings.warn(
+            "DataLoader: another DataLoader already ran epoch 0 of this pipe, and this one starts at epoch 0 too: it "
+            "yields the same batches (order and samples). To train for several epochs, keep one DataLoader across "
+            "them (a loader counts its own epochs, so that a run resumes exactly)",
+            stacklevel=3,
+        )
 
 
 def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str], here: bool) -> Tuple[str, Dict]:

@@ -93,6 +93,12 @@ class LayerNeighborSampler(SubgraphSampler):
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
         self.check_temporal_weights(weights)
+        if self.time_filter is not None and self.time_filter.strategy == "last":
+            raise ValueError(
+                f"{name}: temporal_strategy='last' takes the fanout most recent in-edges, which is not LABOR sampling "
+                f"(no variates, no edge_weights); use temporal_sample_neighbor(..., temporal_strategy='last'), or "
+                f"temporal_strategy='uniform' here"
+            )
         if self.disjoint and self.time_filter is not None:
             raise UnsupportedCombination(
                 f"{name}: temporal sampling in the pyg layout grows one subtree per seed (PyG's), which LABOR does not "

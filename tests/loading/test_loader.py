@@ -399,3 +399,23 @@ def test_stats_add_what_a_stage_declares_and_reset_it_each_epoch():
     for _ in range(2):
         assert len(list(loader)) == 10
         assert loader.stats()["_Counting"]["seeds_seen"] == 40  # the epoch's, not 80
+
+
+def test_a_second_loader_starting_a_pipes_epoch_0_warns_once_that_it_repeats_it():
+    """A GraphBolt script building its loader inside the epoch loop reshuffles there; here
+    each new loader yielded epoch 0's batches again, without a word."""
+    import warnings
+
+    pipe = gp.ItemSampler(gp.ItemSet(torch.arange(10), names="seeds"), 4, shuffle=True)
+    loader = gp.DataLoader(pipe)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one loader over several epochs, or resumed at epoch 0: no warning
+        first = [mb.seeds.tolist() for mb in loader]
+        assert [mb.seeds.tolist() for mb in loader] != first
+        loader.load_state_dict(gp.DataLoader(pipe).state_dict())
+        assert [mb.seeds.tolist() for mb in loader] == first
+    with pytest.warns(UserWarning, match=r"another DataLoader already ran epoch 0 of this pipe.*yields the same batches"):
+        assert [mb.seeds.tolist() for mb in gp.DataLoader(pipe)] == first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per pipe
+        list(gp.DataLoader(pipe))

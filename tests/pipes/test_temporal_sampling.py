@@ -197,6 +197,8 @@ def test_bad_temporal_input_gets_clear_errors():
         gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", temporal_strategy="last", weights="w")
     with pytest.raises(UnsupportedCombination, match="LABOR does not support"):
         gp.ItemSampler(timed, 2).sample_layer_neighbor(graph, [2], time_attr="ets", layout="pyg")
+    with pytest.raises(ValueError, match=r"temporal_strategy='last' takes the fanout most recent in-edges, which is not LABOR"):
+        gp.ItemSampler(timed, 2).sample_layer_neighbor(graph, [2], time_attr="ets", temporal_strategy="last")  # it had no edge_weights
     with pytest.raises(ValueError, match="name the timestamps"):
         gp.ItemSampler(timed, 2).temporal_sample_neighbor(graph, [2])
     bad_times = gp.ItemSet((torch.arange(5), torch.arange(5.0)), names=("seeds", "timestamp"))
