@@ -269,6 +269,14 @@ def _hetero_dataset(
     for split in _SPLITS:
         per_type = {t: sets[t][split] for t in split_types if sets[t][split] is not None}
         splits[split] = HeteroItemSet(per_type) if per_type else None
+    unused = [f"{t} ({', '.join(s for s in _SPLITS if sets[t][s] is not None)})" for t in graph.node_types
+              if t not in split_types and any(sets[t][s] is not None for s in _SPLITS)]  # fmt: skip
+    if unused:
+        warnings.warn(
+            f"{where}: the masks of node types without labels ({label_key!r}) are not used: {', '.join(unused)}; the "
+            f"item sets cover the labelled types {labelled}",
+            stacklevel=4,
+        )
     return NodeClassificationDataset(
         name=name,
         graph=graph,

@@ -447,10 +447,12 @@ def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):
         raise ValueError(f"Feature: {what} must have a row dimension, got a scalar")
     contiguous = data.is_contiguous() if isinstance(data, torch.Tensor) else data.flags.c_contiguous
     if not contiguous:
-        raise ValueError(
-            f"Feature: {what} must store its rows C-contiguously; pass a contiguous copy "
-            "(tensor.contiguous() or numpy.ascontiguousarray)"
+        fix = (
+            "save it in C order (numpy.save(path, numpy.ascontiguousarray(array)))"
+            if isinstance(data, np.memmap)
+            else "pass a contiguous copy (tensor.contiguous() or numpy.ascontiguousarray)"
         )
+        raise ValueError(f"Feature: {what} must store its rows C-contiguously; {fix}")
     if isinstance(data, np.ndarray):
         try:
             numpy_to_torch_dtype(data.dtype)

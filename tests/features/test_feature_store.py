@@ -132,6 +132,9 @@ def test_bad_tables_and_keys_are_refused_naming_the_key(tmp_path):
         FeatureStore({"x": torch.zeros(3, 2).t()})
     with pytest.raises(ValueError, match=r"`node_features\[\('paper', 'feat'\)\]`: .*C-contiguously"):
         FeatureStore({("paper", "feat"): torch.zeros(3, 2).t()})
+    np.save(tmp_path / "fortran.npy", np.asfortranarray(np.zeros((3, 2), np.float32)))
+    with pytest.raises(ValueError, match=r"fortran.npy'.*C-contiguously; save it in C order"):  # not "pass a copy"
+        Feature(str(tmp_path / "fortran.npy")).read(torch.tensor([0]))  # opened on first use
     with pytest.raises(TypeError, match=r"`edge_features\['w'\]`: .*got list"):
         FeatureStore({}, {"w": [1, 2]})
     with pytest.raises(FileNotFoundError, match=r"`node_features\['x'\]`: .*no such .npy file"):
