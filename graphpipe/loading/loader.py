@@ -294,7 +294,10 @@ def _note_epoch_zero(loader: DataLoader) -> None:
     """Warn, once per pipe, when a second DataLoader starts a pipe's epoch 0: a script that
     builds its loader inside the epoch loop (GraphBolt's and torch's reshuffle then) would
     train on epoch 0's batches again and again."""
-    first = _EPOCH_ZERO_BY.setdefault(loader.pipe, weakref.ref(loader))
+    try:
+        first = _EPOCH_ZERO_BY.setdefault(loader.pipe, weakref.ref(loader))
+    except TypeError:  # a pipe of yours that is not hashable (it defines __eq__): not tracked
+        return
     if first() is not loader and loader.pipe not in _WARNED:
         _WARNED.add(loader.pipe)
         warnings.warn(
