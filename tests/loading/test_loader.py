@@ -419,3 +419,12 @@ def test_a_second_loader_starting_a_pipes_epoch_0_warns_once_that_it_repeats_it(
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per pipe
         list(gp.DataLoader(pipe))
+
+
+def test_a_pipe_of_yours_that_is_not_hashable_still_loads():
+    class Comparable(Transform):
+        __eq__ = object.__eq__  # defining __eq__ drops __hash__
+
+    assert Comparable.__hash__ is None
+    pipe = Comparable(gp.ItemSampler(gp.ItemSet(6, names="seeds"), 4), lambda mb: mb)
+    assert [len(mb.seeds) for mb in gp.DataLoader(pipe)] == [4, 2]
