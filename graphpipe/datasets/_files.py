@@ -52,7 +52,8 @@ def _line_blocks(path: str, block_bytes: int = _BLOCK_BYTES) -> Iterator[bytes]:
                     continue
                 rest = data[cut:]
                 yield from _without_blank_lines(data[:cut])
-            yield from _without_blank_lines(rest + b"\n")
+            if rest.strip():
+                yield from _without_blank_lines(rest + b"\n")
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
         raise ValueError(
             f"'{path}' cannot be decompressed ({type(error).__name__}: {error}): a '.gz' file must be a whole "
