@@ -285,20 +285,23 @@ class DataLoader(IterableDataset):
         return rows
 
 
-# pipe -> the first DataLoader (a weak reference) that started its epoch 0; pipes warned of.
-_EPOCH_ZERO_BY: "weakref.WeakKeyDictionary[Pipe, weakref.ref]" = weakref.WeakKeyDictionary()
+# pipe -> (the first DataLoader to start its epoch 0, as a weak reference, and how it ran the
+# pipe); the pipes warned of.
+_EPOCH_ZERO_BY: "weakref.WeakKeyDictionary[Pipe, tuple]" = weakref.WeakKeyDictionary()
 _WARNED: "weakref.WeakSet[Pipe]" = weakref.WeakSet()
 
 
 def _note_epoch_zero(loader: DataLoader) -> None:
-    """Warn, once per pipe, when a second DataLoader starts a pipe's epoch 0: a script that
-    builds its loader inside the epoch loop (GraphBolt's and torch's reshuffle then) would
-    train on epoch 0's batches again and again."""
+    """Warn, once per pipe, when a second DataLoader that runs a pipe as the first one did
+    starts its epoch 0: a script that builds its loader inside the epoch loop (GraphBolt's
+    and torch's reshuffle then) would train on epoch 0's batches again and again. Loaders
+    placed differently (comparing placements) are not warned of."""
+    how = (loader.placement, tuple(id(transform) for transform in loader.transforms))
     try:
-        first = _EPOCH_ZERO_BY.setdefault(loader.pipe, weakref.ref(loader))
+        first, first_how = _EPOCH_ZERO_BY.setdefault(loader.pipe, (weakref.ref(loader), how))
     except TypeError:  # a pipe of yours that is not hashable (it defines __eq__): not tracked
         return
-    if first() is not loader and loader.pipe not in _WARNED:
+    if first() is not loader and first_how == how and loader.pipe not in _WARNED:
         _WARNED.add(loader.pipe)
         warnings.warn(
             "DataLoader: another DataLoader already ran epoch 0 of this pipe, and this one starts at epoch 0 too: it "

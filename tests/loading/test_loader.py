@@ -414,6 +414,9 @@ def test_a_second_loader_starting_a_pipes_epoch_0_warns_once_that_it_repeats_it(
         assert [mb.seeds.tolist() for mb in loader] != first
         loader.load_state_dict(gp.DataLoader(pipe).state_dict())
         assert [mb.seeds.tolist() for mb in loader] == first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # placed otherwise: comparing placements, not epochs
+        assert [mb.seeds.tolist() for mb in gp.DataLoader(pipe, transforms=[])] == first
     with pytest.warns(UserWarning, match=r"another DataLoader already ran epoch 0 of this pipe.*yields the same batches"):
         assert [mb.seeds.tolist() for mb in gp.DataLoader(pipe)] == first
     with warnings.catch_warnings():
