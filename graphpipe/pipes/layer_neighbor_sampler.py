@@ -92,7 +92,6 @@ class LayerNeighborSampler(SubgraphSampler):
         batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
         if weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
-        self.check_temporal_weights(weights)
         if self.time_filter is not None and self.time_filter.strategy == "last":
             raise ValueError(
                 f"{name}: temporal_strategy='last' takes the fanout most recent in-edges, which is not LABOR sampling "

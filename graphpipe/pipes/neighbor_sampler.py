@@ -71,7 +71,11 @@ class NeighborSampler(SubgraphSampler):
         self.replace = check_bool(replace, "replace", type(self).__name__)
         self.weights = weights
         self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)
-        self.check_temporal_weights(weights)
+        if weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
+            raise ValueError(
+                f"{type(self).__name__}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
+                f"by `weights`; pass weights=None or temporal_strategy='uniform'"
+            )
 
     def sample_segments(
         self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch, candidates=None

@@ -359,14 +359,6 @@ class SubgraphSampler(Pipe):
         if getattr(self, "weights", None) is not None and self.probs is None:
             self.probs = check_edge_weights(self.graph, self.weights, type(self).__name__)
 
-    def check_temporal_weights(self, weights) -> None:
-        """``temporal_strategy="last"`` takes the latest neighbours: no weights to draw by."""
-        if weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
-            raise ValueError(
-                f"{type(self).__name__}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
-                f"by `weights`; pass weights=None or temporal_strategy='uniform'"
-            )
-
     def uniform_draw_key(self, batch_index: int, layer: int) -> Optional[int]:
         """The layer's key if this sampler draws each destination's in-edges uniformly
         without replacement (temporal sampling may then draw a large unsorted range's valid
