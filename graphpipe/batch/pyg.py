@@ -48,8 +48,10 @@ def to_pyg(
     name (``time``, ``year``, masks), sliced by ``n_id`` as NeighborLoader does. Per edge
     type: ``edge_index`` ``[2, E]`` int64 local (source, target), ``e_id`` (the user's edge
     ids, within the edge type when typed), ``num_sampled_edges`` (``L`` ints),
-    ``edge_weight`` (LABOR) and ``edge_attr`` ``[E, ...]``: edge feature
-    ``edge_feature_key``, or the only one fetched; each fetched one also by name. Typed
+    ``edge_weight`` (LABOR), every fetched edge feature by name, and ``edge_attr``
+    ``[E, ...]``: edge feature ``edge_feature_key``, else ``"edge_attr"``, else the only
+    one fetched but ``"edge_weight"``. A feature named as a field set otherwise (``x``
+    or ``y`` beside a chosen other, LABOR's ``edge_weight``, ``e_id``...) is refused. Typed
     batches key features ``(type, name)`` and hold every node and edge type, maybe empty.
 
     Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are
@@ -72,7 +74,8 @@ def to_pyg(
 
     Raises:
         ValueError / KeyError: ambiguous or unknown feature keys, layers that do not chain,
-            pairs without ``compacted_seeds``, hyperlinks, a triplet layout that does not fit.
+            pairs without ``compacted_seeds``, hyperlinks, a triplet layout that does not fit
+            or positives with labels of their own (PyG refuses ``edge_label`` there).
     """
     try:
         from torch_geometric.data import Data, HeteroData
@@ -132,16 +135,18 @@ def _feature_keys(typed, node_feature_key, edge_feature_key, label_key):
         "node_feature_key",
     )  # fmt: skip
     edge_names = set().union(*(_feature_names(layer, "edge_features") for layer in typed.edge_features))
-    # Several edge features and no choice: no edge_attr (they may be fetched for other uses).
-    edge_key = None if edge_feature_key is None and len(edge_names) > 1 else _feature_key(
-        edge_names, edge_feature_key, "edge_feature_key"
-    )
+    if edge_feature_key is not None:
+        return node_key, label_key, _feature_key(edge_names, edge_feature_key, "edge_feature_key")
+    # PyG's "edge_attr" by its name, else the only one fetched but PyG's "edge_weight" (a
+    # name of its own); several and no choice: no edge_attr (they may be fetched for other uses).
+    candidates = edge_names - {"edge_weight"}
+    edge_key = "edge_attr" if "edge_attr" in candidates else next(iter(candidates)) if len(candidates) == 1 else None
     return node_key, label_key, edge_key
 
 
-# Fields to_pyg sets on an edge store itself: an edge feature of one of these names is only edge_attr.
-_EDGE_FIELDS = ("edge_index", "e_id", "num_sampled_edges", "edge_weight", "edge_attr", "edge_label", "edge_label_index",
-                "edge_label_time", "input_id")  # fmt: skip
+# Fields to_pyg sets on an edge store itself: an edge feature of one of these names is refused.
+_EDGE_FIELDS = ("edge_index", "e_id", "num_sampled_edges", "edge_label", "edge_label_index", "edge_label_time",
+                "input_id")  # fmt: skip
 # Fields to_pyg sets on a node store itself: a node feature of one of these names is refused.
 _NODE_FIELDS = ("n_id", "num_nodes", "num_sampled_nodes", "batch", "batch_size", "input_id", "seed_time")
 
@@ -167,6 +172,11 @@ def _add_nodes(node_store, hops: "_PygHops", typed, node_key, label_key) -> None
         if hops.rows is not None:
             feature = feature[hops.rows[node_type].to(feature.device)]
         store = node_store(node_type)
+        if name in ("x", "y") and name != {"x": node_key, "y": label_key}[name]:
+            raise ValueError(
+                f"MiniBatch.to_pyg(): node feature {name!r} would be replaced by the feature "
+                f"{(node_key if name == 'x' else label_key)!r} chosen as `{name}`; fetch it under another name"
+            )
         if name == label_key:
             store.y = feature
         if name == node_key:
@@ -201,10 +211,22 @@ def _add_edges(edge_store, hops: "_PygHops", layers: List[SampledSubgraph], edge
             store.edge_weight = torch.cat(edge_weights)
         for name, pieces in features.items():
             if len(pieces) == num_layers:  # fetched for every layer: as NeighborLoader slices edge attributes
+                _check_edge_name(name, edge_key, bool(edge_weights))
+                setattr(store, name, torch.cat(pieces))
                 if name == edge_key:
-                    store.edge_attr = torch.cat(pieces)
-                if name not in _EDGE_FIELDS:
-                    setattr(store, name, store.edge_attr if name == edge_key else torch.cat(pieces))
+                    store.edge_attr = getattr(store, name)
+
+
+def _check_edge_name(name: str, edge_key, labor_weights: bool) -> None:
+    """Refuse an edge feature whose name is a field ``to_pyg`` sets otherwise."""
+    taken = (
+        "a field NeighborLoader's batches set" if name in _EDGE_FIELDS
+        else "LABOR's edge_weight of the batch" if name == "edge_weight" and labor_weights
+        else f"edge_attr, which edge feature {edge_key!r} fills" if name == "edge_attr" and edge_key != name
+        else None
+    )  # fmt: skip
+    if taken:
+        raise ValueError(f"MiniBatch.to_pyg(): edge feature {name!r} has the name of {taken}; fetch it under another name")
 
 
 def _add_seeds(node_store, typed, label_key) -> None:
@@ -232,7 +254,8 @@ def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
         if pairs.size(1) != 2:
             raise ValueError(
                 f"MiniBatch.to_pyg(): the seeds are hyperlinks of {pairs.size(1)} nodes each (GraphBolt's [N, k] "
-                f"items), which PyG's loaders have no form for; to_pyg() takes node seeds or node pairs [N, 2]"
+                f"items), which PyG's loaders have no form for; to_pyg() takes node seeds or node pairs [N, 2] (PyG's "
+                f"edge_label_index [2, N] is ItemSet(edge_label_index.t(), names='seeds'))"
             )
         store = edge_store(etype)
         if typed.item_ids is not None and etype in typed.item_ids:
@@ -249,6 +272,13 @@ def _add_pairs(node_store, edge_store, typed, neg_sampling: str) -> None:
         src_type, _, dst_type = etype.split(":")
         fields = zip((src_type, dst_type, dst_type), ("src_index", "dst_pos_index", "dst_neg_index"))
         triplets = _triplets(pairs, typed.seeds[etype], indexes)
+        labels = None if typed.labels is None else typed.labels.get(etype)
+        if labels is not None and bool(labels[: triplets[0].numel()].ne(1).any()):  # not the sampler's 1.0s
+            raise ValueError(
+                "MiniBatch.to_pyg(neg_sampling='triplet'): the positive pairs have labels of their own, which the "
+                "triplet layout has no field for (PyG: 'edge_label' needs to be undefined for 'triplet'-based negative "
+                "sampling); give the pairs no labels, or use neg_sampling='binary'"
+            )
         if typed.timestamp is not None and etype in typed.timestamp:  # PyG's triplet seed_time: the positives'
             node_store(src_type).seed_time = node_store(dst_type).seed_time = typed.timestamp[etype][: triplets[0].numel()]
         for (node_type, name), value in zip(fields, triplets):

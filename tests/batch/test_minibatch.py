@@ -294,6 +294,39 @@ def test_to_pyg_edge_attr_follows_edge_index(layout):
     assert torch.equal(two.to_pyg(edge_feature_key="v").edge_attr, 2 * data.edge_attr)
 
 
+@pytest.mark.parametrize("layout", ["block", "pyg"])
+def test_to_pyg_keeps_pygs_edge_attr_and_edge_weight_by_name(layout):
+    # from_pyg keeps PyG's `edge_attr` and `edge_weight` as edge features of those names;
+    # NeighborLoader slices both, whatever else is fetched.
+    _, store, mb = _batch(layout=layout)
+    w = mb.to_pyg().edge_attr
+    pyg_names = replace(mb, edge_features=[{"edge_attr": 2 * x["w"], "edge_weight": 3 * x["w"]} for x in mb.edge_features])
+    data = pyg_names.to_pyg()
+    assert torch.equal(data.edge_attr, 2 * w) and torch.equal(data.edge_weight, 3 * w)
+    assert torch.equal(pyg_names.to_pyg(edge_feature_key="edge_attr").edge_weight, 3 * w)
+    only_weight = replace(mb, edge_features=[{"edge_weight": x["w"]} for x in mb.edge_features]).to_pyg()
+    assert torch.equal(only_weight.edge_weight, w) and "edge_attr" not in only_weight
+    with pytest.raises(ValueError, match=r"edge feature 'edge_attr' has the name of edge_attr, which edge feature 'w'"):
+        replace(mb, edge_features=[{**x, "edge_attr": x["w"]} for x in mb.edge_features]).to_pyg(edge_feature_key="w")
+    with pytest.raises(ValueError, match=r"edge feature 'edge_weight' has the name of LABOR's edge_weight"):
+        replace(_with_weights(pyg_names), edge_features=pyg_names.edge_features).to_pyg()
+    with pytest.raises(ValueError, match=r"edge feature 'e_id' has the name of a field NeighborLoader's batches set"):
+        replace(mb, edge_features=[{"e_id": x["w"]} for x in mb.edge_features]).to_pyg()
+
+
+def test_to_pyg_chosen_x_and_y_are_not_replaced_by_features_of_those_names():
+    node_labels = torch.arange(NUM_NODES) % 5
+    extra = {"x": torch.zeros(NUM_NODES, 2), "y": node_labels, "label": node_labels + 1}
+    for order in (("x", "feat", "y", "label"), ("feat", "x", "label", "y")):
+        _, _, mb = _batch(node_features=order, extra_node_features=extra)
+        with pytest.raises(ValueError, match=r"node feature 'x' would be replaced by the feature 'feat' chosen as `x`"):
+            mb.to_pyg(node_feature_key="feat")
+        with pytest.raises(ValueError, match=r"node feature 'y' would be replaced by the feature 'label' chosen as `y`"):
+            mb.to_pyg(node_feature_key="x", label_key="label")
+        data = mb.to_pyg()  # "x" and "y" by their names; "feat" and "label" by theirs
+        assert torch.equal(data.x, extra["x"][data.n_id]) and torch.equal(data.label, node_labels[data.n_id] + 1)
+
+
 def test_to_pyg_feature_choice_and_errors(monkeypatch):
     _, store, mb = _batch(node_features=("feat", "other"))
     data = mb.to_pyg()  # "feat" is x (after "x"), every other feature keeps its name

@@ -218,6 +218,15 @@ def test_label_key_and_feature_choice():
     mb.edge_features[0][("paper:cites:paper", "w2")] = mb.edge_features[0][("paper:cites:paper", "w")]
     data = mb.to_pyg(node_feature_key="feat")  # two edge feature names and no choice: no edge_attr
     assert all("edge_attr" not in data[key] for key in data.edge_types)
+    # PyG's own name on one edge type (from_pyg keeps it) is that type's edge_attr; the others keep theirs.
+    writes = next(etype for etype in NUM_EDGES if "writes" in etype)
+    mb.edge_features = [{(t, "edge_attr" if t == writes else name): x for (t, name), x in layer.items() if name == "w"}
+                        for layer in mb.edge_features]  # fmt: skip
+    data = mb.to_pyg(node_feature_key="feat")
+    for etype in NUM_EDGES:
+        store = data[tuple(etype.split(":"))]
+        assert ("edge_attr" in store) == (etype == writes) and ("w" in store) == (etype != writes)
+        assert torch.equal(store.edge_attr if etype == writes else store.w, EDGE_TABLES[etype][store.e_id])
     mb.node_features = {"feat": NODE_TABLES["paper"]}
     with pytest.raises(ValueError, match=r"\(type, name\)"):
         mb.to_pyg()

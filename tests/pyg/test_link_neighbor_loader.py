@@ -277,6 +277,15 @@ def test_to_pyg_of_link_batches_refuses_what_it_cannot_lay_out():
         nodes.to_pyg(neg_sampling="triplet")
     with pytest.raises(ValueError, match="has no compacted_seeds"):
         gp.MiniBatch(seeds=pairs, sampled_subgraphs=mb.sampled_subgraphs).to_pyg()
+    # PyG refuses edge_label with triplets; the sampler's own 1.0s for the positives are no labels of the user's.
+    labelled = gp.ItemSet((pairs, torch.tensor([1.0, 2.0, 1.0, 1.0])), names=("seeds", "labels"))
+    for items, refused in ((labelled, True), (gp.ItemSet(pairs, names="seeds"), False)):
+        mb = next(iter(gp.ItemSampler(items, 4).sample_uniform_negative(graph, 2).sample_neighbor(graph, [2])))
+        if refused:
+            with pytest.raises(ValueError, match=r"the positive pairs have labels of their own.*'edge_label' needs to be undefined"):
+                mb.to_pyg(neg_sampling="triplet")
+        else:
+            assert mb.to_pyg(neg_sampling="triplet").dst_neg_index.shape == (4, 2)
 
 
 # Heterogeneous cases: typed link batches (seeds by edge type) give LinkNeighborLoader's HeteroData.

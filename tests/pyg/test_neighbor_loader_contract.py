@@ -218,9 +218,9 @@ def test_trim_to_layer_with_neighbor_loader(layout):
     batch = next(iter(loader))
 
     model = TrimmedGNN(num_layers=3)
-    out1 = model(batch.x, batch.edge_index, batch.edge_attr)[:2]
+    out1 = model(batch.x, batch.edge_index, batch.edge_weight)[:2]
     assert out1.size() == (2, 16)
-    out2 = model(batch.x, batch.edge_index, batch.edge_attr, batch.num_sampled_nodes, batch.num_sampled_edges)[:2]
+    out2 = model(batch.x, batch.edge_index, batch.edge_weight, batch.num_sampled_nodes, batch.num_sampled_edges)[:2]
     assert out2.size() == (2, 16)
     assert torch.allclose(out1, out2, atol=1e-6)
 
@@ -234,8 +234,8 @@ def test_trim_to_layer_on_a_random_graph(layout):
     model = TrimmedGNN(num_layers=3)
     for num_neighbors in ([4, 3, 2], [-1, -1, -1]):
         for batch in neighbor_loader(data, num_neighbors=num_neighbors, batch_size=32, shuffle=True, layout=layout):
-            out1 = model(batch.x, batch.edge_index, batch.edge_attr)[: batch.batch_size]
-            out2 = model(batch.x, batch.edge_index, batch.edge_attr, batch.num_sampled_nodes, batch.num_sampled_edges)
+            out1 = model(batch.x, batch.edge_index, batch.edge_weight)[: batch.batch_size]
+            out2 = model(batch.x, batch.edge_index, batch.edge_weight, batch.num_sampled_nodes, batch.num_sampled_edges)
             assert torch.allclose(out1, out2[: batch.batch_size], atol=1e-5)
             if num_neighbors[0] == -1:
                 full = model(data.x, data.edge_index, data.edge_weight)[batch.n_id[: batch.batch_size]]
