@@ -10,7 +10,13 @@ import torch
 from graphpipe._internal.checks import as_int, check_node_ids
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["check_edge_weights", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds"]
+__all__ = ["ATTRIBUTES_HINT", "check_edge_weights", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds"]
+
+# Said where a graph attribute is missing: from_pyg / from_dgl users expect PyG's edge_weight / time there.
+ATTRIBUTES_HINT = (
+    "graph attributes are given when the graph is built (CSCGraph.from_edge_index(..., edge_attributes=..., "
+    "node_attributes=...)); from_pyg and from_dgl keep such tensors as features only"
+)
 
 
 def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List[int]]:
@@ -85,7 +91,7 @@ def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
     if name not in graph.edge_attributes:
         raise KeyError(
             f"{where}: `weights`={name!r} is not an edge attribute of the graph; known "
-            f"edge attributes: {sorted(graph.edge_attributes)}"
+            f"edge attributes: {sorted(graph.edge_attributes)}; {ATTRIBUTES_HINT}"
         )
     probs = graph.edge_attributes[name]
     if probs.dim() != 1 or not (probs.is_floating_point() or probs.dtype == torch.bool):

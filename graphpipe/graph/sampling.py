@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 import torch
 
 from graphpipe._internal.checks import as_int, check_node_ids
-from graphpipe.graph.checks import check_edge_weights, check_typed_pairs, check_typed_seeds
+from graphpipe.graph.checks import ATTRIBUTES_HINT, check_edge_weights, check_typed_pairs, check_typed_seeds
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.temporal import TimeFilter
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
@@ -644,7 +644,7 @@ def sample_graph_neighbors(
     if probs_name is not None and probs_name not in graph.edge_attributes:
         raise KeyError(
             f"{where}: `probs_name`={probs_name!r} is not an edge attribute of the graph; known edge attributes: "
-            f"{sorted(graph.edge_attributes)}"
+            f"{sorted(graph.edge_attributes)}; {ATTRIBUTES_HINT}"
         )
     probs = None if probs_name is None else check_edge_weights(graph, probs_name, where)
     key = int(torch.randint(0, 2**62, ()))

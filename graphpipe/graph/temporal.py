@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from graphpipe.graph.build import smallest_index_dtype
+from graphpipe.graph.checks import ATTRIBUTES_HINT
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.temporal import (
     UNTIMED,
@@ -43,7 +44,8 @@ def timestamps(graph, name: str, kind: str, argument: str, where: str) -> torch.
     table = graph.node_attributes if kind == "node" else graph.edge_attributes
     if not isinstance(name, str) or name not in table:
         raise ValueError(
-            f"{where}: `{argument}`={name!r} is not a {kind} attribute of the graph; its {kind} attributes: {sorted(table)}"
+            f"{where}: `{argument}`={name!r} is not a {kind} attribute of the graph; its {kind} "
+            f"attributes: {sorted(table)}; {ATTRIBUTES_HINT}"
         )
     t = table[name]
     size = graph.total_num_nodes if kind == "node" else graph.total_num_edges

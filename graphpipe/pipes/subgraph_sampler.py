@@ -17,7 +17,7 @@ from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compa
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
 from graphpipe.distributed.partitioned import check_whole_graph, part_of
 from graphpipe.distributed.remote import LayersFromOwners
-from graphpipe.graph.checks import check_edge_weights, check_typed_fanouts
+from graphpipe.graph.checks import ATTRIBUTES_HINT, check_edge_weights, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.sampled_subgraph import SampledSubgraph
@@ -797,7 +797,7 @@ def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_
         if not (in_nodes or in_edges):
             raise ValueError(
                 f"{name}: `time_attr`={time_attr!r} is neither a node attribute {sorted(graph.node_attributes)} nor an "
-                f"edge attribute {sorted(graph.edge_attributes)} of the graph"
+                f"edge attribute {sorted(graph.edge_attributes)} of the graph; {ATTRIBUTES_HINT}"
             )
         node_name, edge_name = (("time_attr", time_attr), None) if in_nodes else (None, ("time_attr", time_attr))
     else:

@@ -175,7 +175,7 @@ def test_bad_temporal_input_gets_clear_errors():
     graph, edges, *_ = timed_graph("untyped", sort=False)
     seeds = gp.ItemSet(torch.arange(5), names="seeds")
     timed = gp.ItemSet((torch.arange(5), torch.arange(5)), names=("seeds", "timestamp"))
-    with pytest.raises(ValueError, match="`time_attr`='nope' is neither a node attribute"):
+    with pytest.raises(ValueError, match=r"`time_attr`='nope' is neither a node attribute.*CSCGraph.from_edge_index\(\.\.\., edge_attributes="):
         gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="nope")
     both = gp.CSCGraph.from_coo(*edges[EDGE], graph.total_num_nodes, edge_attributes={"t": torch.zeros(edges[EDGE][0].numel(), dtype=torch.int64)}, node_attributes={"t": torch.zeros(graph.total_num_nodes, dtype=torch.int64)})
     with pytest.raises(ValueError, match="`time_attr`='t' is both a node and an edge attribute"):
