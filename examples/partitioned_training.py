@@ -57,7 +57,7 @@ def has_partition(directory: str, num_parts: int) -> bool:
 
 def make_loader(part, split, args, shuffle):
     # Each rank holds only its items; all ranks agree on the global batches.
-    source = gp.DistributedItemSampler.from_part(part, split, args.batch_size, shuffle=shuffle, drop_uneven_inputs=True, seed=0)
+    source = gp.DistributedItemSampler.from_part(part, split, args.batch_size, shuffle=shuffle, seed=0)
     pipe = source.sample_neighbor(part.graph, [15, 10, 5], seed=0, cooperative=True)
     return gp.DataLoader(pipe.fetch_feature(part.features, ["feat"], cooperative=True))
 

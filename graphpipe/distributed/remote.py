@@ -407,7 +407,8 @@ def fetch_features_from_owners(fetcher, minibatch: MiniBatch, source, graph) -> 
                 asked[where] = _ask_owners(ids, owners, source.world_size, source.feature_group)
             pending.append((layer, key, _start_reading(feature, asked[where], source.feature_group)))
     node_features, edge_features = dict(minibatch.node_features), [dict(layer) for layer in minibatch.edge_features]
-    edge_features += [{} for _ in range(minibatch.num_layers - len(edge_features))]
+    if any(layer is not None for layer, _, _ in pending):  # as over the whole graph: none read, no layers added
+        edge_features += [{} for _ in range(minibatch.num_layers - len(edge_features))]
     for layer, key, finish in pending:
         (node_features if layer is None else edge_features[layer])[key] = finish()
     return node_features, edge_features

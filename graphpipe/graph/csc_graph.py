@@ -404,7 +404,7 @@ class CSCGraph:
         if self._row_per_node:
             return nodes, torch.ones(nodes.shape, dtype=torch.bool, device=nodes.device)
         ids = device_array(self.indptr_nodes, nodes.device)
-        rows = torch.searchsorted(ids, nodes)  # ids ends with num_nodes, so rows <= n: always in range
+        rows = torch.searchsorted(ids, nodes.contiguous())  # ids ends with num_nodes, so rows <= n: always in range
         held = ids[rows] == nodes
         return rows.masked_fill_(~held, 0), held
 

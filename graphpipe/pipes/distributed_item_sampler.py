@@ -48,7 +48,8 @@ class DistributedItemSampler(ItemSampler):
     Args:
         item_set, batch_size: as for :class:`~graphpipe.ItemSampler`; ``batch_size`` items
             per rank per batch.
-        drop_uneven_inputs: give every rank the same number of batches.
+        drop_uneven_inputs: give every rank the same number of batches (those of
+            :meth:`from_part` always have: it drops nothing there).
         seed: seed of the permutations (the same on every rank).
         partition: a ``[num_nodes]`` integer tensor of owning ranks, a
             :class:`~graphpipe.distributed.Partition`, or None for the hash partition.
@@ -188,7 +189,9 @@ class DistributedItemSampler(ItemSampler):
         """Items ``rank`` gets from each global batch of an epoch (0: it skips that batch)."""
         full, rest = divmod(self.split_size, self.batch_size * self.world_size)
         counts = [self.batch_size] * full
-        if rest and not self.drop_last and not (self.drop_uneven_inputs and rest < self.world_size):
+        # from_part: every rank gets every global batch, so no batch is uneven.
+        uneven = self.drop_uneven_inputs and rest < self.world_size and self.owned_items is None
+        if rest and not self.drop_last and not uneven:
             counts.append(rest // self.world_size + int(rank < rest % self.world_size))
         return counts
 

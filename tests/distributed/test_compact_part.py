@@ -6,6 +6,7 @@ number of parts (the whole-graph indptr it had before grew with them)."""
 
 import os
 import pickle
+import warnings
 
 import pytest
 import torch
@@ -165,6 +166,18 @@ def test_a_part_holding_every_node_reads_rows_by_node_id():
     assert half.in_edge_rows(nodes, "test").tolist() == [1, 0]
     with pytest.raises(ValueError, match=r"test: node 2 has no in-edges in this graph: it is compact"):
         half.in_edge_rows(torch.tensor([2]), "test")
+
+
+def test_rows_of_strided_node_ids_are_found_without_a_warning(parts):
+    # Temporal part sampling passes a column of its frontier; searchsorted warned of the copy it made.
+    compact = parts[2]
+    held = compact.indptr_nodes[:-1]  # the node ids of its rows, then num_nodes
+    nodes = torch.stack([held, held], dim=1)[:, 0]
+    assert not nodes.is_contiguous()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows, found = compact.held_rows(nodes)
+    assert torch.equal(rows, torch.arange(held.numel())) and bool(found.all())
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -126,11 +126,13 @@ def small_graph():
     return gp.CSCGraph.from_coo(src, dst, num_nodes=10)
 
 
+@pytest.mark.parametrize("drop_uneven_inputs", [False, True])
 @pytest.mark.parametrize("typed", [False, True])
-def test_from_part_deals_the_global_batches_by_owner(typed, tmp_path):
+def test_from_part_deals_the_global_batches_by_owner(typed, drop_uneven_inputs, tmp_path):
     """Without a process group (rank= and world_size=): the ranks' from_part batches of an
     epoch are the single-process global batches, each item on the rank owning it, with
-    whole-split item ids; bad arguments are named."""
+    whole-split item ids, the last one too (every rank gets every batch, so
+    drop_uneven_inputs drops nothing); bad arguments are named."""
     graph = gp.CSCGraph.from_coo(torch.arange(40), torch.arange(1, 41) % 40, num_nodes=40)
     seeds = torch.arange(0, 40, 2)
     item_set = gp.ItemSet((seeds, 10 * seeds), names=("seeds", "labels"))
@@ -138,7 +140,11 @@ def test_from_part_deals_the_global_batches_by_owner(typed, tmp_path):
         item_set = gp.HeteroItemSet({"_N": item_set})
     partition(graph, None, {"train": item_set}, 3, tmp_path)
     parts = [load_partition(tmp_path, r) for r in range(3)]
-    samplers = [gp.DistributedItemSampler.from_part(p, "train", 2, shuffle=True, seed=3, rank=p.rank, world_size=3) for p in parts]
+    samplers = [
+        gp.DistributedItemSampler.from_part(p, "train", 2, shuffle=True, seed=3, rank=p.rank, world_size=3,
+                                            drop_uneven_inputs=drop_uneven_inputs)
+        for p in parts
+    ]  # fmt: skip
     whole = gp.ItemSampler(item_set, 6, shuffle=True, seed=3)
     by_rank = [list(s) for s in samplers]
     assert [len(s) for s in samplers] == [len(whole)] * 3 == [len(b) for b in by_rank]

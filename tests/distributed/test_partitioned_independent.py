@@ -33,9 +33,10 @@ OPTIONS = {"shuffle": True, "seed": 3, "drop_uneven_inputs": True}
 SIZES = {"node": 7, "link": 6}  # items per rank and batch
 
 
-def pipe_of(kind, case, graph, store, source):
+def pipe_of(kind, case, graph, store, source, edge_rows=True):
     """``source``'s batches sampled from ``graph`` (7 nodes per rank, 6 pairs with 2
-    negatives each that are not edges, seed edges and their reverses excluded), node and edge rows fetched."""
+    negatives each that are not edges, seed edges and their reverses excluded), node and
+    edge rows fetched (node rows only without ``edge_rows``)."""
     sampler, task, layout = case
     options = {"seed": 7, "layout": layout}
     if task == "link":
@@ -46,7 +47,7 @@ def pipe_of(kind, case, graph, store, source):
     sample = source.sample_neighbor if sampler == "neighbor" else source.sample_layer_neighbor
     keys = ["feat"] if kind == "untyped" else {"paper": ["feat"], "author": ["feat"], "venue": ["feat"]}
     edge_keys = ["ew"] if kind == "untyped" else {t: ["ew"] for t in EDGE_FEATURE_TYPES}
-    return sample(graph, FANOUTS[kind], **options).fetch_feature(store, keys, edge_feature_keys=edge_keys)
+    return sample(graph, FANOUTS[kind], **options).fetch_feature(store, keys, edge_feature_keys=edge_keys if edge_rows else None)
 
 
 def record(mb):
@@ -94,7 +95,7 @@ def independent_rank(rank, world_size, out_dirs):
         out[kind, "one pair per rank, LABOR-1"] = both(kind, link_labor_1, part, whole, partial(from_part, part, "few links", 1, **OPTIONS))
         every_item = load_item_sets(out_dirs[kind])["node"]
         source = partial(gp.DistributedItemSampler, every_item, SIZES["node"], partition=part.partition, **OPTIONS)
-        out[kind, "whole item set"] = both(kind, node_ns, part, whole, source)
+        out[kind, "whole item set"] = both(kind, node_ns, part, whole, source, edge_rows=False)
         # A last global batch of 1 item: without drop_uneven_inputs, refused on every rank.
         uneven = gp.DistributedItemSampler(items(kind, 2 * world_size + 1), 2, partition=part.partition)
         with pytest.raises(ValueError, match="some ranks get fewer batches .* pass drop_uneven_inputs=True"):
@@ -102,11 +103,11 @@ def independent_rank(rank, world_size, out_dirs):
     return out
 
 
-def both(kind, case, part, whole, make_source):
+def both(kind, case, part, whole, make_source, edge_rows=True):
     """``(records over the part, over the whole dataset, remote edges)`` of the batches of
     two sources ``make_source()`` (the same batches)."""
-    on_part = list(gp.DataLoader(pipe_of(kind, case, part.graph, part.features, make_source())))
-    on_whole = [record(mb) for mb in gp.DataLoader(pipe_of(kind, case, *whole, make_source()))]  # no collective
+    on_part = list(gp.DataLoader(pipe_of(kind, case, part.graph, part.features, make_source(), edge_rows)))
+    on_whole = [record(mb) for mb in gp.DataLoader(pipe_of(kind, case, *whole, make_source(), edge_rows))]  # no collective
     return [record(mb) for mb in on_part], on_whole, sum(remote_edges(mb, part) for mb in on_part)
 
 
