@@ -74,7 +74,7 @@ def partition(
     item_sets: Optional[ItemSets],
     num_parts: int,
     out_dir: Union[str, os.PathLike],
-    method: Union[str, torch.Tensor] = "hash",
+    method: Union[str, torch.Tensor, np.ndarray] = "hash",
 ) -> dict:
     """Write ``graph``, ``features`` and ``item_sets`` split into ``num_parts`` parts.
 
@@ -101,8 +101,8 @@ def partition(
             symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``;
             the one method not out of core: pymetis needs that adjacency in memory, two
             int64 ids per edge and their temporaries; for a graph larger than memory,
-            compute owners elsewhere and pass them), or a ``[num_nodes]`` integer tensor: the owner of every global id
-            (stored as uint8 up to 256 parts).
+            compute owners elsewhere and pass them), or a ``[num_nodes]`` integer tensor or numpy array
+            (e.g. pymetis' membership): the owner of every global id (stored as uint8 up to 256 parts).
 
     Returns:
         The manifest written to ``out_dir/manifest.json`` (a dict), with ``cut_edges``:
@@ -161,6 +161,12 @@ def _checked_item_sets(item_sets) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
 def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Tensor, str]:
     """``([num_nodes] owner per global id, of :func:`owner_dtype` (uint8 up to 256 parts), method name)``."""
     num_nodes = graph.total_num_nodes
+    if isinstance(method, np.ndarray):
+        if method.dtype.kind not in "iu":
+            raise ValueError(
+                f"graphpipe.distributed.partition: `method` as an array must hold integer owners, got dtype {method.dtype}"
+            )
+        method = torch.from_numpy(np.ascontiguousarray(method, dtype=np.int64))
     if isinstance(method, torch.Tensor):
         if method.dim() != 1 or method.numel() != num_nodes:
             raise ValueError(
@@ -179,7 +185,7 @@ def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Te
     if method == "metis":
         return Partition(num_parts, metis_assignment(graph, num_parts, _bytes_per_vertex(graph, features))).assignment, "metis"
     raise ValueError(
-        f"graphpipe.distributed.partition: `method` must be 'hash', 'metis' or a [num_nodes] tensor of owners, got {method!r}"
+        f"graphpipe.distributed.partition: `method` must be 'hash', 'metis' or a [num_nodes] tensor or numpy array of owners, got {method!r}"
     )
 
 

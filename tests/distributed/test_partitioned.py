@@ -339,6 +339,19 @@ def test_load_refuses_mismatched_rank_or_num_parts(tmp_path):
         partition(graph_of("untyped"), bf16, None, 2, tmp_path / "x")
 
 
+def test_owners_as_a_numpy_array(tmp_path):
+    """Owners given as a numpy array (pymetis' membership, user code) partition as the same tensor does."""
+    graph = graph_of("untyped")
+    owners = contiguous_partition(graph, 2)
+    partition(graph, None, None, 2, tmp_path / "a", method=owners.numpy().astype(np.int32))
+    part = load_partition(tmp_path / "a", 1, validate=True)
+    assert torch.equal(part.partition.owner(torch.arange(300)), owners) and torch.equal(part.nodes, torch.arange(150, 300))
+    with pytest.raises(ValueError, match="`method` as an array must hold integer owners, got dtype float64"):
+        partition(graph, None, None, 2, tmp_path / "x", method=owners.numpy().astype(np.float64))
+    with pytest.raises(ValueError, match=r"`method`: .*ranks must be in 0..1"):
+        partition(graph, None, None, 2, tmp_path / "x", method=np.full(300, 2))
+
+
 def test_parts_without_vertices(tmp_path):
     """More parts than vertices: the empty parts load, with no rows and no items."""
     graph = gp.CSCGraph.from_coo(torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]), num_nodes=3)
