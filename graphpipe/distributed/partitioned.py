@@ -296,25 +296,31 @@ def _by_type(item_set) -> List[Tuple[Optional[str], ItemSet]]:
 
 def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) -> List[torch.Tensor]:
     """Per type of ``item_set``, ``[N_t]`` int64 owner of each item: of its node (node
-    seeds) or of its destination node (pairs, ``[N, 2]``: the second column)."""
+    seeds) or of its destination node (pairs, ``[N, 2]``: the second column); every
+    seed an integer id in range for its node type (a pair's source too)."""
     schema, out = graph.schema, []
     for key, one in _by_type(item_set):
-        seeds = one.field("seeds").to(torch.int64)
-        node_type = schema.node_types[0] if key is None else parse_edge_type(key)[2] if ":" in key else key
-        if node_type not in schema.node_type_id:
-            raise ValueError(
-                f"graphpipe.distributed.partition: `item_sets['{split}']` has items of type '{key}', but the graph's node "
-                f"types are {list(schema.node_types)}"
-            )
-        t = schema.node_type_id[node_type]
-        nodes = seeds if seeds.dim() == 1 else seeds[:, 1]
-        count = schema.node_type_offset[t + 1] - schema.node_type_offset[t]
-        if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= count):
-            raise ValueError(
-                f"graphpipe.distributed.partition: `item_sets['{split}']`{'' if key is None else f' ({key})'} holds node "
-                f"id {int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())}, out of range for {count} nodes"
-            )
-        out.append(owners[nodes + schema.node_type_offset[t]])
+        where = f"graphpipe.distributed.partition: `item_sets['{split}']`{'' if key is None else f' ({key})'}"
+        seeds = one.field("seeds")
+        if seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool:
+            raise ValueError(f"{where} seeds must hold integer node ids, got dtype {seeds.dtype}")
+        seeds = seeds.to(torch.int64)
+        if key is not None and ":" in key:
+            src_type, _, dst_type = parse_edge_type(key)
+        else:
+            src_type = dst_type = schema.node_types[0] if key is None else key
+        columns = [("", dst_type, seeds)]
+        if seeds.dim() != 1:
+            columns = [(" (a pair's source)", src_type, seeds[:, 0]), (" (a pair's destination)", dst_type, seeds[:, 1])]
+        for what, node_type, nodes in columns:
+            if node_type not in schema.node_type_id:
+                raise ValueError(f"{where} has items of type '{key}', but the graph's node types are {list(schema.node_types)}")
+            t = schema.node_type_id[node_type]
+            offset, end = schema.node_type_offset[t], schema.node_type_offset[t + 1]
+            if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= end - offset):
+                bad = int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())
+                raise ValueError(f"{where} holds node id {bad}{what}, out of range for {end - offset} nodes")
+        out.append(owners[nodes + offset])  # the last column's: the destinations
     return out
 
 

@@ -339,6 +339,25 @@ def test_load_refuses_mismatched_rank_or_num_parts(tmp_path):
         partition(graph_of("untyped"), bf16, None, 2, tmp_path / "x")
 
 
+def test_bad_seeds_are_refused_at_partition_time(tmp_path):
+    """Float seeds and a pair's source out of range (for its node type) are refused when
+    partitioning, as destinations are, not written to fail later on some rank."""
+    graph, typed = graph_of("untyped"), graph_of("typed")
+    bad = {
+        r"`item_sets\['train'\]` seeds must hold integer node ids, got dtype torch.float32": gp.ItemSet(torch.tensor([1.5, 3.0]), names="seeds"),
+        r"`item_sets\['train'\]` holds node id 300 \(a pair's source\), out of range for 300 nodes": gp.ItemSet(torch.tensor([[1, 2], [300, 3]]), names="seeds"),
+        r"`item_sets\['train'\]` holds node id -5 \(a pair's source\), out of range": gp.ItemSet(torch.tensor([[-5, 2]]), names="seeds"),
+        r"`item_sets\['train'\]` holds node id 300 \(a pair's destination\), out of range": gp.ItemSet(torch.tensor([[1, 300]]), names="seeds"),
+    }
+    for match, item_set in bad.items():
+        with pytest.raises(ValueError, match=match):
+            partition(graph, None, {"train": item_set}, 2, tmp_path / "x")
+    authors = gp.HeteroItemSet({"author:writes:paper": gp.ItemSet(torch.tensor([[70, 0]]), names="seeds")})  # 70 authors, 120 papers
+    with pytest.raises(ValueError, match=r"\(author:writes:paper\) holds node id 70 \(a pair's source\), out of range for 70 nodes"):
+        partition(typed, None, {"train": authors}, 2, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
 def test_owners_as_a_numpy_array(tmp_path):
     """Owners given as a numpy array (pymetis' membership, user code) partition as the same tensor does."""
     graph = graph_of("untyped")
