@@ -299,6 +299,12 @@ def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) ->
     seeds) or of its destination node (pairs, ``[N, 2]``: the second column); every
     seed an integer id in range for its node type (a pair's source too)."""
     schema, out = graph.schema, []
+    if graph.is_heterogeneous and not isinstance(item_set, HeteroItemSet):
+        raise ValueError(
+            f"graphpipe.distributed.partition: the graph is heterogeneous, so `item_sets['{split}']` must be a "
+            f"HeteroItemSet keyed by node type (node seeds) or edge type 'src:rel:dst' (pairs), got an ItemSet; "
+            f"node types: {list(schema.node_types)}"
+        )
     for key, one in _by_type(item_set):
         where = f"graphpipe.distributed.partition: `item_sets['{split}']`{'' if key is None else f' ({key})'}"
         seeds = one.field("seeds")
@@ -308,7 +314,7 @@ def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) ->
         if key is not None and ":" in key:
             src_type, _, dst_type = parse_edge_type(key)
         else:
-            src_type = dst_type = schema.node_types[0] if key is None else key
+            src_type = dst_type = schema.node_types[0] if key is None else key  # None: an untyped graph's one type
         columns = [("", dst_type, seeds)]
         if seeds.dim() != 1:
             columns = [(" (a pair's source)", src_type, seeds[:, 0]), (" (a pair's destination)", dst_type, seeds[:, 1])]

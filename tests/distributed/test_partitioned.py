@@ -355,6 +355,9 @@ def test_bad_seeds_are_refused_at_partition_time(tmp_path):
     authors = gp.HeteroItemSet({"author:writes:paper": gp.ItemSet(torch.tensor([[70, 0]]), names="seeds")})  # 70 authors, 120 papers
     with pytest.raises(ValueError, match=r"\(author:writes:paper\) holds node id 70 \(a pair's source\), out of range for 70 nodes"):
         partition(typed, None, {"train": authors}, 2, tmp_path / "x")
+    untyped_set = {"train": gp.ItemSet(torch.arange(10), names="seeds")}  # not taken as the first node type's ids
+    with pytest.raises(ValueError, match=r"the graph is heterogeneous, so `item_sets\['train'\]` must be a HeteroItemSet keyed by node type"):
+        partition(typed, None, untyped_set, 2, tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
 
