@@ -91,7 +91,9 @@ def partition(
 
     Args:
         graph: the whole graph, in memory or mapped (see above).
-        features: node and edge features (every row), or None.
+        features: node and edge features (every row), or None. A table may have more
+            rows than its type has nodes (edges): padding, as a whole-graph FeatureStore
+            allows; rows past them are never sampled and are not written.
         item_sets: split name -> ItemSet / HeteroItemSet (``{"train": ...}``), or None.
             Node seeds go to their owner; node pairs (``[N, 2]`` seeds) to the owner of
             their destination (the second column), with their other fields.

@@ -361,6 +361,18 @@ def test_bad_seeds_are_refused_at_partition_time(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_padding_rows_are_not_written(tmp_path):
+    """A node table with rows past the graph's nodes (padding) partitions: the parts hold
+    the rows of the graph's nodes, once, and no padding row."""
+    graph = graph_of("untyped")
+    table = torch.arange(310.0).view(310, 1)
+    partition(graph, gp.FeatureStore({"x": table}), None, 2, tmp_path)
+    parts = [load_partition(tmp_path, r) for r in range(2)]
+    assert sum(p.features["x"].ids.numel() for p in parts) == 300
+    for p in parts:
+        assert torch.equal(p.features["x"].read(p.nodes), table[p.nodes])
+
+
 def test_owners_as_a_numpy_array(tmp_path):
     """Owners given as a numpy array (pymetis' membership, user code) partition as the same tensor does."""
     graph = graph_of("untyped")
