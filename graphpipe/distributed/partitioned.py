@@ -111,6 +111,11 @@ def partition(
         the edges whose source and destination have different owners.
     """
     graph = check_graph(graph, "graphpipe.distributed.partition")
+    if graph.indptr_nodes is not None and graph.indptr.numel() != graph.total_num_nodes + 1:
+        raise ValueError(
+            f"graphpipe.distributed.partition: `graph` holds the in-edges of only {graph.indptr.numel() - 1} of its "
+            f"{graph.total_num_nodes} nodes (`indptr_nodes`: a part of a partitioned dataset); partition the whole graph"
+        )
     num_parts = check_int(num_parts, "num_parts", "graphpipe.distributed.partition", minimum=1)
     if features is not None and not isinstance(features, FeatureStore):
         raise TypeError(

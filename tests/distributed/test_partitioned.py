@@ -373,6 +373,17 @@ def test_padding_rows_are_not_written(tmp_path):
         assert torch.equal(p.features["x"].read(p.nodes), table[p.nodes])
 
 
+def test_a_part_graph_is_not_partitioned(tmp_path):
+    out = small_partition(tmp_path / "parts")
+    part = load_partition(out, 0)
+    with pytest.raises(ValueError, match=r"partition: `graph` holds the in-edges of only \d+ of its 300 nodes .* partition the whole graph"):
+        partition(part.graph, None, None, 2, tmp_path / "again")
+    whole = load_partition(small_partition(tmp_path / "one", num_parts=1), 0).graph  # compact, with every row: partitions
+    partition(whole, None, None, 2, tmp_path / "again")
+    again = [load_partition(tmp_path / "again", r, validate=True) for r in range(2)]
+    assert torch.equal(edge_rows(torch_cat_graphs(again)), edge_rows(attributed_graph("untyped")))
+
+
 def test_owners_as_a_numpy_array(tmp_path):
     """Owners given as a numpy array (pymetis' membership, user code) partition as the same tensor does."""
     graph = graph_of("untyped")
