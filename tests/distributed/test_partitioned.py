@@ -194,13 +194,16 @@ def test_damaged_part_files_are_named(tmp_path):
     with pytest.raises(ValueError, match="node-feat-0.npy' does not match its checksum"):
         part.features["feat"].read(part.nodes[:2])
     load_partition(out, 0, validate=True)  # the other part is intact
+    intact = (out / "part-0" / "graph.pt").read_bytes()
     with open(out / "part-0" / "graph.pt", "r+b") as f:
         f.seek(os.path.getsize(out / "part-0" / "graph.pt") // 2)
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(ValueError, match="'part-0/graph.pt' does not match its checksum"):
-        load_partition(out, 0, validate=True)
+    for validate in (None, True):  # the mapped graph's edges too by default: its file's CRC-32 at load
+        with pytest.raises(ValueError, match="'part-0/graph.pt' does not match its checksum"):
+            load_partition(out, 0, validate=validate)
+    (out / "part-0" / "graph.pt").write_bytes(intact)
     flip_last_byte(out / "part-0" / "items-0-0-1.npy")  # small files: checked at load by default
     with pytest.raises(ValueError, match="'part-0/items-0-0-1.npy' does not match its checksum"):
         load_partition(out, 0, validate=None)
