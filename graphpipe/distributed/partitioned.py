@@ -601,6 +601,7 @@ def load_partition(
         _check_part(graph, nodes, partition_, rank, manifest, where)
     features = _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, where)
     item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, part_dir, name, listed, validate, where))
+    _check_num_items(manifest, rank, item_ids, where)
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
     return GraphPart(rank, total, graph, features, item_sets, item_ids, _num_items(manifest), partition_, nodes)
 
@@ -625,6 +626,26 @@ def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, ran
         limit = manifest["num_edges"]
     if bool(((ids < 0) | (ids >= limit)).any()):
         raise ValueError(f"{where}: part {rank}'s graph has edge ids out of range for the whole graph's edges")
+
+
+def _check_num_items(manifest: dict, rank: int, item_ids: dict, where: str) -> None:
+    """Refuse an item set whose ``num_items`` is not the number of items its parts hold:
+    part ``r``'s ``items-<s>-<t>-ids.npy`` (``[n_r]`` int64) is ``n_r`` rows after a
+    ``.npy`` header as long as this part's (the same on every part: only ``n_r`` differs)."""
+    for split, spec in manifest["item_sets"].items():
+        for entry in spec["types"]:
+            ids = item_ids[split][entry["type"]] if spec["typed"] else item_ids[split]
+            header = manifest["parts"][rank]["files"][entry["ids"]]["size"] - ids.numel() * ids.element_size()  # 128 bytes
+            sizes = [part["files"].get(entry["ids"], {}).get("size") for part in manifest["parts"]]
+            width = ids.element_size()
+            rows = [(size - header) // width for size in sizes if isinstance(size, int) and size >= header and (size - header) % width == 0]
+            if len(rows) != len(sizes) or sum(rows) != entry["num_items"]:
+                kind = "" if entry["type"] is None else f" ({entry['type']})"
+                raise ValueError(
+                    f"{where}: manifest.json's item_sets['{split}']{kind} `num_items` is {entry['num_items']}, but the "
+                    f"parts' '{entry['ids']}' files hold {sum(rows) if len(rows) == len(sizes) else 'a different number of'} "
+                    f"items; {_AGAIN}"
+                )
 
 
 def _read_manifest(out_dir: str, where: str) -> dict:
@@ -653,6 +674,8 @@ def _read_manifest(out_dir: str, where: str) -> dict:
                 raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
         for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
             manifest[key]
+        for spec in [*manifest["node_features"], *manifest["edge_features"]]:
+            spec["type"], spec["name"], spec["file"]
         for spec in manifest["item_sets"].values():
             if not all(isinstance(entry["num_items"], int) and entry["num_items"] >= 0 for entry in spec["types"]):
                 raise ValueError("an item set's `num_items` is not an int >= 0")
@@ -716,6 +739,14 @@ def _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, wh
     default), the files in ``paths`` (of directory ``part_dir``)."""
     schema = graph.schema
     node_features, edge_features = {}, {}
+    for domain in ("node", "edge"):
+        types = (graph.node_types if domain == "node" else graph.edge_types) if graph.is_heterogeneous else [None]
+        for spec in manifest[f"{domain}_features"]:
+            if spec["type"] not in types:
+                raise ValueError(
+                    f"{where}: manifest.json's {domain}_features entry '{spec['name']}' has `type` {spec['type']!r}, "
+                    f"not one of the part graph's {domain} types {types}"
+                )
     for spec in manifest["node_features"]:
         t = 0 if spec["type"] is None else schema.node_type_id[spec["type"]]
         lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]
