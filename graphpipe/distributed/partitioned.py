@@ -74,7 +74,7 @@ def partition(
     item_sets: Optional[ItemSets],
     num_parts: int,
     out_dir: Union[str, os.PathLike],
-    method: Union[str, torch.Tensor] = "hash",
+    method: Union[str, torch.Tensor, np.ndarray] = "hash",
 ) -> dict:
     """Write ``graph``, ``features`` and ``item_sets`` split into ``num_parts`` parts.
 
@@ -91,7 +91,9 @@ def partition(
 
     Args:
         graph: the whole graph, in memory or mapped (see above).
-        features: node and edge features (every row), or None.
+        features: node and edge features (every row), or None. A table may have more
+            rows than its type has nodes (edges): padding, as a whole-graph FeatureStore
+            allows; rows past them are never sampled and are not written.
         item_sets: split name -> ItemSet / HeteroItemSet (``{"train": ...}``), or None.
             Node seeds go to their owner; node pairs (``[N, 2]`` seeds) to the owner of
             their destination (the second column), with their other fields.
@@ -101,14 +103,19 @@ def partition(
             symmetrised graph, fewer cut edges; ``pip install 'graphpipe-gnn[metis]'``;
             the one method not out of core: pymetis needs that adjacency in memory, two
             int64 ids per edge and their temporaries; for a graph larger than memory,
-            compute owners elsewhere and pass them), or a ``[num_nodes]`` integer tensor: the owner of every global id
-            (stored as uint8 up to 256 parts).
+            compute owners elsewhere and pass them), or a ``[num_nodes]`` integer tensor or numpy array
+            (e.g. pymetis' membership): the owner of every global id (stored as uint8 up to 256 parts).
 
     Returns:
         The manifest written to ``out_dir/manifest.json`` (a dict), with ``cut_edges``:
         the edges whose source and destination have different owners.
     """
     graph = check_graph(graph, "graphpipe.distributed.partition")
+    if graph.indptr_nodes is not None and graph.indptr.numel() != graph.total_num_nodes + 1:
+        raise ValueError(
+            f"graphpipe.distributed.partition: `graph` holds the in-edges of only {graph.indptr.numel() - 1} of its "
+            f"{graph.total_num_nodes} nodes (`indptr_nodes`: a part of a partitioned dataset); partition the whole graph"
+        )
     num_parts = check_int(num_parts, "num_parts", "graphpipe.distributed.partition", minimum=1)
     if features is not None and not isinstance(features, FeatureStore):
         raise TypeError(
@@ -161,6 +168,12 @@ def _checked_item_sets(item_sets) -> Dict[str, Union[ItemSet, HeteroItemSet]]:
 def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Tensor, str]:
     """``([num_nodes] owner per global id, of :func:`owner_dtype` (uint8 up to 256 parts), method name)``."""
     num_nodes = graph.total_num_nodes
+    if isinstance(method, np.ndarray):
+        if method.dtype.kind not in "iu":
+            raise ValueError(
+                f"graphpipe.distributed.partition: `method` as an array must hold integer owners, got dtype {method.dtype}"
+            )
+        method = torch.from_numpy(np.ascontiguousarray(method, dtype=np.int64))
     if isinstance(method, torch.Tensor):
         if method.dim() != 1 or method.numel() != num_nodes:
             raise ValueError(
@@ -179,7 +192,7 @@ def _owners(graph: CSCGraph, features, num_parts: int, method) -> Tuple[torch.Te
     if method == "metis":
         return Partition(num_parts, metis_assignment(graph, num_parts, _bytes_per_vertex(graph, features))).assignment, "metis"
     raise ValueError(
-        f"graphpipe.distributed.partition: `method` must be 'hash', 'metis' or a [num_nodes] tensor of owners, got {method!r}"
+        f"graphpipe.distributed.partition: `method` must be 'hash', 'metis' or a [num_nodes] tensor or numpy array of owners, got {method!r}"
     )
 
 
@@ -290,25 +303,37 @@ def _by_type(item_set) -> List[Tuple[Optional[str], ItemSet]]:
 
 def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) -> List[torch.Tensor]:
     """Per type of ``item_set``, ``[N_t]`` int64 owner of each item: of its node (node
-    seeds) or of its destination node (pairs, ``[N, 2]``: the second column)."""
+    seeds) or of its destination node (pairs, ``[N, 2]``: the second column); every
+    seed an integer id in range for its node type (a pair's source too)."""
     schema, out = graph.schema, []
+    if graph.is_heterogeneous and not isinstance(item_set, HeteroItemSet):
+        raise ValueError(
+            f"graphpipe.distributed.partition: the graph is heterogeneous, so `item_sets['{split}']` must be a "
+            f"HeteroItemSet keyed by node type (node seeds) or edge type 'src:rel:dst' (pairs), got an ItemSet; "
+            f"node types: {list(schema.node_types)}"
+        )
     for key, one in _by_type(item_set):
-        seeds = one.field("seeds").to(torch.int64)
-        node_type = schema.node_types[0] if key is None else parse_edge_type(key)[2] if ":" in key else key
-        if node_type not in schema.node_type_id:
-            raise ValueError(
-                f"graphpipe.distributed.partition: `item_sets['{split}']` has items of type '{key}', but the graph's node "
-                f"types are {list(schema.node_types)}"
-            )
-        t = schema.node_type_id[node_type]
-        nodes = seeds if seeds.dim() == 1 else seeds[:, 1]
-        count = schema.node_type_offset[t + 1] - schema.node_type_offset[t]
-        if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= count):
-            raise ValueError(
-                f"graphpipe.distributed.partition: `item_sets['{split}']`{'' if key is None else f' ({key})'} holds node "
-                f"id {int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())}, out of range for {count} nodes"
-            )
-        out.append(owners[nodes + schema.node_type_offset[t]])
+        where = f"graphpipe.distributed.partition: `item_sets['{split}']`{'' if key is None else f' ({key})'}"
+        seeds = one.field("seeds")
+        if seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool:
+            raise ValueError(f"{where} seeds must hold integer node ids, got dtype {seeds.dtype}")
+        seeds = seeds.to(torch.int64)
+        if key is not None and ":" in key:
+            src_type, _, dst_type = parse_edge_type(key)
+        else:
+            src_type = dst_type = schema.node_types[0] if key is None else key  # None: an untyped graph's one type
+        columns = [("", dst_type, seeds)]
+        if seeds.dim() != 1:
+            columns = [(" (a pair's source)", src_type, seeds[:, 0]), (" (a pair's destination)", dst_type, seeds[:, 1])]
+        for what, node_type, nodes in columns:
+            if node_type not in schema.node_type_id:
+                raise ValueError(f"{where} has items of type '{key}', but the graph's node types are {list(schema.node_types)}")
+            t = schema.node_type_id[node_type]
+            offset, end = schema.node_type_offset[t], schema.node_type_offset[t + 1]
+            if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= end - offset):
+                bad = int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())
+                raise ValueError(f"{where} holds node id {bad}{what}, out of range for {end - offset} nodes")
+        out.append(owners[nodes + offset])  # the last column's: the destinations
     return out
 
 
@@ -518,8 +543,9 @@ def load_partition(
     The manifest is checked (format, version, part count, each file of the part present
     with its size). ``validate=True`` checks every file's CRC-32 now, and what the part
     promises (its vertices, only their in-edges, ids in range: ``O(num_nodes + part
-    edges)``); ``None`` (default) checks the small files now, the graph as
-    ``CSCGraph.load(mmap=True)`` does (``indptr``) and each feature file when first read;
+    edges)``); ``None`` (default) checks the small files and ``graph.pt`` now (one
+    sequential read of the graph file, about 1 GB/s: its pages are mapped, and a flipped
+    bit in its edges would otherwise load silently) and each feature file when first read;
     ``False`` checks no CRC. The directory is untrusted: no pickles, no file outside ``out_dir``.
 
     Args:
@@ -545,7 +571,8 @@ def load_partition(
             f"with manifest.json and owners.npy); {_AGAIN}"
         )
     listed = dict(manifest["parts"][rank]["files"])
-    paths = {name: _checked_file(out_dir, f"part-{rank}", name, entry, validate, where) for name, entry in listed.items()}
+    verify = {"graph.pt": validate is not False}  # the others: CRC-32 by default on read (small files, features)
+    paths = {name: _checked_file(out_dir, f"part-{rank}", name, entry, verify.get(name, validate), where) for name, entry in listed.items()}
     owners = None
     if manifest["owners"] is not None:
         owners_path = _checked_file(out_dir, "", "owners.npy", manifest["owners"], validate is not False, where)
@@ -574,6 +601,7 @@ def load_partition(
         _check_part(graph, nodes, partition_, rank, manifest, where)
     features = _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, where)
     item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, part_dir, name, listed, validate, where))
+    _check_num_items(manifest, rank, item_ids, where)
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
     return GraphPart(rank, total, graph, features, item_sets, item_ids, _num_items(manifest), partition_, nodes)
 
@@ -598,6 +626,26 @@ def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, ran
         limit = manifest["num_edges"]
     if bool(((ids < 0) | (ids >= limit)).any()):
         raise ValueError(f"{where}: part {rank}'s graph has edge ids out of range for the whole graph's edges")
+
+
+def _check_num_items(manifest: dict, rank: int, item_ids: dict, where: str) -> None:
+    """Refuse an item set whose ``num_items`` is not the number of items its parts hold:
+    part ``r``'s ``items-<s>-<t>-ids.npy`` (``[n_r]`` int64) is ``n_r`` rows after a
+    ``.npy`` header as long as this part's (the same on every part: only ``n_r`` differs)."""
+    for split, spec in manifest["item_sets"].items():
+        for entry in spec["types"]:
+            ids = item_ids[split][entry["type"]] if spec["typed"] else item_ids[split]
+            header = manifest["parts"][rank]["files"][entry["ids"]]["size"] - ids.numel() * ids.element_size()  # 128 bytes
+            sizes = [part["files"].get(entry["ids"], {}).get("size") for part in manifest["parts"]]
+            width = ids.element_size()
+            rows = [(size - header) // width for size in sizes if isinstance(size, int) and size >= header and (size - header) % width == 0]
+            if len(rows) != len(sizes) or sum(rows) != entry["num_items"]:
+                kind = "" if entry["type"] is None else f" ({entry['type']})"
+                raise ValueError(
+                    f"{where}: manifest.json's item_sets['{split}']{kind} `num_items` is {entry['num_items']}, but the "
+                    f"parts' '{entry['ids']}' files hold {sum(rows) if len(rows) == len(sizes) else 'a different number of'} "
+                    f"items; {_AGAIN}"
+                )
 
 
 def _read_manifest(out_dir: str, where: str) -> dict:
@@ -626,6 +674,8 @@ def _read_manifest(out_dir: str, where: str) -> dict:
                 raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
         for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
             manifest[key]
+        for spec in [*manifest["node_features"], *manifest["edge_features"]]:
+            spec["type"], spec["name"], spec["file"]
         for spec in manifest["item_sets"].values():
             if not all(isinstance(entry["num_items"], int) and entry["num_items"] >= 0 for entry in spec["types"]):
                 raise ValueError("an item set's `num_items` is not an int >= 0")
@@ -689,6 +739,14 @@ def _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, wh
     default), the files in ``paths`` (of directory ``part_dir``)."""
     schema = graph.schema
     node_features, edge_features = {}, {}
+    for domain in ("node", "edge"):
+        types = (graph.node_types if domain == "node" else graph.edge_types) if graph.is_heterogeneous else [None]
+        for spec in manifest[f"{domain}_features"]:
+            if spec["type"] not in types:
+                raise ValueError(
+                    f"{where}: manifest.json's {domain}_features entry '{spec['name']}' has `type` {spec['type']!r}, "
+                    f"not one of the part graph's {domain} types {types}"
+                )
     for spec in manifest["node_features"]:
         t = 0 if spec["type"] is None else schema.node_type_id[spec["type"]]
         lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]

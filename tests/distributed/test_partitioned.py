@@ -194,13 +194,16 @@ def test_damaged_part_files_are_named(tmp_path):
     with pytest.raises(ValueError, match="node-feat-0.npy' does not match its checksum"):
         part.features["feat"].read(part.nodes[:2])
     load_partition(out, 0, validate=True)  # the other part is intact
+    intact = (out / "part-0" / "graph.pt").read_bytes()
     with open(out / "part-0" / "graph.pt", "r+b") as f:
         f.seek(os.path.getsize(out / "part-0" / "graph.pt") // 2)
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(ValueError, match="'part-0/graph.pt' does not match its checksum"):
-        load_partition(out, 0, validate=True)
+    for validate in (None, True):  # the mapped graph's edges too by default: its file's CRC-32 at load
+        with pytest.raises(ValueError, match="'part-0/graph.pt' does not match its checksum"):
+            load_partition(out, 0, validate=validate)
+    (out / "part-0" / "graph.pt").write_bytes(intact)
     flip_last_byte(out / "part-0" / "items-0-0-1.npy")  # small files: checked at load by default
     with pytest.raises(ValueError, match="'part-0/items-0-0-1.npy' does not match its checksum"):
         load_partition(out, 0, validate=None)
@@ -337,6 +340,64 @@ def test_load_refuses_mismatched_rank_or_num_parts(tmp_path):
     bf16 = gp.FeatureStore({"x": torch.zeros(300, 2, dtype=torch.bfloat16)})
     with pytest.raises(TypeError, match="torch.bfloat16 cannot be stored as .npy files"):
         partition(graph_of("untyped"), bf16, None, 2, tmp_path / "x")
+
+
+def test_bad_seeds_are_refused_at_partition_time(tmp_path):
+    """Float seeds and a pair's source out of range (for its node type) are refused when
+    partitioning, as destinations are, not written to fail later on some rank."""
+    graph, typed = graph_of("untyped"), graph_of("typed")
+    bad = {
+        r"`item_sets\['train'\]` seeds must hold integer node ids, got dtype torch.float32": gp.ItemSet(torch.tensor([1.5, 3.0]), names="seeds"),
+        r"`item_sets\['train'\]` holds node id 300 \(a pair's source\), out of range for 300 nodes": gp.ItemSet(torch.tensor([[1, 2], [300, 3]]), names="seeds"),
+        r"`item_sets\['train'\]` holds node id -5 \(a pair's source\), out of range": gp.ItemSet(torch.tensor([[-5, 2]]), names="seeds"),
+        r"`item_sets\['train'\]` holds node id 300 \(a pair's destination\), out of range": gp.ItemSet(torch.tensor([[1, 300]]), names="seeds"),
+    }
+    for match, item_set in bad.items():
+        with pytest.raises(ValueError, match=match):
+            partition(graph, None, {"train": item_set}, 2, tmp_path / "x")
+    authors = gp.HeteroItemSet({"author:writes:paper": gp.ItemSet(torch.tensor([[70, 0]]), names="seeds")})  # 70 authors, 120 papers
+    with pytest.raises(ValueError, match=r"\(author:writes:paper\) holds node id 70 \(a pair's source\), out of range for 70 nodes"):
+        partition(typed, None, {"train": authors}, 2, tmp_path / "x")
+    untyped_set = {"train": gp.ItemSet(torch.arange(10), names="seeds")}  # not taken as the first node type's ids
+    with pytest.raises(ValueError, match=r"the graph is heterogeneous, so `item_sets\['train'\]` must be a HeteroItemSet keyed by node type"):
+        partition(typed, None, untyped_set, 2, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_padding_rows_are_not_written(tmp_path):
+    """A node table with rows past the graph's nodes (padding) partitions: the parts hold
+    the rows of the graph's nodes, once, and no padding row."""
+    graph = graph_of("untyped")
+    table = torch.arange(310.0).view(310, 1)
+    partition(graph, gp.FeatureStore({"x": table}), None, 2, tmp_path)
+    parts = [load_partition(tmp_path, r) for r in range(2)]
+    assert sum(p.features["x"].ids.numel() for p in parts) == 300
+    for p in parts:
+        assert torch.equal(p.features["x"].read(p.nodes), table[p.nodes])
+
+
+def test_a_part_graph_is_not_partitioned(tmp_path):
+    out = small_partition(tmp_path / "parts")
+    part = load_partition(out, 0)
+    with pytest.raises(ValueError, match=r"partition: `graph` holds the in-edges of only \d+ of its 300 nodes .* partition the whole graph"):
+        partition(part.graph, None, None, 2, tmp_path / "again")
+    whole = load_partition(small_partition(tmp_path / "one", num_parts=1), 0).graph  # compact, with every row: partitions
+    partition(whole, None, None, 2, tmp_path / "again")
+    again = [load_partition(tmp_path / "again", r, validate=True) for r in range(2)]
+    assert torch.equal(edge_rows(torch_cat_graphs(again)), edge_rows(attributed_graph("untyped")))
+
+
+def test_owners_as_a_numpy_array(tmp_path):
+    """Owners given as a numpy array (pymetis' membership, user code) partition as the same tensor does."""
+    graph = graph_of("untyped")
+    owners = contiguous_partition(graph, 2)
+    partition(graph, None, None, 2, tmp_path / "a", method=owners.numpy().astype(np.int32))
+    part = load_partition(tmp_path / "a", 1, validate=True)
+    assert torch.equal(part.partition.owner(torch.arange(300)), owners) and torch.equal(part.nodes, torch.arange(150, 300))
+    with pytest.raises(ValueError, match="`method` as an array must hold integer owners, got dtype float64"):
+        partition(graph, None, None, 2, tmp_path / "x", method=owners.numpy().astype(np.float64))
+    with pytest.raises(ValueError, match=r"`method`: .*ranks must be in 0..1"):
+        partition(graph, None, None, 2, tmp_path / "x", method=np.full(300, 2))
 
 
 def test_parts_without_vertices(tmp_path):
