@@ -119,6 +119,9 @@ class HotReuse:
                 f"HotReuse: `hotness` must be a 1-D tensor with one score per node (global ids on a typed graph) or "
                 f"'super_batch' (a hot set per super-batch, by access counts), got {got}"
             )
+        if not self.counted and (hotness.is_complex() or not torch.isfinite(hotness).all()):
+            bad = hotness.dtype if hotness.is_complex() else f"{int((~torch.isfinite(hotness)).sum())} NaN or infinite scores"
+            raise ValueError(f"HotReuse: `hotness` must be finite real scores (torch.topk ranks NaN highest), got {bad}")
         self.features, self.feature = features, feature
         self.node_types = None  # a typed graph's, once a sampler is built on it (bind)
         self._row_bytes = 0

@@ -225,6 +225,13 @@ def test_bad_arguments():
         gp.HotReuse(bottom, features, "feat", hotness, 1.5)
     with pytest.raises(ValueError, match="hotness"):
         gp.HotReuse(bottom, features, "feat", hotness[None], 0.1)
+    for bad, got in ((float("nan"), "2 NaN or infinite scores"), (float("-inf"), "2 NaN or infinite scores")):
+        scores = hotness.double()
+        scores[[3, 7]] = bad
+        with pytest.raises(ValueError, match=f"`hotness` must be finite real scores .*got {got}"):
+            gp.HotReuse(bottom, features, "feat", scores, 0.1)
+    with pytest.raises(ValueError, match="`hotness` must be finite real scores .*got torch.complex64"):
+        gp.HotReuse(bottom, features, "feat", hotness.to(torch.complex64), 0.1)
     short = gp.HotReuse(bottom, features, "feat", hotness[:10], 0.1)
     with pytest.raises(ValueError, match="`hot_reuse` has a hotness score for 10 nodes, but the graph has 600"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=short)
