@@ -77,7 +77,8 @@ class HotReuse:
         features: the :class:`FeatureStore` the chain fetches from; ``feature`` names the
             bottom layer's input node feature in it (of every node type on a typed graph).
         hotness: how the hot vertices are chosen. ``[num_nodes]`` scores, by global id on a
-            typed graph (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(...)``):
+            typed graph (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(chain,
+            graph.total_num_nodes)``: no ``node_type``):
             one hot set for the whole run, the ``round(hot_ratio * num_nodes)`` highest scores.
             Or ``"super_batch"``: a hot set per super-batch, by exact access counts over its
             ``n`` batches (NeutronOrch's), see :meth:`counted_hot_set`. On a typed graph

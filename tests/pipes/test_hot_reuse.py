@@ -390,6 +390,29 @@ def test_typed_graphs(sampler):
     assert reused > 0
 
 
+def test_typed_hotness_from_presampling_is_by_global_id():
+    """gp.hotness_from_presampling over a typed chain (no node_type) scores global ids, as
+    HotReuse reads them: its hot set is the most fetched input nodes of every type."""
+    from hetero_graphs import NUM_NODES, hetero_graph
+
+    graph, _ = hetero_graph()
+    features = gp.FeatureStore({(t, "feat"): torch.randn(n, DIM) for t, n in NUM_NODES.items()})
+    items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(40), names="seeds"), "author": gp.ItemSet(torch.arange(30), names="seeds")})
+    plain = gp.ItemSampler(items, 8, shuffle=True, seed=1).sample_neighbor(graph, FANOUTS, seed=2)
+    offsets = dict(zip(graph.node_types, graph.node_type_offset.tolist()))
+    counts = {}
+    for mb in itertools.islice(plain.stream(0), 4):  # by hand, global ids
+        for t, ids in mb.input_nodes.items():
+            for i in ids.tolist():
+                counts[offsets[t] + i] = counts.get(offsets[t] + i, 0) + 1
+    hotness = gp.hotness_from_presampling(plain, graph.total_num_nodes, num_batches=4)
+    hot_reuse = gp.HotReuse(TypedMean(graph.node_types, DIM, 5), features, "feat", hotness, 0.05)
+    top = sorted(counts.values(), reverse=True)[hot_reuse.hot.numel() - 1]
+    assert {v for v, c in counts.items() if c > top} <= set(hot_reuse.hot.tolist())
+    assert all(counts.get(v, 0) >= top for v in hot_reuse.hot.tolist())
+    gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=hot_reuse)  # its size is the graph's
+
+
 @pytest.mark.parametrize("bottom_fanouts", [[2, 0, 3, 1], [1, 5, 1, 4], [-1, 2, 0, -1]])
 def test_typed_skipped_edges_are_what_ns_would_have_sampled(bottom_fanouts):
     """``edges skipped/batch`` on a typed graph with a fanout per edge type (0 included) is
