@@ -154,12 +154,25 @@ class HotReuse:
                 parameter.register_hook(lambda grad, name=name: self._with_pending(name, grad))
         self.version = 0
         self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(bottom)}
+        self._shapes = _shapes(bottom)  # what push checks
         self.reset_stats()
 
     # ------------------------------------------------------------------ the training loop's side
     def push(self, bottom: torch.nn.Module) -> None:
         """Record the bottom layer's weights after one more optimizer step (call it after
-        every step): version ``v + 1``; versions that super-batches read are kept."""
+        every step): version ``v + 1``; versions that super-batches read are kept. ``bottom``
+        must be the module HotReuse was built with (its type, parameter names and shapes)."""
+        kind = type(self._module).__name__
+        if type(bottom) is not type(self._module):
+            raise TypeError(f"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, a {kind}, got {type(bottom).__name__}")
+        shapes = _shapes(bottom)
+        if shapes != self._shapes:
+            differ = [f"{k} {shapes.get(k, 'missing')} (built with {self._shapes.get(k, 'none')})"
+                      for k in sorted(shapes.keys() | self._shapes.keys()) if shapes.get(k) != self._shapes.get(k)]
+            raise ValueError(
+                f"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, got a {kind} whose parameters "
+                f"differ: {', '.join(differ[:3])}{', ...' if len(differ) > 3 else ''}"
+            )
         trained = None
         with self._changed:
             self.version += 1
@@ -424,6 +437,11 @@ class _SuperBatch:
         for _, first, total in list(self.chunks):
             inside = (index >= first) & (index < first + total.shape[0])
             total.index_add_(0, index[inside] - first, grad[inside].to(total))
+
+
+def _shapes(module: torch.nn.Module) -> Dict[str, Tuple[int, ...]]:
+    """The shape of each entry of ``module``'s state_dict (parameters and buffers)."""
+    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
 
 
 def _snapshot(module: torch.nn.Module) -> Dict[str, torch.Tensor]:

@@ -252,6 +252,23 @@ def test_bad_arguments():
         on_gpu.sample_neighbor(graph, FANOUTS, hot_reuse=hot_reuse)
 
 
+def test_push_takes_the_bottom_layer_it_was_built_with():
+    """push refuses another type or other parameter names or shapes (torch's raw state_dict
+    error came later, in a loader thread); the version stays."""
+    graph, features, _ = setup()
+    hot_reuse = reuse(graph, features, SAGEConv(DIM, 5), n=1)
+    with pytest.raises(TypeError, match=r"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, a SAGEConv, got NoneType"):
+        hot_reuse.push(None)
+    with pytest.raises(TypeError, match="a SAGEConv, got Linear"):
+        hot_reuse.push(torch.nn.Linear(DIM, 5))
+    with pytest.raises(ValueError, match=r"got a SAGEConv whose parameters differ: lin_neigh.weight \(7, 8\) \(built with \(5, 8\)\), "
+                                         r"lin_self.bias \(7,\) \(built with \(5,\)\)"):
+        hot_reuse.push(SAGEConv(DIM, 7))
+    assert hot_reuse.version == 0
+    hot_reuse.push(SAGEConv(DIM, 5))  # the same shapes: accepted (which instance cannot be told)
+    assert hot_reuse.version == 1
+
+
 def test_a_pyg_conv_as_the_bottom_layer():
     """``call=HotReuse.pyg_style``: the reused rows are the conv over the hot sample's
     ``(x, x_dst)`` and ``edge_index``, and insert works on the conv's output."""
