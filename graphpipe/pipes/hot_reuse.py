@@ -243,7 +243,8 @@ class HotReuse:
     def insert(self, h: torch.Tensor, minibatch: MiniBatch) -> torch.Tensor:
         """``h`` (the bottom layer's output, ``[num_dst, d]`` rows of its destinations) with
         the batch's reused rows put in (no gradient through them). Raises if they are older
-        than ``2 * super_batch - 1`` steps: the training loop stopped pushing weights."""
+        than ``2 * super_batch - 1`` steps: more steps were pushed than batches came before
+        it (a new DataLoader starting again at batch 0, or more than one push a step)."""
         reused = minibatch.reused
         if reused is None or reused.positions.numel() == 0:
             return h
@@ -255,7 +256,10 @@ class HotReuse:
         if age > self.staleness:
             raise RuntimeError(
                 f"HotReuse: batch {minibatch.batch_index} reuses rows of weights version {reused.version}, {age} steps "
-                f"old (bound {self.staleness}): call reuse.push(bottom_layer) after every optimizer step"
+                f"old (bound {self.staleness}): {self.version} steps were pushed, but {self._ordinal(minibatch.batch_index)} "
+                f"batches came before it. A HotReuse follows one run of batches, and a new DataLoader starts again at "
+                f"batch 0: make a new HotReuse (and sampler) for a new run, or resume the run: loader.load_state_dict(...) "
+                f"with reuse.load_state_dict(...). Call reuse.push(bottom_layer) once after every optimizer step"
             )
         self._age_max = max(self._age_max, age)
         rows = reused.rows.to(h.device, h.dtype).requires_grad_(h.requires_grad)

@@ -159,6 +159,25 @@ def test_a_new_loader_on_a_trained_reuse_gets_a_clear_error():
         next(iter(gp.DataLoader(pipe)))
 
 
+def test_a_new_loader_whose_first_weights_are_kept_gets_the_same_cause():
+    """A loader rebuilt each epoch over 5 batches: version 0 is still kept, so the second
+    loader's batch 0 gets its rows, 5 steps old; insert names the new loader, not a
+    missing push (every step was pushed)."""
+    graph, features, _ = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=2)
+    items = gp.ItemSet(torch.arange(160), names="seeds")
+    pipe = gp.ItemSampler(items, 32, shuffle=True, seed=1).sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=hot_reuse)
+    for mb in gp.DataLoader(pipe):
+        hot_reuse.insert(torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5), mb)
+        hot_reuse.push(bottom)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match=r"batch 0 reuses rows of weights version 0, 5 steps old \(bound 3\): 5 steps "
+                                                                      r"were pushed, but 0 batches came before it.*a new DataLoader starts "
+                                                                      r"again at batch 0: make a new HotReuse"):
+        for mb in gp.DataLoader(pipe):
+            hot_reuse.insert(torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5), mb)
+
+
 def test_a_batch_that_reuses_no_row_keeps_its_rows():
     """One layer: the bottom layer's destinations are the seeds, never reused; insert gives
     the module's rows as they are (it raised on the empty reused rows)."""
