@@ -38,6 +38,7 @@ import copy
 import math
 import threading
 import time
+import weakref
 from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
@@ -68,7 +69,7 @@ def pyg_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tenso
 class HotReuse:
     """The hot vertices, their bottom module's weights by version, and their reused rows.
 
-    One sampler uses it (its super-batches are keyed by position only).
+    One sampler uses it (its super-batches are keyed by position only): a second is refused.
 
     Args:
         bottom: the model's bottom layer (a ``torch.nn.Module``); copies of it compute the
@@ -125,6 +126,7 @@ class HotReuse:
             raise ValueError(f"HotReuse: `hotness` must be finite real scores (torch.topk ranks NaN highest), got {bad}")
         self.features, self.feature = features, feature
         self.node_types = None  # a typed graph's, once a sampler is built on it (bind)
+        self._sampler = None  # a weak reference to that sampler (its copies in a loader are not built again)
         self._row_bytes = 0
         if not isinstance(hot_ratio, (int, float)) or not 0.0 <= hot_ratio <= 1.0:
             raise ValueError(f"HotReuse: `hot_ratio` must be a fraction in [0, 1], got {hot_ratio!r}")
@@ -199,10 +201,18 @@ class HotReuse:
                     if g is not None:
                         self._pending[name] = self._pending[name] + g if name in self._pending else g
 
-    def bind(self, graph, where: str, per_epoch: Optional[Tuple[int, int]] = None) -> None:
-        """Check this reuse against the graph of the sampler ``where`` that uses it;
-        ``per_epoch``: the item sampler upstream's ``(num_global_batches, len())``, which
+    def bind(self, sampler, where: str, per_epoch: Optional[Tuple[int, int]] = None) -> None:
+        """Check this reuse against the graph of ``sampler`` (named ``where``), the one sampler
+        that uses it; ``per_epoch``: the item sampler upstream's ``(num_global_batches, len())``, which
         differ when a rank skips the last global batch of each epoch (None: no item sampler)."""
+        owner = None if self._sampler is None else self._sampler()
+        if owner is not None and owner is not sampler:
+            raise ValueError(
+                f"{where}: `hot_reuse` is already used by another {type(owner).__name__}; one sampler uses a HotReuse "
+                f"(its super-batches are keyed by batch position): make a HotReuse per sampler (an evaluation chain "
+                f"samples without one), and a new one for a new run"
+            )
+        graph = sampler.graph
         self._per_epoch = per_epoch if per_epoch is not None and per_epoch[0] != per_epoch[1] else None
         if self.hotness_size is not None and self.hotness_size != graph.total_num_nodes:
             raise ValueError(
@@ -217,6 +227,7 @@ class HotReuse:
                 raise KeyError(f"{where}: `hot_reuse` reads node feature {self.feature!r} of type {node_type!r}, which the store lacks")
         rows = [self.features["node", t, self.feature] for t in types if ("node", t, self.feature) in self.features]
         self._row_bytes = max((math.prod(f.row_shape) * f.dtype.itemsize for f in rows), default=0)
+        self._sampler = weakref.ref(sampler)
 
     def _inputs(self, input_nodes):
         """The bottom layer's input rows of the hot sample's ``input_nodes`` (by type if typed)."""

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import graphpipe as gp
+from graphpipe.loading.policy import thread_pool
 
 NUM_NODES, DIM = 600, 8
 FANOUTS = [4, 3, 2]
@@ -286,6 +287,25 @@ def test_push_takes_the_bottom_layer_it_was_built_with():
     assert hot_reuse.version == 0
     hot_reuse.push(SAGEConv(DIM, 5))  # the same shapes: accepted (which instance cannot be told)
     assert hot_reuse.version == 1
+
+
+def test_one_sampler_uses_a_hot_reuse():
+    """A second sampler (an evaluation chain) is refused when it is built; the loader's
+    copies of the first (placements) and its own runs are not."""
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=2)
+    pipe = chain(graph, features, items, hot_reuse=hot_reuse)
+    with pytest.raises(ValueError, match=r"LayerNeighborSampler: `hot_reuse` is already used by another NeighborSampler; one "
+                                         r"sampler uses a HotReuse .*make a HotReuse per sampler"):
+        gp.ItemSampler(items, 8).sample_layer_neighbor(graph, [2, 2], hot_reuse=hot_reuse)
+    loader = gp.DataLoader(pipe, transforms=[thread_pool(gp.NeighborSampler, 2)])
+    batches = 0
+    for mb in loader:
+        hot_reuse.insert(torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5), mb)
+        hot_reuse.push(bottom)
+        batches += 1
+    assert batches == 19 and "hot reuse" in loader.explain()
 
 
 def test_a_pyg_conv_as_the_bottom_layer():
