@@ -38,6 +38,7 @@ import copy
 import math
 import threading
 import time
+import weakref
 from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
@@ -68,7 +69,7 @@ def pyg_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tenso
 class HotReuse:
     """The hot vertices, their bottom module's weights by version, and their reused rows.
 
-    One sampler uses it (its super-batches are keyed by position only).
+    One sampler uses it (its super-batches are keyed by position only): a second is refused.
 
     Args:
         bottom: the model's bottom layer (a ``torch.nn.Module``); copies of it compute the
@@ -77,7 +78,8 @@ class HotReuse:
         features: the :class:`FeatureStore` the chain fetches from; ``feature`` names the
             bottom layer's input node feature in it (of every node type on a typed graph).
         hotness: how the hot vertices are chosen. ``[num_nodes]`` scores, by global id on a
-            typed graph (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(...)``):
+            typed graph (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(chain,
+            graph.total_num_nodes)``: no ``node_type``):
             one hot set for the whole run, the ``round(hot_ratio * num_nodes)`` highest scores.
             Or ``"super_batch"``: a hot set per super-batch, by exact access counts over its
             ``n`` batches (NeutronOrch's), see :meth:`counted_hot_set`. On a typed graph
@@ -119,8 +121,12 @@ class HotReuse:
                 f"HotReuse: `hotness` must be a 1-D tensor with one score per node (global ids on a typed graph) or "
                 f"'super_batch' (a hot set per super-batch, by access counts), got {got}"
             )
+        if not self.counted and (hotness.is_complex() or not torch.isfinite(hotness).all()):
+            bad = hotness.dtype if hotness.is_complex() else f"{int((~torch.isfinite(hotness)).sum())} NaN or infinite scores"
+            raise ValueError(f"HotReuse: `hotness` must be finite real scores (torch.topk ranks NaN highest), got {bad}")
         self.features, self.feature = features, feature
         self.node_types = None  # a typed graph's, once a sampler is built on it (bind)
+        self._sampler = None  # a weak reference to that sampler (its copies in a loader are not built again)
         self._row_bytes = 0
         if not isinstance(hot_ratio, (int, float)) or not 0.0 <= hot_ratio <= 1.0:
             raise ValueError(f"HotReuse: `hot_ratio` must be a fraction in [0, 1], got {hot_ratio!r}")
@@ -150,12 +156,25 @@ class HotReuse:
                 parameter.register_hook(lambda grad, name=name: self._with_pending(name, grad))
         self.version = 0
         self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(bottom)}
+        self._shapes = _shapes(bottom)  # what push checks
         self.reset_stats()
 
     # ------------------------------------------------------------------ the training loop's side
     def push(self, bottom: torch.nn.Module) -> None:
         """Record the bottom layer's weights after one more optimizer step (call it after
-        every step): version ``v + 1``; versions that super-batches read are kept."""
+        every step): version ``v + 1``; versions that super-batches read are kept. ``bottom``
+        must be the module HotReuse was built with (its type, parameter names and shapes)."""
+        kind = type(self._module).__name__
+        if type(bottom) is not type(self._module):
+            raise TypeError(f"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, a {kind}, got {type(bottom).__name__}")
+        shapes = _shapes(bottom)
+        if shapes != self._shapes:
+            differ = [f"{k} {shapes.get(k, 'missing')} (built with {self._shapes.get(k, 'none')})"
+                      for k in sorted(shapes.keys() | self._shapes.keys()) if shapes.get(k) != self._shapes.get(k)]
+            raise ValueError(
+                f"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, got a {kind} whose parameters "
+                f"differ: {', '.join(differ[:3])}{', ...' if len(differ) > 3 else ''}"
+            )
         trained = None
         with self._changed:
             self.version += 1
@@ -182,10 +201,18 @@ class HotReuse:
                     if g is not None:
                         self._pending[name] = self._pending[name] + g if name in self._pending else g
 
-    def bind(self, graph, where: str, per_epoch: Optional[Tuple[int, int]] = None) -> None:
-        """Check this reuse against the graph of the sampler ``where`` that uses it;
-        ``per_epoch``: the item sampler upstream's ``(num_global_batches, len())``, which
+    def bind(self, sampler, where: str, per_epoch: Optional[Tuple[int, int]] = None) -> None:
+        """Check this reuse against the graph of ``sampler`` (named ``where``), the one sampler
+        that uses it; ``per_epoch``: the item sampler upstream's ``(num_global_batches, len())``, which
         differ when a rank skips the last global batch of each epoch (None: no item sampler)."""
+        owner = None if self._sampler is None else self._sampler()
+        if owner is not None and owner is not sampler:
+            raise ValueError(
+                f"{where}: `hot_reuse` is already used by another {type(owner).__name__}; one sampler uses a HotReuse "
+                f"(its super-batches are keyed by batch position): make a HotReuse per sampler (an evaluation chain "
+                f"samples without one), and a new one for a new run"
+            )
+        graph = sampler.graph
         self._per_epoch = per_epoch if per_epoch is not None and per_epoch[0] != per_epoch[1] else None
         if self.hotness_size is not None and self.hotness_size != graph.total_num_nodes:
             raise ValueError(
@@ -200,6 +227,7 @@ class HotReuse:
                 raise KeyError(f"{where}: `hot_reuse` reads node feature {self.feature!r} of type {node_type!r}, which the store lacks")
         rows = [self.features["node", t, self.feature] for t in types if ("node", t, self.feature) in self.features]
         self._row_bytes = max((math.prod(f.row_shape) * f.dtype.itemsize for f in rows), default=0)
+        self._sampler = weakref.ref(sampler)
 
     def _inputs(self, input_nodes):
         """The bottom layer's input rows of the hot sample's ``input_nodes`` (by type if typed)."""
@@ -226,7 +254,8 @@ class HotReuse:
     def insert(self, h: torch.Tensor, minibatch: MiniBatch) -> torch.Tensor:
         """``h`` (the bottom layer's output, ``[num_dst, d]`` rows of its destinations) with
         the batch's reused rows put in (no gradient through them). Raises if they are older
-        than ``2 * super_batch - 1`` steps: the training loop stopped pushing weights."""
+        than ``2 * super_batch - 1`` steps: more steps were pushed than batches came before
+        it (a new DataLoader starting again at batch 0, or more than one push a step)."""
         reused = minibatch.reused
         if reused is None or reused.positions.numel() == 0:
             return h
@@ -238,7 +267,10 @@ class HotReuse:
         if age > self.staleness:
             raise RuntimeError(
                 f"HotReuse: batch {minibatch.batch_index} reuses rows of weights version {reused.version}, {age} steps "
-                f"old (bound {self.staleness}): call reuse.push(bottom_layer) after every optimizer step"
+                f"old (bound {self.staleness}): {self.version} steps were pushed, but {self._ordinal(minibatch.batch_index)} "
+                f"batches came before it. A HotReuse follows one run of batches, and a new DataLoader starts again at "
+                f"batch 0: make a new HotReuse (and sampler) for a new run, or resume the run: loader.load_state_dict(...) "
+                f"with reuse.load_state_dict(...). Call reuse.push(bottom_layer) once after every optimizer step"
             )
         self._age_max = max(self._age_max, age)
         rows = reused.rows.to(h.device, h.dtype).requires_grad_(h.requires_grad)
@@ -420,6 +452,11 @@ class _SuperBatch:
         for _, first, total in list(self.chunks):
             inside = (index >= first) & (index < first + total.shape[0])
             total.index_add_(0, index[inside] - first, grad[inside].to(total))
+
+
+def _shapes(module: torch.nn.Module) -> Dict[str, Tuple[int, ...]]:
+    """The shape of each entry of ``module``'s state_dict (parameters and buffers)."""
+    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
 
 
 def _snapshot(module: torch.nn.Module) -> Dict[str, torch.Tensor]:

@@ -967,5 +967,5 @@ def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
             f"{name}: `hot_reuse` with hotness='super_batch' reads each super-batch's batches again from the "
             f"ItemSampler (or DistributedItemSampler) upstream, by batch_index; found none in the chain"
         )
-    hot_reuse.bind(sampler.graph, name, None if source is None else (source.num_global_batches, len(source)))
+    hot_reuse.bind(sampler, name, None if source is None else (source.num_global_batches, len(source)))
     return hot_reuse

@@ -243,6 +243,35 @@ def test_hotness_from_presampling_counts_one_node_type_of_typed_batches():
         hotness_from_presampling(batches, 3)
 
 
+def test_hotness_from_presampling_counts_a_typed_chain_by_global_id():
+    """node_type=None over a chain on a typed graph: every type's input nodes, by global id
+    (the scores HotReuse reads); a node_type's count must be that type's node count."""
+    import itertools
+
+    import graphpipe as gp
+    from hetero_graphs import hetero_graph
+
+    graph, _ = hetero_graph()
+    items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(40), names="seeds"), "author": gp.ItemSet(torch.arange(30), names="seeds")})
+    chain = gp.ItemSampler(items, 8, shuffle=True, seed=1).sample_neighbor(graph, [2, 2], seed=2)
+    offsets = dict(zip(graph.node_types, graph.node_type_offset.tolist()))
+    want = [0] * graph.total_num_nodes
+    for mb in itertools.islice(chain.stream(0), 3):  # by hand
+        for t, ids in mb.input_nodes.items():
+            for i in ids.tolist():
+                want[offsets[t] + i] += 1
+    assert hotness_from_presampling(chain, graph.total_num_nodes, num_batches=3).tolist() == want
+    bounds = graph.node_type_offset.tolist()
+    assert sum(any(want[a:b]) for a, b in zip(bounds, bounds[1:])) >= 2  # several types counted
+    papers = int(graph.node_type_offset.diff()[graph.node_types.index("paper")])
+    with pytest.raises(ValueError, match=rf"`num_rows` must be {papers}, the number of 'paper' nodes .*got {graph.total_num_nodes}"):
+        hotness_from_presampling(chain, graph.total_num_nodes, node_type="paper")
+    with pytest.raises(ValueError, match=rf"`num_rows` must be {graph.total_num_nodes}, the graph's total_num_nodes"):
+        hotness_from_presampling(chain, papers)
+    local = hotness_from_presampling(chain, papers, num_batches=3, node_type="paper")
+    assert local.tolist() == want[offsets["paper"]:offsets["paper"] + papers]
+
+
 def test_hotter_rows_give_higher_hit_rate_than_cold_ones():
     gen = torch.Generator().manual_seed(5)
     ids = [(torch.rand(100, generator=gen) ** 4 * 200).long() for _ in range(20)]  # skewed to low ids

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import graphpipe as gp
+from graphpipe.loading.policy import thread_pool
 
 NUM_NODES, DIM = 600, 8
 FANOUTS = [4, 3, 2]
@@ -159,6 +160,25 @@ def test_a_new_loader_on_a_trained_reuse_gets_a_clear_error():
         next(iter(gp.DataLoader(pipe)))
 
 
+def test_a_new_loader_whose_first_weights_are_kept_gets_the_same_cause():
+    """A loader rebuilt each epoch over 5 batches: version 0 is still kept, so the second
+    loader's batch 0 gets its rows, 5 steps old; insert names the new loader, not a
+    missing push (every step was pushed)."""
+    graph, features, _ = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=2)
+    items = gp.ItemSet(torch.arange(160), names="seeds")
+    pipe = gp.ItemSampler(items, 32, shuffle=True, seed=1).sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=hot_reuse)
+    for mb in gp.DataLoader(pipe):
+        hot_reuse.insert(torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5), mb)
+        hot_reuse.push(bottom)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match=r"batch 0 reuses rows of weights version 0, 5 steps old \(bound 3\): 5 steps "
+                                                                      r"were pushed, but 0 batches came before it.*a new DataLoader starts "
+                                                                      r"again at batch 0: make a new HotReuse"):
+        for mb in gp.DataLoader(pipe):
+            hot_reuse.insert(torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5), mb)
+
+
 def test_a_batch_that_reuses_no_row_keeps_its_rows():
     """One layer: the bottom layer's destinations are the seeds, never reused; insert gives
     the module's rows as they are (it raised on the empty reused rows)."""
@@ -225,6 +245,13 @@ def test_bad_arguments():
         gp.HotReuse(bottom, features, "feat", hotness, 1.5)
     with pytest.raises(ValueError, match="hotness"):
         gp.HotReuse(bottom, features, "feat", hotness[None], 0.1)
+    for bad, got in ((float("nan"), "2 NaN or infinite scores"), (float("-inf"), "2 NaN or infinite scores")):
+        scores = hotness.double()
+        scores[[3, 7]] = bad
+        with pytest.raises(ValueError, match=f"`hotness` must be finite real scores .*got {got}"):
+            gp.HotReuse(bottom, features, "feat", scores, 0.1)
+    with pytest.raises(ValueError, match="`hotness` must be finite real scores .*got torch.complex64"):
+        gp.HotReuse(bottom, features, "feat", hotness.to(torch.complex64), 0.1)
     short = gp.HotReuse(bottom, features, "feat", hotness[:10], 0.1)
     with pytest.raises(ValueError, match="`hot_reuse` has a hotness score for 10 nodes, but the graph has 600"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=short)
@@ -243,6 +270,42 @@ def test_bad_arguments():
     on_gpu.device = torch.device("cuda")  # what copy_to('cuda') upstream declares where CUDA is
     with pytest.raises(gp.UnsupportedCombination, match=r"hot-vertex reuse samples on the CPU.*copy_to\('cuda'\) after it"):
         on_gpu.sample_neighbor(graph, FANOUTS, hot_reuse=hot_reuse)
+
+
+def test_push_takes_the_bottom_layer_it_was_built_with():
+    """push refuses another type or other parameter names or shapes (torch's raw state_dict
+    error came later, in a loader thread); the version stays."""
+    graph, features, _ = setup()
+    hot_reuse = reuse(graph, features, SAGEConv(DIM, 5), n=1)
+    with pytest.raises(TypeError, match=r"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, a SAGEConv, got NoneType"):
+        hot_reuse.push(None)
+    with pytest.raises(TypeError, match="a SAGEConv, got Linear"):
+        hot_reuse.push(torch.nn.Linear(DIM, 5))
+    with pytest.raises(ValueError, match=r"got a SAGEConv whose parameters differ: lin_neigh.weight \(7, 8\) \(built with \(5, 8\)\), "
+                                         r"lin_self.bias \(7,\) \(built with \(5,\)\)"):
+        hot_reuse.push(SAGEConv(DIM, 7))
+    assert hot_reuse.version == 0
+    hot_reuse.push(SAGEConv(DIM, 5))  # the same shapes: accepted (which instance cannot be told)
+    assert hot_reuse.version == 1
+
+
+def test_one_sampler_uses_a_hot_reuse():
+    """A second sampler (an evaluation chain) is refused when it is built; the loader's
+    copies of the first (placements) and its own runs are not."""
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=2)
+    pipe = chain(graph, features, items, hot_reuse=hot_reuse)
+    with pytest.raises(ValueError, match=r"LayerNeighborSampler: `hot_reuse` is already used by another NeighborSampler; one "
+                                         r"sampler uses a HotReuse .*make a HotReuse per sampler"):
+        gp.ItemSampler(items, 8).sample_layer_neighbor(graph, [2, 2], hot_reuse=hot_reuse)
+    loader = gp.DataLoader(pipe, transforms=[thread_pool(gp.NeighborSampler, 2)])
+    batches = 0
+    for mb in loader:
+        hot_reuse.insert(torch.zeros(mb.sampled_subgraphs[0].num_dst_nodes, 5), mb)
+        hot_reuse.push(bottom)
+        batches += 1
+    assert batches == 19 and "hot reuse" in loader.explain()
 
 
 def test_a_pyg_conv_as_the_bottom_layer():
@@ -381,6 +444,29 @@ def test_typed_graphs(sampler):
         assert torch.equal(inserted[b.reused.positions], b.reused.rows)
         reused += len(hot_positions)
     assert reused > 0
+
+
+def test_typed_hotness_from_presampling_is_by_global_id():
+    """gp.hotness_from_presampling over a typed chain (no node_type) scores global ids, as
+    HotReuse reads them: its hot set is the most fetched input nodes of every type."""
+    from hetero_graphs import NUM_NODES, hetero_graph
+
+    graph, _ = hetero_graph()
+    features = gp.FeatureStore({(t, "feat"): torch.randn(n, DIM) for t, n in NUM_NODES.items()})
+    items = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(40), names="seeds"), "author": gp.ItemSet(torch.arange(30), names="seeds")})
+    plain = gp.ItemSampler(items, 8, shuffle=True, seed=1).sample_neighbor(graph, FANOUTS, seed=2)
+    offsets = dict(zip(graph.node_types, graph.node_type_offset.tolist()))
+    counts = {}
+    for mb in itertools.islice(plain.stream(0), 4):  # by hand, global ids
+        for t, ids in mb.input_nodes.items():
+            for i in ids.tolist():
+                counts[offsets[t] + i] = counts.get(offsets[t] + i, 0) + 1
+    hotness = gp.hotness_from_presampling(plain, graph.total_num_nodes, num_batches=4)
+    hot_reuse = gp.HotReuse(TypedMean(graph.node_types, DIM, 5), features, "feat", hotness, 0.05)
+    top = sorted(counts.values(), reverse=True)[hot_reuse.hot.numel() - 1]
+    assert {v for v, c in counts.items() if c > top} <= set(hot_reuse.hot.tolist())
+    assert all(counts.get(v, 0) >= top for v in hot_reuse.hot.tolist())
+    gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=hot_reuse)  # its size is the graph's
 
 
 @pytest.mark.parametrize("bottom_fanouts", [[2, 0, 3, 1], [1, 5, 1, 4], [-1, 2, 0, -1]])
