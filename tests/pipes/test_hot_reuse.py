@@ -296,8 +296,8 @@ def test_one_sampler_uses_a_hot_reuse():
     bottom = SAGEConv(DIM, 5)
     hot_reuse = reuse(graph, features, bottom, n=2)
     pipe = chain(graph, features, items, hot_reuse=hot_reuse)
-    with pytest.raises(ValueError, match=r"LayerNeighborSampler: `hot_reuse` is already used by another NeighborSampler; one "
-                                         r"sampler uses a HotReuse .*make a HotReuse per sampler"):
+    with pytest.raises(ValueError, match=r"LayerNeighborSampler: `hot_reuse` is already used by another NeighborSampler \(still "
+                                         r"referenced.*\); one sampler uses a HotReuse .*make a HotReuse per sampler"):
         gp.ItemSampler(items, 8).sample_layer_neighbor(graph, [2, 2], hot_reuse=hot_reuse)
     loader = gp.DataLoader(pipe, transforms=[thread_pool(gp.NeighborSampler, 2)])
     batches = 0
