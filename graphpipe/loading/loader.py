@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 import weakref
@@ -55,6 +56,11 @@ class DataLoader(IterableDataset):
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
         check_int(num_workers, "num_workers", "DataLoader", minimum=0)
+        if transforms is not None and not isinstance(transforms, (list, tuple)):
+            raise TypeError(
+                f"DataLoader: `transforms` must be a list of functions pipe -> pipe (e.g. [thread_pool(...)]), got "
+                f"{transforms!r}"
+            )
         if transforms is not None and num_workers:
             raise ValueError(
                 "DataLoader: `num_workers` applies to the default placement; with an explicit `transforms` list, put "
@@ -383,11 +389,20 @@ class _Epoch:
         self._started = False
         self._ended = False
         self._ended_by: Optional[str] = None  # what ended it before its end, if not close()
+        self._advancing = threading.Lock()  # held by the thread in next()
 
     def __iter__(self) -> "_Epoch":
         return self
 
     def __next__(self):
+        if not self._advancing.acquire(blocking=False):  # the generator would refuse, and the epoch end with it
+            raise RuntimeError("DataLoader: another thread is in next() of this epoch's iterator; iterate it from one thread")
+        try:
+            return self._next()
+        finally:
+            self._advancing.release()
+
+    def _next(self):
         if self._batches is None:
             if self._ended_by is not None:
                 raise RuntimeError(

@@ -117,7 +117,7 @@ class FeatureFetcher(Pipe):
             source = find_distributed_item_sampler(self, "FeatureFetcher (cooperative)")
             node_features.update(fetch_node_features_cooperatively(self, minibatch, source))
         elif self._reads["node"]:
-            field = "input_nodes" if minibatch.sampled_subgraphs else "seeds"
+            field = "seeds" if minibatch.input_nodes is None else "input_nodes"  # a user's stage may set them alone
             ids = getattr(minibatch, field)
             if ids is None:
                 raise ValueError(

@@ -225,6 +225,28 @@ def test_break_keyboard_interrupt_close_and_del_stop_every_thread():
     assert _threads() == []
 
 
+def test_an_iterator_advanced_from_two_threads_at_once_says_so_and_loses_no_batch():
+    entered, release = threading.Event(), threading.Event()
+
+    def first_batch_waits(mb):
+        if mb.batch_index == 0:
+            entered.set()
+            release.wait(10)
+        return mb
+
+    loader = gp.DataLoader(_chain(first_batch_waits), transforms=[])  # the chain runs in the caller's next()
+    iterator = iter(loader)
+    first = []
+    puller = threading.Thread(target=lambda: first.append(next(iterator)))
+    puller.start()
+    assert entered.wait(10)
+    with pytest.raises(RuntimeError, match=r"another thread is in next\(\) of this epoch's iterator"):
+        next(iterator)
+    release.set()
+    puller.join(10)
+    assert [mb.batch_index for mb in first + list(iterator)] == list(range(len(loader)))  # the epoch went on
+
+
 def test_bad_arguments():
     with pytest.raises(TypeError, match=r"`pipe` must be a graphpipe pipe, got list"):
         gp.DataLoader([1, 2])
@@ -236,6 +258,8 @@ def test_bad_arguments():
         gp.DataLoader(_chain(), transforms=[lambda pipe: 3])
     with pytest.raises(TypeError, match=r"every transform must be a function pipe -> pipe, got 'x'"):
         gp.DataLoader(_chain(), transforms=["x"])
+    with pytest.raises(TypeError, match=r"`transforms` must be a list of functions pipe -> pipe \(e.g. \[thread_pool\(...\)\]\), got <function"):
+        gp.DataLoader(_chain(), transforms=thread_pool(gp.NeighborSampler, 2))
 
 
 _HANGING_SCRIPT = """

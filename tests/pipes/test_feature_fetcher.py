@@ -136,6 +136,9 @@ def test_a_users_batch_gets_every_feature_and_keeps_the_rest(tmp_path):
     # The input batch is left as it was, and the rest of the batch is carried over.
     assert list(mb.node_features) == ["kept"] and mb.edge_features == []
     assert out.batch_index == 4 and out.sampled_subgraphs is mb.sampled_subgraphs
+    # A user's stage that sets input_nodes without layers: rows are input_nodes', as the batch's contract says.
+    own = MiniBatch(seeds=torch.tensor([3, 0]), input_nodes=torch.tensor([3, 0, 12, 29]))
+    assert FeatureFetcher([], store, ["deg"]).fetch(own).node_features["deg"].tolist() == [3, 0, 12, 29]  # deg: the id
 
 
 @pytest.mark.parametrize("case", CASES)
