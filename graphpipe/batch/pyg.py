@@ -50,32 +50,29 @@ def to_pyg(
     ids, within the edge type when typed), ``num_sampled_edges`` (``L`` ints),
     ``edge_weight`` (LABOR), every fetched edge feature by name, and ``edge_attr``
     ``[E, ...]``: edge feature ``edge_feature_key``, else ``"edge_attr"``, else the only
-    one fetched but ``"edge_weight"``. A feature named as a field set otherwise (``x``
-    or ``y`` beside a chosen other, LABOR's ``edge_weight``, ``e_id``...) is refused. Typed
-    batches key features ``(type, name)`` and hold every node and edge type, maybe empty.
+    one fetched but ``"edge_weight"``. Typed batches key features ``(type, name)`` and
+    hold every node and edge type, maybe empty.
 
-    Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are
-    the first ``n_id``) and ``input_id`` (the seeds' positions in the ItemSet,
-    ``item_ids``). Node pairs (link prediction), as ``LinkNeighborLoader``: the first
-    ``num_sampled_nodes[0]`` nodes of each type are the pairs' distinct endpoints of
-    that type (ascending, as LinkNeighborLoader orders them), there is no
-    ``batch_size`` and no ``y`` from ``labels``; on each seed edge type ``input_id``
-    (``item_ids``: the positive pairs' positions in the ItemSet), and ``neg_sampling``
-    picks the pairs' fields:
+    Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are the
+    first ``n_id``) and ``input_id`` (``item_ids``: ItemSet positions). Node pairs (link
+    prediction), as ``LinkNeighborLoader``: the first ``num_sampled_nodes[0]`` nodes of
+    each type are the pairs' distinct endpoints of that type (ascending, as
+    LinkNeighborLoader orders them), no ``batch_size``, no ``y`` from ``labels``; on each
+    seed edge type ``input_id`` (the positives'); ``neg_sampling`` picks the fields:
 
     * ``"binary"``: ``edge_label_index`` ``[2, num_pairs]`` on the edge type
-      (``compacted_seeds`` transposed: local ids into the source type's and the
-      destination type's nodes), ``edge_label`` (``labels``; bool labels as float
-      1.0/0.0, as LinkNeighborLoader makes them).
+      (``compacted_seeds`` transposed: local ids into the source and destination types'
+      nodes), ``edge_label`` (``labels``; bool as float 1.0/0.0, as LinkNeighborLoader).
     * ``"triplet"`` (batches from ``sample_uniform_negative``): ``src_index`` ``[P]`` on
       the source node type, ``dst_pos_index`` ``[P]`` and ``dst_neg_index`` ``[P, k]``
-      (``[P]`` when ``k == 1``) on the destination node type: local ids of each
-      positive's source, destination and negative destinations.
+      (``[P]`` when ``k == 1``) on the destination type: local ids of each positive's
+      source, destination and negative destinations.
 
     Raises:
-        ValueError / KeyError: ambiguous or unknown feature keys, layers that do not chain,
-            pairs without ``compacted_seeds``, hyperlinks, a triplet layout that does not fit
-            or positives with labels of their own (PyG refuses ``edge_label`` there).
+        ValueError / KeyError: ambiguous or unknown feature keys, a feature named as a field
+            set otherwise (``x`` beside another chosen, LABOR's ``edge_weight``, ``e_id``),
+            layers that do not chain, pairs without ``compacted_seeds``, hyperlinks, triplets
+            that do not fit or whose positives have labels (PyG refuses ``edge_label``).
     """
     try:
         from torch_geometric.data import Data, HeteroData
