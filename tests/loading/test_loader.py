@@ -323,7 +323,7 @@ def test_ctrl_c_gets_through_a_hung_background_stage(tmp_path, stage):
         process.kill()
     assert process.returncode == -signal.SIGINT and stderr.rstrip().endswith("KeyboardInterrupt"), stderr
     assert "still running a batch 2 s after being asked to stop" in stderr
-    assert waited < 8, f"the process took {waited:.1f} s to exit after Ctrl-C"
+    assert waited < 20, f"the process took {waited:.1f} s to exit after Ctrl-C"  # a hung stage: 60 s; 8.6 s seen on a slow VM
 
 
 def test_close_returns_while_a_background_stage_is_stuck_and_warns(monkeypatch):
