@@ -20,7 +20,7 @@ from graphpipe.graph.edge_types import etype_str_to_tuple, etype_tuple_to_str
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.features.disk import DiskBasedFeature
 from graphpipe.features.cpu_cache import CPUCachedFeature
-from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
+from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet, ItemSetDict
 from graphpipe.loading.loader import DataLoader
 from graphpipe.batch.minibatch import CSCFormat, MiniBatch, SampledSubgraph
@@ -30,6 +30,7 @@ from graphpipe.pipes import TemporalLayerNeighborSampler, TemporalNeighborSample
 from graphpipe.pipes import CopyTo, FeatureFetcher, Transform
 from graphpipe.distributed import cooperative_exchange
 from graphpipe.pipes import DistributedItemSampler, HotReuse
+from graphpipe.pipes.presampling import hotness_from_presampling
 from graphpipe.pipes.capabilities import UnsupportedCombination
 from graphpipe._internal.allocator import retain_freed_memory
 

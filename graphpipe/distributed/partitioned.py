@@ -325,16 +325,22 @@ def _item_owners(graph: CSCGraph, split: str, item_set, owners: torch.Tensor) ->
         columns = [("", dst_type, seeds)]
         if seeds.dim() != 1:
             columns = [(" (a pair's source)", src_type, seeds[:, 0]), (" (a pair's destination)", dst_type, seeds[:, 1])]
-        for what, node_type, nodes in columns:
-            if node_type not in schema.node_type_id:
-                raise ValueError(f"{where} has items of type '{key}', but the graph's node types are {list(schema.node_types)}")
-            t = schema.node_type_id[node_type]
-            offset, end = schema.node_type_offset[t], schema.node_type_offset[t + 1]
-            if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= end - offset):
-                bad = int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())
-                raise ValueError(f"{where} holds node id {bad}{what}, out of range for {end - offset} nodes")
-        out.append(owners[nodes + offset])  # the last column's: the destinations
+        global_ids = [_global_ids(schema, where, what, key, node_type, nodes) for what, node_type, nodes in columns]
+        out.append(owners[global_ids[-1]])  # the destination's owner
     return out
+
+
+def _global_ids(schema, where: str, what: str, key: Optional[str], node_type: str, nodes: torch.Tensor) -> torch.Tensor:
+    """``nodes`` (type-local ids of ``node_type``; ``what`` they are, for errors) as global
+    ids, each checked in range."""
+    if node_type not in schema.node_type_id:
+        raise ValueError(f"{where} has items of type '{key}', but the graph's node types are {list(schema.node_types)}")
+    t = schema.node_type_id[node_type]
+    offset, end = schema.node_type_offset[t], schema.node_type_offset[t + 1]
+    if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= end - offset):
+        bad = int(nodes.max()) if int(nodes.min()) >= 0 else int(nodes.min())
+        raise ValueError(f"{where} holds node id {bad}{what}, out of range for {end - offset} nodes")
+    return nodes + offset
 
 
 def _write_graph(graph: CSCGraph, owners: torch.Tensor, owned: torch.Tensor, rank: int, part_dir: str):

@@ -3,10 +3,10 @@ tables, :class:`DiskBasedFeature` (pread, O_DIRECT), and the CPU and GPU caches.
 
 from graphpipe.features.cpu_cache import CPUCachedFeature
 from graphpipe.features.disk import DiskBasedFeature
-from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
+from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree
 from graphpipe.features.store import Feature, FeatureStore
 
 __all__ = [
     "CPUCachedFeature", "DiskBasedFeature", "Feature", "FeatureStore", "GPUCachedFeature", "gpu_cached_feature",
-    "hotness_from_degree", "hotness_from_presampling",
+    "hotness_from_degree",
 ]

@@ -5,7 +5,7 @@ store whose ``"feat"`` is a :class:`GPUCachedFeature`: cached rows come from dev
 memory, only the misses from the backing feature (a UVA gather when it is pinned).
 
 * ``"static"``: filled once, never changed: with ``hotness`` (a score per row:
-  :func:`hotness_from_degree`, or :func:`hotness_from_presampling` as GNNLab and
+  :func:`hotness_from_degree`, or :func:`~graphpipe.hotness_from_presampling` as GNNLab and
   NeutronOrch do) the hottest rows, else the first rows missed until full.
 * ``"clock"``: CLOCK in batches: a hit sets its slot's reference bit; a read's misses
   replace, in hand order, the slots whose bit is clear, clearing the bits swept past (a
@@ -22,7 +22,7 @@ Not thread-safe: one stage reads a given cache.
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple, Union
+from typing import Optional, Union
 
 import torch
 
@@ -34,7 +34,6 @@ __all__ = [
     "GPUCachedFeature",
     "gpu_cached_feature",
     "hotness_from_degree",
-    "hotness_from_presampling",
 ]
 
 POLICIES = ("static", "clock")
@@ -249,60 +248,6 @@ def hotness_from_degree(graph) -> torch.Tensor:
     a sampler will fetch most without sampling anything.
     """
     return torch.bincount(graph.indices.to(torch.int64), minlength=graph.total_num_nodes)
-
-
-def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_type: Optional[str] = None) -> torch.Tensor:
-    """``[num_rows]`` int64 access counts of ``input_nodes`` over the first ``num_batches``
-    batches of ``pipe``'s epoch 0 (a sampling chain, before feature fetching). Nothing in
-    ``pipe`` changes: a loader over it still starts at epoch 0, batch_index 0.
-
-    Heterogeneous batches count the type-local ids of ``input_nodes[node_type]`` (the rows
-    of that type's features, for a cache of them); with ``node_type=None`` and a chain over
-    a typed graph, every type's by global id (``num_rows``: its ``total_num_nodes``; the
-    scores :class:`~graphpipe.HotReuse` reads)."""
-    num_batches = check_int(num_batches, "num_batches", "hotness_from_presampling", minimum=1)
-    offsets = _typed_offsets(pipe)
-    if offsets is not None:
-        want = sum(n for _, n in offsets.values()) if node_type is None else offsets.get(node_type, (0, None))[1]
-        if want is not None and num_rows != want:
-            of = "the graph's total_num_nodes (node_type=None: every type, by global id)" if node_type is None else (
-                f"the number of {node_type!r} nodes (counted by type-local id; node_type=None counts every type by "
-                f"global id, as HotReuse reads)"
-            )
-            raise ValueError(f"hotness_from_presampling: `num_rows` must be {want}, {of}, got {num_rows}")
-    counts = torch.zeros(num_rows, dtype=torch.int64)
-    batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
-    for i, minibatch in enumerate(batches):
-        ids = minibatch.input_nodes
-        if ids is None:
-            raise ValueError("hotness_from_presampling: batches have no `input_nodes`; pass a chain with a sampler")
-        if isinstance(ids, dict) and node_type is None and offsets is not None:
-            ids = torch.cat([v.cpu() + offsets[t][0] for t, v in ids.items()])
-        elif isinstance(ids, dict):
-            if node_type not in ids:
-                raise ValueError(
-                    f"hotness_from_presampling: the batches are heterogeneous; `node_type` must name one of their "
-                    f"node types {sorted(ids)}, got {node_type!r} (or pass the sampling chain and node_type=None: "
-                    f"global ids)"
-                )
-            ids = ids[node_type]
-        counts += torch.bincount(ids.cpu(), minlength=num_rows)
-        if i + 1 == num_batches:
-            break
-    return counts
-
-
-def _typed_offsets(pipe) -> Optional[Dict[str, Tuple[int, int]]]:
-    """``{node type: (first global id, count)}`` of the typed graph the chain ``pipe``
-    samples (its nearest stage with a ``graph``), None for an untyped one or no chain."""
-    stage = pipe
-    while stage is not None and getattr(stage, "graph", None) is None:
-        stage = getattr(stage, "source", None)
-    graph = None if stage is None else stage.graph
-    if graph is None or not graph.is_heterogeneous:
-        return None
-    offsets = graph.node_type_offset.tolist()
-    return {t: (offsets[i], offsets[i + 1] - offsets[i]) for i, t in enumerate(graph.node_types)}
 
 
 def _check_hotness(hotness: torch.Tensor, num_rows: int) -> torch.Tensor:

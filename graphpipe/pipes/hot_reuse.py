@@ -155,8 +155,9 @@ class HotReuse:
             if parameter.requires_grad:
                 parameter.register_hook(lambda grad, name=name: self._with_pending(name, grad))
         self.version = 0
-        self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(bottom)}
-        self._shapes = _shapes(bottom)  # what push checks
+        state = bottom.state_dict()
+        self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(state)}
+        self._shapes = _shapes(state)  # what push checks
         self.reset_stats()
 
     # ------------------------------------------------------------------ the training loop's side
@@ -167,7 +168,8 @@ class HotReuse:
         kind = type(self._module).__name__
         if type(bottom) is not type(self._module):
             raise TypeError(f"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, a {kind}, got {type(bottom).__name__}")
-        shapes = _shapes(bottom)
+        state = bottom.state_dict()
+        shapes = _shapes(state)
         if shapes != self._shapes:
             differ = [f"{k} {shapes.get(k, 'missing')} (built with {self._shapes.get(k, 'none')})"
                       for k in sorted(shapes.keys() | self._shapes.keys()) if shapes.get(k) != self._shapes.get(k)]
@@ -179,7 +181,7 @@ class HotReuse:
         with self._changed:
             self.version += 1
             if self.version % self.super_batch == 0:
-                self._weights[self.version] = _snapshot(bottom)
+                self._weights[self.version] = _snapshot(state)
                 for old in [v for v in self._weights if v < self.version - 2 * self.super_batch]:
                     del self._weights[old]
                 trained = self._supers.pop(self.version // self.super_batch - 1, None)
@@ -455,11 +457,12 @@ class _SuperBatch:
             total.index_add_(0, index[inside] - first, grad[inside].to(total))
 
 
-def _shapes(module: torch.nn.Module) -> Dict[str, Tuple[int, ...]]:
-    """The shape of each entry of ``module``'s state_dict (parameters and buffers)."""
-    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
+def _shapes(state: Dict[str, torch.Tensor]) -> Dict[str, Tuple[int, ...]]:
+    """The shape of each entry of a module's state_dict (parameters and buffers)."""
+    return {k: tuple(v.shape) for k, v in state.items()}
 
 
-def _snapshot(module: torch.nn.Module) -> Dict[str, torch.Tensor]:
-    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+def _snapshot(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """A CPU copy of a module's state_dict, detached."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
 

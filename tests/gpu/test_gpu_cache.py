@@ -10,7 +10,8 @@ from cuda_syncs import host_syncs
 from graphpipe import CSCGraph, MiniBatch
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.pipes import FeatureFetcher
-from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree, hotness_from_presampling
+from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree
+from graphpipe.pipes.presampling import hotness_from_presampling
 
 has_cuda = torch.cuda.is_available()
 device = "cuda" if has_cuda else "cpu"
