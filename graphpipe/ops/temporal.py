@@ -201,7 +201,8 @@ def valid_candidates(
         large = (fanouts > 0) & (degrees > _REJECTION_DEGREE * fanouts)
         scratch_at = np.where(large, np.cumsum(np.where(large, fanouts, 0)) - fanouts, -1)
         scratch = np.empty(int(np.where(large, fanouts, 0).sum()), np.int64)
-        _count_drawn(bounds_np, lo_np, hi_np, fanouts, np.uint64(key), key_ids.numpy(), *args[3:], scratch, scratch_at, counts)
+        # key_ids may be a strided view: contiguous, the kernel compiled for contiguous arrays serves
+        _count_drawn(bounds_np, lo_np, hi_np, fanouts, np.uint64(key), key_ids.contiguous().numpy(), *args[3:], scratch, scratch_at, counts)
     offsets = np.zeros(lo_np.size + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     positions = np.empty(offsets[-1], np.int64)

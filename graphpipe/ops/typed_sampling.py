@@ -90,8 +90,9 @@ def typed_segments_of_nodes(
         edge_types = sorted(edge_types)
         if not edge_types or nodes.numel() == 0:
             continue
+        # nodes may be a strided view (a pair column): contiguous, the compiled kernel serves
         bad += _segments_of_nodes(
-            indptr_np, types_np, nodes.numpy(), np.array(edge_types, np.int64), np.array([first[t] for t in edge_types], np.int64),
+            indptr_np, types_np, nodes.contiguous().numpy(), np.array(edge_types, np.int64), np.array([first[t] for t in edge_types], np.int64),
             num_edge_types, bounds, key_ids,
         )  # fmt: skip
     check_kernel_report(bad, 0, "typed_segments_of_nodes")
