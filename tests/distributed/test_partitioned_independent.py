@@ -31,6 +31,9 @@ CASES = [
 from_part = gp.DistributedItemSampler.from_part
 OPTIONS = {"shuffle": True, "seed": 3, "drop_uneven_inputs": True}
 SIZES = {"node": 7, "link": 6}  # items per rank and batch
+# Node items partitioned (untyped: the first 100 of 300 nodes, typed: 60 papers and 30 authors): each
+# rank still gets more than one batch of 7, with edges sampled by other ranks (both asserted below).
+NODE_ITEMS = {"untyped": 100, "typed": 90}
 
 
 def pipe_of(kind, case, graph, store, source, edge_rows=True):
@@ -123,14 +126,15 @@ def partitioned(tmp_path, world_size, method):
     for kind in KINDS:
         graph = attributed_graph(kind)
         out_dirs[kind] = str(tmp_path / f"{kind}-{world_size}")
-        splits = {"node": items(kind), "link": link_items(kind), "few": items(kind, 12), "few links": few_links(kind)}
+        splits = {"node": items(kind, NODE_ITEMS[kind]), "link": link_items(kind), "few": items(kind, 12), "few links": few_links(kind)}
         partition(graph, full_store(graph, kind), splits, world_size, out_dirs[kind], method=method)
     return out_dirs
 
 
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 @pytest.mark.usefixtures("kernels_for_child_processes")
-@pytest.mark.parametrize("world_size, method", [(1, "hash"), (2, "hash"), (3, "metis"), (4, "hash")])
+# 1 rank: a part holding the whole graph; 2 ranks: hash owners; 3: METIS owners, more than two ranks.
+@pytest.mark.parametrize("world_size, method", [(1, "hash"), (2, "hash"), (3, "metis")])
 def test_independent_batches_on_parts_equal_one_process(world_size, method, tmp_path):
     """Each rank maps only its part; its own node and link batches (NS, LABOR-0, LABOR-1;
     block and pyg layouts; seed edges excluded) equal, bit for bit, those one process samples and
