@@ -148,12 +148,12 @@ def test_a_script_ending_during_a_compile_job_exits_cleanly_after_its_current_ta
     task runs the op on a tiny graph) was ended by ``pthread_exit``, whose unwinding called
     std::terminate (SIGABRT, "terminate called without an active exception"; 2 in 40 runs
     of the README's first snippet). At exit the job finishes its current task and starts
-    no other."""
+    no other. One run is enough: a thread ended at finalization never writes the first
+    task's marker (the task runs 1.5 s, the script ends after 0.3 s), whether or not the
+    process aborts."""
     script = tmp_path / "job.py"
     script.write_text(_EXIT_DURING_A_JOB)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    runs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / str(run))], env=env, stderr=subprocess.PIPE, text=True) for run in range(3)]
-    for run, process in enumerate(runs):
-        stderr = process.communicate(timeout=120)[1]
-        assert process.returncode == 0 and "terminate called" not in stderr, stderr
-        assert (tmp_path / f"{run}.first").exists() and not (tmp_path / f"{run}.second").exists()
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], env=env, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 0 and "terminate called" not in done.stderr, done.stderr
+    assert (tmp_path / "run.first").exists() and not (tmp_path / "run.second").exists()
