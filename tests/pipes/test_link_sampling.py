@@ -140,7 +140,7 @@ def test_no_seed_edge_nor_its_reverse_in_any_layer(kind, reverse, sampler, layou
     plain_pipe = _pipe(kind, graph, edges, sampler, layout=layout, fanouts=fanouts)
     weights = user_weights(graph) if sampler == "weighted" else None
     seen_excluded = 0
-    for mb in itertools.islice(pipe, 12):
+    for mb in itertools.islice(pipe, 4):
         excluded = _excluded_ids(edges, typed_view(mb).seeds, reverse, reverse_edge_ids)
         check_batch(graph, edges, mb, pipe.edge_type_fanouts, weights=weights, exact_counts=sampler == "neighbor", excluded=excluded)
         plain = typed_view(plain_pipe.sample_subgraphs(gp.MiniBatch(seeds=mb.seeds, batch_index=mb.batch_index)))

@@ -75,28 +75,38 @@ def test_sorted_and_unsorted_graphs_give_the_same_latest_neighbours():
 CHI2_999 = {11: 31.26}  # chi-square critical values at p = 0.001 by degrees of freedom
 
 
+def _star_copies(copies, ts, **attrs):
+    """``copies`` destinations 0..copies-1, each with its own ``len(ts)`` in-edges (from
+    sources of its own) at times ``ts``: destination d's j-th in-edge has edge id
+    ``d * len(ts) + j``, so ``eid % len(ts)`` names the edge of the one-destination star.
+    One batch of all the destinations makes ``copies`` independent draws of the star."""
+    degree = ts.numel()
+    src = torch.arange(copies * degree) + copies
+    dst = torch.arange(copies).repeat_interleave(degree)
+    edge_attributes = {"ets": ts.repeat(copies), **{k: v.repeat(copies) for k, v in attrs.items()}}
+    return gp.CSCGraph.from_coo(src, dst, copies * (degree + 1), edge_attributes=edge_attributes)
+
+
 @pytest.mark.parametrize("sampler", ["sample_neighbor", "sample_layer_neighbor"])
 @pytest.mark.parametrize("sort", [False, True], ids=["unsorted", "sorted"])
 def test_draws_are_uniform_among_the_valid_neighbours(sampler, sort):
-    """One destination, 20 in-edges at times 0..19, seed time 12 with '<': 12 valid edges,
-    each drawn with probability 3/12 over many batches; later edges never."""
-    src = torch.arange(1, 21)
+    """A destination with 20 in-edges at times 0..19, seed time 12 with '<': 12 valid edges,
+    each drawn with probability 3/12; later edges never. 1500 draws at once: 1500 copies of
+    the destination (each its own sources) in one batch."""
+    copies = 1500
     ts = torch.randperm(20, generator=torch.Generator().manual_seed(0))
-    graph = gp.CSCGraph.from_coo(src, torch.zeros(20, dtype=torch.int64), 21, edge_attributes={"ets": ts})
+    graph = _star_copies(copies, ts)
     if sort:
         graph = graph.sort_by_time(edge_timestamp_attr_name="ets")
-    item_set = gp.ItemSet((torch.zeros(1, dtype=torch.int64), torch.tensor([12])), names=("seeds", "timestamp"))
-    pipe = getattr(gp.ItemSampler(item_set, 1), sampler)(graph, [3], seed=9, edge_timestamp_attr_name="ets")
-    counts = torch.zeros(20)
-    epochs = 1500
-    for _ in range(epochs):
-        for mb in pipe:
-            eids = mb.sampled_subgraphs[0].original_edge_ids.to(torch.int64)
-            assert eids.numel() == 3
-            counts[eids] += 1
+    item_set = gp.ItemSet((torch.arange(copies), torch.full((copies,), 12)), names=("seeds", "timestamp"))
+    pipe = getattr(gp.ItemSampler(item_set, copies), sampler)(graph, [3], seed=9, edge_timestamp_attr_name="ets")
+    (mb,) = list(pipe)
+    sub = mb.sampled_subgraphs[0]
+    assert sub.sampled_csc.indptr.diff().tolist() == [3] * copies
+    counts = torch.bincount(sub.original_edge_ids.to(torch.int64) % 20, minlength=20).float()
     valid = ts < 12
     assert counts[~valid].sum() == 0
-    expected = epochs * 3 / 12
+    expected = copies * 3 / 12
     chi2 = float(((counts[valid] - expected) ** 2 / expected).sum())
     assert chi2 < CHI2_999[11], (chi2, counts[valid])
 
@@ -281,20 +291,21 @@ def test_distributed_item_sampler_shares_carry_their_times():
 @pytest.mark.parametrize("sort", [False, True], ids=["unsorted", "sorted"])
 def test_weighted_draws_skip_invalid_and_zero_weight_edges(sampler, sort):
     """Weighted temporal sampling: only valid edges of positive weight, in proportion to
-    their weights (12 valid edges, weights 1 or 3 alternating, zero for every fifth)."""
-    src = torch.arange(1, 21)
+    their weights (12 valid edges, weights 1 or 3 alternating, zero for every fifth).
+    1500 draws at once: 1500 copies of the destination (each its own sources) in one batch."""
+    copies = 1500
     ts = torch.randperm(20, generator=torch.Generator().manual_seed(1))
     w = torch.tensor([1.0, 3.0] * 10)
     w[::5] = 0.0
-    graph = gp.CSCGraph.from_coo(src, torch.zeros(20, dtype=torch.int64), 21, edge_attributes={"ets": ts, "w": w})
+    graph = _star_copies(copies, ts, w=w)
     if sort:
         graph = graph.sort_by_time(edge_timestamp_attr_name="ets")
-    item_set = gp.ItemSet((torch.zeros(1, dtype=torch.int64), torch.tensor([12])), names=("seeds", "timestamp"))
-    pipe = getattr(gp.ItemSampler(item_set, 1), sampler)(graph, [1], seed=9, weights="w", edge_timestamp_attr_name="ets")
-    counts = torch.zeros(20)
-    for _ in range(1500):
-        for mb in pipe:
-            counts[mb.sampled_subgraphs[0].original_edge_ids.to(torch.int64)] += 1
+    item_set = gp.ItemSet((torch.arange(copies), torch.full((copies,), 12)), names=("seeds", "timestamp"))
+    pipe = getattr(gp.ItemSampler(item_set, copies), sampler)(graph, [1], seed=9, weights="w", edge_timestamp_attr_name="ets")
+    (mb,) = list(pipe)
+    sub = mb.sampled_subgraphs[0]
+    assert sub.sampled_csc.indptr.diff().tolist() == [1] * copies
+    counts = torch.bincount(sub.original_edge_ids.to(torch.int64) % 20, minlength=20).float()
     drawable = (ts < 12) & (w > 0)
     assert counts[~drawable].sum() == 0
     expected = counts.sum() * w[drawable] / w[drawable].sum()
@@ -306,22 +317,26 @@ def test_weighted_draws_skip_invalid_and_zero_weight_edges(sampler, sort):
 def test_a_hub_on_an_unsorted_graph_is_drawn_by_rejection_uniformly():
     """Unweighted NS without replacement draws a large unsorted range's valid in-edges by
     rejection (GraphBolt's fast path): a uniform subset of the valid ones (chi-square),
-    never an invalid one; with fewer valid in-edges than the fanout, all of them."""
-    degree = 400
+    never an invalid one; with fewer valid in-edges than the fanout, all of them. 800 draws
+    at once: 800 copies of the hub (each its own sources) seeded at time 200 in one batch,
+    and hub 0 again at time 2."""
+    degree, copies = 400, 800
     ts = torch.randperm(degree, generator=torch.Generator().manual_seed(2))
-    graph = gp.CSCGraph.from_coo(torch.arange(1, degree + 1), torch.zeros(degree, dtype=torch.int64), degree + 1, edge_attributes={"ets": ts})
-    item_set = gp.ItemSet((torch.zeros(2, dtype=torch.int64), torch.tensor([200, 2])), names=("seeds", "timestamp"))
-    pipe = gp.ItemSampler(item_set, 2).temporal_sample_neighbor(graph, [5], edge_timestamp_attr_name="ets", seed=3)
+    graph = _star_copies(copies, ts)
+    seeds = torch.cat([torch.arange(copies), torch.zeros(1, dtype=torch.int64)])
+    times = torch.cat([torch.full((copies,), 200), torch.tensor([2])])
+    item_set = gp.ItemSet((seeds, times), names=("seeds", "timestamp"))
+    pipe = gp.ItemSampler(item_set, copies + 1).temporal_sample_neighbor(graph, [5], edge_timestamp_attr_name="ets", seed=3)
     assert not pipe.time_filter.is_sorted
-    counts = torch.zeros(degree)
-    epochs = 800
-    for _ in range(epochs):
-        for mb in pipe:
-            sub = mb.sampled_subgraphs[0]
-            assert sub.sampled_csc.indptr.diff().tolist() == [5, 2]  # the seed at time 2 has 2 valid in-edges
-            eids = sub.original_edge_ids.to(torch.int64)
-            assert eids[:5].unique().numel() == 5 and sorted(ts[eids[5:]].tolist()) == [0, 1]
-            counts[eids[:5]] += 1
+    (mb,) = list(pipe)
+    sub = mb.sampled_subgraphs[0]
+    assert sub.sampled_csc.indptr.diff().tolist() == [5] * copies + [2]  # the seed at time 2 has 2 valid in-edges
+    eids = sub.original_edge_ids.to(torch.int64)
+    drawn = eids[: 5 * copies].view(copies, 5).sort(dim=1).values
+    assert bool((drawn.diff(dim=1) > 0).all())  # 5 distinct in-edges of each hub
+    assert bool((drawn // degree == torch.arange(copies)[:, None]).all())  # of its own
+    assert sorted(ts[eids[5 * copies :]].tolist()) == [0, 1]
+    counts = torch.bincount(drawn.flatten() % degree, minlength=degree).float()
     valid = ts < 200
     assert counts[~valid].sum() == 0
     # The drawn path: the hub's candidates are the 5 drawn, not its 200 valid in-edges.
@@ -330,7 +345,7 @@ def test_a_hub_on_an_unsorted_graph_is_drawn_by_rejection_uniformly():
     lo, fanouts = torch.full((1,), UNTIMED), torch.tensor([5])
     assert valid_candidates(bounds, lo, hi, arrays)[1].numel() == 200
     assert valid_candidates(bounds, lo, hi, arrays, draws=(7, torch.zeros(1, dtype=torch.int64), fanouts))[1].numel() == 5
-    expected = epochs * 5 / 200
+    expected = copies * 5 / 200
     chi2 = ((counts[valid] - expected) ** 2 / expected).sum()
     assert float(torch.special.gammaincc(torch.tensor(199 / 2), chi2 / 2)) > 1e-3
 
