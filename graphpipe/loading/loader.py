@@ -50,6 +50,7 @@ class DataLoader(IterableDataset):
 
     def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
         self._epoch = None
+        self._starting = threading.Lock()
         self._next = (0, 0)  # (epoch, first batch) of the next iter()
         self._live: Optional[List[int]] = None  # [epoch, batches yielded] of the running epoch
         self._workers: List[ProcessWorkers] = []
@@ -90,17 +91,18 @@ class DataLoader(IterableDataset):
                 "num_workers=0 there (e.g. StatefulDataLoader(loader, batch_size=None)); graphpipe runs its own "
                 "threads, and worker processes with DataLoader(pipe, num_workers=...)"
             )
-        if not all(workers.running() for workers in self._workers):
-            # Here, in the main thread: the epoch starts the processes from a loader thread.
-            for workers in self._workers:
-                workers.rerun_main = workers_rerun_main(workers.num_workers, workers.source)
-        self._end_epoch("a new iter(loader)")
-        self._live = None  # an epoch left unfinished is over: state_dict() gives the next one
-        if self._next == (0, 0):
-            _note_epoch_zero(self)
-        epoch = _Epoch(self)
-        self._epoch = weakref.ref(epoch)
-        return epoch
+        with self._starting:  # two threads' iter() at once: the later one ends the earlier one's epoch
+            if not all(workers.running() for workers in self._workers):
+                # Here, in the main thread: the epoch starts the processes from a loader thread.
+                for workers in self._workers:
+                    workers.rerun_main = workers_rerun_main(workers.num_workers, workers.source)
+            self._end_epoch("a new iter(loader)")
+            self._live = None  # an epoch left unfinished is over: state_dict() gives the next one
+            if self._next == (0, 0):
+                _note_epoch_zero(self)
+            epoch = _Epoch(self)
+            self._epoch = weakref.ref(epoch)
+            return epoch
 
     def _reset_stats(self) -> None:
         for stage in upstream(self.rewritten):
@@ -403,6 +405,8 @@ class _Epoch:
             self._advancing.release()
 
     def _next(self):
+        if self._ended and self._batches is not None:  # ended by another thread while running here
+            self.pause()
         if self._batches is None:
             if self._ended_by is not None:
                 raise RuntimeError(

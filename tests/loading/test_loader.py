@@ -247,6 +247,34 @@ def test_an_iterator_advanced_from_two_threads_at_once_says_so_and_loses_no_batc
     assert [mb.batch_index for mb in first + list(iterator)] == list(range(len(loader)))  # the epoch went on
 
 
+def test_two_threads_starting_epochs_at_once_run_one_epoch():
+    """Two threads' iter(loader) at once, while an epoch runs: the later start ends the
+    earlier one's epoch (its loop says so), and one epoch runs to its end."""
+    loader = gp.DataLoader(_chain(lambda mb: time.sleep(0.05) or mb))  # closing the running epoch waits for a batch
+    running = iter(loader)
+    next(running)
+    start, outcomes = threading.Barrier(2), []
+
+    def run_an_epoch():
+        start.wait(10)
+        taken = []
+        try:
+            for minibatch in loader:
+                taken.append(minibatch.batch_index)
+            outcomes.append((len(taken), None))
+        except RuntimeError as error:
+            outcomes.append((len(taken), str(error)))
+
+    threads = [threading.Thread(target=run_an_epoch) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    (ended, message), (finished, no_error) = sorted(outcomes, key=lambda outcome: outcome[1] is None)
+    assert "ended by a new iter(loader)" in message and ended < len(loader)
+    assert (finished, no_error) == (len(loader), None)
+
+
 def test_bad_arguments():
     with pytest.raises(TypeError, match=r"`pipe` must be a graphpipe pipe, got list"):
         gp.DataLoader([1, 2])
