@@ -210,9 +210,8 @@ class HotReuse:
         owner = None if self._sampler is None else self._sampler()
         if owner is not None and owner is not sampler:
             raise ValueError(
-                f"{where}: `hot_reuse` is already used by another {type(owner).__name__} (still referenced, if only by "
-                f"the traceback of a build that raised); one sampler uses a HotReuse "
-                f"(its super-batches are keyed by batch position): make a HotReuse per sampler (an evaluation chain "
+                f"{where}: `hot_reuse` is already used by another {type(owner).__name__} (still referenced); one "
+                f"sampler uses a HotReuse (its super-batches are keyed by batch position): make a HotReuse per sampler (an evaluation chain "
                 f"samples without one), and a new one for a new run"
             )
         graph = sampler.graph

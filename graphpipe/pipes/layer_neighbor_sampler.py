@@ -85,12 +85,18 @@ class LayerNeighborSampler(SubgraphSampler):
         # Set before the base's checks, which read them (hot-vertex reuse refuses joint layers).
         self.importance_sampling = check_importance_sampling(importance_sampling, name)
         self.samples_layer_jointly = self.importance_sampling != 0
-        super().__init__(source, graph, fanouts, **options)
         if check_bool(replace, "replace", name):
             raise ValueError(f"{name}: LABOR samples without replacement; pass replace=False (GraphBolt's argument)")
-        importance_sampling = self.importance_sampling
-        batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
-        if weights is not None and importance_sampling != 0:
+        self.layer_dependency = check_bool(layer_dependency, "layer_dependency", name)
+        self.batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
+        self.weights = weights
+        super().__init__(source, graph, fanouts, **options)
+        self._normals = _NormalsCache(graph.total_num_nodes, capacity=3 * (1 if self.layer_dependency else len(self.fanouts)))
+
+    def check_sampler_options(self) -> None:
+        """LABOR's options against the mode (see SubgraphSampler); reads ``weights``."""
+        name, importance_sampling = type(self).__name__, self.importance_sampling
+        if self.weights is not None and importance_sampling != 0:
             raise ValueError(f"{name}: `weights` works with importance_sampling=0 only, got {importance_sampling}")
         if self.time_filter is not None and self.time_filter.strategy == "last":
             raise ValueError(
@@ -119,11 +125,7 @@ class LayerNeighborSampler(SubgraphSampler):
                 f"{name}: temporal LABOR-k over a part of a partitioned dataset is not supported (the owners would send "
                 f"every in-edge valid at each row's time); pass importance_sampling=0, or load the whole graph"
             )
-        self.layer_dependency = check_bool(layer_dependency, "layer_dependency", name)
-        self.batch_dependency = batch_dependency
-        self.weights = weights
-        self.probs = None if weights is None else check_edge_weights(graph, weights, name)
-        self._normals = _NormalsCache(graph.total_num_nodes, capacity=3 * (1 if self.layer_dependency else len(self.fanouts)))
+        self.probs = None if self.weights is None else check_edge_weights(self.graph, self.weights, name)
 
     def variates(self, batch_index: int, layer: int) -> Variates:
         """The keys of the per-vertex uniforms of one layer of one batch."""

@@ -67,13 +67,17 @@ class NeighborSampler(SubgraphSampler):
         weights: Optional[str] = None,
         **options,
     ):
-        super().__init__(source, graph, fanouts, **options)
         self.replace = check_bool(replace, "replace", type(self).__name__)
         self.weights = weights
-        self.probs = None if weights is None else check_edge_weights(graph, weights, type(self).__name__)
-        if weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
+        super().__init__(source, graph, fanouts, **options)
+
+    def check_sampler_options(self) -> None:
+        """``weights`` against the mode (see SubgraphSampler)."""
+        name = type(self).__name__
+        self.probs = None if self.weights is None else check_edge_weights(self.graph, self.weights, name)
+        if self.weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
             raise ValueError(
-                f"{type(self).__name__}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
+                f"{name}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
                 f"by `weights`; pass weights=None or temporal_strategy='uniform'"
             )
 

@@ -244,7 +244,13 @@ class SubgraphSampler(Pipe):
             self.edge_type_fanouts = [[fanout] for fanout in self.fanouts]
         self.seed = self._agreed_seed(seed, name)
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
-        self.hot_reuse = _checked_hot_reuse(hot_reuse, self, name)
+        self.check_sampler_options()
+        self.hot_reuse = _checked_hot_reuse(hot_reuse, self, name)  # last: a sampler that raised claims no HotReuse
+
+    def check_sampler_options(self) -> None:
+        """A subclass's checks of its own options against the mode (``self.time_filter``,
+        ``disjoint``, ``cooperative``, ``on_part``), run by ``__init__`` before it claims a
+        ``hot_reuse``; the options are set as attributes before ``super().__init__``."""
 
     def _agreed_seed(self, seed, name: str) -> int:
         """The sampler's seed (random if None), the same on every rank when its batches are

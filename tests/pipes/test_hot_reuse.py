@@ -308,6 +308,21 @@ def test_one_sampler_uses_a_hot_reuse():
     assert batches == 19 and "hot reuse" in loader.explain()
 
 
+@pytest.mark.parametrize("sampler", ["NS", "LABOR"])
+def test_a_sampler_that_raises_claims_no_hot_reuse(sampler):
+    """A build refused for its own options (here `weights` naming no edge attribute) does not
+    claim the HotReuse, though the traceback keeps the half-built sampler: the corrected
+    build gets it."""
+    graph, features, items = setup()
+    hot_reuse = reuse(graph, features, SAGEConv(DIM, 5), n=2)
+    items_sampler = gp.ItemSampler(items, 8)
+    sample = items_sampler.sample_neighbor if sampler == "NS" else items_sampler.sample_layer_neighbor
+    with pytest.raises(KeyError, match="weights") as raised:
+        sample(graph, [2, 2], weights="missing", hot_reuse=hot_reuse)
+    assert any(type(frame.frame.f_locals.get("self")).__name__.endswith("NeighborSampler") for frame in raised.traceback)
+    assert sample(graph, [2, 2], hot_reuse=hot_reuse).hot_reuse is hot_reuse
+
+
 def test_a_pyg_conv_as_the_bottom_layer():
     """``call=HotReuse.pyg_style``: the reused rows are the conv over the hot sample's
     ``(x, x_dst)`` and ``edge_index``, and insert works on the conv's output."""
