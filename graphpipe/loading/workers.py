@@ -237,6 +237,14 @@ def workers_rerun_main(num_workers: int, pipe: Pipe) -> bool:
     kernel."""
     unguarded = _unguarded_main_line()
     if unguarded is None:
+        hidden = _defined_only_under_main_guard(_defined_in_main(pipe))
+        if hidden:
+            raise RuntimeError(
+                f"DataLoader(num_workers={num_workers}): the stages the workers run use {', '.join(hidden)}, which "
+                f"the script defines inside `if __name__ == \"__main__\":`; worker processes run the script without "
+                "that block, so they could not find them. Define them at the top level of the script (outside the "
+                "block), or in a module the script imports."
+            )
         return True
     defined = _defined_in_main(pipe)
     if not defined:
@@ -250,6 +258,36 @@ def workers_rerun_main(num_workers: int, pipe: Pipe) -> bool:
         "the script again, and this line in it. Put the training code under `if __name__ == \"__main__\":` (e.g. in "
         "a main() function called from there), or define those in a module the script imports."
     )
+
+
+def _defined_only_under_main_guard(names: List[str]) -> List[str]:
+    """Those of ``names`` (qualified names of the main script's classes and functions) that
+    the script defines only inside ``if __name__ == "__main__":`` blocks."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not names or not path:
+        return []
+    try:
+        with open(path, "rb") as file:
+            tree = ast.parse(file.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    guarded, elsewhere = set(), set()
+
+    def visit(statements, in_guard: bool) -> None:
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                (guarded if in_guard else elsewhere).add(node.name)
+            elif isinstance(node, ast.If):
+                visit(node.body, in_guard or _is_main_guard(node.test))
+                visit(node.orelse, in_guard)
+            elif isinstance(node, (ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, block, []), in_guard)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body, in_guard)
+
+    visit(tree.body, False)
+    return [name for name in names if name.split(".")[0] in guarded - elsewhere]
 
 
 def _defined_in_main(pipe: Pipe) -> List[str]:

@@ -252,6 +252,27 @@ def test_a_script_without_a_main_guard_whose_workers_need_it_is_told_to_add_one(
     assert "picklable" not in result.stderr and "died" not in result.stderr
 
 
+def test_a_function_defined_under_the_main_guard_is_named_before_workers_start(tmp_path):
+    """Workers re-run the script without its ``if __name__ == "__main__":`` block, so a
+    stage's function defined there could not be unpickled in them (a dead worker): the
+    loader names it instead, before any worker starts."""
+    path = tmp_path / "train.py"
+    path.write_text(
+        "import graphpipe as gp\n"
+        "data = gp.datasets.karate_club()\n"
+        "if __name__ == '__main__':\n"
+        "    def tag(minibatch):\n"
+        "        return minibatch\n"
+        "    pipe = gp.ItemSampler(data.train_set, 2).transform(tag).fetch_feature(data.features, ['feat'])\n"
+        "    loader = gp.DataLoader(pipe, num_workers=2)\n"
+        "    print(len(list(loader)))\n"
+    )
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode != 0
+    assert 'the stages the workers run use tag, which the script defines inside `if __name__ == "__main__":`' in result.stderr
+    assert "died" not in result.stderr and "Can't get attribute" not in result.stderr
+
+
 def test_the_same_script_under_a_main_guard_runs(tmp_path):
     result = _run_script(tmp_path, 'if __name__ == "__main__":\n    print(len(list(loader)), "batches")\n')
     assert result.returncode == 0, result.stderr
