@@ -393,9 +393,15 @@ class ThreadPoolMap(Pipe):
         super().__init__()
         self.source = stage
         self.stages = check_int(stages, "stages", "ThreadPoolMap", minimum=1)
+        self.num_threads = check_int(num_threads, "num_threads", "ThreadPoolMap", minimum=1)
         for wrapped in self.wrapped_stages():
             _check_wrappable(wrapped, "ThreadPoolMap")
-        self.num_threads = check_int(num_threads, "num_threads", "ThreadPoolMap", minimum=1)
+            if self.num_threads > 1 and wrapped.thread_safe is False:
+                raise ValueError(
+                    f"ThreadPoolMap: {wrapped.label()} declares that its process must not run for several batches "
+                    f"at once (`thread_safe` is False; a FeatureFetcher reading a GPUCachedFeature does); pass "
+                    f"num_threads=1"
+                )
         self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
 

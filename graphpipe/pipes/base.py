@@ -51,7 +51,10 @@ class Pipe(IterableDataset):
                             "fetcher" (reads their features), "copy" (moves them to
                             :attr:`device`; the loader may set its ``non_blocking`` for pinned
                             batches) or "other"
-    :attr:`thread_safe`     :meth:`process` may run for several batches at once, in threads
+    :attr:`thread_safe`     True: :meth:`process` may run for several batches at once, in threads
+                            (the default placement may pool it); False: it must not (a pool of
+                            several threads refuses it); None (not declared): one batch at a
+                            time unless the user pools it (``thread_pool``)
     :attr:`collective`      each :meth:`process` call is a collective across ranks
                             (cooperative sampling): the loader runs them one at a time, in order
     :attr:`device`          where the batches it yields are (None: where its input's are)
@@ -75,7 +78,7 @@ class Pipe(IterableDataset):
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
     role = "other"
-    thread_safe = False
+    thread_safe: Optional[bool] = None
     collective = False
     device: Optional[torch.device] = None
     seed: Optional[int] = None

@@ -223,6 +223,19 @@ def test_thread_pool_wraps_every_stage_of_the_type():
         thread_pool(FeatureFetcher, -1)
 
 
+def test_a_pool_of_several_threads_refuses_a_stage_that_is_not_thread_safe():
+    """A fetcher reading a GPUCachedFeature (its CPU fallback here) must not fetch several
+    batches at once: in a pool of 4 it gave wrong rows. A pool of one thread is accepted."""
+    data = gp.datasets.karate_club()
+    cached = gp.gpu_cached_feature(data.features, "feat", 8 * 4 * data.features.size("node", None, "feat")[0], device="cpu")
+    chain = gp.ItemSampler(data.train_set, 4).sample_neighbor(data.graph, [2]).fetch_feature(cached, ["feat"])
+    assert chain.thread_safe is False
+    with pytest.raises(ValueError, match=r"ThreadPoolMap: FeatureFetcher declares that its process must not run for several batches at once \(`thread_safe` is False; .*\); pass num_threads=1"):
+        thread_pool(FeatureFetcher, 4)(chain)
+    batches = list(gp.DataLoader(chain, transforms=[thread_pool(FeatureFetcher, 1)]))
+    assert all(torch.equal(mb.node_features["feat"], data.features.read("node", None, "feat", mb.input_nodes)) for mb in batches)
+
+
 def test_two_loaders_over_one_pipe_iterated_alternately_give_each_its_own_batches():
     pipe = karate_chain()
     alone = list(gp.DataLoader(karate_chain()))
