@@ -52,3 +52,18 @@ def test_the_layout_table_names_every_module():
     modules = [p for p in (ROOT / "graphpipe").rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts]
     assert len(modules) > 40
     assert [str(p.relative_to(ROOT)) for p in modules if f"`{p.name}`" not in layout and f"{p.name}`" not in layout] == []
+
+
+def test_the_temporal_snippet_runs_on_small_inputs():
+    """The "Temporal sampling" snippet, given the inputs it names (it once named a node and
+    an edge attribute alike, which ``time_attr`` refuses)."""
+    (code,) = [c for c in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S) if "temporal_sample_neighbor(" in c]
+    inputs = (
+        "import torch\nimport graphpipe as gp\nnum_nodes = 10\n"
+        "edge_index = torch.tensor([[1, 2, 3, 4], [0, 0, 1, 2]])\nedge_time = torch.tensor([1, 2, 3, 4])\n"
+        "node_time = torch.arange(10)\nseeds = torch.tensor([0, 1])\nseed_times = torch.tensor([5, 6])\n"
+    )
+    scope = {}
+    exec(inputs + code, scope)
+    data = next(iter(scope["pipe"])).to_pyg()
+    assert data.batch_size == 2 and torch.equal(data.seed_time, torch.tensor([5, 6]))
