@@ -253,8 +253,9 @@ def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: L
     ends of pair ``s`` have ``batch == s``, PyG's disjoint LinkNeighborLoader); no (subtree, node) twice;
     every edge exists (by its ``e_id``) and joins two nodes of one subtree, going from a
     node of hop ``<= k`` to one first reached at hop ``k - 1``; each node of hops ``< L``
-    has ``min(fanout, in-degree)`` distinct in-edges of each edge type; each other node
-    is reached by an edge of its subtree."""
+    has ``min(fanout, in-degree)`` distinct in-edges of each edge type (at most that for
+    a pair's endpoint, which skips the batch's seed edges); each other node is reached by
+    an edge of its subtree."""
     data = minibatch.to_pyg()
     typed = minibatch.is_heterogeneous
     schema, num_layers = graph.schema, len(edge_type_fanouts)
@@ -262,6 +263,10 @@ def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: L
     seeds = typed_view(minibatch).seeds
     hops, reached = {}, {}
     link = minibatch.is_link_batch  # a pair's two ends are two subtrees with one `batch` (PyG's)
+    endpoints = {t: torch.empty(0, dtype=torch.int64) for t in schema.node_types}  # link: each type's, every subtree's rows of them
+    for etype, pairs in seeds.items() if link else ():
+        s, _, d = parse_edge_type(etype)
+        endpoints[s], endpoints[d] = torch.cat([endpoints[s], pairs[:, 0]]), torch.cat([endpoints[d], pairs[:, 1]])
     for t in schema.node_types:
         store = node_store(t)
         keys = store.batch * graph.total_num_nodes + store.n_id
@@ -294,7 +299,7 @@ def check_disjoint_batch(graph: CSCGraph, edges, minibatch, edge_type_fanouts: L
             assert mine.unique().numel() == mine.numel()
             fanout = edge_type_fanouts[num_layers - 1 - hop][t_id]
             expected = expected_count(int(degree[dst_store.n_id[node]]), fanout, False)
-            if link and hop == 0:  # a seed row skips its pair's edges (exclude_seed_edges)
+            if link and bool(torch.isin(dst_store.n_id[node], endpoints[d])):  # skips the batch's seed edges (exclude_seed_edges)
                 assert mine.numel() <= expected
             else:
                 assert mine.numel() == expected

@@ -400,7 +400,9 @@ def exclusion_of_owned(sampler, everyone: SeedNodes, owned: List[torch.Tensor]) 
 def exclusion_of_rows(sampler, everyone: SeedNodes, kept: List[torch.Tensor]) -> SeedEdgeExclusion:
     """The seed edges (and reverses) of the link seeds ``everyone`` that ``sampler``'s
     graph holds, kept for the seed rows ``kept`` (per node type, ascending positions
-    among ``everyone``'s rows of that type), which lead the destinations of every layer."""
+    among ``everyone``'s rows of that type), which lead the destinations of every layer;
+    a disjoint sampler's (``everyone``: :func:`~graphpipe.graph.sampling.distinct_endpoints`)
+    are found by node in every layer."""
     graph = sampler.graph
     exclusion = sampler.seed_edge_exclusion(everyone)
     # The kept rows' segments among everyone's: per edge type, one per seed row of its destination type.
@@ -412,7 +414,11 @@ def exclusion_of_rows(sampler, everyone: SeedNodes, kept: List[torch.Tensor]) ->
     positions = torch.repeat_interleave(first - kept_indptr[:-1], lengths) + torch.arange(int(kept_indptr[-1]))
     segments = tuple(accumulate((kept[d].numel() for _, d in graph.schema.edge_type_ends), initial=0))
     edges = EdgeExclusion(kept_indptr, exclusion.edges.positions[positions])
-    return SeedEdgeExclusion(edges, segments, tuple(kept_indptr[list(segments)].tolist()))
+    nodes = None
+    if exclusion.nodes is not None:
+        starts = list(accumulate(everyone.counts, initial=0))
+        nodes = torch.cat([exclusion.nodes[a:b][rows] for a, b, rows in zip(starts, starts[1:], kept)])
+    return SeedEdgeExclusion(edges, segments, tuple(kept_indptr[list(segments)].tolist()), nodes)
 
 
 def check_lockstep(source, where: str, why: str, uneven_why: str = "") -> None:

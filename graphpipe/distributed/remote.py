@@ -82,6 +82,7 @@ from graphpipe.graph.sampling import (
     LayerTimes,
     SeedEdgeExclusion,
     SeedNodes,
+    distinct_endpoints,
     held_queries,
     sample_layer,
     segment_destinations,
@@ -352,9 +353,11 @@ def _requested_exclusions(sampler, seeds: SeedNodes, source) -> List[SeedEdgeExc
     """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
     rank's part holds, over the segments of that rank's seed rows this rank owns (per
     node type, in that rank's order: they lead the vertices that rank asks it for in a
-    layer)."""
+    layer; disjoint: of its distinct endpoints, found by node in every layer)."""
     exclusions = []
     for everyone in _seeds_of_ranks(sampler.graph, seeds, source.world_size, source.sampling_group):
+        if sampler.disjoint:
+            everyone = distinct_endpoints(sampler.graph, everyone)
         starts = list(accumulate(everyone.counts, initial=0))
         owned = [torch.nonzero(source.partition.owner(everyone.nodes[a:b]) == source.rank).flatten() for a, b in zip(starts, starts[1:])]
         exclusions.append(exclusion_of_rows(sampler, everyone, owned))

@@ -36,6 +36,7 @@ __all__ = [
     "LayerTimes",
     "append_layer",
     "compact_layer",
+    "distinct_endpoints",
     "held_queries",
     "drop_seed_edges",
     "seed_edge_keys",
@@ -81,11 +82,16 @@ class SeedEdgeExclusion(NamedTuple):
         edges: an :class:`~graphpipe.ops.edge_lookup.EdgeExclusion` over the seed segments.
         segment_offsets: ``num_edge_types + 1`` ints: edge type ``t``'s seed segments.
         position_offsets: ``num_edge_types + 1`` ints: where their positions start.
+        nodes: disjoint sampling: ``[m]`` int64 ascending global ids of the distinct
+            endpoints the seeds are (:func:`distinct_endpoints`): every destination of every
+            layer whose node is one skips its segments (an endpoint is a row of several
+            subtrees); None: the seeds lead each type's destinations.
     """
 
     edges: EdgeExclusion
     segment_offsets: Tuple[int, ...]
     position_offsets: Tuple[int, ...]
+    nodes: Optional[torch.Tensor] = None
 
 
 class SampledLayer(NamedTuple):
@@ -265,6 +271,7 @@ def seed_edge_exclusion(
     reverse_edge_types: Sequence[int],
     reverse_positions: Optional[torch.Tensor],
     sorted_indices: bool,
+    by_node: bool = False,
 ) -> SeedEdgeExclusion:
     """The edges no layer of a link batch may sample: every edge ``u -> v`` of the edge
     type of each seed pair ``(u, v)``, and its reverse edges: the edges ``v -> u`` of
@@ -277,8 +284,12 @@ def seed_edge_exclusion(
         reverse_edge_types: per edge type id, the id of its reverse edge type or -1.
         reverse_positions: ``[num_edges]`` CSC position -> CSC position of its reverse.
         sorted_indices: sources are sorted per node (per node and edge type).
+        by_node: one segment per distinct endpoint, found by node id in every layer
+            (disjoint sampling: :attr:`SeedEdgeExclusion.nodes`).
     """
     schema, typed = graph.schema, graph.is_heterogeneous
+    if by_node:
+        seeds = distinct_endpoints(graph, seeds)
     starts = list(accumulate(seeds.counts, initial=0))
     segments = list(accumulate((seeds.counts[d] for _, d in schema.edge_type_ends), initial=0))
     none = torch.empty(0, dtype=torch.int64)  # a batch without pairs excludes nothing
@@ -301,7 +312,40 @@ def seed_edge_exclusion(
         graph.indptr, graph.indices, held_queries(graph, queries), segments[-1], sorted_indices=sorted_indices,
         type_per_edge=graph.type_per_edge if typed else None, reverse_positions=reverse_positions,
     )  # fmt: skip
-    return SeedEdgeExclusion(edges, tuple(segments), tuple(edges.indptr[segments].tolist()))
+    return SeedEdgeExclusion(edges, tuple(segments), tuple(edges.indptr[segments].tolist()), seeds.nodes if by_node else None)
+
+
+def distinct_endpoints(graph, seeds: SeedNodes) -> SeedNodes:
+    """Link seeds ``seeds`` with one row per distinct endpoint, ascending (disjoint seeds
+    are a row per pair end), the pairs' positions among those rows."""
+    nodes, inverse = torch.unique(seeds.nodes, return_inverse=True)
+    counts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset, dtype=torch.int64)).diff()
+    links = {etype: (pairs, inverse[local]) for etype, (pairs, local) in seeds.links.items()}
+    return SeedNodes(nodes, tuple(counts.tolist()), links)
+
+
+def _exclusion_by_node(graph, exclude: SeedEdgeExclusion, ids: torch.Tensor, counts: Sequence[int]) -> SeedEdgeExclusion:
+    """``exclude`` (one segment per distinct endpoint, :attr:`SeedEdgeExclusion.nodes`) over
+    the destinations ``ids`` (global ids, type-major, ``counts`` per type): per edge type,
+    one segment per destination of its destination type: an endpoint's skips what that
+    endpoint's segment names, the others nothing."""
+    nodes, edges = exclude.nodes, exclude.edges
+    at = torch.searchsorted(nodes, ids)
+    found = nodes[at.clamp(max=nodes.numel() - 1)] == ids if nodes.numel() else torch.zeros_like(ids, dtype=torch.bool)
+    node_starts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset, dtype=torch.int64)).tolist()
+    starts = list(accumulate(counts, initial=0))
+    pieces = []  # per segment: its endpoint segment in `exclude`, or -1
+    for etype, (_, dst_type) in enumerate(graph.schema.edge_type_ends):
+        a, b = starts[dst_type], starts[dst_type + 1]
+        pieces.append(torch.where(found[a:b], at[a:b] - node_starts[dst_type] + exclude.segment_offsets[etype], -1))
+    source = torch.cat(pieces)
+    first = edges.indptr[source.clamp(min=0)]
+    lengths = torch.where(source >= 0, edges.indptr[source + 1] - first, 0)
+    indptr = torch.zeros(source.numel() + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=indptr[1:])
+    gather = torch.repeat_interleave(first - indptr[:-1], lengths, output_size=int(indptr[-1])) + torch.arange(int(indptr[-1]))
+    segments = list(accumulate((counts[dst_type] for _, dst_type in graph.schema.edge_type_ends), initial=0))
+    return SeedEdgeExclusion(EdgeExclusion(indptr, edges.positions[gather]), tuple(segments), tuple(indptr[segments].tolist()))
 
 
 def held_queries(graph, queries: EdgeQueries) -> EdgeQueries:
@@ -388,7 +432,8 @@ def sample_layer(
         counts: destinations per node type.
         fanouts: per edge type id, its fanout (0: none sampled, -1: all).
         kernel: samples in-edge ranges (:data:`~graphpipe.ops.typed_sampling.SegmentSampler`).
-        exclude: the seed edges to skip; the seeds must lead each type's destinations.
+        exclude: the seed edges to skip; the seeds must lead each type's destinations
+            (unless the exclusion is by node: :attr:`SeedEdgeExclusion.nodes`).
         subtrees: disjoint sampling (PyG's ``disjoint=True``): the number of subtrees (one
             per seed). A destination's variates are keyed by its key, so the same node
             samples independently in every subtree, and the sources inherit its subtree.
@@ -404,6 +449,8 @@ def sample_layer(
     disjoint = subtrees > 1
     ids = torch.div(nodes, subtrees, rounding_mode="floor") if disjoint else nodes
     rows = graph.in_edge_rows(ids, "sample_layer")  # the kernels read indptr by row, key variates by id
+    if exclude is not None and exclude.nodes is not None:
+        exclude = _exclusion_by_node(graph, exclude, ids, counts)
     edges = None if exclude is None else exclude.edges
     if not graph.is_heterogeneous and times is None:
         sample = kernel(graph.indptr, rows, fanouts[0], nodes if disjoint or rows is not ids else None, edges)

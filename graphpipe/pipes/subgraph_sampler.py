@@ -547,8 +547,9 @@ class SubgraphSampler(Pipe):
         subgraphs: List[SampledSubgraph] = []
         for layer in reversed(range(len(self.fanouts))):
             # The seeds, the only destinations with excluded in-edges, lead every block
-            # layer's destinations of their type and are pyg's first frontier.
-            exclude = exclusion if self.layout == "block" or not subgraphs else None
+            # layer's destinations of their type and are pyg's first frontier; disjoint
+            # subtrees reach an endpoint again in any hop, so they exclude by node.
+            exclude = exclusion if self.layout == "block" or self.disjoint or not subgraphs else None
             if layer == 0 and self.hot_reuse is not None:
                 sample, reused = self.sample_bottom_reusing(nodes, counts, seeds.counts, minibatch, exclude)
                 minibatch = replace(minibatch, reused=reused)
@@ -571,8 +572,10 @@ class SubgraphSampler(Pipe):
 
     def seed_edge_exclusion(self, seeds: SeedNodes) -> SeedEdgeExclusion:
         """The seed edges (and their reverses) of the link seeds ``seeds`` that the
-        sampler's options exclude, found in its graph."""
-        return seed_edge_exclusion(self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices)
+        sampler's options exclude, found in its graph (by node when disjoint)."""
+        return seed_edge_exclusion(
+            self.graph, seeds, self.reverse_edge_types, self.reverse_positions, self.sorted_indices, by_node=self.disjoint
+        )
 
     def append_rows(self, nodes, counts, layer: int, sample: LayerSample, dropped, roots, edge_types=None):
         """A layer without deduplication (GraphBolt's temporal layout): its edges of seed

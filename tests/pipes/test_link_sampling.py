@@ -149,6 +149,69 @@ def test_no_seed_edge_nor_its_reverse_in_any_layer(kind, reverse, sampler, layou
     assert seen_excluded > 0
 
 
+def _in_edge_keys(edges, etype, rows, nodes):
+    """Sorted ``row * E + user edge id`` of every edge of ``etype`` into ``nodes[i]``, row ``rows[i]``."""
+    dst = edges[etype][1]
+    order = torch.argsort(dst, stable=True)
+    lo, hi = torch.searchsorted(dst[order], nodes), torch.searchsorted(dst[order], nodes, right=True)
+    lengths = hi - lo
+    starts = torch.cumsum(lengths, 0) - lengths
+    at = torch.repeat_interleave(lo - starts, lengths) + torch.arange(int(lengths.sum()))
+    return torch.sort(torch.repeat_interleave(rows, lengths) * dst.numel() + order[at]).values
+
+
+@pytest.mark.parametrize(
+    "kind, reverse", [("untyped", "none"), ("untyped", "pair"), ("untyped", "map"), ("typed", "none"), ("typed", "pair")]
+)
+def test_disjoint_batches_exclude_the_batch_seed_edges_in_every_hop(kind, reverse):
+    """disjoint=True: a pair's endpoint is a row of several subtrees, in any hop; each such
+    row skips the seed edges (and reverses) of the whole batch, and with fanout -1 every
+    row of hops < L gets exactly its other in-edges (nothing else excluded)."""
+    pytest.importorskip("torch_geometric")
+    graph, edges, reverse_edge_ids = link_graph(kind, seed=1, parallel=True)
+    pipe = _pipe(
+        kind, graph, edges, "neighbor", fanouts=(-1, -1, -1), batch_size=4, layout="pyg", disjoint=True,
+        **_reverse_arguments(kind, reverse, reverse_edge_ids),
+    )  # fmt: skip
+    later_hops = 0  # rows of hops >= 1 that skip an edge: what the check is about
+    for mb in itertools.islice(pipe, 3):
+        data, excluded = mb.to_pyg(), _excluded_ids(edges, typed_view(mb).seeds, reverse, reverse_edge_ids)
+        for etype in edges:
+            src_type, _, dst_type = etype.split(":")
+            store, dst_store = (data[tuple(etype.split(":"))], data[dst_type]) if kind == "typed" else (data, data)
+            hops = torch.repeat_interleave(torch.arange(4), torch.tensor(dst_store.num_sampled_nodes))
+            rows = torch.nonzero(hops < 3).flatten()
+            every = _in_edge_keys(edges, etype, rows, dst_store.n_id[rows])
+            allowed = every[~torch.isin(every % edges[etype][1].numel(), excluded.get(etype, every[:0]))]
+            sampled = torch.sort(store.edge_index[1] * edges[etype][1].numel() + store.e_id).values
+            assert torch.equal(sampled, allowed), etype
+            skipped_rows = torch.unique(every[~torch.isin(every, allowed)] // edges[etype][1].numel())
+            later_hops += int((hops[skipped_rows] >= 1).sum())
+    assert later_hops > 0
+
+
+@pytest.mark.parametrize("kind, reverse", [("untyped", "none"), ("untyped", "map"), ("typed", "pair")])
+def test_temporal_pyg_batches_exclude_the_batch_seed_edges_in_every_hop(kind, reverse):
+    """Temporal sampling in the pyg layout is disjoint: no layer holds an excluded edge."""
+    graph, edges, reverse_edge_ids = link_graph(kind, seed=1, parallel=True)
+    g = torch.Generator().manual_seed(0)
+    ts = {t: torch.randint(0, 100, (src.numel(),), generator=g) for t, (src, _) in edges.items()}
+    if kind == "untyped":
+        graph = gp.CSCGraph.from_edge_index(torch.stack(edges[EDGE]), graph.total_num_nodes, edge_attributes={"ts": ts[EDGE]})
+    else:
+        graph = gp.CSCGraph.from_hetero_edges(edges, {"author": 30, "paper": 40, "venue": 5}, edge_attributes={"ts": ts})
+    at = {t: gp.ItemSet((torch.stack(edges[t], 1), torch.full((edges[t][0].numel(),), 100)), names=("seeds", "timestamp")) for t in edges}
+    items = at[EDGE] if kind == "untyped" else gp.HeteroItemSet({t: at[t] for t in LINK_TYPES})
+    pipe = gp.ItemSampler(items, 4, shuffle=True, seed=0).sample_neighbor(
+        graph, [-1, -1, -1], layout="pyg", edge_timestamp_attr_name="ts", seed=2, **_reverse_arguments(kind, reverse, reverse_edge_ids)
+    )
+    for mb in itertools.islice(pipe, 3):
+        view = typed_view(mb)
+        excluded = _excluded_ids(edges, view.seeds, reverse, reverse_edge_ids)
+        for sg in view.sampled_subgraphs:
+            assert not any(bool(torch.isin(ids, excluded.get(t, ids[:0])).any()) for t, ids in sg.original_edge_ids.items())
+
+
 def test_reverse_by_map_spares_parallel_reverse_edges():
     """1 -> 0 twice and 0 -> 1 twice, each edge mapped to one reverse: excluding the seed
     (1, 0) by map removes its two edges and their two mapped reverses; mapping both to the
