@@ -177,6 +177,68 @@ class MiniBatch:
             timestamp=seed_field(self.timestamp),
         )
 
+    # ------------------------------------------- GraphBolt 2.1's names, read-only
+    # Derived from the fields above whatever the items were named; node pairs in the
+    # layout of :func:`_positives_and_negatives`; typed: dicts by edge type.
+    @property
+    def seed_nodes(self):
+        """GraphBolt 2.1's name of ``seeds`` when they are nodes; None for node pairs."""
+        return None if self.is_link_batch else self.seeds
+
+    @property
+    def node_pairs(self):
+        """GraphBolt 2.1's positive pairs ``(sources, destinations)``, ``[P]`` each."""
+        return _legacy_pairs(self, "node_pairs", self.seeds, lambda pos, neg: tuple(pos.unbind(1)))
+
+    @property
+    def negative_srcs(self):
+        """GraphBolt 2.1's ``[P, k]`` sources of each positive's ``k`` negatives; None
+        where every negative keeps its positive's source (``sample_uniform_negative``)."""
+        return _legacy_pairs(self, "negative_srcs", self.seeds, lambda pos, neg: _negative_side(pos, neg, 0))
+
+    @property
+    def negative_dsts(self):
+        """GraphBolt 2.1's ``[P, k]`` destinations of the negatives; None where every
+        negative keeps its positive's destination, or without negatives."""
+        return _legacy_pairs(self, "negative_dsts", self.seeds, lambda pos, neg: _negative_side(pos, neg, 1))
+
+    @property
+    def compacted_node_pairs(self):
+        """:attr:`node_pairs` in local ids (those of ``compacted_seeds``)."""
+        return _legacy_pairs(self, "compacted_node_pairs", self.compacted_seeds, lambda pos, neg: tuple(pos.unbind(1)))
+
+    @property
+    def compacted_negative_srcs(self):
+        """:attr:`negative_srcs` in local ids."""
+        return _legacy_pairs(self, "compacted_negative_srcs", self.compacted_seeds, lambda pos, neg: _negative_side(pos, neg, 0))
+
+    @property
+    def compacted_negative_dsts(self):
+        """:attr:`negative_dsts` in local ids."""
+        return _legacy_pairs(self, "compacted_negative_dsts", self.compacted_seeds, lambda pos, neg: _negative_side(pos, neg, 1))
+
+    @property
+    def positive_node_pairs(self):
+        """GraphBolt 2.1's name of :attr:`compacted_node_pairs`."""
+        return self.compacted_node_pairs
+
+    @property
+    def negative_node_pairs(self):
+        """GraphBolt 2.1's local ``([P, k] sources, [P, k] destinations)`` of the negatives,
+        both sides given; None without negatives."""
+        return _legacy_pairs(
+            self, "negative_node_pairs", self.compacted_seeds, lambda pos, neg: None if neg is None else tuple(neg.unbind(2))
+        )
+
+    @property
+    def node_pairs_with_labels(self):
+        """GraphBolt 2.1's ``((sources, destinations), labels)`` of every pair in local ids,
+        positives then negatives (``compacted_seeds`` and ``labels``); None without labels."""
+        if self.labels is None or self.compacted_seeds is None or not self.is_link_batch:
+            return None
+        pairs = {key: tuple(rows.unbind(1)) for key, rows in by_type(self.compacted_seeds, None).items()}
+        return (pairs if self.is_heterogeneous else pairs[None]), self.labels
+
     # ------------------------------------------------------------------ moves
     def to(self, device, non_blocking: bool = False) -> "MiniBatch":
         """A MiniBatch with every tensor moved to ``device``."""
@@ -225,3 +287,40 @@ def map_tensors(obj, fn):
     return obj
 
 
+def _legacy_pairs(minibatch: MiniBatch, name: str, pairs, fn):
+    """``fn(positives, negatives)`` of a link batch's ``pairs`` (``seeds`` or
+    ``compacted_seeds``; typed: by edge type, None if every type's is), or None."""
+    if pairs is None or not minibatch.is_link_batch:
+        return None
+    if not isinstance(pairs, dict):
+        return fn(*_positives_and_negatives(minibatch, name, pairs, None))
+    values = {key: fn(*_positives_and_negatives(minibatch, name, rows, key)) for key, rows in pairs.items()}
+    return None if all(value is None for value in values.values()) else values
+
+
+def _positives_and_negatives(minibatch: MiniBatch, name: str, pairs: torch.Tensor, key: Optional[str]):
+    """The ``[P, 2]`` positives and ``[P, k, 2]`` negatives (None without) of ``[N, 2]``
+    pairs in GraphBolt's layout: positives (the batch's items, ``item_ids``, else those
+    ``indexes`` name), then ``k`` negatives per positive."""
+    if pairs.dim() != 2 or pairs.size(1) != 2:
+        raise ValueError(f"MiniBatch.{name}: GraphBolt 2.1's node pairs need [N, 2] seeds, got shape {tuple(pairs.shape)}")
+    item_ids = None if minibatch.item_ids is None else by_type(minibatch.item_ids, key).get(key)
+    indexes = None if minibatch.indexes is None else by_type(minibatch.indexes, key).get(key)
+    num = pairs.size(0)
+    positives = item_ids.numel() if item_ids is not None else int(indexes.max()) + 1 if indexes is not None and num else num
+    if positives == num:
+        return pairs, None
+    if indexes is None or positives == 0 or (num - positives) % positives:
+        raise ValueError(
+            f"MiniBatch.{name}: GraphBolt 2.1's negatives are k per positive pair (sample_uniform_negative's layout, "
+            f"neg_sampling='triplet'), got {num - positives} negative pairs for {positives} positives"
+        )
+    return pairs[:positives], pairs[positives:].view(positives, -1, 2)
+
+
+def _negative_side(positives: torch.Tensor, negatives: Optional[torch.Tensor], side: int) -> Optional[torch.Tensor]:
+    """The ``[P, k]`` ``side`` (0: sources, 1: destinations) of the negatives, or None if
+    none, or if each is its positive's."""
+    if negatives is None or bool((negatives[:, :, side] == positives[:, None, side]).all()):
+        return None
+    return negatives[:, :, side]

@@ -377,3 +377,79 @@ def test_typed_repr_shows_shapes_by_key():
     assert f"('paper', 'feat'): float32[{mb.input_nodes['paper'].numel()}, 4]" in text
     assert "('author:writes:paper', 'w'): float32[" in text
     assert "'paper:cites:paper': CSCFormat(indptr=int64[" in repr(mb.sampled_subgraphs[0])
+
+
+def _graphbolt21_fields(pairs, negative_dsts=None, negative_srcs=None, labels=None):
+    """GraphBolt 2.1's MiniBatch names for ``[P, 2]`` positive ``pairs`` and ``[P, k]``
+    negatives, modelled on its minibatch.py: tuples of columns, the side not given None,
+    ``negative_node_pairs`` with it filled from the positives, labels 1.0/0.0."""
+    k = (negative_dsts if negative_dsts is not None else negative_srcs).size(1)
+    srcs = pairs[:, :1].expand(-1, k) if negative_srcs is None else negative_srcs
+    dsts = pairs[:, 1:].expand(-1, k) if negative_dsts is None else negative_dsts
+    return {
+        "seed_nodes": None,
+        "node_pairs": (pairs[:, 0], pairs[:, 1]),
+        "negative_srcs": negative_srcs,
+        "negative_dsts": negative_dsts,
+        "negative_node_pairs": (srcs, dsts),
+        "node_pairs_with_labels": (
+            (torch.cat([pairs[:, 0], srcs.reshape(-1)]), torch.cat([pairs[:, 1], dsts.reshape(-1)])),
+            torch.cat([torch.ones(pairs.size(0)), torch.zeros(srcs.numel())]) if labels is None else labels,
+        ),
+    }
+
+
+@pytest.mark.parametrize("given", ["negative_dsts", "negative_srcs", "sampled"])
+def test_graphbolt_21_names_read_the_link_batch(given):
+    """GraphBolt 2.1's names on a link batch equal its values (local ones through the last
+    layer's destinations); node batches have ``seed_nodes`` only."""
+    graph = _graph()
+    pairs = torch.stack(_coo(), 1)[:6]
+    negatives = torch.randint(0, NUM_NODES, (6, 3), generator=torch.Generator().manual_seed(1))
+    items = ItemSet(pairs, names="node_pairs") if given == "sampled" else ItemSet((pairs, negatives), names=("node_pairs", given))
+    pipe = ItemSampler(items, 4)
+    pipe = (pipe.sample_uniform_negative(graph, 3) if given == "sampled" else pipe).sample_neighbor(graph, [2])
+    mb = next(iter(pipe))
+    if given == "sampled":  # the sampler's: each negative keeps its positive's source
+        negatives = mb.seeds[4:, 1].view(4, 3)
+        given = "negative_dsts"
+    expected = _graphbolt21_fields(pairs[:4], **{given: negatives[:4]})
+    columns = mb.sampled_subgraphs[-1].original_column_node_ids
+    for name in ("seed_nodes", "node_pairs", "negative_srcs", "negative_dsts"):
+        _assert_same(getattr(mb, name), expected[name], name)
+    local = {name: getattr(mb, "compacted_" + name) for name in ("node_pairs", "negative_srcs", "negative_dsts")}
+    for name, value in local.items():
+        _assert_same(None if value is None else columns[torch.stack(value)] if isinstance(value, tuple) else columns[value],
+                     None if expected[name] is None else torch.stack(expected[name]) if isinstance(expected[name], tuple) else expected[name], name)  # fmt: skip
+    _assert_same(mb.positive_node_pairs, mb.compacted_node_pairs, "positive_node_pairs")
+    _assert_same(columns[torch.stack(mb.negative_node_pairs)], torch.stack(expected["negative_node_pairs"]), "negative_node_pairs")
+    (sources, destinations), labels = mb.node_pairs_with_labels
+    _assert_same(columns[torch.stack([sources, destinations])], torch.stack(expected["node_pairs_with_labels"][0]), "pairs")
+    _assert_same(labels, expected["node_pairs_with_labels"][1], "labels")
+    node_batch = next(iter(ItemSampler(ItemSet(torch.arange(5), names="seed_nodes"), 3).sample_neighbor(graph, [2])))
+    assert torch.equal(node_batch.seed_nodes, torch.arange(3)) and node_batch.node_pairs is None
+    assert node_batch.compacted_negative_dsts is None and node_batch.node_pairs_with_labels is None
+
+
+def _assert_same(got, expected, name):
+    if expected is None or got is None:
+        assert got is None and expected is None, name
+    elif isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected), name
+        for g, e in zip(got, expected):
+            assert torch.equal(g, e), name
+    else:
+        assert got.dtype == expected.dtype and torch.equal(got, expected), name
+
+
+def test_graphbolt_21_names_typed_and_refused_layouts():
+    """Typed: dicts by edge type. Binary negatives and hyperlinks have no 2.1 form."""
+    seeds = {"a:r:b": torch.tensor([[0, 1], [2, 3], [0, 4], [2, 5]])}
+    mb = MiniBatch(seeds=seeds, indexes={"a:r:b": torch.tensor([0, 1, 0, 1])}, item_ids={"a:r:b": torch.arange(2)})
+    assert mb.node_pairs["a:r:b"][1].tolist() == [1, 3] and mb.negative_srcs is None
+    assert mb.negative_dsts["a:r:b"].tolist() == [[4], [5]]
+    binary = MiniBatch(seeds=torch.tensor([[0, 1], [2, 3], [4, 5]]), item_ids=torch.arange(2))
+    with pytest.raises(ValueError, match=r"MiniBatch.negative_dsts: GraphBolt 2.1's negatives are k per positive pair .* got 1 negative pairs for 2 positives"):
+        binary.negative_dsts
+    with pytest.raises(ValueError, match=r"MiniBatch.node_pairs: GraphBolt 2.1's node pairs need \[N, 2\] seeds, got shape \(2, 3\)"):
+        MiniBatch(seeds=torch.zeros(2, 3, dtype=torch.int64)).node_pairs
