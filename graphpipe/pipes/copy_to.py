@@ -21,11 +21,19 @@ class CopyTo(Pipe):
 
     Without CUDA, a CUDA ``device`` warns once and the stage copies to the CPU instead
     (``self.device`` is then ``cpu``), so the same script runs on a machine without a GPU.
+
+    ``extra_attrs`` (GraphBolt 2.1's: names of further MiniBatch fields to copy, e.g.
+    ``["seed_nodes"]``) is accepted and changes nothing: every tensor of a MiniBatch is
+    copied, and GraphBolt 2.1's names are derived from its fields.
     """
 
-    def __init__(self, source: Pipe, device, non_blocking: bool = False):
+    def __init__(self, source: Pipe, device, non_blocking: bool = False, extra_attrs=None):
         super().__init__()
         self.source = source
+        if extra_attrs is not None and (
+            not isinstance(extra_attrs, (list, tuple)) or not all(isinstance(name, str) for name in extra_attrs)
+        ):
+            raise TypeError(f"copy_to: `extra_attrs` must be a list of MiniBatch field names, got {extra_attrs!r}")
         try:
             self.device = torch.device(device)
         except (RuntimeError, TypeError) as err:

@@ -76,3 +76,12 @@ def test_copy_to_cuda_without_cuda_warns_once_and_keeps_batches_on_the_cpu(non_b
         assert got.seeds.device.type == "cpu" and got.node_features["feat"].device.type == "cpu"
         assert torch.equal(got.seeds, want.seeds) and torch.equal(got.input_nodes, want.input_nodes)
         assert torch.equal(got.node_features["feat"], want.node_features["feat"])
+
+
+def test_graphbolt_21s_extra_attrs_are_accepted_and_every_field_is_copied():
+    """GraphBolt 2.1's node_classification.py calls copy_to(device, extra_attrs=["seed_nodes"])."""
+    seeds = torch.tensor([3, 1, 2])
+    (mb,) = list(CopyTo(ItemSampler(ItemSet(seeds, names="seed_nodes"), 3), "cpu", extra_attrs=["seed_nodes"]))
+    assert torch.equal(mb.seed_nodes, seeds)
+    with pytest.raises(TypeError, match=r"copy_to: `extra_attrs` must be a list of MiniBatch field names, got 'seed_nodes'"):
+        CopyTo(ItemSampler(ItemSet(seeds), 3), "cpu", extra_attrs="seed_nodes")
