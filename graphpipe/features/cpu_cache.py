@@ -47,7 +47,8 @@ class CPUCachedFeature(CachedFeature):
         max_cache_size_in_bytes: the budget for cached rows (at least one row).
         policy: ``"s3-fifo"`` (default) or ``"sieve"``.
 
-    Thread-safe: lookups and admissions hold a lock, fallback reads do not.
+    Thread-safe: lookups and admissions hold a lock, fallback reads do not (a read does
+    not cache the rows it read from the fallback if an :meth:`update` landed meanwhile).
     """
 
     def __init__(self, fallback: Feature, max_cache_size_in_bytes: int, policy: str = "s3-fifo"):
@@ -75,6 +76,9 @@ class CPUCachedFeature(CachedFeature):
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
+        # Bumped (under the lock) by every update: a read admits the rows it read from the
+        # fallback only if none landed since its lookup, or it would cache the old rows.
+        self._updates = 0
 
     # ------------------------------------------------------------------ the Feature protocol
     @property
@@ -102,6 +106,7 @@ class CPUCachedFeature(CachedFeature):
             num_missed = _lookup(ids64, self._slot_of, self._freq, _as_bytes(self._rows, self.capacity), out_bytes, missed)
             self._hits += n - num_missed
             self._misses += num_missed
+            updates = self._updates
         if num_missed == 0:
             return out
         missed = missed[:num_missed]
@@ -109,11 +114,12 @@ class CPUCachedFeature(CachedFeature):
         fetched = self.fallback.read_valid(torch.from_numpy(unique))
         out[torch.from_numpy(missed)] = fetched[torch.from_numpy(inverse.reshape(-1))]
         with self._lock:
-            _admit(
-                unique, _as_bytes(fetched, unique.size), _as_bytes(self._rows, self.capacity), self._slot_of,
-                self._slot_id, self._freq, self._small, self._main, self._ghost, self._in_ghost, self._state,
-                self._small_capacity, self.policy == "sieve",
-            )
+            if self._updates == updates:
+                _admit(
+                    unique, _as_bytes(fetched, unique.size), _as_bytes(self._rows, self.capacity), self._slot_of,
+                    self._slot_id, self._freq, self._small, self._main, self._ghost, self._in_ghost, self._state,
+                    self._small_capacity, self.policy == "sieve",
+                )
         return out
 
     def update(self, value: torch.Tensor, ids: Optional[torch.Tensor] = None) -> None:
@@ -123,12 +129,13 @@ class CPUCachedFeature(CachedFeature):
 
     def _empty(self) -> None:
         with self._lock:
-            lock = self._lock
+            lock, updates = self._lock, self._updates
             self.__init__(self.fallback, self.max_cache_size_in_bytes, self.policy)
-            self._lock = lock
+            self._lock, self._updates = lock, updates + 1
 
     def _replace(self, ids: torch.Tensor, value: torch.Tensor) -> None:
         with self._lock:
+            self._updates += 1
             slots = torch.from_numpy(self._slot_of[ids.cpu().numpy()]).to(torch.int64)
             held = slots >= 0
             self._rows[slots[held]] = value.cpu()[held]

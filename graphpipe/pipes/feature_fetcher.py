@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from dataclasses import replace
@@ -48,8 +49,9 @@ class FeatureFetcher(Pipe):
     every node (of its type: ``graph.num_nodes_per_type[ntype]``), each edge feature one
     for every edge (of its type), and a typed graph needs dict keys naming its types.
     Tables may have more rows (padding, nodes added later), as GraphBolt's and PyG's
-    stores allow. The ids such a sampler makes are then read unchecked; without one
-    (a user's batches), every id a batch reads is checked to be in range.
+    stores allow. The ids such a sampler makes are then read unchecked when only stages
+    declaring ``role = "copy"`` lie between it and the fetcher; otherwise (a user's
+    stage, or no sampler), every id a batch reads is checked to be in range.
 
     Args:
         source: pipe of MiniBatches.
@@ -99,8 +101,9 @@ class FeatureFetcher(Pipe):
             kind: [_Read.of(features, (kind, t, name)) for t, names in keys.items() for name in names]
             for kind, keys in by_type.items()
         }
-        # A sampler's ids are in range of its graph, whose rows are checked here: never per batch.
-        self._check_ids = sampler is None
+        # A sampler's ids are in range of its graph, whose rows are checked here: never per batch,
+        # unless a stage between it and this one may have changed them.
+        self._check_ids = sampler is None or not _yields_ids_of(source, sampler)
         # After a sampler over a part (graphpipe.distributed.remote): every row is read by its owner.
         self.part_graph = sampler.graph if not self.cooperative and getattr(sampler, "on_part", False) else None
         if sampler is not None:
@@ -283,6 +286,13 @@ def _sampler_upstream(source) -> Optional[Pipe]:
     """The nearest stage upstream of ``source`` (following ``.source``) that samples from a
     :class:`~graphpipe.CSCGraph` (has a ``graph`` attribute), or None."""
     return next((stage for stage in upstream(source) if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
+
+
+def _yields_ids_of(source, sampler: Pipe) -> bool:
+    """Whether ``source``'s batches hold the ids ``sampler`` made: between the two lie only
+    stages declaring ``role = "copy"`` (they move batches, not change them)."""
+    between = itertools.takewhile(lambda stage: stage is not sampler, upstream(source))
+    return all(stage.role == "copy" for stage in between)
 
 
 def _keys_by_type(features: FeatureStore, kind: str, keys, typed: bool, sampler: Optional[Pipe]) -> Dict[Optional[str], List[str]]:

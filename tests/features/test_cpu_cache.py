@@ -135,6 +135,30 @@ def test_concurrent_readers_get_exact_rows(policy):
     assert cached.numel() == feature.cache_stats()["cached_rows"] == 300
 
 
+@pytest.mark.parametrize("whole_table", [False, True])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_update_during_a_read_is_not_undone_by_its_admission(policy, whole_table):
+    """A read takes the rows it missed from the fallback outside the lock: an update
+    landing then must not be overwritten in the cache by the old rows it admits."""
+    fallback = gp.Feature(torch.zeros(10, 2))
+    feature = CPUCachedFeature(fallback, 10 * 8, policy=policy)
+    fallback_read = fallback.read_valid
+
+    def read_then_update(ids, out=None):
+        rows = fallback_read(ids, out)
+        fallback.read_valid = fallback_read  # once
+        if whole_table:
+            feature.update(torch.ones(10, 2))
+        else:
+            feature.update(torch.ones(1, 2), torch.tensor([3]))
+        return rows
+
+    fallback.read_valid = read_then_update
+    assert feature.read(torch.tensor([3])).tolist() == [[0.0, 0.0]]  # read before the update
+    assert feature.read(torch.tensor([3])).tolist() == [[1.0, 1.0]]
+    assert feature.read(torch.tensor([3])).tolist() == [[1.0, 1.0]]  # and so it stays, cached
+
+
 def test_errors():
     with pytest.raises(TypeError, match=r"`fallback` must be a graphpipe Feature, got Tensor \(wrap a tensor, array or \.npy path as gp\.Feature\(data\)\)"):
         CPUCachedFeature(torch.zeros(3), 100)

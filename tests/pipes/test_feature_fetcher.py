@@ -1,6 +1,7 @@
 """FeatureFetcher on untyped and typed batches (typed: dict keys per type, GraphBolt's layout);
 an untyped batch is the one-type case, so each property is one test over both."""
 
+import dataclasses
 import gc
 import pickle
 
@@ -11,7 +12,19 @@ import torch
 import graphpipe.features.store
 import graphpipe.ops.gather
 import graphpipe.pipes.feature_fetcher
-from graphpipe import CSCFormat, CSCGraph, FeatureStore, ItemSampler, ItemSet, MiniBatch, SampledSubgraph
+from graphpipe import (
+    CPUCachedFeature,
+    CSCFormat,
+    CSCGraph,
+    DiskBasedFeature,
+    Feature,
+    FeatureStore,
+    GPUCachedFeature,
+    ItemSampler,
+    ItemSet,
+    MiniBatch,
+    SampledSubgraph,
+)
 from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.pipes import FeatureFetcher
 
@@ -294,6 +307,37 @@ def test_a_samplers_ids_are_read_unchecked_and_a_users_are_checked(case, monkeyp
     users.fetch(batches[0])
     num_types = {"untyped": (1, 1), "typed": (2, 2)}[case]
     assert len(calls) == num_types[0] + 2 * num_types[1]  # each read once: node ids, then each layer's edge ids
+
+
+def test_a_samplers_ids_stay_unchecked_through_a_copy(monkeypatch):
+    _, store, pipe, node_keys, edge_keys = _sampled_case("untyped")
+    fetcher = pipe.copy_to("cpu").fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys)
+    batches = list(pipe)
+    calls = _count_id_checks(monkeypatch)
+    for mb in batches:
+        fetcher.fetch(mb)
+    assert calls == []  # a stage declaring role "copy" moves batches, it does not change their ids
+
+
+@pytest.mark.parametrize("kind", ["tensor", "npy", "disk", "cpu_cache", "gpu_cache"])
+def test_ids_a_stage_after_the_sampler_changed_are_checked_for_every_kind_of_feature(kind, tmp_path):
+    """A user's stage between the sampler and the fetcher may change the ids: they are
+    checked, with the same error for every kind of feature (no rows read out of bounds)."""
+    table = _own_ids(100)
+    np.save(tmp_path / "id.npy", table.numpy())
+    feature = {
+        "tensor": lambda: table,
+        "npy": lambda: str(tmp_path / "id.npy"),
+        "disk": lambda: DiskBasedFeature(tmp_path / "id.npy"),
+        "cpu_cache": lambda: CPUCachedFeature(Feature(table), 10 * 16),
+        "gpu_cache": lambda: GPUCachedFeature(Feature(table), 10 * 16, device="cpu"),
+    }[kind]()
+    _, _, pipe, _, _ = _sampled_case("untyped")
+    shifted = pipe.transform(lambda mb: dataclasses.replace(mb, input_nodes=mb.input_nodes + 100))
+    fetcher = shifted.fetch_feature(FeatureStore({"id": feature}), ["id"])
+    with pytest.raises(ValueError, match=r"FeatureFetcher: node feature 'id' \(100 rows\): `input_nodes` holds node id "
+                       r"1\d\d, out of range: valid ids are 0\.\.99 \(num_nodes=100\)"):
+        next(iter(fetcher))
 
 
 @pytest.mark.parametrize("case", CASES)
