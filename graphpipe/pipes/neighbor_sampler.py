@@ -75,9 +75,14 @@ class NeighborSampler(SubgraphSampler):
         super().__init__(source, graph, fanouts, **options)
 
     def check_sampler_options(self) -> None:
-        """``weights`` against the mode (see SubgraphSampler)."""
+        """``weights`` and ``replace`` against the mode (see SubgraphSampler)."""
         name = type(self).__name__
         self.probs = None if self.weights is None else check_edge_weights(self.graph, self.weights, name)
+        if self.replace and self.time_filter is not None and self.time_filter.strategy == "last":
+            raise ValueError(
+                f"{name}: temporal_strategy='last' takes the fanout most recent distinct neighbours, so it draws "
+                f"nothing with replacement; pass replace=False or temporal_strategy='uniform'"
+            )
         if self.weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
             raise ValueError(
                 f"{name}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
