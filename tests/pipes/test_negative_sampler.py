@@ -134,6 +134,19 @@ def test_a_ratio_too_large_for_memory_is_refused_when_the_pipe_is_built(graph_bu
         source.sample_uniform_negative(graph, ratio)
 
 
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_int32_pairs_keep_their_dtype(kind, neg_sampling):
+    """Item sets keep their dtype (GraphBolt's negatives too): int32 pairs stay int32."""
+    graph, edges = graph_and_edges(kind, seed=1)
+    items = {etype: pairs.to(torch.int32) for etype, pairs in seed_items(kind, edges, "link", count=50).items()}
+    item_set = gp.ItemSet(items[EDGE], names="seeds") if kind == "untyped" else gp.HeteroItemSet(items)
+    mb = next(iter(gp.ItemSampler(item_set, 16).sample_uniform_negative(graph, 2, seed=1, neg_sampling=neg_sampling)))
+    seeds = mb.seeds if kind == "typed" else {EDGE: mb.seeds}
+    assert sum(pairs.size(0) for pairs in seeds.values()) == 16 * 3
+    assert all(pairs.dtype == torch.int32 for pairs in seeds.values())
+
+
 def test_a_batch_whose_negatives_do_not_fit_is_refused_naming_the_ratio(graph_builder, monkeypatch):
     graph = graph_builder(50, 10, seed=5)
     monkeypatch.setattr("graphpipe.ops.negative_sampling.max_output_edges", lambda bytes_per_negative: 100)
