@@ -127,6 +127,7 @@ class UniformNegativeSampler(Pipe):
             number = isinstance(negative_ratio, (int, float)) and not isinstance(negative_ratio, bool)
             if not (number and 0 < negative_ratio < float("inf")):
                 raise ValueError(f"{name}: `negative_ratio` must be a number > 0 with neg_sampling='binary', got {negative_ratio!r}")
+            check_negative_ratio(math.ceil(negative_ratio), 1, name)  # the ceil(P * ratio) pairs must fit
             self.negative_ratio = negative_ratio
         else:
             self.negative_ratio = check_negative_ratio(negative_ratio, 1, name)

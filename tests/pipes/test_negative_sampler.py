@@ -126,12 +126,13 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
         next(iter(gp.ItemSampler(queries, 5).sample_uniform_negative(graph, 1)))
 
 
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
 @pytest.mark.parametrize("ratio", [10**12, 2**63])
-def test_a_ratio_too_large_for_memory_is_refused_when_the_pipe_is_built(graph_builder, ratio):
+def test_a_ratio_too_large_for_memory_is_refused_when_the_pipe_is_built(graph_builder, ratio, neg_sampling):
     graph = graph_builder(50, 10, seed=5)
     source = gp.ItemSampler(gp.ItemSet(_edge_pairs(graph)[:20], names="seeds"), 5)
     with pytest.raises(ValueError, match=rf"UniformNegativeSampler: `negative_ratio`={ratio}: .*would not fit in the machine's memory"):
-        source.sample_uniform_negative(graph, ratio)
+        source.sample_uniform_negative(graph, ratio, neg_sampling=neg_sampling)
 
 
 @pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
