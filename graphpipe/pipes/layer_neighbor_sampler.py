@@ -21,6 +21,7 @@ from graphpipe.ops.edge_lookup import drop_excluded
 from graphpipe.ops.labor import Variates, sample_labor, vertex_normals
 from graphpipe.pipes.base import Pipe, functional_pipe
 from graphpipe.pipes.capabilities import UnsupportedCombination
+from graphpipe.pipes.neighbor_sampler import weights_or_prob_name
 from graphpipe.pipes.subgraph_sampler import GraphBoltTemporal, SubgraphSampler, edge_arrays
 
 __all__ = ["LayerNeighborSampler"]
@@ -47,6 +48,10 @@ class LayerNeighborSampler(SubgraphSampler):
         graph: the :class:`~graphpipe.CSCGraph` (typed or not).
         fanouts: one entry per GNN layer, ``>= 1``, 0 (no edge in that layer) or -1
             (typed graphs: per edge type, as for ``sample_neighbor``).
+        replace: GraphBolt's argument: must be False (LABOR samples without replacement).
+        weights: name of a finite, non-negative float (or bool mask) edge attribute: weighted LABOR-0.
+        prob_name: GraphBolt's name for ``weights`` (pass one of them). The arguments
+            after ``fanouts, replace, weights`` (GraphBolt's positional order) are keyword-only.
         importance_sampling: 0 = LABOR-0 (exactly ``min(fanout, d)`` neighbours, a drop-in
             for neighbor sampling); ``k > 0`` = LABOR-k (k fixed-point iterations);
             -1 = LABOR-* (until converged). Importance sampling samples fewer vertices at
@@ -57,8 +62,6 @@ class LayerNeighborSampler(SubgraphSampler):
             seeds ``s0, s1`` that move on every κ batches (``s0 ← s1``): each batch is
             exactly uniform while consecutive batches sample overlapping vertex sets
             (dependent minibatching: higher cache hit rates).
-        weights: name of a finite, non-negative float (or bool mask) edge attribute: weighted LABOR-0.
-        replace: GraphBolt's argument: must be False (LABOR samples without replacement).
         **options: keyword arguments of :class:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler`,
             as for ``sample_neighbor``; ``cooperative=True`` takes LABOR-0 only. With
             ``layout="pyg"`` and ``importance_sampling != 0`` a layer's vertex
@@ -74,14 +77,17 @@ class LayerNeighborSampler(SubgraphSampler):
         source: Pipe,
         graph: CSCGraph,
         fanouts: Sequence[int],
+        replace: bool = False,
+        weights: Optional[str] = None,
+        *,
+        prob_name: Optional[str] = None,
         importance_sampling: int = 0,
         layer_dependency: bool = False,
         batch_dependency: int = 1,
-        weights: Optional[str] = None,
-        replace: bool = False,
         **options,
     ):
         name = type(self).__name__
+        weights = weights_or_prob_name(weights, prob_name, name)
         # Set before the base's checks, which read them (hot-vertex reuse refuses joint layers).
         self.importance_sampling = check_importance_sampling(importance_sampling, name)
         self.samples_layer_jointly = self.importance_sampling != 0

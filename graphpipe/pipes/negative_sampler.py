@@ -127,6 +127,7 @@ class UniformNegativeSampler(Pipe):
             number = isinstance(negative_ratio, (int, float)) and not isinstance(negative_ratio, bool)
             if not (number and 0 < negative_ratio < float("inf")):
                 raise ValueError(f"{name}: `negative_ratio` must be a number > 0 with neg_sampling='binary', got {negative_ratio!r}")
+            check_negative_ratio(math.ceil(negative_ratio), 1, name)  # the ceil(P * ratio) pairs must fit
             self.negative_ratio = negative_ratio
         else:
             self.negative_ratio = check_negative_ratio(negative_ratio, 1, name)
@@ -164,7 +165,7 @@ class UniformNegativeSampler(Pipe):
             latest = self.latest(minibatch.timestamp, None)
             if self.neg_sampling == "binary":
                 random_pairs = self.random_pairs(pairs, everyone, everyone, key, latest)
-                fields = _with_random_pairs(pairs, minibatch.labels, random_pairs)
+                fields = _with_random_pairs(minibatch.seeds, minibatch.labels, random_pairs)
                 return replace(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
             batch = with_negatives(minibatch, self.negatives(pairs, key, everyone, -1, latest))
             return replace(batch, timestamp=_times(minibatch.timestamp, {"seeds": batch.seeds, "indexes": batch.indexes}))
@@ -183,7 +184,7 @@ class UniformNegativeSampler(Pipe):
                 seeds[key], labels[key] = fields["seeds"], fields["labels"]
             else:
                 negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype, latest)
-                seeds[key], labels[key], indexes[key] = pairs_with_negatives(pairs.to(torch.int64), given, negatives - first)
+                seeds[key], labels[key], indexes[key] = pairs_with_negatives(pairs, given, negatives - first)
                 fields = {"seeds": seeds[key], "indexes": indexes[key]}
             if isinstance(minibatch.timestamp, dict) and key in minibatch.timestamp:
                 times[key] = _times(minibatch.timestamp[key], fields)
@@ -234,8 +235,9 @@ class UniformNegativeSampler(Pipe):
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
     """``minibatch`` (``P`` positive pairs in ``seeds``) with the ``[P, k]`` negative
-    destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout."""
-    seeds, labels, indexes = pairs_with_negatives(minibatch.seeds.to(torch.int64), minibatch.labels, negatives)
+    destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout
+    (``seeds`` keep their dtype)."""
+    seeds, labels, indexes = pairs_with_negatives(minibatch.seeds, minibatch.labels, negatives)
     return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
 
 
@@ -261,7 +263,7 @@ def _with_random_pairs(positives: torch.Tensor, labels: Optional[torch.Tensor], 
             "sampled negatives; give positives labels >= 1 (or none: they get 1.0)"
         )
     negative_labels = labels.new_zeros((random_pairs.size(0),) + tuple(labels.shape[1:]))
-    seeds = torch.cat([positives.to(torch.int64), random_pairs])
+    seeds = torch.cat([positives, random_pairs.to(positives.dtype)])
     return {"seeds": seeds, "labels": torch.cat([labels, negative_labels]), "indexes": None}
 
 

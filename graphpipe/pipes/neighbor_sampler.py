@@ -43,6 +43,7 @@ class NeighborSampler(SubgraphSampler):
         replace: sample with replacement.
         weights: name of a 1-D finite, non-negative float (or bool mask) edge
             attribute of ``graph`` to sample by, or None for uniform sampling.
+        prob_name: GraphBolt's name for ``weights`` (pass one of them).
         **options: keyword arguments of :class:`SubgraphSampler`: ``seed``,
             ``cooperative``, ``layout`` (``"block"`` or ``"pyg"``), ``disjoint`` (PyG's:
             one subtree per seed, ``layout="pyg"``, node seeds, CPU) and, for node-pair
@@ -65,16 +66,23 @@ class NeighborSampler(SubgraphSampler):
         fanouts: Sequence[int],
         replace: bool = False,
         weights: Optional[str] = None,
+        *,
+        prob_name: Optional[str] = None,
         **options,
     ):
         self.replace = check_bool(replace, "replace", type(self).__name__)
-        self.weights = weights
+        self.weights = weights_or_prob_name(weights, prob_name, type(self).__name__)
         super().__init__(source, graph, fanouts, **options)
 
     def check_sampler_options(self) -> None:
-        """``weights`` against the mode (see SubgraphSampler)."""
+        """``weights`` and ``replace`` against the mode (see SubgraphSampler)."""
         name = type(self).__name__
         self.probs = None if self.weights is None else check_edge_weights(self.graph, self.weights, name)
+        if self.replace and self.time_filter is not None and self.time_filter.strategy == "last":
+            raise ValueError(
+                f"{name}: temporal_strategy='last' takes the fanout most recent distinct neighbours, so it draws "
+                f"nothing with replacement; pass replace=False or temporal_strategy='uniform'"
+            )
         if self.weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
             raise ValueError(
                 f"{name}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
@@ -110,6 +118,13 @@ class NeighborSampler(SubgraphSampler):
         fanouts = [f for layer in self.edge_type_fanouts for f in layer if f != 0]
         indptr, indices, probs = (dtype_only(t) for t in (self.graph.indptr, self.graph.indices, self.probs))
         return partial(compile_sample_neighbors, indptr, indices, fanouts, replace=self.replace, probs=probs)
+
+
+def weights_or_prob_name(weights: Optional[str], prob_name: Optional[str], name: str) -> Optional[str]:
+    """The sampler's ``weights``: given as such or as ``prob_name`` (GraphBolt's name)."""
+    if weights is not None and prob_name is not None:
+        raise ValueError(f"{name}: pass `weights` or `prob_name` (GraphBolt's name for it), not both")
+    return prob_name if weights is None else weights
 
 
 @functional_pipe("temporal_sample_neighbor")

@@ -154,6 +154,28 @@ def test_integer_arguments_in_the_forms_graphbolt_users_pass_become_ints():
     assert values == (3, 2, 4, 7) and all(type(v) is int for v in values)
 
 
+def test_graphbolts_positional_order_and_prob_name():
+    """GraphBolt 2.1's ``sample_layer_neighbor(graph, fanouts, replace, prob_name)``:
+    ``prob_name`` (keyword or 4th position) samples as ``weights``; the 3rd position is
+    ``replace``, never ``importance_sampling``, and LABOR's own options are keyword-only."""
+    mask = torch.arange(GRAPH.total_num_edges) % 2 == 0  # zero-weight edges are never drawn
+    graph = gp.CSCGraph(GRAPH.indptr, GRAPH.indices, {"mask": mask.float()})
+    source = gp.ItemSampler(gp.ItemSet(SEEDS[:64]), 64)
+    batches = [
+        next(iter(gp.ItemSampler(gp.ItemSet(SEEDS[:64]), 64).sample_layer_neighbor(graph, [3], *args, seed=1, **kwargs)))
+        for args, kwargs in (((), {"weights": "mask"}), ((), {"prob_name": "mask"}), ((False, "mask"), {}))
+    ]
+    eids = [mb.sampled_subgraphs[0].original_edge_ids for mb in batches]
+    assert eids[0].numel() > 0 and bool(mask[eids[0]].all())
+    assert all(torch.equal(e, eids[0]) for e in eids)
+    with pytest.raises(ValueError, match=r"LayerNeighborSampler: pass `weights` or `prob_name` \(GraphBolt's name"):
+        source.sample_layer_neighbor(graph, [3], weights="mask", prob_name="mask")
+    with pytest.raises(TypeError, match="`replace` must be a bool, got 1"):  # GraphBolt's replace=1, not LABOR-1
+        source.sample_layer_neighbor(graph, [3], 1)
+    with pytest.raises(TypeError, match="positional argument"):
+        source.sample_layer_neighbor(graph, [3], False, None, 1)
+
+
 def test_negative_weights_rejected():
     graph = gp.CSCGraph(GRAPH.indptr, GRAPH.indices, {"w": -GRAPH.edge_attributes["w"]})
     with pytest.raises(ValueError, match="must be non-negative"):

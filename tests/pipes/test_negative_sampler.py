@@ -126,12 +126,26 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
         next(iter(gp.ItemSampler(queries, 5).sample_uniform_negative(graph, 1)))
 
 
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
 @pytest.mark.parametrize("ratio", [10**12, 2**63])
-def test_a_ratio_too_large_for_memory_is_refused_when_the_pipe_is_built(graph_builder, ratio):
+def test_a_ratio_too_large_for_memory_is_refused_when_the_pipe_is_built(graph_builder, ratio, neg_sampling):
     graph = graph_builder(50, 10, seed=5)
     source = gp.ItemSampler(gp.ItemSet(_edge_pairs(graph)[:20], names="seeds"), 5)
     with pytest.raises(ValueError, match=rf"UniformNegativeSampler: `negative_ratio`={ratio}: .*would not fit in the machine's memory"):
-        source.sample_uniform_negative(graph, ratio)
+        source.sample_uniform_negative(graph, ratio, neg_sampling=neg_sampling)
+
+
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_int32_pairs_keep_their_dtype(kind, neg_sampling):
+    """Item sets keep their dtype (GraphBolt's negatives too): int32 pairs stay int32."""
+    graph, edges = graph_and_edges(kind, seed=1)
+    items = {etype: pairs.to(torch.int32) for etype, pairs in seed_items(kind, edges, "link", count=50).items()}
+    item_set = gp.ItemSet(items[EDGE], names="seeds") if kind == "untyped" else gp.HeteroItemSet(items)
+    mb = next(iter(gp.ItemSampler(item_set, 16).sample_uniform_negative(graph, 2, seed=1, neg_sampling=neg_sampling)))
+    seeds = mb.seeds if kind == "typed" else {EDGE: mb.seeds}
+    assert sum(pairs.size(0) for pairs in seeds.values()) == 16 * 3
+    assert all(pairs.dtype == torch.int32 for pairs in seeds.values())
 
 
 def test_a_batch_whose_negatives_do_not_fit_is_refused_naming_the_ratio(graph_builder, monkeypatch):

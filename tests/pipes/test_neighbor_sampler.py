@@ -42,6 +42,23 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
         sampler.sample_subgraphs(MiniBatch(seeds=torch.tensor([1.0, 2.0])))
 
 
+def test_prob_name_is_graphbolts_name_for_weights(graph_builder):
+    """GraphBolt 2.1's ``sample_neighbor(graph, fanouts, replace, prob_name)``: by keyword
+    or position, ``prob_name`` samples as ``weights`` does; passing both is refused."""
+    graph = graph_builder(50, 10, seed=5, weights=True)
+    mask = torch.arange(graph.total_num_edges) % 2 == 0  # zero-weight edges are never drawn
+    graph = CSCGraph(graph.indptr, graph.indices, edge_attributes={"mask": mask.float()})
+    batches = [
+        next(iter(ItemSampler(torch.arange(50), batch_size=50).sample_neighbor(graph, [3], *args, seed=1, **kwargs)))
+        for args, kwargs in (((), {"weights": "mask"}), ((), {"prob_name": "mask"}), ((False, "mask"), {}))
+    ]
+    eids = [mb.sampled_subgraphs[0].original_edge_ids for mb in batches]
+    assert eids[0].numel() > 0 and bool(mask[eids[0]].all())
+    assert all(torch.equal(e, eids[0]) for e in eids)
+    with pytest.raises(ValueError, match=r"NeighborSampler: pass `weights` or `prob_name` \(GraphBolt's name for it\), not both"):
+        ItemSampler(torch.arange(50), batch_size=50).sample_neighbor(graph, [3], weights="mask", prob_name="mask")
+
+
 def test_edge_ids_are_the_users_edge_ids():
     """``original_edge_ids`` (and the edge features fetched by them) are positions in the
     edge list the graph was built from, not in the graph's CSC order."""

@@ -205,6 +205,8 @@ def test_bad_temporal_input_gets_clear_errors():
         gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], temporal_strategy="last")
     with pytest.raises(ValueError, match="temporal_strategy='last' takes the most recent neighbours"):
         gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", temporal_strategy="last", weights="w")
+    with pytest.raises(ValueError, match="'last' takes the fanout most recent distinct neighbours.*pass replace=False"):
+        gp.ItemSampler(timed, 2).sample_neighbor(graph, [2], time_attr="ets", temporal_strategy="last", replace=True)
     with pytest.raises(UnsupportedCombination, match="LABOR does not support"):
         gp.ItemSampler(timed, 2).sample_layer_neighbor(graph, [2], time_attr="ets", layout="pyg")
     with pytest.raises(ValueError, match=r"temporal_strategy='last' takes the fanout most recent in-edges, which is not LABOR"):
