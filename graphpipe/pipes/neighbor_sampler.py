@@ -78,12 +78,13 @@ class NeighborSampler(SubgraphSampler):
         """``weights`` and ``replace`` against the mode (see SubgraphSampler)."""
         name = type(self).__name__
         self.probs = None if self.weights is None else check_edge_weights(self.graph, self.weights, name)
-        if self.replace and self.time_filter is not None and self.time_filter.strategy == "last":
+        last = self.time_filter is not None and self.time_filter.strategy == "last"
+        if last and self.replace:
             raise ValueError(
                 f"{name}: temporal_strategy='last' takes the fanout most recent distinct neighbours, so it draws "
                 f"nothing with replacement; pass replace=False or temporal_strategy='uniform'"
             )
-        if self.weights is not None and self.time_filter is not None and self.time_filter.strategy == "last":
+        if last and self.weights is not None:
             raise ValueError(
                 f"{name}: temporal_strategy='last' takes the most recent neighbours, so it draws nothing "
                 f"by `weights`; pass weights=None or temporal_strategy='uniform'"
