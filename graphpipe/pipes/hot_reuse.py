@@ -211,8 +211,8 @@ class HotReuse:
         if owner is not None and owner is not sampler:
             raise ValueError(
                 f"{where}: `hot_reuse` is already used by another {type(owner).__name__} (still referenced); one "
-                f"sampler uses a HotReuse (its super-batches are keyed by batch position): make a HotReuse per sampler (an evaluation chain "
-                f"samples without one), and a new one for a new run"
+                f"sampler uses a HotReuse (its super-batches are keyed by batch position): make a HotReuse per "
+                f"sampler (an evaluation chain samples without one), and a new one for a new run"
             )
         graph = sampler.graph
         self._per_epoch = per_epoch if per_epoch is not None and per_epoch[0] != per_epoch[1] else None
