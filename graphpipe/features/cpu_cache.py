@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from graphpipe.features.store import CachedFeature, Feature, check_feature, output_rows
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import check_int, check_node_ids
 
 __all__ = ["CPUCachedFeature"]
 
@@ -167,8 +167,10 @@ class CPUCachedFeature(CachedFeature):
             self._hits = self._misses = 0
 
     def cached(self, ids: torch.Tensor) -> torch.Tensor:
-        """``[n]`` bool: which of ``ids`` are in the cache now (no statistics counted)."""
-        return torch.from_numpy(self._slot_of[torch.as_tensor(ids).numpy()] >= 0)
+        """``[n]`` bool: which of ``ids`` (checked as :meth:`read` checks them) are in the
+        cache now (no statistics counted)."""
+        ids = check_node_ids(ids, self.num_rows, "ids", "CPUCachedFeature.cached", "row")
+        return torch.from_numpy(self._slot_of[ids.cpu().numpy()] >= 0)
 
     def __getstate__(self):
         # The cache travels with its rows and statistics (a worker starts warm), not its lock.

@@ -170,6 +170,20 @@ def test_errors():
     assert one_row.capacity == 1 and one_row.read(torch.tensor([3, 4, 3, 4]))[:, 0].tolist() == [3, 4, 3, 4]
 
 
+def test_cached_checks_its_ids_as_read_does():
+    feature = CPUCachedFeature(gp.Feature(torch.randn(10, 2)), 3 * 8)
+    feature.read(torch.tensor([9]))
+    assert feature.cached(torch.tensor([9, 0])).tolist() == [True, False]
+    for bad, error, match in [
+        (torch.tensor([-1]), ValueError, r"`ids` holds row id -1, out of range: valid ids are 0\.\.9"),
+        (torch.tensor([10]), ValueError, r"`ids` holds row id 10, out of range: valid ids are 0\.\.9"),
+        (torch.tensor([1.0]), TypeError, r"`ids` must be an integer tensor"),
+    ]:
+        for method in ("read", "cached"):
+            with pytest.raises(error, match=rf"CPUCachedFeature\.{method}: " + match):
+                getattr(feature, method)(bad)
+
+
 def test_pickles_warm():
     import pickle
 
