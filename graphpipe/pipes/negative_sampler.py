@@ -169,6 +169,11 @@ class UniformNegativeSampler(Pipe):
                 return replace(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
             batch = with_negatives(minibatch, self.negatives(pairs, key, everyone, -1, latest))
             return replace(batch, timestamp=_times(minibatch.timestamp, {"seeds": batch.seeds, "indexes": batch.indexes}))
+        if not isinstance(minibatch.seeds, dict):
+            raise ValueError(
+                f"{name}: the graph is typed, so the MiniBatch's `seeds` must be typed pairs: a dict edge type "
+                f"'src:relation:dst' -> [N, 2] (a HeteroItemSet), got a tensor of shape {tuple(minibatch.seeds.shape)}"
+            )
         seeds, labels, indexes, times = {}, {}, {}, {}
         offsets = self.graph.schema.node_type_offset
         for key, pairs in minibatch.seeds.items():

@@ -127,6 +127,16 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
 
 
 @pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
+def test_untyped_pairs_on_a_typed_graph_are_refused_naming_the_typed_form(neg_sampling):
+    graph, edges = graph_and_edges("typed", seed=1)
+    pairs = seed_items("typed", edges, "link")["author:writes:paper"]
+    pipe = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 5).sample_uniform_negative(graph, 1, neg_sampling=neg_sampling)
+    with pytest.raises(ValueError, match=r"the graph is typed, so the MiniBatch's `seeds` must be typed pairs: a dict edge "
+                                         r"type 'src:relation:dst' -> \[N, 2\] \(a HeteroItemSet\), got a tensor of shape \(5, 2\)"):
+        next(iter(pipe))
+
+
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
 @pytest.mark.parametrize("ratio", [10**12, 2**63])
 def test_a_ratio_too_large_for_memory_is_refused_when_the_pipe_is_built(graph_builder, ratio, neg_sampling):
     graph = graph_builder(50, 10, seed=5)
