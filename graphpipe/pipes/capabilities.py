@@ -48,6 +48,10 @@ DIMENSIONS: Dict[str, Tuple[str, ...]] = {
     "layout": ("block", "pyg"),
 }
 
+_HOST_MEMORY = (
+    "keep the graph and the seeds in host memory and put "
+    "copy_to('cuda') after the sampler (and the feature fetcher)"
+)
 # (what the rule matches, why it is not supported); the first match wins.
 UNSUPPORTED = (
     (
@@ -55,11 +59,7 @@ UNSUPPORTED = (
         "hyperlinks ([N, k > 2] seeds) are sampled on untyped graphs only; typed link seeds are "
         "[N, 2] pairs per edge type",
     ),
-    (
-        {"graph": "typed", "device": "GPU"},
-        "typed graphs are sampled on the CPU: keep the graph and the seeds in host memory and put "
-        "copy_to('cuda') after the sampler (and the feature fetcher)",
-    ),
+    ({"graph": "typed", "device": "GPU"}, "typed graphs are sampled on the CPU: " + _HOST_MEMORY),
     (
         {"mode": "cooperative", "layout": "pyg"},
         "cooperative sampling exchanges the rows of every destination of every layer, so it builds "
@@ -76,20 +76,13 @@ UNSUPPORTED = (
         "disjoint subtrees are PyG's NeighborLoader sampling (disjoint=True), so they are laid out as PyG "
         "batches only (layout='pyg'; to_pyg() gives `batch`)",
     ),
-    (
-        {"mode": "disjoint", "device": "GPU"},
-        "disjoint sampling keys each subtree's variates on the CPU; keep the graph and the seeds in host memory "
-        "and put copy_to('cuda') after the sampler (and the feature fetcher)",
-    ),
+    ({"mode": "disjoint", "device": "GPU"},
+     "disjoint sampling keys each subtree's variates on the CPU; " + _HOST_MEMORY),
     (
         {"mode": "disjoint", "task": "hyperlink"},
         "disjoint sampling grows one subtree per seed node; hyperlinks need disjoint=False",
     ),
-    (
-        {"mode": "temporal", "device": "GPU"},
-        "temporal sampling runs on the CPU; keep the graph and the seeds in host memory and put copy_to('cuda') "
-        "after the sampler (and the feature fetcher)",
-    ),
+    ({"mode": "temporal", "device": "GPU"}, "temporal sampling runs on the CPU; " + _HOST_MEMORY),
     (
         {"mode": "temporal", "task": "hyperlink", "layout": "pyg"},
         "temporal hyperlinks are GraphBolt's: sample them with layout='block'",
@@ -132,10 +125,8 @@ def capability_table() -> str:
     ]
     numbers: Dict[str, int] = {}
     for graph, task, mode in product(DIMENSIONS["graph"], DIMENSIONS["task"], DIMENSIONS["mode"]):
-        cells = []
-        for device, layout in columns:
-            reason = SUPPORT[(graph, task, mode, device, layout)]
-            cells.append("yes" if reason is None else f"no ({numbers.setdefault(reason, len(numbers) + 1)})")
+        reasons = [SUPPORT[(graph, task, mode, device, layout)] for device, layout in columns]
+        cells = ["yes" if why is None else f"no ({numbers.setdefault(why, len(numbers) + 1)})" for why in reasons]
         lines.append(f"| {graph} | {task} | {mode} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"{number}. {reason[0].upper()}{reason[1:]}." for reason, number in numbers.items()]
