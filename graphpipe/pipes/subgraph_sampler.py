@@ -214,8 +214,8 @@ class SubgraphSampler(Pipe):
                         edge_timestamp_attr_name, comparison, time_window, temporal_strategy)  # fmt: skip
         # A part graph holds only the owned vertices' in-edges: independent batches ask the owners for the others'.
         self.on_part = not self.cooperative and part_of(graph) is not None
-        if self.on_part:
-            _check_part_sampling(self, name)
+        if self.on_part and not any(isinstance(stage, DistributedItemSampler) for stage in upstream(source)):
+            check_whole_graph(graph, name)  # without one, the ranks cannot ask the owners
         self.layout = layout
         self.no_skip = (0,) * len(graph.schema.node_types)
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
@@ -419,11 +419,8 @@ class SubgraphSampler(Pipe):
         seeds, and each destination's root: ``roots`` (rows, no deduplication) or its
         subtree."""
         if skipped is not self.no_skip:
-            if self.typed:
-                starts = list(accumulate(counts, initial=0))
-                nodes = torch.cat([nodes[starts[i] + skip : starts[i + 1]] for i, skip in enumerate(skipped)])
-            else:
-                nodes = nodes[skipped[0] :]
+            starts = list(accumulate(counts, initial=0))
+            nodes = torch.cat([nodes[starts[i] + skip : starts[i + 1]] for i, skip in enumerate(skipped)])
             counts = tuple(count - skip for count, skip in zip(counts, skipped))
         if not self.typed and subtrees == 1 and windows is None:
             if exclude is None:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
@@ -448,10 +445,9 @@ class SubgraphSampler(Pipe):
         cold_counts = tuple(int((~hot[a:b]).sum()) for a, b in zip(starts, starts[1:]))
         sample = self.sample_frontier(nodes[~hot], cold_counts, self.no_skip, 0, minibatch, exclude)
         segment_dst = segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[0])[1] if self.typed else torch.arange(nodes.numel())
-        per_segment = torch.zeros(segment_dst.numel(), dtype=torch.int64)
-        per_segment[~hot[segment_dst]] = sample.indptr.diff()
         indptr = torch.zeros(segment_dst.numel() + 1, dtype=torch.int64)
-        torch.cumsum(per_segment, 0, out=indptr[1:])
+        indptr[1:][~hot[segment_dst]] = sample.indptr.diff()  # the edges per segment, then their running sums
+        indptr.cumsum_(0)
         self.hot_reuse.count_skipped(self._skipped_in_edges(nodes, counts, reused.positions))
         return LayerSample(indptr, sample.indices, sample.edge_ids, sample.edge_weights), reused
 
@@ -536,7 +532,9 @@ class SubgraphSampler(Pipe):
         if self.excludes_seed_edges and self.deduplicate:
             exclusion = layers.seed_edge_exclusion(seeds)
         elif self.excludes_seed_edges:  # a node is many rows: drop its seed edges after sampling, as GraphBolt
-            dropped = seed_edge_keys(self.graph, seeds, self._reverse_types_by_endpoints())
+            # an untyped graph's `reverse_edge_ids` are read as every edge v -> u
+            reverse = (0,) if not self.typed and self.reverse_positions is not None else self.reverse_edge_types
+            dropped = seed_edge_keys(self.graph, seeds, reverse)
         nodes, counts = seeds.nodes, seeds.counts
         subtrees = max(nodes.numel(), 1) if self.disjoint else 1
         windows = None if self.time_filter is None else self.seed_windows(minibatch, seeds)
@@ -590,13 +588,6 @@ class SubgraphSampler(Pipe):
             edge_dst = self.edge_destinations(sample, counts, layer)
         step, order = append_layer(self.graph, nodes, counts, sample)
         return step, None if roots is None else torch.cat([roots, roots[edge_dst]])[order]
-
-    def _reverse_types_by_endpoints(self) -> Tuple[int, ...]:
-        """Reverse edge types for :func:`~graphpipe.graph.sampling.seed_edge_keys`: an
-        untyped graph's ``reverse_edge_ids`` read as every ``v -> u`` edge."""
-        if not self.typed and self.reverse_positions is not None:
-            return (0,)
-        return self.reverse_edge_types
 
     def edge_destinations(self, sample: LayerSample, counts, layer: int) -> torch.Tensor:
         """``[num_edges]`` int64: each sampled edge's destination, a position in the layer's
@@ -864,13 +855,6 @@ def _shapes(seeds) -> str:
     if isinstance(seeds, dict):
         return str({key: tuple(ids.shape) for key, ids in seeds.items()})
     return f"seeds of shape {tuple(seeds.shape)}"
-
-
-def _check_part_sampling(sampler, where: str) -> None:
-    """A sampler of a part graph that is not cooperative: its ranks ask the owners, so it
-    needs a DistributedItemSampler upstream (every mode then samples as over the whole graph)."""
-    if not any(isinstance(stage, DistributedItemSampler) for stage in upstream(sampler.source)):
-        check_whole_graph(sampler.graph, where)
 
 
 def _check_no_fetch_before(source, where: str) -> None:
