@@ -253,28 +253,22 @@ class _OutputBlocks:
         (the feature reads into memory of its own) when the rows are not plain CPU rows."""
         if type(feature).read_valid is not Feature.read_valid or ids.device.type != "cpu":
             return None
-        data = feature.data
-        if isinstance(data, torch.Tensor) and data.device.type != "cpu":
-            return None
-        dtype = feature.dtype
         shape = (ids.numel(),) + feature.row_shape
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes == 0:
+        nbytes = math.prod(shape) * feature.dtype.itemsize
+        if nbytes == 0 or (isinstance(feature.data, torch.Tensor) and feature.data.device.type != "cpu"):
             return None
         with self._lock:
             slots = self._blocks.setdefault(key, [])
-            slot = next((s for s in slots if (s[1] is None or s[1].expired()) and s[0].nbytes >= nbytes), None)
+            free = [s for s in slots if s[1] is None or s[1].expired()]
+            slot = next((s for s in free if s[0].nbytes >= nbytes), None)
             if slot is None:
-                slot = next((s for s in slots if s[1] is None or s[1].expired()), None)
-                block = np.empty(nbytes + nbytes // 4, np.uint8)  # headroom: batch sizes vary
-                if slot is not None:
-                    slot[0] = block
-                elif len(slots) < _BLOCKS_PER_FEATURE:
-                    slot = [block, None]
-                    slots.append(slot)
-                else:
+                if not free and len(slots) >= _BLOCKS_PER_FEATURE:
                     return None
-            out = torch.from_numpy(slot[0][:nbytes]).view(dtype).reshape(shape)
+                slot = free[0] if free else [None, None]
+                slot[0] = np.empty(nbytes + nbytes // 4, np.uint8)  # headroom: batch sizes vary
+                if not free:
+                    slots.append(slot)
+            out = torch.from_numpy(slot[0][:nbytes]).view(feature.dtype).reshape(shape)
             slot[1] = StorageWeakRef(out.untyped_storage())
         return out
 
