@@ -104,15 +104,14 @@ class DistributedItemSampler(ItemSampler):
         # from_part: the positions in the whole split of the items held ([n] int64, ascending);
         # split_size: the items of the whole split (the global batches are cut from them).
         self.split_size, self.owned_items, self._item_ids = len(self.item_set), None, None
-        self.sampling_group = self.feature_group = self.exchange_group = None
+        groups = (None, None, None)
         if use_process_group:
             # new_group is collective: every rank builds its samplers in the same order.
             # Their timeout is the default group's (new_group's own default is 30 minutes for
             # gloo), so a rank that stops answering is noticed as the user configured.
             backend, timeout = _backend_for_cpu_and_cuda(), _default_group_timeout()
-            self.sampling_group = dist.new_group(backend=backend, timeout=timeout)
-            self.feature_group = dist.new_group(backend=backend, timeout=timeout)
-            self.exchange_group = dist.new_group(backend=backend, timeout=timeout)
+            groups = [dist.new_group(backend=backend, timeout=timeout) for _ in range(3)]
+        self.sampling_group, self.feature_group, self.exchange_group = groups
 
     @classmethod
     def from_part(cls, part: GraphPart, split: str, batch_size: int, **options) -> DistributedItemSampler:
@@ -225,12 +224,9 @@ class DistributedItemSampler(ItemSampler):
             return
         mine = [(i, count) for i, count in enumerate(self.shares(self.rank)) if count]
         for i, count in mine[start:]:
-            if i < full:
-                start = i * global_size + self.rank * count
-            else:
-                # The last, smaller global batch: ranks below `rest % world_size` take one more.
-                base, extra = divmod(rest, self.world_size)
-                start = i * global_size + self.rank * base + min(self.rank, extra)
+            # The last, smaller global batch (i == full): ranks below `rest % world_size` take one more.
+            base, extra = (self.batch_size, 0) if i < full else divmod(rest, self.world_size)
+            start = i * global_size + self.rank * base + min(self.rank, extra)
             rows = order[start : start + count]
             yield MiniBatch(**self.item_set.batch(rows), batch_index=first_index + i)
 
