@@ -146,7 +146,8 @@ class HotReuse:
         self._module = copy.deepcopy(bottom).cpu().eval()
         self._changed = threading.Condition()
         self._counting = threading.Lock()  # one hot set counted at a time (upstream stages run again)
-        self._per_epoch: Optional[Tuple[int, int]] = None  # (global batches, this process's batches) per epoch
+        # (global batches, this process's batches) per epoch; (1, 1): every batch is this process's
+        self._per_epoch: Tuple[int, int] = (1, 1)
         # Per super-batch its rows, their autograd graphs and the gradient its batches send back
         # (backpropagated once it is trained: the weights' gradient joins the next step's).
         self._supers: Dict[int, _SuperBatch] = {}
@@ -215,7 +216,7 @@ class HotReuse:
                 f"sampler (an evaluation chain samples without one), and a new one for a new run"
             )
         graph = sampler.graph
-        self._per_epoch = per_epoch if per_epoch is not None and per_epoch[0] != per_epoch[1] else None
+        self._per_epoch = per_epoch if per_epoch is not None and per_epoch[0] != per_epoch[1] else (1, 1)
         if self.hotness_size is not None and self.hotness_size != graph.total_num_nodes:
             raise ValueError(
                 f"{where}: `hot_reuse` has a hotness score for {self.hotness_size} nodes, but the graph has "
@@ -359,15 +360,11 @@ class HotReuse:
         """The position among the batches this process trains (the steps it pushes) of the
         batch ``batch_index`` (``epoch * num_global_batches + i``; a rank that skips the
         last global batch yields ``len()`` batches an epoch, its ``i``-th at position ``i``)."""
-        if self._per_epoch is None:
-            return batch_index
         global_batches, own = self._per_epoch
         return batch_index // global_batches * own + batch_index % global_batches
 
     def _batch_index(self, ordinal: int) -> int:
         """The ``batch_index`` of this process's ``ordinal``-th batch (inverse of :meth:`_ordinal`)."""
-        if self._per_epoch is None:
-            return ordinal
         global_batches, own = self._per_epoch
         return ordinal // own * global_batches + ordinal % own
 
