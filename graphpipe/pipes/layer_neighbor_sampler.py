@@ -87,7 +87,7 @@ class LayerNeighborSampler(SubgraphSampler):
         **options,
     ):
         name = type(self).__name__
-        weights = weights_or_prob_name(weights, prob_name, name)
+        self.weights = weights_or_prob_name(weights, prob_name, name)
         # Set before the base's checks, which read them (hot-vertex reuse refuses joint layers).
         self.importance_sampling = check_importance_sampling(importance_sampling, name)
         self.samples_layer_jointly = self.importance_sampling != 0
@@ -95,7 +95,6 @@ class LayerNeighborSampler(SubgraphSampler):
             raise ValueError(f"{name}: LABOR samples without replacement; pass replace=False (GraphBolt's argument)")
         self.layer_dependency = check_bool(layer_dependency, "layer_dependency", name)
         self.batch_dependency = check_int(batch_dependency, "batch_dependency", name, minimum=1)
-        self.weights = weights
         super().__init__(source, graph, fanouts, **options)
         self._normals = _NormalsCache(graph.total_num_nodes, capacity=3 * (1 if self.layer_dependency else len(self.fanouts)))
 
