@@ -216,26 +216,29 @@ class UniformNegativeSampler(Pipe):
         return times.clamp(min=torch.iinfo(torch.int64).min + 1) - 1 if self.comparison == "<" else times
 
     def random_pairs(self, pairs, sources, destinations, key, latest) -> torch.Tensor:
-        """Binary negatives (global ids of the two ranges), each end no later than the
-        positives' ``latest`` tiled over them."""
-        num = self.num_binary(pairs)
+        """``ceil(P * negative_ratio)`` binary negatives of ``P`` positives, as PyG's (global
+        ids of the two ranges), each end no later than the positives' ``latest`` tiled over them."""
+        num = math.ceil(pairs.size(0) * self.negative_ratio)
         if latest is not None:
             latest = latest.repeat(math.ceil(num / max(latest.numel(), 1)))[:num]
         return sample_random_pairs(num, sources, destinations, key, pairs.device, self.node_time, latest)
 
-    def num_binary(self, pairs: torch.Tensor) -> int:
-        """Binary negatives of ``P`` positives: ``ceil(P * negative_ratio)``, as PyG's."""
-        return math.ceil(pairs.size(0) * self.negative_ratio)
-
     def negatives(self, pairs: torch.Tensor, key: int, candidates: Tuple[int, int], etype: int, latest=None) -> torch.Tensor:
         """``[P, k]`` negative destinations (global ids, drawn from ``candidates``) of the
         global ``pairs`` of edge type id ``etype`` (-1: untyped), no later than ``latest``."""
-        return sample_uniform_negatives(
-            pairs, self.graph.total_num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
-            indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
-            candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
-            node_time=None if latest is None else self.node_time, latest=latest,
-        )  # fmt: skip
+        try:
+            return sample_uniform_negatives(
+                pairs, self.graph.total_num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
+                indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
+                candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
+                node_time=None if latest is None else self.node_time, latest=latest,
+            )  # fmt: skip
+        except ValueError as error:  # the kernel's message names its own arguments: name this stage's
+            if "found no negative destination" not in str(error):
+                raise
+            message = str(error).replace("sample_uniform_negatives", type(self).__name__, 1)
+            message = message.replace("`exclude_edges=True`", "`exclude_existing_edges=True`")
+            raise ValueError(message.replace("`node_time`", "`node_timestamp_attr_name`")) from error
 
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
