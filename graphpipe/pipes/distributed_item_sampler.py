@@ -13,7 +13,6 @@ from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.item_sampler import ItemSampler
 from graphpipe._internal.checks import as_int, check_bool, check_int
-from graphpipe.ops.random import derive_key
 from graphpipe.distributed.partition import Partition
 from graphpipe.distributed.partitioned import GraphPart
 
@@ -202,15 +201,6 @@ class DistributedItemSampler(ItemSampler):
     def __len__(self) -> int:
         shares = self.shares(self.rank)
         return len(shares) if self.owned_items is not None else sum(1 for count in shares if count)
-
-    def epoch_order(self, epoch: int) -> torch.Tensor:
-        """``[num_items]`` int64 order of the whole split's items in epoch ``epoch``
-        (ItemSampler's, over every item also when this rank holds only its own)."""
-        if self.owned_items is None:
-            return super().epoch_order(epoch)
-        if not self.shuffle:
-            return torch.arange(self.split_size)
-        return torch.randperm(self.split_size, generator=torch.Generator().manual_seed(derive_key(self.seed, epoch) >> 1))
 
     def stream(self, epoch: int, start: int = 0):
         """This rank's batches ``start, start + 1, ...`` of epoch ``epoch``."""

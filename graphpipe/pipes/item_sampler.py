@@ -114,12 +114,12 @@ class ItemSampler(Pipe):
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def epoch_order(self, epoch: int) -> torch.Tensor:
-        """``[len(item_set)]`` int64 order in which epoch ``epoch`` visits the items."""
-        n = len(self.item_set)
+        """``[num_items()]`` int64 order in which epoch ``epoch`` visits the items (a
+        DistributedItemSampler's: over the whole split, also when this rank holds only its own)."""
         if not self.shuffle:
-            return torch.arange(n)
+            return torch.arange(self.num_items())
         generator = torch.Generator().manual_seed(derive_key(self.seed, epoch) >> 1)
-        return torch.randperm(n, generator=generator)
+        return torch.randperm(self.num_items(), generator=generator)
 
     def __getstate__(self):
         return {key: value for key, value in self.__dict__.items() if key != "_epoch_lock"}
