@@ -103,6 +103,7 @@ def sample_uniform_negatives(
     edge_type: int = -1,
     node_time: Optional[torch.Tensor] = None,
     latest: Optional[torch.Tensor] = None,
+    where: str = "sample_uniform_negatives",
 ) -> torch.Tensor:
     """``negative_ratio`` uniform negative destinations for each positive pair.
 
@@ -120,6 +121,7 @@ def sample_uniform_negatives(
             ``exclude_edges`` then avoids edges of that type only.
         node_time, latest: ``[num_nodes]``, ``[N]`` int64: a draw later than ``latest[i]``
             is redrawn, as an edge with ``exclude_edges`` (UNTIMED nodes: never).
+        where: the caller's name, for error messages.
 
     Returns:
         ``[N, negative_ratio]`` int64 negative destinations on ``pairs``' device: row
@@ -128,7 +130,6 @@ def sample_uniform_negatives(
     Raises:
         ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS``.
     """
-    where = "sample_uniform_negatives"
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
     if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
         raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
@@ -164,8 +165,8 @@ def sample_uniform_negatives(
         row = int(np.flatnonzero((out < 0).any(axis=1))[0])
         raise ValueError(
             f"{where}: found no negative destination for source node {int(src[row])} in {MAX_ATTEMPTS} draws: "
-            f"(nearly) every one of the {count} candidate nodes is its neighbour (`exclude_edges=True`) or later "
-            f"than the pair's time (`node_time`)"
+            f"(nearly) every one of the {count} candidate nodes is its neighbour (edge exclusion) or later "
+            f"than the pair's time (temporal negatives)"
         )
     return torch.from_numpy(out).to(device)
 

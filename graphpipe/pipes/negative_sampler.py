@@ -226,19 +226,12 @@ class UniformNegativeSampler(Pipe):
     def negatives(self, pairs: torch.Tensor, key: int, candidates: Tuple[int, int], etype: int, latest=None) -> torch.Tensor:
         """``[P, k]`` negative destinations (global ids, drawn from ``candidates``) of the
         global ``pairs`` of edge type id ``etype`` (-1: untyped), no later than ``latest``."""
-        try:
-            return sample_uniform_negatives(
-                pairs, self.graph.total_num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
-                indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
-                candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
-                node_time=None if latest is None else self.node_time, latest=latest,
-            )  # fmt: skip
-        except ValueError as error:  # the kernel's message names its own arguments: name this stage's
-            if "found no negative destination" not in str(error):
-                raise
-            message = str(error).replace("sample_uniform_negatives", type(self).__name__, 1)
-            message = message.replace("`exclude_edges=True`", "`exclude_existing_edges=True`")
-            raise ValueError(message.replace("`node_time`", "`node_timestamp_attr_name`")) from error
+        return sample_uniform_negatives(
+            pairs, self.graph.total_num_nodes, self.negative_ratio, key=key, indptr=self.graph.indptr,
+            indices=self.graph.indices, exclude_edges=self.exclude_existing_edges, sorted_indices=self.sorted_indices,
+            candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
+            node_time=None if latest is None else self.node_time, latest=latest, where=type(self).__name__,
+        )  # fmt: skip
 
 
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:

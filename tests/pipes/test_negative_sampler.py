@@ -166,9 +166,9 @@ def test_a_batch_whose_negatives_do_not_fit_is_refused_naming_the_ratio(graph_bu
         next(iter(pipe))
 
 
-def test_no_valid_negative_names_the_stage_and_its_arguments():
-    """Every node is later than the pairs' time: the error names the stage's arguments
-    (`exclude_existing_edges`, `node_timestamp_attr_name`), not the kernel's."""
+def test_no_valid_negative_names_the_stage_and_the_reason():
+    """Every node is later than the pairs' time: the error names the stage and the two
+    reasons a draw is refused, not the kernel or its arguments."""
     src, dst = torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])
     graph = gp.CSCGraph.from_coo(src, dst, 4, node_attributes={"nts": torch.full((4,), 10, dtype=torch.int64)})
     items = gp.ItemSet((torch.stack([src, dst], 1), torch.zeros(3, dtype=torch.int64)), names=("seeds", "timestamp"))
@@ -176,5 +176,5 @@ def test_no_valid_negative_names_the_stage_and_its_arguments():
     with pytest.raises(ValueError, match="^UniformNegativeSampler: found no negative destination") as raised:
         next(iter(pipe))
     message = str(raised.value)
-    assert "`exclude_existing_edges=True`" in message and "`node_timestamp_attr_name`" in message
-    assert "exclude_edges=" not in message.replace("exclude_existing_edges", "") and "`node_time`" not in message
+    assert "(edge exclusion)" in message and "later than the pair's time (temporal negatives)" in message
+    assert "sample_uniform_negatives" not in message and "exclude_edges" not in message and "node_time" not in message
