@@ -420,7 +420,8 @@ class SubgraphSampler(Pipe):
         subtree."""
         if skipped is not self.no_skip:
             starts = list(accumulate(counts, initial=0))
-            nodes = torch.cat([nodes[starts[i] + skip : starts[i + 1]] for i, skip in enumerate(skipped)])
+            parts = [nodes[starts[i] + skip : starts[i + 1]] for i, skip in enumerate(skipped)]
+            nodes = parts[0] if len(parts) == 1 else torch.cat(parts)  # untyped: a view, no copy
             counts = tuple(count - skip for count, skip in zip(counts, skipped))
         if not self.typed and subtrees == 1 and windows is None:
             if exclude is None:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
