@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import functools
 import itertools
 import linecache
 import os
@@ -180,10 +181,17 @@ def _is_main_guard(test: ast.expr) -> bool:
     )
 
 
-def _guarded_lines(path: str) -> List[range]:
-    """The line ranges of the bodies of ``if __name__ == "__main__":`` blocks in ``path``."""
-    with open(path, "rb") as file:
-        tree = ast.parse(file.read(), path)
+def _parsed(path: str) -> Optional[ast.Module]:
+    """The syntax tree of the script ``path``; None when it cannot be read or parsed."""
+    try:
+        with open(path, "rb") as file:
+            return ast.parse(file.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _guarded_lines(tree: ast.Module) -> List[range]:
+    """The line ranges of the bodies of ``if __name__ == "__main__":`` blocks in ``tree``."""
     return [
         range(node.body[0].lineno, node.body[-1].end_lineno + 1)
         for node in ast.walk(tree)
@@ -212,11 +220,8 @@ def _unguarded_main_line() -> Optional[Tuple[str, int]]:
             main_file = getattr(sys.modules.get("__main__"), "__file__", None)
             if not (main_file and os.path.isfile(code.co_filename) and os.path.samefile(code.co_filename, main_file)):
                 return None  # python -c, a REPL, a notebook cell: the workers do not re-run it
-            try:
-                guarded = _guarded_lines(code.co_filename)
-            except (OSError, SyntaxError, ValueError):
-                return None
-            if any(frame.f_lineno in lines for lines in guarded):
+            tree = _parsed(code.co_filename)
+            if tree is None or any(frame.f_lineno in lines for lines in _guarded_lines(tree)):
                 return None
             return code.co_filename, frame.f_lineno
         frame = frame.f_back
@@ -235,9 +240,9 @@ def workers_rerun_main(num_workers: int, pipe: Pipe) -> bool:
     OpenMP's thread pool without its threads and waits for them forever in its first
     parallel torch op (``gomp_team_end``), and numba terminates it in its first parallel
     kernel."""
-    unguarded = _unguarded_main_line()
+    unguarded, defined = _unguarded_main_line(), _defined_in_main(pipe)
     if unguarded is None:
-        hidden = _defined_only_under_main_guard(_defined_in_main(pipe))
+        hidden = _defined_only_under_main_guard(defined)
         if hidden:
             raise RuntimeError(
                 f"DataLoader(num_workers={num_workers}): the stages the workers run use {', '.join(hidden)}, which "
@@ -246,7 +251,6 @@ def workers_rerun_main(num_workers: int, pipe: Pipe) -> bool:
                 "block), or in a module the script imports."
             )
         return True
-    defined = _defined_in_main(pipe)
     if not defined:
         return False
     path, line = unguarded
@@ -264,29 +268,21 @@ def _defined_only_under_main_guard(names: List[str]) -> List[str]:
     """Those of ``names`` (qualified names of the main script's classes and functions) that
     the script defines only inside ``if __name__ == "__main__":`` blocks."""
     path = getattr(sys.modules.get("__main__"), "__file__", None)
-    if not names or not path:
+    tree = _parsed(path) if names and path else None
+    if tree is None:
         return []
-    try:
-        with open(path, "rb") as file:
-            tree = ast.parse(file.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return []
+    guards = _guarded_lines(tree)
     guarded, elsewhere = set(), set()
 
-    def visit(statements, in_guard: bool) -> None:
-        for node in statements:
+    def visit(nodes) -> None:
+        """The definitions at module level, also inside ``if``, ``try`` and ``with`` blocks."""
+        for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                (guarded if in_guard else elsewhere).add(node.name)
-            elif isinstance(node, ast.If):
-                visit(node.body, in_guard or _is_main_guard(node.test))
-                visit(node.orelse, in_guard)
-            elif isinstance(node, (ast.Try, ast.With)):
-                for block in ("body", "orelse", "finalbody"):
-                    visit(getattr(node, block, []), in_guard)
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body, in_guard)
+                (guarded if any(node.lineno in lines for lines in guards) else elsewhere).add(node.name)
+            elif isinstance(node, (ast.If, ast.Try, ast.With, ast.ExceptHandler)):
+                visit(ast.iter_child_nodes(node))
 
-    visit(tree.body, False)
+    visit(tree.body)
     return [name for name in names if name.split(".")[0] in guarded - elsewhere]
 
 
@@ -395,32 +391,24 @@ class _WorkerPool:
         atexit.register(self._finalizer)
         with starting, contextlib.nullcontext() if rerun_main else _main_script_hidden():
             for rank in range(num_workers):
-                self._start(context, pipe, rank, num_workers)
-
-    def _start(self, context, pipe: Pipe, rank: int, num_workers: int) -> None:
-        process = context.Process(
-            target=_serve,
-            args=(pipe, rank, num_workers, self.commands[rank], self.results[rank], self.current, self.stop, os.getpid()),
-            name=f"graphpipe-worker-{rank}",
-            daemon=True,
-        )
-        try:
-            process.start()
-        except Exception as error:
-            self.close()
-            hint = ""
-            if isinstance(error, (pickle.PicklingError, TypeError, AttributeError)):
-                hint = (
-                    "; the part of the pipe that runs in workers (before fetch_feature) must be picklable "
-                    "(no lambdas or local functions)"
+                queues = (self.commands[rank], self.results[rank], self.current, self.stop, os.getpid())
+                process = context.Process(
+                    target=_serve, args=(pipe, rank, num_workers, *queues), name=f"graphpipe-worker-{rank}", daemon=True
                 )
-            raise RuntimeError(
-                f"ProcessWorkers: could not start a worker process ({type(error).__name__}: {error}){hint}"
-            ) from error
-        self.processes.append(process)
-
-    def alive(self) -> bool:
-        return all(process.is_alive() for process in self.processes)
+                try:
+                    process.start()
+                except Exception as error:
+                    self.close()
+                    hint = ""
+                    if isinstance(error, (pickle.PicklingError, TypeError, AttributeError)):
+                        hint = (
+                            "; the part of the pipe that runs in workers (before fetch_feature) must be picklable "
+                            "(no lambdas or local functions)"
+                        )
+                    raise RuntimeError(
+                        f"ProcessWorkers: could not start a worker process ({type(error).__name__}: {error}){hint}"
+                    ) from error
+                self.processes.append(process)
 
     def close(self) -> None:
         self._finalizer()
@@ -448,16 +436,12 @@ def _stop_pool(processes, commands, results, stop, starting) -> None:
         q.close()
 
 
-_join_registered = []
-
-
+@functools.lru_cache(maxsize=None)
 def _register_join_at_exit() -> None:
     """With the first pool (nothing at import): :func:`_join_at_exit` at exit, after the pools'
     own hooks (registered later, run first) and before multiprocessing's (registered when its
     queues were imported), which terminates the workers still running."""
-    if not _join_registered:
-        _join_registered.append(True)
-        atexit.register(_join_at_exit)
+    atexit.register(_join_at_exit)
 
 
 def _join_at_exit() -> None:
@@ -523,10 +507,11 @@ class ProcessWorkers(Pipe):
 
     def running(self) -> bool:
         """Whether the worker processes are up (the next epoch starts none)."""
-        return self._pool is not None and self._pool.alive()
+        return self._pool is not None and all(process.is_alive() for process in self._pool.processes)
 
-    def start(self, rerun_main: bool) -> None:
-        """Start the worker processes now, not at the first epoch."""
+    def start(self, rerun_main: Optional[bool]) -> None:
+        """Start the worker processes now, not at the first epoch (``rerun_main`` None: decide
+        here, :func:`workers_rerun_main`)."""
         self.rerun_main = rerun_main
         if not self.running():
             self.close()
@@ -539,15 +524,12 @@ class ProcessWorkers(Pipe):
             self._pool = None
 
     def stream(self, epoch: int, start: int = 0):
-        if self._pool is None or not self._pool.alive():
-            self.close()
-            self._pool = _WorkerPool(self.source, self.num_workers, self.buffer_size, self.rerun_main)
+        self.start(self.rerun_main)
         pool = self._pool
         pool.last_run += 1
         run = pool.current.value = pool.last_run
         for command in pool.commands:
             command.put((run, epoch, start))
-        finished = False
         timed = [stage for stage in upstream(self.source) if isinstance(stage, Timed)]  # the loader's copies
         try:
             done = 0
@@ -560,15 +542,13 @@ class ProcessWorkers(Pipe):
                 if isinstance(item, _WorkerDone):
                     done += 1
                     if done == self.num_workers:
-                        finished = True
                         return
                     continue
                 if done:
                     raise RuntimeError(f"ProcessWorkers: worker {rank} produced a batch after another worker ended")
                 yield item
         finally:
-            if not finished:
-                pool.current.value = 0  # the workers abandon this run
+            pool.current.value = 0  # the workers abandon this run (those done with it wait for the next)
 
     def _get(self, pool: _WorkerPool, rank: int, run: int):
         """``(item, its stage timings)``: worker ``rank``'s next message of ``run``."""
