@@ -116,12 +116,9 @@ class CompileJob:
                         break
                     self._current = index
                 task()
-            while self._helper is not None and not self._stop.is_set():
-                try:  # its exit status is not checked: a batch reports a failing kernel
-                    self._helper.wait(_POLL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
+            # The helper's exit status is not checked: a batch reports a failing kernel.
+            while self._helper is not None and self._helper.poll() is None and not self._stop.is_set():
+                self._stop.wait(_POLL_S)
         except BaseException as error:  # kept for wait(); a batch that runs the task raises it too
             self._error = error
         finally:
@@ -297,10 +294,7 @@ def compile_kernels(pipe: Pipe, background: bool = True) -> CompileJob:
     them here (for numba's ``workqueue`` layer, which aborts when parallel kernels start
     from two threads at once).
     """
-    here: List[Pipe] = []
-    for stage in upstream(pipe):  # sink first
-        if isinstance(stage, ProcessWorkers):
-            break
-        here.append(stage)
+    chain = upstream(pipe)  # sink first
+    here = chain[: next((i for i, stage in enumerate(chain) if isinstance(stage, ProcessWorkers)), len(chain))]
     tasks = [(type(stage).__name__, task) for stage in reversed(here) for task in stage.compile_tasks()]
     return CompileJob(tasks, background=background, helper_process=numba.config.NUMBA_NUM_THREADS > 1)
