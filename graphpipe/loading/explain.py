@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.stages import Timed
@@ -47,15 +47,16 @@ def locations(pipe: Pipe) -> Dict[int, str]:
     return where
 
 
-def _visible(pipe: Pipe) -> List[Pipe]:
-    """Stages upstream first, without the loader's timers."""
-    return [stage for stage in reversed(upstream(pipe)) if not isinstance(stage, Timed)]
+def _rows(pipe: Pipe) -> List[Tuple[str, str]]:
+    """``(label, where it runs)`` of each stage, upstream first, without the loader's timers."""
+    where = locations(pipe)
+    stages = [stage for stage in reversed(upstream(pipe)) if not isinstance(stage, Timed)]
+    return [(stage.label(), where.get(id(stage), "?")) for stage in stages]
 
 
 def describe(pipe: Pipe) -> str:
     """One line per stage, upstream first: its label and where it runs."""
-    where = locations(pipe)
-    rows = [(stage.label(), where.get(id(stage), "?")) for stage in _visible(pipe)]
+    rows = _rows(pipe)
     width = max(len(label) for label, _ in rows)
     digits = len(str(len(rows)))
     return "\n".join(
@@ -65,13 +66,10 @@ def describe(pipe: Pipe) -> str:
 
 def to_graphviz(pipe: Pipe) -> str:
     """Graphviz DOT source of ``pipe``'s graph: one box per stage, labelled with where it runs."""
-    where = locations(pipe)
-    nodes = _visible(pipe)  # a chain: each reads from the one before
+    rows = _rows(pipe)  # a chain: each reads from the one before
     lines = ["digraph pipe {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb"];']
-    for i, stage in enumerate(nodes):
-        label = f"{stage.label()}\\n{where.get(id(stage), '?')}"
-        lines.append(f'  s{i} [label="{label}"];')
-    lines += [f"  s{i - 1} -> s{i};" for i in range(1, len(nodes))]
+    lines += [f'  s{i} [label="{label}\\n{location}"];' for i, (label, location) in enumerate(rows)]
+    lines += [f"  s{i - 1} -> s{i};" for i in range(1, len(rows))]
     lines.append("}")
     return "\n".join(lines)
 
@@ -83,23 +81,22 @@ def draw(pipe: Pipe, ax=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
-    where = locations(pipe)
-    nodes = _visible(pipe)  # a chain: each reads from the one before
-    lanes = list(dict.fromkeys(where.get(id(stage), "?") for stage in nodes))
+    rows = _rows(pipe)  # a chain: each reads from the one before
+    lanes = list(dict.fromkeys(location for _, location in rows))
     if MAIN in lanes:  # the training loop's lane at the bottom, next to "your loop"
         lanes.remove(MAIN)
         lanes.append(MAIN)
     lane_of = {location: i for i, location in enumerate(lanes)}
     if ax is None:
-        _, ax = plt.subplots(figsize=(2.0 + 1.45 * len(nodes), 0.5 + 0.75 * len(lanes)))
+        _, ax = plt.subplots(figsize=(2.0 + 1.45 * len(rows), 0.5 + 0.75 * len(lanes)))
     colours = [plt.cm.Pastel1(i % 9) for i in range(len(lanes))]
     width, height = 0.84, 0.5
     for i, location in enumerate(lanes):
         ax.axhspan(-i - 0.45, -i + 0.45, color=colours[i], alpha=0.35, linewidth=0)
         ax.text(-0.6, -i, location, ha="right", va="center", fontsize=8, style="italic")
     centres = []
-    for column, stage in enumerate(nodes):
-        row = lane_of[where.get(id(stage), "?")]
+    for column, (label, location) in enumerate(rows):
+        row = lane_of[location]
         centres.append((column, -row))
         ax.add_patch(
             FancyBboxPatch(
@@ -107,13 +104,13 @@ def draw(pipe: Pipe, ax=None):
                 facecolor=colours[row], edgecolor="#555555", linewidth=0.8,
             )
         )
-        ax.text(column, -row, stage.label(), ha="center", va="center", fontsize=7.5)
+        ax.text(column, -row, label, ha="center", va="center", fontsize=7.5)
     for (xa, ya), (xb, yb) in zip(centres, centres[1:]):
         ax.annotate(
             "", xy=(xb - width / 2, yb), xytext=(xa + width / 2, ya),
             arrowprops=dict(arrowstyle="->", color="#333333", shrinkA=0, shrinkB=0),
         )
-    ax.set_xlim(-0.6, len(nodes) - 0.4)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylim(-len(lanes) + 0.5, 0.5)
     ax.axis("off")
     return ax.figure
