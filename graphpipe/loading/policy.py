@@ -14,7 +14,7 @@ import numba
 from numba.np.ufunc import parallel as numba_parallel
 
 from graphpipe.pipes.base import Pipe, upstream
-from graphpipe.loading.stages import PinMemory, Prefetcher, SideStream, ThreadPoolMap, Waiter
+from graphpipe.loading.stages import PinMemory, Prefetcher, SideStream, ThreadPoolMap, Waiter, checked_kernel_threads
 from graphpipe.loading.workers import ProcessWorkers, Shard
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.explain import MAIN, locations
@@ -50,8 +50,7 @@ class Place:
         if self.kind not in KINDS:
             raise ValueError(f"Place: `kind` must be one of {KINDS}, got {self.kind!r}")
         check_int(self.threads, "threads", "Place", minimum=1)
-        if self.kernel_threads is not None:
-            check_int(self.kernel_threads, "kernel_threads", "Place", minimum=1)
+        checked_kernel_threads(self.kernel_threads, "Place")
 
     def __str__(self) -> str:
         size = f"{self.threads}" if self.kind in ("pool", "workers") else ""
@@ -96,18 +95,17 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
     movable = _movable(chain)
     first = 0  # the first stage in this process
     if num_workers:
-        fetchers = [i for i, stage in enumerate(chain) if stage.role == "fetcher"]
-        first = fetchers[0] if fetchers else len(chain)
+        first = next((i for i, stage in enumerate(chain) if stage.role == "fetcher"), len(chain))
         places[first - 1] = Place("workers", num_workers)
     if not kernels_thread_safe():
         if first < len(chain):
             places[-1] = Place("thread")
         return tuple(places)
-    cuda = _on_cuda(chain[:first])
-    for i in range(first, len(chain)):
-        if movable[i]:
-            places[i] = _place_of(chain[i], cuda, places[i - 1] if i > first else None, chain[i - 1])
-        cuda = chain[i].device.type == "cuda" if chain[i].device is not None else cuda
+    cuda = False  # whether the batches so far are on a CUDA device (the last device declared)
+    for i, stage in enumerate(chain):
+        if i >= first and movable[i]:
+            places[i] = _place_of(stage, cuda, places[i - 1] if i > first else None, chain[i - 1])
+        cuda = stage.device.type == "cuda" if stage.device is not None else cuda
     return tuple(places)
 
 
@@ -118,12 +116,6 @@ def _movable(chain: Sequence[Pipe]) -> List[bool]:
     wrapped = {id(inner) for stage in chain for inner in stage.wrapped_stages()}
     consumer_where = [where[id(stage)] for stage in chain[1:]] + [MAIN]
     return [id(stage) not in wrapped and where[id(stage)] == there for stage, there in zip(chain, consumer_where)]
-
-
-def _on_cuda(chain: Sequence[Pipe]) -> bool:
-    """Whether the batches at the end of ``chain`` are on a CUDA device (the last device declared)."""
-    devices = [stage.device for stage in chain if stage.device is not None]
-    return bool(devices) and devices[-1].type == "cuda"
 
 
 def _place_of(stage: Pipe, cuda: bool, before: Optional[Place], previous: Pipe) -> Place:

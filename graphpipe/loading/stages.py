@@ -126,7 +126,7 @@ def _emptied(items) -> list:
             return left
 
 
-def _checked_kernel_threads(kernel_threads: Optional[int], where: str) -> Optional[int]:
+def checked_kernel_threads(kernel_threads: Optional[int], where: str) -> Optional[int]:
     """``kernel_threads`` after checking it is ``None`` or an int ``>= 1``."""
     return None if kernel_threads is None else check_int(kernel_threads, "kernel_threads", where, minimum=1)
 
@@ -165,9 +165,18 @@ class _Background:
         self._signal()
 
     def stop(self) -> None:
-        """:meth:`signal_stop`, then wait for the batches in progress (see :func:`_join_or_warn`)."""
+        """:meth:`signal_stop`, then wait ``_STOP_TIMEOUT_S`` in all for the batches in progress
+        and warn about the threads still running then. Inside the garbage collector: no wait."""
         self.signal_stop()
-        _join_or_warn(self.threads)
+        running = [] if in_collector() else join_within(self.threads)
+        if running:
+            warnings.warn(
+                f"graphpipe: background thread(s) {', '.join(running)} still running a batch {_STOP_TIMEOUT_S:g} s "
+                "after being asked to stop (a long kernel?); left to finish it in the background. They are "
+                "daemon threads: they do not keep the process from exiting.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 class _BackgroundThread(_Background):
@@ -218,22 +227,6 @@ class _BackgroundThread(_Background):
     def _signal(self) -> None:
         self.stop_event.set()
         _emptied(self.queue)
-
-
-def _join_or_warn(threads) -> None:
-    """Join ``threads`` within ``_STOP_TIMEOUT_S`` in all; warn about those still running.
-    Inside the garbage collector: return at once."""
-    if in_collector():
-        return
-    running = join_within(threads)
-    if running:
-        warnings.warn(
-            f"graphpipe: background thread(s) {', '.join(running)} still running a batch {_STOP_TIMEOUT_S:g} s "
-            "after being asked to stop (a long kernel?); left to finish it in the background. They are "
-            "daemon threads: they do not keep the process from exiting.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 def join_within(threads, timeout: float = _STOP_TIMEOUT_S) -> List[str]:
@@ -323,7 +316,7 @@ class Prefetcher(Pipe):
         super().__init__()
         self.source = source
         self.buffer_size = check_int(buffer_size, "buffer_size", "Prefetcher", minimum=1)
-        self.kernel_threads = _checked_kernel_threads(kernel_threads, "Prefetcher")
+        self.kernel_threads = checked_kernel_threads(kernel_threads, "Prefetcher")
 
     def upstream_location(self, here: str, new_thread: Callable[[], str]) -> str:
         return new_thread() + _kernel_threads(self)
@@ -402,7 +395,7 @@ class ThreadPoolMap(Pipe):
                     f"at once (`thread_safe` is False; a FeatureFetcher reading a GPUCachedFeature does); pass "
                     f"num_threads=1"
                 )
-        self.kernel_threads = _checked_kernel_threads(kernel_threads, "ThreadPoolMap")
+        self.kernel_threads = checked_kernel_threads(kernel_threads, "ThreadPoolMap")
         self.work_seconds = 0.0
 
     def wrapped_stages(self) -> List[Pipe]:
@@ -434,9 +427,7 @@ class ThreadPoolMap(Pipe):
                 item = function(item)
             return item, time.perf_counter() - start
 
-        pool = _DaemonThreadPool(
-            self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", self.kernel_threads
-        )
+        pool = _DaemonThreadPool(self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", self.kernel_threads)
         try:
             futures = (pool.submit(timed, item) for item in run[0].source.stream(epoch, start))
             for future in _delayed(futures, _SUBMITTED_PER_THREAD * self.num_threads - 1):
