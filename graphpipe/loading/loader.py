@@ -104,10 +104,6 @@ class DataLoader(IterableDataset):
             self._epoch = weakref.ref(epoch)
             return epoch
 
-    def _reset_stats(self) -> None:
-        for stage in upstream(self.rewritten):
-            stage.reset_stats()
-
     def _end_epoch(self, by: Optional[str] = None) -> None:
         """End the current epoch and stop its threads (worker processes stay for the next
         epoch); ``by``: what ended it, for the error its iterator then raises."""
@@ -427,7 +423,8 @@ class _Epoch:
         if loader is not None:
             if not self._started:
                 loader._next = (self._live[0] + 1, 0)
-                loader._reset_stats()
+                for stage in upstream(self._chain):
+                    stage.reset_stats()
                 self._span = loader._epoch_span = [time.perf_counter(), None]
             loader._live = self._live
         self._started = True
