@@ -237,16 +237,8 @@ class DataLoader(IterableDataset):
             placed_by = f"Placement (the default policy): {', '.join(moved) or 'every stage inline'}"
         else:
             placed_by = f"Transforms: {', '.join(_name(transform) for transform in self.transforms) or 'none'}"
-        return "\n".join(
-            [
-                "Pipe as written:",
-                describe(self.pipe),
-                placed_by,
-                "Pipe as run:",
-                describe(self.rewritten),
-                f"  -> your training loop runs in: {MAIN}",
-            ]
-        )
+        lines = ["Pipe as written:", describe(self.pipe), placed_by, "Pipe as run:", describe(self.rewritten)]
+        return "\n".join([*lines, f"  -> your training loop runs in: {MAIN}"])
 
     def to_graphviz(self) -> str:
         """Graphviz DOT source of the pipe as run (render with ``graphviz.Source``)."""

@@ -39,7 +39,7 @@ import torch
 from graphpipe.batch.minibatch import map_tensors
 from graphpipe._internal.devices import resolve_device
 from graphpipe._internal.checks import check_int
-from graphpipe.pipes.base import Pipe, functional_pipe
+from graphpipe.pipes.base import Pipe, functional_pipe, upstream
 
 __all__ = ["PinMemory", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
 
@@ -399,15 +399,12 @@ class ThreadPoolMap(Pipe):
         self.work_seconds = 0.0
 
     def wrapped_stages(self) -> List[Pipe]:
-        run = [self.source]
-        while len(run) < self.stages:
-            upstream_stage = getattr(run[-1], "source", None)
-            if not isinstance(upstream_stage, Pipe):
-                raise ValueError(
-                    f"ThreadPoolMap: `stages` is {self.stages}, but only {len(run)} stage(s) end at "
-                    f"{type(self.source).__name__}"
-                )
-            run.append(upstream_stage)
+        run = upstream(self.source)[: self.stages]
+        if len(run) < self.stages:
+            raise ValueError(
+                f"ThreadPoolMap: `stages` is {self.stages}, but only {len(run)} stage(s) end at "
+                f"{type(self.source).__name__}"
+            )
         return run
 
     def wrapped_location(self, here: str) -> str:
