@@ -306,15 +306,22 @@ def exit_wait_s() -> float:
     return _STOP_TIMEOUT_S if interrupted else EXIT_WAIT_S
 
 
+class OnSource(Pipe):
+    """A stage reading from ``source`` (the stages here, and the worker stages)."""
+
+    def __init__(self, source: Pipe):
+        super().__init__()
+        self.source = source
+
+
 @functional_pipe("prefetch")
-class Prefetcher(Pipe):
+class Prefetcher(OnSource):
     """Run the upstream chain (up to the next background stage) in a background thread,
     up to ``buffer_size`` items ahead. ``kernel_threads``: numba threads of that thread
     (``None``: all cores; on few cores, overlapping stages should share them)."""
 
     def __init__(self, source: Pipe, buffer_size: int = 2, kernel_threads: Optional[int] = None):
-        super().__init__()
-        self.source = source
+        super().__init__(source)
         self.buffer_size = check_int(buffer_size, "buffer_size", "Prefetcher", minimum=1)
         self.kernel_threads = checked_kernel_threads(kernel_threads, "Prefetcher")
 
@@ -342,31 +349,23 @@ def _delayed(items: Iterable, delay: int) -> Iterator:
 
 
 @functional_pipe("wait")
-class Waiter(Pipe):
+class Waiter(OnSource):
     """Yield ``item.result()`` for every item: resolves ``concurrent.futures.Future`` s and
     the pending batches of :class:`SideStream` in the consumer's thread."""
-
-    def __init__(self, source: Pipe):
-        super().__init__()
-        self.source = source
 
     def process(self, item):
         return item.result()
 
 
-class PinMemory(Pipe):
+class PinMemory(OnSource):
     """Yield ``item.pin_memory()`` (a MiniBatch with its CPU tensors in pinned memory), so
     that the copy to a CUDA device after it does not block the pulling thread."""
-
-    def __init__(self, source: Pipe):
-        super().__init__()
-        self.source = source
 
     def process(self, item):
         return item.pin_memory()
 
 
-class ThreadPoolMap(Pipe):
+class ThreadPoolMap(OnSource):
     """Run ``stage``'s per-batch work for up to ``num_threads`` batches at once, in order.
 
     ``stage`` (any non-collective stage with a ``process``) is not iterated: this pipe
@@ -383,8 +382,7 @@ class ThreadPoolMap(Pipe):
     wraps_source = True
 
     def __init__(self, stage: Pipe, num_threads: int, kernel_threads: Optional[int] = None, stages: int = 1):
-        super().__init__()
-        self.source = stage
+        super().__init__(stage)
         self.stages = check_int(stages, "stages", "ThreadPoolMap", minimum=1)
         self.num_threads = check_int(num_threads, "num_threads", "ThreadPoolMap", minimum=1)
         for wrapped in self.wrapped_stages():
@@ -463,7 +461,7 @@ def _has_cuda_tensor(item) -> bool:
     return any(found)
 
 
-class SideStream(Pipe):
+class SideStream(OnSource):
     """Run ``stage``'s per-batch work on a high-priority CUDA side stream, overlapping
     the training stream's kernels (``copy_to("cuda", non_blocking=True)`` of pinned
     batches, UVA gathers). ``stage`` is not iterated: this pipe pulls its source.
@@ -477,9 +475,8 @@ class SideStream(Pipe):
     wraps_source = True
 
     def __init__(self, stage: Pipe, device=None):
-        super().__init__()
+        super().__init__(stage)
         _check_wrappable(stage, "SideStream")
-        self.source = stage
         self.device = resolve_device(device if device is not None else stage.device)
         if self.device.type != "cuda":
             raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
@@ -504,13 +501,12 @@ class SideStream(Pipe):
             yield _StreamResult(value, event, self.device)
 
 
-class Timed(Pipe):
+class Timed(OnSource):
     """Pass items through, adding the wall seconds spent in ``next(source)`` (upstream
     stages in the same thread included) to ``seconds`` and counting ``batches``."""
 
     def __init__(self, source: Pipe):
-        super().__init__()
-        self.source = source
+        super().__init__(source)
         self.reset_stats()
 
     def reset_stats(self) -> None:

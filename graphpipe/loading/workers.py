@@ -45,6 +45,7 @@ from graphpipe._internal.safe_files import process_exists
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.stages import (
+    OnSource,
     Timed,
     close_iterator,
     exit_wait_s,
@@ -66,16 +67,15 @@ _DEATH_WAIT_S = 2.0  # how long a worker whose batch could not be received may t
 _stopped: "weakref.WeakSet" = weakref.WeakSet()
 
 
-class Shard(Pipe):
+class Shard(OnSource):
     """Keep the items ``i`` of ``source`` with ``i % count == index`` (``i`` from 0); each
     worker process sets ``index`` to its rank (:func:`~graphpipe.loading.policy.place`
     puts it right after the source)."""
 
     def __init__(self, source: Pipe, index: int = 0, count: int = 1):
-        super().__init__()
         if not 0 <= index < count:
             raise ValueError(f"Shard: need 0 <= index < count, got index={index}, count={count}")
-        self.source = source
+        super().__init__(source)
         self.index = index
         self.count = count
 
@@ -479,7 +479,7 @@ def _death_message(process, rank: int) -> str:
     return f"DataLoader worker {rank} (pid {process.pid}) died: {how}"
 
 
-class ProcessWorkers(Pipe):
+class ProcessWorkers(OnSource):
     """Run the upstream chain in ``num_workers`` processes and yield its batches in order.
 
     ``source`` must contain one :class:`Shard` stage (after the ItemSampler). The first
@@ -490,9 +490,8 @@ class ProcessWorkers(Pipe):
     """
 
     def __init__(self, source: Pipe, num_workers: int, buffer_size: int = 2):
-        super().__init__()
         _the_shard(source)
-        self.source = source
+        super().__init__(source)
         self.num_workers = check_int(num_workers, "num_workers", "ProcessWorkers", minimum=1)
         self.buffer_size = check_int(buffer_size, "buffer_size", "ProcessWorkers", minimum=1)
         self._pool: Optional[_WorkerPool] = None
