@@ -217,8 +217,7 @@ class _OnDemandNotice(event.Listener):
     def __init__(self):
         self._lock = threading.Lock()
         self._depth = 0
-        self._compilation = 0  # counts the reported compilations; the one running, if any
-        self._running: Optional[Tuple[threading.Timer, float]] = None  # its timer and start
+        self._running: Optional[Tuple[threading.Timer, float]] = None  # the reported compilation's timer and start
         self._noticed = False
 
     def on_start(self, ev) -> None:
@@ -231,8 +230,7 @@ class _OnDemandNotice(event.Listener):
         if self._depth > 1 or not module.startswith("graphpipe."):
             return
         with self._lock:
-            self._compilation += 1
-            timer = threading.Timer(NOTICE_AFTER_S, self._notice, (f"{module}.{function.__qualname__}", self._compilation))
+            timer = threading.Timer(NOTICE_AFTER_S, self._notice, (f"{module}.{function.__qualname__}",))
             timer.daemon = True
             self._running = (timer, time.perf_counter())
             timer.start()
@@ -249,9 +247,10 @@ class _OnDemandNotice(event.Listener):
                     self._noticed = False
                     logger.warning("graphpipe: kernel ready after %.1f s", time.perf_counter() - running[1])
 
-    def _notice(self, name: str, compilation: int) -> None:
+    def _notice(self, name: str) -> None:
+        """Runs in the compilation's timer thread."""
         with self._lock:
-            if self._running is None or compilation != self._compilation:
+            if self._running is None or self._running[0] is not threading.current_thread():
                 return  # ended meanwhile
             self._noticed = True
             logger.warning(
