@@ -291,24 +291,18 @@ def _defined_in_main(pipe: Pipe) -> List[str]:
     hold, at any depth: partials, closures' globals aside) that the main script defines:
     a worker unpickles them from ``__main__``. Found by pickling the chain to nowhere,
     tensors and arrays left out."""
-    finder = _MainFinder()
-    try:
-        finder.dump(pipe)
-    except Exception:  # unpicklable: starting the workers says so
-        pass
+    with open(os.devnull, "wb") as nowhere:
+        finder = _MainFinder(nowhere)
+        with contextlib.suppress(Exception):  # unpicklable: starting the workers says so
+            finder.dump(pipe)
     return sorted(finder.found)
-
-
-class _Nowhere:
-    def write(self, data) -> None:
-        pass
 
 
 class _MainFinder(pickle.Pickler):
     """A pickler that records the classes and functions of ``__main__`` it meets."""
 
-    def __init__(self):
-        super().__init__(_Nowhere(), protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, file):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.found = set()
 
     def reducer_override(self, obj):
