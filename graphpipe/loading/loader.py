@@ -130,19 +130,17 @@ class DataLoader(IterableDataset):
         """The entries of :meth:`state_dict` that say which pipe it is from."""
         stages = list(reversed(upstream(self.pipe)))  # source first
         options = [(type(stage).__name__, stage.state_options()) for stage in stages]
+        try:
+            batches = len(self.pipe)
+        except TypeError:  # a custom source without a length
+            batches = None
         return {
             "items": stages[0].num_items(),
-            "batches": self._batches_per_epoch(),
+            "batches": batches,
             "stages": [stage.label() for stage in stages],
             "seeds": [[type(stage).__name__, stage.seed] for stage in stages if stage.seed is not None],
             "options": [[name, declared] for name, declared in options if declared],
         }
-
-    def _batches_per_epoch(self) -> Optional[int]:
-        try:
-            return len(self.pipe)
-        except TypeError:  # a custom source without a length
-            return None
 
     def load_state_dict(self, state: Dict) -> None:
         """Make the next ``iter()`` resume where ``state`` (from :meth:`state_dict`) was.
