@@ -523,6 +523,7 @@ class ProcessWorkers(OnSource):
         run = pool.current.value = pool.last_run
         for command in pool.commands:
             command.put((run, epoch, start))
+        finished = False
         timed = [stage for stage in upstream(self.source) if isinstance(stage, Timed)]  # the loader's copies
         try:
             done = 0
@@ -535,13 +536,15 @@ class ProcessWorkers(OnSource):
                 if isinstance(item, _WorkerDone):
                     done += 1
                     if done == self.num_workers:
+                        finished = True
                         return
                     continue
                 if done:
                     raise RuntimeError(f"ProcessWorkers: worker {rank} produced a batch after another worker ended")
                 yield item
         finally:
-            pool.current.value = 0  # the workers abandon this run (those done with it wait for the next)
+            if not finished:
+                pool.current.value = 0  # the workers abandon this run
 
     def _get(self, pool: _WorkerPool, rank: int, run: int):
         """``(item, its stage timings)``: worker ``rank``'s next message of ``run``."""
