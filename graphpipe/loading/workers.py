@@ -385,9 +385,9 @@ class _WorkerPool:
         atexit.register(self._finalizer)
         with starting, contextlib.nullcontext() if rerun_main else _main_script_hidden():
             for rank in range(num_workers):
-                queues = (self.commands[rank], self.results[rank], self.current, self.stop, os.getpid())
+                shared = (self.commands[rank], self.results[rank], self.current, self.stop, os.getpid())  # see _serve
                 process = context.Process(
-                    target=_serve, args=(pipe, rank, num_workers, *queues), name=f"graphpipe-worker-{rank}", daemon=True
+                    target=_serve, args=(pipe, rank, num_workers, *shared), name=f"graphpipe-worker-{rank}", daemon=True
                 )
                 try:
                     process.start()
