@@ -259,13 +259,10 @@ class DataLoader(IterableDataset):
         the epoch, unless it runs in worker processes (each has a cache of its own).
         """
         where = locations(self.rewritten)
-        timer_after = {id(stage.source): stage for stage in find(self.rewritten, Timed)}
         elsewhere = {id(stage) for workers in find(self.rewritten, ProcessWorkers) for stage in upstream(workers.source)}
         rows: Dict[str, Dict] = {}
-        for stage in reversed(upstream(self.rewritten)):
-            timer = timer_after.get(id(stage))
-            if timer is None:
-                continue
+        for timer in reversed(find(self.rewritten, Timed)):  # each right after the stage it times, upstream first
+            stage = timer.source
             label, row = _stats_row(stage, timer, where, id(stage) not in elsewhere)
             key, n = label, 1
             while key in rows:
