@@ -83,9 +83,7 @@ def draw(pipe: Pipe, ax=None):
 
     rows = _rows(pipe)  # a chain: each reads from the one before
     lanes = list(dict.fromkeys(location for _, location in rows))
-    if MAIN in lanes:  # the training loop's lane at the bottom, next to "your loop"
-        lanes.remove(MAIN)
-        lanes.append(MAIN)
+    lanes.sort(key=lambda lane: lane == MAIN)  # the training loop's lane at the bottom, next to "your loop"
     lane_of = {location: i for i, location in enumerate(lanes)}
     if ax is None:
         _, ax = plt.subplots(figsize=(2.0 + 1.45 * len(rows), 0.5 + 0.75 * len(lanes)))
