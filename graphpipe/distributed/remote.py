@@ -74,7 +74,8 @@ import torch.distributed as dist
 from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.distributed.cooperative import _all_to_all, _collective, _link_rows, _send_to_owners, check_lockstep, exclusion_of_rows
+from graphpipe.distributed.cooperative import _all_to_all, _ask_owners, _collective, _link_rows, _send_to_owners
+from graphpipe.distributed.cooperative import check_lockstep, exclusion_of_rows
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
@@ -434,19 +435,6 @@ def _ids_and_owners(minibatch, input_nodes, kind, type_name, layer, schema, part
         dst_ids, offset = subgraph.original_column_node_ids[dst_type], schema.node_type_offset[schema.node_type_id[dst_type]]
     destinations = torch.repeat_interleave(dst_ids.to(torch.int64), csc.indptr.diff(), output_size=ids.numel())
     return ids.to(torch.int64), partition.owner(destinations + offset)
-
-
-def _ask_owners(ids: torch.Tensor, owners: torch.Tensor, world_size: int, group) -> tuple:
-    """Send ``ids`` (``[n, ...]`` int64 rows) to their ``owners`` (``[n]``): ``(order, sent, received,
-    asked)``: ``ids[order]`` went, ``sent`` / ``received`` ids per rank, and ``asked``
-    the ids the ranks ask this one for, by rank."""
-    order = torch.argsort(owners, stable=True)
-    sent = torch.bincount(owners, minlength=world_size)
-    received = torch.empty_like(sent)
-    _collective(dist.all_to_all_single, received, sent, group=group)
-    sent_to, received_from = sent.tolist(), received.tolist()
-    asked, _ = _all_to_all(ids[order], sent_to, received_from, group)
-    return order, sent_to, received_from, asked
 
 
 def _start_reading(feature, asked: tuple, group):
