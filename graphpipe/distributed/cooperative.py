@@ -244,6 +244,13 @@ def _ask_owners(rows: torch.Tensor, owners: torch.Tensor, world_size: int, group
     return order, sent_to, received_from, asked
 
 
+def _to_every_rank(rows: torch.Tensor, world_size: int, group) -> tuple:
+    """Send ``rows`` (``[n, ...]``) to every rank: ``(rows received from each rank, every
+    rank's rows, rank after rank)``."""
+    ranks = torch.arange(world_size).repeat_interleave(rows.shape[0])
+    return _ask_owners(rows.repeat(world_size, 1), ranks, world_size, group)[2:]
+
+
 def _plan_exchange(route: _Route, owned: Sequence[torch.Tensor], num_nodes: int, group) -> List[ExchangePlan]:
     """Per node type, the plan of the rows of the ids ``route`` sent (global ids). Its
     ``local_node_ids`` are this rank's next destinations of that type: ``owned[t]``
@@ -437,10 +444,7 @@ def check_lockstep(source, where: str, why: str, uneven_why: str = "") -> None:
 
 def _global_links(seeds: SeedNodes, world_size: int, group) -> Dict[int, torch.Tensor]:
     """Every rank's link seeds of the batch: edge type id -> ``[N, 2]`` global ids (none: ``{}``)."""
-    mine = _link_rows(seeds)
-    counts = torch.empty(world_size, dtype=torch.int64)
-    _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
-    rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
+    _, rows = _to_every_rank(_link_rows(seeds), world_size, group)
     return {etype: rows[rows[:, 2] == etype, :2] for etype in torch.unique(rows[:, 2]).tolist()}
 
 

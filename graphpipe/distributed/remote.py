@@ -75,7 +75,7 @@ from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.distributed.cooperative import _all_to_all, _ask_owners, _collective, _link_rows, _send_to_owners
-from graphpipe.distributed.cooperative import check_lockstep, exclusion_of_rows
+from graphpipe.distributed.cooperative import _to_every_rank, check_lockstep, exclusion_of_rows
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
@@ -371,12 +371,10 @@ def _seeds_of_ranks(graph, seeds: SeedNodes, world_size: int, group) -> List[See
     rows (source, destination, edge type id, their two positions in that rank's seeds)."""
     positions = [local for _, local in seeds.links.values()]
     mine = torch.cat([_link_rows(seeds), torch.cat(positions) if positions else torch.empty(0, 2, dtype=torch.int64)], 1)
-    counts = torch.empty(world_size, dtype=torch.int64)
-    _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
-    rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
+    counts, rows = _to_every_rank(mine, world_size, group)
     offsets = graph.schema.node_type_offset
     by_rank = []
-    for block in rows.split(counts.tolist()):
+    for block in rows.split(counts):
         nodes = torch.empty(int(block[:, 3:].max()) + 1 if block.numel() else 0, dtype=torch.int64)
         nodes[block[:, 3:].reshape(-1)] = block[:, :2].reshape(-1)
         types = torch.bucketize(nodes, torch.tensor(offsets[1:-1]), right=True)
