@@ -826,10 +826,8 @@ def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: 
             f"load part {rank} (load_partition(out_dir, dist.get_rank()))"
         )
     mine, theirs = own.assignment, partition_.assignment
-    same = own.num_parts == partition_.num_parts and (
-        (mine is None and theirs is None) or (mine is not None and theirs is not None and torch.equal(mine, theirs))
-    )
-    if not same:
+    same = mine is None if theirs is None else mine is not None and torch.equal(mine, theirs)
+    if own.num_parts != partition_.num_parts or not same:
         raise ValueError(
             f"{where}: the graph is part {part_rank} of the partitioned dataset '{out_dir}', whose vertex owners are "
             f"{own!r}, but the DistributedItemSampler's partition is {partition_!r}: pass "

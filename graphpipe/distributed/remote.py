@@ -123,8 +123,19 @@ class LayersFromOwners:
         self.time_filter = None if sampler.time_filter is None else _agreed_time_filter(sampler.time_filter, source.sampling_group)
 
     def seed_edge_exclusion(self, seeds: SeedNodes) -> List[SeedEdgeExclusion]:
-        """Per requesting rank, the seed edges of its pairs this part holds (:func:`_requested_exclusions`)."""
-        return _requested_exclusions(self.sampler, seeds, self.source)
+        """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
+        rank's part holds, over the segments of that rank's seed rows this rank owns (per
+        node type, in that rank's order: they lead the vertices that rank asks it for in a
+        layer; disjoint: of its distinct endpoints, found by node in every layer)."""
+        sampler, source, exclusions = self.sampler, self.source, []
+        for everyone in _seeds_of_ranks(sampler.graph, seeds, source.world_size, source.sampling_group):
+            if sampler.disjoint:
+                everyone = distinct_endpoints(sampler.graph, everyone)
+            starts = list(accumulate(everyone.counts, initial=0))
+            mine = source.partition.owner(everyone.nodes) == source.rank
+            owned = [torch.nonzero(mine[a:b]).flatten() for a, b in zip(starts, starts[1:])]
+            exclusions.append(exclusion_of_rows(sampler, everyone, owned))
+        return exclusions
 
     def sample_frontier(self, nodes, counts, skipped, layer: int, minibatch, exclude, subtrees=1, windows=None, roots=None) -> LayerSample:
         """The sampler's ``sample_frontier``, each destination sampled by its owner
@@ -201,7 +212,7 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
     type-major) but the first ``skipped`` of each type, each sampled by its owner:
     :meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_frontier`'s result,
     with the user's edge ids in ``edge_ids``. ``exclusions``: per requesting rank, the
-    seed edges to skip (see :func:`_requested_exclusions`), or None; ``roots``: the
+    seed edges to skip (see :meth:`LayersFromOwners.seed_edge_exclusion`), or None; ``roots``: the
     batch's, with ``rows`` those of ``nodes``; ``answer``: what an owner sends
     (:func:`_sample_asked`, or :func:`_neighbourhoods_asked`)."""
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
@@ -348,21 +359,6 @@ def _agreed_time_filter(time_filter: TimeFilter, group) -> TimeFilter:
     agreed.untimed_edge_types = torch.nonzero(facts[2:]).flatten()
     _AGREED_FILTERS[time_filter] = agreed
     return agreed
-
-
-def _requested_exclusions(sampler, seeds: SeedNodes, source) -> List[SeedEdgeExclusion]:
-    """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
-    rank's part holds, over the segments of that rank's seed rows this rank owns (per
-    node type, in that rank's order: they lead the vertices that rank asks it for in a
-    layer; disjoint: of its distinct endpoints, found by node in every layer)."""
-    exclusions = []
-    for everyone in _seeds_of_ranks(sampler.graph, seeds, source.world_size, source.sampling_group):
-        if sampler.disjoint:
-            everyone = distinct_endpoints(sampler.graph, everyone)
-        starts = list(accumulate(everyone.counts, initial=0))
-        owned = [torch.nonzero(source.partition.owner(everyone.nodes[a:b]) == source.rank).flatten() for a, b in zip(starts, starts[1:])]
-        exclusions.append(exclusion_of_rows(sampler, everyone, owned))
-    return exclusions
 
 
 def _seeds_of_ranks(graph, seeds: SeedNodes, world_size: int, group) -> List[SeedNodes]:
