@@ -587,8 +587,7 @@ def load_partition(
     paths = {n: _checked_file(out_dir, part_dir, n, e, verify and n not in lazy, where) for n, e in listed.items()}
     owners = None
     if manifest["owners"] is not None:
-        owners_path = _checked_file(out_dir, "", "owners.npy", manifest["owners"], verify, where)
-        owners = _npy(owners_path, "owners.npy", where)
+        owners = _npy(_checked_file(out_dir, "", "owners.npy", manifest["owners"], verify, where), "owners.npy", where)
         if owners.dim() != 1 or owners.numel() != manifest["num_nodes"] or owners.is_floating_point():
             raise ValueError(f"{where}: 'owners.npy' must hold one integer owner per node ({manifest['num_nodes']})")
     nodes = _small_array(paths, part_dir, "nodes.npy", where)
