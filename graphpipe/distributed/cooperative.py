@@ -208,12 +208,7 @@ def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partiti
     owners = partition.owner(ids)
     sent_rows = ids if rows is None else rows
     if num_types == 1:  # the one-type case, without type keys or copies
-        order = torch.argsort(owners, stable=True)
-        sent = torch.bincount(owners, minlength=num_parts)
-        received = torch.empty_like(sent)
-        _collective(dist.all_to_all_single, received, sent, group=group)
-        sent_to, received_from = sent.tolist(), received.tolist()
-        arrived, _ = _all_to_all(sent_rows[order], sent_to, received_from, group)
+        order, sent_to, received_from, arrived = _ask_owners(sent_rows, owners, num_parts, group)
         return _Route([arrived], [order], [sent_to], [received_from])
     types = torch.repeat_interleave(torch.arange(num_types), torch.tensor(counts))
     # Per type (each keeps its range: the ids are type-major), by owner.
@@ -234,6 +229,26 @@ def _send_to_owners(ids: torch.Tensor, counts: Sequence[int], partition: Partiti
         [[row[t] for row in sent_to] for t in range(num_types)],
         [[row[t] for row in received_from] for t in range(num_types)],
     )
+
+
+def _ask_owners(rows: torch.Tensor, owners: torch.Tensor, world_size: int, group) -> tuple:
+    """Send ``rows`` (``[n, ...]``) to their ``owners`` (``[n]`` int64): ``(order, sent, received,
+    asked)``: ``rows[order]`` went, ``sent`` / ``received`` rows per rank, and ``asked``
+    the rows the ranks sent this one, by rank."""
+    order = torch.argsort(owners, stable=True)
+    sent = torch.bincount(owners, minlength=world_size)
+    received = torch.empty_like(sent)
+    _collective(dist.all_to_all_single, received, sent, group=group)
+    sent_to, received_from = sent.tolist(), received.tolist()
+    asked, _ = _all_to_all(rows[order], sent_to, received_from, group)
+    return order, sent_to, received_from, asked
+
+
+def _to_every_rank(rows: torch.Tensor, world_size: int, group) -> tuple:
+    """Send ``rows`` (``[n, ...]``) to every rank: ``(rows received from each rank, every
+    rank's rows, rank after rank)``."""
+    ranks = torch.arange(world_size).repeat_interleave(rows.shape[0])
+    return _ask_owners(rows.repeat(world_size, 1), ranks, world_size, group)[2:]
 
 
 def _plan_exchange(route: _Route, owned: Sequence[torch.Tensor], num_nodes: int, group) -> List[ExchangePlan]:
@@ -385,13 +400,6 @@ def _owned_exclusion(sampler, seeds: SeedNodes, owned: List[torch.Tensor], sourc
     the global batch, kept for the seeds this rank owns (``owned``: per node type,
     ascending), which lead its destinations of every layer."""
     everyone = link_seed_nodes(sampler.graph, _global_links(seeds, source.world_size, source.sampling_group))
-    return exclusion_of_owned(sampler, everyone, owned)
-
-
-def exclusion_of_owned(sampler, everyone: SeedNodes, owned: List[torch.Tensor]) -> SeedEdgeExclusion:
-    """The seed edges (and reverses) of the link seeds ``everyone`` that ``sampler``'s
-    graph holds, kept for the seeds ``owned`` (per node type, ascending, a subset of
-    ``everyone``'s), which lead the destinations of every layer."""
     starts = list(accumulate(everyone.counts, initial=0))
     at = [torch.searchsorted(everyone.nodes[starts[d] : starts[d + 1]], ids) for d, ids in enumerate(owned)]
     return exclusion_of_rows(sampler, everyone, at)
@@ -436,10 +444,7 @@ def check_lockstep(source, where: str, why: str, uneven_why: str = "") -> None:
 
 def _global_links(seeds: SeedNodes, world_size: int, group) -> Dict[int, torch.Tensor]:
     """Every rank's link seeds of the batch: edge type id -> ``[N, 2]`` global ids (none: ``{}``)."""
-    mine = _link_rows(seeds)
-    counts = torch.empty(world_size, dtype=torch.int64)
-    _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
-    rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
+    _, rows = _to_every_rank(_link_rows(seeds), world_size, group)
     return {etype: rows[rows[:, 2] == etype, :2] for etype in torch.unique(rows[:, 2]).tolist()}
 
 

@@ -416,11 +416,8 @@ def _write_features(features, manifest: dict, part: CSCGraph, owned: torch.Tenso
     """Write the owned rows of every feature: node rows by ascending owned id, edge rows by
     ascending edge id (``edge-ids-<t>.npy``)."""
     files, edge_ids = {}, {}
-    schema = part.schema
     for spec in manifest["node_features"]:
-        t = schema.node_type_id[spec["type"]] if spec["type"] is not None else 0
-        lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]
-        ids = owned[(owned >= lo) & (owned < hi)] - lo
+        ids, _ = _of_type(part.schema, spec["type"], owned)
         feature = features["node", spec["type"], spec["name"]]
         files[spec["file"]] = _write_rows(part_dir, spec["file"], feature, ids)
     for spec in manifest["edge_features"]:
@@ -429,6 +426,14 @@ def _write_features(features, manifest: dict, part: CSCGraph, owned: torch.Tenso
         feature = features["edge", spec["type"], spec["name"]]
         files[spec["file"]] = _write_rows(part_dir, spec["file"], feature, edge_ids[spec["ids"]])
     return files
+
+
+def _of_type(schema, node_type: Optional[str], nodes: torch.Tensor) -> Tuple[torch.Tensor, int]:
+    """``(the type-local ids of those of nodes (global ids) of node_type, that type's number of nodes)``
+    (``node_type`` None: an untyped graph's one type)."""
+    t = 0 if node_type is None else schema.node_type_id[node_type]
+    lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]
+    return nodes[(nodes >= lo) & (nodes < hi)] - lo, hi - lo
 
 
 def _write_edge_ids(part: CSCGraph, edge_type: Optional[str], part_dir: str, name: str) -> Tuple[dict, torch.Tensor]:
@@ -576,20 +581,17 @@ def load_partition(
             f"{where}: the part directory 'part-{rank}' is missing (each rank needs its part-<rank>/ on its machine, "
             f"with manifest.json and owners.npy); {_AGAIN}"
         )
-    listed = dict(manifest["parts"][rank]["files"])
-    verify = {"graph.pt": validate is not False}  # the others: CRC-32 by default on read (small files, features)
-    paths = {name: _checked_file(out_dir, f"part-{rank}", name, entry, verify.get(name, validate), where) for name, entry in listed.items()}
+    part_dir, listed, verify = f"part-{rank}", dict(manifest["parts"][rank]["files"]), validate is not False
+    specs = [*manifest["node_features"], *manifest["edge_features"]]
+    lazy = {spec["file"] for spec in specs} if validate is None else set()  # by default, features: CRC-32 on first read
+    paths = {n: _checked_file(out_dir, part_dir, n, e, verify and n not in lazy, where) for n, e in listed.items()}
     owners = None
     if manifest["owners"] is not None:
-        owners_path = _checked_file(out_dir, "", "owners.npy", manifest["owners"], validate is not False, where)
-        owners = _npy(owners_path, "owners.npy", where)
+        owners = _npy(_checked_file(out_dir, "", "owners.npy", manifest["owners"], verify, where), "owners.npy", where)
         if owners.dim() != 1 or owners.numel() != manifest["num_nodes"] or owners.is_floating_point():
             raise ValueError(f"{where}: 'owners.npy' must hold one integer owner per node ({manifest['num_nodes']})")
-    part_dir = f"part-{rank}"
-    nodes = _small_array(paths, part_dir, "nodes.npy", listed, validate, where)
-    if "graph.pt" not in paths:
-        raise ValueError(f"{where}: manifest.json lists no part file 'graph.pt'")
-    graph = CSCGraph.load(paths["graph.pt"], mmap=True, validate=False if validate is False else None)
+    nodes = _small_array(paths, part_dir, "nodes.npy", where)
+    graph = CSCGraph.load(_listed(paths, part_dir, "graph.pt", where), mmap=True, validate=None if verify else False)
     if (graph.total_num_nodes, graph.total_num_edges) != (manifest["num_nodes"], manifest["parts"][rank]["num_edges"]):
         raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes")
     rows = graph.indptr_nodes
@@ -605,11 +607,12 @@ def load_partition(
         raise ValueError(f"{where}: 'owners.npy': {error}") from None
     if validate:
         _check_part(graph, nodes, partition_, rank, manifest, where)
-    features = _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, where)
-    item_sets, item_ids = _part_items(manifest, lambda name: _small_array(paths, part_dir, name, listed, validate, where))
+    checksums = {name: (listed[name]["size"], listed[name]["crc32"]) for name in lazy & paths.keys()}
+    features = _part_features(manifest, graph, nodes, part_dir, paths, checksums, where)
+    item_sets, item_ids, num_items = _part_items(manifest, lambda name: _small_array(paths, part_dir, name, where))
     _check_num_items(manifest, rank, item_ids, where)
     _LOADED_PARTS[paths["graph.pt"]] = [(rank, os.fspath(out_dir)), [partition_]]
-    return GraphPart(rank, total, graph, features, item_sets, item_ids, _num_items(manifest), partition_, nodes)
+    return GraphPart(rank, total, graph, features, item_sets, item_ids, num_items, partition_, nodes)
 
 
 def _check_part(graph: CSCGraph, nodes: torch.Tensor, partition_: Partition, rank: int, manifest: dict, where: str):
@@ -700,7 +703,7 @@ def _read_manifest(out_dir: str, where: str) -> dict:
 def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: Optional[bool], where: str) -> str:
     """The path of ``directory/name`` (checked inside ``out_dir``, present, its size as
     listed; its CRC-32 too when ``verify``); ValueError naming it otherwise."""
-    relative = f"{directory}/{name}" if directory else name
+    relative = _relative(directory, name)
     if not _FILE_NAME.match(name) or not isinstance(entry, dict) or not all(isinstance(entry.get(k), int) for k in ("size", "crc32")):
         raise ValueError(f"{where}: manifest.json lists a malformed file entry {name!r}: {entry!r}")
     path = os.path.realpath(os.path.join(out_dir, relative))
@@ -721,15 +724,21 @@ def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: 
     return path
 
 
-def _small_array(paths: dict, directory: str, name: str, listed: dict, validate: Optional[bool], where: str) -> torch.Tensor:
-    """A small array of the part (ids, items) in ``directory`` (``part-<r>``; ``""``: the
-    top one), read whole; its CRC checked when ``validate`` is None (True: checked already)."""
-    relative = f"{directory}/{name}" if directory else name
+def _relative(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
+
+
+def _listed(paths: dict, directory: str, name: str, where: str) -> str:
+    """The checked path (:func:`_checked_file`) of the file ``name`` of ``directory``
+    (``part-<r>``; ``""``: the top one); ValueError when the manifest lists none."""
     if name not in paths:
-        raise ValueError(f"{where}: manifest.json lists no part file '{relative}'")
-    if validate is None and file_checksum(paths[name]) != listed[name]["crc32"]:
-        raise ValueError(f"{where}: the part file '{relative}' does not match its checksum: it is corrupted; {_AGAIN}")
-    return _npy(paths[name], name, where)
+        raise ValueError(f"{where}: manifest.json lists no part file '{_relative(directory, name)}'")
+    return paths[name]
+
+
+def _small_array(paths: dict, directory: str, name: str, where: str) -> torch.Tensor:
+    """A small array of the part (ids, items) in ``directory``, read whole."""
+    return _npy(_listed(paths, directory, name, where), name, where)
 
 
 def _npy(path: str, name: str, where: str) -> torch.Tensor:
@@ -740,12 +749,11 @@ def _npy(path: str, name: str, where: str) -> torch.Tensor:
         raise ValueError(f"{where}: the file '{name}' is not a plain .npy array ({error})") from None
 
 
-def _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, where) -> FeatureStore:
-    """The part's FeatureStore of OwnedRowsFeatures (checksums checked on first read by
-    default), the files in ``paths`` (of directory ``part_dir``)."""
-    schema = graph.schema
-    node_features, edge_features = {}, {}
-    for domain in ("node", "edge"):
+def _part_features(manifest, graph, nodes, part_dir, paths, checksums, where) -> FeatureStore:
+    """The part's FeatureStore of OwnedRowsFeatures, the files in ``paths`` (of directory
+    ``part_dir``); those in ``checksums`` (file -> (size, CRC-32)) checked on first read."""
+    features = {"node": {}, "edge": {}}
+    for domain, by_key in features.items():
         types = (graph.node_types if domain == "node" else graph.edge_types) if graph.is_heterogeneous else [None]
         for spec in manifest[f"{domain}_features"]:
             if spec["type"] not in types:
@@ -753,54 +761,32 @@ def _part_features(manifest, graph, nodes, part_dir, paths, listed, validate, wh
                     f"{where}: manifest.json's {domain}_features entry '{spec['name']}' has `type` {spec['type']!r}, "
                     f"not one of the part graph's {domain} types {types}"
                 )
-    for spec in manifest["node_features"]:
-        t = 0 if spec["type"] is None else schema.node_type_id[spec["type"]]
-        lo, hi = schema.node_type_offset[t], schema.node_type_offset[t + 1]
-        ids = nodes[(nodes >= lo) & (nodes < hi)] - lo
-        node_features[_key(spec)] = _owned_rows(part_dir, spec["file"], ids, hi - lo, paths, listed, validate, where)
-    for spec in manifest["edge_features"]:
-        ids = _small_array(paths, part_dir, spec["ids"], listed, validate, where)
-        num_edges = manifest["num_edges"] if spec["type"] is None else _type_edges(manifest, spec["type"])
-        edge_features[_key(spec)] = _owned_rows(part_dir, spec["file"], ids, num_edges, paths, listed, validate, where)
-    return FeatureStore(node_features, edge_features)
-
-
-def _key(spec: dict):
-    return spec["name"] if spec["type"] is None else (spec["type"], spec["name"])
-
-
-def _type_edges(manifest: dict, edge_type: str) -> int:
-    """Edges of ``edge_type`` in the whole graph (the manifest's ``edges_per_type``)."""
-    return manifest["edges_per_type"][edge_type]
-
-
-def _owned_rows(part_dir, name, ids, num_rows, paths, listed, validate, where) -> OwnedRowsFeature:
-    if name not in paths:
-        raise ValueError(f"{where}: manifest.json lists no part file '{part_dir}/{name}'")
-    checksum = (listed[name]["size"], listed[name]["crc32"]) if validate is None else None
-    return OwnedRowsFeature(paths[name], ids, num_rows, checksum)
-
-
-def _num_items(manifest: dict) -> Dict[str, Union[int, Dict[str, int]]]:
-    """Split name -> its number of items (a dict by type when typed), as the manifest lists them."""
-    counts = {split: {entry["type"]: entry["num_items"] for entry in spec["types"]} for split, spec in manifest["item_sets"].items()}
-    return {split: by_type if manifest["item_sets"][split]["typed"] else by_type[None] for split, by_type in counts.items()}
+            if domain == "node":
+                ids, num_rows = _of_type(graph.schema, spec["type"], nodes)
+            else:
+                ids = _small_array(paths, part_dir, spec["ids"], where)
+                num_rows = manifest["num_edges"] if spec["type"] is None else manifest["edges_per_type"][spec["type"]]
+            path = _listed(paths, part_dir, spec["file"], where)
+            key = spec["name"] if spec["type"] is None else (spec["type"], spec["name"])
+            by_key[key] = OwnedRowsFeature(path, ids, num_rows, checksums.get(spec["file"]))
+    return FeatureStore(features["node"], features["edge"])
 
 
 def _part_items(manifest: dict, read, with_ids: bool = True):
-    """``(item sets, item ids)`` by split, their arrays read by ``read(file name)``
-    (without ``with_ids``: no item ids)."""
-    item_sets, item_ids = {}, {}
+    """``(item sets, item ids, numbers of items of the whole splits)`` by split (a dict by
+    type when typed), their arrays read by ``read(file name)`` (without ``with_ids``: no item ids)."""
+    item_sets, item_ids, num_items = {}, {}, {}
     for split, spec in manifest["item_sets"].items():
-        sets, ids = {}, {}
+        sets, ids, counts = {}, {}, {}
         for entry in spec["types"]:
             sets[entry["type"]] = ItemSet(tuple(read(name) for name in entry["files"]), names=tuple(entry["names"]))
             ids[entry["type"]] = read(entry["ids"]) if with_ids else None
+            counts[entry["type"]] = entry["num_items"]
         if spec["typed"]:
-            item_sets[split], item_ids[split] = HeteroItemSet(sets), ids
+            item_sets[split], item_ids[split], num_items[split] = HeteroItemSet(sets), ids, counts
         else:
-            item_sets[split], item_ids[split] = sets[None], ids[None]
-    return item_sets, item_ids
+            item_sets[split], item_ids[split], num_items[split] = sets[None], ids[None], counts[None]
+    return item_sets, item_ids, num_items
 
 def part_of(graph: CSCGraph) -> Optional[Tuple[int, str]]:
     """``(rank, out_dir)`` when ``graph`` is a part graph :func:`load_partition` mapped in
@@ -839,10 +825,8 @@ def check_part_owners(graph: CSCGraph, partition_: Partition, rank: int, where: 
             f"load part {rank} (load_partition(out_dir, dist.get_rank()))"
         )
     mine, theirs = own.assignment, partition_.assignment
-    same = own.num_parts == partition_.num_parts and (
-        (mine is None and theirs is None) or (mine is not None and theirs is not None and torch.equal(mine, theirs))
-    )
-    if not same:
+    same = mine is None if theirs is None else mine is not None and torch.equal(mine, theirs)
+    if own.num_parts != partition_.num_parts or not same:
         raise ValueError(
             f"{where}: the graph is part {part_rank} of the partitioned dataset '{out_dir}', whose vertex owners are "
             f"{own!r}, but the DistributedItemSampler's partition is {partition_!r}: pass "
@@ -864,5 +848,5 @@ def load_item_sets(out_dir: Union[str, os.PathLike], validate: bool = True) -> D
     if not isinstance(listed, dict):
         raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest (`item_files` is not a dict)")
     paths = {name: _checked_file(out_dir, "", name, entry, validate, where) for name, entry in listed.items()}
-    item_sets, _ = _part_items(manifest, lambda name: _small_array(paths, "", name, listed, False, where), with_ids=False)
+    item_sets, _, _ = _part_items(manifest, lambda name: _small_array(paths, "", name, where), with_ids=False)
     return item_sets

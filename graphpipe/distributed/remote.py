@@ -74,7 +74,8 @@ import torch.distributed as dist
 from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
-from graphpipe.distributed.cooperative import _all_to_all, _collective, _link_rows, _send_to_owners, check_lockstep, exclusion_of_rows
+from graphpipe.distributed.cooperative import _all_to_all, _ask_owners, _collective, _link_rows, _send_to_owners
+from graphpipe.distributed.cooperative import _to_every_rank, check_lockstep, exclusion_of_rows
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.graph.edge_types import parse_edge_type
@@ -122,8 +123,19 @@ class LayersFromOwners:
         self.time_filter = None if sampler.time_filter is None else _agreed_time_filter(sampler.time_filter, source.sampling_group)
 
     def seed_edge_exclusion(self, seeds: SeedNodes) -> List[SeedEdgeExclusion]:
-        """Per requesting rank, the seed edges of its pairs this part holds (:func:`_requested_exclusions`)."""
-        return _requested_exclusions(self.sampler, seeds, self.source)
+        """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
+        rank's part holds, over the segments of that rank's seed rows this rank owns (per
+        node type, in that rank's order: they lead the vertices that rank asks it for in a
+        layer; disjoint: of its distinct endpoints, found by node in every layer)."""
+        sampler, source, exclusions = self.sampler, self.source, []
+        for everyone in _seeds_of_ranks(sampler.graph, seeds, source.world_size, source.sampling_group):
+            if sampler.disjoint:
+                everyone = distinct_endpoints(sampler.graph, everyone)
+            starts = list(accumulate(everyone.counts, initial=0))
+            mine = source.partition.owner(everyone.nodes) == source.rank
+            owned = [torch.nonzero(mine[a:b]).flatten() for a, b in zip(starts, starts[1:])]
+            exclusions.append(exclusion_of_rows(sampler, everyone, owned))
+        return exclusions
 
     def sample_frontier(self, nodes, counts, skipped, layer: int, minibatch, exclude, subtrees=1, windows=None, roots=None) -> LayerSample:
         """The sampler's ``sample_frontier``, each destination sampled by its owner
@@ -200,7 +212,7 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
     type-major) but the first ``skipped`` of each type, each sampled by its owner:
     :meth:`~graphpipe.pipes.subgraph_sampler.SubgraphSampler.sample_frontier`'s result,
     with the user's edge ids in ``edge_ids``. ``exclusions``: per requesting rank, the
-    seed edges to skip (see :func:`_requested_exclusions`), or None; ``roots``: the
+    seed edges to skip (see :meth:`LayersFromOwners.seed_edge_exclusion`), or None; ``roots``: the
     batch's, with ``rows`` those of ``nodes``; ``answer``: what an owner sends
     (:func:`_sample_asked`, or :func:`_neighbourhoods_asked`)."""
     graph, group, partition = sampler.graph, source.sampling_group, source.partition
@@ -349,33 +361,16 @@ def _agreed_time_filter(time_filter: TimeFilter, group) -> TimeFilter:
     return agreed
 
 
-def _requested_exclusions(sampler, seeds: SeedNodes, source) -> List[SeedEdgeExclusion]:
-    """Per requesting rank, the seed edges (and reverses) of ITS node pairs that this
-    rank's part holds, over the segments of that rank's seed rows this rank owns (per
-    node type, in that rank's order: they lead the vertices that rank asks it for in a
-    layer; disjoint: of its distinct endpoints, found by node in every layer)."""
-    exclusions = []
-    for everyone in _seeds_of_ranks(sampler.graph, seeds, source.world_size, source.sampling_group):
-        if sampler.disjoint:
-            everyone = distinct_endpoints(sampler.graph, everyone)
-        starts = list(accumulate(everyone.counts, initial=0))
-        owned = [torch.nonzero(source.partition.owner(everyone.nodes[a:b]) == source.rank).flatten() for a, b in zip(starts, starts[1:])]
-        exclusions.append(exclusion_of_rows(sampler, everyone, owned))
-    return exclusions
-
-
 def _seeds_of_ranks(graph, seeds: SeedNodes, world_size: int, group) -> List[SeedNodes]:
     """Every rank's link seeds of its batch, per rank, as that rank's :class:`SeedNodes`
     (its distinct endpoints, or its seed rows without deduplication): one exchange of
     rows (source, destination, edge type id, their two positions in that rank's seeds)."""
     positions = [local for _, local in seeds.links.values()]
     mine = torch.cat([_link_rows(seeds), torch.cat(positions) if positions else torch.empty(0, 2, dtype=torch.int64)], 1)
-    counts = torch.empty(world_size, dtype=torch.int64)
-    _collective(dist.all_to_all_single, counts, torch.full((world_size,), mine.shape[0], dtype=torch.int64), group=group)
-    rows, _ = _all_to_all(mine.repeat(world_size, 1), [mine.shape[0]] * world_size, counts.tolist(), group)
+    counts, rows = _to_every_rank(mine, world_size, group)
     offsets = graph.schema.node_type_offset
     by_rank = []
-    for block in rows.split(counts.tolist()):
+    for block in rows.split(counts):
         nodes = torch.empty(int(block[:, 3:].max()) + 1 if block.numel() else 0, dtype=torch.int64)
         nodes[block[:, 3:].reshape(-1)] = block[:, :2].reshape(-1)
         types = torch.bucketize(nodes, torch.tensor(offsets[1:-1]), right=True)
@@ -434,19 +429,6 @@ def _ids_and_owners(minibatch, input_nodes, kind, type_name, layer, schema, part
         dst_ids, offset = subgraph.original_column_node_ids[dst_type], schema.node_type_offset[schema.node_type_id[dst_type]]
     destinations = torch.repeat_interleave(dst_ids.to(torch.int64), csc.indptr.diff(), output_size=ids.numel())
     return ids.to(torch.int64), partition.owner(destinations + offset)
-
-
-def _ask_owners(ids: torch.Tensor, owners: torch.Tensor, world_size: int, group) -> tuple:
-    """Send ``ids`` (``[n, ...]`` int64 rows) to their ``owners`` (``[n]``): ``(order, sent, received,
-    asked)``: ``ids[order]`` went, ``sent`` / ``received`` ids per rank, and ``asked``
-    the ids the ranks ask this one for, by rank."""
-    order = torch.argsort(owners, stable=True)
-    sent = torch.bincount(owners, minlength=world_size)
-    received = torch.empty_like(sent)
-    _collective(dist.all_to_all_single, received, sent, group=group)
-    sent_to, received_from = sent.tolist(), received.tolist()
-    asked, _ = _all_to_all(ids[order], sent_to, received_from, group)
-    return order, sent_to, received_from, asked
 
 
 def _start_reading(feature, asked: tuple, group):

@@ -14,7 +14,6 @@ import os
 import zlib
 from typing import Optional, Tuple
 
-import numpy as np
 import torch
 
 from graphpipe.features.store import Feature
@@ -70,8 +69,9 @@ class OwnedRowsFeature(Feature):
             self.checksum = None
         first = self._data is None
         table = super().data
-        if first:
-            _advise_random_access(table)
+        mapping = getattr(table, "_mmap", None)  # np.load(mmap_mode=...)'s memory map; no madvise on some platforms
+        if first and mapping is not None and hasattr(mmap, "MADV_RANDOM"):
+            mapping.madvise(mmap.MADV_RANDOM)
         if table.shape[0] != self.ids.numel():
             raise ValueError(f"OwnedRowsFeature: '{self.path}' has {table.shape[0]} rows for {self.ids.numel()} ids")
         return table
@@ -79,11 +79,6 @@ class OwnedRowsFeature(Feature):
     @property
     def num_rows(self) -> int:
         return self._num_rows
-
-    @property
-    def nbytes(self) -> int:
-        table = self.data
-        return table.nbytes if isinstance(table, np.ndarray) else table.numel() * table.element_size()
 
     def rows_of(self, ids: torch.Tensor) -> torch.Tensor:
         """``[n]`` int64 rows of the file holding ``ids`` (``[n]`` integer ids); ValueError
@@ -105,10 +100,3 @@ class OwnedRowsFeature(Feature):
     def __repr__(self) -> str:
         return f"OwnedRowsFeature(path='{self.path}', {self.ids.numel()} of {self._num_rows} rows)"
 
-
-def _advise_random_access(table) -> None:
-    """``MADV_RANDOM`` on the memory map of ``table`` (``np.load(mmap_mode=...)``'s
-    ``np.memmap``); nothing where the platform has no ``madvise``."""
-    mapping = getattr(table, "_mmap", None)
-    if mapping is not None and hasattr(mmap, "MADV_RANDOM"):
-        mapping.madvise(mmap.MADV_RANDOM)
