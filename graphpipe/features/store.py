@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from typing import Dict, List, Mapping, Optional, Tuple, Union
@@ -47,6 +48,7 @@ class Feature:
                 raise ValueError(f"Feature: a path must name a .npy file, got '{path}'")
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"Feature: no such .npy file: '{path}'")
+            npy_layout(path, f"Feature: '{path}'")  # a file it cannot map fails here, not at first read
             self.path = path
         elif isinstance(data, (torch.Tensor, np.ndarray)):
             self._data = _checked_table(data, "`data`")
@@ -439,6 +441,43 @@ def output_rows(out: Optional[torch.Tensor], shape: tuple, dtype: torch.dtype, d
         return torch.empty(shape, dtype=dtype, device=device)
     check_out(out, shape, dtype, device, where)
     return out
+
+
+def npy_layout(path: str, where: str) -> Tuple[Tuple[int, ...], np.dtype, int]:
+    """``(shape, dtype, data_offset)`` from a ``.npy`` header, after checking it describes a
+    C-ordered table of a torch dtype that the file is long enough to hold (the file is a
+    user's: ValueError / TypeError naming ``where``)."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(f)
+            offset = f.tell()
+    except Exception as error:
+        raise ValueError(f"{where}: not a readable .npy file ({error})") from error
+    if fortran_order and len(shape) > 1:
+        raise ValueError(
+            f"{where}: the array is stored in Fortran order, not C-contiguously; save it in C order "
+            "(numpy.save(path, numpy.ascontiguousarray(array)))"
+        )
+    if len(shape) < 1:
+        raise ValueError(f"{where}: the array must have a row dimension, got a scalar")
+    if any(not isinstance(s, int) or s < 0 for s in shape):
+        raise ValueError(f"{where}: the header's shape {shape} has a negative dimension; the file is not a valid .npy table")
+    if dtype.hasobject:
+        raise ValueError(f"{where}: object arrays cannot be read from disk")
+    try:
+        numpy_to_torch_dtype(dtype)
+    except TypeError as error:
+        raise TypeError(f"{where}: {error}") from error
+    shape = tuple(int(s) for s in shape)
+    expected, size = offset + math.prod(shape) * dtype.itemsize, os.path.getsize(path)  # Python ints: exact
+    if size < expected:
+        raise ValueError(
+            f"{where}: the file is {size} bytes, shorter than the {expected} its header promises "
+            f"({shape} {dtype}); it is truncated"
+        )
+    return shape, dtype, offset
 
 
 def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):
