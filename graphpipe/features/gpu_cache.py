@@ -28,7 +28,7 @@ import torch
 
 from graphpipe.features.store import CachedFeature, Feature, FeatureStore, check_feature, output_rows
 from graphpipe._internal.checks import check_int
-from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
+from graphpipe._internal.devices import device_or_cpu
 
 __all__ = [
     "GPUCachedFeature",
@@ -77,12 +77,9 @@ class GPUCachedFeature(CachedFeature):
         self.fallback = feature
         self.policy = policy
         self.max_bytes = max_bytes
-        device = torch.device("cuda" if device is None else device)
-        if device.type == "cuda" and not cuda_or_warn_once(
-            "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)"
-        ):
-            device = torch.device("cpu")
-        self.device = resolve_device(device)
+        self.device = device_or_cpu(
+            device, "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)"
+        )
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
         self.capacity = min(num_rows, max_bytes // row_nbytes)

@@ -12,7 +12,7 @@ import torch
 
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe._internal.checks import check_node_ids
-from graphpipe._internal.devices import cuda_or_warn_once, pin_in_place, resolve_device
+from graphpipe._internal.devices import cuda_or_warn_once, device_or_cpu, pin_in_place
 from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
 from graphpipe.ops.uva_gather import check_out
 
@@ -150,9 +150,7 @@ class Feature:
         and keeps the table on the CPU. Disk-based and cached features stay where they are."""
         if device == "pinned":
             return self.pin_memory_()
-        device = resolve_device(device)
-        if device.type == "cuda" and not cuda_or_warn_once("Feature.to('cuda'): CUDA is not available; features stay on the CPU"):
-            device = torch.device("cpu")
+        device = device_or_cpu(device, "Feature.to('cuda'): CUDA is not available; features stay on the CPU")
         data = self.data
         here = data.device if isinstance(data, torch.Tensor) else torch.device("cpu")
         if here == device or type(self) is not Feature:
