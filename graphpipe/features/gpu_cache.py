@@ -92,7 +92,12 @@ class GPUCachedFeature(CachedFeature):
         self.num_filled = 0
         self._lookups = self._hits = 0
         if hotness is not None:
-            self._fill_hottest(_check_hotness(hotness, num_rows))
+            if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != num_rows:
+                raise ValueError(
+                    f"GPUCachedFeature: `hotness` must be a 1-D tensor with one score per row ({num_rows}), got "
+                    f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
+                )
+            self._fill_hottest(hotness)
 
     # ------------------------------------------------------------------ Feature protocol
     @property
@@ -246,11 +251,3 @@ def hotness_from_degree(graph) -> torch.Tensor:
     """
     return torch.bincount(graph.indices.to(torch.int64), minlength=graph.total_num_nodes)
 
-
-def _check_hotness(hotness: torch.Tensor, num_rows: int) -> torch.Tensor:
-    if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != num_rows:
-        raise ValueError(
-            f"GPUCachedFeature: `hotness` must be a 1-D tensor with one score per row ({num_rows}), got "
-            f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
-        )
-    return hotness
