@@ -183,9 +183,8 @@ def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = N
 
 def table_dtype_and_row_shape(table: Table) -> Tuple[torch.dtype, Tuple[int, ...]]:
     """The torch dtype of a tensor or numpy table and the shape of one row."""
-    if isinstance(table, torch.Tensor):
-        return table.dtype, tuple(table.shape[1:])
-    return torch.from_numpy(np.empty(0, dtype=table.dtype)).dtype, tuple(table.shape[1:])
+    dtype = table.dtype if isinstance(table, torch.Tensor) else torch.from_numpy(np.empty(0, dtype=table.dtype)).dtype
+    return dtype, tuple(table.shape[1:])
 
 
 _warned_unpinned = False

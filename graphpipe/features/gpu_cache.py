@@ -78,7 +78,8 @@ class GPUCachedFeature(CachedFeature):
         self.policy = policy
         self.max_bytes = max_bytes
         self.device = device_or_cpu(
-            device, "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)"
+            device,
+            "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)",
         )
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)

@@ -447,28 +447,22 @@ def npy_layout(path: str, where: str) -> Tuple[Tuple[int, ...], np.dtype, int]:
     user's: ValueError / TypeError naming ``where``)."""
     try:
         with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            npy = np.lib.format
+            read_header = npy.read_array_header_1_0 if npy.read_magic(f) == (1, 0) else npy.read_array_header_2_0
             shape, fortran_order, dtype = read_header(f)
             offset = f.tell()
     except Exception as error:
         raise ValueError(f"{where}: not a readable .npy file ({error})") from error
     if fortran_order and len(shape) > 1:
-        raise ValueError(
-            f"{where}: the array is stored in Fortran order, not C-contiguously; save it in C order "
-            "(numpy.save(path, numpy.ascontiguousarray(array)))"
-        )
+        raise ValueError(f"{where}: in Fortran order, not C-contiguously; save it in C order (numpy.ascontiguousarray)")
     if len(shape) < 1:
         raise ValueError(f"{where}: the array must have a row dimension, got a scalar")
     if any(not isinstance(s, int) or s < 0 for s in shape):
-        raise ValueError(f"{where}: the header's shape {shape} has a negative dimension; the file is not a valid .npy table")
-    if dtype.hasobject:
-        raise ValueError(f"{where}: object arrays cannot be read from disk")
+        raise ValueError(f"{where}: the header's shape {shape} has a negative dimension; not a valid .npy table")
     try:
-        numpy_to_torch_dtype(dtype)
+        numpy_to_torch_dtype(dtype)  # TypeError for object arrays too, as for an in-memory table
     except TypeError as error:
         raise TypeError(f"{where}: {error}") from error
-    shape = tuple(int(s) for s in shape)
     expected, size = offset + math.prod(shape) * dtype.itemsize, os.path.getsize(path)  # Python ints: exact
     if size < expected:
         raise ValueError(
