@@ -69,6 +69,8 @@ class DiskBasedFeature(Feature):
         FileNotFoundError: no file at ``path``.
         ValueError: not a ``.npy`` file, Fortran order, a header with a negative or
             overflowing shape, or shorter than its header says (naming the path).
+        TypeError: a dtype torch has no equivalent of (object arrays included), as for
+            an in-memory table.
     """
 
     def __init__(self, path: str | os.PathLike, num_threads: int = 4, direct_io: Optional[bool] = None):

@@ -31,7 +31,8 @@ class Feature:
     Args:
         data: a tensor (CPU or CUDA), a numpy array / ``numpy.memmap``, or the path of a
             ``.npy`` file, memory-mapped read-only on first use (so a store is cheap to
-            build and pickles as paths). Rows must be C-contiguous.
+            build and pickles as paths; its header and length are checked at once, by
+            :func:`npy_layout`). Rows must be C-contiguous.
     """
 
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
