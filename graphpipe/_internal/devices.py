@@ -9,6 +9,7 @@ or ``cudaHostRegister``, as :func:`pin_in_place` does) is valid on the device, s
 from __future__ import annotations
 
 import ctypes
+import math
 import warnings
 import weakref
 from typing import Tuple, Union
@@ -19,6 +20,7 @@ import torch
 __all__ = [
     "cuda_or_warn_once",
     "device_array",
+    "device_or_cpu",
     "is_pinned",
     "pin_in_place",
     "resolve_device",
@@ -52,22 +54,6 @@ class _CudaArrayInterface:
         }
 
 
-def _host_bytes(table: Table) -> Tuple[int, int, int]:
-    """``(data pointer, num_rows, row_nbytes)`` of a CPU table with C-contiguous rows."""
-    if isinstance(table, torch.Tensor):
-        if table.is_cuda:
-            raise ValueError("zero_copy_view: `table` is already on a CUDA device")
-        if not table.is_contiguous():
-            raise ValueError("zero_copy_view: `table` must be contiguous (rows stored one after another)")
-        num_rows = table.shape[0]
-        row_nbytes = table[0].numel() * table.element_size() if num_rows else 0
-        return table.data_ptr(), num_rows, row_nbytes
-    if not table.flags.c_contiguous:
-        raise ValueError("zero_copy_view: `table` must be C-contiguous (rows stored one after another)")
-    num_rows = table.shape[0]
-    return table.ctypes.data, num_rows, (table.nbytes // num_rows if num_rows else 0)
-
-
 def is_pinned(table: Table) -> bool:
     """True if ``table`` is CPU memory the GPU can address (pinned or ``cudaHostRegister``ed)."""
     if not torch.cuda.is_available():
@@ -75,10 +61,15 @@ def is_pinned(table: Table) -> bool:
     if isinstance(table, np.ndarray):
         if table.size == 0:
             return False
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # read-only memmaps: torch warns, we only ask a question
-            table = torch.from_numpy(table)
+        table = _as_tensor(table)
     return not table.is_cuda and table.is_pinned()
+
+
+def _as_tensor(array: np.ndarray) -> torch.Tensor:
+    """``array``'s memory as a tensor (no copy)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read-only memmaps: torch warns; nothing here writes them
+        return torch.from_numpy(array)
 
 
 _warned_without_cuda: set = set()
@@ -105,6 +96,15 @@ def resolve_device(device: Union[int, str, torch.device, None] = None) -> torch.
     device = torch.device("cuda" if device is None else device)
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def device_or_cpu(device: Union[int, str, torch.device, None], message: str) -> torch.device:
+    """``device`` as :func:`resolve_device` gives it, or the CPU where it is a CUDA device
+    and CUDA is not available (warning ``message`` once per process)."""
+    device = resolve_device(device)
+    if device.type == "cuda" and not cuda_or_warn_once(message):
+        return torch.device("cpu")
     return device
 
 
@@ -168,21 +168,23 @@ def zero_copy_view(table: Table, device: Union[int, str, torch.device, None] = N
             "zero_copy_view: `table` must be pinned CPU memory (tensor.pin_memory() or "
             "Feature.pin_memory_()), and CUDA must be available"
         )
-    ptr, num_rows, row_nbytes = _host_bytes(table)
+    if isinstance(table, np.ndarray):
+        table = _as_tensor(table)  # shares the memory, and keeps the array alive
+    if not table.is_contiguous():
+        raise ValueError("zero_copy_view: `table` must be contiguous (rows stored one after another)")
     device = resolve_device(device)
-    dtype, row_shape = table_dtype_and_row_shape(table)
-    rows = torch.as_tensor(_CudaArrayInterface(ptr, (num_rows, row_nbytes), table), device=device)
-    if rows.data_ptr() != ptr:
+    row_nbytes = math.prod(table.shape[1:]) * table.element_size()
+    rows = torch.as_tensor(_CudaArrayInterface(table.data_ptr(), (table.shape[0], row_nbytes), table), device=device)
+    if rows.data_ptr() != table.data_ptr():
         # torch copied instead of aliasing: it placed the memory on another device.
         raise RuntimeError(f"zero_copy_view: the pinned table could not be viewed in place on {device}")
-    return rows.view(dtype).reshape((num_rows,) + row_shape)
+    return rows.view(table.dtype).reshape(table.shape)
 
 
 def table_dtype_and_row_shape(table: Table) -> Tuple[torch.dtype, Tuple[int, ...]]:
     """The torch dtype of a tensor or numpy table and the shape of one row."""
-    if isinstance(table, torch.Tensor):
-        return table.dtype, tuple(table.shape[1:])
-    return torch.from_numpy(np.empty(0, dtype=table.dtype)).dtype, tuple(table.shape[1:])
+    dtype = table.dtype if isinstance(table, torch.Tensor) else torch.from_numpy(np.empty(0, dtype=table.dtype)).dtype
+    return dtype, tuple(table.shape[1:])
 
 
 _warned_unpinned = False

@@ -24,7 +24,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import Feature, output_rows
+from graphpipe.features.store import Feature, npy_layout, output_rows
 from graphpipe.ops.gather import numpy_to_torch_dtype
 from graphpipe._internal.checks import check_int, check_node_ids
 
@@ -69,6 +69,8 @@ class DiskBasedFeature(Feature):
         FileNotFoundError: no file at ``path``.
         ValueError: not a ``.npy`` file, Fortran order, a header with a negative or
             overflowing shape, or shorter than its header says (naming the path).
+        TypeError: a dtype torch has no equivalent of (object arrays included), as for
+            an in-memory table.
     """
 
     def __init__(self, path: str | os.PathLike, num_threads: int = 4, direct_io: Optional[bool] = None):
@@ -81,14 +83,7 @@ class DiskBasedFeature(Feature):
         if direct_io not in (None, True, False):
             raise ValueError(f"{where}: `direct_io` must be True, False or None, got {direct_io!r}")
         self.direct_io = direct_io
-        self._shape, self._np_dtype, self._data_offset = _npy_layout(path, where)
-        expected = self._data_offset + self.nbytes  # Python ints: exact for any header
-        size = os.path.getsize(path)
-        if size < expected:
-            raise ValueError(
-                f"{where}: the file is {size} bytes, shorter than the {expected} its header promises "
-                f"({self._shape} {self._np_dtype}); it is truncated"
-            )
+        self._shape, self._np_dtype, self._data_offset = npy_layout(path, where)
         if self.row_bytes >= 2**62:  # a table of no rows may declare any row shape
             raise ValueError(f"{where}: the header's row shape {self.row_shape} {self._np_dtype} is too large to read")
         self._lock = threading.Lock()
@@ -229,31 +224,6 @@ class DiskBasedFeature(Feature):
             f"DiskBasedFeature(path='{self.path}', num_rows={self.num_rows}, row_shape={self.row_shape}, "
             f"dtype={self.dtype}, num_threads={self.num_threads}, direct_io={self.direct_io})"
         )
-
-
-def _npy_layout(path: str, where: str):
-    """``(shape, dtype, data_offset)`` from a ``.npy`` header."""
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran_order, dtype = read_header(f)
-            offset = f.tell()
-    except Exception as error:
-        raise ValueError(f"{where}: not a readable .npy file ({error})") from error
-    if fortran_order and len(shape) > 1:
-        raise ValueError(f"{where}: the array is stored in Fortran order; save it in C order (numpy.ascontiguousarray)")
-    if len(shape) < 1:
-        raise ValueError(f"{where}: the array must have a row dimension, got a scalar")
-    if any(not isinstance(s, int) or s < 0 for s in shape):
-        raise ValueError(f"{where}: the header's shape {shape} has a negative dimension; the file is not a valid .npy table")
-    if dtype.hasobject:
-        raise ValueError(f"{where}: object arrays cannot be read from disk")
-    try:
-        numpy_to_torch_dtype(dtype)
-    except TypeError as error:
-        raise TypeError(f"{where}: {error}") from error
-    return tuple(int(s) for s in shape), dtype, offset
 
 
 class _OpenFile:

@@ -28,7 +28,7 @@ import torch
 
 from graphpipe.features.store import CachedFeature, Feature, FeatureStore, check_feature, output_rows
 from graphpipe._internal.checks import check_int
-from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
+from graphpipe._internal.devices import device_or_cpu
 
 __all__ = [
     "GPUCachedFeature",
@@ -77,12 +77,10 @@ class GPUCachedFeature(CachedFeature):
         self.fallback = feature
         self.policy = policy
         self.max_bytes = max_bytes
-        device = torch.device("cuda" if device is None else device)
-        if device.type == "cuda" and not cuda_or_warn_once(
-            "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)"
-        ):
-            device = torch.device("cpu")
-        self.device = resolve_device(device)
+        self.device = device_or_cpu(
+            device,
+            "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)",
+        )
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
         self.capacity = min(num_rows, max_bytes // row_nbytes)
@@ -95,7 +93,12 @@ class GPUCachedFeature(CachedFeature):
         self.num_filled = 0
         self._lookups = self._hits = 0
         if hotness is not None:
-            self._fill_hottest(_check_hotness(hotness, num_rows))
+            if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != num_rows:
+                raise ValueError(
+                    f"GPUCachedFeature: `hotness` must be a 1-D tensor with one score per row ({num_rows}), got "
+                    f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
+                )
+            self._fill_hottest(hotness)
 
     # ------------------------------------------------------------------ Feature protocol
     @property
@@ -249,11 +252,3 @@ def hotness_from_degree(graph) -> torch.Tensor:
     """
     return torch.bincount(graph.indices.to(torch.int64), minlength=graph.total_num_nodes)
 
-
-def _check_hotness(hotness: torch.Tensor, num_rows: int) -> torch.Tensor:
-    if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != num_rows:
-        raise ValueError(
-            f"GPUCachedFeature: `hotness` must be a 1-D tensor with one score per row ({num_rows}), got "
-            f"{type(hotness).__name__} shape {tuple(getattr(hotness, 'shape', ()))}"
-        )
-    return hotness

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from typing import Dict, List, Mapping, Optional, Tuple, Union
@@ -11,7 +12,7 @@ import torch
 
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe._internal.checks import check_node_ids
-from graphpipe._internal.devices import cuda_or_warn_once, pin_in_place, resolve_device
+from graphpipe._internal.devices import cuda_or_warn_once, device_or_cpu, pin_in_place
 from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
 from graphpipe.ops.uva_gather import check_out
 
@@ -30,7 +31,8 @@ class Feature:
     Args:
         data: a tensor (CPU or CUDA), a numpy array / ``numpy.memmap``, or the path of a
             ``.npy`` file, memory-mapped read-only on first use (so a store is cheap to
-            build and pickles as paths). Rows must be C-contiguous.
+            build and pickles as paths; its header and length are checked at once, by
+            :func:`npy_layout`). Rows must be C-contiguous.
     """
 
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
@@ -47,6 +49,7 @@ class Feature:
                 raise ValueError(f"Feature: a path must name a .npy file, got '{path}'")
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"Feature: no such .npy file: '{path}'")
+            npy_layout(path, f"Feature: '{path}'")  # a file it cannot map fails here, not at first read
             self.path = path
         elif isinstance(data, (torch.Tensor, np.ndarray)):
             self._data = _checked_table(data, "`data`")
@@ -148,9 +151,7 @@ class Feature:
         and keeps the table on the CPU. Disk-based and cached features stay where they are."""
         if device == "pinned":
             return self.pin_memory_()
-        device = resolve_device(device)
-        if device.type == "cuda" and not cuda_or_warn_once("Feature.to('cuda'): CUDA is not available; features stay on the CPU"):
-            device = torch.device("cpu")
+        device = device_or_cpu(device, "Feature.to('cuda'): CUDA is not available; features stay on the CPU")
         data = self.data
         here = data.device if isinstance(data, torch.Tensor) else torch.device("cpu")
         if here == device or type(self) is not Feature:
@@ -439,6 +440,37 @@ def output_rows(out: Optional[torch.Tensor], shape: tuple, dtype: torch.dtype, d
         return torch.empty(shape, dtype=dtype, device=device)
     check_out(out, shape, dtype, device, where)
     return out
+
+
+def npy_layout(path: str, where: str) -> Tuple[Tuple[int, ...], np.dtype, int]:
+    """``(shape, dtype, data_offset)`` from a ``.npy`` header, after checking it describes a
+    C-ordered table of a torch dtype that the file is long enough to hold (the file is a
+    user's: ValueError / TypeError naming ``where``)."""
+    try:
+        with open(path, "rb") as f:
+            npy = np.lib.format
+            read_header = npy.read_array_header_1_0 if npy.read_magic(f) == (1, 0) else npy.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(f)
+            offset = f.tell()
+    except Exception as error:
+        raise ValueError(f"{where}: not a readable .npy file ({error})") from error
+    if fortran_order and len(shape) > 1:
+        raise ValueError(f"{where}: in Fortran order, not C-contiguously; save it in C order (numpy.ascontiguousarray)")
+    if len(shape) < 1:
+        raise ValueError(f"{where}: the array must have a row dimension, got a scalar")
+    if any(not isinstance(s, int) or s < 0 for s in shape):
+        raise ValueError(f"{where}: the header's shape {shape} has a negative dimension; not a valid .npy table")
+    try:
+        numpy_to_torch_dtype(dtype)  # TypeError for object arrays too, as for an in-memory table
+    except TypeError as error:
+        raise TypeError(f"{where}: {error}") from error
+    expected, size = offset + math.prod(shape) * dtype.itemsize, os.path.getsize(path)  # Python ints: exact
+    if size < expected:
+        raise ValueError(
+            f"{where}: the file is {size} bytes, shorter than the {expected} its header promises "
+            f"({shape} {dtype}); it is truncated"
+        )
+    return shape, dtype, offset
 
 
 def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):

@@ -1,3 +1,4 @@
+import os
 import pickle
 import warnings
 
@@ -329,3 +330,16 @@ def test_reading_every_row_copies_nothing_and_leaves_caches_alone():
     cached = CPUCachedFeature(Feature(table), 1 << 10)
     assert cached.read() is table and cached.cache_stats()["hits"] + cached.cache_stats()["misses"] == 0
     assert torch.equal(cached.read(_ids(3)), table[[3]]) and cached.cache_stats()["misses"] == 1
+
+
+def test_a_truncated_or_object_npy_path_fails_at_construction_naming_the_file(tmp_path):
+    np.save(tmp_path / "cut.npy", np.zeros((100, 4), np.float32))
+    os.truncate(tmp_path / "cut.npy", os.path.getsize(tmp_path / "cut.npy") - 16)
+    with pytest.raises(ValueError, match=r"cut.npy': the file is \d+ bytes, shorter than .* it is truncated"):
+        Feature(str(tmp_path / "cut.npy"))
+    np.save(tmp_path / "obj.npy", np.array([None, 1], dtype=object), allow_pickle=True)
+    with pytest.raises(TypeError, match=r"obj.npy': numpy dtype object has no torch equivalent"):
+        FeatureStore({"x": str(tmp_path / "obj.npy")})
+    (tmp_path / "text.npy").write_text("not an array")
+    with pytest.raises(ValueError, match=r"text.npy': not a readable .npy file"):
+        Feature(str(tmp_path / "text.npy"))
