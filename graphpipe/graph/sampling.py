@@ -255,12 +255,11 @@ def seed_times(
             return times_of(None, seeds)
         by_type = {t: seeds.get(t) for t in graph.node_types}
         return torch.cat([times_of(t, ids) if ids is not None else torch.empty(0, dtype=torch.int64) for t, ids in by_type.items()])
-    if not typed:
-        return link_rows(graph.schema, {0: times_of(None, seeds)[:, None].expand(seeds.shape)}, row_major, {0: indexes})[0]
-    schema = graph.schema
-    ids_of = {schema.edge_type_id[":".join(parse_edge_type(key, where))]: key for key in seeds}
-    values = {t: times_of(key, seeds[key])[:, None].expand(seeds[key].shape) for t, key in ids_of.items()}
-    return link_rows(schema, values, row_major, {t: (indexes or {}).get(key) for t, key in ids_of.items()})[0]
+    schema = graph.schema  # untyped: the one-type case, its seeds and indexes keyed by None
+    pairs, indexes = (seeds, indexes or {}) if typed else ({None: seeds}, {None: indexes})
+    ids_of = {schema.edge_type_id[":".join(parse_edge_type(key, where))]: key for key in seeds} if typed else {0: None}
+    values = {t: times_of(key, pairs[key])[:, None].expand(pairs[key].shape) for t, key in ids_of.items()}
+    return link_rows(schema, values, row_major, {t: indexes.get(key) for t, key in ids_of.items()})[0]
 
 
 def seed_edge_exclusion(
@@ -392,10 +391,9 @@ def drop_seed_edges(
     ``[n]`` global destination ids; ``edge_dst``: each sampled edge's position in it;
     ``edge_types``: ``[num_edges]`` int64 their edge type ids where ``sample.edge_ids`` are
     not ``graph``'s CSC positions (typed graphs; None: read from ``graph``)."""
-    types = edge_types
-    if types is None:
-        types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
-    keep = ~torch.isin(_edge_key(types, sample.indices, dst[edge_dst], graph.total_num_nodes), keys)
+    if edge_types is None:
+        edge_types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
+    keep = ~torch.isin(_edge_key(edge_types, sample.indices, dst[edge_dst], graph.total_num_nodes), keys)
     if bool(keep.all()):
         return sample
     segments = sample.indptr.numel() - 1
