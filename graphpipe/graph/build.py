@@ -8,6 +8,7 @@ position. Index arrays get the smallest integer dtype that holds their values.
 from __future__ import annotations
 
 import os
+from itertools import accumulate
 from typing import Mapping, Optional, Tuple
 
 import numpy as np
@@ -19,7 +20,7 @@ from graphpipe.graph import storage
 from graphpipe.graph.edge_types import NO_COLON_IN_TYPE_NAMES, parse_edge_type
 from graphpipe.ops.csc_build import coo_id_range, coo_to_csc_chunked
 
-__all__ = ["check_edge_attribute", "coo_arrays", "coo_files_graph", "hetero_arrays", "smallest_index_dtype"]
+__all__ = ["check_attribute", "coo_arrays", "coo_files_graph", "hetero_arrays", "smallest_index_dtype"]
 
 _SMALL_INT_DTYPES = (torch.int16, torch.uint8, torch.int8)
 
@@ -29,12 +30,13 @@ def smallest_index_dtype(max_value: int) -> torch.dtype:
     return torch.int32 if max_value < 2**31 else torch.int64
 
 
-def check_edge_attribute(name: str, t: torch.Tensor, num_edges: int) -> torch.Tensor:
-    """``t`` after checking it is a tensor with ``num_edges`` rows."""
-    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.size(0) != num_edges:
+def check_attribute(name: str, t: torch.Tensor, rows: int, kind: str = "edge") -> torch.Tensor:
+    """``t`` after checking that the ``kind`` (``"edge"`` or ``"node"``) attribute ``name``
+    is a tensor with ``rows`` rows (one per edge or node)."""
+    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.size(0) != rows:
         raise ValueError(
-            f"CSCGraph: edge attribute '{name}' must be a tensor with num_edges={num_edges} "
-            f"rows, got shape {tuple(getattr(t, 'shape', ()))}"
+            f"CSCGraph: {kind} attribute '{name}' must be a tensor with num_{kind}s="
+            f"{rows} rows, got shape {tuple(getattr(t, 'shape', ()))}"
         )
     return t
 
@@ -81,7 +83,7 @@ def coo_arrays(src, dst, num_nodes: Optional[int], edge_attributes: Optional[Map
         indptr=indptr.to(smallest_index_dtype(num_edges)),
         indices=_in_csc_order(src, perm).to(smallest_index_dtype(max(num_nodes - 1, 0))),
         edge_attributes={
-            name: _in_csc_order(check_edge_attribute(name, t, num_edges), perm)
+            name: _in_csc_order(check_attribute(name, t, num_edges), perm)
             for name, t in (edge_attributes or {}).items()
         },
         original_edge_ids=None if perm is None else perm.to(smallest_index_dtype(max(num_edges - 1, 0))),
@@ -99,9 +101,7 @@ def hetero_arrays(
     counts, typed_edges = _check_hetero_edges(edges, num_nodes, where)
     node_types, edge_types = sorted(counts), sorted(typed_edges)
     node_type_to_id = {t: i for i, t in enumerate(node_types)}
-    offsets = [0]
-    for t in node_types:
-        offsets.append(offsets[-1] + counts[t])
+    offsets = list(accumulate((counts[t] for t in node_types), initial=0))
     srcs, dsts, type_ids, local_ids = [], [], [], []
     for t, name in enumerate(edge_types):
         src, dst, src_type, dst_type = typed_edges[name]
@@ -219,7 +219,7 @@ def _typed_edge_attribute(attr: str, per_type, typed_edges: dict, edge_types: li
     if missing:
         raise ValueError(f"{where}: `edge_attributes['{attr}']` lacks edge type(s) {missing}")
     return torch.cat([
-        check_edge_attribute(f"{attr}['{name}']", torch.as_tensor(given[name]), typed_edges[name][0].numel())
+        check_attribute(f"{attr}['{name}']", torch.as_tensor(given[name]), typed_edges[name][0].numel())
         for name in edge_types
     ])
 

@@ -26,13 +26,7 @@ import torch
 
 from graphpipe._internal.devices import cuda_or_warn_once, device_array, pin_in_place, resolve_device
 from graphpipe.graph import storage
-from graphpipe.graph.build import (
-    check_edge_attribute,
-    coo_arrays,
-    coo_files_graph,
-    hetero_arrays,
-    smallest_index_dtype,
-)
+from graphpipe.graph.build import check_attribute, coo_arrays, coo_files_graph, hetero_arrays, smallest_index_dtype
 from graphpipe.graph.edge_types import NO_COLON_IN_TYPE_NAMES, parse_edge_type
 from graphpipe.graph.sampling import sample_graph_neighbors
 from graphpipe.graph.temporal import sort_by_time
@@ -41,7 +35,6 @@ from graphpipe.ops.gather import take_as_int64
 __all__ = ["CSCGraph", "TypeSchema", "check_graph", "smallest_index_dtype"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
-_TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
 CheckLevel = Literal["shapes", "indptr", "full"]
 
 
@@ -138,7 +131,7 @@ class CSCGraph:
         edge_type_to_id: Optional[Mapping[str, int]] = None,
         indptr_nodes: Optional[torch.Tensor] = None,
     ):
-        typed = dict(zip(_TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
+        typed = dict(zip(storage.TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
         self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed, indptr_nodes)
         self._check("full")
         if self.is_heterogeneous and self.original_edge_ids is None:
@@ -454,13 +447,9 @@ class CSCGraph:
                 f"CSCGraph: `original_edge_ids` must have num_edges={num_edges} entries, got {edge_ids.numel()}"
             )
         for name, t in self.edge_attributes.items():
-            check_edge_attribute(name, t, num_edges)
+            check_attribute(name, t, num_edges)
         for name, t in self.node_attributes.items():
-            if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.size(0) != num_nodes:
-                raise ValueError(
-                    f"CSCGraph: node attribute '{name}' must be a tensor with num_nodes="
-                    f"{num_nodes} rows, got shape {tuple(getattr(t, 'shape', ()))}"
-                )
+            check_attribute(name, t, num_nodes, "node")
         if level != "shapes" and num_nodes > 0:
             steps = indptr[1:] - indptr[:-1]
             if bool((steps < 0).any()):
@@ -515,14 +504,14 @@ class CSCGraph:
 
     def _check_types(self, num_nodes: int, num_edges: int) -> None:
         """O(types) checks of the typed fields (none on a homogeneous graph)."""
-        typed = [getattr(self, name) for name in _TYPE_KEYS]
+        typed = [getattr(self, name) for name in storage.TYPE_KEYS]
         if all(value is None for value in typed):
             return
         if any(value is None for value in typed):
             raise ValueError(
                 "CSCGraph: a typed graph needs all of `node_type_offset`, `type_per_edge`, `node_type_to_id` and "
                 "`edge_type_to_id`; got only "
-                + str([name for name, value in zip(_TYPE_KEYS, typed) if value is not None])
+                + str([name for name, value in zip(storage.TYPE_KEYS, typed) if value is not None])
             )
         offset, per_edge = self.node_type_offset, self.type_per_edge
         for name, mapping in (("node_type_to_id", self.node_type_to_id), ("edge_type_to_id", self.edge_type_to_id)):
@@ -611,7 +600,7 @@ class CSCGraph:
         or None for a homogeneous graph."""
         if not self.is_heterogeneous:
             return None
-        return {name: getattr(self, name) for name in _TYPE_KEYS}
+        return {name: getattr(self, name) for name in storage.TYPE_KEYS}
 
     # ------------------------------------------------------------------ devices
     def _arrays(self) -> List[torch.Tensor]:

@@ -146,8 +146,8 @@ def seed_nodes(
                 f"{where}: 2-D `seeds` must be node pairs [N, 2] or hyperlinks [N, k] with k >= 2, got shape "
                 f"{tuple(seeds.shape)} (node seeds are 1-D)"
             )
-        links = check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where).view(seeds.shape)
-        return link_seed_nodes(graph, {0: links}) if unique else SeedNodes(*link_rows(graph.schema, {0: links}, row_major, {0: indexes}))
+        pairs = {0: check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where).view(seeds.shape)}
+        return link_seed_nodes(graph, pairs) if unique else SeedNodes(*link_rows(graph.schema, pairs, row_major, {0: indexes}))
     offsets = graph.schema.node_type_offset
     pairs_given = isinstance(seeds, Mapping) and any(isinstance(ids, torch.Tensor) and ids.dim() == 2 for ids in seeds.values())
     if pairs_given or (link_task and isinstance(seeds, Mapping) and not seeds):
@@ -155,10 +155,8 @@ def seed_nodes(
         for key, ids in seeds.items():
             etype, src_type, dst_type = check_typed_pairs(key, ids, graph.schema, where)
             pairs[etype] = ids.to(torch.int64) + torch.tensor([offsets[src_type], offsets[dst_type]], device=ids.device)
-        if unique:
-            return link_seed_nodes(graph, pairs)
         by_id = {schema_id: (indexes or {}).get(key) for schema_id, key in zip(pairs, seeds)}
-        return SeedNodes(*link_rows(graph.schema, pairs, row_major, by_id))
+        return link_seed_nodes(graph, pairs) if unique else SeedNodes(*link_rows(graph.schema, pairs, row_major, by_id))
     by_type = check_typed_seeds(seeds, graph, where)
     nodes = torch.cat([ids + offsets[i] for i, ids in enumerate(by_type.values())])
     return SeedNodes(nodes, tuple(ids.numel() for ids in by_type.values()))
@@ -257,12 +255,11 @@ def seed_times(
             return times_of(None, seeds)
         by_type = {t: seeds.get(t) for t in graph.node_types}
         return torch.cat([times_of(t, ids) if ids is not None else torch.empty(0, dtype=torch.int64) for t, ids in by_type.items()])
-    if not typed:
-        return link_rows(graph.schema, {0: times_of(None, seeds)[:, None].expand(seeds.shape)}, row_major, {0: indexes})[0]
-    schema = graph.schema
-    ids_of = {schema.edge_type_id[":".join(parse_edge_type(key, where))]: key for key in seeds}
-    values = {t: times_of(key, seeds[key])[:, None].expand(seeds[key].shape) for t, key in ids_of.items()}
-    return link_rows(schema, values, row_major, {t: (indexes or {}).get(key) for t, key in ids_of.items()})[0]
+    schema = graph.schema  # untyped: the one-type case, its seeds and indexes keyed by None
+    pairs, indexes = (seeds, indexes or {}) if typed else ({None: seeds}, {None: indexes})
+    ids_of = {schema.edge_type_id[":".join(parse_edge_type(key, where))]: key for key in seeds} if typed else {0: None}
+    values = {t: times_of(key, pairs[key])[:, None].expand(pairs[key].shape) for t, key in ids_of.items()}
+    return link_rows(schema, values, row_major, {t: indexes.get(key) for t, key in ids_of.items()})[0]
 
 
 def seed_edge_exclusion(
@@ -394,10 +391,9 @@ def drop_seed_edges(
     ``[n]`` global destination ids; ``edge_dst``: each sampled edge's position in it;
     ``edge_types``: ``[num_edges]`` int64 their edge type ids where ``sample.edge_ids`` are
     not ``graph``'s CSC positions (typed graphs; None: read from ``graph``)."""
-    types = edge_types
-    if types is None:
-        types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
-    keep = ~torch.isin(_edge_key(types, sample.indices, dst[edge_dst], graph.total_num_nodes), keys)
+    if edge_types is None:
+        edge_types = graph.type_per_edge[sample.edge_ids].to(torch.int64) if graph.is_heterogeneous else 0
+    keep = ~torch.isin(_edge_key(edge_types, sample.indices, dst[edge_dst], graph.total_num_nodes), keys)
     if bool(keep.all()):
         return sample
     segments = sample.indptr.numel() - 1
@@ -713,21 +709,19 @@ def sample_graph_neighbors(
     layer_times = None if times is None else _graph_layer_times(graph, seeds, start, times, where)
     rows = graph.in_edge_rows(start.nodes, where)  # the kernels read indptr by row, key variates by id
     key_ids = None if rows is start.nodes else start.nodes
-    if layer_times is not None and (not graph.is_heterogeneous or len(counts) == 1):  # whole in-edge ranges
-        nodes = start.nodes
-        bounds = torch.stack([graph.indptr[rows], graph.indptr[rows + 1]], dim=1).reshape(-1)
-        fanouts = torch.full((nodes.numel(),), counts[0], dtype=torch.int64)
-        # A typed graph's time order holds per edge type, not across a node's whole range.
-        sample = layer_times.filter.sample(bounds, layer_times.lo, layer_times.hi, nodes, fanouts, kernel, whole_ranges=graph.is_heterogeneous)
+    if len(counts) == 1:  # one fanout (untyped, or every edge type together): whole in-edge ranges
+        if layer_times is None:
+            sample = kernel(graph.indptr, rows, counts[0], key_ids, None)
+        else:
+            nodes = start.nodes
+            bounds = torch.stack([graph.indptr[rows], graph.indptr[rows + 1]], dim=1).reshape(-1)
+            fanouts = torch.full((nodes.numel(),), counts[0], dtype=torch.int64)
+            # A typed graph's time order holds per edge type, not across a node's whole range.
+            sample = layer_times.filter.sample(bounds, layer_times.lo, layer_times.hi, nodes, fanouts, kernel, whole_ranges=graph.is_heterogeneous)
         if graph.is_heterogeneous:
             return _split_by_edge_type(graph, start, sample)
         return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
-    if not graph.is_heterogeneous:
-        sample = kernel(graph.indptr, rows, counts[0], key_ids, None)
-        return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.map_edge_ids(sample.edge_ids))
     schema = graph.schema
-    if len(counts) == 1 and len(schema.edge_types) > 1:
-        return _split_by_edge_type(graph, start, kernel(graph.indptr, rows, counts[0], key_ids, None))
     sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
     slices = _edge_type_slices(schema, start.counts, tuple(0 for _ in start.counts), sample, counts)
     csc, edge_ids = {}, {}

@@ -15,7 +15,7 @@ import torch
 
 from graphpipe._internal.safe_files import publish, scratch_directory
 
-__all__ = ["build_arguments", "load", "output_file", "reduce", "save", "write"]
+__all__ = ["TYPE_KEYS", "build_arguments", "load", "output_file", "reduce", "save", "write"]
 
 _FORMAT = "graphpipe.CSCGraph"
 # Version 3 adds `indptr_nodes`; graphs without it are written as version 2, which older
@@ -23,8 +23,9 @@ _FORMAT = "graphpipe.CSCGraph"
 _VERSION = 3
 _LEGACY_KEYS = frozenset({"indptr", "indices", "edge_attributes", "node_attributes"})  # save() before version 1
 _KEYS_V1 = _LEGACY_KEYS | {"format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
-_TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
-_KEYS = {1: _KEYS_V1, 2: _KEYS_V1 | set(_TYPE_KEYS), 3: _KEYS_V1 | set(_TYPE_KEYS) | {"indptr_nodes"}}
+# The four fields of a typed graph (CSCGraph.typed_fields), by name.
+TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
+_KEYS = {1: _KEYS_V1, 2: _KEYS_V1 | set(TYPE_KEYS), 3: _KEYS_V1 | set(TYPE_KEYS) | {"indptr_nodes"}}
 # CRC-32 per chunk of an array's bytes: zlib releases the GIL, so the chunks of a large
 # array are checked on all cores (about 1.3 GB/s per core).
 _CHECKSUM_CHUNK_BYTES = 1 << 26
@@ -53,7 +54,7 @@ def write(graph, destination: str, scratch: str) -> None:
         return None if value is None else _checksum(value)
 
     arrays = build_arguments(graph, on_host)
-    typed = arrays.pop("typed") or dict.fromkeys(_TYPE_KEYS)
+    typed = arrays.pop("typed") or dict.fromkeys(TYPE_KEYS)
     arrays.update(node_type_offset=typed["node_type_offset"], type_per_edge=typed["type_per_edge"])
     if arrays["indptr_nodes"] is None:
         del arrays["indptr_nodes"]
@@ -91,7 +92,7 @@ def load(cls, path: str | os.PathLike, mmap: bool, validate: Optional[bool]):
             state.get("original_edge_ids"),
             level=level,
             source_path=path if mmap else None,
-            typed=None if state.get("node_type_offset") is None else {name: state[name] for name in _TYPE_KEYS},
+            typed=None if state.get("node_type_offset") is None else {name: state[name] for name in TYPE_KEYS},
             indptr_nodes=state.get("indptr_nodes"),
         )
     except ValueError as error:

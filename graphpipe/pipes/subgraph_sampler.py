@@ -232,16 +232,15 @@ class SubgraphSampler(Pipe):
             for task in DIMENSIONS["task"]
             for device in devices
         )
+        # edge_type_fanouts[layer][t]: the fanout of edge type id t (0: none sampled; untyped: the one type);
+        # fanouts[layer]: one int when a layer uses one for every type, else a dict.
         if self.typed:
-            # edge_type_fanouts[layer][t]: the fanout of edge type id t (0: none sampled);
-            # fanouts[layer]: one int when a layer uses one for every type, else a dict.
             self.edge_type_fanouts: List[List[int]] = check_typed_fanouts(fanouts, graph.edge_types, name)
-            self.fanouts = [
-                layer[0] if len(set(layer)) == 1 else dict(zip(graph.edge_types, layer)) for layer in self.edge_type_fanouts
-            ]
         else:
-            self.fanouts = check_fanouts(fanouts, name)
-            self.edge_type_fanouts = [[fanout] for fanout in self.fanouts]
+            self.edge_type_fanouts = [[fanout] for fanout in check_fanouts(fanouts, name)]
+        self.fanouts = [
+            layer[0] if len(set(layer)) == 1 else dict(zip(graph.edge_types, layer)) for layer in self.edge_type_fanouts
+        ]
         self.seed = self._agreed_seed(seed, name)
         self._init_exclusion(exclude_seed_edges, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
         self.check_sampler_options()
@@ -445,7 +444,7 @@ class SubgraphSampler(Pipe):
         hot, reused = self.hot_reuse.reused_rows(self, nodes, minibatch.batch_index, _seed_mask(counts, seed_counts))
         cold_counts = tuple(int((~hot[a:b]).sum()) for a, b in zip(starts, starts[1:]))
         sample = self.sample_frontier(nodes[~hot], cold_counts, self.no_skip, 0, minibatch, exclude)
-        segment_dst = segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[0])[1] if self.typed else torch.arange(nodes.numel())
+        segment_dst = self._segment_dst(counts, 0)
         indptr = torch.zeros(segment_dst.numel() + 1, dtype=torch.int64)
         indptr[1:][~hot[segment_dst]] = sample.indptr.diff()  # the edges per segment, then their running sums
         indptr.cumsum_(0)
@@ -593,11 +592,14 @@ class SubgraphSampler(Pipe):
     def edge_destinations(self, sample: LayerSample, counts, layer: int) -> torch.Tensor:
         """``[num_edges]`` int64: each sampled edge's destination, a position in the layer's
         destinations (every destination sampled: block layout)."""
-        if self.typed:
-            _, destinations = segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[layer])
-        else:
-            destinations = torch.arange(sample.indptr.numel() - 1)
-        return torch.repeat_interleave(destinations, sample.indptr.diff(), output_size=sample.indices.numel())
+        return torch.repeat_interleave(self._segment_dst(counts, layer), sample.indptr.diff(), output_size=sample.indices.numel())
+
+    def _segment_dst(self, counts, layer: int) -> torch.Tensor:
+        """``[S]`` int64: each segment's destination in layer ``layer`` of the destinations
+        ``counts`` per type, all sampled (untyped: one segment per destination)."""
+        if not self.typed:
+            return torch.arange(sum(counts))
+        return segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[layer])[1]
 
     def seed_windows(self, minibatch: MiniBatch, seeds: SeedNodes) -> Tuple[torch.Tensor, torch.Tensor]:
         """Temporal batches: the closed time windows ``([R], [R])`` int64 of the seed rows."""
