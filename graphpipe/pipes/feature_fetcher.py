@@ -87,9 +87,10 @@ class FeatureFetcher(Pipe):
         self.features = features
         self.cooperative = check_bool(cooperative, "cooperative", "FeatureFetcher")
         self._blocks = _OutputBlocks()
-        # The nearest stage upstream that samples from a CSCGraph, or None.
+        # The nearest stage upstream that samples from a CSCGraph (stages[at]), or None.
         stages = upstream(source)
-        sampler = next((stage for stage in stages if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
+        at = next((i for i, stage in enumerate(stages) if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
+        sampler = None if at is None else stages[at]
         self.typed = isinstance(node_feature_keys, Mapping) or isinstance(edge_feature_keys, Mapping)
         given = {"node": node_feature_keys, "edge": edge_feature_keys}
         if sampler is not None and sampler.graph.is_heterogeneous != self.typed and any(map(len, given.values())):
@@ -117,7 +118,7 @@ class FeatureFetcher(Pipe):
         # A sampler's ids are in range of its graph, whose rows are checked here: never per batch,
         # unless a stage between it and this one may have changed them.
         # Only stages declaring role = "copy" (they move batches, not change them) may lie between.
-        self._check_ids = sampler is None or any(stage.role != "copy" for stage in stages[: stages.index(sampler)])
+        self._check_ids = sampler is None or any(stage.role != "copy" for stage in stages[:at])
         # After a sampler over a part (graphpipe.distributed.remote): every row is read by its owner.
         self.part_graph = sampler.graph if not self.cooperative and getattr(sampler, "on_part", False) else None
         if sampler is not None:
