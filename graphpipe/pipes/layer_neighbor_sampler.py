@@ -196,11 +196,8 @@ class _NormalsCache:
         self._tables: "OrderedDict[int, Future]" = OrderedDict()
         self._lock = threading.Lock()
 
-    def __getstate__(self):  # worker processes get an empty cache (and a new lock)
-        return {"num_nodes": self.num_nodes, "capacity": self.capacity}
-
-    def __setstate__(self, state):
-        self.__init__(state["num_nodes"], state["capacity"])
+    def __reduce__(self):  # worker processes get an empty cache (and a new lock)
+        return _NormalsCache, (self.num_nodes, self.capacity)
 
     def __call__(self, key: int) -> np.ndarray:
         with self._lock:
