@@ -91,7 +91,7 @@ UNSUPPORTED = (
 
 
 def _reason(cell: Dict[str, str]) -> Optional[str]:
-    return next((reason for rule, reason in UNSUPPORTED if all(cell[key] == value for key, value in rule.items())), None)
+    return next((why for rule, why in UNSUPPORTED if all(cell[key] == value for key, value in rule.items())), None)
 
 
 # Every cell (a tuple of DIMENSIONS' values in order) -> None (supported) or the reason.
