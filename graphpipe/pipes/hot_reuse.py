@@ -288,14 +288,12 @@ class HotReuse:
             found = self._supers.get(super_index)
             if found is not None:
                 return found
-            deadline = time.monotonic() + self.timeout
-            while self.version < version:
-                if not self._changed.wait(max(0.0, deadline - time.monotonic())) and self.version < version:
-                    raise RuntimeError(
-                        f"HotReuse: super-batch {super_index} reuses the bottom layer's weights after {version} steps, but "
-                        f"only {self.version} were pushed in {self.timeout:.0f} s: call reuse.push(bottom_layer) after "
-                        f"every optimizer step"
-                    )
+            if not self._changed.wait_for(lambda: self.version >= version, self.timeout):
+                raise RuntimeError(
+                    f"HotReuse: super-batch {super_index} reuses the bottom layer's weights after {version} steps, but "
+                    f"only {self.version} were pushed in {self.timeout:.0f} s: call reuse.push(bottom_layer) after "
+                    f"every optimizer step"
+                )
             if version not in self._weights:
                 raise RuntimeError(
                     f"HotReuse: super-batch {super_index} reads the bottom layer's weights after {version} steps, but "
