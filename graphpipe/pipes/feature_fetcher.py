@@ -121,6 +121,8 @@ class FeatureFetcher(Pipe):
         self._check_ids = sampler is None or any(stage.role != "copy" for stage in stages[:at])
         # After a sampler over a part (graphpipe.distributed.remote): every row is read by its owner.
         self.part_graph = sampler.graph if not self.cooperative and getattr(sampler, "on_part", False) else None
+        # The Pipe protocol: cooperative fetches, and fetches over a part, are collective calls.
+        self.collective = (self.cooperative and bool(self._reads["node"])) or self.part_graph is not None
         if sampler is not None:
             _check_rows(self._reads, sampler)
 
@@ -178,12 +180,6 @@ class FeatureFetcher(Pipe):
             reset = getattr(feature, "reset_stats", None)
             if reset is not None:
                 reset()
-
-    @property
-    def collective(self) -> bool:
-        """Cooperative fetches, and fetches over a part, are collective calls: the loader
-        runs them one at a time."""
-        return (self.cooperative and bool(self._reads["node"])) or self.part_graph is not None
 
     def _read_into(self, out: dict, kind: str, ids, field: str) -> None:
         """Read every requested ``kind`` feature at ``ids`` (the MiniBatch's ``field``: a

@@ -91,6 +91,7 @@ class UniformNegativeSampler(Pipe):
         check_graph(graph, name)
         # A part graph holds only the owned vertices' in-edges: the owners check the draws.
         self.on_part = exclude_existing_edges is True and part_of(graph) is not None
+        self.collective = self.on_part  # the Pipe protocol: negatives checked at the owners are collective calls
         if self.on_part and not any(isinstance(stage, DistributedItemSampler) for stage in upstream(source)):
             check_whole_graph(graph, name, "put DistributedItemSampler.from_part(part, split, batch_size) upstream")
         if exclude_existing_edges is True and not self.on_part and graph.indptr_nodes is not None:
@@ -183,11 +184,6 @@ class UniformNegativeSampler(Pipe):
                 times[key] = _times(minibatch.timestamp[key], fields)
         indexes = indexes if self.neg_sampling == "triplet" else None  # triplet without pairs: {}
         return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes, timestamp=times or None)
-
-    @property
-    def collective(self) -> bool:
-        """Negatives checked at the owners over a part are collective calls."""
-        return self.on_part
 
     def latest(self, timestamp, key) -> Optional[torch.Tensor]:
         """Temporal negatives: ``[P]`` int64 the latest time a negative of each positive
