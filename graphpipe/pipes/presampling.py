@@ -2,6 +2,7 @@
 :class:`~graphpipe.GPUCachedFeature` or :class:`~graphpipe.HotReuse` ranks rows by
 (GNNLab's and NeutronOrch's presampling)."""
 
+import itertools
 from typing import Optional
 
 import torch
@@ -36,7 +37,7 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
             raise ValueError(f"hotness_from_presampling: `num_rows` must be {want}, {of}, got {num_rows}")
     counts = torch.zeros(num_rows, dtype=torch.int64)
     batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
-    for i, minibatch in enumerate(batches):
+    for minibatch in itertools.islice(batches, num_batches):
         ids = minibatch.input_nodes
         if ids is None:
             raise ValueError("hotness_from_presampling: batches have no `input_nodes`; pass a chain with a sampler")
@@ -51,6 +52,4 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
                 )
             ids = ids[node_type]
         counts += torch.bincount(ids.cpu(), minlength=num_rows)
-        if i + 1 == num_batches:
-            break
     return counts
