@@ -91,10 +91,7 @@ UNSUPPORTED = (
 
 
 def _reason(cell: Dict[str, str]) -> Optional[str]:
-    for rule, reason in UNSUPPORTED:
-        if all(cell[key] == value for key, value in rule.items()):
-            return reason
-    return None
+    return next((why for rule, why in UNSUPPORTED if all(cell[key] == value for key, value in rule.items())), None)
 
 
 # Every cell (a tuple of DIMENSIONS' values in order) -> None (supported) or the reason.

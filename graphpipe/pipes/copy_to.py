@@ -51,9 +51,7 @@ class CopyTo(Pipe):
         """``item`` on ``self.device``."""
         return item.to(self.device, non_blocking=self.non_blocking)
 
-    def process(self, item):
-        """The per-batch work of the stage protocol: :meth:`copy`."""
-        return self.copy(item)
+    process = copy  # the per-batch work of the stage protocol
 
     def label(self) -> str:
         return f"CopyTo({self.device})"

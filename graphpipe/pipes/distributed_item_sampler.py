@@ -236,17 +236,14 @@ def _backend_for_cpu_and_cuda() -> Optional[str]:
     """The backend of the stage groups: ids sampled on the CPU travel through gloo even when
     the default group is NCCL (for CUDA tensors); None keeps the default group's backend."""
     default = str(dist.get_backend())
-    if "nccl" in default and "gloo" not in default and dist.is_gloo_available():
-        return "cpu:gloo,cuda:nccl"
-    return None
+    return "cpu:gloo,cuda:nccl" if "nccl" in default and "gloo" not in default and dist.is_gloo_available() else None
 
 
 def _default_group_timeout():
     """The default process group's timeout (``init_process_group(timeout=...)``), or None."""
-    group = dist.group.WORLD
     for device in ("cpu", "cuda"):
         try:
-            return group._get_backend(torch.device(device)).options._timeout
+            return dist.group.WORLD._get_backend(torch.device(device)).options._timeout
         except (RuntimeError, AttributeError):  # no backend for that device, or another torch
             continue
     return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 from dataclasses import replace
@@ -88,11 +87,26 @@ class FeatureFetcher(Pipe):
         self.features = features
         self.cooperative = check_bool(cooperative, "cooperative", "FeatureFetcher")
         self._blocks = _OutputBlocks()
-        sampler = _sampler_upstream(source)
+        # The nearest stage upstream that samples from a CSCGraph (stages[at]), or None.
+        stages = upstream(source)
+        at = next((i for i, stage in enumerate(stages) if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
+        sampler = None if at is None else stages[at]
         self.typed = isinstance(node_feature_keys, Mapping) or isinstance(edge_feature_keys, Mapping)
         given = {"node": node_feature_keys, "edge": edge_feature_keys}
         if sampler is not None and sampler.graph.is_heterogeneous != self.typed and any(map(len, given.values())):
-            raise TypeError(_graph_kind_error(sampler, given))
+            graph = sampler.graph  # keys of one kind (lists, dicts) that do not fit its graph
+            if graph.is_heterogeneous:
+                raise TypeError(
+                    f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is heterogeneous, so "
+                    "`node_feature_keys` / `edge_feature_keys` must be dicts of type -> names, e.g. "
+                    f"node_feature_keys={{'{graph.node_types[0]}': {list(given['node']) or ['feat']}}}; "
+                    f"node types: {graph.node_types}, edge types: {graph.edge_types}"
+                )
+            kind, keys = next((kind, keys) for kind, keys in given.items() if isinstance(keys, Mapping))
+            raise TypeError(
+                f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is homogeneous, so "
+                f"`{kind}_feature_keys` must be a list of names, got the dict {dict(keys)!r}"
+            )
         by_type = {kind: _keys_by_type(features, kind, keys, self.typed, sampler) for kind, keys in given.items()}
         self.node_feature_keys, self.edge_feature_keys = (
             keys if self.typed else keys.get(None, []) for keys in by_type.values()
@@ -103,9 +117,12 @@ class FeatureFetcher(Pipe):
         }
         # A sampler's ids are in range of its graph, whose rows are checked here: never per batch,
         # unless a stage between it and this one may have changed them.
-        self._check_ids = sampler is None or not _yields_ids_of(source, sampler)
+        # Only stages declaring role = "copy" (they move batches, not change them) may lie between.
+        self._check_ids = sampler is None or any(stage.role != "copy" for stage in stages[:at])
         # After a sampler over a part (graphpipe.distributed.remote): every row is read by its owner.
         self.part_graph = sampler.graph if not self.cooperative and getattr(sampler, "on_part", False) else None
+        # The Pipe protocol: cooperative fetches, and fetches over a part, are collective calls.
+        self.collective = (self.cooperative and bool(self._reads["node"])) or self.part_graph is not None
         if sampler is not None:
             _check_rows(self._reads, sampler)
 
@@ -138,9 +155,7 @@ class FeatureFetcher(Pipe):
                 self._read_into(layer, "edge", subgraph.original_edge_ids, f"sampled_subgraphs[{i}].original_edge_ids")
         return replace(minibatch, node_features=node_features, edge_features=edge_features)
 
-    def process(self, item):
-        """The per-batch work of the stage protocol: :meth:`fetch`."""
-        return self.fetch(item)
+    process = fetch  # the per-batch work of the stage protocol
 
     def fetched_features(self) -> List[Tuple[str, FeatureKey, Feature]]:
         """``(kind, key, feature)`` of every feature this stage reads, ``key`` as the
@@ -166,22 +181,26 @@ class FeatureFetcher(Pipe):
             if reset is not None:
                 reset()
 
-    @property
-    def collective(self) -> bool:
-        """Cooperative fetches, and fetches over a part, are collective calls: the loader
-        runs them one at a time."""
-        return (self.cooperative and bool(self._reads["node"])) or self.part_graph is not None
-
     def _read_into(self, out: dict, kind: str, ids, field: str) -> None:
         """Read every requested ``kind`` feature at ``ids`` (the MiniBatch's ``field``: a
         tensor, or type -> tensor when typed) into ``out``, under the batch's keys."""
         if self._check_ids and isinstance(ids, Mapping) != self.typed:
-            raise TypeError(_batch_kind_error(ids, field, self.typed, self.node_feature_keys))
+            if self.typed:
+                raise TypeError(
+                    f"FeatureFetcher: the keys are per type (dicts), so `{field}` must be a dict of type -> ids "
+                    f"(a heterogeneous batch), got {type(ids).__name__}; for a homogeneous batch pass lists of names"
+                )
+            raise TypeError(
+                f"FeatureFetcher: `{field}` is a dict of type -> ids (a heterogeneous batch), so the keys must be "
+                f"dicts of type -> names, e.g. node_feature_keys={{'{next(iter(ids), 'paper')}': "
+                f"{list(self.node_feature_keys) or ['feat']}}}"
+            )
         by_type = ids if self.typed else {None: ids}
         for key, batch_key, feature, label in self._reads[kind]:
             type_ids = by_type.get(key[1])
             if type_ids is None:  # a type the batch has none of
-                type_ids = torch.empty(0, dtype=torch.int64, device=_device_of(by_type))
+                device = next((t.device for t in by_type.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
+                type_ids = torch.empty(0, dtype=torch.int64, device=device)
             if self._check_ids:
                 where = field if key[1] is None else f"{field}['{key[1]}']"
                 type_ids = check_node_ids(type_ids, feature.num_rows, where, f"FeatureFetcher: {label}", kind)
@@ -222,10 +241,6 @@ class _Read(NamedTuple):
     def of(cls, features: FeatureStore, key: Key) -> "_Read":
         feature = features[key]
         return cls(key, listed_key(key), feature, f"{key[0]} feature {describe(key)} ({feature.num_rows} rows)")
-
-
-def _device_of(ids: Mapping) -> torch.device:
-    return next((t.device for t in ids.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
 
 
 class _OutputBlocks:
@@ -276,19 +291,6 @@ class _OutputBlocks:
 _BLOCKS_PER_FEATURE = 8
 
 
-def _sampler_upstream(source) -> Optional[Pipe]:
-    """The nearest stage upstream of ``source`` (following ``.source``) that samples from a
-    :class:`~graphpipe.CSCGraph` (has a ``graph`` attribute), or None."""
-    return next((stage for stage in upstream(source) if isinstance(getattr(stage, "graph", None), CSCGraph)), None)
-
-
-def _yields_ids_of(source, sampler: Pipe) -> bool:
-    """Whether ``source``'s batches hold the ids ``sampler`` made: between the two lie only
-    stages declaring ``role = "copy"`` (they move batches, not change them)."""
-    between = itertools.takewhile(lambda stage: stage is not sampler, upstream(source))
-    return all(stage.role == "copy" for stage in between)
-
-
 def _keys_by_type(features: FeatureStore, kind: str, keys, typed: bool, sampler: Optional[Pipe]) -> Dict[Optional[str], List[str]]:
     """``keys`` as ``{type: [names]}`` (``{None: [names]}`` when untyped; edge types as
     ``"src:relation:dst"``), after checking that the types are the upstream graph's and
@@ -306,8 +308,15 @@ def _keys_by_type(features: FeatureStore, kind: str, keys, typed: bool, sampler:
         keys = {}
     out: Dict[Optional[str], List[str]] = {}
     for given_type, names in (keys.items() if typed else [(None, keys)]):
-        if typed:
-            given_type = _checked_type(kind, given_type, argument, sampler)
+        if typed:  # as the store keys it (edge types as "src:relation:dst"), a type of the upstream graph
+            given_type = type_name(kind, given_type, f"FeatureFetcher: `{argument}`")
+            graph = None if sampler is None else sampler.graph
+            known = None if graph is None else graph.node_types if kind == "node" else graph.edge_types
+            if known is not None and given_type not in known:
+                raise ValueError(
+                    f"FeatureFetcher: `{argument}` names {kind} type '{given_type}', which the graph of the upstream "
+                    f"{type(sampler).__name__} lacks; known {kind} types: {known}"
+                )
         label = argument if given_type is None else f"{argument}['{given_type}']"
         if isinstance(names, str) or not isinstance(names, (Sequence, set, frozenset)):
             raise TypeError(f"FeatureFetcher: `{label}` must be a list of names, got {names!r}")
@@ -324,20 +333,6 @@ def _keys_by_type(features: FeatureStore, kind: str, keys, typed: bool, sampler:
         if names:
             out[given_type] = names
     return out
-
-
-def _checked_type(kind: str, given, argument: str, sampler: Optional[Pipe]) -> str:
-    """The type ``given`` in ``argument`` as the store keys it (edge types as
-    ``"src:relation:dst"``), after checking that the upstream graph has it."""
-    normalised = type_name(kind, given, f"FeatureFetcher: `{argument}`")
-    if sampler is not None:
-        known = sampler.graph.node_types if kind == "node" else sampler.graph.edge_types
-        if normalised not in known:
-            raise ValueError(
-                f"FeatureFetcher: `{argument}` names {kind} type '{normalised}', which the graph of the upstream "
-                f"{type(sampler).__name__} lacks; known {kind} types: {known}"
-            )
-    return normalised
 
 
 def _check_rows(reads: Dict[str, List[_Read]], sampler: Pipe) -> None:
@@ -362,31 +357,3 @@ def _check_rows(reads: Dict[str, List[_Read]], sampler: Pipe) -> None:
                 )
 
 
-def _graph_kind_error(sampler: Pipe, given: Dict[str, object]) -> str:
-    """Why keys of one kind (lists, dicts) do not fit the upstream sampler's graph."""
-    graph = sampler.graph
-    if graph.is_heterogeneous:
-        return (
-            f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is heterogeneous, so "
-            "`node_feature_keys` / `edge_feature_keys` must be dicts of type -> names, e.g. "
-            f"node_feature_keys={{'{graph.node_types[0]}': {list(given['node']) or ['feat']}}}; "
-            f"node types: {graph.node_types}, edge types: {graph.edge_types}"
-        )
-    kind, keys = next((kind, keys) for kind, keys in given.items() if isinstance(keys, Mapping))
-    return (
-        f"FeatureFetcher: the graph of the upstream {type(sampler).__name__} is homogeneous, so `{kind}_feature_keys` "
-        f"must be a list of names, got the dict {dict(keys)!r}"
-    )
-
-
-def _batch_kind_error(ids, field: str, typed: bool, node_feature_keys) -> str:
-    """Why a batch's ids (a tensor, or a dict per type) do not fit a fetcher's keys."""
-    if typed:
-        return (
-            f"FeatureFetcher: the keys are per type (dicts), so `{field}` must be a dict of type -> ids "
-            f"(a heterogeneous batch), got {type(ids).__name__}; for a homogeneous batch pass lists of names"
-        )
-    return (
-        f"FeatureFetcher: `{field}` is a dict of type -> ids (a heterogeneous batch), so the keys must be dicts of "
-        f"type -> names, e.g. node_feature_keys={{'{next(iter(ids), 'paper')}': {list(node_feature_keys) or ['feat']}}}"
-    )

@@ -53,19 +53,6 @@ __all__ = ["HotReuse"]
 BottomCall = Callable[[torch.nn.Module, SampledSubgraph, torch.Tensor], torch.Tensor]
 
 
-def block_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tensor) -> torch.Tensor:
-    """A DGL-style bottom layer: ``module(subgraph, h)`` (``h``: ``[num_src, d]`` rows of the
-    subgraph's source nodes, destinations first) gives ``[num_dst, d']``."""
-    return module(subgraph, h)
-
-
-def pyg_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tensor) -> torch.Tensor:
-    """A PyG-style bottom layer (a ``MessagePassing`` conv): ``module((h, h[:num_dst]),
-    edge_index)``, ``edge_index`` ``[2, E]`` (source rows, destination rows)."""
-    src, dst = subgraph.edge_index()
-    return module((h, h[: subgraph.num_dst_nodes]), torch.stack([src, dst]))
-
-
 class HotReuse:
     """The hot vertices, their bottom module's weights by version, and their reused rows.
 
@@ -90,14 +77,24 @@ class HotReuse:
             ``hotness="super_batch"``: of the vertices the super-batch's bottom layer reaches).
         super_batch: ``n``, the batches that share one computation of the hot rows (2:
             staleness at most 3 steps; 8 cost 3.4 points of accuracy in RESULTS.md's run).
-        call: how to run ``bottom``: :func:`block_style` (``bottom(subgraph, h)``, the
-            default) or :func:`pyg_style` (``bottom((h, h_dst), edge_index)``).
+        call: how to run ``bottom``: :meth:`block_style` (``bottom(subgraph, h)``, the
+            default) or :meth:`pyg_style` (``bottom((h, h_dst), edge_index)``).
         timeout: seconds a sampler waits for the training loop to push the weights it needs
             (a loader left in the middle of an epoch leaves its threads waiting that long).
     """
 
-    block_style = staticmethod(block_style)
-    pyg_style = staticmethod(pyg_style)
+    @staticmethod
+    def block_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tensor) -> torch.Tensor:
+        """A DGL-style bottom layer: ``module(subgraph, h)`` (``h``: ``[num_src, d]`` rows of the
+        subgraph's source nodes, destinations first) gives ``[num_dst, d']``."""
+        return module(subgraph, h)
+
+    @staticmethod
+    def pyg_style(module: torch.nn.Module, subgraph: SampledSubgraph, h: torch.Tensor) -> torch.Tensor:
+        """A PyG-style bottom layer (a ``MessagePassing`` conv): ``module((h, h[:num_dst]),
+        edge_index)``, ``edge_index`` ``[2, E]`` (source rows, destination rows)."""
+        src, dst = subgraph.edge_index()
+        return module((h, h[: subgraph.num_dst_nodes]), torch.stack([src, dst]))
 
     def __init__(
         self,
@@ -291,14 +288,12 @@ class HotReuse:
             found = self._supers.get(super_index)
             if found is not None:
                 return found
-            deadline = time.monotonic() + self.timeout
-            while self.version < version:
-                if not self._changed.wait(max(0.0, deadline - time.monotonic())) and self.version < version:
-                    raise RuntimeError(
-                        f"HotReuse: super-batch {super_index} reuses the bottom layer's weights after {version} steps, but "
-                        f"only {self.version} were pushed in {self.timeout:.0f} s: call reuse.push(bottom_layer) after "
-                        f"every optimizer step"
-                    )
+            if not self._changed.wait_for(lambda: self.version >= version, self.timeout):
+                raise RuntimeError(
+                    f"HotReuse: super-batch {super_index} reuses the bottom layer's weights after {version} steps, but "
+                    f"only {self.version} were pushed in {self.timeout:.0f} s: call reuse.push(bottom_layer) after "
+                    f"every optimizer step"
+                )
             if version not in self._weights:
                 raise RuntimeError(
                     f"HotReuse: super-batch {super_index} reads the bottom layer's weights after {version} steps, but "
@@ -374,18 +369,17 @@ class HotReuse:
         saved), the feature bytes that saves at most, the oldest rows inserted (in steps);
         with ``hotness="super_batch"`` the hot set's mean size and the seconds spent
         choosing it (:meth:`counted_hot_set`) per batch."""
+        batches = max(self._batches, 1)  # every per-batch counter is 0 until the first batch is counted
         return {
             "hot ratio": round(self.hot_ratio, 4),
-            "rows reused/batch": round(self._reused / self._batches, 1) if self._batches else 0.0,
-            "hot rows computed/batch": round(self._computed / self._batches, 1) if self._batches else 0.0,
-            "edges skipped/batch": round(self._edges_skipped / self._batches, 1) if self._batches else 0.0,
+            "rows reused/batch": round(self._reused / batches, 1),
+            "hot rows computed/batch": round(self._computed / batches, 1),
+            "edges skipped/batch": round(self._edges_skipped / batches, 1),
             # each skipped edge could have brought one more row of the bottom layer's input
-            "feature MB skipped/batch (at most)": round(self._edges_skipped * self._row_bytes / self._batches / 1e6, 3)
-            if self._batches else 0.0,
+            "feature MB skipped/batch (at most)": round(self._edges_skipped * self._row_bytes / batches / 1e6, 3),
             "reused age max": self._age_max,
-            **({"hot vertices/super-batch": round(self._counted_hot / self._counted, 1) if self._counted else 0.0,
-                "counting s/batch": round(self._counting_seconds / self._batches, 4) if self._batches else 0.0}
-               if self.counted else {}),
+            **({"hot vertices/super-batch": round(self._counted_hot / max(self._counted, 1), 1),
+                "counting s/batch": round(self._counting_seconds / batches, 4)} if self.counted else {}),
         }
 
     def reset_stats(self) -> None:

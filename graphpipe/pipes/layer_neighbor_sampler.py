@@ -140,14 +140,8 @@ class LayerNeighborSampler(SubgraphSampler):
             return Variates(derive_key(self.seed, batch_index, *layer_part))
         period, step = divmod(batch_index, kappa)
         angle = math.pi * (step / kappa) / 2
-        return Variates(
-            k0=derive_key(self.seed, period, *layer_part),
-            k1=derive_key(self.seed, period + 1, *layer_part),
-            c0=math.cos(angle),
-            c1=math.sin(angle),
-            dependent=True,
-            normals=self._normals,
-        )
+        k0, k1 = (derive_key(self.seed, period + i, *layer_part) for i in (0, 1))  # this period's and the next's
+        return Variates(k0, k1, c0=math.cos(angle), c1=math.sin(angle), dependent=True, normals=self._normals)
 
     def sample_segments(
         self, indptr, nodes, fanout, key_ids, exclude, layer: int, minibatch: MiniBatch, candidates=None, indices=None
@@ -196,11 +190,8 @@ class _NormalsCache:
         self._tables: "OrderedDict[int, Future]" = OrderedDict()
         self._lock = threading.Lock()
 
-    def __getstate__(self):  # worker processes get an empty cache (and a new lock)
-        return {"num_nodes": self.num_nodes, "capacity": self.capacity}
-
-    def __setstate__(self, state):
-        self.__init__(state["num_nodes"], state["capacity"])
+    def __reduce__(self):  # worker processes get an empty cache (and a new lock)
+        return _NormalsCache, (self.num_nodes, self.capacity)
 
     def __call__(self, key: int) -> np.ndarray:
         with self._lock:

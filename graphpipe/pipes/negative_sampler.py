@@ -91,6 +91,7 @@ class UniformNegativeSampler(Pipe):
         check_graph(graph, name)
         # A part graph holds only the owned vertices' in-edges: the owners check the draws.
         self.on_part = exclude_existing_edges is True and part_of(graph) is not None
+        self.collective = self.on_part  # the Pipe protocol: negatives checked at the owners are collective calls
         if self.on_part and not any(isinstance(stage, DistributedItemSampler) for stage in upstream(source)):
             check_whole_graph(graph, name, "put DistributedItemSampler.from_part(part, split, batch_size) upstream")
         if exclude_existing_edges is True and not self.on_part and graph.indptr_nodes is not None:
@@ -161,14 +162,10 @@ class UniformNegativeSampler(Pipe):
             )
         if not self.graph.is_heterogeneous:
             pairs = check_node_pairs(minibatch.seeds, self.graph.total_num_nodes, "seeds", name)
-            key, everyone = derive_key(self.seed, minibatch.batch_index), (0, self.graph.total_num_nodes)
+            key, ends = derive_key(self.seed, minibatch.batch_index), ((0, self.graph.total_num_nodes),) * 2
             latest = self.latest(minibatch.timestamp, None)
-            if self.neg_sampling == "binary":
-                random_pairs = self.random_pairs(pairs, everyone, everyone, key, latest)
-                fields = _with_random_pairs(minibatch.seeds, minibatch.labels, random_pairs)
-                return replace(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
-            batch = with_negatives(minibatch, self.negatives(pairs, key, everyone, -1, latest))
-            return replace(batch, timestamp=_times(minibatch.timestamp, {"seeds": batch.seeds, "indexes": batch.indexes}))
+            fields = self._with_negatives(minibatch.seeds, minibatch.labels, key, ends, -1, latest, pairs)
+            return replace(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
         if not isinstance(minibatch.seeds, dict):
             raise ValueError(
                 f"{name}: the graph is typed, so the MiniBatch's `seeds` must be typed pairs: a dict edge type "
@@ -177,29 +174,16 @@ class UniformNegativeSampler(Pipe):
         seeds, labels, indexes, times = {}, {}, {}, {}
         offsets = self.graph.schema.node_type_offset
         for key, pairs in minibatch.seeds.items():
-            etype, src_type, dst_type = check_typed_pairs(key, pairs, self.graph.schema, name)
-            first, end = offsets[dst_type], offsets[dst_type + 1]
+            etype, *types = check_typed_pairs(key, pairs, self.graph.schema, name)
+            ends = tuple((offsets[t], offsets[t + 1] - offsets[t]) for t in types)
             key_of_type = derive_key(self.seed, minibatch.batch_index, etype)
             given = None if minibatch.labels is None else minibatch.labels.get(key)
-            latest = self.latest(minibatch.timestamp, key)
-            if self.neg_sampling == "binary":
-                ranges = (offsets[src_type], offsets[src_type + 1] - offsets[src_type]), (first, end - first)
-                random_pairs = self.random_pairs(pairs, *ranges, key_of_type, latest) - torch.tensor([offsets[src_type], first])
-                fields = _with_random_pairs(pairs, given, random_pairs)
-                seeds[key], labels[key] = fields["seeds"], fields["labels"]
-            else:
-                negatives = self.negatives(pairs + torch.tensor([offsets[src_type], first]), key_of_type, (first, end - first), etype, latest)
-                seeds[key], labels[key], indexes[key] = pairs_with_negatives(pairs, given, negatives - first)
-                fields = {"seeds": seeds[key], "indexes": indexes[key]}
+            fields = self._with_negatives(pairs, given, key_of_type, ends, etype, self.latest(minibatch.timestamp, key))
+            seeds[key], labels[key], indexes[key] = fields["seeds"], fields["labels"], fields["indexes"]
             if isinstance(minibatch.timestamp, dict) and key in minibatch.timestamp:
                 times[key] = _times(minibatch.timestamp[key], fields)
         indexes = indexes if self.neg_sampling == "triplet" else None  # triplet without pairs: {}
         return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes, timestamp=times or None)
-
-    @property
-    def collective(self) -> bool:
-        """Negatives checked at the owners over a part are collective calls."""
-        return self.on_part
 
     def latest(self, timestamp, key) -> Optional[torch.Tensor]:
         """Temporal negatives: ``[P]`` int64 the latest time a negative of each positive
@@ -214,6 +198,19 @@ class UniformNegativeSampler(Pipe):
             )
         times = times.to(torch.int64)
         return times.clamp(min=torch.iinfo(torch.int64).min + 1) - 1 if self.comparison == "<" else times
+
+    def _with_negatives(self, positives, labels, key: int, ends, etype: int, latest, pairs=None) -> dict:
+        """The ``seeds``, ``labels`` and ``indexes`` (binary: None) of the ``[P, 2]`` ``positives``
+        of edge type id ``etype`` (-1: untyped, ``pairs``: their int64 copy) and their negatives,
+        drawn with ``key`` from ``ends``, the ``(first global id, count)`` of the two node types."""
+        shift = None if etype < 0 else torch.tensor([ends[0][0], ends[1][0]])
+        if self.neg_sampling == "binary":
+            random_pairs = self.random_pairs(positives, *ends, key, latest)
+            return _with_random_pairs(positives, labels, random_pairs if shift is None else random_pairs - shift)
+        negatives = self.negatives(pairs if shift is None else positives + shift, key, ends[1], etype, latest)
+        negatives = negatives if shift is None else negatives - ends[1][0]
+        seeds, labels, indexes = pairs_with_negatives(positives, labels, negatives)
+        return {"seeds": seeds, "labels": labels, "indexes": indexes}
 
     def random_pairs(self, pairs, sources, destinations, key, latest) -> torch.Tensor:
         """``ceil(P * negative_ratio)`` binary negatives of ``P`` positives, as PyG's (global

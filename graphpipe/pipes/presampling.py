@@ -2,7 +2,8 @@
 :class:`~graphpipe.GPUCachedFeature` or :class:`~graphpipe.HotReuse` ranks rows by
 (GNNLab's and NeutronOrch's presampling)."""
 
-from typing import Dict, Optional, Tuple
+import itertools
+from typing import Optional
 
 import torch
 
@@ -20,7 +21,12 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
     a typed graph, every type's by global id (``num_rows``: its ``total_num_nodes``; the
     scores :class:`~graphpipe.HotReuse` reads)."""
     num_batches = check_int(num_batches, "num_batches", "hotness_from_presampling", minimum=1)
-    offsets = _typed_offsets(pipe)
+    # {node type: (first global id, count)} of the typed graph the chain samples (its nearest stage with a graph)
+    graph = next((stage.graph for stage in upstream(pipe) if getattr(stage, "graph", None) is not None), None)
+    offsets = None
+    if graph is not None and graph.is_heterogeneous:
+        bounds = graph.node_type_offset.tolist()
+        offsets = {t: (bounds[i], bounds[i + 1] - bounds[i]) for i, t in enumerate(graph.node_types)}
     if offsets is not None:
         want = sum(n for _, n in offsets.values()) if node_type is None else offsets.get(node_type, (0, None))[1]
         if want is not None and num_rows != want:
@@ -31,7 +37,7 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
             raise ValueError(f"hotness_from_presampling: `num_rows` must be {want}, {of}, got {num_rows}")
     counts = torch.zeros(num_rows, dtype=torch.int64)
     batches = pipe.stream(0) if hasattr(pipe, "stream") else pipe
-    for i, minibatch in enumerate(batches):
+    for minibatch in itertools.islice(batches, num_batches):
         ids = minibatch.input_nodes
         if ids is None:
             raise ValueError("hotness_from_presampling: batches have no `input_nodes`; pass a chain with a sampler")
@@ -46,16 +52,4 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
                 )
             ids = ids[node_type]
         counts += torch.bincount(ids.cpu(), minlength=num_rows)
-        if i + 1 == num_batches:
-            break
     return counts
-
-
-def _typed_offsets(pipe) -> Optional[Dict[str, Tuple[int, int]]]:
-    """``{node type: (first global id, count)}`` of the typed graph the chain ``pipe``
-    samples (its nearest stage with a ``graph``), None for an untyped one or no chain."""
-    graph = next((stage.graph for stage in upstream(pipe) if getattr(stage, "graph", None) is not None), None)
-    if graph is None or not graph.is_heterogeneous:
-        return None
-    offsets = graph.node_type_offset.tolist()
-    return {t: (offsets[i], offsets[i + 1] - offsets[i]) for i, t in enumerate(graph.node_types)}

@@ -28,6 +28,4 @@ class Transform(Pipe):
         """``fn(item)``."""
         return self.fn(item)
 
-    def process(self, item):
-        """The per-batch work of the stage protocol: :meth:`apply`."""
-        return self.apply(item)
+    process = apply  # the per-batch work of the stage protocol
