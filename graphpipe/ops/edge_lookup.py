@@ -19,7 +19,8 @@ import torch
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.selection import lower_bound_in
 
-__all__ = ["EdgeExclusion", "EdgeQueries", "check_exclusion", "drop_excluded", "in_edge_range", "in_neighbours_sorted", "seed_edge_exclusion"]
+__all__ = ["EdgeExclusion", "EdgeQueries", "check_exclusion", "drop_excluded", "exclusion_arrays", "in_edge_range"]
+__all__ += ["in_neighbours_sorted", "seed_edge_exclusion"]
 
 
 class EdgeExclusion(NamedTuple):
@@ -56,8 +57,15 @@ class EdgeQueries(NamedTuple):
     reverse_owners: Optional[torch.Tensor] = None
 
 
-# No edge types (an untyped graph): one compiled kernel either way.
+# No edge types (an untyped graph) or no excluded edges (an EdgeExclusion over no
+# destinations): one compiled kernel either way.
 _NO_TYPES = np.zeros(0, np.uint8)
+_NO_EXCLUSION = (np.zeros(1, np.int64), np.zeros(0, np.int64))
+
+
+def exclusion_arrays(exclude: Optional[EdgeExclusion]):
+    """``(indptr, positions)`` of ``exclude`` as numpy arrays for the kernels (none: empty)."""
+    return _NO_EXCLUSION if exclude is None else tuple(t.contiguous().numpy() for t in exclude)
 
 
 # ---------------------------------------------------------------- kernels' building blocks

@@ -21,7 +21,7 @@ from graphpipe._internal.checks import check_int, check_node_pairs
 from graphpipe.ops import torch_random
 from graphpipe.ops.edge_lookup import has_source, in_edge_range
 from graphpipe.ops.random import hash2, uniform
-from graphpipe.ops.selection import max_output_edges
+from graphpipe.ops.selection import check_key, max_output_edges
 
 __all__ = ["sample_random_pairs", "MAX_ATTEMPTS", "check_negative_ratio", "sample_uniform_negatives"]
 
@@ -131,8 +131,7 @@ def sample_uniform_negatives(
         ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS``.
     """
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
-    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
-        raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
+    key = check_key(key, where)
     first, count = (0, num_nodes) if candidates is None else candidates
     if not 0 <= first < first + count <= num_nodes:
         raise ValueError(f"{where}: `candidates` {candidates!r} must be a non-empty range of ids below {num_nodes}")
@@ -146,7 +145,7 @@ def sample_uniform_negatives(
         if indptr.numel() - 1 != num_nodes:
             raise ValueError(f"{where}: `indptr` has {indptr.numel() - 1} nodes, `num_nodes` is {num_nodes}")
     elif pairs.is_cuda and node_time is None:
-        return first + _uniform_negatives_torch(pairs, count, negative_ratio, int(key))
+        return first + _uniform_negatives_torch(pairs, count, negative_ratio, key)
     device = pairs.device
     host = pairs.cpu()
     src, dst = host[:, 0].contiguous().numpy(), host[:, 1].contiguous().numpy()

@@ -16,6 +16,7 @@ __all__ = [
     "LOG_SPACE_SPREAD",
     "check_graph_arrays",
     "check_kernel_report",
+    "check_key",
     "check_probs",
     "destination_ranges",
     "edge_balanced_chunks",
@@ -253,6 +254,13 @@ def check_probs(probs, num_edges: int, where: str) -> None:
         )
     if probs.dim() != 1 or probs.numel() != num_edges:
         raise ValueError(f"{where}: `probs` must have shape [num_edges]=[{num_edges}], got {tuple(probs.shape)}")
+
+
+def check_key(key, where: str) -> int:
+    """``key`` as an int in ``[0, 2**64)`` (a layer's or batch's key), else a ValueError."""
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
+        raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
+    return int(key)
 
 
 def check_kernel_report(bad_ranges: int, non_finite: int, where: str) -> None:

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.ops.edge_lookup import EdgeExclusion
+from graphpipe.ops.edge_lookup import EdgeExclusion, exclusion_arrays
 from graphpipe.ops.random import hash2
 from graphpipe.ops.selection import lower_bound_in
 
@@ -188,7 +188,7 @@ def valid_candidates(
         candidates in ``positions``, and ``[C]`` int64 their CSC positions.
     """
     bounds_np, lo_np, hi_np = bounds.numpy(), lo.numpy(), hi.numpy()
-    ex_indptr, ex_pos = (np.zeros(1, np.int64), _NO_TIMES) if exclude is None else (exclude.indptr.numpy(), exclude.positions.numpy())
+    ex_indptr, ex_pos = exclusion_arrays(exclude)
     counts = np.empty(lo_np.size, np.int64)
     args = (bounds_np, lo_np, hi_np, arrays.indices, arrays.node_time, arrays.edge_time, ex_indptr, ex_pos)
     if draws is None:
@@ -326,7 +326,7 @@ def latest_candidates(
         ``(indptr, positions)``: ``[S + 1]`` int64 offsets and ``[E]`` int64 CSC
         positions, ascending within a segment.
     """
-    ex_indptr, ex_pos = (np.zeros(1, np.int64), _NO_TIMES) if exclude is None else (exclude.indptr.numpy(), exclude.positions.numpy())
+    ex_indptr, ex_pos = exclusion_arrays(exclude)
     args = (bounds.numpy(), lo.numpy(), hi.numpy(), fanouts.numpy(), *arrays, bool(is_sorted), ex_indptr, ex_pos)
     offsets = np.zeros(lo.numel() + 1, np.int64)
     _latest(*args, offsets, _NO_TIMES, False)
