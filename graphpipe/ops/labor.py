@@ -44,7 +44,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
-from graphpipe._internal.checks import check_fanout, check_importance_sampling, check_node_ids
+from graphpipe._internal.checks import check_importance_sampling
 from graphpipe.ops import torch_random
 from graphpipe.ops.gpu_sampling import sample_labor_torch
 from graphpipe.ops.layer_sample import LayerSample
@@ -52,9 +52,8 @@ from graphpipe.ops.random import uniform, uniform_bits, uniform_open
 from graphpipe.ops.selection import (
     CHUNKS_PER_THREAD,
     FANOUT_CAP,
-    check_graph_arrays,
     check_kernel_report,
-    check_probs,
+    check_layer_inputs,
     destination_ranges,
     edge_balanced_chunks,
     heapify,
@@ -739,15 +738,11 @@ def sample_labor(
         ValueError: ``indptr`` ranges of ``nodes`` outside ``indices``, or NaN or
             infinite ``probs`` of their in-edges.
     """
-    fanout = check_fanout(fanout, "sample_labor")
     check_importance_sampling(importance_sampling, "sample_labor")
     if probs is not None and importance_sampling != 0:
         raise NotImplementedError("sample_labor: weighted LABOR supports importance_sampling=0 only")
-    check_graph_arrays(indptr, indices, "sample_labor")
-    check_probs(probs, indices.numel(), "sample_labor")
-    nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
+    fanout, nodes, device = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_labor")
     num_nodes = indptr.numel() - 1 if num_nodes is None else num_nodes
-    device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:  # LABOR-k would still solve probabilities for it
         return LayerSample.empty(nodes.numel(), device, weights=True)
     if device.type == "cuda":

@@ -25,17 +25,15 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe._internal.checks import check_fanout, check_node_ids
 from graphpipe.ops.gpu_sampling import sample_neighbors_torch
 from graphpipe.ops.edge_lookup import EdgeExclusion, check_exclusion, exclusion_arrays
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.random import hash2, uniform, uniform_open
 from graphpipe.ops.selection import (
     FANOUT_CAP,
-    check_graph_arrays,
     check_kernel_report,
     check_key,
-    check_probs,
+    check_layer_inputs,
     destination_ranges,
     heapify,
     max_output_edges,
@@ -403,17 +401,12 @@ def sample_neighbors(
             ``probs`` of their in-edges, or an output too large for memory
             (:class:`FanoutTooLarge`).
     """
-    fanout = check_fanout(fanout, "sample_neighbors")
     key = check_key(key, "sample_neighbors")
-    check_graph_arrays(indptr, indices, "sample_neighbors")
-    num_nodes = indptr.numel() - 1
-    nodes = check_node_ids(nodes, num_nodes, "nodes", "sample_neighbors")
-    check_probs(probs, indices.numel(), "sample_neighbors")
+    fanout, nodes, device = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_neighbors")
     if exclude is not None:
         check_exclusion(exclude, indptr, nodes, "sample_neighbors")
     if key_ids is not None and (nodes.is_cuda or indptr.is_cuda or key_ids.shape != nodes.shape):
         raise ValueError("sample_neighbors: `key_ids` must be a CPU tensor shaped like `nodes`, with CPU `nodes` and graph")
-    device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:
         return LayerSample.empty(nodes.numel(), device)
     if device.type == "cuda":  # GPU path: the graph in device or pinned host memory
