@@ -51,17 +51,20 @@ def _host_ints(where: str, bad: torch.Tensor, *values: torch.Tensor, non_finite=
     return read[2:]
 
 
-def _row_weight_range(w: torch.Tensor, row: torch.Tensor, num_rows: int):
-    """Per row the largest positive weight (0 if none) and whether scores need log space, as
-    :func:`~graphpipe.ops.selection.weight_range`."""
+def _in_edge_weights(weights: torch.Tensor, start: torch.Tensor, deg: torch.Tensor, bad: torch.Tensor):
+    """Every in-edge's float64 weight, laid out by :func:`_ragged`: ``(row, pos, offsets, w,
+    non_finite, largest, log_space)``, with the 0-d count of NaN or infinite weights and per
+    row the largest positive weight (0 if none) and whether scores need log space, as
+    :func:`~graphpipe.ops.selection.weight_range` (over every in-edge, as the CPU kernels)."""
+    (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
+    row, pos, offsets = _ragged(deg, total_in)
+    w = weights[start[row] + pos].to(torch.float64)
     positive = w > 0
-    largest = torch.zeros(num_rows, dtype=w.dtype, device=w.device).scatter_reduce_(
-        0, row, torch.where(positive, w, 0.0), reduce="amax"
-    )
-    smallest = torch.full((num_rows,), torch.inf, dtype=w.dtype, device=w.device).scatter_reduce_(
+    largest = w.new_zeros(deg.numel()).scatter_reduce_(0, row, torch.where(positive, w, 0.0), reduce="amax")
+    smallest = torch.full_like(largest, torch.inf).scatter_reduce_(
         0, row, torch.where(positive, w, torch.inf), reduce="amin"
     )
-    return largest, smallest < largest * LOG_SPACE_SPREAD
+    return row, pos, offsets, w, (~torch.isfinite(w)).sum(), largest, smallest < largest * LOG_SPACE_SPREAD
 
 
 def _ragged(counts: torch.Tensor, total: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -174,11 +177,7 @@ def sample_neighbors_torch(
             floyd = _floyd(vkeys, drawable, fanout)
             pos = torch.where(drawable[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
         return _layer(indices, counts, start[row] + _skip_excluded(excluded, row, pos))
-    (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
-    row, pos, offsets = _ragged(deg, total_in)
-    w = weights[start[row] + pos].to(torch.float64)
-    non_finite = (~torch.isfinite(w)).sum()
-    largest, log_space = _row_weight_range(w, row, nodes.numel())  # over every in-edge, as the CPU kernel
+    row, pos, offsets, w, non_finite, largest, log_space = _in_edge_weights(weights, start, deg, bad)
     w = _without_excluded(w, excluded, offsets)
     positive = w > 0
     num_positive = torch.zeros_like(deg).index_add_(0, row, positive.to(torch.int64))
@@ -230,11 +229,7 @@ def _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights, e
         has_edges = drawable > 0
     else:
         u = torch_random.uniform(vkeys[:, None], draws[None, :])
-        (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
-        row_all, pos_all, offsets = _ragged(deg, total_in)
-        w = weights[start[row_all] + pos_all].to(torch.float64)
-        non_finite = (~torch.isfinite(w)).sum()
-        largest, _ = _row_weight_range(w, row_all, nodes.numel())
+        row_all, pos_all, offsets, w, non_finite, largest, _ = _in_edge_weights(weights, start, deg, bad)
         w = _without_excluded(torch.where(w > 0, w / largest[row_all], 0.0), excluded, offsets)  # ratios: no overflow
         cum = torch.cumsum(w, 0)
         before = cum[(offsets - 1).clamp(min=0)] if cum.numel() else offsets.to(torch.float64)
