@@ -284,13 +284,11 @@ def drop_excluded(
     counts = sample.indptr[1:] - sample.indptr[:-1]
     destination = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
     counts = counts - torch.zeros_like(counts).index_add_(0, destination[drop], torch.ones_like(destination[drop]))
-    new_indptr = torch.zeros_like(sample.indptr)
-    torch.cumsum(counts, 0, out=new_indptr[1:])
     weights = sample.edge_weights
     if weights is not None:
         weights = weights * _kept_share_inverse(exclusion, nodes[:m], indptr, probs).to(weights)[destination.clamp(max=m)]
-    return LayerSample(
-        new_indptr, sample.indices[keep], sample.edge_ids[keep], None if weights is None else weights[keep]
+    return LayerSample.from_counts(
+        counts, sample.indices[keep], sample.edge_ids[keep], None if weights is None else weights[keep]
     )
 
 

@@ -74,12 +74,6 @@ def _ragged(counts: torch.Tensor, total: int) -> Tuple[torch.Tensor, torch.Tenso
     return row, torch.arange(total, device=counts.device) - offsets[row], offsets
 
 
-def _indptr(counts: torch.Tensor) -> torch.Tensor:
-    indptr = torch.zeros(counts.numel() + 1, dtype=torch.int64, device=counts.device)
-    torch.cumsum(counts, 0, out=indptr[1:])
-    return indptr
-
-
 class _Excluded(NamedTuple):
     """An :class:`EdgeExclusion` on the sampling op's device: per destination its excluded
     in-edges (``counts``, ``[num_dst]``) and the entries of earlier rows (``before``); per
@@ -136,7 +130,7 @@ def _smallest_per_row(score: torch.Tensor, row: torch.Tensor, offsets: torch.Ten
 
 
 def _layer(indices, counts, edge_ids, edge_weights=None) -> LayerSample:
-    return LayerSample(_indptr(counts), indices[edge_ids].to(torch.int64), edge_ids, edge_weights)
+    return LayerSample.from_counts(counts, indices[edge_ids].to(torch.int64), edge_ids, edge_weights)
 
 
 def sample_neighbors_torch(

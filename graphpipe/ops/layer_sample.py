@@ -29,3 +29,10 @@ class LayerSample(NamedTuple):
         none = torch.empty(0, dtype=torch.int64, device=device)
         weight = torch.empty(0, dtype=torch.float32, device=device) if weights else None
         return cls(torch.zeros(num_dst + 1, dtype=torch.int64, device=device), none, none.clone(), weight)
+
+    @classmethod
+    def from_counts(cls, counts, indices, edge_ids, edge_weights=None) -> "LayerSample":
+        """The layer whose destination ``j`` holds the next ``counts[j]`` of the sampled edges."""
+        indptr = torch.zeros(counts.numel() + 1, dtype=torch.int64, device=counts.device)
+        torch.cumsum(counts, 0, out=indptr[1:])
+        return cls(indptr, indices, edge_ids, edge_weights)

@@ -207,9 +207,7 @@ def valid_candidates(
     np.cumsum(counts, out=offsets[1:])
     positions = np.empty(offsets[-1], np.int64)
     _fill_valid(*args, offsets, scratch, scratch_at, positions)
-    candidate_bounds = np.empty(2 * lo_np.size, np.int64)
-    candidate_bounds[0::2] = offsets[:-1]
-    candidate_bounds[1::2] = offsets[1:]
+    candidate_bounds = np.stack([offsets[:-1], offsets[1:]], axis=1).reshape(-1)  # [lo_0, hi_0, lo_1, ...]
     return torch.from_numpy(candidate_bounds), torch.from_numpy(positions)
 
 

@@ -122,11 +122,9 @@ def sample_segments(
     if len(runs) == 1:
         return runs[0]
     counts = torch.cat([run.indptr[1:] - run.indptr[:-1] for run in runs])
-    indptr_out = torch.zeros(num_segments + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=indptr_out[1:])
     weights = None if runs[0].edge_weights is None else torch.cat([run.edge_weights for run in runs])
-    return LayerSample(
-        indptr_out, torch.cat([run.indices for run in runs]), torch.cat([run.edge_ids for run in runs]), weights
+    return LayerSample.from_counts(
+        counts, torch.cat([run.indices for run in runs]), torch.cat([run.edge_ids for run in runs]), weights
     )
 
 
