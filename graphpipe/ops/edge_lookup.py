@@ -16,7 +16,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.layer_sample import LayerSample, ragged
 from graphpipe.ops.selection import lower_bound_in
 
 __all__ = ["EdgeExclusion", "EdgeQueries", "check_exclusion", "drop_excluded", "exclusion_arrays", "in_edge_range"]
@@ -303,11 +303,8 @@ def _kept_share_inverse(exclusion: EdgeExclusion, seeds: torch.Tensor, indptr: t
         total = (end - start).to(torch.float64).to(device)
         removed = num_excluded.to(torch.float64)
     else:
-        degrees = end - start
-        owner = torch.repeat_interleave(torch.arange(seeds.numel(), device=start.device), degrees)
-        first = torch.repeat_interleave(start - (torch.cumsum(degrees, 0) - degrees), degrees)
-        in_edges = torch.arange(owner.numel(), device=start.device) + first
-        weights = probs.to(start.device)[in_edges].to(torch.float64)
+        owner, position, _ = ragged(end - start, int((end - start).sum()))
+        weights = probs.to(start.device)[start[owner] + position].to(torch.float64)
         total = torch.zeros(seeds.numel(), dtype=torch.float64, device=start.device).index_add_(0, owner, weights)
         total = total.to(device)
         excluded_owner = torch.repeat_interleave(torch.arange(seeds.numel(), device=device), num_excluded)

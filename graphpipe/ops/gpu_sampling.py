@@ -17,7 +17,7 @@ import torch
 from graphpipe._internal.devices import device_array
 from graphpipe.ops import torch_random
 from graphpipe.ops.edge_lookup import EdgeExclusion
-from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.layer_sample import LayerSample, ragged
 from graphpipe.ops.selection import LOG_SPACE_SPREAD, check_kernel_report
 
 _TRITON_MAX_FANOUT = 64  # the largest fanout whose K x K ranks triton_sampling computes
@@ -52,12 +52,12 @@ def _host_ints(where: str, bad: torch.Tensor, *values: torch.Tensor, non_finite=
 
 
 def _in_edge_weights(weights: torch.Tensor, start: torch.Tensor, deg: torch.Tensor, bad: torch.Tensor):
-    """Every in-edge's float64 weight, laid out by :func:`_ragged`: ``(row, pos, offsets, w,
+    """Every in-edge's float64 weight, laid out by :func:`~graphpipe.ops.layer_sample.ragged`: ``(row, pos, offsets, w,
     non_finite, largest, log_space)``, with the 0-d count of NaN or infinite weights and per
     row the largest positive weight (0 if none) and whether scores need log space, as
     :func:`~graphpipe.ops.selection.weight_range` (over every in-edge, as the CPU kernels)."""
     (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
-    row, pos, offsets = _ragged(deg, total_in)
+    row, pos, offsets = ragged(deg, total_in)
     w = weights[start[row] + pos].to(torch.float64)
     positive = w > 0
     largest = w.new_zeros(deg.numel()).scatter_reduce_(0, row, torch.where(positive, w, 0.0), reduce="amax")
@@ -65,13 +65,6 @@ def _in_edge_weights(weights: torch.Tensor, start: torch.Tensor, deg: torch.Tens
         0, row, torch.where(positive, w, torch.inf), reduce="amin"
     )
     return row, pos, offsets, w, (~torch.isfinite(w)).sum(), largest, smallest < largest * LOG_SPACE_SPREAD
-
-
-def _ragged(counts: torch.Tensor, total: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Flatten ragged rows of ``counts`` items: ``(row of item, position in row, row offsets)``."""
-    offsets = torch.cumsum(counts, 0) - counts
-    row = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts, output_size=total)
-    return row, torch.arange(total, device=counts.device) - offsets[row], offsets
 
 
 class _Excluded(NamedTuple):
@@ -97,9 +90,9 @@ def _excluded(exclude: Optional[EdgeExclusion], start: torch.Tensor) -> Optional
     counts[:m] = per_row
     before = torch.full_like(start, total)
     before[:m] = indptr[:-1]
-    rows = torch.repeat_interleave(torch.arange(m, device=start.device), per_row, output_size=total)
+    rows, rank, _ = ragged(per_row, total)  # rank: j, the entry's index within its row
     offsets = positions - start[rows]
-    keys = rows * 2**32 + offsets - (torch.arange(total, device=start.device) - indptr[rows])
+    keys = rows * 2**32 + offsets - rank
     return _Excluded(counts, before, rows, offsets, keys)
 
 
@@ -112,7 +105,7 @@ def _skip_excluded(excluded: Optional[_Excluded], row: torch.Tensor, rank: torch
 
 
 def _without_excluded(w: torch.Tensor, excluded: Optional[_Excluded], offsets: torch.Tensor) -> torch.Tensor:
-    """Weights ``w`` (rows laid out by :func:`_ragged` at ``offsets``), 0 at excluded in-edges."""
+    """Weights ``w`` (rows laid out by :func:`ragged` at ``offsets``), 0 at excluded in-edges."""
     if excluded is None:
         return w
     return w.index_fill(0, offsets[excluded.rows] + excluded.offsets, 0.0)
@@ -120,7 +113,7 @@ def _without_excluded(w: torch.Tensor, excluded: Optional[_Excluded], offsets: t
 
 def _smallest_per_row(score: torch.Tensor, row: torch.Tensor, offsets: torch.Tensor, take: torch.Tensor, total_out: int):
     """Flat positions of the ``take[r]`` smallest scores of each row (items row-major, as
-    :func:`_ragged` lays them), ascending; ties keep the lower position."""
+    :func:`ragged` lays them), ascending; ties keep the lower position."""
     order = torch.sort(score, stable=True).indices
     order = order[torch.sort(row[order], stable=True).indices]
     rank = torch.arange(order.numel(), device=order.device) - offsets[row[order]]
@@ -166,7 +159,7 @@ def sample_neighbors_torch(
         drawable = deg if excluded is None else deg - excluded.counts
         counts = drawable if fanout == -1 else torch.clamp(drawable, max=fanout)
         (total_out,) = _host_ints("sample_neighbors", bad, counts.sum())
-        row, pos, _ = _ragged(counts, total_out)
+        row, pos, _ = ragged(counts, total_out)
         if fanout != -1 and fanout < indices.numel():  # else no node has more in-edges
             floyd = _floyd(vkeys, drawable, fanout)
             pos = torch.where(drawable[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
@@ -260,7 +253,7 @@ def sample_labor_torch(
     indices, nodes, start, deg, bad = _neighbourhoods(indptr, indices, nodes)
     counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
     total_in, total_out = _host_ints("sample_labor", bad, deg.sum(), counts.sum())
-    row, pos, offsets = _ragged(deg, total_in)
+    row, pos, offsets = ragged(deg, total_in)
     eids = start[row] + pos
     if total_in != total_out:
         chosen = _smallest_per_row(variates(indices[eids].to(torch.int64)), row, offsets, counts, total_out)
