@@ -30,6 +30,8 @@ __all__ = ["sample_random_pairs", "MAX_ATTEMPTS", "check_negative_ratio", "sampl
 MAX_ATTEMPTS = 1000
 # A node time that constrains nothing (graphpipe.ops.temporal.UNTIMED).
 _UNTIMED = np.iinfo(np.int64).min
+# The CSC arrays of a graph without edges: the kernel's graph when no draw is checked against one.
+_NO_GRAPH = (np.zeros(1, np.int64), np.zeros(0, np.int64))
 # Bytes a batch holds per negative: the draw, its seed pair and its index (int64), its label.
 _BYTES_PER_NEGATIVE = 40
 
@@ -146,13 +148,8 @@ def sample_uniform_negatives(
             raise ValueError(f"{where}: `indptr` has {indptr.numel() - 1} nodes, `num_nodes` is {num_nodes}")
     elif pairs.is_cuda and node_time is None:
         return first + _uniform_negatives_torch(pairs, count, negative_ratio, key)
-    device = pairs.device
-    host = pairs.cpu()
-    src, dst = host[:, 0].contiguous().numpy(), host[:, 1].contiguous().numpy()
-    if exclude_edges:
-        arrays = (indptr.contiguous().numpy(), indices.contiguous().numpy())
-    else:
-        arrays = (np.zeros(1, np.int64), np.zeros(0, np.int64))
+    src, dst = (pairs[:, j].cpu().contiguous().numpy() for j in (0, 1))
+    arrays = tuple(t.contiguous().numpy() for t in (indptr, indices)) if exclude_edges else _NO_GRAPH
     types = np.zeros(0, np.uint8) if type_per_edge is None else type_per_edge.contiguous().numpy()
     times = (np.zeros(0, np.int64), np.zeros(0, np.int64)) if node_time is None else (node_time.numpy(), latest.cpu().numpy())
     out = np.empty((src.size, negative_ratio), np.int64)
@@ -167,7 +164,7 @@ def sample_uniform_negatives(
             f"(nearly) every one of the {count} candidate nodes is its neighbour (edge exclusion) or later "
             f"than the pair's time (temporal negatives)"
         )
-    return torch.from_numpy(out).to(device)
+    return torch.from_numpy(out).to(pairs.device)
 
 
 def _uniform_negatives_torch(pairs: torch.Tensor, num_nodes: int, negative_ratio: int, key: int) -> torch.Tensor:
