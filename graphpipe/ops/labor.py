@@ -769,22 +769,19 @@ def _sample_labor_cpu(indptr, indices, nodes, fanout, variates, importance_sampl
         return LayerSample(*(torch.from_numpy(a) for a in out))
     offsets, neighbour_ids, bad_ranges = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
     check_kernel_report(bad_ranges, 0, "sample_labor")
-    vertices, local = unique_and_compact(
-        torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids), num_nodes
-    )
-    vertices_np, local_np = vertices.numpy(), local.numpy()
+    no_dst = torch.empty(0, dtype=torch.int64)
+    vertices, local = (t.numpy() for t in unique_and_compact(no_dst, torch.from_numpy(neighbour_ids), num_nodes))
     keys = np.uint64(variates.k0), np.uint64(variates.k1)
-    r = labor_variates(vertices_np, *keys, float(variates.c0), float(variates.c1), bool(variates.dependent))
+    r = labor_variates(vertices, *keys, float(variates.c0), float(variates.c1), bool(variates.dependent))
     if probs is not None:
-        probs_np = probs.contiguous().numpy()
         *out, non_finite = _weighted_labor0(
-            indptr_np, indices_np, nodes_np, probs_np, offsets, local_np, r, fanout, chunks
+            indptr_np, indices_np, nodes_np, probs.contiguous().numpy(), offsets, local, r, fanout, chunks
         )
         check_kernel_report(0, non_finite, "sample_labor")
     else:
         degrees = np.diff(offsets)
-        edge_prob = _importance_sampling(offsets, local_np, vertices_np.size, degrees, fanout, importance_sampling)
-        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, degrees.astype(np.float64))
+        edge_prob = _importance_sampling(offsets, local, vertices.size, degrees, fanout, importance_sampling)
+        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local, degrees.astype(np.float64))
     return LayerSample(*(torch.from_numpy(a) for a in out))
 
 

@@ -79,10 +79,8 @@ def typed_segments_of_nodes(
     """
     indptr_np, types_np = indptr.numpy(), type_per_edge.numpy()
     sizes = {t: nodes.numel() for nodes, edge_types in groups for t in edge_types}
-    first, total = {}, 0
-    for t in sorted(sizes):
-        first[t] = total
-        total += sizes[t]
+    starts = np.cumsum([0] + [sizes[t] for t in sorted(sizes)]).tolist()  # of each type's segments
+    first, total = dict(zip(sorted(sizes), starts)), starts[-1]
     bounds = np.empty(2 * total, indptr_np.dtype)
     key_ids = np.empty(total, np.int64)
     bad = 0
