@@ -29,14 +29,13 @@ def coo_id_range(src: np.ndarray, dst: np.ndarray, chunk_edges: int = 1 << 24) -
     if src.shape[0] == 0:
         return 0, -1
     chunk_edges = max(chunk_edges, MIN_CHUNK_EDGES)
-    lo, hi = None, None
+    lows, highs = [], []
     for start in range(0, src.shape[0], chunk_edges):
         for array in (src, dst):
             chunk = array[start : start + chunk_edges]
-            low, high = int(chunk.min()), int(chunk.max())
-            lo = low if lo is None else min(lo, low)
-            hi = high if hi is None else max(hi, high)
-    return lo, hi
+            lows.append(int(chunk.min()))
+            highs.append(int(chunk.max()))
+    return min(lows), max(highs)
 
 
 def coo_to_csc_chunked(
@@ -96,7 +95,22 @@ def coo_to_csc_chunked(
         return indptr, False
     if scratch is None:
         scratch = np.empty(num_edges, dtype=np.int64)
-    _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_ids_out, chunk_edges, scratch)
+    # Pass 2: each block's edges into its window of `scratch`; thread t distributes the edges
+    # of the blocks [block_parts[t], block_parts[t + 1]).
+    block_cursor = windows[:-1].copy()
+    block_parts = _ranges(block_starts.size - 1)
+    for start in range(0, num_edges, chunk_edges):
+        _distribute_kernel(dst[start : start + chunk_edges], start, block_starts, block_parts, block_cursor, scratch)
+    _flush(scratch)
+    for b in range(block_starts.size - 1):  # pass 3: place each block's edges
+        v0, v1 = int(block_starts[b]), int(block_starts[b + 1])
+        node_parts = _ranges(v1 - v0) + v0
+        for start in range(int(windows[b]), int(windows[b + 1]), chunk_edges):
+            stop = min(start + chunk_edges, int(windows[b + 1]))
+            _fill_kernel(
+                src, dst, 0, scratch[start:stop], True, node_parts, cursor, indices_out, edge_ids, with_edge_ids
+            )
+        _flush(indices_out, edge_ids_out)
     return indptr, False
 
 
@@ -124,27 +138,6 @@ def _count(dst: np.ndarray, num_nodes: int, parts: np.ndarray, chunk_edges: int)
             previous = int(chunk[-1])
     np.cumsum(indptr, out=indptr)
     return indptr, already_sorted
-
-
-def _fill_by_blocks(src, dst, block_starts, windows, cursor, indices_out, edge_ids_out, chunk_edges, scratch) -> None:
-    """Passes 2 and 3: each block's edges into its window of ``scratch``, then placed."""
-    with_edge_ids = edge_ids_out is not None
-    edge_ids = edge_ids_out if with_edge_ids else _NO_EDGE_IDS
-    num_blocks = block_starts.size - 1
-    block_cursor = windows[:-1].copy()
-    block_parts = _ranges(num_blocks)  # thread t distributes the edges of blocks [block_parts[t], block_parts[t + 1])
-    for start in range(0, src.shape[0], chunk_edges):
-        _distribute_kernel(dst[start : start + chunk_edges], start, block_starts, block_parts, block_cursor, scratch)
-    _flush(scratch)
-    for b in range(num_blocks):
-        v0, v1 = int(block_starts[b]), int(block_starts[b + 1])
-        node_parts = _ranges(v1 - v0) + v0
-        for start in range(int(windows[b]), int(windows[b + 1]), chunk_edges):
-            stop = min(start + chunk_edges, int(windows[b + 1]))
-            _fill_kernel(
-                src, dst, 0, scratch[start:stop], True, node_parts, cursor, indices_out, edge_ids, with_edge_ids
-            )
-        _flush(indices_out, edge_ids_out)
 
 
 _NO_EDGE_IDS = np.empty(0, dtype=np.int64)

@@ -16,10 +16,11 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.layer_sample import LayerSample, ragged
 from graphpipe.ops.selection import lower_bound_in
 
-__all__ = ["EdgeExclusion", "EdgeQueries", "check_exclusion", "drop_excluded", "in_edge_range", "in_neighbours_sorted", "seed_edge_exclusion"]
+__all__ = ["EdgeExclusion", "EdgeQueries", "check_exclusion", "drop_excluded", "exclusion_arrays", "in_edge_range"]
+__all__ += ["in_neighbours_sorted", "seed_edge_exclusion"]
 
 
 class EdgeExclusion(NamedTuple):
@@ -56,8 +57,15 @@ class EdgeQueries(NamedTuple):
     reverse_owners: Optional[torch.Tensor] = None
 
 
-# No edge types (an untyped graph): one compiled kernel either way.
+# No edge types (an untyped graph) or no excluded edges (an EdgeExclusion over no
+# destinations): one compiled kernel either way.
 _NO_TYPES = np.zeros(0, np.uint8)
+_NO_EXCLUSION = (np.zeros(1, np.int64), np.zeros(0, np.int64))
+
+
+def exclusion_arrays(exclude: Optional[EdgeExclusion]):
+    """``(indptr, positions)`` of ``exclude`` as numpy arrays for the kernels (none: empty)."""
+    return _NO_EXCLUSION if exclude is None else tuple(t.contiguous().numpy() for t in exclude)
 
 
 # ---------------------------------------------------------------- kernels' building blocks
@@ -276,13 +284,11 @@ def drop_excluded(
     counts = sample.indptr[1:] - sample.indptr[:-1]
     destination = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
     counts = counts - torch.zeros_like(counts).index_add_(0, destination[drop], torch.ones_like(destination[drop]))
-    new_indptr = torch.zeros_like(sample.indptr)
-    torch.cumsum(counts, 0, out=new_indptr[1:])
     weights = sample.edge_weights
     if weights is not None:
         weights = weights * _kept_share_inverse(exclusion, nodes[:m], indptr, probs).to(weights)[destination.clamp(max=m)]
-    return LayerSample(
-        new_indptr, sample.indices[keep], sample.edge_ids[keep], None if weights is None else weights[keep]
+    return LayerSample.from_counts(
+        counts, sample.indices[keep], sample.edge_ids[keep], None if weights is None else weights[keep]
     )
 
 
@@ -297,11 +303,8 @@ def _kept_share_inverse(exclusion: EdgeExclusion, seeds: torch.Tensor, indptr: t
         total = (end - start).to(torch.float64).to(device)
         removed = num_excluded.to(torch.float64)
     else:
-        degrees = end - start
-        owner = torch.repeat_interleave(torch.arange(seeds.numel(), device=start.device), degrees)
-        first = torch.repeat_interleave(start - (torch.cumsum(degrees, 0) - degrees), degrees)
-        in_edges = torch.arange(owner.numel(), device=start.device) + first
-        weights = probs.to(start.device)[in_edges].to(torch.float64)
+        owner, position, _ = ragged(end - start, int((end - start).sum()))
+        weights = probs.to(start.device)[start[owner] + position].to(torch.float64)
         total = torch.zeros(seeds.numel(), dtype=torch.float64, device=start.device).index_add_(0, owner, weights)
         total = total.to(device)
         excluded_owner = torch.repeat_interleave(torch.arange(seeds.numel(), device=device), num_excluded)

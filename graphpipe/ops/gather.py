@@ -103,7 +103,7 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
         out: optional contiguous output of the result's shape, dtype and device, written
             in place and returned.
 
-    When ``table`` or ``ids`` is on a GPU the result is on that GPU (:func:`_gather_cuda`).
+    When ``table`` or ``ids`` is on a GPU the result is on that GPU (:func:`gather_valid_rows`).
     """
     if not isinstance(table, (torch.Tensor, np.ndarray)):
         raise TypeError(f"gather_rows: `table` must be a torch.Tensor or numpy array, got {type(table).__name__}")
@@ -115,39 +115,30 @@ def gather_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = N
 
 def gather_valid_rows(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`gather_rows` for int64 ``ids`` the caller has checked (on a GPU a check costs
-    a host synchronisation)."""
-    if ids.is_cuda or (isinstance(table, torch.Tensor) and table.is_cuda):
-        return _gather_cuda(table, ids, out)
-    return _gather_cpu(table, ids, out)
-
-
-def _gather_cuda(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-    """The result on ``ids``' GPU, else ``table``'s: ``index_select`` on a CUDA table,
-    :func:`~graphpipe.ops.uva_gather.uva_gather` of a pinned host table, else a CPU gather
-    copied over."""
-    device = ids.device if ids.is_cuda else table.device
-    if ids.is_cuda and not (isinstance(table, torch.Tensor) and table.is_cuda) and is_pinned(table):
-        return uva_gather(table, ids, out)  # pinned host table: the GPU reads its rows in place
-    if isinstance(table, torch.Tensor) and table.is_cuda:
-        rows = torch.index_select(table, 0, ids.to(table.device)).to(device)
-    else:
-        rows = _gather_cpu(table, ids.cpu(), None).to(device)
-    if out is None:
-        return rows
-    check_out(out, rows.shape, rows.dtype, rows.device, "gather_rows")
-    return out.copy_(rows)
-
-
-def _gather_cpu(table: Table, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    a host synchronisation). The result is on ``ids``' GPU, else ``table``'s, else the CPU:
+    ``index_select`` on a CUDA table, :func:`~graphpipe.ops.uva_gather.uva_gather` of a
+    pinned host table, else the CPU gather (copied over to a GPU)."""
+    table_on_gpu = isinstance(table, torch.Tensor) and table.is_cuda
+    device = ids.device if ids.is_cuda else table.device if table_on_gpu else torch.device("cpu")
     dtype = table.dtype if isinstance(table, torch.Tensor) else numpy_to_torch_dtype(table.dtype)
     shape = (ids.numel(),) + tuple(table.shape[1:])
-    if out is None:
-        out = _empty_rows(shape, dtype)
+    if out is not None:
+        check_out(out, shape, dtype, device, "gather_rows")
+    if device.type == "cpu":
+        return _gather_cpu(table, ids, _empty_rows(shape, dtype) if out is None else out)
+    if ids.is_cuda and not table_on_gpu and is_pinned(table):
+        return uva_gather(table, ids, out)  # pinned host table: the GPU reads its rows in place
+    if table_on_gpu:
+        rows = torch.index_select(table, 0, ids.to(table.device)).to(device)
     else:
-        check_out(out, shape, dtype, torch.device("cpu"), "gather_rows")
-    if out.numel() == 0:
-        return out
-    _gather_words(_word_view(_row_bytes(table)), ids.numpy(), _word_view(_row_bytes(out)))
+        rows = _gather_cpu(table, ids.cpu(), _empty_rows(shape, dtype)).to(device)
+    return rows if out is None else out.copy_(rows)
+
+
+def _gather_cpu(table: Table, ids: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` (a checked CPU tensor) = ``table[ids]``, CPU ``ids``."""
+    if out.numel():
+        _gather_words(_word_view(_row_bytes(table)), ids.numpy(), _word_view(_row_bytes(out)))
     return out
 
 

@@ -17,7 +17,7 @@ import torch
 from graphpipe._internal.devices import device_array
 from graphpipe.ops import torch_random
 from graphpipe.ops.edge_lookup import EdgeExclusion
-from graphpipe.ops.layer_sample import LayerSample
+from graphpipe.ops.layer_sample import LayerSample, ragged
 from graphpipe.ops.selection import LOG_SPACE_SPREAD, check_kernel_report
 
 _TRITON_MAX_FANOUT = 64  # the largest fanout whose K x K ranks triton_sampling computes
@@ -51,30 +51,20 @@ def _host_ints(where: str, bad: torch.Tensor, *values: torch.Tensor, non_finite=
     return read[2:]
 
 
-def _row_weight_range(w: torch.Tensor, row: torch.Tensor, num_rows: int):
-    """Per row the largest positive weight (0 if none) and whether scores need log space, as
-    :func:`~graphpipe.ops.selection.weight_range`."""
+def _in_edge_weights(weights: torch.Tensor, start: torch.Tensor, deg: torch.Tensor, bad: torch.Tensor):
+    """Every in-edge's float64 weight, laid out by :func:`~graphpipe.ops.layer_sample.ragged`: ``(row, pos, offsets, w,
+    non_finite, largest, log_space)``, with the 0-d count of NaN or infinite weights and per
+    row the largest positive weight (0 if none) and whether scores need log space, as
+    :func:`~graphpipe.ops.selection.weight_range` (over every in-edge, as the CPU kernels)."""
+    (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
+    row, pos, offsets = ragged(deg, total_in)
+    w = weights[start[row] + pos].to(torch.float64)
     positive = w > 0
-    largest = torch.zeros(num_rows, dtype=w.dtype, device=w.device).scatter_reduce_(
-        0, row, torch.where(positive, w, 0.0), reduce="amax"
-    )
-    smallest = torch.full((num_rows,), torch.inf, dtype=w.dtype, device=w.device).scatter_reduce_(
+    largest = w.new_zeros(deg.numel()).scatter_reduce_(0, row, torch.where(positive, w, 0.0), reduce="amax")
+    smallest = torch.full_like(largest, torch.inf).scatter_reduce_(
         0, row, torch.where(positive, w, torch.inf), reduce="amin"
     )
-    return largest, smallest < largest * LOG_SPACE_SPREAD
-
-
-def _ragged(counts: torch.Tensor, total: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Flatten ragged rows of ``counts`` items: ``(row of item, position in row, row offsets)``."""
-    offsets = torch.cumsum(counts, 0) - counts
-    row = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts, output_size=total)
-    return row, torch.arange(total, device=counts.device) - offsets[row], offsets
-
-
-def _indptr(counts: torch.Tensor) -> torch.Tensor:
-    indptr = torch.zeros(counts.numel() + 1, dtype=torch.int64, device=counts.device)
-    torch.cumsum(counts, 0, out=indptr[1:])
-    return indptr
+    return row, pos, offsets, w, (~torch.isfinite(w)).sum(), largest, smallest < largest * LOG_SPACE_SPREAD
 
 
 class _Excluded(NamedTuple):
@@ -100,9 +90,9 @@ def _excluded(exclude: Optional[EdgeExclusion], start: torch.Tensor) -> Optional
     counts[:m] = per_row
     before = torch.full_like(start, total)
     before[:m] = indptr[:-1]
-    rows = torch.repeat_interleave(torch.arange(m, device=start.device), per_row, output_size=total)
+    rows, rank, _ = ragged(per_row, total)  # rank: j, the entry's index within its row
     offsets = positions - start[rows]
-    keys = rows * 2**32 + offsets - (torch.arange(total, device=start.device) - indptr[rows])
+    keys = rows * 2**32 + offsets - rank
     return _Excluded(counts, before, rows, offsets, keys)
 
 
@@ -115,7 +105,7 @@ def _skip_excluded(excluded: Optional[_Excluded], row: torch.Tensor, rank: torch
 
 
 def _without_excluded(w: torch.Tensor, excluded: Optional[_Excluded], offsets: torch.Tensor) -> torch.Tensor:
-    """Weights ``w`` (rows laid out by :func:`_ragged` at ``offsets``), 0 at excluded in-edges."""
+    """Weights ``w`` (rows laid out by :func:`ragged` at ``offsets``), 0 at excluded in-edges."""
     if excluded is None:
         return w
     return w.index_fill(0, offsets[excluded.rows] + excluded.offsets, 0.0)
@@ -123,7 +113,7 @@ def _without_excluded(w: torch.Tensor, excluded: Optional[_Excluded], offsets: t
 
 def _smallest_per_row(score: torch.Tensor, row: torch.Tensor, offsets: torch.Tensor, take: torch.Tensor, total_out: int):
     """Flat positions of the ``take[r]`` smallest scores of each row (items row-major, as
-    :func:`_ragged` lays them), ascending; ties keep the lower position."""
+    :func:`ragged` lays them), ascending; ties keep the lower position."""
     order = torch.sort(score, stable=True).indices
     order = order[torch.sort(row[order], stable=True).indices]
     rank = torch.arange(order.numel(), device=order.device) - offsets[row[order]]
@@ -133,7 +123,7 @@ def _smallest_per_row(score: torch.Tensor, row: torch.Tensor, offsets: torch.Ten
 
 
 def _layer(indices, counts, edge_ids, edge_weights=None) -> LayerSample:
-    return LayerSample(_indptr(counts), indices[edge_ids].to(torch.int64), edge_ids, edge_weights)
+    return LayerSample.from_counts(counts, indices[edge_ids].to(torch.int64), edge_ids, edge_weights)
 
 
 def sample_neighbors_torch(
@@ -169,16 +159,12 @@ def sample_neighbors_torch(
         drawable = deg if excluded is None else deg - excluded.counts
         counts = drawable if fanout == -1 else torch.clamp(drawable, max=fanout)
         (total_out,) = _host_ints("sample_neighbors", bad, counts.sum())
-        row, pos, _ = _ragged(counts, total_out)
+        row, pos, _ = ragged(counts, total_out)
         if fanout != -1 and fanout < indices.numel():  # else no node has more in-edges
             floyd = _floyd(vkeys, drawable, fanout)
             pos = torch.where(drawable[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
         return _layer(indices, counts, start[row] + _skip_excluded(excluded, row, pos))
-    (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
-    row, pos, offsets = _ragged(deg, total_in)
-    w = weights[start[row] + pos].to(torch.float64)
-    non_finite = (~torch.isfinite(w)).sum()
-    largest, log_space = _row_weight_range(w, row, nodes.numel())  # over every in-edge, as the CPU kernel
+    row, pos, offsets, w, non_finite, largest, log_space = _in_edge_weights(weights, start, deg, bad)
     w = _without_excluded(w, excluded, offsets)
     positive = w > 0
     num_positive = torch.zeros_like(deg).index_add_(0, row, positive.to(torch.int64))
@@ -230,11 +216,7 @@ def _with_replacement(indices, nodes, fanout, start, deg, bad, vkeys, weights, e
         has_edges = drawable > 0
     else:
         u = torch_random.uniform(vkeys[:, None], draws[None, :])
-        (total_in,) = _host_ints("sample_neighbors", bad, deg.sum())
-        row_all, pos_all, offsets = _ragged(deg, total_in)
-        w = weights[start[row_all] + pos_all].to(torch.float64)
-        non_finite = (~torch.isfinite(w)).sum()
-        largest, _ = _row_weight_range(w, row_all, nodes.numel())
+        row_all, pos_all, offsets, w, non_finite, largest, _ = _in_edge_weights(weights, start, deg, bad)
         w = _without_excluded(torch.where(w > 0, w / largest[row_all], 0.0), excluded, offsets)  # ratios: no overflow
         cum = torch.cumsum(w, 0)
         before = cum[(offsets - 1).clamp(min=0)] if cum.numel() else offsets.to(torch.float64)
@@ -271,7 +253,7 @@ def sample_labor_torch(
     indices, nodes, start, deg, bad = _neighbourhoods(indptr, indices, nodes)
     counts = deg if fanout == -1 else torch.clamp(deg, max=fanout)
     total_in, total_out = _host_ints("sample_labor", bad, deg.sum(), counts.sum())
-    row, pos, offsets = _ragged(deg, total_in)
+    row, pos, offsets = ragged(deg, total_in)
     eids = start[row] + pos
     if total_in != total_out:
         chosen = _smallest_per_row(variates(indices[eids].to(torch.int64)), row, offsets, counts, total_out)

@@ -44,7 +44,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
-from graphpipe._internal.checks import check_fanout, check_importance_sampling, check_node_ids
+from graphpipe._internal.checks import check_importance_sampling
 from graphpipe.ops import torch_random
 from graphpipe.ops.gpu_sampling import sample_labor_torch
 from graphpipe.ops.layer_sample import LayerSample
@@ -52,9 +52,8 @@ from graphpipe.ops.random import uniform, uniform_bits, uniform_open
 from graphpipe.ops.selection import (
     CHUNKS_PER_THREAD,
     FANOUT_CAP,
-    check_graph_arrays,
     check_kernel_report,
-    check_probs,
+    check_layer_inputs,
     destination_ranges,
     edge_balanced_chunks,
     heapify,
@@ -739,15 +738,11 @@ def sample_labor(
         ValueError: ``indptr`` ranges of ``nodes`` outside ``indices``, or NaN or
             infinite ``probs`` of their in-edges.
     """
-    fanout = check_fanout(fanout, "sample_labor")
     check_importance_sampling(importance_sampling, "sample_labor")
     if probs is not None and importance_sampling != 0:
         raise NotImplementedError("sample_labor: weighted LABOR supports importance_sampling=0 only")
-    check_graph_arrays(indptr, indices, "sample_labor")
-    check_probs(probs, indices.numel(), "sample_labor")
-    nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", "sample_labor")
+    fanout, nodes, device = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_labor")
     num_nodes = indptr.numel() - 1 if num_nodes is None else num_nodes
-    device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:  # LABOR-k would still solve probabilities for it
         return LayerSample.empty(nodes.numel(), device, weights=True)
     if device.type == "cuda":
@@ -774,22 +769,19 @@ def _sample_labor_cpu(indptr, indices, nodes, fanout, variates, importance_sampl
         return LayerSample(*(torch.from_numpy(a) for a in out))
     offsets, neighbour_ids, bad_ranges = _gather_neighbourhoods(indptr_np, indices_np, nodes_np)
     check_kernel_report(bad_ranges, 0, "sample_labor")
-    vertices, local = unique_and_compact(
-        torch.empty(0, dtype=torch.int64), torch.from_numpy(neighbour_ids), num_nodes
-    )
-    vertices_np, local_np = vertices.numpy(), local.numpy()
+    no_dst = torch.empty(0, dtype=torch.int64)
+    vertices, local = (t.numpy() for t in unique_and_compact(no_dst, torch.from_numpy(neighbour_ids), num_nodes))
     keys = np.uint64(variates.k0), np.uint64(variates.k1)
-    r = labor_variates(vertices_np, *keys, float(variates.c0), float(variates.c1), bool(variates.dependent))
+    r = labor_variates(vertices, *keys, float(variates.c0), float(variates.c1), bool(variates.dependent))
     if probs is not None:
-        probs_np = probs.contiguous().numpy()
         *out, non_finite = _weighted_labor0(
-            indptr_np, indices_np, nodes_np, probs_np, offsets, local_np, r, fanout, chunks
+            indptr_np, indices_np, nodes_np, probs.contiguous().numpy(), offsets, local, r, fanout, chunks
         )
         check_kernel_report(0, non_finite, "sample_labor")
     else:
         degrees = np.diff(offsets)
-        edge_prob = _importance_sampling(offsets, local_np, vertices_np.size, degrees, fanout, importance_sampling)
-        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local_np, degrees.astype(np.float64))
+        edge_prob = _importance_sampling(offsets, local, vertices.size, degrees, fanout, importance_sampling)
+        out = _poisson(indptr_np, indices_np, nodes_np, edge_prob, offsets, r, local, degrees.astype(np.float64))
     return LayerSample(*(torch.from_numpy(a) for a in out))
 
 

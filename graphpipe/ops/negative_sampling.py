@@ -21,7 +21,7 @@ from graphpipe._internal.checks import check_int, check_node_pairs
 from graphpipe.ops import torch_random
 from graphpipe.ops.edge_lookup import has_source, in_edge_range
 from graphpipe.ops.random import hash2, uniform
-from graphpipe.ops.selection import max_output_edges
+from graphpipe.ops.selection import check_key, max_output_edges
 
 __all__ = ["sample_random_pairs", "MAX_ATTEMPTS", "check_negative_ratio", "sample_uniform_negatives"]
 
@@ -30,6 +30,8 @@ __all__ = ["sample_random_pairs", "MAX_ATTEMPTS", "check_negative_ratio", "sampl
 MAX_ATTEMPTS = 1000
 # A node time that constrains nothing (graphpipe.ops.temporal.UNTIMED).
 _UNTIMED = np.iinfo(np.int64).min
+# The CSC arrays of a graph without edges: the kernel's graph when no draw is checked against one.
+_NO_GRAPH = (np.zeros(1, np.int64), np.zeros(0, np.int64))
 # Bytes a batch holds per negative: the draw, its seed pair and its index (int64), its label.
 _BYTES_PER_NEGATIVE = 40
 
@@ -131,8 +133,7 @@ def sample_uniform_negatives(
         ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS``.
     """
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
-    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
-        raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
+    key = check_key(key, where)
     first, count = (0, num_nodes) if candidates is None else candidates
     if not 0 <= first < first + count <= num_nodes:
         raise ValueError(f"{where}: `candidates` {candidates!r} must be a non-empty range of ids below {num_nodes}")
@@ -146,14 +147,9 @@ def sample_uniform_negatives(
         if indptr.numel() - 1 != num_nodes:
             raise ValueError(f"{where}: `indptr` has {indptr.numel() - 1} nodes, `num_nodes` is {num_nodes}")
     elif pairs.is_cuda and node_time is None:
-        return first + _uniform_negatives_torch(pairs, count, negative_ratio, int(key))
-    device = pairs.device
-    host = pairs.cpu()
-    src, dst = host[:, 0].contiguous().numpy(), host[:, 1].contiguous().numpy()
-    if exclude_edges:
-        arrays = (indptr.contiguous().numpy(), indices.contiguous().numpy())
-    else:
-        arrays = (np.zeros(1, np.int64), np.zeros(0, np.int64))
+        return first + _uniform_negatives_torch(pairs, count, negative_ratio, key)
+    src, dst = (pairs[:, j].cpu().contiguous().numpy() for j in (0, 1))
+    arrays = tuple(t.contiguous().numpy() for t in (indptr, indices)) if exclude_edges else _NO_GRAPH
     types = np.zeros(0, np.uint8) if type_per_edge is None else type_per_edge.contiguous().numpy()
     times = (np.zeros(0, np.int64), np.zeros(0, np.int64)) if node_time is None else (node_time.numpy(), latest.cpu().numpy())
     out = np.empty((src.size, negative_ratio), np.int64)
@@ -168,7 +164,7 @@ def sample_uniform_negatives(
             f"(nearly) every one of the {count} candidate nodes is its neighbour (edge exclusion) or later "
             f"than the pair's time (temporal negatives)"
         )
-    return torch.from_numpy(out).to(device)
+    return torch.from_numpy(out).to(pairs.device)
 
 
 def _uniform_negatives_torch(pairs: torch.Tensor, num_nodes: int, negative_ratio: int, key: int) -> torch.Tensor:

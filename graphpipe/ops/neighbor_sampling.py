@@ -25,16 +25,15 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe._internal.checks import check_fanout, check_node_ids
 from graphpipe.ops.gpu_sampling import sample_neighbors_torch
-from graphpipe.ops.edge_lookup import EdgeExclusion, check_exclusion
+from graphpipe.ops.edge_lookup import EdgeExclusion, check_exclusion, exclusion_arrays
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.random import hash2, uniform, uniform_open
 from graphpipe.ops.selection import (
     FANOUT_CAP,
-    check_graph_arrays,
     check_kernel_report,
-    check_probs,
+    check_key,
+    check_layer_inputs,
     destination_ranges,
     heapify,
     max_output_edges,
@@ -55,9 +54,6 @@ _SMALL_FANOUT_MAX = 64
 _NUM_CHUNKS = 64
 # Output bytes per sampled edge: an int64 edge id and source.
 _BYTES_PER_EDGE = 16
-# No excluded edges: an EdgeExclusion over no destinations (one compiled kernel either way).
-_NO_EXCLUSION_INDPTR = np.zeros(1, np.int64)
-_NO_EXCLUSION_POSITIONS = np.zeros(0, np.int64)
 
 
 @numba.njit(inline="always", nogil=True, cache=True)
@@ -405,19 +401,12 @@ def sample_neighbors(
             ``probs`` of their in-edges, or an output too large for memory
             (:class:`FanoutTooLarge`).
     """
-    fanout = check_fanout(fanout, "sample_neighbors")
-    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
-        raise ValueError(f"sample_neighbors: `key` must be an int in [0, 2**64), got {key!r}")
-    key = int(key)
-    check_graph_arrays(indptr, indices, "sample_neighbors")
-    num_nodes = indptr.numel() - 1
-    nodes = check_node_ids(nodes, num_nodes, "nodes", "sample_neighbors")
-    check_probs(probs, indices.numel(), "sample_neighbors")
+    key = check_key(key, "sample_neighbors")
+    fanout, nodes, device = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_neighbors")
     if exclude is not None:
         check_exclusion(exclude, indptr, nodes, "sample_neighbors")
     if key_ids is not None and (nodes.is_cuda or indptr.is_cuda or key_ids.shape != nodes.shape):
         raise ValueError("sample_neighbors: `key_ids` must be a CPU tensor shaped like `nodes`, with CPU `nodes` and graph")
-    device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:
         return LayerSample.empty(nodes.numel(), device)
     if device.type == "cuda":  # GPU path: the graph in device or pinned host memory
@@ -444,35 +433,23 @@ def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> FanoutTooLarge:
 
 def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids=None) -> LayerSample:
     """The CPU kernels; destination ``i`` keys its variates by ``key_ids[i]`` (default ``nodes[i]``)."""
-    indptr_np = indptr.contiguous().numpy()
-    indices_np = indices.contiguous().numpy()
-    nodes_np = nodes.contiguous().numpy()
-    key_ids_np = nodes_np if key_ids is None else key_ids.contiguous().numpy()
-    key = np.uint64(key)
+    graph = tuple(t.contiguous().numpy() for t in (indptr, indices, nodes, nodes if key_ids is None else key_ids))
     max_out = max_output_edges(_BYTES_PER_EDGE)
     capped = min(fanout, FANOUT_CAP)
-    if exclude is None:
-        excluded = (_NO_EXCLUSION_INDPTR, _NO_EXCLUSION_POSITIONS)
-    else:
-        excluded = tuple(t.contiguous().numpy() for t in exclude)
+    options = (capped, np.uint64(key), bool(replace), max_out, *exclusion_arrays(exclude))
     try:
         if probs is None:
             kernel = _sample_uniform if capped <= _SMALL_FANOUT_MAX else _sample_uniform_large
-            out = kernel(indptr_np, indices_np, nodes_np, key_ids_np, capped, key, bool(replace), max_out, *excluded)
-            bad_ranges, non_finite = out[3], 0
+            result = (*kernel(*graph, *options), 0)  # no weights: none non-finite
         else:
-            probs_np = probs.contiguous().numpy()
-            out = _sample_weighted(
-                indptr_np, indices_np, nodes_np, key_ids_np, probs_np, capped, key, bool(replace), max_out, *excluded
-            )
-            bad_ranges, non_finite = out[3], out[4]
+            result = _sample_weighted(*graph, probs.contiguous().numpy(), *options)
     except MemoryError as error:
         raise MemoryError(
-            f"sample_neighbors: out of memory sampling {nodes_np.size} destinations with `fanout`={fanout} "
+            f"sample_neighbors: out of memory sampling {nodes.numel()} destinations with `fanout`={fanout} "
             f"(replace={bool(replace)}); use a smaller fanout or batch"
         ) from error
+    *out, bad_ranges, non_finite = result
     check_kernel_report(bad_ranges, non_finite, "sample_neighbors")
-    out_indptr, out_src, out_eids = out[:3]
-    if out_indptr[-1] > max_out:
-        raise _too_many_edges(fanout, replace, nodes_np.size)
-    return LayerSample(torch.from_numpy(out_indptr), torch.from_numpy(out_src), torch.from_numpy(out_eids))
+    if out[0][-1] > max_out:
+        raise _too_many_edges(fanout, replace, nodes.numel())
+    return LayerSample(*(torch.from_numpy(a) for a in out))

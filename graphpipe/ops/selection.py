@@ -10,13 +10,15 @@ import numba
 import numpy as np
 import torch
 
+from graphpipe._internal.checks import check_fanout, check_node_ids
+
 __all__ = [
     "CHUNKS_PER_THREAD",
     "FANOUT_CAP",
     "LOG_SPACE_SPREAD",
-    "check_graph_arrays",
     "check_kernel_report",
-    "check_probs",
+    "check_layer_inputs",
+    "check_key",
     "destination_ranges",
     "edge_balanced_chunks",
     "heapify",
@@ -219,40 +221,46 @@ def range_is_bad(start, end, num_edges):
     return (np.uint64(start) > np.uint64(end)) | (np.uint64(end) > np.uint64(num_edges))
 
 
-def check_graph_arrays(indptr, indices, where: str) -> None:
-    """``indptr``/``indices`` are 1-D int32/int64 tensors, ``0 <= indptr[-1] <= len(indices)``
-    (host ``indptr`` only): O(1). The kernels check the ranges they read (O(batch))."""
+def check_layer_inputs(indptr, indices, nodes, fanout, probs, where: str):
+    """The user inputs of a one-layer sampling op: ``(fanout, nodes, device)``, ``fanout``
+    as an int, ``nodes`` as int64 ids of the graph and the device the op runs on (``nodes``'
+    GPU, else the graph's). ``indptr``/``indices`` are 1-D int32/int64 tensors, ``0 <=
+    indptr[-1] <= len(indices)`` (host ``indptr`` only): O(1), the kernels check the ranges
+    they read (O(batch)); ``probs`` is None or a ``[num_edges]`` float32/float64 tensor (the
+    kernels check the values they read)."""
+    fanout = check_fanout(fanout, where)
     for name, array in (("indptr", indptr), ("indices", indices)):
-        if not isinstance(array, torch.Tensor) or array.dtype not in (torch.int32, torch.int64):
-            raise TypeError(
-                f"{where}: `{name}` must be an int32 or int64 tensor, got "
-                f"{getattr(array, 'dtype', type(array).__name__)}"
-            )
+        _check_dtype(array, name, (torch.int32, torch.int64), "an int32 or int64", where)
         if array.dim() != 1:
             raise ValueError(f"{where}: `{name}` must be 1-D, got shape {tuple(array.shape)}")
     if indptr.numel() == 0:
         raise ValueError(f"{where}: `indptr` must have num_nodes + 1 >= 1 entries, got none")
-    if indptr.is_cuda:  # reading it would synchronise: the torch ops check the ranges they read
-        return
-    last = int(indptr[-1])
-    if not 0 <= last <= indices.numel():
+    # A CUDA indptr is not read (a synchronisation): the torch ops check the ranges they read.
+    if not indptr.is_cuda and not 0 <= int(indptr[-1]) <= indices.numel():
         raise ValueError(
-            f"{where}: `indptr` and `indices` disagree: indptr[-1] = {last} but `indices` has "
+            f"{where}: `indptr` and `indices` disagree: indptr[-1] = {int(indptr[-1])} but `indices` has "
             f"{indices.numel()} entries"
         )
+    if probs is not None:
+        _check_dtype(probs, "probs", (torch.float32, torch.float64), "a float32 or float64", where)
+        if probs.dim() != 1 or probs.numel() != indices.numel():
+            raise ValueError(
+                f"{where}: `probs` must have shape [num_edges]=[{indices.numel()}], got {tuple(probs.shape)}"
+            )
+    nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", where)
+    return fanout, nodes, nodes.device if nodes.is_cuda else indptr.device
 
 
-def check_probs(probs, num_edges: int, where: str) -> None:
-    """``probs`` is None or a ``[num_edges]`` float32/float64 tensor (the kernels check the values they read)."""
-    if probs is None:
-        return
-    if not isinstance(probs, torch.Tensor) or probs.dtype not in (torch.float32, torch.float64):
-        raise TypeError(
-            f"{where}: `probs` must be a float32 or float64 tensor, got "
-            f"{getattr(probs, 'dtype', type(probs).__name__)}"
-        )
-    if probs.dim() != 1 or probs.numel() != num_edges:
-        raise ValueError(f"{where}: `probs` must have shape [num_edges]=[{num_edges}], got {tuple(probs.shape)}")
+def _check_dtype(value, name: str, dtypes, what: str, where: str) -> None:
+    if not isinstance(value, torch.Tensor) or value.dtype not in dtypes:
+        raise TypeError(f"{where}: `{name}` must be {what} tensor, got {getattr(value, 'dtype', type(value).__name__)}")
+
+
+def check_key(key, where: str) -> int:
+    """``key`` as an int in ``[0, 2**64)`` (a layer's or batch's key), else a ValueError."""
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < 2**64:
+        raise ValueError(f"{where}: `key` must be an int in [0, 2**64), got {key!r}")
+    return int(key)
 
 
 def check_kernel_report(bad_ranges: int, non_finite: int, where: str) -> None:

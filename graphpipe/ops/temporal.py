@@ -30,7 +30,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.ops.edge_lookup import EdgeExclusion
+from graphpipe.ops.edge_lookup import EdgeExclusion, exclusion_arrays
 from graphpipe.ops.random import hash2
 from graphpipe.ops.selection import lower_bound_in
 
@@ -188,7 +188,7 @@ def valid_candidates(
         candidates in ``positions``, and ``[C]`` int64 their CSC positions.
     """
     bounds_np, lo_np, hi_np = bounds.numpy(), lo.numpy(), hi.numpy()
-    ex_indptr, ex_pos = (np.zeros(1, np.int64), _NO_TIMES) if exclude is None else (exclude.indptr.numpy(), exclude.positions.numpy())
+    ex_indptr, ex_pos = exclusion_arrays(exclude)
     counts = np.empty(lo_np.size, np.int64)
     args = (bounds_np, lo_np, hi_np, arrays.indices, arrays.node_time, arrays.edge_time, ex_indptr, ex_pos)
     if draws is None:
@@ -207,9 +207,7 @@ def valid_candidates(
     np.cumsum(counts, out=offsets[1:])
     positions = np.empty(offsets[-1], np.int64)
     _fill_valid(*args, offsets, scratch, scratch_at, positions)
-    candidate_bounds = np.empty(2 * lo_np.size, np.int64)
-    candidate_bounds[0::2] = offsets[:-1]
-    candidate_bounds[1::2] = offsets[1:]
+    candidate_bounds = np.stack([offsets[:-1], offsets[1:]], axis=1).reshape(-1)  # [lo_0, hi_0, lo_1, ...]
     return torch.from_numpy(candidate_bounds), torch.from_numpy(positions)
 
 
@@ -326,7 +324,7 @@ def latest_candidates(
         ``(indptr, positions)``: ``[S + 1]`` int64 offsets and ``[E]`` int64 CSC
         positions, ascending within a segment.
     """
-    ex_indptr, ex_pos = (np.zeros(1, np.int64), _NO_TIMES) if exclude is None else (exclude.indptr.numpy(), exclude.positions.numpy())
+    ex_indptr, ex_pos = exclusion_arrays(exclude)
     args = (bounds.numpy(), lo.numpy(), hi.numpy(), fanouts.numpy(), *arrays, bool(is_sorted), ex_indptr, ex_pos)
     offsets = np.zeros(lo.numel() + 1, np.int64)
     _latest(*args, offsets, _NO_TIMES, False)

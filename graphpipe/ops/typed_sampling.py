@@ -79,10 +79,8 @@ def typed_segments_of_nodes(
     """
     indptr_np, types_np = indptr.numpy(), type_per_edge.numpy()
     sizes = {t: nodes.numel() for nodes, edge_types in groups for t in edge_types}
-    first, total = {}, 0
-    for t in sorted(sizes):
-        first[t] = total
-        total += sizes[t]
+    starts = np.cumsum([0] + [sizes[t] for t in sorted(sizes)]).tolist()  # of each type's segments
+    first, total = dict(zip(sorted(sizes), starts)), starts[-1]
     bounds = np.empty(2 * total, indptr_np.dtype)
     key_ids = np.empty(total, np.int64)
     bad = 0
@@ -122,11 +120,9 @@ def sample_segments(
     if len(runs) == 1:
         return runs[0]
     counts = torch.cat([run.indptr[1:] - run.indptr[:-1] for run in runs])
-    indptr_out = torch.zeros(num_segments + 1, dtype=torch.int64)
-    torch.cumsum(counts, 0, out=indptr_out[1:])
     weights = None if runs[0].edge_weights is None else torch.cat([run.edge_weights for run in runs])
-    return LayerSample(
-        indptr_out, torch.cat([run.indices for run in runs]), torch.cat([run.edge_ids for run in runs]), weights
+    return LayerSample.from_counts(
+        counts, torch.cat([run.indices for run in runs]), torch.cat([run.edge_ids for run in runs]), weights
     )
 
 

@@ -14,6 +14,7 @@ runs the kernel on CPU tensors in the tests.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Optional
 
 import torch
@@ -25,7 +26,6 @@ __all__ = ["check_out", "uva_gather", "word_dtype"]
 _LINE_BYTES = 128
 _TILE_WORDS = 2048
 _PROGRAMS_PER_SM = 2
-_kernel = None
 
 
 def word_dtype(row_nbytes: int, ptr: int) -> torch.dtype:
@@ -42,11 +42,9 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+@functools.lru_cache(maxsize=None)
 def _gather_kernel():
     """The Triton kernel, compiled on first use."""
-    global _kernel
-    if _kernel is not None:
-        return _kernel
     import triton
     import triton.language as tl
 
@@ -72,8 +70,7 @@ def _gather_kernel():
                 tl.store(out + (dst * row_words)[:, None] + (word - start[:, None]), values,
                          mask=row_ok[:, None] & in_row)
 
-    _kernel = gather_rows_kernel
-    return _kernel
+    return gather_rows_kernel
 
 
 def uva_gather(
@@ -115,8 +112,7 @@ def uva_gather(
     row_words = words.shape[1]
     line_words = _LINE_BYTES // word.itemsize
     block_w = min(_next_pow2(row_words + line_words - 1), 1024)
-    rows_per_program = rows_per_program or max(1, _TILE_WORDS // block_w)
-    rows_per_program = _next_pow2(rows_per_program)
+    rows_per_program = _next_pow2(rows_per_program or max(1, _TILE_WORDS // block_w))
     num_tiles = -(-n // rows_per_program)
     if max_programs is None:
         max_programs = _PROGRAMS_PER_SM * _num_sms(ids.device)
