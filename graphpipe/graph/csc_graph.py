@@ -24,7 +24,7 @@ from typing import Dict, List, Literal, Mapping, NamedTuple, Optional, Tuple, Un
 import numpy as np
 import torch
 
-from graphpipe._internal.devices import cuda_or_warn_once, device_array, pin_in_place, resolve_device
+from graphpipe._internal.devices import cuda_or_warn_once, device_array, device_or_cpu, pin_in_place
 from graphpipe.graph import storage
 from graphpipe.graph.build import check_attribute, coo_arrays, coo_files_graph, hetero_arrays, smallest_index_dtype
 from graphpipe.graph.edge_types import NO_COLON_IN_TYPE_NAMES, parse_edge_type
@@ -623,11 +623,7 @@ class CSCGraph:
     def to(self, device) -> "CSCGraph":
         """A graph with every array on ``device`` (self if they are there already).
         Without CUDA, ``to("cuda")`` warns once and keeps the graph on the CPU."""
-        device = resolve_device(device)
-        if device.type == "cuda" and not cuda_or_warn_once(
-            "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU"
-        ):
-            device = torch.device("cpu")
+        device = device_or_cpu(device, "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU")
         if all(t.device == device for t in self._arrays()):
             return self
         arguments = storage.build_arguments(self, lambda t: t.to(device))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from graphpipe._internal.checks import check_bool
-from graphpipe._internal.devices import cuda_or_warn_once, resolve_device
+from graphpipe._internal.devices import device_or_cpu
 from graphpipe.pipes.base import Pipe, functional_pipe
 
 __all__ = ["CopyTo"]
@@ -35,16 +35,13 @@ class CopyTo(Pipe):
         ):
             raise TypeError(f"copy_to: `extra_attrs` must be a list of MiniBatch field names, got {extra_attrs!r}")
         try:
-            self.device = torch.device(device)
+            device = torch.device(device)
         except (RuntimeError, TypeError) as err:
             raise ValueError(
                 f"CopyTo: `device` must be a torch device or a name like 'cuda:0', got {device!r}"
             ) from err
-        if self.device.type == "cuda" and not cuda_or_warn_once(
-            f"copy_to('{self.device}'): CUDA is not available; batches stay on the CPU"
-        ):
-            self.device = torch.device("cpu")
-        self.device = resolve_device(self.device)  # cuda -> cuda:k, the building thread's device
+        # cuda -> cuda:k, the building thread's device
+        self.device = device_or_cpu(device, f"copy_to('{device}'): CUDA is not available; batches stay on the CPU")
         self.non_blocking = check_bool(non_blocking, "non_blocking", "copy_to")
 
     def copy(self, item):
