@@ -247,8 +247,11 @@ def _ask_owners(rows: torch.Tensor, owners: torch.Tensor, world_size: int, group
 def _to_every_rank(rows: torch.Tensor, world_size: int, group) -> tuple:
     """Send ``rows`` (``[n, ...]``) to every rank: ``(rows received from each rank, every
     rank's rows, rank after rank)``."""
-    ranks = torch.arange(world_size).repeat_interleave(rows.shape[0])
-    return _ask_owners(rows.repeat(world_size, 1), ranks, world_size, group)[2:]
+    sent = [rows.shape[0]] * world_size
+    received = torch.empty(world_size, dtype=torch.int64)
+    _collective(dist.all_to_all_single, received, torch.tensor(sent), group=group)
+    received_from = received.tolist()
+    return received_from, _all_to_all(rows.repeat(world_size, 1), sent, received_from, group)[0]
 
 
 def _plan_exchange(route: _Route, owned: Sequence[torch.Tensor], num_nodes: int, group) -> List[ExchangePlan]:
