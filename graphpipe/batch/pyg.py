@@ -366,10 +366,7 @@ def _pruned_hops(layers: List[SampledSubgraph]) -> _PygHops:
         picked, sources = {}, {t: [] for t in known}
         for etype, (src, _, dst) in ends.items():
             csc = sg.sampled_csc[etype]
-            if hop == 1:  # the frontier is every destination and known[dst] is arange: every edge, CSC order
-                picked[etype] = slice(None), torch.repeat_interleave(csc.indptr.diff(), output_size=csc.indices.numel())
-            else:
-                picked[etype] = _frontier_in_edges(csc, known[dst], frontier_start[dst])
+            picked[etype] = _frontier_in_edges(csc, known[dst], frontier_start[dst])
             sources[src].append(csc.indices[picked[etype][0]])
         local_sources = {}
         for node_type, pieces in sources.items():
