@@ -404,7 +404,7 @@ def _add_hop(known: torch.Tensor, pieces: List[torch.Tensor], input_nodes: torch
     ``[E_i]`` int64 positions of its sources in it.
     """
     num_known = known.numel()
-    sources = pieces[0] if len(pieces) == 1 else torch.cat(pieces) if pieces else known[:0]
+    sources = torch.cat([known[:0], *pieces])
     grown, local_sources = unique_and_compact(known, sources, max(input_nodes.numel(), 1))
     # The new nodes come in block-local order; renumber them by id.
     new = grown[num_known:]
@@ -412,7 +412,7 @@ def _add_hop(known: torch.Tensor, pieces: List[torch.Tensor], input_nodes: torch
     relabel = torch.arange(grown.numel(), device=grown.device)
     relabel[num_known + order] = relabel[num_known:].clone()
     local = relabel[local_sources]
-    local_pieces = [local] if len(pieces) == 1 else list(local.split([p.numel() for p in pieces]))
+    local_pieces = list(local.split([p.numel() for p in pieces]))
     return torch.cat([known, new[order]]), local_pieces
 
 
