@@ -366,10 +366,7 @@ def _pruned_hops(layers: List[SampledSubgraph]) -> _PygHops:
         picked, sources = {}, {t: [] for t in known}
         for etype, (src, _, dst) in ends.items():
             csc = sg.sampled_csc[etype]
-            if hop == 1:  # the frontier is every destination and known[dst] is arange: every edge, CSC order
-                picked[etype] = slice(None), torch.repeat_interleave(csc.indptr.diff(), output_size=csc.indices.numel())
-            else:
-                picked[etype] = _frontier_in_edges(csc, known[dst], frontier_start[dst])
+            picked[etype] = _frontier_in_edges(csc, known[dst], frontier_start[dst])
             sources[src].append(csc.indices[picked[etype][0]])
         local_sources = {}
         for node_type, pieces in sources.items():
@@ -407,7 +404,7 @@ def _add_hop(known: torch.Tensor, pieces: List[torch.Tensor], input_nodes: torch
     ``[E_i]`` int64 positions of its sources in it.
     """
     num_known = known.numel()
-    sources = pieces[0] if len(pieces) == 1 else torch.cat(pieces) if pieces else known[:0]
+    sources = torch.cat([known[:0], *pieces])
     grown, local_sources = unique_and_compact(known, sources, max(input_nodes.numel(), 1))
     # The new nodes come in block-local order; renumber them by id.
     new = grown[num_known:]
@@ -415,7 +412,7 @@ def _add_hop(known: torch.Tensor, pieces: List[torch.Tensor], input_nodes: torch
     relabel = torch.arange(grown.numel(), device=grown.device)
     relabel[num_known + order] = relabel[num_known:].clone()
     local = relabel[local_sources]
-    local_pieces = [local] if len(pieces) == 1 else list(local.split([p.numel() for p in pieces]))
+    local_pieces = list(local.split([p.numel() for p in pieces]))
     return torch.cat([known, new[order]]), local_pieces
 
 

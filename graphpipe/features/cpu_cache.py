@@ -97,8 +97,6 @@ class CPUCachedFeature(CachedFeature):
     def _read_host(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         n = ids.numel()
         out = output_rows(out, (n, *self.row_shape), self.dtype, torch.device("cpu"), "CPUCachedFeature.read")
-        if n == 0:
-            return out
         ids64 = ids.numpy().astype(np.int64, copy=False)
         out_bytes = _as_bytes(out, n)
         missed = np.empty(n, dtype=np.int64)
@@ -107,8 +105,6 @@ class CPUCachedFeature(CachedFeature):
             self._hits += n - num_missed
             self._misses += num_missed
             updates = self._updates
-        if num_missed == 0:
-            return out
         missed = missed[:num_missed]
         unique, inverse = np.unique(ids64[missed], return_inverse=True)
         fetched = self.fallback.read_valid(torch.from_numpy(unique))

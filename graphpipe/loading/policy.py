@@ -80,8 +80,7 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
       thread-safe fetcher right after it in the same pool threads: whole batches, each
       on its share of the cores (0-7% faster for NS, 1-4% for LABOR-0 on 2 cores than a
       separate fetch thread; benchmarks/RESULTS.md, "Issue 30: what was removed");
-    * another sampler runs in a thread of its own, another fetcher too, gathering on
-      ``C // 4`` threads (a gather is bound by memory);
+    * another sampler runs in a thread of its own, another fetcher too;
     * a sampler or fetcher on CUDA batches, and a copy to a CUDA device, on a side stream;
     * a collective stage (cooperative) in a thread of its own, one batch at a time;
     * ``num_workers > 0``: the stages before the first fetcher in worker processes.
@@ -134,7 +133,7 @@ def _place_of(stage: Pipe, cuda: bool, before: Optional[Place], previous: Pipe) 
     in_pool = Place("pool", pool, max(1, cores // pool))
     if stage.thread_safe and (stage.role == "sampler" or (before == in_pool and previous.role == "sampler")):
         return in_pool
-    return Place("thread", kernel_threads=max(1, cores // 4)) if stage.role == "fetcher" else Place("thread")
+    return Place("thread")
 
 
 def place(pipe: Pipe, placement: Sequence[Place]) -> Pipe:

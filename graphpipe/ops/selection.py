@@ -2,7 +2,6 @@
 ``(score, position)`` pairs, sorts for a fanout's few values, edge-balanced chunks, scores
 for weights of any magnitude) and the argument checks the public sampling ops share."""
 
-import functools
 import math
 import os
 
@@ -278,7 +277,6 @@ def check_kernel_report(bad_ranges: int, non_finite: int, where: str) -> None:
         )
 
 
-@functools.lru_cache(maxsize=None)
 def _physical_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -30,7 +30,7 @@ def _pool():
 
 
 def _fetch_thread():
-    return Place("thread", kernel_threads=max(1, numba.get_num_threads() // 4))
+    return Place("thread")
 
 
 def test_a_sampler_and_the_fetcher_after_it_share_a_pool():
