@@ -119,7 +119,7 @@ _CHILD = _SLOW_DISK + textwrap.dedent(
     feature = DiskBasedFeature(sys.argv[1], num_threads=int(sys.argv[2]))
     feature.read(torch.arange(4))  # opened, threads started
     print("reading", flush=True)
-    feature.read(torch.randint(0, 1000, (400_000,)))  # 40 s of rows at 100 us each
+    feature.read(torch.randint(0, 1000, (1_600_000,)))  # 160 s of rows at 100 us each (40 s on 4 threads)
     print("finished", flush=True)
     """
 )
@@ -139,14 +139,16 @@ def test_ctrl_c_stops_a_long_read_and_the_process_exits_promptly(tmp_path, num_t
         child.send_signal(signal.SIGINT)
         sent = time.monotonic()
         try:
-            out, err = child.communicate(timeout=15)
+            out, err = child.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail("the process still runs 15 s after Ctrl-C")
+            pytest.fail("the process still runs 30 s after Ctrl-C")
         took = time.monotonic() - sent
     finally:
         child.kill()
     assert "KeyboardInterrupt" in err and "finished" not in out
-    assert took < 4.0, f"the process exited {took:.1f} s after Ctrl-C"
+    # The read alone would take 40 s or more: exiting within half of that means it was stopped (not a
+    # speed check; a loaded machine took up to 4 s).
+    assert took < 20.0, f"the process exited {took:.1f} s after Ctrl-C"
 
 
 def test_close_from_another_thread_stops_a_long_read(tmp_path, monkeypatch):
@@ -157,11 +159,9 @@ def test_close_from_another_thread_stops_a_long_read(tmp_path, monkeypatch):
     feature = DiskBasedFeature(tmp_path / "f.npy", num_threads=2)
     future = feature.read_async(torch.randint(0, 1000, (400_000,)))  # 40 s of rows
     time.sleep(0.3)
-    started = time.monotonic()
     feature.close()
     with pytest.raises(RuntimeError, match=r"f.npy'\): the read was stopped"):
-        future.result(timeout=5)
-    assert time.monotonic() - started < 2.0
+        future.result(timeout=10)  # the read alone: 20 s on 2 threads
     assert not [t for t in threading.enumerate() if t.name.startswith("graphpipe-disk-io") and t.is_alive()]
     monkeypatch.setattr(disk_feature, "_pread_rows", namespace["_read_rows"])
     assert feature.read(torch.tensor([3])).shape == (1, 16)  # reopens

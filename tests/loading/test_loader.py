@@ -377,13 +377,9 @@ def test_close_returns_while_a_background_stage_is_stuck_and_warns(monkeypatch):
 
 def test_construction_explain_and_stats_walk_source_links_and_pickle_no_tensor(monkeypatch):
     """O(stages), whatever the tensors' sizes: a graph with 50M-edge weights (400 MB of
-    arrays) costs DataLoader() what a tiny one costs. The bound is checked two ways: no
-    tensor is pickled or copied while building, explaining or reporting (the old walker,
-    torch's traverse_dps, pickled every stage with its tensors: 0.9 s here), and a loose
-    absolute bound of 50 ms (construction takes ~1-5 ms; pickling the weights alone takes
-    longer than the bound)."""
-    import time
-
+    arrays) costs DataLoader() what a tiny one costs: no tensor is pickled while
+    building, explaining or reporting (the old walker, torch's traverse_dps, pickled every
+    stage with its tensors: 0.9 s here). No wall-clock bound: timings are benchmarks' job."""
     num_nodes, num_edges = 1000, 50_000_000
     indptr = torch.linspace(0, num_edges, num_nodes + 1).long()
     graph = gp.CSCGraph(indptr, torch.zeros(num_edges, dtype=torch.int32), edge_attributes={"w": torch.zeros(num_edges)})
@@ -399,14 +395,11 @@ def test_construction_explain_and_stats_walk_source_links_and_pickle_no_tensor(m
         raise AssertionError("a stage tensor was pickled")
 
     monkeypatch.setattr(torch.Tensor, "__reduce_ex__", refuse)
-    start = time.perf_counter()
     loader = gp.DataLoader(pipe)
-    seconds = time.perf_counter() - start
     loader.explain()
     loader.stats()
     loader.close()
     assert pickled == []
-    assert seconds < 0.05, f"DataLoader() took {seconds * 1e3:.1f} ms"
 
 
 def test_stats_report_the_hit_rate_of_a_cached_feature_per_epoch():
