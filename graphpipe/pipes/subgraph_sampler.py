@@ -423,6 +423,8 @@ class SubgraphSampler(Pipe):
             nodes = parts[0] if len(parts) == 1 else torch.cat(parts)  # untyped: a view, no copy
             counts = tuple(count - skip for count, skip in zip(counts, skipped))
         if not self.typed and subtrees == 1 and windows is None:
+            if self.fanouts[layer] == 0:  # no segments, as a typed layer's edge type of fanout 0
+                nodes, exclude = nodes[:0], None
             if exclude is None:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
                 return self.sample_layer(nodes, layer, minibatch)
             return self.sample_layer(nodes, layer, minibatch, exclude=exclude.edges)
@@ -596,9 +598,7 @@ class SubgraphSampler(Pipe):
 
     def _segment_dst(self, counts, layer: int) -> torch.Tensor:
         """``[S]`` int64: each segment's destination in layer ``layer`` of the destinations
-        ``counts`` per type, all sampled (untyped: one segment per destination)."""
-        if not self.typed:
-            return torch.arange(sum(counts))
+        ``counts`` per type, all sampled."""
         return segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[layer])[1]
 
     def seed_windows(self, minibatch: MiniBatch, seeds: SeedNodes) -> Tuple[torch.Tensor, torch.Tensor]:
