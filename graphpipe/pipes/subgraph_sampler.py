@@ -674,12 +674,8 @@ class SubgraphSampler(Pipe):
         if self.any_seeds_supported:
             return
         seeds = minibatch.seeds
-        if isinstance(seeds, torch.Tensor):
-            task = "node" if seeds.dim() != 2 else "link" if seeds.shape[1] == 2 else "hyperlink"
-            gpu = seeds.is_cuda
-        else:
-            values = [v for v in seeds.values() if isinstance(v, torch.Tensor)]
-            task, gpu = _task_of_shapes([v.shape for v in values]), any(v.is_cuda for v in values)
+        values = [seeds] if isinstance(seeds, torch.Tensor) else [v for v in seeds.values() if isinstance(v, torch.Tensor)]
+        task, gpu = _task_of_shapes([v.shape for v in values]), any(v.is_cuda for v in values)
         device = "GPU" if gpu or self.on_gpu else "CPU"
         if SUPPORT[(self.graph_kind, task, self.mode, device, self.layout)] is not None:
             check_supported(
@@ -839,7 +835,9 @@ _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N,
 
 
 def _task_of_shapes(shapes) -> str:
-    """``"node"``, ``"link"`` or ``"hyperlink"``: the task of seeds of these shapes."""
+    """``"node"``, ``"link"`` or ``"hyperlink"``: the task of seeds of these shapes (GraphBolt's:
+    ``[N, 2]`` pairs, ``[N, k > 2]`` hyperlinks; else node seeds, which :func:`~graphpipe.graph.sampling.seed_nodes`
+    requires 1-D, so ``[N, 1]`` is refused there, as node seeds of the wrong shape)."""
     widest = max([shape[1] if len(shape) == 2 else 0 for shape in shapes], default=0)
     return "hyperlink" if widest > 2 else "link" if widest == 2 else "node"
 
