@@ -152,7 +152,8 @@ class SubgraphSampler(Pipe):
     ``"last"`` (the ``fanout`` latest). A node is one row per root: per subtree
     (``layout="pyg"``: disjoint, PyG's temporal NeighborLoader) or per sampled edge
     (``layout="block"``: no deduplication, GraphBolt's temporal layout; also
-    ``deduplicate=False`` without times). See :mod:`graphpipe.graph.temporal`.
+    ``deduplicate=False`` without times). ``deduplicate`` (default None): True, but False
+    for temporal block layers, where True is refused. See :mod:`graphpipe.graph.temporal`.
 
     Hot-vertex reuse (``hot_reuse``, a :class:`~graphpipe.HotReuse`; NeutronOrch's; typed or
     untyped, independent block batches): the bottom layer does not expand the hot
@@ -187,7 +188,7 @@ class SubgraphSampler(Pipe):
         comparison: Optional[str] = None,
         time_window: Optional[int] = None,
         temporal_strategy: str = "uniform",
-        deduplicate: bool = True,
+        deduplicate: Optional[bool] = None,
         hot_reuse: Optional[HotReuse] = None,
     ):
         super().__init__()
@@ -273,12 +274,19 @@ class SubgraphSampler(Pipe):
         temporal = self.time_filter is not None
         if check_bool(disjoint, "disjoint", name) and self.cooperative:
             raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
-        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
-            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
         # Temporal sampling filters every node against its root seed's time, so a node is
         # one row per root: one per subtree (pyg layout) or per sampled edge (block).
+        rows = temporal and layout == "block"
+        self.deduplicate = not rows if deduplicate is None else check_bool(deduplicate, "deduplicate", name)
+        if not self.deduplicate and layout != "block":
+            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
+        if self.deduplicate and rows:
+            raise ValueError(
+                f"{name}: `deduplicate=True` does not apply to temporal block layers: each sampled edge is a row of its "
+                f"own (GraphBolt's temporal layout), filtered by its root seed's time; leave `deduplicate` unset (None) "
+                f"or pass deduplicate=False"
+            )
         self.disjoint = disjoint or (temporal and layout == "pyg")
-        self.deduplicate = deduplicate and not (temporal and layout == "block")
         self.mode = (
             "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
         )
