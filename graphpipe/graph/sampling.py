@@ -314,7 +314,10 @@ def seed_edge_exclusion(
 
 def distinct_endpoints(graph, seeds: SeedNodes) -> SeedNodes:
     """Link seeds ``seeds`` with one row per distinct endpoint, ascending (disjoint seeds
-    are a row per pair end), the pairs' positions among those rows."""
+    are a row per pair end), the pairs' positions among those rows: ``seeds`` itself when
+    its rows are so already (this function's own, as a part graph's owners pass them on)."""
+    if bool((seeds.nodes[1:] > seeds.nodes[:-1]).all()):
+        return seeds
     nodes, inverse = torch.unique(seeds.nodes, return_inverse=True)
     counts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset, dtype=torch.int64)).diff()
     links = {etype: (pairs, inverse[local]) for etype, (pairs, local) in seeds.links.items()}
