@@ -453,9 +453,15 @@ def sample_layer(
     rows = graph.in_edge_rows(ids, "sample_layer")  # the kernels read indptr by row, key variates by id
     if exclude is not None and exclude.nodes is not None:
         exclude = _exclusion_by_node(graph, exclude, ids, counts)
-    if not graph.is_heterogeneous and times is None and fanouts[0] != 0:  # fast path: a segment per row, its whole range
-        key_ids, edges = nodes if disjoint or rows is not ids else None, None if exclude is None else exclude.edges
-        return _in_subtrees(kernel(graph.indptr, rows, fanouts[0], key_ids, edges), nodes, subtrees)
+    if not graph.is_heterogeneous and fanouts[0] != 0:  # fast path: a segment per row, no per-segment bookkeeping
+        edges = None if exclude is None else exclude.edges
+        if times is None:
+            sample = kernel(graph.indptr, rows, fanouts[0], nodes if disjoint or rows is not ids else None, edges)
+        else:
+            lo, hi, key_ids = times.lo, times.hi, nodes if times.row_keys is None else times.row_keys
+            fanout, bounds = torch.full_like(nodes, fanouts[0]), typed_segments(graph, rows, counts, fanouts)[0]
+            sample = times.filter.sample(bounds, lo, hi, key_ids, fanout, kernel, edges, draw_key=times.draw_key)
+        return _in_subtrees(sample, nodes, subtrees)
     schema = graph.schema
     sampled, segment_dst = segment_destinations(schema, counts, fanouts)
     sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]

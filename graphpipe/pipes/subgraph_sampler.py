@@ -279,12 +279,15 @@ class SubgraphSampler(Pipe):
         rows = temporal and layout == "block"
         self.deduplicate = not rows if deduplicate is None else check_bool(deduplicate, "deduplicate", name)
         if not self.deduplicate and layout != "block":
-            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
+            raise ValueError(
+                f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: "
+                f"pass layout='block'"
+            )
         if self.deduplicate and rows:
             raise ValueError(
-                f"{name}: `deduplicate=True` does not apply to temporal block layers: each sampled edge is a row of its "
-                f"own (GraphBolt's temporal layout), filtered by its root seed's time; leave `deduplicate` unset (None) "
-                f"or pass deduplicate=False"
+                f"{name}: `deduplicate=True` does not apply to temporal block layers: each sampled edge is a row of "
+                f"its own (GraphBolt's temporal layout), filtered by its root seed's time; leave `deduplicate` unset "
+                f"(None) or pass deduplicate=False"
             )
         self.disjoint = disjoint or (temporal and layout == "pyg")
         self.mode = (
@@ -682,7 +685,8 @@ class SubgraphSampler(Pipe):
         if self.any_seeds_supported:
             return
         seeds = minibatch.seeds
-        values = [seeds] if isinstance(seeds, torch.Tensor) else [v for v in seeds.values() if isinstance(v, torch.Tensor)]
+        given = [seeds] if isinstance(seeds, torch.Tensor) else list(seeds.values())
+        values = [v for v in given if isinstance(v, torch.Tensor)]
         task, gpu = _task_of_shapes([v.shape for v in values]), any(v.is_cuda for v in values)
         device = "GPU" if gpu or self.on_gpu else "CPU"
         if SUPPORT[(self.graph_kind, task, self.mode, device, self.layout)] is not None:

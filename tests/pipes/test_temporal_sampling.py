@@ -235,8 +235,9 @@ def test_deduplicate_defaults_by_layout_and_refuses_true_on_temporal_blocks():
     assert not gp.NeighborSampler(None, graph, [2], time_attr="ets", deduplicate=False).deduplicate
     assert gp.NeighborSampler(None, graph, [2], time_attr="ets", layout="pyg", deduplicate=True).deduplicate
     assert not gp.NeighborSampler(None, graph, [2], deduplicate=False).deduplicate
+    refused = r"`deduplicate=True` does not apply to temporal block layers.*pass deduplicate=False"
     for stage in ("sample_neighbor", "temporal_sample_neighbor", "sample_layer_neighbor"):
-        with pytest.raises(ValueError, match=r"`deduplicate=True` does not apply to temporal block layers.*pass deduplicate=False"):
+        with pytest.raises(ValueError, match=refused):
             getattr(gp.ItemSampler(timed, 2), stage)(graph, [2], edge_timestamp_attr_name="ets", deduplicate=True)
     with pytest.raises(ValueError, match="`deduplicate=False` .* builds block layers: pass layout='block'"):
         gp.NeighborSampler(None, graph, [2], layout="pyg", deduplicate=False)
