@@ -239,8 +239,8 @@ def _sample_at_owners(sampler, nodes, counts, skipped, layer: int, minibatch, ex
     if weighted:  # float32 weights travel as their bits
         columns.append(torch.cat([r.edge_weights for r in replies]).view(torch.int32).to(torch.int64))
     rows, _ = _all_to_all(torch.stack(columns, 1), sent[:, 1].tolist(), header[:, 1].tolist(), group)
-    # Segment order: untyped, one per destination; typed, per edge type, per destination of its type.
-    segment_nodes = ids if num_types == 1 else ids[segment_destinations(graph.schema, front_counts, sampler.edge_type_fanouts[layer])[1]]
+    # Segment order: per sampled edge type, per destination of its type.
+    segment_nodes = ids[segment_destinations(graph.schema, front_counts, sampler.edge_type_fanouts[layer])[1]]
     arrived_order = torch.argsort(partition.owner(segment_nodes), stable=True)  # segments as the owners replied
     mine = torch.empty_like(degrees)
     mine[arrived_order] = degrees
@@ -280,14 +280,10 @@ def _sample_jointly_here(sampler, full: LayerSample, nodes, counts, skipped, lay
     exclusion :func:`~graphpipe.graph.sampling.sample_layer` makes on the whole graph:
     one process's layer, bit for bit."""
     _, front_counts = _frontier(nodes, counts, skipped)
-    fanouts = sampler.edge_type_fanouts[layer]
+    fanouts, schema = sampler.edge_type_fanouts[layer], sampler.graph.schema
     num_segments = full.indptr.numel() - 1
-    if sampler.typed:
-        schema = sampler.graph.schema
-        sampled, _ = segment_destinations(schema, front_counts, fanouts)
-        segment_fanouts = torch.tensor(fanouts, dtype=torch.int64)[types_of_segments(schema, front_counts, sampled)]
-    else:
-        segment_fanouts = torch.full((num_segments,), fanouts[0], dtype=torch.int64)
+    sampled, _ = segment_destinations(schema, front_counts, fanouts)
+    segment_fanouts = torch.tensor(fanouts, dtype=torch.int64)[types_of_segments(schema, front_counts, sampled)]
     indptr = full.indptr.to(torch.int64)
     named = torch.nonzero(full.edge_weights > 0).flatten()  # ascending, so each segment's are a run
     exclusion = EdgeExclusion(torch.searchsorted(named, indptr), named) if named.numel() else None

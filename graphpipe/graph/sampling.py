@@ -5,7 +5,7 @@ of global ids (``node_type_offset``), so every step above the kernels is written
 on global ids, for both (an untyped graph is the one-type case of its
 :class:`~graphpipe.graph.csc_graph.TypeSchema`). A layer's destinations are kept
 *type-major*: per node type in id order, that type's destinations. A layer is
-:func:`seed_nodes` (first layer only), :func:`sample_layer` (typed: one segment per
+:func:`seed_nodes` (first layer only), :func:`sample_layer` (one segment per
 destination and edge type, sampled through one ``indptr``), :func:`compact_layer` (one
 ``unique_and_compact`` over global ids, whose stable split by node type is GraphBolt's
 typed layout), then :func:`untyped_subgraph` / :func:`typed_subgraph`.
@@ -314,7 +314,10 @@ def seed_edge_exclusion(
 
 def distinct_endpoints(graph, seeds: SeedNodes) -> SeedNodes:
     """Link seeds ``seeds`` with one row per distinct endpoint, ascending (disjoint seeds
-    are a row per pair end), the pairs' positions among those rows."""
+    are a row per pair end), the pairs' positions among those rows: ``seeds`` itself when
+    its rows are so already (this function's own, as a part graph's owners pass them on)."""
+    if bool((seeds.nodes[1:] > seeds.nodes[:-1]).all()):
+        return seeds
     nodes, inverse = torch.unique(seeds.nodes, return_inverse=True)
     counts = torch.searchsorted(nodes, torch.tensor(graph.schema.node_type_offset, dtype=torch.int64)).diff()
     links = {etype: (pairs, inverse[local]) for etype, (pairs, local) in seeds.links.items()}
@@ -357,8 +360,11 @@ def held_queries(graph, queries: EdgeQueries) -> EdgeQueries:
 
 def typed_segments(graph, rows: torch.Tensor, counts: Sequence[int], fanouts: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
     """:func:`~graphpipe.ops.typed_sampling.typed_segments_of_nodes`' ``(bounds, key_ids)``
-    of a typed graph's ``rows`` (type-major, ``counts`` per node type): the in-edge segment
-    of each row for every edge type into its node type whose fanout is not 0."""
+    of ``rows`` (type-major, ``counts`` per node type): the in-edge segment of each row for
+    every edge type into its node type whose fanout is not 0 (untyped: the whole range)."""
+    if not graph.is_heterogeneous:  # one edge type: key (row, type 0) is the row
+        rows = rows[:0] if fanouts[0] == 0 else rows
+        return torch.stack([graph.indptr[rows], graph.indptr[rows + 1]], dim=1).reshape(-1), rows.to(torch.int64)
     schema, groups, start = graph.schema, [], 0
     for node_type, count in enumerate(counts):
         edge_types = [t for t in schema.edge_types_to[node_type] if fanouts[t] != 0]
@@ -437,25 +443,24 @@ def sample_layer(
             (:class:`LayerTimes`).
 
     Returns:
-        Untyped: a :class:`~graphpipe.ops.LayerSample` over ``nodes``. Typed: over one
-        segment per sampled edge type (fanout not 0, ascending id) and destination of its
-        destination type, edge type major. ``indices`` are node keys (global ids ``*
-        subtrees +`` the destination's subtree).
+        A :class:`~graphpipe.ops.LayerSample` over one segment per sampled edge type
+        (fanout not 0, ascending id) and destination of its destination type, edge type
+        major (untyped: the one edge type, a segment per node unless the fanout is 0).
+        ``indices`` are node keys (global ids ``* subtrees +`` the destination's subtree).
     """
     disjoint = subtrees > 1
     ids = torch.div(nodes, subtrees, rounding_mode="floor") if disjoint else nodes
     rows = graph.in_edge_rows(ids, "sample_layer")  # the kernels read indptr by row, key variates by id
     if exclude is not None and exclude.nodes is not None:
         exclude = _exclusion_by_node(graph, exclude, ids, counts)
-    edges = None if exclude is None else exclude.edges
-    if not graph.is_heterogeneous and times is None:
-        sample = kernel(graph.indptr, rows, fanouts[0], nodes if disjoint or rows is not ids else None, edges)
-        return _in_subtrees(sample, nodes, subtrees)
-    if not graph.is_heterogeneous:
-        bounds = torch.stack([graph.indptr[rows], graph.indptr[rows + 1]], dim=1).reshape(-1)
-        key_ids = nodes if times.row_keys is None else times.row_keys
-        segment_fanouts = torch.full((nodes.numel(),), fanouts[0], dtype=torch.int64)
-        sample = times.filter.sample(bounds, times.lo, times.hi, key_ids, segment_fanouts, kernel, edges, draw_key=times.draw_key)
+    if not graph.is_heterogeneous and fanouts[0] != 0:  # fast path: a segment per row, no per-segment bookkeeping
+        edges = None if exclude is None else exclude.edges
+        if times is None:
+            sample = kernel(graph.indptr, rows, fanouts[0], nodes if disjoint or rows is not ids else None, edges)
+        else:
+            lo, hi, key_ids = times.lo, times.hi, nodes if times.row_keys is None else times.row_keys
+            fanout, bounds = torch.full_like(nodes, fanouts[0]), typed_segments(graph, rows, counts, fanouts)[0]
+            sample = times.filter.sample(bounds, lo, hi, key_ids, fanout, kernel, edges, draw_key=times.draw_key)
         return _in_subtrees(sample, nodes, subtrees)
     schema = graph.schema
     sampled, segment_dst = segment_destinations(schema, counts, fanouts)
@@ -500,7 +505,7 @@ class LayerTimes(NamedTuple):
 
 
 def segment_destinations(schema, counts: Sequence[int], fanouts: Sequence[int]) -> Tuple[List[int], torch.Tensor]:
-    """A typed layer's sampled edge types (fanout not 0, a destination of their type) and
+    """A layer's sampled edge types (fanout not 0, a destination of their type) and
     ``[S]`` int64: each segment's destination, a position in the layer's type-major
     destinations (:func:`sample_layer`'s segment order)."""
     starts = list(accumulate(counts, initial=0))
@@ -510,7 +515,7 @@ def segment_destinations(schema, counts: Sequence[int], fanouts: Sequence[int]) 
 
 
 def types_of_segments(schema, counts: Sequence[int], sampled: Sequence[int]) -> torch.Tensor:
-    """``[S]`` int64: each segment's edge type id, for a typed layer's segments
+    """``[S]`` int64: each segment's edge type id, for a layer's segments
     (``sampled``: :func:`segment_destinations`' edge types) over destinations ``counts`` per type."""
     sizes = [counts[schema.edge_type_ends[t][1]] for t in sampled]
     return torch.repeat_interleave(torch.tensor(sampled, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64))
@@ -605,9 +610,12 @@ def node_ids_of_keys(layer: SampledLayer, subtrees: int) -> SampledLayer:
 
 def untyped_subgraph(graph, layer: SampledLayer) -> SampledSubgraph:
     """The :class:`SampledSubgraph` of an untyped layer: the sample's CSC positions become
-    the user's edge ids, and destinations skipped (pyg layout) get no in-edges."""
+    the user's edge ids, and destinations skipped (pyg layout) or of a layer without
+    segments (fanout 0) get no in-edges."""
     indptr = layer.sample.indptr
-    if layer.skipped[0]:
+    if indptr.numel() == 1:
+        indptr = indptr.new_zeros(layer.dst.numel() + 1)
+    elif layer.skipped[0]:
         indptr = torch.cat([indptr.new_zeros(layer.skipped[0]), indptr])
     return SampledSubgraph(
         sampled_csc=CSCFormat(indptr, layer.local),

@@ -152,7 +152,8 @@ class SubgraphSampler(Pipe):
     ``"last"`` (the ``fanout`` latest). A node is one row per root: per subtree
     (``layout="pyg"``: disjoint, PyG's temporal NeighborLoader) or per sampled edge
     (``layout="block"``: no deduplication, GraphBolt's temporal layout; also
-    ``deduplicate=False`` without times). See :mod:`graphpipe.graph.temporal`.
+    ``deduplicate=False`` without times). ``deduplicate`` (default None): True, but False
+    for temporal block layers, where True is refused. See :mod:`graphpipe.graph.temporal`.
 
     Hot-vertex reuse (``hot_reuse``, a :class:`~graphpipe.HotReuse`; NeutronOrch's; typed or
     untyped, independent block batches): the bottom layer does not expand the hot
@@ -187,7 +188,7 @@ class SubgraphSampler(Pipe):
         comparison: Optional[str] = None,
         time_window: Optional[int] = None,
         temporal_strategy: str = "uniform",
-        deduplicate: bool = True,
+        deduplicate: Optional[bool] = None,
         hot_reuse: Optional[HotReuse] = None,
     ):
         super().__init__()
@@ -273,12 +274,22 @@ class SubgraphSampler(Pipe):
         temporal = self.time_filter is not None
         if check_bool(disjoint, "disjoint", name) and self.cooperative:
             raise ValueError(f"{name}: `disjoint=True` grows one subtree per seed on one process; pass cooperative=False")
-        if not check_bool(deduplicate, "deduplicate", name) and layout != "block":
-            raise ValueError(f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: pass layout='block'")
         # Temporal sampling filters every node against its root seed's time, so a node is
         # one row per root: one per subtree (pyg layout) or per sampled edge (block).
+        rows = temporal and layout == "block"
+        self.deduplicate = not rows if deduplicate is None else check_bool(deduplicate, "deduplicate", name)
+        if not self.deduplicate and layout != "block":
+            raise ValueError(
+                f"{name}: `deduplicate=False` (a row per sampled edge, GraphBolt's) builds block layers: "
+                f"pass layout='block'"
+            )
+        if self.deduplicate and rows:
+            raise ValueError(
+                f"{name}: `deduplicate=True` does not apply to temporal block layers: each sampled edge is a row of "
+                f"its own (GraphBolt's temporal layout), filtered by its root seed's time; leave `deduplicate` unset "
+                f"(None) or pass deduplicate=False"
+            )
         self.disjoint = disjoint or (temporal and layout == "pyg")
-        self.deduplicate = deduplicate and not (temporal and layout == "block")
         self.mode = (
             "temporal" if temporal else "cooperative" if self.cooperative else "disjoint" if disjoint else "independent"
         )
@@ -423,6 +434,8 @@ class SubgraphSampler(Pipe):
             nodes = parts[0] if len(parts) == 1 else torch.cat(parts)  # untyped: a view, no copy
             counts = tuple(count - skip for count, skip in zip(counts, skipped))
         if not self.typed and subtrees == 1 and windows is None:
+            if self.fanouts[layer] == 0:  # no segments, as a typed layer's edge type of fanout 0
+                nodes, exclude = nodes[:0], None
             if exclude is None:  # a sampler without exclusion may define sample_layer(nodes, layer, minibatch)
                 return self.sample_layer(nodes, layer, minibatch)
             return self.sample_layer(nodes, layer, minibatch, exclude=exclude.edges)
@@ -596,9 +609,7 @@ class SubgraphSampler(Pipe):
 
     def _segment_dst(self, counts, layer: int) -> torch.Tensor:
         """``[S]`` int64: each segment's destination in layer ``layer`` of the destinations
-        ``counts`` per type, all sampled (untyped: one segment per destination)."""
-        if not self.typed:
-            return torch.arange(sum(counts))
+        ``counts`` per type, all sampled."""
         return segment_destinations(self.graph.schema, counts, self.edge_type_fanouts[layer])[1]
 
     def seed_windows(self, minibatch: MiniBatch, seeds: SeedNodes) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -674,12 +685,9 @@ class SubgraphSampler(Pipe):
         if self.any_seeds_supported:
             return
         seeds = minibatch.seeds
-        if isinstance(seeds, torch.Tensor):
-            task = "node" if seeds.dim() != 2 else "link" if seeds.shape[1] == 2 else "hyperlink"
-            gpu = seeds.is_cuda
-        else:
-            values = [v for v in seeds.values() if isinstance(v, torch.Tensor)]
-            task, gpu = _task_of_shapes([v.shape for v in values]), any(v.is_cuda for v in values)
+        given = [seeds] if isinstance(seeds, torch.Tensor) else list(seeds.values())
+        values = [v for v in given if isinstance(v, torch.Tensor)]
+        task, gpu = _task_of_shapes([v.shape for v in values]), any(v.is_cuda for v in values)
         device = "GPU" if gpu or self.on_gpu else "CPU"
         if SUPPORT[(self.graph_kind, task, self.mode, device, self.layout)] is not None:
             check_supported(
@@ -839,7 +847,9 @@ _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N,
 
 
 def _task_of_shapes(shapes) -> str:
-    """``"node"``, ``"link"`` or ``"hyperlink"``: the task of seeds of these shapes."""
+    """``"node"``, ``"link"`` or ``"hyperlink"``: the task of seeds of these shapes (GraphBolt's:
+    ``[N, 2]`` pairs, ``[N, k > 2]`` hyperlinks; else node seeds, which :func:`~graphpipe.graph.sampling.seed_nodes`
+    requires 1-D, so ``[N, 1]`` is refused there, as node seeds of the wrong shape)."""
     widest = max([shape[1] if len(shape) == 2 else 0 for shape in shapes], default=0)
     return "hyperlink" if widest > 2 else "link" if widest == 2 else "node"
 

@@ -226,3 +226,41 @@ def test_the_link_cases_redraw_negatives_that_are_edges(kind):
 
 def record_seeds(seeds):
     return seeds if isinstance(seeds, torch.Tensor) else dict(seeds)
+
+
+ONE_TYPE_FANOUTS = [{"user:follows:user": 2, "user:likes:user": 0, "user:blocks:user": 3}, 2]
+
+
+def one_node_type_graph():
+    """A typed graph of one node type and three edge types (a layer's segments are per
+    edge type, not per destination, although every destination is of the one type)."""
+    gen = torch.Generator().manual_seed(5)
+    edges = {etype: torch.randint(0, 40, (2, 120), generator=gen) for etype in ONE_TYPE_FANOUTS[0]}
+    return gp.CSCGraph.from_hetero_edges(edges, {"user": 40})
+
+
+def one_node_type_rank(rank, world_size, out_dir):
+    """``(batches over the part, the same batches over the whole graph)``: NS and LABOR-1
+    node batches (an edge type of fanout 0 in the bottom layer)."""
+    part, graph = load_partition(out_dir, rank, num_parts=world_size), one_node_type_graph()
+    out = []
+    for options in ({}, {"importance_sampling": 1}):
+        def run(g):
+            source = from_part(part, "node", 5, **OPTIONS)
+            sample = source.sample_layer_neighbor if options else source.sample_neighbor
+            return [summary(mb) for mb in gp.DataLoader(sample(g, ONE_TYPE_FANOUTS, seed=7, **options))]
+        out.append((run(part.graph), run(graph)))
+    return out
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+@pytest.mark.usefixtures("kernels_for_child_processes")
+def test_a_typed_graph_of_one_node_type_on_parts_equals_one_process(tmp_path):
+    """Over parts, a typed graph of one node type is laid out by its edge types' segments
+    (as with several node types): its batches equal one process's."""
+    items = gp.HeteroItemSet({"user": gp.ItemSet(torch.arange(30), names="seeds")})
+    partition(one_node_type_graph(), None, {"node": items}, 2, tmp_path / "parts")
+    results = values(run_ranks(one_node_type_rank, 2, tmp_path, args=(str(tmp_path / "parts"),)))
+    for on_part, on_whole in (pair for r in results for pair in r):
+        assert len(on_part) == len(on_whole) > 1
+        assert same(on_part, on_whole)

@@ -130,6 +130,18 @@ def test_disjoint_cell(cell):
         check_disjoint_batch(graph, edges, mb, pipe.edge_type_fanouts)
 
 
+def test_one_column_seeds_are_not_hyperlinks():
+    """``[N, 1]`` seeds are no hyperlinks (GraphBolt's: ``[N, k]`` with ``k >= 2`` are links):
+    the capability check classifies them as the sampler does, so a disjoint sampler (whose
+    hyperlink cell is unsupported) refuses them for their shape, not as hyperlinks."""
+    graph, _ = graph_and_edges("untyped")
+    sampler = gp.NeighborSampler(None, graph, FANOUTS, layout="pyg", disjoint=True)
+    seeds = torch.arange(4).view(-1, 1)
+    message = "2-D `seeds` must be node pairs [N, 2] or hyperlinks [N, k] with k >= 2, got shape (4, 1)"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sampler.sample_subgraphs(gp.MiniBatch(seeds=seeds))
+    with pytest.raises(UnsupportedCombination, match="hyperlinks need disjoint=False"):  # a real hyperlink still is one
+        sampler.sample_subgraphs(gp.MiniBatch(seeds=torch.arange(12).view(-1, 3)))
 
 
 @pytest.mark.parametrize("cell", cells("cooperative", supported=False))

@@ -225,6 +225,26 @@ def test_bad_temporal_input_gets_clear_errors():
         graph.temporal_sample_neighbors(torch.arange(3), torch.arange(2), [2], edge_timestamp_attr_name="ets")
 
 
+def test_deduplicate_defaults_by_layout_and_refuses_true_on_temporal_blocks():
+    """``deduplicate`` unset: True, but temporal block layers are rows (never deduplicated);
+    an explicit ``deduplicate=True`` there is refused, not ignored."""
+    graph, *_ = timed_graph("untyped", sort=False)
+    timed = gp.ItemSet((torch.arange(5), torch.arange(20, 25)), names=("seeds", "timestamp"))
+    assert gp.NeighborSampler(None, graph, [2]).deduplicate
+    assert not gp.NeighborSampler(None, graph, [2], time_attr="ets").deduplicate
+    assert not gp.NeighborSampler(None, graph, [2], time_attr="ets", deduplicate=False).deduplicate
+    assert gp.NeighborSampler(None, graph, [2], time_attr="ets", layout="pyg", deduplicate=True).deduplicate
+    assert not gp.NeighborSampler(None, graph, [2], deduplicate=False).deduplicate
+    refused = r"`deduplicate=True` does not apply to temporal block layers.*pass deduplicate=False"
+    for stage in ("sample_neighbor", "temporal_sample_neighbor", "sample_layer_neighbor"):
+        with pytest.raises(ValueError, match=refused):
+            getattr(gp.ItemSampler(timed, 2), stage)(graph, [2], edge_timestamp_attr_name="ets", deduplicate=True)
+    with pytest.raises(ValueError, match="`deduplicate=False` .* builds block layers: pass layout='block'"):
+        gp.NeighborSampler(None, graph, [2], layout="pyg", deduplicate=False)
+    with pytest.raises(TypeError, match="`deduplicate` must be a bool"):
+        gp.NeighborSampler(None, graph, [2], deduplicate=1)
+
+
 @pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
 @pytest.mark.parametrize("kind", ["untyped", "typed"])
 def test_negatives_are_never_later_than_their_pair(kind, neg_sampling):
