@@ -13,11 +13,13 @@ import textwrap
 import pytest
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 
 pytestmark = pytest.mark.usefixtures("kernels_for_child_processes")  # the children load them from the cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EPOCHS, KILL_AT = 2, 5  # the killed run dies after the 6th batch of epoch 0
+WORKER_CONFIGS = ("workers", "link")  # the configs whose loaders have worker processes
 
 SCRIPT = textwrap.dedent(
     """
@@ -62,7 +64,7 @@ SCRIPT = textwrap.dedent(
         else:
             pipe = source.sample_neighbor(data.graph, [3, 2], cooperative=cooperative)
         pipe = pipe.fetch_feature(data.features, ["feat"], cooperative=cooperative)
-        loader = gp.DataLoader(pipe, num_workers=2 if config in ("workers", "link") else 0)
+        loader = gp.DataLoader(pipe, num_workers=2 if config in %(worker_configs)r else 0)
         checkpoint = os.path.join(workdir, f"checkpoint{rank}.pt")
         seen = []
         if mode == "resume":
@@ -87,16 +89,38 @@ SCRIPT = textwrap.dedent(
         config, mode, workdir, rank, world = sys.argv[1:]
         main(config, mode, workdir, int(rank), int(world))
     """
-) % {"epochs": EPOCHS, "kill_at": KILL_AT}
+) % {"epochs": EPOCHS, "kill_at": KILL_AT, "worker_configs": WORKER_CONFIGS}
 
 
 def _run(script, config, mode, workdir, world):
+    """The exit codes of ``world`` new processes running the script. Configs without worker
+    processes run it in processes of a fork server that has imported torch, numba and
+    graphpipe (a new interpreter spends seconds of CPU on those imports, several ranks at once
+    on 2 cores); each is still a new process with nothing of the earlier runs but the files
+    in ``workdir``. With workers: a new interpreter (``python train.py``), whose workers
+    rerun nothing of its ``__main__``-guarded code."""
+    if config not in WORKER_CONFIGS:
+        context = mp.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "torch.distributed", "numba", "graphpipe"])
+        processes = [context.Process(target=_script_main, args=(config, mode, str(workdir), rank, world)) for rank in range(world)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(300)
+        return [process.exitcode for process in processes]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     processes = [
         subprocess.Popen([sys.executable, script, config, mode, str(workdir), str(rank), str(world)], env=env)
         for rank in range(world)
     ]
     return [process.wait(timeout=300) for process in processes]
+
+
+def _script_main(config, mode, workdir, rank, world):
+    """The script's ``main`` in a fork server's process (exits with ``os._exit`` on 2 ranks)."""
+    namespace = {"__name__": "train"}
+    exec(compile(SCRIPT, "train.py", "exec"), namespace)
+    namespace["main"](config, mode, workdir, rank, world)
 
 
 def _run_here(config, mode, workdir):
