@@ -47,7 +47,11 @@ def failing_rank(rank, world_size, out_dir, workdir, how):
                 with open(os.path.join(workdir, "stopped"), "w") as f:
                     f.write(repr(time.time()))
                 if how == "hangs":  # its loader's threads stop when their queues fill
-                    time.sleep(TIMEOUT_S + _REPORT_WAIT_S + 4)
+                    # Until the other ranks have returned (the harness's rank{r}.pkl), at most the
+                    # time they may take and 4 s: a longer hang would show them nothing new.
+                    deadline, others = time.monotonic() + TIMEOUT_S + _REPORT_WAIT_S + 4, (0, 2)
+                    while time.monotonic() < deadline and not all(os.path.exists(os.path.join(workdir, f"rank{r}.pkl")) for r in others):
+                        time.sleep(0.05)
                 os._exit(3)
     except RuntimeError as error:
         return time.time(), str(error)
