@@ -15,6 +15,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from graphpipe.loading.workers import _start_forkserver
+
 pytestmark = pytest.mark.usefixtures("kernels_for_child_processes")  # the children load them from the cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -94,14 +96,15 @@ SCRIPT = textwrap.dedent(
 
 def _run(script, config, mode, workdir, world):
     """The exit codes of ``world`` new processes running the script. Configs without worker
-    processes run it in processes of a fork server that has imported torch, numba and
-    graphpipe (a new interpreter spends seconds of CPU on those imports, several ranks at once
-    on 2 cores); each is still a new process with nothing of the earlier runs but the files
-    in ``workdir``. With workers: a new interpreter (``python train.py``), whose workers
-    rerun nothing of its ``__main__``-guarded code."""
+    processes run it in processes of the fork server graphpipe's worker pools use, started
+    the same way (graphpipe preloaded: a new interpreter spends seconds of CPU on imports,
+    several ranks at once on 2 cores); each is still a new process with nothing of the
+    earlier runs but the files in ``workdir``. With workers: a new interpreter (``python
+    train.py``), whose workers rerun nothing of its ``__main__``-guarded code."""
     if config not in WORKER_CONFIGS:
         context = mp.get_context("forkserver")
-        context.set_forkserver_preload(["torch", "torch.distributed", "numba", "graphpipe"])
+        context.set_forkserver_preload(["graphpipe"])
+        _start_forkserver()  # the one fork server of this process: started as graphpipe's worker pools start it
         processes = [context.Process(target=_script_main, args=(config, mode, str(workdir), rank, world)) for rank in range(world)]
         for process in processes:
             process.start()
