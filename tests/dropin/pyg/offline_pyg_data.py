@@ -69,7 +69,7 @@ def _masks(n: int, gen, fractions=(0.6, 0.2)):
     return masks
 
 
-def OGB_MAG(root=None, preprocess=None, transform=None, num_papers: int = 3000):  # noqa: N802 (PyG's class name)
+def OGB_MAG(root=None, preprocess=None, transform=None, num_papers: int = 1000):  # noqa: N802 (PyG's class name)
     """ogbn-mag with metapath2vec features: papers (``x``, ``y``, ``year``, masks), authors,
     institutions, fields of study (``x``); author-writes-paper, author-affiliated_with-
     institution, paper-cites-paper, paper-has_topic-field_of_study. A paper's class is its
@@ -96,7 +96,7 @@ def OGB_MAG(root=None, preprocess=None, transform=None, num_papers: int = 3000):
     return _Dataset(data, NUM_CLASSES, transform)
 
 
-def Planetoid(root=None, name="Cora", transform=None, num_nodes: int = 400):  # noqa: N802
+def Planetoid(root=None, name="Cora", transform=None, num_nodes: int = 200):  # noqa: N802
     """Cora's shape: ``x`` (row-normalisable non-negative bag of words), ``y``, masks,
     ``edge_index`` (both directions), homophilous edges; features weakly show the class."""
     gen = torch.Generator().manual_seed(1)
