@@ -48,7 +48,9 @@ class CopyTo(Pipe):
         """``item`` on ``self.device``."""
         return item.to(self.device, non_blocking=self.non_blocking)
 
-    process = copy  # the per-batch work of the stage protocol
+    def process(self, item):
+        """The per-batch work of the stage protocol: :meth:`copy` (a subclass overriding it is honoured)."""
+        return self.copy(item)
 
     def label(self) -> str:
         return f"CopyTo({self.device})"

@@ -28,4 +28,6 @@ class Transform(Pipe):
         """``fn(item)``."""
         return self.fn(item)
 
-    process = apply  # the per-batch work of the stage protocol
+    def process(self, item):
+        """The per-batch work of the stage protocol: :meth:`apply` (a subclass overriding it is honoured)."""
+        return self.apply(item)

@@ -15,3 +15,12 @@ def test_applies_fn_to_every_item():
 def test_fn_must_be_callable():
     with pytest.raises(TypeError, match=r"`fn` must be callable, got int"):
         Transform([], 3)
+
+
+def test_a_subclass_overriding_apply_is_what_runs():
+    class Doubled(Transform):
+        def apply(self, item):
+            return 2 * super().apply(item)
+
+    pipe = Doubled(ItemSampler(ItemSet(torch.arange(4)), batch_size=2), lambda mb: mb.seeds)
+    assert [b.tolist() for b in pipe] == [[0, 2], [4, 6]]
