@@ -155,7 +155,9 @@ class FeatureFetcher(Pipe):
                 self._read_into(layer, "edge", subgraph.original_edge_ids, f"sampled_subgraphs[{i}].original_edge_ids")
         return replace(minibatch, node_features=node_features, edge_features=edge_features)
 
-    process = fetch  # the per-batch work of the stage protocol
+    def process(self, item):
+        """The per-batch work of the stage protocol: :meth:`fetch` (a subclass overriding it is honoured)."""
+        return self.fetch(item)
 
     def fetched_features(self) -> List[Tuple[str, FeatureKey, Feature]]:
         """``(kind, key, feature)`` of every feature this stage reads, ``key`` as the
