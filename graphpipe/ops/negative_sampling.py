@@ -148,7 +148,8 @@ def sample_uniform_negatives(
             raise ValueError(f"{where}: `indptr` has {indptr.numel() - 1} nodes, `num_nodes` is {num_nodes}")
     elif pairs.is_cuda and node_time is None:
         return first + _uniform_negatives_torch(pairs, count, negative_ratio, key)
-    src, dst = (pairs[:, j].cpu().contiguous().numpy() for j in (0, 1))
+    host = pairs.cpu()  # one copy of CUDA pairs, not one per column
+    src, dst = (host[:, j].contiguous().numpy() for j in (0, 1))
     arrays = tuple(t.contiguous().numpy() for t in (indptr, indices)) if exclude_edges else _NO_GRAPH
     types = np.zeros(0, np.uint8) if type_per_edge is None else type_per_edge.contiguous().numpy()
     times = (np.zeros(0, np.int64), np.zeros(0, np.int64)) if node_time is None else (node_time.numpy(), latest.cpu().numpy())
