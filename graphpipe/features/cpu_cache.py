@@ -105,6 +105,8 @@ class CPUCachedFeature(CachedFeature):
             self._hits += n - num_missed
             self._misses += num_missed
             updates = self._updates
+        if num_missed == 0:  # all hits (or no ids): the backing store is not read, the lock not taken again
+            return out
         missed = missed[:num_missed]
         unique, inverse = np.unique(ids64[missed], return_inverse=True)
         fetched = self.fallback.read_valid(torch.from_numpy(unique))

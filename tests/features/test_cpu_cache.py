@@ -227,3 +227,15 @@ def test_out_is_checked_as_every_feature_checks_it(warm):
             feature.read(ids, out=bad)
     out = torch.empty(4, 4)
     assert feature.read(ids, out=out) is out and torch.equal(out, table[ids])
+
+
+def test_a_read_of_hits_only_does_not_read_the_backing_store():
+    table = torch.arange(40, dtype=torch.float32).view(20, 2)
+    backing = gp.Feature(table)
+    feature = CPUCachedFeature(backing, max_cache_size_in_bytes=20 * 8)
+    ids = torch.tensor([3, 7, 3])
+    assert torch.equal(feature.read(ids), table[ids])  # misses: read from the backing store, admitted
+    reads = []
+    backing.read_valid = lambda ids, out=None: reads.append(ids) or table[ids]
+    assert torch.equal(feature.read(ids), table[ids]) and torch.equal(feature.read(ids[:0]), table[:0])
+    assert reads == []
