@@ -225,8 +225,10 @@ def upstream(pipe) -> List[Pipe]:
     """``pipe`` and every stage upstream of it, following ``.source`` links: sink first,
     each stage once. The one walker of the pipe graph; it never copies or pickles."""
     order: List[Pipe] = []
+    seen = set()
     stage = pipe
-    while isinstance(stage, Pipe) and all(stage is not seen for seen in order):
+    while isinstance(stage, Pipe) and id(stage) not in seen:
+        seen.add(id(stage))
         order.append(stage)
         stage = getattr(stage, "source", None)
     return order

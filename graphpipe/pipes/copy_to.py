@@ -40,7 +40,7 @@ class CopyTo(Pipe):
             raise ValueError(
                 f"CopyTo: `device` must be a torch device or a name like 'cuda:0', got {device!r}"
             ) from err
-        # cuda -> cuda:k, the building thread's device
+        # CUDA absent: the CPU, warned once; cuda -> cuda:k, the building thread's device
         self.device = device_or_cpu(device, f"copy_to('{device}'): CUDA is not available; batches stay on the CPU")
         self.non_blocking = check_bool(non_blocking, "non_blocking", "copy_to")
 
