@@ -10,7 +10,9 @@ Start method ``forkserver``, graphpipe preloaded: ``fork`` is unsafe once a para
 kernel ran in the parent (numba's GNU OpenMP layer), and ``spawn`` would import torch and
 numba in every worker. The fork server starts once per program (1-2 s); workers fork from
 it in ~10 ms, get the chain pickled with torch's reductions (tensors in shared memory),
-load numba's cached kernels on their first batch (0.3-1 s) and persist across epochs.
+load numba's cached kernels on their first batch (0.3-1 s) and persist across epochs. A
+batch travels as one message: its pickle and one shared-memory buffer holding its tensors'
+storages up to 1 MiB (:class:`_Packed`); larger ones travel as torch sends them.
 Each worker first runs the main script again (as ``__mp_main__``), which is why scripts
 start workers under ``if __name__ == "__main__":``; a script without the guard (as PyG's
 examples) gets workers that skip the script, where the stages they run need nothing it
@@ -20,6 +22,7 @@ defines (:func:`workers_rerun_main`).
 from __future__ import annotations
 
 import ast
+import io
 import atexit
 import contextlib
 import functools
@@ -33,6 +36,7 @@ import sys
 import threading
 import weakref
 from multiprocessing import forkserver, resource_tracker
+from multiprocessing.reduction import ForkingPickler
 from typing import List, Optional, Tuple
 
 import numba
@@ -90,6 +94,64 @@ class Shard(OnSource):
 
 class _WorkerDone:
     """End of a worker's epoch."""
+
+
+# Storages up to this size travel in a batch's one shared buffer, larger ones as torch sends
+# them (a shared-memory file each, no copy in the consumer): with 2 workers on 2 cores, a PyG
+# heterogeneous batch took 24 ms at 1 MiB against 36 at 64 KiB and 26 at 16 MiB
+# (benchmarks/RESULTS.md, "Worker batches in one buffer").
+_PACKED_MAX_BYTES = 1 << 20
+
+
+class _Packer(ForkingPickler):
+    """Pickles a batch, leaving out the storages of its private (not shared) CPU tensors up
+    to ``_PACKED_MAX_BYTES``: ``storages`` holds each once, and the pickle names it by index."""
+
+    def __init__(self, file):
+        super().__init__(file, pickle.HIGHEST_PROTOCOL)
+        self.storages = {}  # (data pointer, bytes) -> (index, storage)
+
+    def persistent_id(self, obj):
+        if type(obj) is not torch.Tensor or obj.device.type != "cpu" or obj.layout != torch.strided:
+            return None
+        if obj.requires_grad or obj.is_quantized or obj.is_conj() or obj.is_neg() or obj.is_shared():
+            return None
+        storage = obj.untyped_storage()
+        if storage.nbytes() > _PACKED_MAX_BYTES:
+            return None
+        index = self.storages.setdefault((storage.data_ptr(), storage.nbytes()), (len(self.storages), storage))[0]
+        return index, obj.dtype, obj.storage_offset(), tuple(obj.shape), obj.stride()
+
+
+class _Packed:
+    """A batch as a worker sends it: its pickle and one shared-memory buffer holding the small
+    storages of its tensors end to end. torch sends each storage as a shared-memory file whose
+    descriptor the consumer fetches over a socket, about 0.5 ms each, and a PyG heterogeneous
+    batch has dozens."""
+
+    def __init__(self, item):
+        file = io.BytesIO()
+        packer = _Packer(file)
+        packer.dump(item)
+        self.data = file.getvalue()
+        storages = [storage for _, storage in packer.storages.values()]
+        self.sizes = [storage.nbytes() for storage in storages]
+        self.buffer = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(sum(self.sizes)))
+        for storage, part in zip(storages, self.buffer.split(self.sizes)):
+            part.copy_(torch.empty(0, dtype=torch.uint8).set_(storage))
+
+    def unpack(self):
+        """The batch. Each storage is copied out of the buffer on its own, so that a tensor
+        kept keeps only its storage alive, and tensors that shared one share its copy."""
+        storages = [part.clone().untyped_storage() for part in self.buffer.split(self.sizes)]
+
+        def tensor(pid):
+            index, dtype, offset, shape, stride = pid
+            return torch.empty(0, dtype=dtype).set_(storages[index], offset, shape, stride)
+
+        unpickler = pickle.Unpickler(io.BytesIO(self.data))
+        unpickler.persistent_load = tensor
+        return unpickler.load()
 
 
 class _StageClock:
@@ -160,7 +222,7 @@ def _serve(pipe: Pipe, rank: int, num_workers: int, commands, out, current, stop
         try:
             iterator = pipe.stream(epoch, start)
             for item in iterator:
-                if not put_while(out, (run, item, clock.read()), serving):
+                if not put_while(out, (run, _Packed(item), clock.read()), serving):
                     break
             else:
                 put_while(out, (run, _WorkerDone(), clock.read()), serving)
@@ -571,4 +633,4 @@ class ProcessWorkers(OnSource):
                 continue  # left over from an epoch that ended early
             if isinstance(item, ExceptionWrapper):
                 item.reraise()
-            return item, timings
+            return (item.unpack() if isinstance(item, _Packed) else item), timings

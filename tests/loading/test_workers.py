@@ -19,6 +19,7 @@ from graphpipe.loading.workers import _main_script_hidden
 
 from toy_pipes import (
     assert_same_batches,
+    assorted_tensors,
     die_on_batch_2,
     fail_on_batch_3,
     karate_chain,
@@ -26,6 +27,7 @@ from toy_pipes import (
     python_chain,
     same_minibatch,
     three_seconds_from_batch_1,
+    unpicklable_batch,
     with_fake_subgraphs,
 )
 
@@ -93,6 +95,42 @@ def test_exception_in_a_worker_reaches_the_consumer_and_the_next_epoch_starts_cl
     assert "fail_on_batch_3" in str(info.value)  # the worker's traceback is in the message
     # the same workers serve the next epoch; what the failed one left in the queues is dropped
     assert [minibatch.batch_index for minibatch in loader] == list(range(9, 18))
+    loader.close()
+    assert _nothing_left_running()
+
+
+def _toy_items():
+    return gp.ItemSet(torch.arange(34), names="seeds")
+
+
+def test_a_batchs_tensors_arrive_equal_and_its_small_storages_in_one_buffer():
+    """A worker sends the storages of a batch's small tensors in one shared buffer, which the
+    consumer copies out storage by storage; larger and already shared ones go as torch sends
+    them. Either way every tensor arrives equal, with its dtype, strides and type."""
+    expected = list(gp.ItemSampler(_toy_items(), 4).transform(assorted_tensors))
+    loader = gp.DataLoader(gp.ItemSampler(_toy_items(), 4).transform(assorted_tensors), num_workers=2)
+    got = list(loader)
+    loader.close()
+    assert len(got) == len(expected) == 9
+    for a, b in zip(expected, got):
+        assert a.keys() == b.keys() and a["text"] == b["text"]
+        for key in a.keys() - {"text"}:
+            assert type(b[key]) is type(a[key]) and b[key].dtype == a[key].dtype, key
+            assert b[key].stride() == a[key].stride() and b[key].requires_grad == a[key].requires_grad, key
+            assert torch.equal(b[key], a[key]), key
+        b["slice"][0] = -1  # views of one storage still share it
+        assert b["transposed"][2, 0] == -1
+        for key in ("seeds", "slice", "bool", "bfloat16", "complex", "empty"):
+            assert not b[key].is_shared(), key  # copied out of the buffer (torch's way: a shared file each)
+            assert b[key].untyped_storage().nbytes() == a[key].untyped_storage().nbytes(), key
+        assert b["large"].is_shared() and b["shared"].is_shared()
+    assert _nothing_left_running()
+
+
+def test_a_batch_that_cannot_be_pickled_is_reported_not_lost():
+    loader = gp.DataLoader(gp.ItemSampler(_toy_items(), 4).transform(unpicklable_batch), num_workers=2)
+    with pytest.raises(Exception, match=r"(?s)graphpipe worker process 0.*pickle"):
+        list(loader)
     loader.close()
     assert _nothing_left_running()
 

@@ -133,3 +133,22 @@ class DeclaredSampler(UndeclaredSampler):
 
     def compile_tasks(self):
         return [functools.partial(record_compile, type(self).__name__)]
+
+
+def assorted_tensors(minibatch):
+    """A batch of every kind of tensor a worker may send: views of one storage, a storage too
+    large for the batch's shared buffer, one in shared memory already, a parameter, one that
+    needs grad, other dtypes, an empty one; and a string."""
+    i = minibatch.batch_index
+    base = torch.arange(12.0) + i
+    return {
+        "seeds": minibatch.seeds, "slice": base[2:6], "transposed": base.view(3, 4).t(),
+        "large": torch.arange(300_000, dtype=torch.float32) + i, "shared": torch.full((3,), float(i)).share_memory_(),
+        "parameter": torch.nn.Parameter(torch.ones(2) * i), "needs_grad": torch.ones(2, requires_grad=True),
+        "bool": minibatch.seeds % 2 == 0, "bfloat16": minibatch.seeds.bfloat16(), "complex": minibatch.seeds.to(torch.complex64),
+        "empty": torch.empty(0, 3, dtype=torch.int64), "text": f"batch {i}",
+    }  # fmt: skip
+
+
+def unpicklable_batch(minibatch):
+    return {"seeds": minibatch.seeds, "call": lambda: minibatch}
