@@ -22,10 +22,10 @@ defines (:func:`workers_rerun_main`).
 from __future__ import annotations
 
 import ast
-import io
 import atexit
 import contextlib
 import functools
+import io
 import itertools
 import linecache
 import os
@@ -112,7 +112,7 @@ class _Packer(ForkingPickler):
         self.storages = {}  # (data pointer, bytes) -> (index, storage)
 
     def persistent_id(self, obj):
-        if type(obj) is not torch.Tensor or obj.device.type != "cpu" or obj.layout != torch.strided:
+        if type(obj) is not torch.Tensor or obj.device.type != "cpu" or obj.layout != torch.strided or obj.is_nested:
             return None
         if obj.requires_grad or obj.is_quantized or obj.is_conj() or obj.is_neg() or obj.is_shared():
             return None

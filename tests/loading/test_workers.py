@@ -114,7 +114,8 @@ def test_a_batchs_tensors_arrive_equal_and_its_small_storages_in_one_buffer():
     assert len(got) == len(expected) == 9
     for a, b in zip(expected, got):
         assert a.keys() == b.keys() and a["text"] == b["text"]
-        for key in a.keys() - {"text"}:
+        assert [t.tolist() for t in b["nested"].unbind()] == [t.tolist() for t in a["nested"].unbind()]
+        for key in a.keys() - {"text", "nested"}:
             assert type(b[key]) is type(a[key]) and b[key].dtype == a[key].dtype, key
             assert b[key].stride() == a[key].stride() and b[key].requires_grad == a[key].requires_grad, key
             assert torch.equal(b[key], a[key]), key

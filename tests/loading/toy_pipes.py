@@ -138,7 +138,7 @@ class DeclaredSampler(UndeclaredSampler):
 def assorted_tensors(minibatch):
     """A batch of every kind of tensor a worker may send: views of one storage, a storage too
     large for the batch's shared buffer, one in shared memory already, a parameter, one that
-    needs grad, other dtypes, an empty one; and a string."""
+    needs grad, other dtypes, an empty one, a nested one; and a string."""
     i = minibatch.batch_index
     base = torch.arange(12.0) + i
     return {
@@ -147,6 +147,7 @@ def assorted_tensors(minibatch):
         "parameter": torch.nn.Parameter(torch.ones(2) * i), "needs_grad": torch.ones(2, requires_grad=True),
         "bool": minibatch.seeds % 2 == 0, "bfloat16": minibatch.seeds.bfloat16(), "complex": minibatch.seeds.to(torch.complex64),
         "empty": torch.empty(0, 3, dtype=torch.int64), "text": f"batch {i}",
+        "nested": torch.nested.as_nested_tensor([minibatch.seeds, minibatch.seeds[:2]]),
     }  # fmt: skip
 
 
