@@ -398,13 +398,16 @@ def _main_script_hidden():
             main.__dict__.update(saved)
 
 
-def _start_forkserver() -> None:
-    """Start multiprocessing's fork server, if not running, with SIGINT blocked in this
-    thread: it keeps that mask, and so do the workers it forks. CPython's fork server
-    ignores SIGINT only after preloading graphpipe (1-2 s), and a worker only once it
-    serves: a Ctrl-C then printed their KeyboardInterrupt tracebacks after the program's.
-    The resource tracker is started first: starting it unblocks SIGINT. The server's environment
-    adds ``_WORKER_OPENMP`` (read when it imports torch); this process's stays as it was."""
+def _start_forkserver():
+    """The ``forkserver`` multiprocessing context, its server started if not running, with
+    graphpipe preloaded and SIGINT blocked in this thread: it keeps that mask, and so do the
+    workers it forks. CPython's fork server ignores SIGINT only after preloading graphpipe
+    (1-2 s), and a worker only once it serves: a Ctrl-C then printed their KeyboardInterrupt
+    tracebacks after the program's. The resource tracker is started first: starting it
+    unblocks SIGINT. The server's environment adds ``_WORKER_OPENMP`` (read when it imports
+    torch); this process's stays as it was."""
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["graphpipe"])
     resource_tracker.ensure_running()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     unset = [] if any(name in os.environ for name in _WORKER_OPENMP) else list(_WORKER_OPENMP)
@@ -415,6 +418,7 @@ def _start_forkserver() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for name in unset:
             del os.environ[name]
+    return context
 
 
 class _WorkerPool:
@@ -424,9 +428,7 @@ class _WorkerPool:
         if rerun_main is None:
             rerun_main = workers_rerun_main(num_workers, pipe)
         watch_process()  # a finalizer in the garbage collector then only signals the workers
-        context = mp.get_context("forkserver")
-        context.set_forkserver_preload(["graphpipe"])
-        _start_forkserver()
+        context = _start_forkserver()
         # Shared memory without locks: stopping (from a finalizer too) only writes them.
         self.current = context.RawValue("q", 0)  # the run the consumer wants, 0: none
         self.stop = context.RawValue("b", 0)  # 1: every worker exits

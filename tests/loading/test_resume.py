@@ -13,7 +13,6 @@ import textwrap
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from graphpipe.loading.workers import _start_forkserver
 
@@ -102,9 +101,7 @@ def _run(script, config, mode, workdir, world):
     earlier runs but the files in ``workdir``. With workers: a new interpreter (``python
     train.py``), whose workers rerun nothing of its ``__main__``-guarded code."""
     if config not in WORKER_CONFIGS:
-        context = mp.get_context("forkserver")
-        context.set_forkserver_preload(["graphpipe"])
-        _start_forkserver()  # the one fork server of this process: started as graphpipe's worker pools start it
+        context = _start_forkserver()  # the one fork server of this process, as graphpipe's worker pools start it
         processes = [context.Process(target=_script_main, args=(config, mode, str(workdir), rank, world)) for rank in range(world)]
         for process in processes:
             process.start()
