@@ -98,8 +98,9 @@ class Variates(NamedTuple):
     normals: Optional[Callable[[int], np.ndarray]] = None
 
 
-# _normal, _variate and _order_key are called, not inlined in numba's IR (as mix64 in
-# graphpipe.ops.random): the same speed, half the compile time of a dependent kernel.
+# The helpers are called, not inlined in numba's IR (as mix64 in graphpipe.ops.random): the
+# same speed, a fraction of the compile time. Only the candidate scan, per destination and
+# per edge the hot loop, and the per-edge weight are inlined: called, LABOR-0 was 10% slower.
 @numba.njit(nogil=True, cache=True)
 def _normal(key, t):
     """A standard normal from (key, t): Box-Muller on two counter-based uniforms."""
@@ -197,7 +198,7 @@ def _variate_keys(indices, start, count, out, variates):
     raise NotImplementedError("_variate_keys is for numba kernels")
 
 
-@overload(_variate_keys, inline="always")
+@overload(_variate_keys)
 def _variate_keys_of_kind(indices, start, count, out, variates):
     # Each reads a slice from 0: numba drops the wraparound check that keeps
     # ``indices[start + j]`` from vectorising (2-4x slower).
@@ -239,7 +240,7 @@ def _threshold_key(p, variates):
     raise NotImplementedError("_threshold_key is for numba kernels")
 
 
-@overload(_threshold_key, inline="always")
+@overload(_threshold_key)
 def _threshold_key_of_kind(p, variates):
     if isinstance(variates, types.Array):
         return lambda p, variates: _order_key(_normal_quantile(p))
@@ -250,7 +251,7 @@ def _threshold_key_of_kind(p, variates):
     return None
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def _is_kept(key, position, tau_key, tau_position):
     """Whether ``(key, position)`` is at most ``(tau_key, tau_position)``, the k-th smallest."""
     return (key < tau_key) | ((key == tau_key) & (position <= tau_position))
@@ -568,7 +569,7 @@ def _solve_constants(offsets, local, inv_pi, targets, c, chunks):
             c[i] = _solve_constant(inverses[: neighbours.size], targets[i])
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def _solve_constant(inverses, target):
     """``c_s`` of one destination from ``inverses``, the ``1 / π_t`` of its in-neighbours."""
     d = inverses.size

@@ -1,6 +1,10 @@
 """numba building blocks of the sampling kernels (a bounded max-heap of the ``k`` smallest
 ``(score, position)`` pairs, sorts for a fanout's few values, edge-balanced chunks, scores
-for weights of any magnitude) and the argument checks the public sampling ops share."""
+for weights of any magnitude) and the argument checks the public sampling ops share.
+
+Helpers called once per destination are called, not inlined in numba's IR: LLVM inlines
+what pays, and each LABOR kernel compiles in about two thirds of the time (benchmarks/
+RESULTS.md, "Kernel compile time"). Those called per edge or per lookup stay inlined."""
 
 import math
 import os
@@ -42,7 +46,7 @@ CHUNKS_PER_THREAD = 16
 FANOUT_CAP = 1 << 61
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def sift_down(score, pos, n, m):
     """Restore the max-heap of ``(score, pos)[:n]`` (by score, then position) below ``m``."""
     while True:
@@ -61,14 +65,14 @@ def sift_down(score, pos, n, m):
             return
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def heapify(score, pos, k):
     """Make ``(score, pos)[:k]`` a max-heap (by score, then position)."""
     for m in range(k // 2 - 1, -1, -1):
         sift_down(score, pos, k, m)
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def offer(score, pos, k, value, position):
     """Put ``(value, position)`` into the max-heap ``[:k]`` of the ``k`` smallest if smaller
     than its largest; ``position`` must exceed every earlier one (a tie stays out)."""
@@ -78,7 +82,7 @@ def offer(score, pos, k, value, position):
         sift_down(score, pos, k, 0)
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def kth_smallest(score, pos, n, k, heap_score, heap_pos):
     """The ``k``-th smallest ``(score, pos)`` pair of ``[:n]`` (``1 <= k <= n``, ``pos[:n]``
     ascending): the root of a max-heap of the ``k`` smallest built in the scratch
@@ -92,7 +96,7 @@ def kth_smallest(score, pos, n, k, heap_score, heap_pos):
     return heap_score[0], heap_pos[0]
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def write_ranked(values, n, out, offset):
     """``out[:n]`` = ``offset + values[:n]`` (DISTINCT) ascending, each written at its rank:
     ``n²`` branch-free comparisons, for the few values of a fanout."""
@@ -104,7 +108,7 @@ def write_ranked(values, n, out, offset):
         out[rank] = offset + t
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def sort_by_rank(values, n, scratch):
     """Sort ``values[:n]`` (repeats allowed, ``n <= scratch.size``) in place by rank through
     ``scratch``: for 15 values 65 ns, where a sort call costs 400 ns."""
@@ -118,7 +122,7 @@ def sort_by_rank(values, n, scratch):
         values[i] = scratch[i]
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def sort_small(values, n, scratch):
     """Sort ``values[:n]`` in place: :func:`sort_by_rank` up to ``scratch.size`` values, else
     numpy's sort (seconds to compile: kernels that need no more call ``sort_by_rank``)."""
@@ -147,7 +151,7 @@ def edge_balanced_chunks(indptr, nodes, chunks):
     return bounds
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def lower_bound(sorted_values, x):
     """The first ``i`` with ``sorted_values[i] >= x`` (``np.searchsorted`` takes a second to compile)."""
     return lower_bound_in(sorted_values, 0, sorted_values.size, x)
@@ -166,7 +170,7 @@ def lower_bound_in(sorted_values, start, end, x):
     return lo
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def destination_ranges(indptr, nodes, out_indptr, i):
     """``(v, start, d, lo, k)`` of destination ``i``: its id, its in-edges
     ``[start, start + d)`` in the CSC, and its output slots ``[lo, lo + k)``."""
@@ -185,7 +189,7 @@ def destination_ranges(indptr, nodes, out_indptr, i):
 LOG_SPACE_SPREAD = 1e-300
 
 
-@numba.njit(inline="always", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def weight_range(probs, start, d):
     """``(positive, largest, log_space, non_finite)`` of ``probs[start:start + d]``: the count
     of positive weights, the largest (0.0 if none), whether scores need log space, and the
