@@ -98,9 +98,10 @@ class Variates(NamedTuple):
     normals: Optional[Callable[[int], np.ndarray]] = None
 
 
-# The helpers are called, not inlined in numba's IR (as mix64 in graphpipe.ops.random): the
-# same speed, a fraction of the compile time. Only the candidate scan, per destination and
-# per edge the hot loop, and the per-edge weight are inlined: called, LABOR-0 was 10% slower.
+# The helpers are called, not inlined in numba's IR (as mix64 in graphpipe.ops.random): LLVM
+# inlines the small ones, and the kernels compile in a fraction of the time at the same speed.
+# Two stay inlined: the candidate scan (called, LABOR-0 sampled 10% slower) and the per-edge
+# weight (benchmarks/RESULTS.md, "Kernel compile time").
 @numba.njit(nogil=True, cache=True)
 def _normal(key, t):
     """A standard normal from (key, t): Box-Muller on two counter-based uniforms."""

@@ -2,9 +2,10 @@
 ``(score, position)`` pairs, sorts for a fanout's few values, edge-balanced chunks, scores
 for weights of any magnitude) and the argument checks the public sampling ops share.
 
-Helpers called once per destination are called, not inlined in numba's IR: LLVM inlines
-what pays, and each LABOR kernel compiles in about two thirds of the time (benchmarks/
-RESULTS.md, "Kernel compile time"). Those called per edge or per lookup stay inlined."""
+Most helpers are called, not inlined in numba's IR: LLVM inlines the small ones, and a LABOR
+kernel compiles in about two thirds of the time at the same speed (benchmarks/RESULTS.md,
+"Kernel compile time"). ``weighted_score``, ``lower_bound_in`` and ``range_is_bad``, per edge
+or per lookup in other kernels too, stay inlined."""
 
 import math
 import os
