@@ -1,47 +1,44 @@
 """Seconds numba takes to compile the sampling kernels, and the sampling ops' speed beside it.
 
-``compile``: in a new, empty ``NUMBA_CACHE_DIR``, times graphpipe's compile functions for the
-dtype signatures the test suite compiles (LABOR: plain, dependent, weighted; neighbor sampling:
-plain, weighted; int32/int64 ``indptr``/``indices``), then ``compile_temporal``. ``speed``: ms
-per call of one layer (20,000 random destinations, fanout 15) on a 400k-node, 12M-edge
-power-law graph; the minimum of 7 medians of 12 calls. Run an old and a new checkout side by
-side or alternately (from each checkout's root) to compare:
+``compile``: in a new, empty ``NUMBA_CACHE_DIR``, times each of the test suite's costly
+kernels (``_COSTLY_KERNELS`` of ``tests/conftest.py``: LABOR plain, dependent and weighted,
+neighbor sampling plain and weighted, unique_and_compact, for the suite's int32/int64
+``indptr``/``indices``), then ``compile_temporal`` for three kinds of times. ``speed``: ms per
+call of one layer (20,000 random destinations, fanout 15) on a 400k-node, 12M-edge power-law
+graph; the minimum of 7 medians of 12 calls. Run an old and a new checkout side by side or
+alternately (from each checkout's root) to compare:
 
     python benchmarks/kernel_compile.py compile
     python benchmarks/kernel_compile.py speed labor labor_w labor_dep ns ns_w
 """
 
+import importlib.util
 import os
 import statistics
 import sys
 import tempfile
 import time
 
-os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp()  # before numba is imported
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+if sys.argv[1:2] == ["compile"]:
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp()  # before numba is imported
+sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 from graphpipe.ops import sample_labor, sample_neighbors  # noqa: E402
-from graphpipe.ops.compile import compile_sample_labor, compile_sample_neighbors, compile_temporal  # noqa: E402
+from graphpipe.ops.compile import compile_temporal  # noqa: E402
 from graphpipe.ops.labor import Variates  # noqa: E402
-
-I32, I64, F32, F64 = (torch.empty(0, dtype=d) for d in (torch.int32, torch.int64, torch.float32, torch.float64))
-SIGNATURES = [
-    ("labor dependent int64", lambda: compile_sample_labor(I64, I64, dependent=True)),
-    ("labor dependent int32", lambda: compile_sample_labor(I32, I32, dependent=True)),
-    *[(f"labor {a} {b}", lambda x=x, y=y: compile_sample_labor(x, y)) for a, b, x, y in [("int32", "int32", I32, I32), ("int64", "int64", I64, I64), ("int64", "int32", I64, I32)]],
-    *[(f"labor weighted {a} {p}", lambda x=x, q=q: compile_sample_labor(x, x, probs=q)) for a, x in [("int32", I32), ("int64", I64)] for p, q in [("float32", F32), ("float64", F64)]],
-    ("labor weighted int64 int32 float32", lambda: compile_sample_labor(I64, I32, probs=F32)),
-    *[(f"ns {a}", lambda x=x: compile_sample_neighbors(x, x, [5, 100])) for a, x in [("int32", I32), ("int64", I64)]],
-    *[(f"ns weighted {a} {p}", lambda x=x, q=q: compile_sample_neighbors(x, x, [5], probs=q)) for a, x in [("int32", I32), ("int64", I64)] for p, q in [("float32", F32), ("float64", F64)]],
-    ("ns int64 int32", lambda: compile_sample_neighbors(I64, I32, [5])),
-    ("temporal x3", lambda: [compile_temporal(I32, I32, *t) for t in ((True, False, False), (False, True, True), (True, True, True))]),
-]
 
 
 def compile_times() -> None:
+    spec = importlib.util.spec_from_file_location("suite_conftest", os.path.join(ROOT, "tests", "conftest.py"))
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    int32 = torch.empty(0, dtype=torch.int32)
+    calls = [(f"{c.func.__name__} {[getattr(a, 'dtype', a) for a in c.args]} {c.keywords}", c) for c in suite._COSTLY_KERNELS]
+    calls.append(("compile_temporal x3", lambda: [compile_temporal(int32, int32, *t) for t in ((True, False, False), (False, True, True), (True, True, True))]))
     total = 0.0
-    for name, compile_kernels in SIGNATURES:
+    for name, compile_kernels in calls:
         start = time.perf_counter()
         compile_kernels()
         seconds = time.perf_counter() - start
