@@ -19,6 +19,7 @@ import torch
 
 from graphpipe.graph.build import smallest_index_dtype
 from graphpipe.graph.checks import ATTRIBUTES_HINT
+from graphpipe.ops.edge_lookup import EdgeExclusion
 from graphpipe.ops.layer_sample import LayerSample
 from graphpipe.ops.temporal import (
     UNTIMED,
@@ -196,7 +197,10 @@ class TimeFilter:
             if free is None or not bool(free.any()):
                 return self.latest(bounds, lo, hi, fanouts, is_sorted, exclude)
             latest = self.latest(bounds, lo, hi, fanouts.masked_fill(free, 0), is_sorted, exclude)
-            uniform = self.uniform(bounds.view(-1, 2)[free].reshape(-1), lo[free], hi[free], key_ids[free], fanouts[free], kernel, is_sorted, None, draw_key)
+            uniform = self.uniform(
+                bounds.view(-1, 2)[free].reshape(-1), lo[free], hi[free], key_ids[free], fanouts[free], kernel, is_sorted,
+                _of_segments(exclude, free), draw_key,
+            )  # fmt: skip
             return _by_segment(free, latest, uniform)
         return self.uniform(bounds, lo, hi, key_ids, fanouts, kernel, is_sorted, exclude, draw_key)
 
@@ -217,6 +221,17 @@ class TimeFilter:
 
         sample = sample_segments(candidate_bounds, key_ids, fanouts, among_candidates)
         return sample._replace(edge_ids=positions[sample.edge_ids])
+
+
+def _of_segments(exclude: Optional[EdgeExclusion], keep: torch.Tensor) -> Optional[EdgeExclusion]:
+    """``exclude`` over the segments ``keep`` (``[S]`` bool) marks, in their order."""
+    if exclude is None:
+        return None
+    counts = exclude.indptr.diff()
+    kept = keep[: counts.numel()]
+    indptr = torch.zeros(int(kept.sum()) + 1, dtype=torch.int64)
+    torch.cumsum(counts[kept], 0, out=indptr[1:])
+    return EdgeExclusion(indptr, exclude.positions[torch.repeat_interleave(kept, counts)])
 
 
 def _by_segment(second: torch.Tensor, first_sample: LayerSample, second_sample: LayerSample) -> LayerSample:

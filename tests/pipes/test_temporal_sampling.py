@@ -403,3 +403,27 @@ def test_review_cases_untimed_types_extremes_and_pyg_batches():
     pairs = gp.ItemSet((torch.tensor([[1, 0], [2, 0], [1, 0], [2, 0]]), torch.tensor([[1], [0], [1], [0]]).view(-1), torch.arange(4) * 10), names=("seeds", "labels", "timestamp"))
     mb = next(iter(gp.ItemSampler(pairs, 4).sample_neighbor(plain, [1], time_attr="ts", layout="pyg")))
     assert mb.to_pyg().batch[:8].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]  # PyG's num_pos: all 4 input pairs
+
+
+@pytest.mark.parametrize("layout", ["pyg", "block"])
+@pytest.mark.parametrize("strategy", ["uniform", "last"])
+def test_seed_edges_of_untimed_edge_types_are_excluded(strategy, layout):
+    """Found in review: under "last", the in-edges of untimed edge types (drawn uniformly, as
+    pyg-lib's) were drawn without the seed-edge exclusion, so a pyg batch could hold the
+    pair it must predict. Here "item" has no times: "item:bought_by:user" is untimed."""
+    edges = {"user:buys:item": torch.tensor([[0, 1, 2, 0], [0, 0, 1, 1]]), "item:bought_by:user": torch.tensor([[0, 0, 1, 1], [0, 1, 2, 0]])}
+    graph = gp.CSCGraph.from_hetero_edges(edges, {"user": 3, "item": 2}, node_attributes={"ts": {"user": torch.tensor([1, 2, 3])}})
+    reverse = {"user:buys:item": "item:bought_by:user", "item:bought_by:user": "user:buys:item"}  # edge k reverses edge k
+    for etype in edges:
+        pairs = gp.ItemSet((edges[etype][:, :2].T, torch.full((2,), 100)), names=("seeds", "timestamp"))
+        pipe = gp.ItemSampler(gp.HeteroItemSet({etype: pairs}), 2).sample_neighbor(
+            graph, [-1, -1], layout=layout, time_attr="ts", temporal_strategy=strategy, exclude_seed_edges=True,
+            include_reverse_edges=True, reverse_etypes_mapping=reverse,
+        )  # fmt: skip
+        sampled = {t: set() for t in edges}
+        for sub in next(iter(pipe)).sampled_subgraphs:
+            for t, eids in sub.original_edge_ids.items():
+                sampled[t] |= set(eids.tolist())
+        # Edges 0, 1 are the pairs and their reverses; two hops from them reach the others but
+        # "item:bought_by:user" 2 (into user 2, a source of the second hop only).
+        assert sampled == {"user:buys:item": {2, 3}, "item:bought_by:user": {3}}, (etype, sampled)
