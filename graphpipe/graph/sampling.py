@@ -222,6 +222,13 @@ def _link_column(v: torch.Tensor, column: int, indexes: Optional[torch.Tensor]) 
         return v[:, column], torch.arange(v.size(0), device=v.device)
     num_pos = int(indexes.max()) + 1 if indexes.numel() else 0
     k = (v.size(0) - num_pos) // max(num_pos, 1)
+    queries = torch.arange(num_pos, device=indexes.device)
+    if num_pos * (1 + k) != v.size(0) or not torch.equal(indexes.to(torch.int64), torch.cat([queries, queries.repeat_interleave(k)])):
+        raise ValueError(
+            "disjoint link batches with `indexes` (PyG's triplet rows) need sample_uniform_negative's layout: P "
+            "positives, then k negatives each, `indexes` arange(P) then each repeated k times; pairs that carry "
+            "indexes of their own need the batch's `item_ids` (ItemSampler sets them)"
+        )
     if column == 0:
         return v[:num_pos, 0], indexes.to(torch.int64)
     negatives = v[num_pos:, 1].view(num_pos, k).t().reshape(-1)  # negative j of every positive, j = 0, 1, ...

@@ -619,7 +619,7 @@ class SubgraphSampler(Pipe):
         if not seeds.nodes.numel():  # a rank's empty share of a global batch may come without times
             return seeds.nodes, seeds.nodes
         if minibatch.timestamp is not None:
-            indexes = minibatch.indexes if self.disjoint else None
+            indexes = _triplet_indexes(minibatch) if self.disjoint else None
             times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name, indexes)
         elif self.layout == "pyg" and seeds.links is None and time_filter.node_time is not None:
             times = time_filter.node_time[seeds.nodes]  # pyg-lib's default: the seeds' own times
@@ -658,7 +658,7 @@ class SubgraphSampler(Pipe):
         ``{}``: a rank's empty share of a global batch) is link seeds without pairs."""
         name = type(self).__name__
         self.check_batch(minibatch)
-        indexes = minibatch.indexes if self.disjoint else None  # pyg rows: PyG's triplets
+        indexes = _triplet_indexes(minibatch) if self.disjoint else None  # pyg rows: PyG's triplets
         link_task = self.items_task == "link" or self.excludes_seed_edges
         unique, row_major = self.deduplicate and not self.disjoint, not self.disjoint
         seeds = seed_nodes(self.graph, minibatch.seeds, name, unique, row_major, indexes, link_task)
@@ -775,6 +775,19 @@ def edge_arrays(indices: torch.Tensor, probs: Optional[torch.Tensor], candidates
     if candidates is None:
         return indices, probs
     return indices[candidates], None if probs is None else probs[candidates]
+
+
+def _triplet_indexes(minibatch: MiniBatch):
+    """The batch's ``indexes`` where a negative sampler made them (its ``item_ids`` are the
+    positives only), laid out in disjoint subtrees as PyG's triplets; pairs whose items
+    carry their own ``indexes`` are each a subtree of its own, as PyG's
+    ``edge_label_index`` without negative sampling."""
+    indexes, item_ids, seeds = minibatch.indexes, minibatch.item_ids, minibatch.seeds
+    if indexes is None or item_ids is None:
+        return indexes
+    if not isinstance(indexes, Mapping):
+        return indexes if item_ids.numel() < seeds.size(0) else None
+    return {key: ids for key, ids in indexes.items() if key not in item_ids or item_ids[key].numel() < seeds[key].size(0)}
 
 
 def _num_positives(minibatch: MiniBatch) -> int:

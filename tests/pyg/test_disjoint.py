@@ -1,6 +1,7 @@
 """disjoint=True: one subtree per seed, as PyG's NeighborLoader(disjoint=True) (pyg-lib's
 disjoint mode): a node reached from two seeds is two nodes, sampled independently."""
 
+import dataclasses
 import itertools
 
 import pytest
@@ -78,3 +79,25 @@ def test_disjoint_is_refused_where_unsupported():
         items.sample_neighbor(graph, FANOUTS, layout="pyg", disjoint=True, cooperative=True)
     with pytest.raises(TypeError, match="`disjoint` must be a bool"):
         items.sample_neighbor(graph, FANOUTS, layout="pyg", disjoint=1)
+
+
+
+@pytest.mark.parametrize("options", [{"disjoint": True}, {"edge_timestamp_attr_name": "ts"}], ids=["disjoint", "temporal"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_pairs_that_carry_their_own_indexes_are_a_subtree_each(kind, options):
+    """Found in review: link items with negatives and ``indexes`` of their own (the README's
+    ``ItemSet((pairs, labels, indexes), ...)``) were laid out as a negative sampler's
+    triplets (one source row per query), so a pair lost its source, and a batch cutting a
+    query raised. Each such pair is a subtree of its own, as PyG's ``edge_label_index``
+    without negative sampling, in disjoint and temporal pyg batches."""
+    graph, edges = graph_and_edges(kind)
+    if "edge_timestamp_attr_name" in options:  # every edge before the seeds' time
+        graph = dataclasses.replace(graph, edge_attributes={**graph.edge_attributes, "ts": torch.zeros(graph.total_num_edges, dtype=torch.int64)})
+    fields = lambda pairs: (pairs, torch.ones(12), torch.arange(12) // 2, torch.full((12,), 1000))  # noqa: E731
+    sets = {t: gp.ItemSet(fields(pairs), names=("seeds", "labels", "indexes", "timestamp")) for t, pairs in seed_items(kind, edges, "link", 12).items()}
+    items = next(iter(sets.values())) if kind == "untyped" else gp.HeteroItemSet(sets)
+    pipe = gp.ItemSampler(items, 5).sample_neighbor(graph, FANOUTS, layout="pyg", seed=3, **options)
+    batches = list(pipe)
+    assert len(batches) == (3 if kind == "untyped" else 5)
+    for mb in batches:
+        check_disjoint_batch(graph, edges, mb, pipe.edge_type_fanouts)
