@@ -110,7 +110,7 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str, kin
         raise TypeError(f"{where}: `{name}` must be a torch.Tensor of {kind} ids, got {type(ids).__name__}")
     if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
         raise TypeError(
-            f"{where}: `{name}` must be an integer tensor (int32 or int64 {kind} ids), got dtype {ids.dtype}"
+            f"{where}: `{name}` must be an integer tensor of {kind} ids (int64, int32, int16, int8 or uint8), got dtype {ids.dtype}"
         )
     if ids.dim() != 1:
         raise ValueError(f"{where}: `{name}` must be 1-D, got shape {tuple(ids.shape)}")

@@ -157,12 +157,15 @@ def pairs_with_negatives(
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``B`` pairs ``[B, 2]`` and their ``[B, k]`` negatives (a side not given is the
     pair's own node) as ``(seeds, labels, indexes)``: ``seeds`` ``[B * (1 + k), 2]`` (the
-    pairs, then each pair's negatives; ``pairs``' dtype), ``labels`` (``labels`` or
+    pairs, then each pair's negatives; of ``pairs``' and the negatives' dtypes:
+    :func:`torch.promote_types`), ``labels`` (``labels`` or
     float32 1.0, then 0 for the negatives) and int64 ``indexes`` (each row's pair)."""
     num, k = pairs.size(0), (negative_dsts if negative_dsts is not None else negative_srcs).size(1)
     sources = pairs[:, :1].expand(-1, k) if negative_srcs is None else negative_srcs
     destinations = pairs[:, 1:].expand(-1, k) if negative_dsts is None else negative_dsts
-    seeds = torch.cat([pairs, torch.stack([sources.reshape(-1), destinations.reshape(-1)], dim=1).to(pairs.dtype)])
+    negatives = torch.stack([sources.reshape(-1), destinations.reshape(-1)], dim=1)
+    dtype = torch.promote_types(pairs.dtype, negatives.dtype)
+    seeds = torch.cat([pairs.to(dtype), negatives.to(dtype)])
     if labels is None:
         labels = torch.ones(num, dtype=torch.float32, device=pairs.device)
     negative_labels = labels.new_zeros((num * k,) + tuple(labels.shape[1:]))

@@ -51,8 +51,8 @@ class MiniBatch:
             (GraphBolt's layout: positives, then the negatives a negative sampler
             appended, ``labels`` and ``indexes`` aligned to them).
         labels: ``[batch_size, ...]`` labels of the seeds, or None. For node pairs from a
-            negative sampler: bool, True for positives (or the positives' own labels
-            followed by zeros).
+            negative sampler: float32 1.0 for positives and 0.0 for negatives (or the
+            positives' own labels followed by zeros of their dtype).
         sampled_subgraphs: one :class:`SampledSubgraph` per GNN layer, input first.
         input_nodes: ``[num_input]`` int64 global ids of the first layer's sources
             (seeds first, then nodes first reached at hop 1, 2, ...): row ``k`` of every

@@ -202,14 +202,18 @@ class UniformNegativeSampler(Pipe):
     def _with_negatives(self, positives, labels, key: int, ends, etype: int, latest, pairs=None) -> dict:
         """The ``seeds``, ``labels`` and ``indexes`` (binary: None) of the ``[P, 2]`` ``positives``
         of edge type id ``etype`` (-1: untyped, ``pairs``: their int64 copy) and their negatives,
-        drawn with ``key`` from ``ends``, the ``(first global id, count)`` of the two node types."""
+        drawn with ``key`` from ``ends``, the ``(first global id, count)`` of the two node types.
+        The seeds keep the positives' dtype where it holds every id of the two types, else int64."""
         shift = None if etype < 0 else torch.tensor([ends[0][0], ends[1][0]])
+        largest = max(count for _, count in ends) - 1
+        dtype = positives.dtype if largest <= torch.iinfo(positives.dtype).max else torch.int64
         if self.neg_sampling == "binary":
             random_pairs = self.random_pairs(positives, *ends, key, latest)
-            return _with_random_pairs(positives, labels, random_pairs if shift is None else random_pairs - shift)
+            random_pairs = random_pairs if shift is None else random_pairs - shift
+            return _with_random_pairs(positives.to(dtype), labels, random_pairs.to(dtype))
         negatives = self.negatives(pairs if shift is None else positives + shift, key, ends[1], etype, latest)
         negatives = negatives if shift is None else negatives - ends[1][0]
-        seeds, labels, indexes = pairs_with_negatives(positives, labels, negatives)
+        seeds, labels, indexes = pairs_with_negatives(positives.to(dtype), labels, negatives.to(dtype))
         return {"seeds": seeds, "labels": labels, "indexes": indexes}
 
     def random_pairs(self, pairs, sources, destinations, key, latest) -> torch.Tensor:
@@ -234,7 +238,7 @@ class UniformNegativeSampler(Pipe):
 def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
     """``minibatch`` (``P`` positive pairs in ``seeds``) with the ``[P, k]`` negative
     destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout
-    (``seeds`` keep their dtype)."""
+    (``seeds`` of both dtypes: :func:`torch.promote_types`)."""
     seeds, labels, indexes = pairs_with_negatives(minibatch.seeds, minibatch.labels, negatives)
     return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
 
@@ -261,7 +265,7 @@ def _with_random_pairs(positives: torch.Tensor, labels: Optional[torch.Tensor], 
             "sampled negatives; give positives labels >= 1 (or none: they get 1.0)"
         )
     negative_labels = labels.new_zeros((random_pairs.size(0),) + tuple(labels.shape[1:]))
-    seeds = torch.cat([positives, random_pairs.to(positives.dtype)])
+    seeds = torch.cat([positives, random_pairs])
     return {"seeds": seeds, "labels": torch.cat([labels, negative_labels]), "indexes": None}
 
 

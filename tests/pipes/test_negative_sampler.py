@@ -158,6 +158,28 @@ def test_int32_pairs_keep_their_dtype(kind, neg_sampling):
     assert all(pairs.dtype == torch.int32 for pairs in seeds.values())
 
 
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_pairs_of_a_dtype_too_narrow_for_the_graph_get_int64_negatives(kind, neg_sampling):
+    """Found in review: uint8 pairs on a graph of more than 256 nodes got negatives cast to
+    uint8, wrapped (352 -> 96). They are widened to int64 and drawn as int64 pairs' are."""
+    ring = torch.stack([torch.arange(1000), (torch.arange(1000) + 1) % 1000])
+    if kind == "untyped":
+        graph, etype = gp.CSCGraph.from_edge_index(ring, 1000), EDGE
+    else:
+        graph, etype = gp.CSCGraph.from_hetero_edges({"a:r:b": ring % 3}, {"a": 3, "b": 1000}), "a:r:b"
+    pairs = torch.tensor([[0, 1], [1, 2], [2, 0]])
+    batches = []
+    for dtype in (torch.int64, torch.uint8):
+        item_set = gp.ItemSet(pairs.to(dtype), names="seeds")
+        item_set = item_set if kind == "untyped" else gp.HeteroItemSet({etype: item_set})
+        mb = next(iter(gp.ItemSampler(item_set, 3).sample_uniform_negative(graph, 20, seed=1, neg_sampling=neg_sampling)))
+        batches.append(mb.seeds if kind == "untyped" else mb.seeds[etype])
+    wide, narrow = batches
+    assert narrow.dtype == torch.int64 and torch.equal(narrow, wide)
+    assert int(narrow.max()) > 255  # negatives uint8 cannot hold
+
+
 def test_a_batch_whose_negatives_do_not_fit_is_refused_naming_the_ratio(graph_builder, monkeypatch):
     graph = graph_builder(50, 10, seed=5)
     monkeypatch.setattr("graphpipe.ops.negative_sampling.max_output_edges", lambda bytes_per_negative: 100)
