@@ -18,7 +18,7 @@ import torch.multiprocessing as mp
 COLLECTIVE_TIMEOUT_S = 20
 
 
-def _entry(rank, world_size, workdir, fn, args, collective_timeout=COLLECTIVE_TIMEOUT_S):
+def _entry(rank, world_size, workdir, fn, args, collective_timeout=COLLECTIVE_TIMEOUT_S, backend="gloo"):
     import numba
     import torch
     import torch.distributed as dist
@@ -28,7 +28,7 @@ def _entry(rank, world_size, workdir, fn, args, collective_timeout=COLLECTIVE_TI
     result_path = os.path.join(workdir, f"rank{rank}.pkl")
     try:
         dist.init_process_group(
-            "gloo",
+            backend,
             init_method=f"file://{os.path.join(workdir, 'init')}",
             rank=rank,
             world_size=world_size,
@@ -45,20 +45,24 @@ def _entry(rank, world_size, workdir, fn, args, collective_timeout=COLLECTIVE_TI
     os._exit(0 if outcome[0] == "ok" else 1)
 
 
-def run_ranks(fn, world_size, workdir, args=(), timeout=120, collective_timeout=COLLECTIVE_TIMEOUT_S, start="forkserver"):
+def run_ranks(
+    fn, world_size, workdir, args=(), timeout=120, collective_timeout=COLLECTIVE_TIMEOUT_S, start="forkserver", backend="gloo"
+):
     """``[(status, value_or_traceback)]`` per rank; status is "ok", "error" or "hung".
     ``collective_timeout``: the process group's timeout (seconds). ``start``: "forkserver"
     (a fork server that has imported torch, numba and graphpipe starts each rank in a few
     ms, where spawning one re-imports them: 2-3 s of CPU a rank, half the distributed
     tests' time; nothing of theirs runs before a rank forks, as graphpipe starts no thread
     and changes nothing at import), or "spawn" (a new interpreter, which reads the
-    environment afresh: the server's glibc read ``MALLOC_ARENA_MAX`` when it started)."""
+    environment afresh: the server's glibc read ``MALLOC_ARENA_MAX`` when it started).
+    ``backend``: the default process group's (``"cuda:gloo"``, no CPU backend, stands in
+    for NCCL on a machine without GPUs)."""
     context = mp.get_context(start)
     if start == "forkserver":
         context.set_forkserver_preload(["torch", "torch.distributed", "numba", "graphpipe"])
     workdir = str(workdir)
     processes = [
-        context.Process(target=_entry, args=(rank, world_size, workdir, fn, args, collective_timeout))
+        context.Process(target=_entry, args=(rank, world_size, workdir, fn, args, collective_timeout, backend))
         for rank in range(world_size)
     ]
     for process in processes:

@@ -13,6 +13,7 @@ from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.item_sampler import ItemSampler
 from graphpipe._internal.checks import as_int, check_bool, check_int
+from graphpipe.distributed.cooperative import agree_on_seed
 from graphpipe.distributed.partition import Partition
 from graphpipe.distributed.partitioned import GraphPart
 
@@ -86,14 +87,21 @@ class DistributedItemSampler(ItemSampler):
         if number is None or not 0 <= number < world_size:
             raise ValueError(f"DistributedItemSampler: `rank` must be an int in [0, {world_size}), got {rank!r}")
         rank = number
-        if seed is None and use_process_group and world_size > 1:
-            shared = torch.randint(0, 2**62, (1,))
-            dist.broadcast(shared, src=0)
-            seed = int(shared)
+        groups = (None, None, None)
+        if use_process_group:
+            # new_group is collective: every rank builds its samplers in the same order.
+            # Their timeout is the default group's (new_group's own default is 30 minutes for
+            # gloo), so a rank that stops answering is noticed as the user configured.
+            backend, timeout = _backend_for_cpu_and_cuda(), _default_group_timeout()
+            groups = [dist.new_group(backend=backend, timeout=timeout) for _ in range(3)]
+        self.sampling_group, self.feature_group, self.exchange_group = groups
+        self.world_size = world_size
+        # One permutation on every rank: a given seed must agree, None takes rank 0's draw
+        # (on the sampling group, which has a CPU backend also when the default is NCCL).
+        seed = agree_on_seed(self, seed, "DistributedItemSampler") if use_process_group else seed
         super().__init__(item_set, batch_size, seed=seed, **options)
         self.drop_uneven_inputs = check_bool(drop_uneven_inputs, "drop_uneven_inputs", "DistributedItemSampler")
         self.rank = rank
-        self.world_size = world_size
         self.partition = partition if isinstance(partition, Partition) else Partition(world_size, partition)
         if self.partition.num_parts != world_size:
             raise ValueError(
@@ -103,14 +111,6 @@ class DistributedItemSampler(ItemSampler):
         # from_part: the positions in the whole split of the items held ([n] int64, ascending);
         # split_size: the items of the whole split (the global batches are cut from them).
         self.split_size, self.owned_items, self._item_ids = len(self.item_set), None, None
-        groups = (None, None, None)
-        if use_process_group:
-            # new_group is collective: every rank builds its samplers in the same order.
-            # Their timeout is the default group's (new_group's own default is 30 minutes for
-            # gloo), so a rank that stops answering is noticed as the user configured.
-            backend, timeout = _backend_for_cpu_and_cuda(), _default_group_timeout()
-            groups = [dist.new_group(backend=backend, timeout=timeout) for _ in range(3)]
-        self.sampling_group, self.feature_group, self.exchange_group = groups
 
     @classmethod
     def from_part(cls, part: GraphPart, split: str, batch_size: int, **options) -> DistributedItemSampler:
@@ -234,9 +234,12 @@ class DistributedItemSampler(ItemSampler):
 
 def _backend_for_cpu_and_cuda() -> Optional[str]:
     """The backend of the stage groups: ids sampled on the CPU travel through gloo even when
-    the default group is NCCL (for CUDA tensors); None keeps the default group's backend."""
+    the default group has no CPU backend (NCCL: CUDA tensors only); None keeps the default
+    group's backend."""
     default = str(dist.get_backend())
-    return "cpu:gloo,cuda:nccl" if "nccl" in default and "gloo" not in default and dist.is_gloo_available() else None
+    if default in ("gloo", "mpi", "ucc") or "cpu:" in default or not dist.is_gloo_available():
+        return None
+    return "cpu:gloo," + (default if ":" in default else f"cuda:{default}")
 
 
 def _default_group_timeout():

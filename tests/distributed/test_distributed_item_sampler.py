@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import graphpipe as gp
+from dist_harness import run_ranks, values
 from graphpipe.distributed import (
     CooperativeSampledSubgraph,
     ExchangePlan,
@@ -172,3 +173,26 @@ def test_from_part_deals_the_global_batches_by_owner(typed, drop_uneven_inputs, 
     partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds"), "val": gp.ItemSet(torch.tensor([], dtype=torch.int64), names="seeds")}, 2, tmp_path / "none")
     with pytest.raises(ValueError, match="split 'val' has no items on any part"):
         gp.DistributedItemSampler.from_part(load_partition(tmp_path / "none", 0), "val", 2, rank=0, world_size=2)
+
+
+def _epoch_items(rank, world_size, seed, per_rank_seed):
+    sampler = gp.DistributedItemSampler(20, 2, shuffle=True, seed=None if seed is None else seed + rank * per_rank_seed)
+    return torch.cat([mb.seeds for mb in sampler]).tolist()
+
+
+@pytest.mark.parametrize("backend", ["gloo", "cuda:gloo"])
+@pytest.mark.parametrize("seed", [None, 5])
+def test_ranks_share_one_permutation_also_when_the_default_group_has_no_cpu_backend(backend, seed, tmp_path):
+    """Found in review: with seed=None rank 0's draw was broadcast on the default group, which
+    under NCCL has no CPU backend ("cuda:gloo" stands in for it here): construction failed.
+    Every item is on one rank in an epoch."""
+    per_rank = values(run_ranks(_epoch_items, 2, tmp_path, args=(seed, 0), backend=backend))
+    assert sorted(per_rank[0] + per_rank[1]) == list(range(20))
+
+
+def test_seeds_differing_between_ranks_are_refused(tmp_path):
+    """Found in review: ``seed=base + rank`` gave each rank its own permutation, silently
+    losing and repeating items in every epoch."""
+    outcomes = run_ranks(_epoch_items, 2, tmp_path, args=(100, 1))
+    assert [status for status, _ in outcomes] == ["error", "error"]
+    assert all("`seed` must be the same on every rank, got [100, 101]" in trace for _, trace in outcomes)
