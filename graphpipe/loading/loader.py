@@ -161,6 +161,8 @@ class DataLoader(IterableDataset):
                 stacklevel=2,
             )
             state = {**state, "options": mine["options"]}
+        elif "options" in state:
+            state = {**state, "options": _with_unrecorded_options(state["options"], mine["options"], where)}
         missing = [key for key in _STATE_KEYS if key not in state]
         unknown = [key for key in state if key not in _STATE_KEYS]
         if missing or unknown:
@@ -331,14 +333,33 @@ def _stats_row(stage: Pipe, timer: Timed, where: Dict[int, str], here: bool) -> 
 _STATE_KEYS = ("epoch", "batches_yielded", "items", "batches", "stages", "seeds", "options")
 
 
-def _difference(key: str, saved, mine) -> str:
-    """What differs between ``saved`` and ``mine``, the entries ``key`` of two states; for
-    ``options`` of the same stages, only the options that differ."""
-    same_stages = key == "options" and isinstance(saved, list) and len(saved) == len(mine) and all(
+def _same_stages(saved, mine: list) -> bool:
+    """Whether ``saved`` (a state's ``options``) lists the stages of ``mine``, as ``[stage, {options}]``."""
+    return isinstance(saved, list) and len(saved) == len(mine) and all(
         isinstance(entry, (list, tuple)) and len(entry) == 2 and entry[0] == stage and isinstance(entry[1], dict)
         for entry, (stage, _) in zip(saved, mine)
     )
-    if same_stages:
+
+
+def _with_unrecorded_options(saved: list, mine: list, where: str) -> list:
+    """``saved`` options with those a stage of ``mine`` declares but the state's (of the
+    same stages, saved by an earlier graphpipe) lacks taken from ``mine``, with a warning."""
+    if not _same_stages(saved, mine):
+        return saved
+    unrecorded = [f"{stage} {name}" for (stage, old), (_, new) in zip(saved, mine) for name in new if name not in old]
+    if unrecorded:
+        warnings.warn(
+            f"{where}: `state` does not record {unrecorded} (saved by an earlier graphpipe): they are not checked "
+            f"against this loader's",
+            stacklevel=3,
+        )
+    return [[stage, {**new, **old}] for (stage, old), (_, new) in zip(saved, mine)]
+
+
+def _difference(key: str, saved, mine) -> str:
+    """What differs between ``saved`` and ``mine``, the entries ``key`` of two states; for
+    ``options`` of the same stages, only the options that differ."""
+    if key == "options" and _same_stages(saved, mine):
         changed = [
             f"{stage} {name}: the state has {old.get(name)!r}, this loader {new.get(name)!r}"
             for (stage, old), (_, new) in zip(saved, mine)

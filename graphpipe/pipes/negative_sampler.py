@@ -139,8 +139,10 @@ class UniformNegativeSampler(Pipe):
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", name)
 
     def state_options(self) -> Dict[str, object]:
-        """Pipe protocol: how many negatives, of which kind."""
-        return {"negative_ratio": self.negative_ratio, "neg_sampling": self.neg_sampling}
+        """Pipe protocol: how many negatives, of which kind, which excluded, how late."""
+        times = None if self.node_time is None else self.comparison
+        return {"negative_ratio": self.negative_ratio, "neg_sampling": self.neg_sampling,
+                "exclude_existing_edges": self.exclude_existing_edges, "times": times}  # fmt: skip
 
     def process(self, minibatch: MiniBatch) -> MiniBatch:
         """The batch with its negatives appended (see the class doc)."""

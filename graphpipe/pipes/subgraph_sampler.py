@@ -721,8 +721,14 @@ class SubgraphSampler(Pipe):
     samples_layer_jointly = False
 
     def state_options(self) -> Dict[str, object]:
-        """Pipe protocol: the fanouts per layer and edge type (subclasses add theirs)."""
-        return {"fanouts": self.edge_type_fanouts}
+        """Pipe protocol: the fanouts per layer and edge type, the layout, the seed edges
+        excluded, the times and the weights (subclasses add theirs)."""
+        exclusion = {"exclude_seed_edges": self.excludes_seed_edges, "include_reverse_edges": self.include_reverse_edges,
+                     "reverse_edge_types": list(self.reverse_edge_types), "reverse_edge_ids": self.reverse_positions is not None}  # fmt: skip
+        time = self.time_filter
+        times = None if time is None else [time.node_name, time.edge_name, time.comparison, time.time_window, time.strategy]
+        layout = {"layout": self.layout, "mode": self.mode, "deduplicate": self.deduplicate}
+        return {"fanouts": self.edge_type_fanouts, **layout, **exclusion, "times": times, "weights": getattr(self, "weights", None)}
 
     def compile_task(self):
         """A picklable call compiling this sampler's layer kernels (subclasses with numba

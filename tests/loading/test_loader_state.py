@@ -14,14 +14,14 @@ from torch.utils.data import IterableDataset
 import graphpipe as gp
 
 
-def _chain(num_items=68, batch_size=4, seed=3, record=None, sample=False, shuffle=True, fanouts=(2,), replace=False):
-    """ItemSampler (karate's nodes cycled) -> [transform(record)] -> [sample_neighbor] -> fetch_feature."""
+def _chain(num_items=68, batch_size=4, seed=3, record=None, sample=False, shuffle=True, fanouts=(2,), replace=False, **options):
+    """ItemSampler (karate's nodes cycled) -> [transform(record)] -> [sample_neighbor(**options)] -> fetch_feature."""
     data = gp.datasets.karate_club()
     pipe = gp.ItemSampler(gp.ItemSet(torch.arange(num_items) % 34, names="seeds"), batch_size, shuffle=shuffle, seed=seed)
     if record is not None:
         pipe = pipe.transform(record)
     if sample:
-        pipe = pipe.sample_neighbor(data.graph, list(fanouts), replace=replace, seed=5)
+        pipe = pipe.sample_neighbor(data.graph, list(fanouts), replace=replace, seed=5, **options)
     return pipe.fetch_feature(data.features, ["feat"])
 
 
@@ -44,7 +44,11 @@ def test_a_state_names_its_position_and_its_pipe_in_plain_data():
         "seeds": [["ItemSampler", 3], ["NeighborSampler", 5]],
         "options": [
             ["ItemSampler", {"batch_size": 4, "shuffle": True, "drop_last": False}],
-            ["NeighborSampler", {"fanouts": [[2]], "replace": False}],
+            ["NeighborSampler", {
+                "fanouts": [[2]], "layout": "block", "mode": "independent", "deduplicate": True, "exclude_seed_edges": False,
+                "include_reverse_edges": False, "reverse_edge_types": [-1], "reverse_edge_ids": False, "times": None,
+                "weights": None, "replace": False,
+            }],  # fmt: skip
         ],
     }
     buffer = io.BytesIO()
@@ -79,6 +83,8 @@ def test_a_state_of_another_pipe_is_refused_saying_what_differs(other, says):
         (dict(), dict(shuffle=False), r"ItemSampler shuffle: the state has True, this loader False\)"),
         (dict(sample=True), dict(sample=True, fanouts=(3,)), r"NeighborSampler fanouts: the state has \[\[2\]\], this loader \[\[3\]\]\)"),
         (dict(sample=True), dict(sample=True, replace=True), r"NeighborSampler replace: the state has False, this loader True\)"),
+        (dict(sample=True), dict(sample=True, layout="pyg"), r"NeighborSampler layout: the state has 'block', this loader 'pyg'\)"),
+        (dict(sample=True), dict(sample=True, disjoint=True, layout="pyg"), r"NeighborSampler layout: .*; NeighborSampler mode: the state has 'independent', this loader 'disjoint'\)"),
     ],
 )
 def test_a_state_of_other_options_with_as_many_batches_is_refused(saved, other, says):
@@ -87,6 +93,40 @@ def test_a_state_of_other_options_with_as_many_batches_is_refused(saved, other, 
     assert state["batches"] == loader.state_dict()["batches"] and state["stages"] == loader.state_dict()["stages"]
     with pytest.raises(ValueError, match=r"the state is from another pipe \(options: " + says):
         loader.load_state_dict(state)
+
+
+def test_options_a_state_of_an_earlier_graphpipe_lacks_are_not_checked_and_said_so():
+    state = _state(sample=True)
+    del state["options"][1][1]["layout"]
+    loader = gp.DataLoader(_chain(sample=True))
+    with pytest.warns(UserWarning, match=r"`state` does not record \['NeighborSampler layout'\]"):
+        loader.load_state_dict(state)
+    assert next(iter(loader)).batch_index == 3
+
+
+def test_sampling_options_of_link_batches_are_in_the_state():
+    """Found in review: weights, seed-edge exclusion and the negatives' exclusion were not
+    declared, so a state resumed silently in a pipe sampling other batches."""
+    data = gp.datasets.karate_club()
+    src, dst = data.graph.edge_index()
+    graph = gp.CSCGraph.from_coo(src, dst, 34, edge_attributes={"w": torch.rand(src.numel())})
+
+    def chain(weights=None, exclude_seed_edges=False, exclude_existing_edges=False):
+        pipe = gp.ItemSampler(gp.ItemSet(torch.stack([src, dst], 1), names="seeds"), 8, shuffle=True, seed=1)
+        pipe = pipe.sample_uniform_negative(graph, 1, seed=2, exclude_existing_edges=exclude_existing_edges)
+        return gp.DataLoader(pipe.sample_neighbor(graph, [2], seed=3, weights=weights, exclude_seed_edges=exclude_seed_edges))
+
+    loader = chain()
+    next(iter(loader))
+    state = loader.state_dict()
+    for other, says in [
+        (dict(weights="w"), r"NeighborSampler weights: the state has None, this loader 'w'"),
+        (dict(exclude_seed_edges=True), r"NeighborSampler exclude_seed_edges: the state has False, this loader True"),
+        (dict(exclude_existing_edges=True), r"UniformNegativeSampler exclude_existing_edges: the state has False, this loader True"),
+    ]:
+        with pytest.raises(ValueError, match=r"the state is from another pipe \(options: " + says):
+            chain(**other).load_state_dict(state)
+    chain().load_state_dict(state)
 
 
 def test_a_state_of_another_world_size_is_refused():
