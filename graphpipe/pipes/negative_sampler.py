@@ -206,6 +206,11 @@ class UniformNegativeSampler(Pipe):
         of edge type id ``etype`` (-1: untyped, ``pairs``: their int64 copy) and their negatives,
         drawn with ``key`` from ``ends``, the ``(first global id, count)`` of the two node types.
         The seeds keep the positives' dtype where it holds every id of the two types, else int64."""
+        if labels is not None and (labels.dim() == 0 or labels.size(0) != positives.size(0)):
+            raise ValueError(
+                f"{type(self).__name__}: the MiniBatch's `labels` must have a row per pair ({positives.size(0)}), got "
+                f"shape {tuple(labels.shape)}"
+            )
         shift = None if etype < 0 else torch.tensor([ends[0][0], ends[1][0]])
         largest = max(count for _, count in ends) - 1
         dtype = positives.dtype if largest <= torch.iinfo(positives.dtype).max else torch.int64

@@ -200,3 +200,14 @@ def test_no_valid_negative_names_the_stage_and_the_reason():
     message = str(raised.value)
     assert "(edge exclusion)" in message and "later than the pair's time (temporal negatives)" in message
     assert "sample_uniform_negatives" not in message and "exclude_edges" not in message and "node_time" not in message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_labels_not_one_per_pair_are_refused(kind):
+    """Found in review: a hand-built batch of 2 pairs and 3 labels got 7 labels for 6 seeds."""
+    graph, edges = graph_and_edges(kind)
+    etype, pairs = next(iter(seed_items(kind, edges, "link", 2).items()))
+    seeds, labels = (pairs, torch.ones(3)) if kind == "untyped" else ({etype: pairs}, {etype: torch.ones(3)})
+    sampler = gp.UniformNegativeSampler(gp.ItemSampler(gp.ItemSet(torch.zeros(1, 2, dtype=torch.int64), names="seeds"), 1), graph, 2)
+    with pytest.raises(ValueError, match=r"UniformNegativeSampler: the MiniBatch's `labels` must have a row per pair \(2\), got shape \(3,\)"):
+        sampler.process(gp.MiniBatch(seeds=seeds, labels=labels))
