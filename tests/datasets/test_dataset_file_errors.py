@@ -24,7 +24,11 @@ BAD_CSV = {
     # name: (file name, bytes, regex of the message after the file name)
     "empty": ("a.csv", b"", "is empty; expected numeric rows"),
     "empty gzip": ("a.csv.gz", whole_gzip(b""), "is empty; expected numeric rows"),
-    "non-ASCII": ("a.csv", "0,1\n2,\u00e9\n".encode(), r"row 1 holds a non-ASCII byte \(0xc3\)"),
+    "non-ASCII": ("a.csv", "0,1\n\n2,\u00e9\n".encode(), r"line 3 holds a non-ASCII byte \(0xc3\)"),
+    # values were joined over all lines and only their total counted: these became [[0, 1], [2, 3], [1, 2]]
+    "short then long line": ("a.csv", b"0,1\n2\n3,1,2\n", r"line 2 has 1 comma-separated values, expected 2"),
+    "long then short line": ("a.csv.gz", whole_gzip(b"0,1\n\n2,3,4\n5\n"), r"line 3 has 3 comma-separated values, expected 2"),
+    "malformed value": ("a.csv", b"0,1\n\n2,x\n", r"lines 1..3 do not hold 2 comma-separated numbers each"),
     "truncated gzip": ("a.csv.gz", whole_gzip(b"0,1\n2,3\n" * 1000)[:-30], "cannot be decompressed .*truncated"),
     "not gzip": ("a.csv.gz", b"0,1\n2,3\n", "cannot be decompressed .*BadGzipFile.*not gzip at all"),
     "corrupted gzip": ("a.csv.gz", whole_gzip(b"0,1\n2,3\n" * 1000)[:20] + b"\xff" * 40 + whole_gzip(b"0,1\n" * 1000)[60:],
@@ -46,18 +50,29 @@ def test_bad_csv_files_are_named(tmp_path, case, reader):
     assert sorted(os.listdir(tmp_path)) == [name]  # nothing left behind
 
 
+def test_a_misaligned_line_is_found_in_a_later_block(tmp_path, monkeypatch):
+    monkeypatch.setattr(_files._line_blocks, "__defaults__", (16,))  # blocks of about 4 lines
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"0,1\n" * 20 + b"\r\n" + b"2,3\n4\n5,6,7\n")
+    with pytest.raises(ValueError, match=rf"'{path}': line 23 has 1 comma-separated values, expected 2"):
+        _files.read_csv(str(path), np.int64, expected_columns=2)
+    path.write_bytes(b"0,1\n" * 20 + b"\r\n" + b"2,3\n")
+    assert _files.read_csv(str(path), np.int64).tolist() == [[0, 1]] * 20 + [[2, 3]]
+
+
 @pytest.mark.parametrize(
     "data, message",
     [
-        (b"", "is empty"),
-        (b"0,1,5\n1,2,6\n", "has 3 comma-separated columns, expected 2"),  # it named a scratch file and shape (3, 2)
-        (b"0\t1\n1\t2\n", "has 1 comma-separated columns, expected 2"),
+        (b"", " is empty"),
+        (b"0,1,5\n1,2,6\n", " has 3 comma-separated columns, expected 2"),  # it named a scratch file and shape (3, 2)
+        (b"0\t1\n1\t2\n", " has 1 comma-separated columns, expected 2"),
+        (b"0,1\n2\n3,1,2\n", r": line 2 has 1 comma-separated values, expected 2"),  # it read edges 0-1, 2-3, 1-2
     ],
 )
 def test_a_bad_edge_csv_names_the_entry_and_the_file(tmp_path, data, message):
     write_graphbolt_dataset(tmp_path, "csv")
     (tmp_path / "edge_data" / "edges.csv").write_bytes(data)
-    with pytest.raises(ValueError, match=rf"metadata.yaml graph.edges\[0\] \('.*edges.csv'\): '.*edges.csv' {message}"):
+    with pytest.raises(ValueError, match=rf"metadata.yaml graph.edges\[0\] \('.*edges.csv'\): '.*edges.csv'{message}"):
         gp.datasets.OnDiskDataset(tmp_path)
 
 
