@@ -95,8 +95,12 @@ def remove_stale_scratch(directory: str) -> None:
         if not pid.isdigit() or int(pid) == os.getpid() or process_exists(int(pid)):
             continue
         entry = os.path.join(directory, name)
-        if stat.S_ISDIR(os.lstat(entry).st_mode):  # never follow a link planted under the prefix
-            shutil.rmtree(entry, ignore_errors=True)
+        try:
+            mode = os.lstat(entry).st_mode
+        except FileNotFoundError:  # another process cleaning up removed it since listdir
+            continue
+        if stat.S_ISDIR(mode):  # never follow a link planted under the prefix
+            shutil.rmtree(entry, ignore_errors=True)  # what another process removes meanwhile is skipped
 
 
 @contextlib.contextmanager

@@ -208,6 +208,24 @@ def test_stale_scratch_of_dead_processes_is_removed(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(name for name, kept in names.items() if kept)
 
 
+def test_stale_scratch_removed_meanwhile_by_another_process_is_skipped(tmp_path, monkeypatch):
+    """Ranks opening one dataset after a killed build clean up the same scratch: the entry
+    another one removed between listdir and lstat raised FileNotFoundError."""
+    host = safe_files._host()
+    for pid in (999990, 999991, 999992):
+        (tmp_path / f".graphpipe-tmp-{pid}-{host}-abc").mkdir()
+    asked = []
+
+    def dead_and_removed_meanwhile(pid):
+        asked.append(pid)
+        (tmp_path / f".graphpipe-tmp-{pid}-{host}-abc").rmdir()
+        return False
+
+    monkeypatch.setattr(safe_files, "process_exists", dead_and_removed_meanwhile)
+    safe_files.remove_stale_scratch(str(tmp_path))
+    assert sorted(asked) == [999990, 999991, 999992] and os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("how", ["rewritten in place", "replaced by a copy"])
 def test_cache_is_rebuilt_when_an_input_changes_with_its_size_and_mtime_restored(dataset, tmp_path, how):
     root, _, d = dataset
