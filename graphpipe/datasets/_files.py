@@ -3,6 +3,7 @@ GraphBolt's ``numpy`` / ``torch`` array files."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -315,15 +316,24 @@ def publish_cache(scratch: str, cache_dir: str, stamp_name: str, stamp: dict, na
 
     The old stamp goes first, so an interrupted publish leaves a cache that is rebuilt,
     never one a stamp vouches for; files are renamed into place (a symlink there is
-    replaced, not followed).
+    replaced, not followed). Processes may publish into one cache at once: a file another
+    one removed first is skipped, and a stamp is written only when every file it lists is
+    still the one this process built (the last to publish each file wins; when the winners
+    of two files differ, no stamp vouches for the mix and the next open rebuilds).
     """
-    stamp_file = os.path.join(cache_dir, stamp_name)
     for name in (stamp_name, *stale):
-        if os.path.lexists(os.path.join(cache_dir, name)):
+        with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(cache_dir, name))
+    built = {name: os.lstat(os.path.join(scratch, name)).st_ino for name in names}
     for name in names:
         publish(os.path.join(scratch, name), os.path.join(cache_dir, name))
+    try:
+        published = {name: fingerprint(os.path.join(cache_dir, name)) for name in names}
+    except FileNotFoundError:  # removed by another process as stale
+        return
+    if any(published[name][0][2] != inode for name, inode in built.items()):  # [0][2]: the inode; another process replaced it
+        return
     written = os.path.join(scratch, stamp_name)
     with open(written, "x") as f:
-        json.dump({**stamp, "cache": {name: fingerprint(os.path.join(cache_dir, name)) for name in names}}, f)
-    publish(written, stamp_file)
+        json.dump({**stamp, "cache": published}, f)
+    publish(written, os.path.join(cache_dir, stamp_name))

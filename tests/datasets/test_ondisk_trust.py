@@ -226,6 +226,50 @@ def test_stale_scratch_removed_meanwhile_by_another_process_is_skipped(tmp_path,
     assert sorted(asked) == [999990, 999991, 999992] and os.listdir(tmp_path) == []
 
 
+def _publish_one(cache, stamp, monkeypatch, after_rename=lambda: None):
+    """Publish the file 'a.bin' into ``cache`` (removing a stale 'old.bin'), running
+    ``after_rename`` as another process would, between its rename and the stamp's."""
+    publish = _files.publish
+
+    def publish_then_race(source, destination):
+        publish(source, destination)
+        if destination.endswith("a.bin"):
+            after_rename()
+
+    monkeypatch.setattr(_files, "publish", publish_then_race)
+    with safe_files.scratch_directory(cache, "test") as scratch:
+        with open(os.path.join(scratch, "a.bin"), "wb") as f:
+            f.write(b"ours")
+        _files.publish_cache(scratch, str(cache), "stamp.json", stamp, ["a.bin"], stale=["old.bin"])
+
+
+def test_a_cache_file_removed_meanwhile_by_another_publisher_is_skipped(tmp_path, monkeypatch):
+    """Two ranks publishing one cache: the old stamp (or a stale file) the other removed
+    between lexists and remove raised FileNotFoundError."""
+    (tmp_path / "stamp.json").write_text("{}")
+    (tmp_path / "old.bin").write_text("x")
+    remove = os.remove
+    monkeypatch.setattr(os, "remove", lambda path: remove(path) or remove(path))  # the other one was first
+    _publish_one(tmp_path, {"v": 1}, monkeypatch)
+    assert sorted(os.listdir(tmp_path)) == ["a.bin", "stamp.json"]
+    assert _files.cache_is_fresh(str(tmp_path), "stamp.json", {"v": 1}, "test") == ["a.bin"]
+
+
+def test_a_stamp_vouches_only_for_files_its_own_publisher_built(tmp_path, monkeypatch):
+    """Another process's file renamed over this one's before its stamp is written (built
+    from other inputs, say) was listed in this one's stamp: now there is no stamp, and the
+    next open rebuilds."""
+    theirs = tmp_path / "theirs.bin"
+
+    def another_publishes():
+        theirs.write_bytes(b"theirs")
+        os.replace(theirs, tmp_path / "a.bin")
+
+    _publish_one(tmp_path, {"v": 1}, monkeypatch, another_publishes)
+    assert sorted(os.listdir(tmp_path)) == ["a.bin"]
+    assert _files.cache_is_fresh(str(tmp_path), "stamp.json", {"v": 1}, "test") is None
+
+
 @pytest.mark.parametrize("how", ["rewritten in place", "replaced by a copy"])
 def test_cache_is_rebuilt_when_an_input_changes_with_its_size_and_mtime_restored(dataset, tmp_path, how):
     root, _, d = dataset
