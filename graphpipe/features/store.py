@@ -32,7 +32,8 @@ class Feature:
         data: a tensor (CPU or CUDA), a numpy array / ``numpy.memmap``, or the path of a
             ``.npy`` file, memory-mapped read-only on first use (so a store is cheap to
             build and pickles as paths; its header and length are checked at once, by
-            :func:`npy_layout`). Rows must be C-contiguous.
+            :func:`npy_layout`, and its shape and dtype must be the same when it is mapped,
+            in this process or in one it was pickled to). Rows must be C-contiguous.
     """
 
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
@@ -40,6 +41,7 @@ class Feature:
     # batch in its own thread); a subclass whose reads change unlocked state sets False.
     concurrent_reads = True
     path: Optional[str] = None  # the .npy file of a path-backed feature
+    _layout: Optional[Tuple[Tuple[int, ...], np.dtype]] = None  # its shape and dtype when checked by the constructor
     _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
 
     def __init__(self, data: FeatureData):
@@ -49,8 +51,8 @@ class Feature:
                 raise ValueError(f"Feature: a path must name a .npy file, got '{path}'")
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"Feature: no such .npy file: '{path}'")
-            npy_layout(path, f"Feature: '{path}'")  # a file it cannot map fails here, not at first read
-            self.path = path
+            shape, dtype, _ = npy_layout(path, f"Feature: '{path}'")  # a file it cannot map fails here, not at first read
+            self.path, self._layout = path, (shape, dtype)
         elif isinstance(data, (torch.Tensor, np.ndarray)):
             self._data = _checked_table(data, "`data`")
         else:
@@ -63,7 +65,14 @@ class Feature:
     def data(self) -> Union[torch.Tensor, np.ndarray]:
         """The table itself (a path-backed feature maps its file here, once)."""
         if self._data is None:
-            self._data = _checked_table(np.load(self.path, mmap_mode="r"), f"'{self.path}'")
+            table = np.load(self.path, mmap_mode="r")
+            if (table.shape, table.dtype) != self._layout:  # e.g. in a worker process, after unpickling
+                raise ValueError(
+                    f"Feature: '{self.path}' changed after the feature was made (the rows pipes were built for): it "
+                    f"now holds {table.shape} {table.dtype}, it held {self._layout[0]} {self._layout[1]}; make the "
+                    f"feature (and what reads it) again from the new file"
+                )
+            self._data = _checked_table(table, f"'{self.path}'")
         return self._data
 
     @property

@@ -49,6 +49,23 @@ def test_npy_path_is_opened_lazily_and_pickles_as_path(tmp_path):
     assert pickle.loads(blob).read(_ids(999)).tolist() == [[3996, 3997, 3998, 3999]]
 
 
+
+@pytest.mark.parametrize("pickled", [True, False])
+@pytest.mark.parametrize("new", ["fewer rows", "another dtype"])
+def test_a_npy_path_changed_before_it_is_mapped_is_refused(tmp_path, pickled, new):
+    """A worker process mapped the file again, unchecked: fewer rows were read past the
+    end of the table by read_valid (garbage or a crash), another dtype read as it."""
+    path = tmp_path / "feat.npy"
+    np.save(path, np.ones((10, 4), dtype=np.float32))
+    feature = Feature(str(path))
+    blob = pickle.dumps(feature)
+    np.save(path, np.ones((2, 4), np.float32) if new == "fewer rows" else np.ones((10, 4), np.float64))
+    if pickled:
+        feature = pickle.loads(blob)
+    held = r"\(2, 4\) float32" if new == "fewer rows" else r"\(10, 4\) float64"
+    with pytest.raises(ValueError, match=rf"Feature: '{path}' changed after the feature was made .* now holds {held}, it held \(10, 4\) float32"):
+        feature.read_valid(_ids(5))  # within the file's last page: no crash on the old code
+
 WRITES = "author:writes:paper"
 # One store per case: the same features untyped (type None) and typed (PyG's tuple edge type
 # given, stored as its "src:rel:dst" string). Each case lists the lookup forms that name one
