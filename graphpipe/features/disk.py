@@ -214,10 +214,17 @@ class DiskBasedFeature(Feature):
             pass
 
     def __getstate__(self):
-        return {"path": self.path, "num_threads": self.num_threads, "direct_io": self.direct_io}
+        layout = (self._shape, self._np_dtype)
+        return {"path": self.path, "num_threads": self.num_threads, "direct_io": self.direct_io, "layout": layout}
 
     def __setstate__(self, state):
         self.__init__(state["path"], state["num_threads"], state["direct_io"])
+        if (self._shape, self._np_dtype) != state["layout"]:  # the rows pipes were built for
+            raise ValueError(
+                f"DiskBasedFeature('{self.path}'): the file changed after the feature was pickled: it now holds "
+                f"{self._shape} {self._np_dtype}, it held {state['layout'][0]} {state['layout'][1]}; make the feature "
+                f"(and what reads it) again from the new file"
+            )
 
     def __repr__(self) -> str:
         return (

@@ -88,6 +88,18 @@ def test_pickles_as_its_path(tmp_path):
     feature.close()
 
 
+
+@pytest.mark.parametrize("new", ["more rows", "another dtype"])
+def test_unpickling_refuses_a_file_changed_since_pickling(tmp_path, new):
+    """A worker process re-read the header and read the new file as if the pipe had been
+    built for it: rows of another dtype, or ids past the rows the pipe was built for."""
+    np.save(tmp_path / "f.npy", np.ones((10, 4), np.float32))
+    blob = pickle.dumps(DiskBasedFeature(tmp_path / "f.npy", direct_io=False))
+    np.save(tmp_path / "f.npy", np.ones((20, 4), np.float32) if new == "more rows" else np.ones((10, 4), np.float64))
+    held = r"\(20, 4\) float32" if new == "more rows" else r"\(10, 4\) float64"
+    with pytest.raises(ValueError, match=rf"f.npy'\): the file changed after the feature was pickled: it now holds {held}, it held \(10, 4\) float32"):
+        pickle.loads(blob)
+
 def test_sits_in_a_feature_store_and_a_pipe(tmp_path):
     table = np.random.default_rng(0).standard_normal((300, 4)).astype(np.float32)
     np.save(tmp_path / "f.npy", table)
