@@ -213,6 +213,8 @@ def read_array(path: str, fmt: str, in_memory: bool = True, where: str = "") -> 
             raise ValueError(f"{where}'{path}' is not a tensor file written by torch.save ({error})") from error
         if not isinstance(data, torch.Tensor):
             raise ValueError(f"{where}'{path}' holds a {type(data).__name__}, expected a tensor")
+        if data.layout != torch.strided:
+            raise ValueError(f"{where}'{path}' holds a {data.layout} tensor, expected a dense one (tensor.to_dense())")
         return data
     raise ValueError(f"{where}`format` must be 'numpy' or 'torch', got {fmt!r} (for '{path}')")
 

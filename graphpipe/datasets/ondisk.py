@@ -79,7 +79,7 @@ import os
 import reprlib
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -652,13 +652,7 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
         data = read_array(path, entry["format"], in_memory, f"{where}: metadata.yaml {at}: ")
         if data.ndim == 0:
             raise ValueError(f"{where}: metadata.yaml {at} ('{path}') holds a scalar, expected one row per {domain}")
-        if data.ndim == 1:  # GraphBolt's TorchBasedFeature reads a [n] table as [n, 1]
-            feature = Feature(data.reshape(-1, 1))
-        elif isinstance(data, np.memmap):
-            # Path-backed (the resolved path): pickles as its path, opened again where used.
-            feature = DiskBasedFeature(path) if disk_based else Feature(path)
-        else:
-            feature = Feature(data)
+        feature = _feature(data, path, disk_based, f"{where}: metadata.yaml {at} ('{path}')")
         if typed:
             if entry["type"] not in rows_of[domain]:
                 raise ValueError(
@@ -675,6 +669,19 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
             )
         tables[domain][key] = feature
     return FeatureStore(tables["node"], tables["edge"])
+
+
+def _feature(data: Union[np.ndarray, torch.Tensor], path: str, disk_based: bool, what: str) -> Feature:
+    """The :class:`Feature` of ``data`` read from ``path``; errors begin with ``what``."""
+    try:
+        if data.ndim == 1:  # GraphBolt's TorchBasedFeature reads a [n] table as [n, 1]
+            return Feature(data.reshape(-1, 1))
+        if isinstance(data, np.memmap):
+            # Path-backed (the resolved path): pickles as its path, opened again where used.
+            return DiskBasedFeature(path) if disk_based else Feature(path)
+        return Feature(data)
+    except (ValueError, TypeError) as error:
+        raise type(error)(f"{what}: {error}") from error
 
 
 def _tasks(files: _Files, entries: list, selected: Optional[Sequence[str]]) -> List[Task]:

@@ -100,6 +100,39 @@ def test_a_feature_path_that_is_a_directory_is_named(tmp_path):
         gp.datasets.OnDiskDataset(tmp_path)
 
 
+
+FEAT = "in_memory: false\n    path: node_data/feat.npy"
+BAD_FEATURE_TABLES = {
+    # name: (old text, new text, file -> its content, regex of the message after the entry and file)
+    "in_memory: false, not .npy": (FEAT, "in_memory: false\n    path: node_data/feat.bin",
+                                   {"node_data/feat.bin": np.ones((300, 2), np.float32)},
+                                   r"feature_data\[0\] \(node feature 'feat'\) \('.*feat.bin'\): Feature: a path must name a .npy"),
+    "Fortran order": (FEAT, "path: node_data/feat.npy", {"node_data/feat.npy": np.asfortranarray(np.ones((300, 2), np.float32))},
+                      r"feature_data\[0\] \(node feature 'feat'\) \('.*feat.npy'\): Feature: `data` must store its rows C-cont"),
+    "non-contiguous tensor": ("", "", {"node_data/year.pt": torch.ones(2, 300).T},
+                              r"feature_data\[1\] \(node feature 'year'\) \('.*year.pt'\): Feature: `data` must store its rows C-cont"),
+    "sparse tensor": ("", "", {"node_data/year.pt": torch.ones(300, 2).to_sparse()},
+                      r"feature_data\[1\] \(node feature 'year'\): '.*year.pt' holds a torch.sparse_coo tensor, expected a dense one"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FEATURE_TABLES))
+def test_a_feature_table_graphpipe_refuses_names_the_entry_and_the_file(tmp_path, case):
+    """These named neither (e.g. "Feature: `data` must store its rows C-contiguously")."""
+    write_graphbolt_dataset(tmp_path, "numpy")
+    old, new, files, message = BAD_FEATURE_TABLES[case]
+    text = (tmp_path / "metadata.yaml").read_text()
+    assert old in text
+    (tmp_path / "metadata.yaml").write_text(text.replace(old, new, 1))
+    for name, table in files.items():
+        if name.endswith(".pt"):
+            torch.save(table, tmp_path / name)
+        else:
+            with open(tmp_path / name, "wb") as f:
+                np.save(f, table)
+    with pytest.raises(ValueError, match=message):
+        gp.datasets.OnDiskDataset(tmp_path)
+
 NUMPY_EDGES = "    - format: numpy\n      path: edge_data/edges.npy"
 BAD_METADATA = {
     # name: (old text, new text, regex of the message)
