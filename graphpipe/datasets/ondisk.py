@@ -151,7 +151,8 @@ class OnDiskDataset:
         disk_based_features: open ``in_memory: false`` numpy features as
             :class:`~graphpipe.DiskBasedFeature` (rows read with ``pread``, no page
             cache with ``O_DIRECT``; wrap them in a :class:`~graphpipe.CPUCachedFeature`)
-            instead of memory maps.
+            instead of memory maps. Not a 1-D one: it is read as ``[n, 1]``, as GraphBolt
+            reads it, and stays a memory map (a DiskBasedFeature reads its file as ``[n]``).
         include_original_edge_id: GraphBolt's option: also store each edge's position
             in its edge file (within its edge type) as the edge attribute
             ``"_ORIGINAL_EDGE_ID"`` (:data:`ORIGINAL_EDGE_ID`, GraphBolt's name). The

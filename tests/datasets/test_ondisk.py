@@ -130,7 +130,14 @@ def test_out_of_range_edges(tmp_path):
 
 def test_disk_based_features(tmp_path):
     d = write_graphbolt_dataset(tmp_path, "numpy")
+    np.save(tmp_path / "node_data" / "year.npy", d.year.numpy())
+    text = (tmp_path / "metadata.yaml").read_text()
+    entry = "  - domain: node\n    name: year1d\n    format: numpy\n    in_memory: false\n    path: node_data/year.npy\n"
+    (tmp_path / "metadata.yaml").write_text(text.replace("\nfeature_data:\n", "\nfeature_data:\n" + entry, 1))
     ds = gp.datasets.OnDiskDataset(tmp_path, disk_based_features=True)
+    year = ds.feature["year1d"]  # 1-D: memory-mapped as [n, 1], as the docstring says
+    assert type(year) is gp.Feature and year.row_shape == (1,) and isinstance(year.data, np.memmap)
+    assert torch.equal(year.read(torch.tensor([5])), d.year[[5]].reshape(1, 1))
     feat = ds.feature["feat"]
     assert isinstance(feat, gp.DiskBasedFeature)
     ids = torch.tensor([299, 3, 3])
