@@ -114,7 +114,23 @@ def _parse(block: bytes, dtype, columns: int, path: str, first_row: int) -> np.n
             f"hold {columns} comma-separated numbers each (a header, another separator or a malformed value?); "
             f"expected {_CSV_FORM}"
         )
+    if values.dtype == np.int64:
+        _check_no_overflow(values, text, columns, path, first_row)
     return values.reshape(rows, columns)
+
+
+def _check_no_overflow(values: np.ndarray, text: str, columns: int, path: str, first_row: int) -> None:
+    """Raise naming the first value of ``text`` (parsed as ``values``) beyond int64, which
+    numpy's parser reads as int64's limit."""
+    limits = np.iinfo(np.int64)
+    if not bool(((values == limits.max) | (values == limits.min)).any()):
+        return
+    for position, token in enumerate(text.split(",")):
+        if not limits.min <= int(token) <= limits.max:
+            raise ValueError(
+                f"'{path}': line {_line_number(path, first_row + position // columns)} holds {token}, beyond int64's "
+                f"range; expected {_CSV_FORM}"
+            )
 
 
 def _check_row_lengths(block: bytes, columns: int, path: str, first_row: int) -> None:

@@ -28,6 +28,8 @@ BAD_CSV = {
     # values were joined over all lines and only their total counted: these became [[0, 1], [2, 3], [1, 2]]
     "short then long line": ("a.csv", b"0,1\n2\n3,1,2\n", r"line 2 has 1 comma-separated values, expected 2"),
     "long then short line": ("a.csv.gz", whole_gzip(b"0,1\n\n2,3,4\n5\n"), r"line 3 has 3 comma-separated values, expected 2"),
+    # numpy's parser reads an int64 beyond its range as the range's limit
+    "beyond int64": ("a.csv", b"0,1\n\n2,-99999999999999999999\n", r"line 3 holds -99999999999999999999, beyond int64's range"),
     "malformed value": ("a.csv", b"0,1\n\n2,x\n", r"lines 1..3 do not hold 2 comma-separated numbers each"),
     "truncated gzip": ("a.csv.gz", whole_gzip(b"0,1\n2,3\n" * 1000)[:-30], "cannot be decompressed .*truncated"),
     "not gzip": ("a.csv.gz", b"0,1\n2,3\n", "cannot be decompressed .*BadGzipFile.*not gzip at all"),
