@@ -255,14 +255,53 @@ class HotReuse:
         """``h`` (the bottom layer's output, ``[num_dst, d]`` rows of its destinations) with
         the batch's reused rows put in (no gradient through them). Raises if they are older
         than ``2 * super_batch - 1`` steps: more steps were pushed than batches came before
-        it (a new DataLoader starting again at batch 0, or more than one push a step)."""
+        it (a new DataLoader starting again at batch 0, or more than one push a step).
+
+        Typed: ``h`` is ``{node type: [num_dst of the type, d]}`` and so is the result. A type
+        ``h`` lacks (an R-GCN layer gives no rows for a type without sampled in-edges) is
+        added if all its destinations are reused rows; if only some are, insert raises."""
         reused = minibatch.reused
         if reused is None or reused.positions.numel() == 0:
             return h
-        if isinstance(h, dict):  # typed: rows by node type, type-major like the positions
-            types = [t for t in self.node_types if t in h]
-            whole = self.insert(torch.cat([h[t] for t in types]), minibatch)
-            return dict(zip(types, whole.split([h[t].shape[0] for t in types])))
+        if not isinstance(h, dict):
+            return self._put(h, minibatch)
+        parts, keep = self._typed_parts(h, minibatch)  # every destination type, as the positions count them
+        whole = self._put(torch.cat(list(parts.values())), minibatch)
+        pieces = dict(zip(parts, whole.split([part.shape[0] for part in parts.values()])))
+        return {t: pieces[t] for t in keep}
+
+    def _typed_parts(self, h: Dict[str, torch.Tensor], minibatch: MiniBatch):
+        """``({node type: rows}, kept types)``: per destination type of the batch's bottom layer, in
+        node-type order (the reused positions' order), ``h``'s rows or, for a type ``h`` lacks,
+        zeros, kept only if every row of the type is a reused one."""
+        counts = minibatch.sampled_subgraphs[0].num_dst_nodes
+        positions, rows = minibatch.reused.positions, minibatch.reused.rows
+        like = next(iter(h.values()), rows)
+        parts, keep, start = {}, [], 0
+        for t in self.node_types:
+            n = counts.get(t, 0)
+            hot = int(((positions >= start) & (positions < start + n)).sum())
+            start += n
+            if t in h and h[t].shape[0] != n:
+                raise ValueError(
+                    f"HotReuse.insert: `h[{t!r}]` must have a row per {t!r} destination of batch "
+                    f"{minibatch.batch_index}'s bottom layer ({n}), got {h[t].shape[0]}"
+                )
+            if t not in h and 0 < hot < n:
+                raise ValueError(
+                    f"HotReuse.insert: `h` has no rows for node type {t!r}, but batch {minibatch.batch_index} reuses "
+                    f"rows for {hot} of its {n} {t!r} destinations: the bottom module must give rows for every "
+                    f"destination type that has vertices it computed (h[{t!r}] of shape [{n}, ...])"
+                )
+            if t in h or n:
+                parts[t] = h[t] if t in h else like.new_zeros((n, *rows.shape[1:]))
+            if t in h or (n and hot == n):
+                keep.append(t)
+        return parts, keep
+
+    def _put(self, h: torch.Tensor, minibatch: MiniBatch) -> torch.Tensor:
+        """``h`` ``[num_dst, d]`` with the batch's reused rows at their positions (see insert)."""
+        reused = minibatch.reused
         age = self.version - reused.version
         if age > self.staleness:
             raise RuntimeError(

@@ -461,6 +461,84 @@ def test_typed_graphs(sampler):
     assert reused > 0
 
 
+class HeteroMean(torch.nn.Module):
+    """A bottom layer over a typed block as DGL's HeteroGraphConv: rows only for the
+    destination types with sampled in-edges (the mean of their in-neighbours plus their own)."""
+
+    def __init__(self, in_dim, out_dim):
+        super().__init__()
+        self.lin = torch.nn.Linear(in_dim, out_dim)
+
+    def forward(self, subgraph, x):
+        sums = {}
+        for etype, csc in subgraph.sampled_csc.items():
+            src_type, _, dst_type = etype.split(":")
+            if csc.indices.numel() == 0:
+                continue
+            n = csc.indptr.numel() - 1
+            dst = torch.repeat_interleave(torch.arange(n), csc.indptr.diff())
+            total, count = sums.get(dst_type, (torch.zeros(n, x[src_type].shape[1]), torch.zeros(n)))
+            sums[dst_type] = (total.index_add(0, dst, x[src_type][csc.indices]), count.index_add(0, dst, torch.ones(dst.numel())))
+        return {t: self.lin(total / count.clamp(min=1)[:, None] + x[t][: count.numel()]) for t, (total, count) in sums.items()}
+
+
+def authors_and_papers(cited_by_authors):
+    """A typed graph (authors write papers, papers cite papers; with ``cited_by_authors``
+    papers also name their authors), its features and the papers as seeds."""
+    gen = torch.Generator().manual_seed(0)
+    num_nodes = {"author": 40, "paper": 200}
+    edges = {"author:writes:paper": torch.stack([torch.randint(40, (60,), generator=gen), torch.randint(200, (60,), generator=gen)]),
+             "paper:cites:paper": torch.stack([(torch.rand(1500, generator=gen) ** 3 * 200).long(), torch.randint(200, (1500,), generator=gen)])}
+    if cited_by_authors:
+        edges["paper:written_by:author"] = edges["author:writes:paper"].flip(0)
+    graph = gp.CSCGraph.from_hetero_edges(edges, num_nodes)
+    features = gp.FeatureStore({(t, "feat"): torch.randn(n, 4, generator=gen) for t, n in num_nodes.items()})
+    return graph, features, gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(200), names="seeds")})
+
+
+@pytest.mark.parametrize("hot_type", ["paper", "author"])
+def test_typed_insert_when_the_module_gives_no_rows_for_a_type(hot_type):
+    """A bottom module that gives no rows for a destination type without sampled in-edges
+    (DGL's HeteroGraphConv): insert still puts each reused row at its own destination (the
+    positions count every type). paper: the authors (no in-edge type) come first and are
+    left out; author: every author is hot, so a batch's author destinations get no in-edges
+    and insert adds their rows. A type left out with only some reused rows is refused, as is
+    a type with another row count."""
+    graph, features, items = authors_and_papers(cited_by_authors=hot_type == "author")
+    offsets = dict(zip(graph.node_types, graph.node_type_offset.tolist()))
+    hotness = graph.indptr.diff().float()  # in-degree: the most cited papers
+    if hot_type == "author":
+        hotness[: offsets["paper"]] = 1e6
+    bottom = HeteroMean(4, 3)
+    ratio = 0.1 if hot_type == "paper" else offsets["paper"] / graph.total_num_nodes
+    hot_reuse = gp.HotReuse(bottom, features, "feat", hotness, ratio, super_batch=100)
+    pipe = gp.ItemSampler(items, 16, seed=1).sample_neighbor(graph, [3, 3], seed=2, hot_reuse=hot_reuse)
+    checked = 0
+    for mb in pipe:
+        subgraph = mb.sampled_subgraphs[0]
+        counts = {t: subgraph.num_dst_nodes.get(t, 0) for t in graph.node_types}
+        h = bottom(subgraph, {t: features["node", t, "feat"].read(ids) for t, ids in mb.input_nodes.items()})
+        full = torch.cat([h[t] if t in h else torch.full((counts[t], 3), float("nan")) for t in graph.node_types])
+        full[mb.reused.positions] = mb.reused.rows
+        want = dict(zip(graph.node_types, full.split(list(counts.values()))))
+        out = hot_reuse.insert(h, mb)
+        assert set(out) == {t for t in graph.node_types if t in h or (counts[t] and not want[t].isnan().any())}
+        for t in out:
+            assert torch.equal(out[t], want[t])
+        left_out = [t for t in graph.node_types if t not in h and counts[t]]
+        checked += bool(left_out) and mb.reused.positions.numel() > 0
+        if hot_type == "author" and counts["author"]:
+            assert "author" in out and "author" not in h  # every author destination reused, none expanded
+        partly = [t for t in h if 0 < int(torch.isin(mb.reused.positions, torch.arange(counts[t]) + sum(
+            counts[u] for u in graph.node_types[: graph.node_types.index(t)])).sum()) < counts[t]]
+        for t in partly:
+            with pytest.raises(ValueError, match=rf"`h` has no rows for node type '{t}', but batch {mb.batch_index} reuses rows for"):
+                hot_reuse.insert({u: r for u, r in h.items() if u != t}, mb)
+            with pytest.raises(ValueError, match=rf"`h\['{t}'\]` must have a row per '{t}' destination .*got {counts[t] - 1}"):
+                hot_reuse.insert({**h, t: h[t][1:]}, mb)
+    assert checked > 0
+
+
 def test_typed_hotness_from_presampling_is_by_global_id():
     """gp.hotness_from_presampling over a typed chain (no node_type) scores global ids, as
     HotReuse reads them: its hot set is the most fetched input nodes of every type."""
