@@ -43,7 +43,7 @@ from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
 
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import as_int, check_int
 from graphpipe.batch.minibatch import MiniBatch, ReusedRows
 from graphpipe.features.store import FeatureStore
 from graphpipe.graph.sampled_subgraph import SampledSubgraph
@@ -155,7 +155,7 @@ class HotReuse:
         self.version = 0
         state = bottom.state_dict()
         self._weights: Dict[int, Dict[str, torch.Tensor]] = {0: _snapshot(state)}
-        self._shapes = _shapes(state)  # what push checks
+        self._shapes = _shapes(state)  # what push and load_state_dict check
         self.reset_stats()
 
     # ------------------------------------------------------------------ the training loop's side
@@ -167,13 +167,11 @@ class HotReuse:
         if type(bottom) is not type(self._module):
             raise TypeError(f"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, a {kind}, got {type(bottom).__name__}")
         state = bottom.state_dict()
-        shapes = _shapes(state)
-        if shapes != self._shapes:
-            differ = [f"{k} {shapes.get(k, 'missing')} (built with {self._shapes.get(k, 'none')})"
-                      for k in sorted(shapes.keys() | self._shapes.keys()) if shapes.get(k) != self._shapes.get(k)]
+        differ = self._differences(state)
+        if differ:
             raise ValueError(
                 f"HotReuse.push: `bottom` must be the bottom layer HotReuse was built with, got a {kind} whose parameters "
-                f"differ: {', '.join(differ[:3])}{', ...' if len(differ) > 3 else ''}"
+                f"differ: {differ}"
             )
         trained = None
         with self._changed:
@@ -436,11 +434,52 @@ class HotReuse:
             return {"version": self.version, "weights": {v: dict(w) for v, w in self._weights.items()}}
 
     def load_state_dict(self, state: Dict) -> None:
+        """Resume from ``state`` (:meth:`state_dict` of a HotReuse built the same way); a
+        ValueError says what does not fit, and nothing changes."""
+        version, weights = self._checked_state(state)
         with self._changed:
-            self.version = int(state["version"])
-            self._weights = {int(v): dict(w) for v, w in state["weights"].items()}
+            self.version, self._weights = version, weights
             self._supers.clear()
             self._changed.notify_all()
+
+    def _checked_state(self, state) -> Tuple[int, Dict[int, Dict[str, torch.Tensor]]]:
+        """``state``'s version and weights by version, checked against this HotReuse."""
+        where, keys = "HotReuse.load_state_dict", ["version", "weights"]
+        if not isinstance(state, dict):
+            raise TypeError(f"{where}: `state` must be a dict from HotReuse.state_dict(), got {type(state).__name__}")
+        if sorted(state, key=str) != keys:
+            raise ValueError(f"{where}: `state` must have the keys {keys} (a HotReuse.state_dict()), got {sorted(state, key=str)}")
+        version = check_int(state["version"], "state['version']", where, minimum=0)
+        if not isinstance(state["weights"], dict):
+            raise TypeError(f"{where}: state['weights'] must be a dict {{version: the bottom layer's state_dict}}, got {type(state['weights']).__name__}")
+        weights, n = {}, self.super_batch
+        for key, kept in state["weights"].items():
+            v = as_int(key)
+            if v is None or not 0 <= v <= version:
+                raise ValueError(f"{where}: state['weights'] has version {key!r}, not an int in [0, state['version'] = {version}]")
+            if v % n:
+                raise ValueError(
+                    f"{where}: state['weights'] has version {v}, not a multiple of super_batch={n} (a state of a HotReuse "
+                    f"with another super_batch?)"
+                )
+            differ = self._differences(kept) if isinstance(kept, dict) else f"a {type(kept).__name__}, not a state_dict"
+            if differ:
+                raise ValueError(f"{where}: state['weights'][{v}] is not the bottom layer HotReuse was built with: {differ}")
+            weights[v] = dict(kept)
+        needed = max(0, (version // n - 1) * n)
+        if needed not in weights:
+            raise ValueError(
+                f"{where}: state['weights'] lacks version {needed}, which the batches after {version} steps reuse "
+                f"(it has {sorted(weights)})"
+            )
+        return version, weights
+
+    def _differences(self, state: Dict) -> str:
+        """How a state_dict's entries differ from the bottom layer's (names and shapes); empty if not."""
+        shapes = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__ for k, v in state.items()}
+        differ = [f"{k} {shapes.get(k, 'missing')} (built with {self._shapes.get(k, 'none')})"
+                  for k in sorted(shapes.keys() | self._shapes.keys()) if shapes.get(k) != self._shapes.get(k)]
+        return f"{', '.join(differ[:3])}{', ...' if len(differ) > 3 else ''}"
 
     def __getstate__(self):
         raise TypeError(

@@ -289,6 +289,43 @@ def test_push_takes_the_bottom_layer_it_was_built_with():
     assert hot_reuse.version == 1
 
 
+def test_load_state_dict_takes_a_state_of_the_same_bottom_layer_and_super_batch():
+    """load_state_dict checks what push checks (torch's raw state_dict error came later, in a
+    loader thread), the version, and the kept versions (multiples of super_batch, the one the
+    next batches read included); a refused state changes nothing."""
+    graph, features, _ = setup()
+    hot_reuse = reuse(graph, features, SAGEConv(DIM, 5), n=2)
+    before = hot_reuse.state_dict()
+
+    def trained(out_dim, n, steps):
+        other = reuse(graph, features, SAGEConv(DIM, out_dim), n=n)
+        for _ in range(steps):
+            other.push(SAGEConv(DIM, out_dim))
+        return other.state_dict()
+
+    where = "HotReuse.load_state_dict: "
+    bad = [
+        ({}, r"`state` must have the keys \['version', 'weights'\] \(a HotReuse.state_dict\(\)\), got \[\]"),
+        ({**before, "version": -1}, r"`state\['version'\]` must be an int >= 0, got -1"),
+        (trained(7, 2, 5), r"state\['weights'\]\[\d\] is not the bottom layer HotReuse was built with: lin_neigh.weight \(7, 8\) \(built with \(5, 8\)\)"),
+        ({**before, "weights": {0: {}}}, r"state\['weights'\]\[0\] is not .*: lin_neigh.weight missing \(built with \(5, 8\)\)"),
+        (trained(5, 3, 7), r"state\['weights'\] has version 3, not a multiple of super_batch=2 \(a state of a HotReuse with another super_batch\?\)"),
+        ({**before, "weights": {**before["weights"], 4: before["weights"][0]}}, r"state\['weights'\] has version 4, not an int in \[0, state\['version'\] = 0\]"),
+        ({"version": 9, "weights": before["weights"]}, r"state\['weights'\] lacks version 6, which the batches after 9 steps reuse \(it has \[0\]\)"),
+    ]
+    for state, message in bad:
+        with pytest.raises(ValueError, match=where + message):
+            hot_reuse.load_state_dict(state)
+        assert hot_reuse.version == 0 and list(hot_reuse.state_dict()["weights"]) == [0]
+    with pytest.raises(TypeError, match=r"`state` must be a dict from HotReuse.state_dict\(\), got list"):
+        hot_reuse.load_state_dict([])
+    with pytest.raises(TypeError, match=r"state\['weights'\] must be a dict \{version: the bottom layer's state_dict\}, got NoneType"):
+        hot_reuse.load_state_dict({**before, "weights": None})
+    good = trained(5, 2, 7)
+    hot_reuse.load_state_dict(good)
+    assert hot_reuse.version == 7 and sorted(hot_reuse.state_dict()["weights"]) == [2, 4, 6]
+
+
 def test_one_sampler_uses_a_hot_reuse():
     """A second sampler (an evaluation chain) is refused when it is built; the loader's
     copies of the first (placements) and its own runs are not."""
