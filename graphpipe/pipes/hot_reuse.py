@@ -6,11 +6,11 @@ set is fixed (the vertices with the highest given scores) or, with ``hotness="su
 chosen per super-batch by exact access counts over its batches, as NeutronOrch's code does
 (:meth:`HotReuse.counted_hot_set`). With
 ``sample_neighbor(..., hot_reuse=HotReuse(...))`` the bottom layer does not expand the hot
-vertices a batch reaches (but its own seeds; typed or untyped graphs, NS or LABOR-0); within a
-super-batch of ``n`` batches each hot vertex's bottom-layer output is computed once, on the CPU,
-when a batch first reaches it, from a snapshot of the bottom module's weights,
-and every batch carries the rows it needs (``MiniBatch.reused``) for :meth:`HotReuse.insert`
-to put into the bottom layer's output.
+vertices a batch reaches (but its own seeds; typed or untyped graphs, NS or LABOR-0). The
+first of a super-batch's ``n`` batches to need them computes the bottom-layer output of the
+hot vertices its batches reach (:meth:`HotReuse.super_batch_hot_set`), on the CPU, in one call
+of a snapshot of the bottom module's weights, and every batch carries the rows it needs
+(``MiniBatch.reused``) for :meth:`HotReuse.insert` to put into the bottom layer's output.
 
 Versions count training steps: version ``v`` is the bottom module's weights after ``v``
 :meth:`HotReuse.push` calls (one after every optimizer step; version 0 is the module as
@@ -124,6 +124,7 @@ class HotReuse:
         self.features, self.feature = features, feature
         self.node_types = None  # a typed graph's, once a sampler is built on it (bind)
         self._sampler = None  # a weak reference to that sampler (its copies in a loader are not built again)
+        self._reads_batches = False  # whether an item sampler upstream gives a super-batch's batches again (bind)
         self._row_bytes = 0
         if not isinstance(hot_ratio, (int, float)) or not 0.0 <= hot_ratio <= 1.0:
             raise ValueError(f"HotReuse: `hot_ratio` must be a fraction in [0, 1], got {hot_ratio!r}")
@@ -188,16 +189,15 @@ class HotReuse:
     def _backpropagate(self, trained: "_SuperBatch") -> None:
         """The gradient a trained super-batch's batches sent to its hot rows, through the
         module copy that computed them: added to the bottom layer's next gradient."""
+        if trained.out is None or not trained.grad.any():
+            return
         parameters = dict(trained.module.named_parameters())
         names = [name for name, p in parameters.items() if p.requires_grad]
-        for out, _, grad in trained.chunks:
-            if not grad.any():
-                continue
-            grads = torch.autograd.grad(out, [parameters[n] for n in names], grad, allow_unused=True)
-            with self._changed:
-                for name, g in zip(names, grads):
-                    if g is not None:
-                        self._pending[name] = self._pending[name] + g if name in self._pending else g
+        grads = torch.autograd.grad(trained.out, [parameters[n] for n in names], trained.grad, allow_unused=True)
+        with self._changed:
+            for name, g in zip(names, grads):
+                if g is not None:
+                    self._pending[name] = self._pending[name] + g if name in self._pending else g
 
     def bind(self, sampler, where: str, per_epoch: Optional[Tuple[int, int]] = None) -> None:
         """Check this reuse against the graph of ``sampler`` (named ``where``), the one sampler
@@ -212,6 +212,7 @@ class HotReuse:
             )
         graph = sampler.graph
         self._per_epoch = per_epoch if per_epoch is not None and per_epoch[0] != per_epoch[1] else (1, 1)
+        self._reads_batches = per_epoch is not None
         if self.hotness_size is not None and self.hotness_size != graph.total_num_nodes:
             raise ValueError(
                 f"{where}: `hot_reuse` has a hotness score for {self.hotness_size} nodes, but the graph has "
@@ -345,27 +346,40 @@ class HotReuse:
     def reused_rows(self, sampler, nodes: torch.Tensor, batch_index: int, seeds: torch.Tensor) -> Tuple[torch.Tensor, ReusedRows]:
         """For a batch's bottom-layer destinations ``nodes`` (``[n]`` global ids, type-major),
         ``seeds`` ``[n]`` bool its seeds, which are never reused: which are hot (``[n]`` bool)
-        and their reused rows. A super-batch computes the rows of the hot vertices its batches
-        reach, once each, from their own sample (:meth:`SubgraphSampler.sample_hot_layer`):
-        a row depends only on its vertex, so which batch reaches it first does not matter."""
+        and their reused rows. The first of a super-batch's batches to get here computes the
+        rows of its whole hot set (:meth:`super_batch_hot_set`) in one call of the bottom
+        module over their own sample (:meth:`SubgraphSampler.sample_hot_layer`): the rows are a
+        function of the super-batch, to the bit, whichever batch or thread comes first."""
         super_index = self._ordinal(batch_index) // self.super_batch
         store = self._super(super_index)
         with store.lock:
-            if store.hot is None:  # the first of its batches to get here counts for all of them
-                store.hot = self.counted_hot_set(sampler, super_index) if self.counted else self.hot
-            hot = torch.isin(nodes, store.hot) & ~seeds
-            positions = torch.nonzero(hot).view(-1)
-            needed = torch.unique(nodes[positions])
-            missing = needed[~torch.isin(needed, store.ids)]
-            if missing.numel():
-                subgraph, input_nodes = sampler.sample_hot_layer(missing, super_index)
-                store.add(missing, self._stacked(self.call(store.module, subgraph, self._inputs(input_nodes)), missing))
-            hot_index = store.index_of(nodes[positions])
-            reused = ReusedRows(positions, store.rows[hot_index], store.version, super_index, hot_index)
+            first = store.hot is None
+            if first:
+                store.hot = self.super_batch_hot_set(sampler, super_index)
+                if store.hot.numel():
+                    subgraph, input_nodes = sampler.sample_hot_layer(store.hot, super_index)
+                    store.add(self._stacked(self.call(store.module, subgraph, self._inputs(input_nodes)), store.hot))
+        hot = torch.isin(nodes, store.hot) & ~seeds
+        positions = torch.nonzero(hot).view(-1)
+        hot_index = torch.searchsorted(store.hot, nodes[positions])
+        reused = ReusedRows(positions, store.rows[hot_index], store.version, super_index, hot_index)
         self._batches += 1
         self._reused += positions.numel()
-        self._computed += missing.numel()
+        self._computed += store.hot.numel() if first else 0
         return hot, reused
+
+    def super_batch_hot_set(self, sampler, super_index: int) -> torch.Tensor:
+        """Super-batch ``s``'s hot set, ``[H]`` int64 ascending global ids: with
+        ``hotness="super_batch"`` :meth:`counted_hot_set`; else the hot vertices its batches
+        reach as bottom-layer destinations other than their seeds (read again as
+        :meth:`counted_hot_set` reads them), or every hot vertex if no ItemSampler upstream
+        can give its batches again. A function of ``s`` alone."""
+        if self.counted:
+            return self.counted_hot_set(sampler, super_index)
+        if not self._reads_batches or self.hot.numel() == 0:
+            return self.hot
+        reached = torch.cat(self._reached(sampler, super_index))
+        return self.hot[torch.isin(self.hot, reached)]
 
     def counted_hot_set(self, sampler, super_index: int) -> torch.Tensor:
         """``hotness="super_batch"``: super-batch ``s``'s hot set, ``[H]`` int64 ascending
@@ -376,17 +390,22 @@ class HotReuse:
         rows reuse can replace). The hot set is the ``floor(hot_ratio * R)`` most accessed
         of the ``R`` vertices accessed at all (NeutronOrch's share), ties to the lower id:
         a function of ``s`` alone, whichever batch or thread asks first."""
+        ids, counts = torch.unique(torch.cat(self._reached(sampler, super_index)), return_counts=True)  # ascending ids
+        num_hot = math.floor(round(self.hot_ratio * ids.numel(), 6))  # 0.57 * 100 is 56.99...: 57
+        most = torch.sort(counts, descending=True, stable=True).indices[:num_hot]
+        self._counted += 1
+        self._counted_hot += most.numel()
+        return torch.sort(ids[most]).values
+
+    def _reached(self, sampler, super_index: int):
+        """Per batch of super-batch ``super_index``, ``[k]`` int64 global ids: its bottom-layer
+        destinations but its seeds (:meth:`SubgraphSampler.bottom_destinations`), timed."""
         first = super_index * self.super_batch
         with self._counting:
             started = time.perf_counter()
             reached = sampler.bottom_destinations(self._batch_index(first), self._batch_index(first + self.super_batch - 1) + 1)
-            ids, counts = torch.unique(torch.cat(reached), return_counts=True)  # ascending ids
-            num_hot = math.floor(round(self.hot_ratio * ids.numel(), 6))  # 0.57 * 100 is 56.99...: 57
-            most = torch.sort(counts, descending=True, stable=True).indices[:num_hot]
-            self._counted += 1
-            self._counted_hot += most.numel()
             self._counting_seconds += time.perf_counter() - started
-        return torch.sort(ids[most]).values
+        return reached
 
     def _ordinal(self, batch_index: int) -> int:
         """The position among the batches this process trains (the steps it pushes) of the
@@ -404,8 +423,9 @@ class HotReuse:
     def stats(self) -> Dict[str, object]:
         """Hot ratio, rows reused and in-edges not sampled per batch (for NS exactly the edges
         saved), the feature bytes that saves at most, the oldest rows inserted (in steps);
-        with ``hotness="super_batch"`` the hot set's mean size and the seconds spent
-        choosing it (:meth:`counted_hot_set`) per batch."""
+        with ``hotness="super_batch"`` the hot set's mean size; with an ItemSampler upstream
+        the seconds per batch spent sampling the super-batches' upper layers again to find
+        their hot sets (:meth:`super_batch_hot_set`)."""
         batches = max(self._batches, 1)  # every per-batch counter is 0 until the first batch is counted
         return {
             "hot ratio": round(self.hot_ratio, 4),
@@ -415,8 +435,8 @@ class HotReuse:
             # each skipped edge could have brought one more row of the bottom layer's input
             "feature MB skipped/batch (at most)": round(self._edges_skipped * self._row_bytes / batches / 1e6, 3),
             "reused age max": self._age_max,
-            **({"hot vertices/super-batch": round(self._counted_hot / max(self._counted, 1), 1),
-                "counting s/batch": round(self._counting_seconds / batches, 4)} if self.counted else {}),
+            **({"hot vertices/super-batch": round(self._counted_hot / max(self._counted, 1), 1)} if self.counted else {}),
+            **({"counting s/batch": round(self._counting_seconds / batches, 4)} if self._reads_batches else {}),
         }
 
     def reset_stats(self) -> None:
@@ -493,36 +513,26 @@ class HotReuse:
 
 
 class _SuperBatch:
-    """One super-batch's hot set and hot rows, computed as its batches reach them: a copy of
-    the bottom layer with its version's weights, the ids computed so far (``[R]``, in computing order)
-    and their rows (``[R, d]``), and per computation its output (with its autograd graph),
-    first row and the gradient its batches sent back."""
+    """One super-batch's hot set and hot rows: a copy of the bottom layer with its version's
+    weights, its hot set (``[H]`` ascending ids, set by the first of its batches), their rows
+    (``[H, d]``), the bottom module's output they are (with its autograd graph) and the
+    gradient its batches sent back (``[H, d]``)."""
 
     def __init__(self, module: torch.nn.Module, version: int):
         self.module, self.version = module, version
-        self.hot = None  # [H] ascending ids: its hot set, set by its first batch
-        self.ids = torch.empty(0, dtype=torch.int64)
+        self.hot = None
         self.rows = torch.empty(0)
-        self.chunks = []
+        self.out = self.grad = None
         self.lock = threading.Lock()
 
-    def add(self, ids: torch.Tensor, out: torch.Tensor) -> None:
-        self.chunks.append((out, self.ids.numel(), torch.zeros_like(out.detach())))
-        self.ids = torch.cat([self.ids, ids])
-        self.rows = out.detach() if self.rows.numel() == 0 else torch.cat([self.rows, out.detach()])
-
-    def index_of(self, ids: torch.Tensor) -> torch.Tensor:
-        """Rows of ``ids`` (all computed)."""
-        order = torch.argsort(self.ids)
-        return order[torch.searchsorted(self.ids[order], ids)]
+    def add(self, out: torch.Tensor) -> None:
+        """The bottom module's output ``out`` ``[H, d]`` for the hot set, in its order."""
+        self.out, self.rows, self.grad = out, out.detach(), torch.zeros_like(out.detach())
 
     def accumulate(self, index: torch.Tensor, grad: torch.Tensor) -> None:
-        """``grad`` (a batch's, for rows ``index``) into the computations' gradients (a hook:
+        """``grad`` (a batch's, for rows ``index``) into the gradient sent back (a hook:
         returning nothing keeps ``grad``)."""
-        index, grad = index.cpu(), grad.cpu()
-        for _, first, total in list(self.chunks):
-            inside = (index >= first) & (index < first + total.shape[0])
-            total.index_add_(0, index[inside] - first, grad[inside].to(total))
+        self.grad.index_add_(0, index.cpu(), grad.cpu().to(self.grad))
 
 
 def _shapes(state: Dict[str, torch.Tensor]) -> Dict[str, Tuple[int, ...]]:
