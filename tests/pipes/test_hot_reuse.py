@@ -267,6 +267,31 @@ def test_reused_rows_do_not_depend_on_which_batch_comes_first(hotness):
     assert torch.equal(forward[4].rows, alone[4].rows)
 
 
+class Seeds(gp.Pipe):
+    """A source written outside graphpipe: batches of 32 seeds, no ItemSampler to read again."""
+
+    def stream(self, epoch, start=0):
+        for i in range(start, 6):
+            yield gp.MiniBatch(seeds=torch.arange(32 * i, 32 * i + 32), batch_index=epoch * 6 + i)
+
+
+def test_without_an_item_sampler_a_super_batch_computes_every_hot_row():
+    """With no ItemSampler upstream to find the hot vertices a super-batch reaches, its one
+    call computes every hot vertex's row: the module over the whole hot set's sample."""
+    graph, features, _ = setup()
+    bottom = SAGEConv(DIM, 5)
+    hot_reuse = reuse(graph, features, bottom, n=3)
+    sampler = Seeds().sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=hot_reuse)
+    for mb in sampler.stream(0):
+        subgraph, input_nodes = sampler.sample_hot_layer(hot_reuse.hot, mb.batch_index // 3)
+        with torch.no_grad():
+            want = bottom(subgraph, features["feat"].read(input_nodes))
+        dst = mb.sampled_subgraphs[0].original_column_node_ids
+        assert torch.equal(mb.reused.rows, want[torch.searchsorted(hot_reuse.hot, dst[mb.reused.positions])])
+    assert hot_reuse.stats()["hot rows computed/batch"] == hot_reuse.hot.numel() * 2 / 6
+    assert "counting s/batch" not in hot_reuse.stats()
+
+
 def test_bad_arguments():
     graph, features, items = setup()
     bottom = SAGEConv(DIM, 5)
