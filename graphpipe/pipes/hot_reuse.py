@@ -35,9 +35,11 @@ loses the gradient of the super-batch in progress at the checkpoint.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import threading
 import time
+import warnings
 import weakref
 from typing import Callable, Dict, Optional, Tuple, Union
 
@@ -138,6 +140,7 @@ class HotReuse:
             num_hot = int(round(hot_ratio * hotness.numel()))
             self.hot = torch.sort(torch.topk(hotness.to(torch.float64), num_hot).indices).values  # [H] ascending ids
             self.hot_ratio = num_hot / max(hotness.numel(), 1)
+            self._hot_digest = hashlib.sha256(self.hot.numpy().tobytes()).hexdigest()[:16]  # names the hot set in a state
         self.staleness = 2 * self.super_batch - 1
         self.call = call
         self.timeout = float(timeout)
@@ -448,14 +451,24 @@ class HotReuse:
         """Record in-edges the bottom layer did not sample for hot destinations."""
         self._edges_skipped += edges
 
+    def state_options(self) -> Dict[str, object]:
+        """The options deciding the rows a sampler gets, as plain data: ``super_batch``, the
+        hot ratio and the hot set (``"super_batch"``: counted per super-batch; else the number
+        of hot vertices and a SHA-256 of their ids, so other scores at the same ratio differ)."""
+        hot = "super_batch" if self.counted else f"{self.hot.numel()} vertices, sha256 {self._hot_digest}"
+        return {"super_batch": self.super_batch, "hot_ratio": self.hot_ratio, "hot": hot}
+
     def state_dict(self) -> Dict:
-        """The version counter and the kept weights (save it with the model and optimizer)."""
+        """The version counter, the kept weights and :meth:`state_options` (save it with the
+        model and optimizer)."""
         with self._changed:
-            return {"version": self.version, "weights": {v: dict(w) for v, w in self._weights.items()}}
+            weights = {v: dict(w) for v, w in self._weights.items()}
+            return {"options": self.state_options(), "version": self.version, "weights": weights}
 
     def load_state_dict(self, state: Dict) -> None:
-        """Resume from ``state`` (:meth:`state_dict` of a HotReuse built the same way); a
-        ValueError says what does not fit, and nothing changes."""
+        """Resume from ``state`` (:meth:`state_dict` of a HotReuse built the same way: the same
+        bottom layer, hotness, ``hot_ratio`` and ``super_batch``); a ValueError says what does not
+        fit, and nothing changes."""
         version, weights = self._checked_state(state)
         with self._changed:
             self.version, self._weights = version, weights
@@ -464,11 +477,27 @@ class HotReuse:
 
     def _checked_state(self, state) -> Tuple[int, Dict[int, Dict[str, torch.Tensor]]]:
         """``state``'s version and weights by version, checked against this HotReuse."""
-        where, keys = "HotReuse.load_state_dict", ["version", "weights"]
+        where, keys = "HotReuse.load_state_dict", ["options", "version", "weights"]
         if not isinstance(state, dict):
             raise TypeError(f"{where}: `state` must be a dict from HotReuse.state_dict(), got {type(state).__name__}")
+        if sorted(state, key=str) == keys[1:]:
+            warnings.warn(
+                f"{where}: `state` has no 'options' (saved before graphpipe recorded them): its hot set, hot_ratio and "
+                f"super_batch are not checked against this HotReuse's",
+                stacklevel=3,
+            )
+            state = {**state, "options": self.state_options()}
         if sorted(state, key=str) != keys:
             raise ValueError(f"{where}: `state` must have the keys {keys} (a HotReuse.state_dict()), got {sorted(state, key=str)}")
+        mine = self.state_options()
+        if state["options"] != mine:
+            theirs = state["options"] if isinstance(state["options"], dict) else {}
+            differ = [f"{k} {theirs.get(k, 'missing')!r} (this one's {v!r})" for k, v in mine.items() if theirs.get(k) != v]
+            differ += [f"{k} {v!r} (this one has none)" for k, v in theirs.items() if k not in mine]
+            raise ValueError(
+                f"{where}: the state is from another HotReuse ({'; '.join(differ)}): resume with "
+                f"one built as the state's was (the same hotness scores, hot_ratio and super_batch)"
+            )
         version = check_int(state["version"], "state['version']", where, minimum=0)
         if not isinstance(state["weights"], dict):
             raise TypeError(f"{where}: state['weights'] must be a dict {{version: the bottom layer's state_dict}}, got {type(state['weights']).__name__}")

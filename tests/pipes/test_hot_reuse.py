@@ -3,6 +3,7 @@ only there; reused rows are the bottom module over the hot vertices' own sample 
 recorded weights; staleness stays within 2n - 1 steps; determinism and resume."""
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -362,13 +363,14 @@ def test_load_state_dict_takes_a_state_of_the_same_bottom_layer_and_super_batch(
 
     where = "HotReuse.load_state_dict: "
     bad = [
-        ({}, r"`state` must have the keys \['version', 'weights'\] \(a HotReuse.state_dict\(\)\), got \[\]"),
+        ({}, r"`state` must have the keys \['options', 'version', 'weights'\] \(a HotReuse.state_dict\(\)\), got \[\]"),
         ({**before, "version": -1}, r"`state\['version'\]` must be an int >= 0, got -1"),
         (trained(7, 2, 5), r"state\['weights'\]\[\d\] is not the bottom layer HotReuse was built with: lin_neigh.weight \(7, 8\) \(built with \(5, 8\)\)"),
         ({**before, "weights": {0: {}}}, r"state\['weights'\]\[0\] is not .*: lin_neigh.weight missing \(built with \(5, 8\)\)"),
-        (trained(5, 3, 7), r"state\['weights'\] has version 3, not a multiple of super_batch=2 \(a state of a HotReuse with another super_batch\?\)"),
+        ({**before, "version": 7, "weights": {3: before["weights"][0]}},
+         r"state\['weights'\] has version 3, not a multiple of super_batch=2 \(a state of a HotReuse with another super_batch\?\)"),
         ({**before, "weights": {**before["weights"], 4: before["weights"][0]}}, r"state\['weights'\] has version 4, not an int in \[0, state\['version'\] = 0\]"),
-        ({"version": 9, "weights": before["weights"]}, r"state\['weights'\] lacks version 6, which the batches after 9 steps reuse \(it has \[0\]\)"),
+        ({**before, "version": 9}, r"state\['weights'\] lacks version 6, which the batches after 9 steps reuse \(it has \[0\]\)"),
     ]
     for state, message in bad:
         with pytest.raises(ValueError, match=where + message):
@@ -381,6 +383,38 @@ def test_load_state_dict_takes_a_state_of_the_same_bottom_layer_and_super_batch(
     good = trained(5, 2, 7)
     hot_reuse.load_state_dict(good)
     assert hot_reuse.version == 7 and sorted(hot_reuse.state_dict()["weights"]) == [2, 4, 6]
+
+
+def test_load_state_dict_refuses_the_state_of_another_hot_set():
+    """A state names its HotReuse's hot set (a SHA-256 of the hot ids), hot ratio and
+    super_batch: other scores at the same ratio, another ratio or super_batch, or a counted
+    hot set are refused; a state saved before it named them loads with a warning."""
+    graph, features, _ = setup()
+    bottom = SAGEConv(DIM, 5)
+    degree = gp.hotness_from_degree(graph)
+    saved = gp.HotReuse(bottom, features, "feat", degree, 0.1, super_batch=2)
+    saved.push(bottom)
+    state = saved.state_dict()
+    assert state["options"]["super_batch"] == 2 and state["options"]["hot_ratio"] == 0.1
+    assert re.fullmatch(r"60 vertices, sha256 [0-9a-f]{16}", state["options"]["hot"])
+    others = {
+        "other scores, same ratio": (gp.HotReuse(bottom, features, "feat", torch.arange(NUM_NODES).float(), 0.1, super_batch=2),
+                                     r"hot '60 vertices, sha256 [0-9a-f]{16}' \(this one's '60 vertices, sha256 [0-9a-f]{16}'\)"),
+        "another ratio": (gp.HotReuse(bottom, features, "feat", degree, 0.2, super_batch=2), r"hot_ratio 0.1 \(this one's 0.2\); hot '60 "),
+        "another super_batch": (gp.HotReuse(bottom, features, "feat", degree, 0.1, super_batch=3), r"super_batch 2 \(this one's 3\)\)"),
+        "counted": (gp.HotReuse(bottom, features, "feat", "super_batch", 0.1, super_batch=2), r"hot '60 vertices, .*' \(this one's 'super_batch'\)"),
+    }
+    for name, (other, message) in others.items():
+        with pytest.raises(ValueError, match=r"HotReuse.load_state_dict: the state is from another HotReuse \(.*" + message):
+            other.load_state_dict(state)
+        assert other.version == 0, name
+    again = gp.HotReuse(bottom, features, "feat", degree, 0.1, super_batch=2)
+    again.load_state_dict(state)
+    assert again.version == 1
+    old = {k: v for k, v in state.items() if k != "options"}
+    with pytest.warns(UserWarning, match=r"`state` has no 'options' \(saved before graphpipe recorded them\): its hot set"):
+        others["other scores, same ratio"][0].load_state_dict(old)
+    assert others["other scores, same ratio"][0].version == 1
 
 
 def test_one_sampler_uses_a_hot_reuse():
