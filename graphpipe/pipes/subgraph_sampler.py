@@ -722,13 +722,15 @@ class SubgraphSampler(Pipe):
 
     def state_options(self) -> Dict[str, object]:
         """Pipe protocol: the fanouts per layer and edge type, the layout, the seed edges
-        excluded, the times and the weights (subclasses add theirs)."""
+        excluded, the times, the hot-vertex reuse and the weights (subclasses add theirs)."""
         exclusion = {"exclude_seed_edges": self.excludes_seed_edges, "include_reverse_edges": self.include_reverse_edges,
                      "reverse_edge_types": list(self.reverse_edge_types), "reverse_edge_ids": self.reverse_positions is not None}  # fmt: skip
         time = self.time_filter
         times = None if time is None else [time.node_name, time.edge_name, time.comparison, time.time_window, time.strategy]
         layout = {"layout": self.layout, "mode": self.mode, "deduplicate": self.deduplicate}
-        return {"fanouts": self.edge_type_fanouts, **layout, **exclusion, "times": times, "weights": getattr(self, "weights", None)}
+        hot_reuse = None if self.hot_reuse is None else self.hot_reuse.state_options()
+        options = {"fanouts": self.edge_type_fanouts, **layout, **exclusion, "times": times, "hot_reuse": hot_reuse}
+        return {**options, "weights": getattr(self, "weights", None)}
 
     def compile_task(self):
         """A picklable call compiling this sampler's layer kernels (subclasses with numba

@@ -47,7 +47,7 @@ def test_a_state_names_its_position_and_its_pipe_in_plain_data():
             ["NeighborSampler", {
                 "fanouts": [[2]], "layout": "block", "mode": "independent", "deduplicate": True, "exclude_seed_edges": False,
                 "include_reverse_edges": False, "reverse_edge_types": [-1], "reverse_edge_ids": False, "times": None,
-                "weights": None, "replace": False,
+                "hot_reuse": None, "weights": None, "replace": False,
             }],  # fmt: skip
         ],
     }

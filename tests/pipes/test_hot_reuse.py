@@ -848,3 +848,18 @@ def test_a_rank_that_skips_the_last_global_batch_keeps_its_versions(hotness, dro
             ordinal += 1
         assert indices == list(range(10 * epoch, 10 * epoch + 9))
     assert reuse.version == 36
+
+
+def test_a_loader_state_names_the_hot_set():
+    """Found in review: a loader state resumed silently in a pipe reusing another hot set."""
+    graph, features, items = setup()
+    bottom = SAGEConv(DIM, 5)
+
+    def loader(hotness):
+        reuse = gp.HotReuse(bottom, features, "feat", hotness, 0.1, super_batch=2)
+        return gp.DataLoader(gp.ItemSampler(items, 32, shuffle=True, seed=1).sample_neighbor(graph, FANOUTS, seed=2, hot_reuse=reuse))
+
+    state = loader(gp.hotness_from_degree(graph)).state_dict()
+    with pytest.raises(ValueError, match=r"options: NeighborSampler hot_reuse: the state has .*'hot': '60 vertices, sha256"):
+        loader(torch.arange(NUM_NODES).float()).load_state_dict(state)
+    loader(gp.hotness_from_degree(graph)).load_state_dict(state)
