@@ -269,9 +269,10 @@ class MiniBatch:
         return pyg.to_pyg(self, node_feature_key, edge_feature_key, label_key, neg_sampling)
 
     def to_pyg_data(self):
-        """GraphBolt's name for :meth:`to_pyg` (with its defaults): ``x``, ``edge_index``,
-        ``y`` (the seeds' labels), ``batch_size`` and ``n_id`` as GraphBolt's gives them."""
-        return self.to_pyg()
+        """GraphBolt's ``to_pyg_data``: ``x``, ``edge_index`` (every layer's edges),
+        ``y`` (the seeds' labels), ``batch_size`` and ``n_id`` as GraphBolt's gives them;
+        see :func:`graphpipe.batch.pyg.to_pyg_data`."""
+        return pyg.to_pyg_data(self)
 
 
 def map_tensors(obj, fn):

@@ -99,15 +99,49 @@ def to_pyg(
     return data
 
 
+def to_pyg_data(minibatch):
+    """GraphBolt's ``MiniBatch.to_pyg_data()`` of an untyped node batch with at most one
+    node feature: a ``Data`` with ``x`` (the fetched feature's rows of ``input_nodes``),
+    ``edge_index`` (``[2, E]`` int64: the distinct local (source, destination) pairs over
+    every layer, sorted), ``y`` (``labels``), ``batch_size`` and ``n_id``
+    (``input_nodes``). Block layout only; :func:`to_pyg` gives NeighborLoader's subgraph."""
+    from torch_geometric.data import Data
+
+    where = "MiniBatch.to_pyg_data()"
+    if minibatch.is_heterogeneous or minibatch.layout != "block" or len(minibatch.node_features) > 1:
+        raise ValueError(
+            f"{where}: GraphBolt's conversion takes an untyped block batch with at most one node feature, got a "
+            f"{'typed' if minibatch.is_heterogeneous else 'untyped'} {minibatch.layout!r} batch with node features "
+            f"{sorted(minibatch.node_features)}; to_pyg() converts every batch (NeighborLoader's Data)"
+        )
+    if minibatch.reused is not None and minibatch.reused.positions.numel():
+        raise ValueError(f"{where}: the batch reuses hot vertices' rows (hot_reuse), which PyG's Data has no place for")
+    edge_index = None
+    if minibatch.sampled_subgraphs:
+        csc = [layer.sampled_csc for layer in minibatch.sampled_subgraphs]
+        rows = torch.cat([c.indices.to(torch.int64) for c in csc])
+        columns = torch.cat([torch.repeat_interleave(torch.arange(c.indptr.numel() - 1), c.indptr.diff()) for c in csc])
+        edge_index = torch.unique(torch.stack([rows, columns.to(rows.device)]), dim=1)
+    x = next(iter(minibatch.node_features.values()), None)
+    batch_size = None if minibatch.seeds is None else len(minibatch.seeds)
+    return Data(x=x, edge_index=edge_index, y=minibatch.labels, batch_size=batch_size, n_id=minibatch.input_nodes)
+
+
 def _check_batch(minibatch, link: bool, neg_sampling: str) -> None:
     """Refuse what ``to_pyg`` cannot lay out: no layers, layers that do not chain, an
-    unknown ``neg_sampling``, or triplets of node seeds."""
+    unknown ``neg_sampling``, triplets of node seeds, or reused hot rows."""
     if not minibatch.sampled_subgraphs:
         raise ValueError("MiniBatch.to_pyg(): the batch has no sampled_subgraphs; add a sampler stage")
     if neg_sampling not in ("binary", "triplet"):
         raise ValueError(f"MiniBatch.to_pyg(): `neg_sampling` must be 'binary' or 'triplet', got {neg_sampling!r}")
     if neg_sampling == "triplet" and not link:
         raise ValueError("MiniBatch.to_pyg(): neg_sampling='triplet' needs node-pair seeds (link prediction)")
+    if minibatch.reused is not None and minibatch.reused.positions.numel():
+        raise ValueError(
+            "MiniBatch.to_pyg(): the batch reuses hot vertices' rows (hot_reuse): their in-edges are not sampled and "
+            "their rows (MiniBatch.reused) have no place in PyG's Data; insert them with HotReuse.insert into the "
+            "bottom layer's output of the block batch, or sample without hot_reuse"
+        )
     layers = minibatch.sampled_subgraphs
     if any(a.num_dst_nodes != b.num_src_nodes for a, b in zip(layers, layers[1:])):
         raise ValueError(

@@ -204,8 +204,6 @@ def test_to_pyg_is_neighbor_loaders_subgraph_in_hop_order(layout):
     else:  # the block batch holds more nodes: the ones only its re-sampled edges reach
         assert torch.isin(n_id, mb.input_nodes).all() and n_id.numel() < mb.input_nodes.numel()
     assert torch.equal(data.x, store["feat"].data[n_id]) and torch.equal(data.y, mb.labels)
-    gb_data = mb.to_pyg_data()  # GraphBolt's name: the same Data
-    assert all(torch.equal(gb_data[key], data[key]) for key in ("x", "y", "n_id", "edge_index", "e_id"))
     assert edge_index.dtype == torch.int64 and edge_index.min() >= 0 and edge_index.max() < data.num_nodes
     # e_id are the user's edge ids: columns of the COO the graph was built from.
     src, dst = _coo()
@@ -453,3 +451,27 @@ def test_graphbolt_21_names_typed_and_refused_layouts():
         binary.negative_dsts
     with pytest.raises(ValueError, match=r"MiniBatch.node_pairs: GraphBolt 2.1's node pairs need \[N, 2\] seeds, got shape \(2, 3\)"):
         MiniBatch(seeds=torch.zeros(2, 3, dtype=torch.int64)).node_pairs
+
+
+def test_to_pyg_data_is_graphbolts():
+    """GraphBolt 2.1's ``MiniBatch.to_pyg_data`` (a plain model of it: every layer's
+    (indices, expanded indptr) pairs, made distinct; x, y, batch_size, n_id = input_nodes).
+    It was ``to_pyg()`` here, which drops the edges re-sampled for nodes reached earlier."""
+    pytest.importorskip("torch_geometric")
+    _, store, mb = _batch()
+    rows = torch.cat([layer.sampled_csc.indices for layer in mb.sampled_subgraphs])
+    columns = torch.cat([torch.repeat_interleave(torch.arange(c.indptr.numel() - 1), c.indptr.diff()) for c in (l.sampled_csc for l in mb.sampled_subgraphs)])
+    edges = sorted(set(zip(rows.tolist(), columns.tolist())))
+    data = mb.to_pyg_data()
+    assert data.edge_index.dtype == torch.int64 and data.edge_index.t().tolist() == [list(e) for e in edges]
+    assert data.edge_index.size(1) > mb.to_pyg().edge_index.size(1)  # more than NeighborLoader's subgraph
+    assert torch.equal(data.n_id, mb.input_nodes) and torch.equal(data.x, store["feat"].data[mb.input_nodes])
+    assert torch.equal(data.y, mb.labels) and data.batch_size == BATCH_SIZE
+    for batch, says in [
+        (_batch(node_features=("feat", "other"))[2], r"got a untyped 'block' batch with node features \['feat', 'other'\]"),
+        (_batch(layout="pyg")[2], r"got a untyped 'pyg' batch"),
+        (_typed_batch()[1], r"got a typed 'block' batch"),
+    ]:
+        match = r"MiniBatch.to_pyg_data\(\): GraphBolt's conversion takes an untyped block batch with at most one node feature, "
+        with pytest.raises(ValueError, match=match + says):
+            batch.to_pyg_data()

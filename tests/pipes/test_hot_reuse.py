@@ -863,3 +863,15 @@ def test_a_loader_state_names_the_hot_set():
     with pytest.raises(ValueError, match=r"options: NeighborSampler hot_reuse: the state has .*'hot': '60 vertices, sha256"):
         loader(torch.arange(NUM_NODES).float()).load_state_dict(state)
     loader(gp.hotness_from_degree(graph)).load_state_dict(state)
+
+
+def test_to_pyg_refuses_a_batch_with_reused_rows():
+    """Found in review: to_pyg() of a reuse batch gave its hot nodes no in-edges and their
+    rows nowhere: a PyG model silently computed them from no neighbours."""
+    pytest.importorskip("torch_geometric")
+    graph, features, items = setup()
+    reuse = gp.HotReuse(SAGEConv(DIM, 5), features, "feat", gp.hotness_from_degree(graph), 0.2, super_batch=2)
+    batch = next(iter(chain(graph, features, items, hot_reuse=reuse)))
+    assert batch.reused.positions.numel() > 0
+    with pytest.raises(ValueError, match=r"MiniBatch.to_pyg\(\): the batch reuses hot vertices' rows \(hot_reuse\)"):
+        batch.to_pyg()
