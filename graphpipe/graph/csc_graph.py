@@ -156,7 +156,10 @@ class CSCGraph:
         """A graph checked only up to ``level`` (see :meth:`_check`): for arrays already
         validated (``to()``, unpickling), made from checked ids (the builders) or whose
         ``O(num_edges)`` scans ``load`` leaves out on purpose. ``typed``: the four typed
-        fields by name, or None for a homogeneous graph."""
+        fields by name (then ``original_edge_ids`` must be given: only the constructor
+        numbers a typed graph's edges), or None for a homogeneous graph."""
+        if typed is not None and original_edge_ids is None:
+            raise ValueError("CSCGraph: a typed graph needs `original_edge_ids` (each edge's id within its type)")
         graph = cls.__new__(cls)
         graph._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, source_path, typed, indptr_nodes)
         graph._check(level)
@@ -211,7 +214,8 @@ class CSCGraph:
         ``original_edge_ids`` keeps the permutation (None if ``dst`` was sorted).
         ``num_nodes`` defaults to ``max id + 1``. Shares no memory with the inputs."""
         arrays = coo_arrays(src, dst, num_nodes, edge_attributes)
-        return cls._build(**arrays, node_attributes=node_attributes, level="shapes")
+        copies = {name: t.clone() if isinstance(t, torch.Tensor) else t for name, t in (node_attributes or {}).items()}
+        return cls._build(**arrays, node_attributes=copies, level="shapes")
 
     @classmethod
     def from_coo_files(
@@ -460,8 +464,6 @@ class CSCGraph:
                 )
         if level != "full" or num_edges == 0:
             return
-        if self.is_heterogeneous:
-            self._check_typed_edges()
         lo, hi = int(indices.min()), int(indices.max())
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
@@ -469,6 +471,8 @@ class CSCGraph:
                 f"CSCGraph: `indices` holds node id {bad}, out of range for "
                 f"num_nodes={num_nodes} (valid ids are 0..{num_nodes - 1})"
             )
+        if self.is_heterogeneous:
+            self._check_typed_edges()
         if edge_ids is not None and not self.is_heterogeneous:
             lo, hi = int(edge_ids.min()), int(edge_ids.max())
             if lo < 0 or hi >= num_edges:
@@ -578,7 +582,7 @@ class CSCGraph:
                 f"'{self.node_types[int(node_type[0, e])]}' -> '{self.node_types[int(node_type[1, e])]}'"
             )
         edge_ids = self.original_edge_ids
-        if edge_ids is None:
+        if edge_ids is None:  # the constructor numbers them next
             return
         per_type = torch.bincount(per_edge, minlength=num_edge_types)
         first = torch.cumsum(per_type, 0) - per_type

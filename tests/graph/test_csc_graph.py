@@ -459,3 +459,27 @@ def test_etype_str_tuple_conversions():
     assert gp.etype_tuple_to_str(("author", "writes", "paper")) == "author:writes:paper"
     with pytest.raises(ValueError, match="etype_str_to_tuple: an edge type must be 'src_type:relation:dst_type'"):
         gp.etype_str_to_tuple("author:paper")
+
+
+def test_review_cases_typed_checks_files_and_copies(tmp_path):
+    """Found in review: a typed graph's node id past the last type raised IndexError while
+    its error message was made (ValueError as untyped graphs'); a typed graph file without
+    ``original_edge_ids`` loaded (its samples then gave CSC positions as edge ids); from_coo
+    shared the caller's node attributes, which could change the built graph."""
+    edges = {"a:r:a": (torch.tensor([0, 1, 2]), torch.tensor([3, 3, 3])), "a:s:a": (torch.tensor([1, 2]), torch.tensor([0, 3]))}
+    graph = CSCGraph.from_hetero_edges(edges, {"a": 4})
+    bad = graph.indices.clone()
+    bad[0] = 9
+    with pytest.raises(ValueError, match=r"`indices` holds node id 9, out of range for num_nodes=4"):
+        replaced(graph, indices=bad)
+    graph.save(tmp_path / "g.pt")
+    state = torch.load(tmp_path / "g.pt", weights_only=True)
+    state["original_edge_ids"] = state["checksums"]["original_edge_ids"] = None
+    torch.save(state, tmp_path / "tampered.pt")
+    for options in ({}, {"validate": True}, {"mmap": True}):
+        with pytest.raises(ValueError, match=r"a typed graph needs `original_edge_ids` \(each edge's id within its type\)"):
+            CSCGraph.load(tmp_path / "tampered.pt", **options)
+    times = torch.zeros(4, dtype=torch.int64)
+    graph = CSCGraph.from_coo(torch.tensor([0, 1]), torch.tensor([1, 2]), 4, node_attributes={"ts": times})
+    times[0] = 99
+    assert graph.node_attributes["ts"].tolist() == [0, 0, 0, 0]
