@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import replace
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -198,7 +199,7 @@ class FeatureFetcher(Pipe):
                 f"{list(self.node_feature_keys) or ['feat']}}}"
             )
         by_type = ids if self.typed else {None: ids}
-        for key, batch_key, feature, label in self._reads[kind]:
+        for key, batch_key, feature, label, reader in self._reads[kind]:
             type_ids = by_type.get(key[1])
             if type_ids is None:  # a type the batch has none of
                 device = next((t.device for t in by_type.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
@@ -206,7 +207,10 @@ class FeatureFetcher(Pipe):
             if self._check_ids:
                 where = field if key[1] is None else f"{field}['{key[1]}']"
                 type_ids = check_node_ids(type_ids, feature.num_rows, where, f"FeatureFetcher: {label}", kind)
-            out[batch_key] = feature.read_valid(type_ids, self._blocks.output(feature, type_ids, key))
+            if reader is not None:
+                out[batch_key] = reader(type_ids)
+            else:
+                out[batch_key] = feature.read_valid(type_ids, self._blocks.output(feature, type_ids, key))
 
     role = "fetcher"  # the Pipe protocol's declarations
 
@@ -238,11 +242,19 @@ class _Read(NamedTuple):
     batch_key: FeatureKey  # the MiniBatch's key: the name, or (type, name)
     feature: Feature
     label: str  # for errors: "node feature 'feat' of type 'paper' (30 rows)"
+    # A user's store or feature overriding read (GraphBolt's way to add a storage): it reads
+    # each batch's rows (``reader(ids)``); None: the feature's read_valid, unchecked.
+    reader: Optional[Callable[[torch.Tensor], torch.Tensor]]
 
     @classmethod
     def of(cls, features: FeatureStore, key: Key) -> "_Read":
         feature = features[key]
-        return cls(key, listed_key(key), feature, f"{key[0]} feature {describe(key)} ({feature.num_rows} rows)")
+        reader = None
+        if type(features).read is not FeatureStore.read:
+            reader = functools.partial(features.read, *key)
+        elif type(feature).read is not Feature.read:
+            reader = feature.read
+        return cls(key, listed_key(key), feature, f"{key[0]} feature {describe(key)} ({feature.num_rows} rows)", reader)
 
 
 class _OutputBlocks:
@@ -348,7 +360,7 @@ def _check_rows(reads: Dict[str, List[_Read]], sampler: Pipe) -> None:
     else:
         counts = {"node": {None: graph.total_num_nodes}, "edge": {None: graph.total_num_edges}}
     for kind, kind_reads in reads.items():
-        for (_, of, name), _, feature, _ in kind_reads:
+        for (_, of, name), _, feature, _, _ in kind_reads:
             rows, count = feature.num_rows, counts[kind][of]
             if rows < count:
                 of_type = "" if of is None else f" of type '{of}'"

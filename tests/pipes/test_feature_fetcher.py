@@ -430,3 +430,24 @@ def test_output_blocks_are_kept_per_kind_type_and_name():
     assert [(kind, key) for kind, key, _ in fetcher.fetched_features()] == [
         ("node", ("paper", "feat")), ("node", ("author", "feat"))
     ]
+
+
+def test_a_users_store_or_feature_overriding_read_reads_the_batches():
+    """GraphBolt's way to add a storage is to override ``read`` (its FeatureFetcher calls
+    ``store.read("node", None, name, ids)``). Found in review: the fetcher read the table
+    underneath, silently skipping the override."""
+    graph = gp.CSCGraph.from_coo(torch.arange(6), (torch.arange(6) + 1) % 6, num_nodes=6)
+    table = torch.arange(6.0).view(6, 1)
+
+    class PlusThousand(gp.Feature):
+        def read(self, ids=None, out=None):
+            return super().read(ids, out) + 1000
+
+    class Negated(gp.FeatureStore):
+        def read(self, domain, type_name, feature_name, ids=None):
+            return -super().read(domain, type_name, feature_name, ids)
+
+    for store, rows in [(gp.FeatureStore({"feat": PlusThousand(table)}), lambda ids: table[ids] + 1000), (Negated({"feat": table}), lambda ids: -table[ids])]:
+        pipe = gp.ItemSampler(gp.ItemSet(torch.tensor([0, 1]), names="seeds"), 2).sample_neighbor(graph, [1]).fetch_feature(store, ["feat"])
+        for mb in (next(iter(pipe)), next(iter(gp.DataLoader(pipe)))):
+            assert torch.equal(mb.node_features["feat"], rows(mb.input_nodes))
