@@ -337,6 +337,18 @@ class Prefetcher(OnSource):
         yield from producer.items()
 
 
+def _submitted(pool, function, items: Iterator) -> Iterator[Future]:
+    """``pool.submit(function, item)`` for every item; an error pulling an item is a failed
+    future after those of the items before it, so their batches come first, as in the chain."""
+    try:
+        for item in items:
+            yield pool.submit(function, item)
+    except Exception as error:
+        failed = Future()
+        failed.set_exception(error)
+        yield failed
+
+
 def _delayed(items: Iterable, delay: int) -> Iterator:
     """Yield item ``i`` after item ``i + delay`` was pulled (all of them at the end)."""
     pending: deque = deque()
@@ -423,14 +435,15 @@ class ThreadPoolMap(OnSource):
             return item, time.perf_counter() - start
 
         pool = _DaemonThreadPool(self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", self.kernel_threads)
+        source = run[0].source.stream(epoch, start)
         try:
-            futures = (pool.submit(timed, item) for item in run[0].source.stream(epoch, start))
-            for future in _delayed(futures, _SUBMITTED_PER_THREAD * self.num_threads - 1):
+            for future in _delayed(_submitted(pool, timed, source), _SUBMITTED_PER_THREAD * self.num_threads - 1):
                 result, seconds = future.result()
                 self.work_seconds += seconds
                 yield result
         finally:
             pool.stop()
+            source.close()  # its threads stop now, not when a kept traceback lets it go
 
 
 class _StreamResult:

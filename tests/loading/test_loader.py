@@ -10,6 +10,7 @@ import graphpipe as gp
 from graphpipe.pipes import Transform
 from graphpipe.loading import Prefetcher
 from graphpipe.transforms import find, thread_pool
+from toy_pipes import live_graphpipe_threads
 
 
 def _chain(fn=None, n=40, batch_size=4):
@@ -474,3 +475,47 @@ def test_a_pipe_of_yours_that_is_not_hashable_still_loads():
     assert Comparable.__hash__ is None
     pipe = Comparable(gp.ItemSampler(gp.ItemSet(6, names="seeds"), 4), lambda mb: mb)
     assert [len(mb.seeds) for mb in gp.DataLoader(pipe)] == [4, 2]
+
+
+class _FailsAt(gp.Pipe):
+    """A stage failing at batch ``bad`` (role "sampler": the default placement pools it)."""
+
+    def __init__(self, source, bad, role="sampler"):
+        super().__init__()
+        self.source, self.bad, self.role, self.thread_safe = source, bad, role, True
+
+    def process(self, minibatch):
+        if minibatch.batch_index == self.bad:
+            raise ValueError(f"{self.role} fails at batch {self.bad}")
+        return minibatch
+
+
+@pytest.mark.parametrize("sampler_bad, upstream_bad, yielded", [(100, 6, 6), (2, 4, 2)])
+def test_an_error_upstream_of_a_pool_comes_after_the_batches_before_it(sampler_bad, upstream_bad, yielded):
+    """Found in review: an error pulling a pooled stage's input left at once, dropping the
+    batches already submitted (up to 2 per thread) and hiding an earlier batch's own error."""
+    data = gp.datasets.karate_club()
+    pipe = _FailsAt(_FailsAt(gp.ItemSampler(gp.ItemSet(torch.arange(34), names="seeds"), 2), upstream_bad, role="other"), sampler_bad)
+    first = f"{'sampler' if sampler_bad < upstream_bad else 'other'} fails at batch {min(sampler_bad, upstream_bad)}"
+    for run in (pipe, gp.DataLoader(pipe.fetch_feature(data.features, ["feat"]))):
+        got = []
+        with pytest.raises(ValueError, match=first):
+            for minibatch in run:
+                got.append(minibatch.batch_index)
+        assert got == list(range(yielded))
+
+
+def test_a_pool_that_raised_stops_the_threads_upstream_while_the_error_is_kept():
+    """Found in review: the traceback of a pooled stage's error kept its source's threads
+    (an upstream pool, a prefetch thread) running after loader.close()."""
+    data = gp.datasets.karate_club()
+    inner = _FailsAt(gp.ItemSampler(gp.ItemSet(torch.arange(34), names="seeds"), 2), 100).transform(lambda mb: mb)
+    loader = gp.DataLoader(_FailsAt(inner, 3).fetch_feature(data.features, ["feat"]))
+    with pytest.raises(ValueError) as kept:
+        for _ in loader:
+            pass
+    loader.close()
+    deadline = time.monotonic() + 5
+    while live_graphpipe_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_graphpipe_threads() == [] and kept.value is not None
