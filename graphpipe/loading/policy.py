@@ -83,7 +83,8 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
     * another sampler runs in a thread of its own, another fetcher too;
     * a sampler or fetcher on CUDA batches, and a copy to a CUDA device, on a side stream;
     * a collective stage (cooperative) in a thread of its own, one batch at a time;
-    * ``num_workers > 0``: the stages before the first fetcher in worker processes.
+    * ``num_workers > 0``: the stages before the first fetcher and the first collective
+      stage in worker processes (a collective stage runs in the training process).
 
     Other stages, and those ``pipe`` already runs elsewhere (e.g. upstream of a ``prefetch()``),
     run inline. Under numba's ``workqueue`` layer the whole chain runs in one background
@@ -94,7 +95,12 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
     movable = _movable(chain)
     first = 0  # the first stage in this process
     if num_workers:
-        first = next((i for i, stage in enumerate(chain) if stage.role == "fetcher"), len(chain))
+        first = next((i for i, stage in enumerate(chain) if stage.role == "fetcher" or stage.collective), len(chain))
+        if first == 0:
+            raise ValueError(
+                f"DataLoader: num_workers={num_workers}, but the pipe's first stage, {type(chain[0]).__name__}, is a "
+                f"fetcher or a collective stage, which run in the training process; use num_workers=0"
+            )
         places[first - 1] = Place("workers", num_workers)
     if not kernels_thread_safe():
         if first < len(chain):

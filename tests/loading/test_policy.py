@@ -120,6 +120,15 @@ def test_a_collective_sampler_runs_in_a_thread_one_batch_at_a_time():
     assert default_placement(pipe) == (INLINE, Place("thread"), _fetch_thread())
 
 
+def test_a_collective_sampler_stays_in_the_training_process_with_workers():
+    """Found in review: with num_workers the stages before the first fetcher went to the
+    workers, a collective one too (two batches in it at once, in two processes)."""
+    pipe = _declared_chain(_Collective)
+    assert default_placement(pipe, 2) == (Place("workers", 2), Place("thread"), _fetch_thread())
+    with pytest.raises(ValueError, match=r"num_workers=2, but the pipe's first stage, _Collective, is a fetcher or a collective"):
+        default_placement(_Collective(None), 2)  # a collective source
+
+
 def test_worker_processes_run_the_stages_before_the_first_fetcher():
     pipe = karate_chain()
     assert default_placement(pipe, 2) == (INLINE, Place("workers", 2), _fetch_thread())
