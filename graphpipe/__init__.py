@@ -13,6 +13,7 @@ import sys
 from graphpipe._internal import numba_cache
 from graphpipe import datasets
 from graphpipe.datasets import BuiltinDataset, OnDiskDataset
+from graphpipe.datasets.ondisk import ORIGINAL_EDGE_ID
 from graphpipe import ops
 from graphpipe import loading, transforms
 from graphpipe.graph.csc_graph import CSCGraph
@@ -41,7 +42,7 @@ __version__ = "0.1.0"
 numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if name.startswith("graphpipe."))
 
 __all__ = [
-    "BuiltinDataset", "OnDiskDataset",
+    "BuiltinDataset", "OnDiskDataset", "ORIGINAL_EDGE_ID",
     "DistributedItemSampler", "HotReuse", "UnsupportedCombination", "cooperative_exchange", "retain_freed_memory",
     "GPUCachedFeature", "gpu_cached_feature", "hotness_from_degree", "hotness_from_presampling",
     "CopyTo",

@@ -123,7 +123,16 @@ class MiniBatch:
 
     @property
     def num_layers(self) -> int:
+        """The sampled layers (GraphBolt's ``num_layers()`` is a method: here a property)."""
         return len(self.sampled_subgraphs or ())
+
+    def node_ids(self):
+        """GraphBolt's: ``input_nodes``, the nodes of every layer (typed: a dict by type)."""
+        return self.input_nodes
+
+    def edge_ids(self, layer_id: int):
+        """GraphBolt's: layer ``layer_id``'s ``original_edge_ids`` (typed: a dict by edge type)."""
+        return self.sampled_subgraphs[layer_id].original_edge_ids
 
     @property
     def is_heterogeneous(self) -> bool:

@@ -14,7 +14,7 @@ from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.loading.compile import compile_kernels
 from graphpipe.loading.stages import Timed
 from graphpipe.loading.workers import ProcessWorkers, workers_rerun_main
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import check_bool, check_int
 from graphpipe.loading.policy import Placement, default_placement, kernels_thread_safe, place
 from graphpipe.loading.explain import MAIN, describe, draw, locations, to_graphviz
 from graphpipe.loading.rewrite import find, rebuild
@@ -34,6 +34,9 @@ class DataLoader(IterableDataset):
             (:mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
         num_workers: with the default placement, run the chain before ``fetch_feature``
             in this many worker processes (for Python-heavy samplers).
+        persistent_workers, overlap_feature_fetch, overlap_graph_fetch, max_uva_threads:
+            GraphBolt's DataLoader options, checked and otherwise ignored: the workers
+            persist, the placement overlaps the stages, the UVA gather sizes itself.
 
     Batches come in the order and with the content of the plain chain. A new ``iter()``
     ends an unfinished epoch (its iterator then raises RuntimeError: one epoch at a time,
@@ -48,7 +51,17 @@ class DataLoader(IterableDataset):
     saves and resumes through them.
     """
 
-    def __init__(self, pipe: Pipe, transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None, num_workers: int = 0):
+    def __init__(
+        self,
+        pipe: Pipe,
+        transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None,
+        num_workers: int = 0,
+        *,
+        persistent_workers: bool = True,
+        overlap_feature_fetch: bool = True,
+        overlap_graph_fetch: bool = False,
+        max_uva_threads: Optional[int] = None,
+    ):
         self._epoch = None
         self._starting = threading.Lock()
         self._next = (0, 0)  # (epoch, first batch) of the next iter()
@@ -57,6 +70,10 @@ class DataLoader(IterableDataset):
         if not isinstance(pipe, Pipe):
             raise TypeError(f"DataLoader: `pipe` must be a graphpipe pipe, got {type(pipe).__name__}")
         check_int(num_workers, "num_workers", "DataLoader", minimum=0)
+        for arg, value in (("persistent_workers", persistent_workers), ("overlap_feature_fetch", overlap_feature_fetch), ("overlap_graph_fetch", overlap_graph_fetch)):
+            check_bool(value, arg, "DataLoader", " (GraphBolt's flag; graphpipe's workers persist and its stages overlap by the placement)")
+        if max_uva_threads is not None:
+            check_int(max_uva_threads, "max_uva_threads", "DataLoader", minimum=1)
         if transforms is not None and not isinstance(transforms, (list, tuple)):
             raise TypeError(
                 f"DataLoader: `transforms` must be a list of functions pipe -> pipe (e.g. [thread_pool(...)]), got "
@@ -205,11 +222,12 @@ class DataLoader(IterableDataset):
 
     def __del__(self):
         """Stop the epoch's threads (an iterator still referenced restarts them if used) and
-        the worker processes; inside the garbage collector nothing waits for them."""
-        epoch = self._epoch() if self._epoch is not None else None
+        the worker processes; inside the garbage collector nothing waits for them (nor for
+        a loader whose constructor was called with arguments it does not take)."""
+        epoch = self._epoch() if getattr(self, "_epoch", None) is not None else None
         if epoch is not None:
             epoch.pause()
-        for workers in self._workers:
+        for workers in getattr(self, "_workers", ()):
             workers.close()
 
     def __len__(self) -> int:

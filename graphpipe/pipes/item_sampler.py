@@ -51,11 +51,18 @@ class ItemSampler(Pipe):
         self,
         item_set: Union[ItemSet, HeteroItemSet, torch.Tensor, int],
         batch_size: int,
+        *positional,
         shuffle: bool = False,
         drop_last: bool = False,
         seed: Optional[int] = None,
     ):
         super().__init__()
+        if positional:  # GraphBolt's come in another order: (minibatcher, drop_last, shuffle, ...)
+            raise TypeError(
+                f"{type(self).__name__}: pass the options after `batch_size` by keyword (shuffle=..., drop_last=..., "
+                f"seed=...), got {len(positional)} more positional argument(s); GraphBolt's third positional argument "
+                f"is `minibatcher`, which graphpipe has not: its batches are MiniBatches built from the item names"
+            )
         if item_set is None:
             raise TypeError(
                 "ItemSampler: `item_set` is None; give an ItemSet of the seeds, e.g. gp.ItemSet(seed_ids, "

@@ -475,3 +475,31 @@ def test_to_pyg_data_is_graphbolts():
         match = r"MiniBatch.to_pyg_data\(\): GraphBolt's conversion takes an untyped block batch with at most one node feature, "
         with pytest.raises(ValueError, match=match + says):
             batch.to_pyg_data()
+
+
+def test_graphbolts_calls_of_its_examples():
+    """Found in review: GraphBolt 2.1's examples call ``mb.node_ids()`` (its pyg example),
+    ``gb.DataLoader(..., overlap_graph_fetch=...)``, read ``gb.ORIGINAL_EDGE_ID``, and a
+    third positional ItemSampler argument is its ``minibatcher`` (here it was ``shuffle``:
+    a minibatcher silently shuffled); a loader given an unknown keyword printed an error
+    from ``__del__`` besides its TypeError."""
+    _, _, mb = _batch()
+    assert mb.node_ids() is mb.input_nodes
+    assert all(mb.edge_ids(i) is layer.original_edge_ids for i, layer in enumerate(mb.sampled_subgraphs))
+    assert gp.ORIGINAL_EDGE_ID == "_ORIGINAL_EDGE_ID"
+    items = gp.ItemSet(torch.arange(8), names="seeds")
+    with pytest.raises(TypeError, match=r"ItemSampler: pass the options after `batch_size` by keyword .* GraphBolt's third positional argument is `minibatcher`"):
+        gp.ItemSampler(items, 4, lambda batch, names: batch)
+    pipe = gp.ItemSampler(items, 4, shuffle=False)
+    loader = gp.DataLoader(pipe, overlap_graph_fetch=True, overlap_feature_fetch=True, persistent_workers=False, max_uva_threads=1024)
+    assert [mb.seeds.tolist() for mb in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(TypeError, match=r"DataLoader: `overlap_graph_fetch` must be a bool \(GraphBolt's flag"):
+        gp.DataLoader(pipe, overlap_graph_fetch="yes")
+    unraisable = []
+    sys.unraisablehook, hook = unraisable.append, sys.unraisablehook
+    try:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'minibatcher'"):
+            gp.DataLoader(pipe, minibatcher=None)
+    finally:
+        sys.unraisablehook = hook
+    assert unraisable == []
