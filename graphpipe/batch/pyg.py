@@ -120,8 +120,8 @@ def to_pyg_data(minibatch):
     if minibatch.sampled_subgraphs:
         csc = [layer.sampled_csc for layer in minibatch.sampled_subgraphs]
         rows = torch.cat([c.indices.to(torch.int64) for c in csc])
-        columns = torch.cat([torch.repeat_interleave(torch.arange(c.indptr.numel() - 1), c.indptr.diff()) for c in csc])
-        edge_index = torch.unique(torch.stack([rows, columns.to(rows.device)]), dim=1)
+        columns = torch.cat([torch.repeat_interleave(torch.arange(c.indptr.numel() - 1, device=c.indptr.device), c.indptr.diff()) for c in csc])
+        edge_index = torch.unique(torch.stack([rows, columns]), dim=1)
     x = next(iter(minibatch.node_features.values()), None)
     batch_size = None if minibatch.seeds is None else len(minibatch.seeds)
     return Data(x=x, edge_index=edge_index, y=minibatch.labels, batch_size=batch_size, n_id=minibatch.input_nodes)

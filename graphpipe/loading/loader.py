@@ -33,7 +33,8 @@ class DataLoader(IterableDataset):
             (:attr:`placement`). Else functions ``pipe -> pipe`` applied in order
             (:mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
         num_workers: with the default placement, run the chain before ``fetch_feature``
-            in this many worker processes (for Python-heavy samplers).
+            (and before a collective stage) in this many worker processes (for
+            Python-heavy samplers).
         persistent_workers, overlap_feature_fetch, overlap_graph_fetch, max_uva_threads:
             GraphBolt's DataLoader options, checked and otherwise ignored: the workers
             persist, the placement overlaps the stages, the UVA gather sizes itself.

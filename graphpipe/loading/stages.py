@@ -435,15 +435,16 @@ class ThreadPoolMap(OnSource):
             return item, time.perf_counter() - start
 
         pool = _DaemonThreadPool(self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", self.kernel_threads)
-        source = run[0].source.stream(epoch, start)
+        source = None
         try:
+            source = run[0].source.stream(epoch, start)
             for future in _delayed(_submitted(pool, timed, source), _SUBMITTED_PER_THREAD * self.num_threads - 1):
                 result, seconds = future.result()
                 self.work_seconds += seconds
                 yield result
         finally:
             pool.stop()
-            source.close()  # its threads stop now, not when a kept traceback lets it go
+            close_iterator(source)  # its threads stop now, not when a kept traceback lets it go
 
 
 class _StreamResult:

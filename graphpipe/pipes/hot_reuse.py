@@ -357,11 +357,12 @@ class HotReuse:
         store = self._super(super_index)
         with store.lock:
             first = store.hot is None
-            if first:
-                store.hot = self.super_batch_hot_set(sampler, super_index)
-                if store.hot.numel():
-                    subgraph, input_nodes = sampler.sample_hot_layer(store.hot, super_index)
-                    store.add(self._stacked(self.call(store.module, subgraph, self._inputs(input_nodes)), store.hot))
+            if first:  # set only once its rows are: a call that raised leaves it to the next batch
+                hot = self.super_batch_hot_set(sampler, super_index)
+                if hot.numel():
+                    subgraph, input_nodes = sampler.sample_hot_layer(hot, super_index)
+                    store.add(self._stacked(self.call(store.module, subgraph, self._inputs(input_nodes)), hot))
+                store.hot = hot
         hot = torch.isin(nodes, store.hot) & ~seeds
         positions = torch.nonzero(hot).view(-1)
         hot_index = torch.searchsorted(store.hot, nodes[positions])

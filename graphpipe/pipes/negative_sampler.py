@@ -100,7 +100,7 @@ class UniformNegativeSampler(Pipe):
                 f"{graph.indptr.numel() - 1} of its {graph.total_num_nodes} nodes (`indptr_nodes`: a part of a partitioned "
                 f"dataset); sample the part load_partition maps, with DistributedItemSampler.from_part upstream"
             )
-        self.node_time = None
+        self.node_time, self.node_time_name = None, node_timestamp_attr_name
         if node_timestamp_attr_name is not None:
             self.node_time = timestamps(graph, node_timestamp_attr_name, "node", "node_timestamp_attr_name", name)
             if comparison not in COMPARISONS:
@@ -140,7 +140,7 @@ class UniformNegativeSampler(Pipe):
 
     def state_options(self) -> Dict[str, object]:
         """Pipe protocol: how many negatives, of which kind, which excluded, how late."""
-        times = None if self.node_time is None else self.comparison
+        times = None if self.node_time is None else [self.node_time_name, self.comparison]
         return {"negative_ratio": self.negative_ratio, "neg_sampling": self.neg_sampling,
                 "exclude_existing_edges": self.exclude_existing_edges, "times": times}  # fmt: skip
 

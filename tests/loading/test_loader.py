@@ -8,7 +8,7 @@ import torch
 
 import graphpipe as gp
 from graphpipe.pipes import Transform
-from graphpipe.loading import Prefetcher
+from graphpipe.loading import Prefetcher, ThreadPoolMap
 from graphpipe.transforms import find, thread_pool
 from toy_pipes import live_graphpipe_threads
 
@@ -519,3 +519,23 @@ def test_a_pool_that_raised_stops_the_threads_upstream_while_the_error_is_kept()
     while live_graphpipe_threads() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert live_graphpipe_threads() == [] and kept.value is not None
+
+
+def test_a_pool_over_a_plain_iterator_or_a_source_that_fails_at_once():
+    """Found in review of the fix above: a source whose stream is a plain iterator has no
+    close(), and a source failing when its stream starts must still stop the pool."""
+    class Listed(gp.Pipe):
+        def __iter__(self):
+            return iter([gp.MiniBatch(seeds=torch.arange(3), batch_index=i) for i in range(4)])
+
+    class Failing(gp.Pipe):
+        def __iter__(self):
+            raise RuntimeError("no items")
+
+    assert [mb.batch_index for mb in ThreadPoolMap(Listed().transform(lambda mb: mb), 2)] == [0, 1, 2, 3]
+    with pytest.raises(RuntimeError, match="no items"):
+        list(ThreadPoolMap(Failing().transform(lambda mb: mb), 3))
+    deadline = time.monotonic() + 5
+    while live_graphpipe_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_graphpipe_threads() == []

@@ -109,11 +109,13 @@ def test_sampling_options_of_link_batches_are_in_the_state():
     declared, so a state resumed silently in a pipe sampling other batches."""
     data = gp.datasets.karate_club()
     src, dst = data.graph.edge_index()
-    graph = gp.CSCGraph.from_coo(src, dst, 34, edge_attributes={"w": torch.rand(src.numel())})
+    times = {"a": torch.zeros(34, dtype=torch.int64), "b": torch.ones(34, dtype=torch.int64)}
+    graph = gp.CSCGraph.from_coo(src, dst, 34, edge_attributes={"w": torch.rand(src.numel())}, node_attributes=times)
 
-    def chain(weights=None, exclude_seed_edges=False, exclude_existing_edges=False):
-        pipe = gp.ItemSampler(gp.ItemSet(torch.stack([src, dst], 1), names="seeds"), 8, shuffle=True, seed=1)
-        pipe = pipe.sample_uniform_negative(graph, 1, seed=2, exclude_existing_edges=exclude_existing_edges)
+    def chain(weights=None, exclude_seed_edges=False, exclude_existing_edges=False, times="a"):
+        pairs = gp.ItemSet((torch.stack([src, dst], 1), torch.full((src.numel(),), 10)), names=("seeds", "timestamp"))
+        pipe = gp.ItemSampler(pairs, 8, shuffle=True, seed=1)
+        pipe = pipe.sample_uniform_negative(graph, 1, seed=2, exclude_existing_edges=exclude_existing_edges, node_timestamp_attr_name=times)
         return gp.DataLoader(pipe.sample_neighbor(graph, [2], seed=3, weights=weights, exclude_seed_edges=exclude_seed_edges))
 
     loader = chain()
@@ -123,6 +125,7 @@ def test_sampling_options_of_link_batches_are_in_the_state():
         (dict(weights="w"), r"NeighborSampler weights: the state has None, this loader 'w'"),
         (dict(exclude_seed_edges=True), r"NeighborSampler exclude_seed_edges: the state has False, this loader True"),
         (dict(exclude_existing_edges=True), r"UniformNegativeSampler exclude_existing_edges: the state has False, this loader True"),
+        (dict(times="b"), r"UniformNegativeSampler times: the state has \['a', '<'\], this loader \['b', '<'\]"),
     ]:
         with pytest.raises(ValueError, match=r"the state is from another pipe \(options: " + says):
             chain(**other).load_state_dict(state)

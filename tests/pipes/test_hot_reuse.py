@@ -875,3 +875,23 @@ def test_to_pyg_refuses_a_batch_with_reused_rows():
     assert batch.reused.positions.numel() > 0
     with pytest.raises(ValueError, match=r"MiniBatch.to_pyg\(\): the batch reuses hot vertices' rows \(hot_reuse\)"):
         batch.to_pyg()
+
+
+def test_a_bottom_call_that_raised_is_made_again_by_the_next_batch():
+    """Found in review: the super-batch's hot set was kept before its rows were computed, so
+    after one interrupted call the next batch of the super-batch failed with an IndexError."""
+    graph, features, items = setup()
+    calls = []
+
+    def call(module, subgraph, h):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("interrupted")
+        return module(subgraph, h)
+
+    reuse = gp.HotReuse(SAGEConv(DIM, 5), features, "feat", gp.hotness_from_degree(graph), 0.1, super_batch=3, call=call)
+    pipe = chain(graph, features, items, hot_reuse=reuse)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        next(pipe.stream(0))
+    batch = next(pipe.stream(0))
+    assert batch.reused.rows.shape[0] == batch.reused.positions.numel() > 0 and len(calls) == 2
