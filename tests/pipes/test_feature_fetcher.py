@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import graphpipe as gp
 import graphpipe.features.store
 import graphpipe.ops.gather
 import graphpipe.pipes.feature_fetcher
