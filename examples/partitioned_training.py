@@ -9,7 +9,7 @@ and rows with all-to-all (see examples/multiprocess_node_classification.py).
 
     # one machine: rank 0 partitions into --parts if it holds no partition for this many ranks
     .venv/bin/torchrun --nproc-per-node=2 examples/partitioned_training.py --parts /tmp/parts
-    .venv/bin/torchrun --nproc-per-node=2 examples/partitioned_training.py --parts /tmp/parts --small  # seconds
+    .venv/bin/torchrun --nproc-per-node=2 examples/partitioned_training.py --parts /tmp/parts-small --small  # seconds
     # several machines: partition first, copy manifest.json, owners.npy and part-<r>/ to
     # the machine of rank r, then on each machine (node rank 0 and 1):
     .venv/bin/python examples/partitioned_training.py --parts /data/parts --partition-only --num-parts 4 --method metis
@@ -18,6 +18,7 @@ and rows with all-to-all (see examples/multiprocess_node_classification.py).
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -47,12 +48,21 @@ def partition_synthetic(args, num_parts: int) -> None:
     )
 
 
-def has_partition(directory: str, num_parts: int) -> bool:
+def has_partition(directory: str, num_parts: int, args) -> bool:
+    """Whether ``directory`` holds ``num_parts`` parts of the graph ``args`` ask for; one of
+    another graph (other --num-nodes, --small or --method) is refused, not trained on."""
     try:
         load_partition(directory, 0, num_parts=num_parts, validate=False)
-        return True
     except (FileNotFoundError, ValueError):
         return False
+    with open(os.path.join(directory, "manifest.json")) as f:
+        manifest = json.load(f)
+    if (manifest["num_nodes"], manifest["method"]) != (args.num_nodes, args.method):
+        raise SystemExit(
+            f"{directory} holds a partition of {manifest['num_nodes']} nodes by {manifest['method']}, not of "
+            f"{args.num_nodes} by {args.method}: pass another --parts directory"
+        )
+    return True
 
 
 def make_loader(part, split, args, shuffle):
@@ -85,7 +95,7 @@ def main():
     dist.init_process_group("gloo")
     rank, world_size = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-    if rank == 0 and not has_partition(args.parts, world_size):
+    if rank == 0 and not has_partition(args.parts, world_size, args):
         os.makedirs(args.parts, exist_ok=True)
         partition_synthetic(args, world_size)
     dist.barrier()

@@ -556,6 +556,9 @@ def test_partitioned_training_example(tmp_path):
     found = re.findall(r"^GraphSAGE validation accuracy: (\d\.\d{4})$", done.stdout, flags=re.M)
     # As examples/multiprocess_node_classification.py on the whole dataset (0.49 there; features alone: 0.18-0.25).
     assert len(found) == 1 and float(found[0]) > 0.35, done.stdout
+    # Found in review: a run asking for another graph trained on the partition already there.
+    again = subprocess.run([part if part != "metis" else "hash" for part in command], capture_output=True, text=True, env=env, timeout=180)
+    assert again.returncode != 0 and "holds a partition of 10000 nodes by metis, not of 10000 by hash" in again.stderr, again.stderr[-2000:]
 
 
 # ----------------------------------------------------------------- each rank holding only its items
