@@ -12,6 +12,7 @@ from typing import Dict, List, NamedTuple, Optional
 import torch
 
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
+from graphpipe.graph.sampling import negatives_layout
 from graphpipe.ops import unique_and_compact
 
 __all__ = ["to_pyg"]
@@ -114,8 +115,7 @@ def to_pyg_data(minibatch):
             f"{'typed' if minibatch.is_heterogeneous else 'untyped'} {minibatch.layout!r} batch with node features "
             f"{sorted(minibatch.node_features)}; to_pyg() converts every batch (NeighborLoader's Data)"
         )
-    if minibatch.reused is not None and minibatch.reused.positions.numel():
-        raise ValueError(f"{where}: the batch reuses hot vertices' rows (hot_reuse), which PyG's Data has no place for")
+    _refuse_reused_rows(minibatch, where)
     edge_index = None
     if minibatch.sampled_subgraphs:
         csc = [layer.sampled_csc for layer in minibatch.sampled_subgraphs]
@@ -127,6 +127,16 @@ def to_pyg_data(minibatch):
     return Data(x=x, edge_index=edge_index, y=minibatch.labels, batch_size=batch_size, n_id=minibatch.input_nodes)
 
 
+def _refuse_reused_rows(minibatch, where: str) -> None:
+    """Refuse a batch with reused hot rows: PyG's ``Data`` has no place for them."""
+    if minibatch.reused is not None and minibatch.reused.positions.numel():
+        raise ValueError(
+            f"{where}: the batch reuses hot vertices' rows (hot_reuse): their in-edges are not sampled and their "
+            f"rows (MiniBatch.reused) have no place in PyG's Data; insert them with HotReuse.insert into the bottom "
+            f"layer's output of the block batch, or sample without hot_reuse"
+        )
+
+
 def _check_batch(minibatch, link: bool, neg_sampling: str) -> None:
     """Refuse what ``to_pyg`` cannot lay out: no layers, layers that do not chain, an
     unknown ``neg_sampling``, triplets of node seeds, or reused hot rows."""
@@ -136,12 +146,7 @@ def _check_batch(minibatch, link: bool, neg_sampling: str) -> None:
         raise ValueError(f"MiniBatch.to_pyg(): `neg_sampling` must be 'binary' or 'triplet', got {neg_sampling!r}")
     if neg_sampling == "triplet" and not link:
         raise ValueError("MiniBatch.to_pyg(): neg_sampling='triplet' needs node-pair seeds (link prediction)")
-    if minibatch.reused is not None and minibatch.reused.positions.numel():
-        raise ValueError(
-            "MiniBatch.to_pyg(): the batch reuses hot vertices' rows (hot_reuse): their in-edges are not sampled and "
-            "their rows (MiniBatch.reused) have no place in PyG's Data; insert them with HotReuse.insert into the "
-            "bottom layer's output of the block batch, or sample without hot_reuse"
-        )
+    _refuse_reused_rows(minibatch, "MiniBatch.to_pyg()")
     layers = minibatch.sampled_subgraphs
     if any(a.num_dst_nodes != b.num_src_nodes for a, b in zip(layers, layers[1:])):
         raise ValueError(
@@ -329,15 +334,10 @@ def _triplets(pairs: torch.Tensor, seeds: torch.Tensor, indexes: Optional[torch.
     num_pairs = pairs.size(0)
     if num_pairs == 0:
         return pairs[:, 0], pairs[:, 1], pairs[:, 1]
-    num_positives = 0 if indexes is None or indexes.numel() == 0 else int(indexes.max()) + 1
-    k = (num_pairs - num_positives) // max(num_positives, 1)
-    queries = torch.arange(num_positives, device=pairs.device)
-    expected = torch.cat([queries, queries.repeat_interleave(k)]) if num_positives else None
+    num_positives, k = negatives_layout(indexes, num_pairs) or (0, 0)
     if (
         num_positives == 0
         or k < 1
-        or num_positives * (1 + k) != num_pairs
-        or not torch.equal(indexes.to(torch.int64), expected)
         or not torch.equal(seeds[num_positives:, 0], seeds[:num_positives, 0].repeat_interleave(k))
     ):
         raise ValueError(

@@ -215,20 +215,33 @@ def link_rows(schema, values: Mapping[int, torch.Tensor], row_major: bool, index
     return rows, counts, local
 
 
+def negatives_layout(indexes: Optional[torch.Tensor], num_pairs: int) -> Optional[Tuple[int, int]]:
+    """``(P, k)`` when ``indexes`` (``[num_pairs]``) number sample_uniform_negative's layout:
+    ``P`` positives (``arange(P)``), then ``k`` negatives of each (each repeated ``k`` times);
+    else None."""
+    if indexes is None:
+        return None
+    num_pos = int(indexes.max()) + 1 if indexes.numel() else 0
+    k = (num_pairs - num_pos) // max(num_pos, 1)
+    queries = torch.arange(num_pos, device=indexes.device)
+    if num_pos * (1 + k) != num_pairs or not torch.equal(indexes.to(torch.int64), torch.cat([queries, queries.repeat_interleave(k)])):
+        return None
+    return num_pos, k
+
+
 def _link_column(v: torch.Tensor, column: int, indexes: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
     """Column ``column`` of ``[N, 2]`` pairs ``v`` as rows: ``(values, each pair's row)``;
     with ``indexes`` (``P`` positives and ``k`` negatives each) PyG's triplet rows."""
     if indexes is None:
         return v[:, column], torch.arange(v.size(0), device=v.device)
-    num_pos = int(indexes.max()) + 1 if indexes.numel() else 0
-    k = (v.size(0) - num_pos) // max(num_pos, 1)
-    queries = torch.arange(num_pos, device=indexes.device)
-    if num_pos * (1 + k) != v.size(0) or not torch.equal(indexes.to(torch.int64), torch.cat([queries, queries.repeat_interleave(k)])):
+    layout = negatives_layout(indexes, v.size(0))
+    if layout is None:
         raise ValueError(
             "disjoint link batches with `indexes` (PyG's triplet rows) need sample_uniform_negative's layout: P "
             "positives, then k negatives each, `indexes` arange(P) then each repeated k times; pairs that carry "
             "indexes of their own need the batch's `item_ids` (ItemSampler sets them)"
         )
+    num_pos, k = layout
     if column == 0:
         return v[:num_pos, 0], indexes.to(torch.int64)
     negatives = v[num_pos:, 1].view(num_pos, k).t().reshape(-1)  # negative j of every positive, j = 0, 1, ...

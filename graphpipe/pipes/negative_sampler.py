@@ -213,14 +213,15 @@ class UniformNegativeSampler(Pipe):
             )
         shift = None if etype < 0 else torch.tensor([ends[0][0], ends[1][0]])
         largest = max(count for _, count in ends) - 1
-        dtype = positives.dtype if largest <= torch.iinfo(positives.dtype).max else torch.int64
+        if largest > torch.iinfo(positives.dtype).max:
+            positives = positives.to(torch.int64)
         if self.neg_sampling == "binary":
             random_pairs = self.random_pairs(positives, *ends, key, latest)
             random_pairs = random_pairs if shift is None else random_pairs - shift
-            return _with_random_pairs(positives.to(dtype), labels, random_pairs.to(dtype))
+            return _with_random_pairs(positives, labels, random_pairs.to(positives.dtype))
         negatives = self.negatives(pairs if shift is None else positives + shift, key, ends[1], etype, latest)
         negatives = negatives if shift is None else negatives - ends[1][0]
-        seeds, labels, indexes = pairs_with_negatives(positives.to(dtype), labels, negatives.to(dtype))
+        seeds, labels, indexes = pairs_with_negatives(positives, labels, negatives.to(positives.dtype))
         return {"seeds": seeds, "labels": labels, "indexes": indexes}
 
     def random_pairs(self, pairs, sources, destinations, key, latest) -> torch.Tensor:
