@@ -1,5 +1,7 @@
 """Argument checks shared by stages: each error names the argument and the expected form."""
 
+import math
+import numbers
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -11,6 +13,7 @@ __all__ = [
     "check_fanouts",
     "check_importance_sampling",
     "check_int",
+    "check_number",
     "check_node_ids",
     "check_node_pairs",
     "check_reverse_edge_ids",
@@ -60,6 +63,20 @@ def check_int(value, name: str, where: str, minimum: Optional[int] = None, maxim
             expected = "an int"
         raise ValueError(f"{where}: `{name}` must be {expected}, got {value!r}")
     return number
+
+
+def check_number(value, name: str, where: str, low: float = -math.inf, high: float = math.inf, low_open: bool = False) -> float:
+    """``value`` as a float when it is a finite real number (a Python or numpy number, or a
+    one-element tensor; not a bool) in ``[low, high]`` (``(low, high]`` when ``low_open``);
+    a ValueError naming ``where`` and the argument ``name`` otherwise."""
+    one_element = isinstance(value, torch.Tensor) and value.numel() == 1 or isinstance(value, np.ndarray) and value.size == 1
+    number = value.item() if one_element else value
+    real = isinstance(number, numbers.Real) and not isinstance(number, (bool, np.bool_))
+    if not (real and math.isfinite(number) and (low < number if low_open else low <= number) and number <= high):
+        bounds = [f"> {low}" if low_open else f">= {low}"] if low > -math.inf else []
+        bounds += [f"<= {high}"] if high < math.inf else []
+        raise ValueError(f"{where}: `{name}` must be a finite number{' ' + ' and '.join(bounds) if bounds else ''}, got {value!r}")
+    return float(number)
 
 
 def check_fanouts(fanouts: Sequence[int], where: str) -> List[int]:

@@ -86,23 +86,27 @@ def cuda_or_warn_once(message: str) -> bool:
     return False
 
 
-def resolve_device(device: Union[int, str, torch.device, None] = None) -> torch.device:
-    """``device`` as a ``torch.device`` with its CUDA index filled in (default: CUDA).
+def resolve_device(device: Union[int, str, torch.device, None] = None, where: str = "resolve_device") -> torch.device:
+    """``device`` as a ``torch.device`` with its CUDA index filled in (default: CUDA); a
+    ValueError naming ``where`` when it is not a device.
 
     An index-less CUDA device differs from every tensor's ``.device`` and means the
     calling thread's current device (0 in a background stage thread): resolve it once,
     where a stage or cache is built. Without CUDA the device is returned as is.
     """
-    device = torch.device("cuda" if device is None else device)
+    try:
+        device = torch.device("cuda" if device is None else device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"{where}: `device` must be a torch device or a name like 'cuda:0', got {device!r}") from err
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
     return device
 
 
-def device_or_cpu(device: Union[int, str, torch.device, None], message: str) -> torch.device:
+def device_or_cpu(device: Union[int, str, torch.device, None], message: str, where: str) -> torch.device:
     """``device`` as :func:`resolve_device` gives it, or the CPU where it is a CUDA device
     and CUDA is not available (warning ``message`` once per process)."""
-    device = resolve_device(device)
+    device = resolve_device(device, where)
     if device.type == "cuda" and not cuda_or_warn_once(message):
         return torch.device("cpu")
     return device

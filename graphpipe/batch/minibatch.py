@@ -132,6 +132,8 @@ class MiniBatch:
 
     def edge_ids(self, layer_id: int):
         """GraphBolt's: layer ``layer_id``'s ``original_edge_ids`` (typed: a dict by edge type)."""
+        if isinstance(layer_id, bool) or not isinstance(layer_id, int) or not -self.num_layers <= layer_id < self.num_layers:
+            raise IndexError(f"MiniBatch.edge_ids: `layer_id` must be an int in [0, {self.num_layers}) (the batch's layers), got {layer_id!r}")
         return self.sampled_subgraphs[layer_id].original_edge_ids
 
     @property

@@ -198,7 +198,8 @@ class OnDiskDataset:
     ):
         path = os.path.abspath(os.fspath(path))
         where = f"OnDiskDataset('{path}')"
-        for name, value in (("include_original_edge_id", include_original_edge_id),
+        for name, value in (("force_preprocess", force_preprocess), ("disk_based_features", disk_based_features),
+                            ("include_original_edge_id", include_original_edge_id),
                             ("auto_cast_to_optimal_dtype", auto_cast_to_optimal_dtype)):  # fmt: skip
             if not isinstance(value, bool):
                 raise TypeError(f"{where}: `{name}` must be True or False, got {_SHOW.repr(value)}")
@@ -241,9 +242,9 @@ class OnDiskDataset:
     def load(self, tasks: Optional[Sequence[str]] = None) -> "OnDiskDataset":
         """GraphBolt's two-step API: the dataset is loaded already; ``tasks`` keeps
         only the named tasks."""
-        if tasks is not None:
-            tasks = [tasks] if isinstance(tasks, str) else list(tasks)
-            self.tasks = [t for t in self.tasks if t.metadata.get("name") in tasks]
+        selected = _task_names(tasks, "OnDiskDataset.load")
+        if selected is not None:
+            self.tasks = _check_selected([t for t in self.tasks if t.metadata.get("name") in selected], selected, "OnDiskDataset.load")
         return self
 
     @property
@@ -687,26 +688,40 @@ def _feature(data: Union[np.ndarray, torch.Tensor], path: str, disk_based: bool,
 
 def _tasks(files: _Files, entries: list, selected: Optional[Sequence[str]]) -> List[Task]:
     where = files.where
-    if isinstance(selected, str):
-        selected = [selected]
-    elif selected is not None and (not isinstance(selected, (list, tuple)) or not all(isinstance(t, str) for t in selected)):
-        raise TypeError(f"{where}: `tasks` must be a task name or a list of task names, got {selected!r}")
-    out = []
+    selected = _task_names(selected, where)
+    out, names = [], set()
     for i, entry in enumerate(entries):
         at = f"tasks[{i}]"
         entry = _entry(entry, _named(at, entry, "task"), where, {}, {"name": _NAME}, typed=None, other_fields=True)
         metadata = {k: v for k, v in entry.items() if k not in ("train_set", "validation_set", "test_set")}
+        if metadata.get("name") in names:
+            raise ValueError(f"{where}: metadata.yaml {at} is named {metadata['name']!r} like an earlier task; give each task its own name")
+        if metadata.get("name") is not None:
+            names.add(metadata["name"])
         if selected is not None and metadata.get("name") not in selected:
             continue
         sets = {}
         for set_name in ("train_set", "validation_set", "test_set"):
             sets[set_name] = _item_set(files, entry.get(set_name), f"{at}.{set_name}")
         out.append(Task(metadata, **sets))
-    if selected is not None:
-        missing = set(selected) - {t.metadata.get("name") for t in out}
-        if missing:
-            raise ValueError(f"{where}: no task named {sorted(missing)} in metadata.yaml")
-    return out
+    return out if selected is None else _check_selected(out, selected, where)
+
+
+def _task_names(selected, where: str) -> Optional[List[str]]:
+    """The task names ``selected`` (a name or a list of names) as a list; None stays None."""
+    if isinstance(selected, str):
+        return [selected]
+    if selected is not None and (not isinstance(selected, (list, tuple)) or not all(isinstance(t, str) for t in selected)):
+        raise TypeError(f"{where}: `tasks` must be a task name or a list of task names, got {selected!r}")
+    return selected if selected is None else list(selected)
+
+
+def _check_selected(tasks: List[Task], selected: List[str], where: str) -> List[Task]:
+    """``tasks``, after checking that every name in ``selected`` names one of them."""
+    missing = set(selected) - {t.metadata.get("name") for t in tasks}
+    if missing:
+        raise ValueError(f"{where}: no task named {sorted(missing)} in metadata.yaml")
+    return tasks
 
 
 def _item_set(files: _Files, entries, at: str):

@@ -27,7 +27,7 @@ from graphpipe.features.store import FeatureStore
 from graphpipe.batch.item_set import ItemSet
 from graphpipe.ops.random import derive_key, hash2, uniform, uniform_open
 from graphpipe.loading.compile import CompileJob
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import check_int, check_number
 from graphpipe.datasets.base import NodeClassificationDataset
 
 __all__ = ["rmat_edges", "synthetic_node_classification"]
@@ -61,7 +61,7 @@ def rmat_edges(
     Returns:
         ``(src, dst)``, two ``[num_edges]`` int32 tensors (``num_nodes <= 2**31``).
     """
-    num_nodes, num_edges = _check_rmat("rmat_edges", num_nodes, num_edges, a, b, c)
+    num_nodes, num_edges = _check_rmat("rmat_edges", num_nodes, num_edges, a, b, c, seed)
     chunks = _rmat_chunks(num_nodes, num_edges, max(num_edges, 1), a, b, c, seed)
     return next(chunks, (torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32)))
 
@@ -80,18 +80,17 @@ def rmat_edge_chunks(
     those edges, while memory holds one chunk and the node relabelling (4 bytes per
     node, drawn once). For edge lists larger than memory, written to disk chunk by chunk
     (``benchmarks/scale.py``)."""
-    num_nodes, num_edges = _check_rmat("rmat_edge_chunks", num_nodes, num_edges, a, b, c)
+    num_nodes, num_edges = _check_rmat("rmat_edge_chunks", num_nodes, num_edges, a, b, c, seed)
     chunk_edges = check_int(chunk_edges, "chunk_edges", "rmat_edge_chunks", minimum=1)
     return _rmat_chunks(num_nodes, num_edges, chunk_edges, a, b, c, seed)
 
 
-def _check_rmat(where: str, num_nodes, num_edges, a, b, c) -> Tuple[int, int]:
+def _check_rmat(where: str, num_nodes, num_edges, a, b, c, seed) -> Tuple[int, int]:
     """``(num_nodes, num_edges)`` as ints, after checking every argument."""
+    check_int(seed, "seed", where)
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
     num_edges = check_int(num_edges, "num_edges", where, minimum=0)
-    for name, p in (("a", a), ("b", b), ("c", c)):
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"{where}: `{name}` must be a probability in [0, 1], got {p!r}")
+    a, b, c = (check_number(p, name, where, 0.0, 1.0) for name, p in (("a", a), ("b", b), ("c", c)))
     if a + b + c > 1.0 + 1e-12:
         raise ValueError(f"{where}: `a + b + c` must be <= 1 (d = 1 - a - b - c is the fourth quadrant), got {a + b + c!r}")
     if num_nodes > 2**31:
@@ -102,14 +101,12 @@ def _check_rmat(where: str, num_nodes, num_edges, a, b, c) -> Tuple[int, int]:
 def check_noise_and_split(feature_noise, split, where: str) -> Tuple[float, float, float]:
     """``split`` as three floats, after checking it and ``feature_noise`` (the arguments
     both synthetic datasets take)."""
-    if not feature_noise >= 0.0:
-        raise ValueError(f"{where}: `feature_noise` must be >= 0, got {feature_noise!r}")
-    split = tuple(float(f) for f in split)
-    if len(split) != 3 or min(split) <= 0.0 or sum(split) > 1.0 + 1e-9:
-        raise ValueError(
-            f"{where}: `split` must be three positive fractions (train, validation, test) "
-            f"summing to at most 1, got {split!r}"
-        )
+    check_number(feature_noise, "feature_noise", where, 0.0)
+    three = not isinstance(split, (str, bytes)) and isinstance(split, Sequence) and len(split) == 3
+    if three:
+        split = tuple(check_number(f, f"split[{i}]", where, 0.0, 1.0, low_open=True) for i, f in enumerate(split))
+    if not three or sum(split) > 1.0 + 1e-9:
+        raise ValueError(f"{where}: `split` must be three positive fractions (train, validation, test) summing to at most 1, got {split!r}")
     return split
 
 
@@ -178,8 +175,8 @@ def synthetic_node_classification(
     avg_degree = check_int(avg_degree, "avg_degree", where, minimum=1)
     num_classes = check_int(num_classes, "num_classes", where, minimum=2)
     feature_dim = check_int(feature_dim, "feature_dim", where, minimum=1)
-    if not 0.0 <= rewire_fraction <= 1.0:
-        raise ValueError(f"{where}: `rewire_fraction` must be in [0, 1], got {rewire_fraction!r}")
+    check_number(rewire_fraction, "rewire_fraction", where, 0.0, 1.0)
+    seed = check_int(seed, "seed", where)
     split = check_noise_and_split(feature_noise, split, where)
 
     # The kernels first, on a tiny graph: compiling them takes long once (a notice says so).

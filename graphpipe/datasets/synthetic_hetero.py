@@ -52,7 +52,7 @@ from graphpipe.features.store import FeatureStore
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.ops.random import hash2, uniform, uniform_bits
 from graphpipe.loading.compile import CompileJob
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import check_int, check_number
 from graphpipe.datasets.synthetic import (
     _alias_tables,
     _compact_segments,
@@ -197,10 +197,9 @@ def synthetic_mag(
     num_papers = check_int(num_papers, "num_papers", where, minimum=2)
     num_classes = check_int(num_classes, "num_classes", where, minimum=2)
     feature_dim = check_int(feature_dim, "feature_dim", where, minimum=1)
-    if not 0.0 <= homophily <= 1.0:
-        raise ValueError(f"{where}: `homophily` must be in [0, 1], got {homophily!r}")
-    if not degree_exponent > 2.0:
-        raise ValueError(f"{where}: `degree_exponent` must be > 2 (a finite mean degree), got {degree_exponent!r}")
+    check_number(homophily, "homophily", where, 0.0, 1.0)
+    check_number(degree_exponent, "degree_exponent", where, 2.0, low_open=True)  # > 2: a finite mean degree
+    seed = check_int(seed, "seed", where)
     split = check_noise_and_split(feature_noise, split, where)
     sizes = [int(f * num_papers) for f in split]
     if min(sizes) < 1:

@@ -150,6 +150,7 @@ def temporal_retail(num_customers: int = 3000, seed: int = 0) -> TemporalRetailD
         order (transaction ids ascend with time).
     """
     num_customers = check_int(num_customers, "num_customers", "temporal_retail", minimum=10)
+    seed = check_int(seed, "seed", "temporal_retail", minimum=0)
     rng = np.random.default_rng(seed)
     products = _products(rng, max(_NUM_CATEGORIES, num_customers // 10))
     customers, behaviour = _customers(rng, num_customers)

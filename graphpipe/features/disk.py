@@ -80,7 +80,7 @@ class DiskBasedFeature(Feature):
             raise FileNotFoundError(f"{where}: no such file")
         self.path = path
         self.num_threads = check_int(num_threads, "num_threads", "DiskBasedFeature", minimum=1)
-        if direct_io not in (None, True, False):
+        if direct_io is not None and not isinstance(direct_io, bool):
             raise ValueError(f"{where}: `direct_io` must be True, False or None, got {direct_io!r}")
         self.direct_io = direct_io
         self._shape, self._np_dtype, self._data_offset = npy_layout(path, where)

@@ -80,6 +80,7 @@ class GPUCachedFeature(CachedFeature):
         self.device = device_or_cpu(
             device,
             "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)",
+            "GPUCachedFeature",
         )
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)

@@ -160,7 +160,7 @@ class Feature:
         and keeps the table on the CPU. Disk-based and cached features stay where they are."""
         if device == "pinned":
             return self.pin_memory_()
-        device = device_or_cpu(device, "Feature.to('cuda'): CUDA is not available; features stay on the CPU")
+        device = device_or_cpu(device, "Feature.to('cuda'): CUDA is not available; features stay on the CPU", "Feature.to")
         data = self.data
         here = data.device if isinstance(data, torch.Tensor) else torch.device("cpu")
         if here == device or type(self) is not Feature:

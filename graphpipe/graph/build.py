@@ -22,7 +22,7 @@ from graphpipe.ops.csc_build import coo_id_range, coo_to_csc_chunked
 
 __all__ = ["check_attribute", "coo_arrays", "coo_files_graph", "hetero_arrays", "smallest_index_dtype"]
 
-_SMALL_INT_DTYPES = (torch.int16, torch.uint8, torch.int8)
+_ID_DTYPES = (torch.int32, torch.int64, torch.int16, torch.uint8, torch.int8)
 
 
 def smallest_index_dtype(max_value: int) -> torch.dtype:
@@ -34,10 +34,8 @@ def check_attribute(name: str, t: torch.Tensor, rows: int, kind: str = "edge") -
     """``t`` after checking that the ``kind`` (``"edge"`` or ``"node"``) attribute ``name``
     is a tensor with ``rows`` rows (one per edge or node)."""
     if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.size(0) != rows:
-        raise ValueError(
-            f"CSCGraph: {kind} attribute '{name}' must be a tensor with num_{kind}s="
-            f"{rows} rows, got shape {tuple(getattr(t, 'shape', ()))}"
-        )
+        got = f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else f"a {type(t).__name__} (convert it with torch.as_tensor)"
+        raise ValueError(f"CSCGraph: {kind} attribute '{name}' must be a torch.Tensor with num_{kind}s={rows} rows, got {got}")
     return t
 
 
@@ -62,15 +60,14 @@ def coo_arrays(src, dst, num_nodes: Optional[int], edge_attributes: Optional[Map
     src = torch.as_tensor(src)
     dst = torch.as_tensor(dst)
     for name, t in (("src", src), ("dst", dst)):
-        if t.dim() != 1 or t.dtype not in (torch.int32, torch.int64) + _SMALL_INT_DTYPES:
+        if t.dim() != 1 or t.dtype not in _ID_DTYPES:
             raise ValueError(
                 f"from_coo: `{name}` must be a 1-D integer tensor, got shape {tuple(t.shape)} and dtype {t.dtype}"
             )
     if src.numel() != dst.numel():
         raise ValueError(f"from_coo: `src` and `dst` must have the same length, got {src.numel()} and {dst.numel()}")
     max_id = int(torch.maximum(src.max(), dst.max())) if src.numel() else -1
-    if num_nodes is None:
-        num_nodes = max_id + 1
+    num_nodes = max_id + 1 if num_nodes is None else check_int(num_nodes, "num_nodes", "from_coo", minimum=0)
     if src.numel() and int(torch.minimum(src.min(), dst.min())) < 0:
         raise ValueError("from_coo: node ids must be >= 0")
     if max_id >= num_nodes:
@@ -203,7 +200,7 @@ def _edge_pair(pair, name: str, where: str):
             raise ValueError(f"{where}: `{name}` must be a [2, num_edges] tensor or a (src, dst) pair, got shape {tuple(pair.shape)}")
         src, dst = pair[0], pair[1]
     for end, ids in (("sources", src), ("targets", dst)):
-        if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        if ids.dim() != 1 or ids.dtype not in _ID_DTYPES:
             raise ValueError(f"{where}: `{name}` {end} must be a 1-D integer tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
     if src.numel() != dst.numel():
         raise ValueError(f"{where}: `{name}` has {src.numel()} sources and {dst.numel()} targets")
@@ -218,10 +215,17 @@ def _typed_edge_attribute(attr: str, per_type, typed_edges: dict, edge_types: li
     missing = [t for t in edge_types if t not in given]
     if missing:
         raise ValueError(f"{where}: `edge_attributes['{attr}']` lacks edge type(s) {missing}")
-    return torch.cat([
-        check_attribute(f"{attr}['{name}']", torch.as_tensor(given[name]), typed_edges[name][0].numel())
-        for name in edge_types
-    ])
+    unknown = sorted(t for t in given if t not in typed_edges)
+    if unknown:
+        raise ValueError(f"{where}: `edge_attributes['{attr}']` names edge types {unknown} the graph lacks; its edge types: {edge_types}")
+    pieces = [check_attribute(f"{attr}['{name}']", torch.as_tensor(given[name]), typed_edges[name][0].numel()) for name in edge_types]
+    for name, piece in zip(edge_types, pieces):
+        if piece.dtype != pieces[0].dtype or piece.shape[1:] != pieces[0].shape[1:]:
+            raise ValueError(
+                f"{where}: `edge_attributes['{attr}']['{name}']` is {piece.dtype} with {list(piece.shape[1:])} per edge, "
+                f"unlike '{edge_types[0]}' ({pieces[0].dtype}, {list(pieces[0].shape[1:])}): give every edge type the same dtype and row shape"
+            )
+    return torch.cat(pieces)
 
 
 def coo_files_graph(cls, path, src, dst, num_nodes: Optional[int], chunk_edges: int, block_edges: int):

@@ -32,6 +32,8 @@ from graphpipe.graph.sampling import sample_graph_neighbors
 from graphpipe.graph.temporal import sort_by_time
 from graphpipe.ops.gather import take_as_int64
 
+_POSITION_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
 __all__ = ["CSCGraph", "TypeSchema", "check_graph", "smallest_index_dtype"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
@@ -410,7 +412,16 @@ class CSCGraph:
         ``positions`` (integers in ``[0, num_edges)`` on the graph's device, or on a CUDA
         device for a pinned graph): ``original_edge_ids[positions]``, or ``positions`` as
         int64 without them. A position out of range raises ValueError (on the CPU)."""
+        if not isinstance(positions, torch.Tensor) or positions.dtype not in _POSITION_DTYPES:
+            raise TypeError(
+                f"CSCGraph.map_edge_ids: `positions` must be an integer tensor (int64, int32, int16, int8 or uint8), "
+                f"got {getattr(positions, 'dtype', type(positions).__name__)}"
+            )
         if self.original_edge_ids is None:
+            if positions.device.type == "cpu" and positions.numel():
+                lo, hi = int(positions.numpy().min()), int(positions.numpy().max())
+                if lo < 0 or hi >= self.total_num_edges:
+                    raise ValueError(f"CSCGraph.map_edge_ids: position {lo if lo < 0 else hi} is outside [0, {self.total_num_edges})")
             return positions.to(torch.int64)
         # A pinned host graph sampled on the GPU: read the map through a zero-copy view.
         return take_as_int64(device_array(self.original_edge_ids, positions.device), positions, "CSCGraph.map_edge_ids")
@@ -627,7 +638,7 @@ class CSCGraph:
     def to(self, device) -> "CSCGraph":
         """A graph with every array on ``device`` (self if they are there already).
         Without CUDA, ``to("cuda")`` warns once and keeps the graph on the CPU."""
-        device = device_or_cpu(device, "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU")
+        device = device_or_cpu(device, "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU", "CSCGraph.to")
         if all(t.device == device for t in self._arrays()):
             return self
         arguments = storage.build_arguments(self, lambda t: t.to(device))

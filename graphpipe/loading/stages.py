@@ -491,7 +491,7 @@ class SideStream(OnSource):
     def __init__(self, stage: Pipe, device=None):
         super().__init__(stage)
         _check_wrappable(stage, "SideStream")
-        self.device = resolve_device(device if device is not None else stage.device)
+        self.device = resolve_device(device if device is not None else stage.device, "SideStream")
         if self.device.type != "cuda":
             raise ValueError(f"SideStream: `device` must be a CUDA device, got {self.device}")
 

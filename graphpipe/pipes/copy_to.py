@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 
 from graphpipe._internal.checks import check_bool
 from graphpipe._internal.devices import device_or_cpu
@@ -34,14 +33,10 @@ class CopyTo(Pipe):
             not isinstance(extra_attrs, (list, tuple)) or not all(isinstance(name, str) for name in extra_attrs)
         ):
             raise TypeError(f"copy_to: `extra_attrs` must be a list of MiniBatch field names, got {extra_attrs!r}")
-        try:
-            device = torch.device(device)
-        except (RuntimeError, TypeError) as err:
-            raise ValueError(
-                f"CopyTo: `device` must be a torch device or a name like 'cuda:0', got {device!r}"
-            ) from err
+        if device is None:  # resolve_device's default (CUDA) is not copy_to's
+            raise ValueError("CopyTo: `device` must be a torch device or a name like 'cuda:0', got None")
         # CUDA absent: the CPU, warned once; cuda -> cuda:k, the building thread's device
-        self.device = device_or_cpu(device, f"copy_to('{device}'): CUDA is not available; batches stay on the CPU")
+        self.device = device_or_cpu(device, f"copy_to('{device}'): CUDA is not available; batches stay on the CPU", "CopyTo")
         self.non_blocking = check_bool(non_blocking, "non_blocking", "copy_to")
 
     def copy(self, item):

@@ -10,7 +10,7 @@ import torch
 from graphpipe.batch.item_set import NEGATIVE_FIELDS, HeteroItemSet, ItemSet
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.ops.random import derive_key
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import check_bool, check_int
 from graphpipe.pipes.base import Pipe
 from graphpipe.pipes.capabilities import check_supported
 
@@ -110,8 +110,8 @@ class ItemSampler(Pipe):
             raise ValueError(f"ItemSampler: `item_set` has no items ({item_set!r}); give at least one")
         self.item_set = item_set
         self.batch_size = check_int(batch_size, "batch_size", "ItemSampler", minimum=1)
-        self.shuffle = shuffle
-        self.drop_last = drop_last
+        self.shuffle = check_bool(shuffle, "shuffle", "ItemSampler")
+        self.drop_last = check_bool(drop_last, "drop_last", "ItemSampler")
         self.seed = int(torch.randint(0, 2**62, ())) if seed is None else check_int(seed, "seed", "ItemSampler")
         self.epoch = 0  # the epoch of the next plain iteration (loaders keep their own)
         self._epoch_lock = threading.Lock()

@@ -8,7 +8,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from graphpipe._internal.checks import check_bool, check_int, check_node_pairs
+from graphpipe._internal.checks import check_bool, check_int, check_node_pairs, check_number
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.distributed.partitioned import check_whole_graph, part_of
@@ -70,7 +70,7 @@ class UniformNegativeSampler(Pipe):
             positive) or ``"binary"`` (PyG's random pairs).
         node_timestamp_attr_name: temporal link prediction: an int64 node attribute of
             ``graph``; a negative node later than its pair's ``timestamp`` (by
-            ``comparison``, ``"<"`` or ``"<="``) is redrawn, the same rule at every draw
+            ``comparison``, ``"<"`` (the default) or ``"<="``) is redrawn, the same rule at every draw
             (both ends of a binary pair). Each negative gets its positive's ``timestamp``
             (binary: the positives' times tiled, as PyG).
     """
@@ -84,7 +84,7 @@ class UniformNegativeSampler(Pipe):
         seed: Optional[int] = None,
         neg_sampling: str = "triplet",
         node_timestamp_attr_name: Optional[str] = None,
-        comparison: str = "<",
+        comparison: Optional[str] = None,
     ):
         super().__init__()
         name = type(self).__name__
@@ -103,8 +103,11 @@ class UniformNegativeSampler(Pipe):
         self.node_time, self.node_time_name = None, node_timestamp_attr_name
         if node_timestamp_attr_name is not None:
             self.node_time = timestamps(graph, node_timestamp_attr_name, "node", "node_timestamp_attr_name", name)
+            comparison = "<" if comparison is None else comparison
             if comparison not in COMPARISONS:
                 raise ValueError(f"{name}: `comparison` must be '<' (negatives strictly earlier than the pair) or '<=', got {comparison!r}")
+        elif comparison is not None:
+            raise ValueError(f"{name}: `comparison` applies to temporal negatives; name the node times with `node_timestamp_attr_name`")
         self.comparison = comparison
         if neg_sampling not in ("triplet", "binary"):
             raise ValueError(
@@ -125,9 +128,7 @@ class UniformNegativeSampler(Pipe):
         self.source = source
         self.graph = graph
         if neg_sampling == "binary":
-            number = isinstance(negative_ratio, (int, float)) and not isinstance(negative_ratio, bool)
-            if not (number and 0 < negative_ratio < float("inf")):
-                raise ValueError(f"{name}: `negative_ratio` must be a number > 0 with neg_sampling='binary', got {negative_ratio!r}")
+            negative_ratio = check_number(negative_ratio, "negative_ratio", f"{name} (neg_sampling='binary')", 0.0, low_open=True)
             check_negative_ratio(math.ceil(negative_ratio), 1, name)  # the ceil(P * ratio) pairs must fit
             self.negative_ratio = negative_ratio
         else:

@@ -486,6 +486,10 @@ def test_graphbolts_calls_of_its_examples():
     _, _, mb = _batch()
     assert mb.node_ids() is mb.input_nodes
     assert all(mb.edge_ids(i) is layer.original_edge_ids for i, layer in enumerate(mb.sampled_subgraphs))
+    assert mb.edge_ids(-1) is mb.sampled_subgraphs[-1].original_edge_ids  # Python's indexing, as GraphBolt's
+    for layer_id in (mb.num_layers, -mb.num_layers - 1, 1.0):
+        with pytest.raises(IndexError, match=rf"MiniBatch.edge_ids: `layer_id` must be an int in \[0, {mb.num_layers}\)"):
+            mb.edge_ids(layer_id)
     assert gp.ORIGINAL_EDGE_ID == "_ORIGINAL_EDGE_ID"
     items = gp.ItemSet(torch.arange(8), names="seeds")
     with pytest.raises(TypeError, match=r"ItemSampler: pass the options after `batch_size` by keyword .* GraphBolt's third positional argument is `minibatcher`"):

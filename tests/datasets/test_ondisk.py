@@ -80,9 +80,29 @@ def test_graph_cache_is_reused_and_rebuilt_when_the_edges_change(tmp_path, monke
 
 def test_task_selection(tmp_path):
     write_graphbolt_dataset(tmp_path, "numpy")
-    assert len(gp.datasets.OnDiskDataset(tmp_path).load(tasks=["other"]).tasks) == 0
     with pytest.raises(ValueError, match="no task named \\['other'\\]"):
         gp.datasets.OnDiskDataset(tmp_path, tasks=["other"])
+    # GraphBolt's load() keeps no task for a name it lacks; here a typo is refused as above
+    dataset = gp.datasets.OnDiskDataset(tmp_path)
+    names = [t.metadata["name"] for t in dataset.tasks]
+    with pytest.raises(ValueError, match="OnDiskDataset.load: no task named \\['other'\\]"):
+        dataset.load(tasks=["other", names[0]])
+    with pytest.raises(TypeError, match="`tasks` must be a task name or a list of task names"):
+        dataset.load(tasks=5)
+    assert [t.metadata["name"] for t in dataset.load(tasks=names[0]).tasks] == names[:1]
+
+
+
+def test_flags_are_bools_and_task_names_unique(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    for flag in ("force_preprocess", "disk_based_features"):  # was: "yes" accepted as true
+        with pytest.raises(TypeError, match=rf"`{flag}` must be True or False, got 'yes'"):
+            gp.datasets.OnDiskDataset(tmp_path, **{flag: "yes"})
+    metadata = (tmp_path / "metadata.yaml").read_text()
+    tasks = metadata[metadata.index("tasks:\n") + len("tasks:\n"):]
+    (tmp_path / "metadata.yaml").write_text(metadata + tasks)  # every task twice
+    with pytest.raises(ValueError, match=r"metadata.yaml tasks\[\d+\] is named '.*' like an earlier task"):
+        gp.datasets.OnDiskDataset(tmp_path)
 
 
 def test_errors_name_the_file(tmp_path):

@@ -194,9 +194,10 @@ def test_typed_feature_store(dataset):
     [
         (dict(num_papers=1), "`num_papers` must be an int >= 2"),
         (dict(num_classes=1), "`num_classes` must be an int >= 2"),
-        (dict(homophily=1.5), "`homophily` must be in [0, 1]"),
-        (dict(feature_noise=-1.0), "`feature_noise` must be >= 0"),
-        (dict(degree_exponent=2.0), "`degree_exponent` must be > 2"),
+        (dict(homophily=1.5), "`homophily` must be a finite number >= 0.0 and <= 1.0"),
+        (dict(feature_noise=-1.0), "`feature_noise` must be a finite number >= 0.0"),
+        (dict(degree_exponent=2.0), "`degree_exponent` must be a finite number > 2.0"),
+        (dict(seed=2.5), "`seed` must be an int"),
         (dict(split=(0.5, 0.5)), "`split` must be three positive fractions"),
         (dict(num_papers=10, split=(0.8, 0.05, 0.05)), "leaves an empty set among 10 papers"),
     ],

@@ -160,3 +160,5 @@ def test_churn_follows_history_not_static_features():
 def test_bad_size_is_refused():
     with pytest.raises(ValueError, match="temporal_retail: `num_customers` must be an int >= 10"):
         temporal_retail(5)
+    with pytest.raises(ValueError, match="temporal_retail: `seed` must be an int >= 0, got 1.5"):
+        temporal_retail(20, seed=1.5)

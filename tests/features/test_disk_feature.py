@@ -125,6 +125,9 @@ def test_errors_name_the_path(tmp_path):
     (tmp_path / "text.npy").write_text("not numpy")
     with pytest.raises(ValueError, match=r"text.npy.*not a readable .npy"):
         DiskBasedFeature(tmp_path / "text.npy")
+    for direct_io in (1, "yes"):  # was: 1 accepted (1 == True)
+        with pytest.raises(ValueError, match=rf"`direct_io` must be True, False or None, got {direct_io!r}"):
+            DiskBasedFeature(tmp_path / "f.npy", direct_io=direct_io)
     np.save(tmp_path / "fortran.npy", np.asfortranarray(np.zeros((4, 3))))
     with pytest.raises(ValueError, match="Fortran"):
         DiskBasedFeature(tmp_path / "fortran.npy")

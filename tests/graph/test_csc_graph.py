@@ -1,6 +1,7 @@
 import dataclasses
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -100,6 +101,18 @@ def test_sampled_positions_map_to_the_users_edge_ids():
     assert g.indices.tolist() == [1, 2, 0]
     assert g.map_edge_ids(torch.tensor([0, 1, 2])).tolist() == [1, 2, 0]
     assert g.original_edge_ids.dtype == torch.int32
+
+
+@pytest.mark.parametrize("sorted_input", [True, False])
+def test_map_edge_ids_refuses_positions_outside_the_graph_with_or_without_a_permutation(sorted_input):
+    src, dst = torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 2, 3] if sorted_input else [3, 2, 1, 0])
+    g = CSCGraph.from_coo(src, dst)
+    assert (g.original_edge_ids is None) == sorted_input
+    with pytest.raises(ValueError, match=r"outside \[0, 4\)"):
+        g.map_edge_ids(torch.tensor([1000, -5]))  # was: returned as is without original_edge_ids
+    with pytest.raises(TypeError, match="`positions` must be an integer tensor"):
+        g.map_edge_ids(torch.tensor([1.7, 2.9]))  # was: truncated to [1, 2]
+    assert g.map_edge_ids(torch.tensor([[0, 3]])).shape == (1, 2)
 
 
 def test_original_edge_ids_give_each_csc_edge_its_coo_position():
@@ -320,7 +333,7 @@ def test_from_hetero_edges_errors_name_the_argument():
         CSCGraph.from_hetero_edges(
             {"a:r:b": ([0], [0]), "b:s:a": ([0], [0])}, {"a": 1, "b": 1}, edge_attributes={"w": {"a:r:b": torch.ones(1)}}
         )
-    with pytest.raises(ValueError, match=r"edge attribute 'w\['a:r:b'\]' must be a tensor with num_edges=1 rows"):
+    with pytest.raises(ValueError, match=r"edge attribute 'w\['a:r:b'\]' must be a torch.Tensor with num_edges=1 rows"):
         CSCGraph.from_hetero_edges({"a:r:b": ([0], [0])}, {"a": 1, "b": 1}, edge_attributes={"w": {"a:r:b": torch.ones(2)}})
     with pytest.raises(ValueError, match="an edge type must be 'src_type:relation:dst_type'"):
         CSCGraph.from_hetero_edges({"a-b": ([0], [0])}, {"a": 1})
@@ -330,6 +343,41 @@ def test_from_hetero_edges_errors_name_the_argument():
         CSCGraph.from_hetero_edges({"a:r:a": ([0], [0])}, {"a": -1})
     with pytest.raises(ValueError, match="`edges` must be a non-empty dict"):
         CSCGraph.from_hetero_edges({}, {"a": 1})
+
+
+def test_typed_edge_attributes_agree_and_name_only_the_graphs_types():
+    edges, counts = {"a:r:b": ([0, 0], [0, 0]), "b:s:a": ([0, 0], [0, 0])}, {"a": 1, "b": 1}
+    times = {"a:r:b": torch.tensor([1_700_000_001, 1_700_000_003]), "b:s:a": torch.tensor([0.5, 0.25])}
+    with pytest.raises(ValueError, match=r"`edge_attributes\['t'\]\['b:s:a'\]` is torch.float32 .* unlike 'a:r:b' \(torch.int64"):
+        CSCGraph.from_hetero_edges(edges, counts, edge_attributes={"t": times})  # was: int64 times rounded to float32
+    rows = {"a:r:b": torch.ones(2), "b:s:a": torch.ones(2, 3)}
+    with pytest.raises(ValueError, match=r"\['b:s:a'\]` is torch.float32 with \[3\] per edge"):
+        CSCGraph.from_hetero_edges(edges, counts, edge_attributes={"w": rows})
+    typo = {"a:r:b": torch.ones(2), "b:s:a": torch.ones(2), "a:typo:b": torch.ones(5)}
+    with pytest.raises(ValueError, match=r"names edge types \['a:typo:b'\] the graph lacks"):
+        CSCGraph.from_hetero_edges(edges, counts, edge_attributes={"w": typo})
+    same = CSCGraph.from_hetero_edges(edges, counts, edge_attributes={"t": {k: v.to(torch.int64) for k, v in times.items()}})
+    assert same.edge_attributes["t"].dtype == torch.int64
+
+
+@pytest.mark.parametrize("dtype", [torch.uint64, torch.uint32, torch.uint16])
+def test_unsigned_edge_ids_are_refused_by_both_builders(dtype):
+    ids = torch.tensor([0, 1]).to(dtype)
+    with pytest.raises(ValueError, match=rf"`edges\['a:r:a'\]` sources must be a 1-D integer tensor, got {dtype}"):
+        CSCGraph.from_hetero_edges({"a:r:a": (ids, ids)}, {"a": 2})
+    with pytest.raises(ValueError, match=rf"`src` must be a 1-D integer tensor, got shape \(2,\) and dtype {dtype}"):
+        CSCGraph.from_coo(ids, ids)
+
+
+@pytest.mark.parametrize("num_nodes", [5.0, "5", True, -3])
+def test_from_coo_checks_num_nodes(num_nodes):
+    with pytest.raises(ValueError, match=rf"from_coo: `num_nodes` must be an int >= 0, got {num_nodes!r}"):
+        CSCGraph.from_coo(torch.tensor([0], dtype=torch.int64)[:0], torch.tensor([0])[:0], num_nodes=num_nodes)
+
+
+def test_numpy_attributes_are_named_as_the_wrong_type():
+    with pytest.raises(ValueError, match=r"node attribute 't' must be a torch.Tensor .* got a ndarray"):
+        CSCGraph.from_coo(torch.tensor([0]), torch.tensor([1]), node_attributes={"t": np.ones(2)})
 
 
 def replaced(graph, **fields):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from graphpipe import FeatureStore, ItemSampler, ItemSet, MiniBatch
+from graphpipe import CSCGraph, Feature, FeatureStore, GPUCachedFeature, ItemSampler, ItemSet, MiniBatch
 from graphpipe.pipes import CopyTo
 
 
@@ -37,6 +37,16 @@ def test_minibatches_arrive_on_the_device():
 def test_bad_device():
     with pytest.raises(ValueError, match=r"`device` must be a torch device or a name like 'cuda:0', got 'gpu0'"):
         CopyTo([], "gpu0")
+    with pytest.raises(ValueError, match=r"CopyTo: `device` must be a torch device .*, got None"):
+        CopyTo([], None)
+    # was: torch's message, naming no argument, from the graph, the feature and the cache
+    graph = CSCGraph(torch.tensor([0, 1]), torch.tensor([0]))
+    with pytest.raises(ValueError, match=r"CSCGraph.to: `device` must be a torch device or a name like 'cuda:0', got 'gpu'"):
+        graph.to("gpu")
+    with pytest.raises(ValueError, match=r"Feature.to: `device` must be a torch device .*, got 'tpu0'"):
+        Feature(torch.zeros(2, 3)).to("tpu0")
+    with pytest.raises(ValueError, match=r"GPUCachedFeature: `device` must be a torch device .*, got 'tpu'"):
+        GPUCachedFeature(Feature(torch.zeros(2, 3)), max_bytes=100, device="tpu")
 
 
 @pytest.mark.cuda

@@ -60,6 +60,14 @@ def test_bad_batch_size(batch_size):
         ItemSampler(ItemSet(4), batch_size=batch_size)
 
 
+@pytest.mark.parametrize("option", ["shuffle", "drop_last"])
+@pytest.mark.parametrize("value", ["False", 0, None])
+def test_shuffle_and_drop_last_must_be_bools(option, value):
+    # was: drop_last="False" dropped the last batch (items lost), shuffle="False" shuffled
+    with pytest.raises(TypeError, match=rf"ItemSampler: `{option}` must be a bool, got {value!r}"):
+        ItemSampler(ItemSet(5), batch_size=2, **{option: value})
+
+
 def test_item_set_field_errors():
     with pytest.raises(ValueError, match="needs a field named 'seeds'"):
         ItemSampler(ItemSet((torch.arange(3), torch.arange(3)), names=("a", "labels")), 2)

@@ -1,5 +1,6 @@
 """UniformNegativeSampler: GraphBolt's link layout per edge type, typed and untyped graphs."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -111,6 +112,13 @@ def test_bad_arguments_raise_clear_errors(graph_builder):
     for ratio in (0, -2, 0.5, "1"):
         with pytest.raises(ValueError, match="UniformNegativeSampler: `negative_ratio` must be an int >= 1"):
             source.sample_uniform_negative(graph, ratio)
+    for ratio in (0, -1.5, float("inf"), "1", True):
+        with pytest.raises(ValueError, match=r"UniformNegativeSampler \(neg_sampling='binary'\): `negative_ratio` must be a finite number > 0.0"):
+            source.sample_uniform_negative(graph, ratio, neg_sampling="binary")
+    for ratio in (np.int64(2), torch.tensor(2), 2):  # was: numpy and tensor integers refused as "not a number"
+        assert source.sample_uniform_negative(graph, ratio, neg_sampling="binary").negative_ratio == 2
+    with pytest.raises(ValueError, match="`comparison` applies to temporal negatives; name the node times"):
+        source.sample_uniform_negative(graph, 1, comparison="<=")  # was: accepted and ignored
     with pytest.raises(TypeError, match="`graph` must be a graphpipe.CSCGraph"):
         source.sample_uniform_negative(graph.indptr, 1)
     with pytest.raises(TypeError, match="`exclude_existing_edges` must be a bool"):
