@@ -158,11 +158,14 @@ def sample_neighbors_torch(
     if weights is None:
         drawable = deg if excluded is None else deg - excluded.counts
         counts = drawable if fanout == -1 else torch.clamp(drawable, max=fanout)
-        (total_out,) = _host_ints("sample_neighbors", bad, counts.sum())
+        over = drawable > (fanout if fanout != -1 else torch.iinfo(torch.int64).max)  # rows that draw a subset
+        total_out, num_over = _host_ints("sample_neighbors", bad, counts.sum(), over.sum())
         row, pos, _ = ragged(counts, total_out)
-        if fanout != -1 and fanout < indices.numel():  # else no node has more in-edges
-            floyd = _floyd(vkeys, drawable, fanout)
-            pos = torch.where(drawable[row] > fanout, floyd[row, pos.clamp(max=fanout - 1)], pos)
+        if num_over:  # Floyd's subsets for those rows only: memory in proportion to their output
+            subset = torch.nonzero_static(over, size=num_over).view(-1)
+            slot = torch.zeros_like(drawable).index_put_((subset,), torch.arange(num_over, device=drawable.device))
+            floyd = _floyd(vkeys[subset], drawable[subset], fanout)
+            pos = torch.where(over[row], floyd[slot[row], pos.clamp(max=fanout - 1)], pos)
         return _layer(indices, counts, start[row] + _skip_excluded(excluded, row, pos))
     row, pos, offsets, w, non_finite, largest, log_space = _in_edge_weights(weights, start, deg, bad)
     w = _without_excluded(w, excluded, offsets)

@@ -53,7 +53,10 @@ def unique_and_compact(
         ValueError: an id is negative, or not below ``num_nodes`` when it is given.
     """
     if dst_nodes.device.type != "cpu" or src_nodes.device.type != "cpu":
-        return unique_and_compact_torch(dst_nodes, src_nodes)
+        unique_nodes, local_src = unique_and_compact_torch(dst_nodes, src_nodes)
+        if unique_nodes.numel():  # one more host read: the checks of the CPU path
+            _check_bounds(*torch.stack(torch.aminmax(unique_nodes)).tolist(), num_nodes)
+        return unique_nodes, local_src
     dst = dst_nodes.to(torch.int64).contiguous()
     src = src_nodes.to(torch.int64).contiguous()
     if dst.numel() + src.numel() == 0:
@@ -66,10 +69,7 @@ def unique_and_compact(
         hi = num_nodes - 1  # the dense kernel checks the ids against it
     else:
         lo, hi = _id_bounds(dst_np, src_np)
-        if lo < 0 and num_nodes is None:
-            raise ValueError(f"unique_and_compact: node ids must be >= 0, got {lo}")
-        if num_nodes is not None and (lo < 0 or hi >= num_nodes):
-            _raise_outside(lo if lo < 0 else hi, num_nodes, None)
+        _check_bounds(lo, hi, num_nodes)
     if hi + 1 <= dense_limit:
         unique_nodes, local_src, outside, bad = _unique_dense(dst_np, src_np, hi)
         if outside:
@@ -79,6 +79,14 @@ def unique_and_compact(
     else:
         unique_nodes, local_src = _unique_hashed(dst_np, src_np)
     return torch.from_numpy(unique_nodes), torch.from_numpy(local_src)
+
+
+def _check_bounds(lo: int, hi: int, num_nodes: Optional[int]) -> None:
+    """Raise for ids (their least ``lo`` and greatest ``hi``) negative or not below ``num_nodes``."""
+    if lo < 0 and num_nodes is None:
+        raise ValueError(f"unique_and_compact: node ids must be >= 0, got {lo}")
+    if num_nodes is not None and (lo < 0 or hi >= num_nodes):
+        _raise_outside(lo if lo < 0 else hi, num_nodes, None)
 
 
 def _raise_outside(bad: int, num_nodes: int, count: Optional[int]):

@@ -393,3 +393,32 @@ def test_uniform_sampling_launches_as_many_ops_for_any_fanout():
         counts[fanout] = ops.count
     rounds = (64 - 1).bit_length() - (2 - 1).bit_length()
     assert counts[64] - counts[2] <= 3 * rounds, counts
+
+
+def test_floyd_subsets_are_drawn_for_the_rows_over_the_fanout_only(monkeypatch):
+    """Found in review: Floyd's ``[rows, fanout]`` temporaries were built for every
+    destination (5 GB for 4,000 destinations at fanout 20,000, one of them over it); only
+    the rows with more drawable in-edges than the fanout need them. The edges stay the
+    numba kernels'."""
+    graph = random_graph(num_nodes=300, max_deg=90, seed=7)
+    nodes = torch.arange(300)
+    shapes = []
+    floyd = gpu_sampling._floyd
+    monkeypatch.setattr(gpu_sampling, "_floyd", lambda vkeys, deg, k: shapes.append(deg.numel()) or floyd(vkeys, deg, k))
+    for fanout in (5, 70, 200):
+        got = gpu_sampling.sample_neighbors_torch(graph.indptr, graph.indices, nodes, fanout, key=3)
+        want = sample_neighbors(graph.indptr, graph.indices, nodes, fanout, key=3)
+        assert all(torch.equal(x, y) for x, y in zip(got[:3], want[:3])), fanout
+    over = [int((graph.in_degrees()[nodes] > fanout).sum()) for fanout in (5, 70)]
+    assert shapes == over and 0 < over[1] < 300  # fanout 200: no row over it, no Floyd
+
+
+@pytest.mark.cuda
+def test_unique_and_compact_on_cuda_refuses_ids_outside_the_graph():
+    """Found in review: the CUDA branch skipped the range check, the guard against a
+    corrupted ``indices`` (a memory-mapped graph file is not checksummed)."""
+    dst = torch.tensor([0, 1], device="cuda")
+    with pytest.raises(ValueError, match=r"node id 1000000 is outside \[0, num_nodes\) = \[0, 4\)"):
+        unique_and_compact(dst, torch.tensor([2, 1_000_000], device="cuda"), num_nodes=4)
+    with pytest.raises(ValueError, match="node ids must be >= 0, got -3"):
+        unique_and_compact(dst, torch.tensor([-3], device="cuda"))
