@@ -120,6 +120,11 @@ class LayerNeighborSampler(SubgraphSampler):
                 f"{name}: disjoint=True is not supported by LABOR: each source's variate is shared by every "
                 f"destination, so subtrees would not sample independently; use sample_neighbor(..., disjoint=True)"
             )
+        if (self.graph.indptr.is_cuda or self.graph.indices.is_cuda) and (self.weights is not None or importance_sampling != 0):
+            raise UnsupportedCombination(
+                f"{name}: on a GPU only unweighted LABOR-0 is implemented; keep the graph in host memory (pinned with "
+                f"graph.pin_memory_() for GPU sampling of LABOR-0) for `weights` or importance_sampling != 0"
+            )
         if self.cooperative and importance_sampling != 0:
             raise UnsupportedCombination(
                 f"{name}: cooperative=True supports importance_sampling=0 (LABOR-0) only: LABOR-k/LABOR-* need vertex "

@@ -255,3 +255,12 @@ def test_dependent_sampler_pickles_to_the_same_batches():
     assert len(pairs) == 5  # 300 seeds in batches of 64
     for a, b in pairs:
         assert all(torch.equal(x.original_edge_ids, y.original_edge_ids) for x, y in zip(a.sampled_subgraphs, b.sampled_subgraphs))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("options", [{"importance_sampling": 1}, {"weights": "w"}])
+def test_weighted_or_labor_k_on_a_cuda_graph_is_refused_when_the_pipe_is_built(options):
+    """Found in review: it raised NotImplementedError at the first batch."""
+    graph = gp.CSCGraph.from_coo(torch.tensor([0, 1]), torch.tensor([1, 0]), edge_attributes={"w": torch.ones(2)}).to("cuda")
+    with pytest.raises(UnsupportedCombination, match="on a GPU only unweighted LABOR-0 is implemented"):
+        gp.ItemSampler(gp.ItemSet(torch.arange(2)), 2).sample_layer_neighbor(graph, [1], **options)
