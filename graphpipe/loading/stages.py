@@ -39,7 +39,7 @@ import torch
 from graphpipe.batch.minibatch import map_tensors
 from graphpipe._internal.devices import resolve_device
 from graphpipe._internal.checks import check_int
-from graphpipe.pipes.base import Pipe, functional_pipe, upstream
+from graphpipe.pipes.base import Pipe, functional_pipe, source_stream, upstream
 
 __all__ = ["PinMemory", "Prefetcher", "SideStream", "ThreadPoolMap", "Timed", "Waiter"]
 
@@ -437,7 +437,7 @@ class ThreadPoolMap(OnSource):
         pool = _DaemonThreadPool(self.num_threads, f"graphpipe-pool-{next(_thread_ids)}", self.kernel_threads)
         source = None
         try:
-            source = run[0].source.stream(epoch, start)
+            source = source_stream(run[0].source, epoch, start)
             for future in _delayed(_submitted(pool, timed, source), _SUBMITTED_PER_THREAD * self.num_threads - 1):
                 result, seconds = future.result()
                 self.work_seconds += seconds
@@ -504,7 +504,7 @@ class SideStream(OnSource):
         work = self.source.process
         # A priority beyond the device's range is clamped to its highest priority.
         stream = torch.cuda.Stream(self.device, priority=-1000)
-        for item in self.source.source.stream(epoch, start):
+        for item in source_stream(self.source.source, epoch, start):
             if _has_cuda_tensor(item):
                 # Inputs made on this thread's stream (ids for a UVA gather) must be ready.
                 stream.wait_stream(torch.cuda.current_stream(self.device))

@@ -46,7 +46,7 @@ import torch.multiprocessing as mp
 from torch._utils import ExceptionWrapper
 
 from graphpipe._internal.safe_files import process_exists
-from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.pipes.base import Pipe, source_stream, upstream
 from graphpipe._internal.checks import check_int
 from graphpipe.loading.stages import (
     OnSource,
@@ -84,7 +84,7 @@ class Shard(OnSource):
         self.count = count
 
     def stream(self, epoch: int, start: int = 0):
-        for i, item in enumerate(self.source.stream(epoch, start), start):
+        for i, item in enumerate(source_stream(self.source, epoch, start), start):
             if i % self.count == self.index:
                 yield item
 

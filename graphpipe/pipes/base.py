@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Type
 import torch
 from torch.utils.data import IterableDataset
 
-__all__ = ["Pipe", "functional_pipe", "upstream"]
+__all__ = ["Pipe", "functional_pipe", "source_stream", "upstream"]
 
 
 class Pipe(IterableDataset):
@@ -146,9 +146,7 @@ class Pipe(IterableDataset):
         return iterator
 
     def _processed(self, epoch: int, start: int) -> Iterator:
-        source = self.source
-        # A plain iterable (a list) as source has no epochs: it is read as it is.
-        items = source.stream(epoch, start) if isinstance(source, Pipe) else itertools.islice(iter(source), start, None)
+        items = source_stream(self.source, epoch, start)
         try:
             for item in items:
                 yield self.process(item)
@@ -219,6 +217,12 @@ def functional_pipe(name: str) -> Callable[[Type[Pipe]], Type[Pipe]]:
         return cls
 
     return register
+
+
+def source_stream(source, epoch: int, start: int = 0) -> Iterator:
+    """Items ``start, start + 1, ...`` of ``source``: a pipe's epoch ``epoch``; a plain
+    iterable (a list) as source has no epochs and is read as it is."""
+    return source.stream(epoch, start) if isinstance(source, Pipe) else itertools.islice(iter(source), start, None)
 
 
 def upstream(pipe) -> List[Pipe]:

@@ -48,6 +48,20 @@ def test_default_and_no_transforms_give_the_plain_batches():
     assert _threads() == []
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_pooled_sampler_reading_a_list_gives_the_plain_batches(num_workers):
+    """Found in review: a stage given a pool whose source is a plain list (the documented
+    source without epochs) raised AttributeError ('list' has no stream) in the loader."""
+    data = gp.datasets.karate_club()
+    batches = list(gp.ItemSampler(gp.ItemSet(torch.arange(34), names="seeds"), 4))
+    pipe = gp.pipes.NeighborSampler(batches, data.graph, [3, 3], seed=1)
+    loader = gp.DataLoader(pipe, num_workers=num_workers)
+    assert num_workers or "pool" in loader.explain()
+    key = lambda mb: (mb.seeds.tolist(), mb.input_nodes.tolist())  # noqa: E731
+    assert [key(mb) for mb in loader] == [key(mb) for mb in pipe]
+    loader.close()
+
+
 def test_explain_names_every_stage_and_where_it_runs():
     loader = gp.DataLoader(_chain(lambda mb: mb))
     text = loader.explain()
