@@ -82,9 +82,11 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
       separate fetch thread; benchmarks/RESULTS.md, "Issue 30: what was removed");
     * another sampler runs in a thread of its own, another fetcher too;
     * a sampler or fetcher on CUDA batches, and a copy to a CUDA device, on a side stream;
-    * a collective stage (cooperative) in a thread of its own, one batch at a time;
-    * ``num_workers > 0``: the stages before the first fetcher and the first collective
-      stage in worker processes (a collective stage runs in the training process).
+    * a collective sampler or fetcher (cooperative) in a thread of its own, one batch at a
+      time (a collective stage of another role inline);
+    * ``num_workers > 0``: the stages before the first fetcher, the first collective stage
+      and the first copy to a CUDA device in worker processes (those run in the training
+      process).
 
     Other stages, and those ``pipe`` already runs elsewhere (e.g. upstream of a ``prefetch()``),
     run inline. Under numba's ``workqueue`` layer the whole chain runs in one background
@@ -95,11 +97,16 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
     movable = _movable(chain)
     first = 0  # the first stage in this process
     if num_workers:
-        first = next((i for i, stage in enumerate(chain) if stage.role == "fetcher" or stage.collective), len(chain))
+        first = next((i for i, stage in enumerate(chain) if _in_training_process(stage)), len(chain))
         if first == 0:
             raise ValueError(
                 f"DataLoader: num_workers={num_workers}, but the pipe's first stage, {type(chain[0]).__name__}, is a "
-                f"fetcher or a collective stage, which run in the training process; use num_workers=0"
+                f"fetcher, a collective stage or a copy to a CUDA device, which run in the training process; use num_workers=0"
+            )
+        if not movable[first - 1]:
+            raise ValueError(
+                f"DataLoader: num_workers={num_workers} would run {type(chain[first - 1]).__name__} and the stages before it "
+                f"in worker processes, but the pipe already runs it elsewhere (a pool or thread of yours); use num_workers=0"
             )
         places[first - 1] = Place("workers", num_workers)
     if not kernels_thread_safe():
@@ -112,6 +119,13 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
             places[i] = _place_of(stage, cuda, places[i - 1] if i > first else None, chain[i - 1])
         cuda = stage.device.type == "cuda" if stage.device is not None else cuda
     return tuple(places)
+
+
+def _in_training_process(stage: Pipe) -> bool:
+    """Whether ``stage`` and the stages after it stay out of worker processes: a fetcher,
+    a collective stage, a copy to a CUDA device (one CUDA context, no tensors between processes)."""
+    to_cuda = stage.role == "copy" and stage.device is not None and stage.device.type == "cuda"
+    return stage.role == "fetcher" or stage.collective or to_cuda
 
 
 def _movable(chain: Sequence[Pipe]) -> List[bool]:

@@ -125,7 +125,7 @@ def test_a_collective_sampler_stays_in_the_training_process_with_workers():
     workers, a collective one too (two batches in it at once, in two processes)."""
     pipe = _declared_chain(_Collective)
     assert default_placement(pipe, 2) == (Place("workers", 2), Place("thread"), _fetch_thread())
-    with pytest.raises(ValueError, match=r"num_workers=2, but the pipe's first stage, _Collective, is a fetcher or a collective"):
+    with pytest.raises(ValueError, match=r"num_workers=2, but the pipe's first stage, _Collective, is a fetcher, a collective"):
         default_placement(_Collective(None), 2)  # a collective source
 
 
@@ -141,6 +141,21 @@ def test_worker_processes_run_the_stages_before_the_first_fetcher():
     assert _types(place(sampler_only, default_placement(sampler_only, 2))) == [
         "ItemSampler", "Shard", "WindowSampler", "ProcessWorkers"
     ]
+
+
+def test_copies_to_cuda_and_stages_already_placed_stay_out_of_worker_processes(monkeypatch):
+    """Found in review: without a fetcher, num_workers put a copy_to("cuda") in the workers
+    (a CUDA context each, batches between processes as CUDA handles); and it put the workers
+    on a stage a pool of the user's already ran, which then failed at the first batch."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    sampled = karate_chain().source  # ItemSampler -> WindowSampler
+    assert default_placement(sampled.copy_to("cuda"), 2) == (INLINE, Place("workers", 2), Place("stream"))
+    first = gp.ItemSampler(gp.ItemSet(34), 8).copy_to("cuda").sample_neighbor(gp.datasets.karate_club().graph, [2])
+    assert default_placement(first, 2) == (Place("workers", 2), Place("stream"), Place("stream"))
+    pooled = ThreadPoolMap(karate_chain(), 2, stages=2)
+    with pytest.raises(ValueError, match=r"num_workers=2 would run WindowSampler .* already runs it elsewhere"):
+        default_placement(pooled, 2)
 
 
 def test_under_numbas_workqueue_layer_the_chain_runs_in_one_thread(monkeypatch):
