@@ -285,8 +285,11 @@ class CSCGraph:
     ) -> "CSCGraph":
         """Build a typed graph from edge lists per edge type (PyG's ``edge_index_dict``).
 
-        Node and edge types get ids in sorted name order (as DGL and GraphBolt), the
-        nodes of a type contiguous global ids in that order. A destination's in-edges
+        Node and edge types get ids in sorted name order (edge types by their
+        ``"src:rel:dst"`` strings, as GraphBolt's OnDiskDataset; DGL and
+        ``gb.from_dglgraph`` sort ``(src, rel, dst)`` tuples, which differ where a name
+        holds a character before ``":"``, e.g. ``"r2"`` and ``"r"``), the nodes of a type
+        contiguous global ids in that order. A destination's in-edges
         are grouped by edge type and keep their input order within a type.
 
         Args:

@@ -29,12 +29,12 @@ class DataLoader(IterableDataset):
         pipe: the chain as written, never modified: the loader runs a rewritten copy
             (:attr:`rewritten`, with a timer after each stage) and counts its own epochs,
             so several loaders and plain iterations over one pipe are independent.
+        num_workers: with the default placement, run the chain before ``fetch_feature``
+            (and before a collective stage or a copy to a CUDA device) in this many worker
+            processes (for Python-heavy samplers); GraphBolt's second positional argument.
         transforms: ``None``: run each stage where ``default_placement`` says
             (:attr:`placement`). Else functions ``pipe -> pipe`` applied in order
             (:mod:`graphpipe.transforms`); ``[]`` runs the chain as written.
-        num_workers: with the default placement, run the chain before ``fetch_feature``
-            (and before a collective stage) in this many worker processes (for
-            Python-heavy samplers).
         persistent_workers, overlap_feature_fetch, overlap_graph_fetch, max_uva_threads:
             GraphBolt's DataLoader options, checked and otherwise ignored: the workers
             persist, the placement overlaps the stages, the UVA gather sizes itself.
@@ -55,9 +55,9 @@ class DataLoader(IterableDataset):
     def __init__(
         self,
         pipe: Pipe,
-        transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None,
         num_workers: int = 0,
         *,
+        transforms: Optional[Sequence[Callable[[Pipe], Pipe]]] = None,
         persistent_workers: bool = True,
         overlap_feature_fetch: bool = True,
         overlap_graph_fetch: bool = False,

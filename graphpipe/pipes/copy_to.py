@@ -26,13 +26,16 @@ class CopyTo(Pipe):
     copied, and GraphBolt 2.1's names are derived from its fields.
     """
 
-    def __init__(self, source: Pipe, device, non_blocking: bool = False, extra_attrs=None):
+    def __init__(self, source: Pipe, device, extra_attrs=None, *, non_blocking: bool = False):
         super().__init__()
         self.source = source
         if extra_attrs is not None and (
             not isinstance(extra_attrs, (list, tuple)) or not all(isinstance(name, str) for name in extra_attrs)
         ):
-            raise TypeError(f"copy_to: `extra_attrs` must be a list of MiniBatch field names, got {extra_attrs!r}")
+            raise TypeError(
+                f"copy_to: `extra_attrs` (GraphBolt 2.1's third argument) must be a list of MiniBatch field names, got "
+                f"{extra_attrs!r}; pass `non_blocking=` by keyword"
+            )
         if device is None:  # resolve_device's default (CUDA) is not copy_to's
             raise ValueError("CopyTo: `device` must be a torch device or a name like 'cuda:0', got None")
         # CUDA absent: the CPU, warned once; cuda -> cuda:k, the building thread's device

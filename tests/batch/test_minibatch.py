@@ -497,6 +497,13 @@ def test_graphbolts_calls_of_its_examples():
     pipe = gp.ItemSampler(items, 4, shuffle=False)
     loader = gp.DataLoader(pipe, overlap_graph_fetch=True, overlap_feature_fetch=True, persistent_workers=False, max_uva_threads=1024)
     assert [mb.seeds.tolist() for mb in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # GraphBolt's positional forms (found in review): DataLoader(datapipe, num_workers) as in its
+    # multi-GPU example, CopyTo(datapipe, device, extra_attrs) as in its test_base.py
+    assert [str(where) for where in gp.DataLoader(pipe, 2).placement] == ["workers(2)"]
+    assert [mb.seeds.tolist() for mb in gp.DataLoader(pipe.copy_to("cpu", None), 0)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert len(list(gp.pipes.CopyTo(pipe, "cpu", ["seed_nodes"]))) == 2
+    with pytest.raises(TypeError, match=r"`extra_attrs` \(GraphBolt 2.1's third argument\) .* got True; pass `non_blocking=` by keyword"):
+        pipe.copy_to("cpu", True)
     with pytest.raises(TypeError, match=r"DataLoader: `overlap_graph_fetch` must be a bool \(GraphBolt's flag"):
         gp.DataLoader(pipe, overlap_graph_fetch="yes")
     unraisable = []
