@@ -126,7 +126,7 @@ class Task:
 
     def __repr__(self) -> str:
         return (
-            f"Task(metadata={self.metadata}, train_set={self.train_set}, "
+            f"Task(metadata={_SHOW.repr(self.metadata)}, train_set={self.train_set}, "  # bounded: YAML aliases nest
             f"validation_set={self.validation_set}, test_set={self.test_set})"
         )
 

@@ -289,3 +289,18 @@ def test_cache_is_rebuilt_when_an_input_changes_with_its_size_and_mtime_restored
     ds = gp.datasets.OnDiskDataset(root)
     expected = gp.CSCGraph.from_coo(torch.from_numpy(d.dst), torch.from_numpy(d.src), d.num_nodes)
     assert torch.equal(ds.graph.indices, expected.indices)
+
+
+def test_a_tasks_repr_stays_small_for_nested_yaml_aliases(tmp_path):
+    """Found in review: 810 bytes of metadata.yaml whose aliases nest 8 levels made
+    ``repr(task)`` build a 2.8 GB string (each level multiplies it by 9)."""
+    write_graphbolt_dataset(tmp_path, "numpy")
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
+               for i in range(1, 6)]  # fmt: skip; 6 levels: a 35 MB repr before
+    metadata = (tmp_path / "metadata.yaml").read_text()
+    bomb = "    extra:\n" + "".join(f"      {line}\n" for line in levels)
+    (tmp_path / "metadata.yaml").write_text(metadata.replace("    num_classes:", bomb + "    num_classes:", 1))
+    task = gp.datasets.OnDiskDataset(tmp_path).tasks[0]
+    assert task.metadata["extra"]["a5"][0][0][0][0][0] == ["x"] * 9  # the full structure, shared
+    assert len(repr(task)) < 5_000
