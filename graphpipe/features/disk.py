@@ -84,6 +84,8 @@ class DiskBasedFeature(Feature):
             raise ValueError(f"{where}: `direct_io` must be True, False or None, got {direct_io!r}")
         self.direct_io = direct_io
         self._shape, self._np_dtype, self._data_offset = npy_layout(path, where)
+        status = os.stat(path)
+        self._identity = (status.st_dev, status.st_ino)  # the file checked: reads open no other
         if self.row_bytes >= 2**62:  # a table of no rows may declare any row shape
             raise ValueError(f"{where}: the header's row shape {self.row_shape} {self._np_dtype} is too large to read")
         self._lock = threading.Lock()
@@ -138,7 +140,7 @@ class DiskBasedFeature(Feature):
     def _open(self) -> "_OpenFile":
         with self._lock:
             if self._file is None or self._file.pid != os.getpid():  # closed, or a forked child: open anew
-                self._file = _OpenFile(self.path, self.direct_io, self.num_threads)
+                self._file = _OpenFile(self.path, self.direct_io, self.num_threads, self._identity)
                 self.uses_direct_io = self._file.uses_direct_io
             return self._file
 
@@ -236,8 +238,15 @@ class DiskBasedFeature(Feature):
 class _OpenFile:
     """One opening of the file: its descriptor, its I/O threads and the reads using them."""
 
-    def __init__(self, path: str, direct_io: Optional[bool], num_threads: int):
+    def __init__(self, path: str, direct_io: Optional[bool], num_threads: int, identity: Tuple[int, int]):
         self.fd, self.uses_direct_io = _open_file(path, direct_io)
+        status = os.fstat(self.fd)
+        if (status.st_dev, status.st_ino) != identity:
+            os.close(self.fd)
+            raise ValueError(
+                f"DiskBasedFeature('{path}'): the path names another file than when the feature was made (replaced "
+                f"or re-linked since its header was checked); make the feature again from the file"
+            )
         self.pool = ThreadPoolExecutor(num_threads, thread_name_prefix="graphpipe-disk-io")
         self.pid = os.getpid()
         self.stopped = threading.Event()  # set by close(): reads stop after their current call

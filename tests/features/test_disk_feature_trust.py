@@ -56,6 +56,23 @@ def refuse_o_direct(monkeypatch):
     monkeypatch.setattr(disk_feature.os, "O_DIRECT", getattr(os, "O_DIRECT", 0x4000), raising=False)
 
 
+def test_a_file_replaced_by_a_link_after_its_header_was_checked_is_not_read(tmp_path):
+    """Found in review: the file is opened at the first read, by its path; a symlink planted
+    there since (to any file outside the dataset) was read as the table's rows."""
+    np.save(tmp_path / "feat.npy", np.zeros((4, 2), np.float32))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    np.save(outside / "secret.npy", np.full((4, 2), 7.0, np.float32))
+    feature = DiskBasedFeature(tmp_path / "feat.npy", direct_io=False)
+    os.replace(tmp_path / "feat.npy", tmp_path / "old.npy")
+    os.symlink(outside / "secret.npy", tmp_path / "feat.npy")
+    with pytest.raises(ValueError, match=r"feat.npy'\): the path names another file than when the feature was made"):
+        feature.read(torch.arange(4))
+    os.remove(tmp_path / "feat.npy")
+    os.replace(tmp_path / "old.npy", tmp_path / "feat.npy")  # the checked file back: read as before
+    assert feature.read(torch.arange(4)).eq(0).all()
+
+
 def test_falling_back_from_o_direct_warns_once_naming_the_file(tmp_path, monkeypatch):
     np.save(tmp_path / "f.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
     refuse_o_direct(monkeypatch)
