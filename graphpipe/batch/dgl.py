@@ -43,7 +43,7 @@ def blocks(minibatch) -> list:
         sg = sg.as_typed()
         canonical = {etype: parse_edge_type(etype) for etype in sg.sampled_csc}
         graph_data = {
-            canonical[etype]: ("csc", (csc.indptr, csc.indices, torch.arange(csc.indices.numel(), device=csc.indices.device)))
+            canonical[etype]: ("csc", (csc.indptr.to(torch.int64), csc.indices.to(torch.int64), torch.arange(csc.indices.numel(), device=csc.indices.device)))
             for etype, csc in sg.sampled_csc.items()
         }
         block = dgl.create_block(graph_data, num_src_nodes=sg.num_src_nodes, num_dst_nodes=sg.num_dst_nodes)
@@ -51,9 +51,11 @@ def blocks(minibatch) -> list:
             block.srcnodes[node_type].data[dgl.NID] = ids
         for node_type, ids in sg.original_column_node_ids.items():
             block.dstnodes[node_type].data[dgl.NID] = ids
-        for etype, ids in sg.original_edge_ids.items():
-            block.edges[canonical[etype]].data[dgl.EID] = ids
+        for etype, edge_type in canonical.items():
+            ids = (sg.original_edge_ids or {}).get(etype)
+            if ids is not None:  # None in a batch built by hand
+                block.edges[edge_type].data[dgl.EID] = ids
             if sg.edge_weights is not None:
-                block.edges[canonical[etype]].data["edge_weights"] = sg.edge_weights[etype]
+                block.edges[edge_type].data["edge_weights"] = sg.edge_weights[etype]
         out.append(block)
     return out

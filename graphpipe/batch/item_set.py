@@ -54,7 +54,7 @@ class ItemSet:
         if count is not None:
             if count < 0:
                 raise ValueError(f"ItemSet: `items` as an int is a number of items, >= 0, got {count}")
-            items = (torch.arange(count),)
+            items = (torch.arange(count, dtype=items.dtype if isinstance(items, torch.Tensor) else torch.int64),)  # GraphBolt's
         elif isinstance(items, tuple):
             items = tuple(_field(t, i) for i, t in enumerate(items))
         else:

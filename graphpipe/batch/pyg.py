@@ -109,11 +109,12 @@ def to_pyg_data(minibatch):
     from torch_geometric.data import Data
 
     where = "MiniBatch.to_pyg_data()"
-    if minibatch.is_heterogeneous or minibatch.layout != "block" or len(minibatch.node_features) > 1:
+    features = minibatch.node_features or {}
+    if minibatch.is_heterogeneous or minibatch.layout != "block" or len(features) > 1:
         raise ValueError(
             f"{where}: GraphBolt's conversion takes an untyped block batch with at most one node feature, got a "
             f"{'typed' if minibatch.is_heterogeneous else 'untyped'} {minibatch.layout!r} batch with node features "
-            f"{sorted(minibatch.node_features)}; to_pyg() converts every batch (NeighborLoader's Data)"
+            f"{sorted(features)}; to_pyg() converts every batch (NeighborLoader's Data)"
         )
     _refuse_reused_rows(minibatch, where)
     edge_index = None
@@ -122,7 +123,7 @@ def to_pyg_data(minibatch):
         rows = torch.cat([c.indices.to(torch.int64) for c in csc])
         columns = torch.cat([torch.repeat_interleave(torch.arange(c.indptr.numel() - 1, device=c.indptr.device), c.indptr.diff()) for c in csc])
         edge_index = torch.unique(torch.stack([rows, columns]), dim=1)
-    x = next(iter(minibatch.node_features.values()), None)
+    x = next(iter(features.values()), None)
     batch_size = None if minibatch.seeds is None else len(minibatch.seeds)
     return Data(x=x, edge_index=edge_index, y=minibatch.labels, batch_size=batch_size, n_id=minibatch.input_nodes)
 

@@ -60,6 +60,12 @@ def test_a_tuple_is_one_field_per_entry_in_any_form():
 @pytest.mark.parametrize("count", [np.int64(3), torch.tensor(3)])
 def test_an_integer_count_in_any_form_is_arange(count):
     assert ItemSet(count).items[0].tolist() == [0, 1, 2]
+    assert ItemSet(count).items[0].dtype == torch.int64
+
+
+def test_a_count_tensor_gives_items_of_its_dtype():
+    """GraphBolt's test_ItemSet_scalar_dtype (found in review: int32 gave int64 items)."""
+    assert ItemSet(torch.tensor(5, dtype=torch.int32)).items[0].dtype == torch.int32
 
 
 @pytest.mark.parametrize("items", [0, torch.tensor([], dtype=torch.int64), (torch.zeros(0, 2, dtype=torch.int64), torch.zeros(0))])

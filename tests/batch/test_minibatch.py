@@ -467,6 +467,7 @@ def test_to_pyg_data_is_graphbolts():
     assert data.edge_index.size(1) > mb.to_pyg().edge_index.size(1)  # more than NeighborLoader's subgraph
     assert torch.equal(data.n_id, mb.input_nodes) and torch.equal(data.x, store["feat"].data[mb.input_nodes])
     assert torch.equal(data.y, mb.labels) and data.batch_size == BATCH_SIZE
+    assert replace(mb, node_features=None).to_pyg_data().x is None  # GraphBolt's test (found in review: TypeError)
     for batch, says in [
         (_batch(node_features=("feat", "other"))[2], r"got a untyped 'block' batch with node features \['feat', 'other'\]"),
         (_batch(layout="pyg")[2], r"got a untyped 'pyg' batch"),

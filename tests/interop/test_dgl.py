@@ -190,3 +190,15 @@ def test_typed_link_batches_give_heterograph_blocks():
     for block, sg in zip(blocks, mb.sampled_subgraphs):
         for etype, ids in sg.original_edge_ids.items():
             assert torch.equal(block.edges[tuple(etype.split(":"))].data[dgl.EID], ids)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_blocks_of_a_hand_built_batch(dtype):
+    """GraphBolt's test_get_dgl_blocks_homo with its dtypes (found in review: int32 CSC
+    raised a DGLError, a layer without original_edge_ids an AttributeError)."""
+    csc = gp.CSCFormat(torch.tensor([0, 2, 3], dtype=dtype), torch.tensor([1, 2, 0], dtype=dtype))
+    layer = gp.SampledSubgraph(csc, torch.tensor([5, 6, 7], dtype=dtype), torch.tensor([5, 6], dtype=dtype), None)
+    (block,) = gp.MiniBatch(seeds=torch.tensor([5, 6]), sampled_subgraphs=[layer]).blocks
+    assert block.num_src_nodes() == 3 and block.num_dst_nodes() == 2
+    assert [t.tolist() for t in block.edges()] == [[1, 2, 0], [0, 0, 1]]
+    assert block.srcdata[dgl.NID].tolist() == [5, 6, 7] and dgl.EID not in block.edata
