@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "ID_DTYPES",
     "as_int",
     "check_fanout",
     "check_fanouts",
@@ -18,6 +19,9 @@ __all__ = [
     "check_node_pairs",
     "check_reverse_edge_ids",
 ]
+
+# The dtypes of ids users may give (graphpipe widens them; uint16-64 are refused: torch lacks their ops).
+ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
 
 # LABOR-k's largest k: LABOR-* (-1) converges in about 16 iterations, and each more is a
 # pass over every sampled edge (k = 10**6 took 48 s for two batches of 4 seeds).
@@ -125,7 +129,7 @@ def check_node_ids(ids: torch.Tensor, num_nodes: int, name: str, where: str, kin
     ``kind`` ("node" or "edge") is the kind of id the error message names."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{where}: `{name}` must be a torch.Tensor of {kind} ids, got {type(ids).__name__}")
-    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+    if ids.dtype not in ID_DTYPES:
         raise TypeError(
             f"{where}: `{name}` must be an integer tensor of {kind} ids (int64, int32, int16, int8 or uint8), got dtype {ids.dtype}"
         )

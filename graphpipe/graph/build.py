@@ -14,15 +14,13 @@ from typing import Mapping, Optional, Tuple
 import numpy as np
 import torch
 
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import ID_DTYPES, check_int
 from graphpipe._internal.safe_files import scratch_directory
 from graphpipe.graph import storage
 from graphpipe.graph.edge_types import NO_COLON_IN_TYPE_NAMES, parse_edge_type
 from graphpipe.ops.csc_build import coo_id_range, coo_to_csc_chunked
 
 __all__ = ["check_attribute", "coo_arrays", "coo_files_graph", "hetero_arrays", "smallest_index_dtype"]
-
-_ID_DTYPES = (torch.int32, torch.int64, torch.int16, torch.uint8, torch.int8)
 
 
 def smallest_index_dtype(max_value: int) -> torch.dtype:
@@ -60,7 +58,7 @@ def coo_arrays(src, dst, num_nodes: Optional[int], edge_attributes: Optional[Map
     src = torch.as_tensor(src)
     dst = torch.as_tensor(dst)
     for name, t in (("src", src), ("dst", dst)):
-        if t.dim() != 1 or t.dtype not in _ID_DTYPES:
+        if t.dim() != 1 or t.dtype not in ID_DTYPES:
             raise ValueError(
                 f"from_coo: `{name}` must be a 1-D integer tensor, got shape {tuple(t.shape)} and dtype {t.dtype}"
             )
@@ -200,7 +198,7 @@ def _edge_pair(pair, name: str, where: str):
             raise ValueError(f"{where}: `{name}` must be a [2, num_edges] tensor or a (src, dst) pair, got shape {tuple(pair.shape)}")
         src, dst = pair[0], pair[1]
     for end, ids in (("sources", src), ("targets", dst)):
-        if ids.dim() != 1 or ids.dtype not in _ID_DTYPES:
+        if ids.dim() != 1 or ids.dtype not in ID_DTYPES:
             raise ValueError(f"{where}: `{name}` {end} must be a 1-D integer tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
     if src.numel() != dst.numel():
         raise ValueError(f"{where}: `{name}` has {src.numel()} sources and {dst.numel()} targets")

@@ -25,14 +25,13 @@ import numpy as np
 import torch
 
 from graphpipe._internal.devices import cuda_or_warn_once, device_array, device_or_cpu, pin_in_place
+from graphpipe._internal.checks import ID_DTYPES
 from graphpipe.graph import storage
 from graphpipe.graph.build import check_attribute, coo_arrays, coo_files_graph, hetero_arrays, smallest_index_dtype
 from graphpipe.graph.edge_types import NO_COLON_IN_TYPE_NAMES, parse_edge_type
 from graphpipe.graph.sampling import sample_graph_neighbors
 from graphpipe.graph.temporal import sort_by_time
 from graphpipe.ops.gather import take_as_int64
-
-_POSITION_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 __all__ = ["CSCGraph", "TypeSchema", "check_graph", "smallest_index_dtype"]
 
@@ -415,7 +414,7 @@ class CSCGraph:
         ``positions`` (integers in ``[0, num_edges)`` on the graph's device, or on a CUDA
         device for a pinned graph): ``original_edge_ids[positions]``, or ``positions`` as
         int64 without them. A position out of range raises ValueError (on the CPU)."""
-        if not isinstance(positions, torch.Tensor) or positions.dtype not in _POSITION_DTYPES:
+        if not isinstance(positions, torch.Tensor) or positions.dtype not in ID_DTYPES:
             raise TypeError(
                 f"CSCGraph.map_edge_ids: `positions` must be an integer tensor (int64, int32, int16, int8 or uint8), "
                 f"got {getattr(positions, 'dtype', type(positions).__name__)}"
