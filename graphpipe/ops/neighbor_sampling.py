@@ -59,7 +59,8 @@ _BYTES_PER_EDGE = 16
 @numba.njit(inline="always", nogil=True, cache=True)
 def _randint(vkey, draw, n):
     """A uniform integer in ``[0, n)``, ``n < 2**32``, from the variate ``(vkey, draw)``:
-    the hash's high 32 bits scaled by ``n`` (multiply-shift; bias below ``n / 2**32``)."""
+    the hash's high 32 bits scaled by ``n`` (multiply-shift; bias below ``n / 2**32``). A
+    larger ``n`` wraps: a node's in-edges past ``2**32`` are never drawn (README, Samplers)."""
     return np.int64(((hash2(vkey, draw) >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
 
 
