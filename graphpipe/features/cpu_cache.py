@@ -47,9 +47,15 @@ class CPUCachedFeature(CachedFeature):
         max_cache_size_in_bytes: the budget for cached rows (at least one row).
         policy: ``"s3-fifo"`` (default) or ``"sieve"``.
 
-    Thread-safe: lookups and admissions hold a lock, fallback reads do not (a read does
-    not cache the rows it read from the fallback if an :meth:`update` landed meanwhile).
+    Thread-safe as far as ``fallback`` is (:attr:`concurrent_reads`): lookups and admissions
+    hold a lock, fallback reads do not (a read does not cache the rows it read from the
+    fallback if an :meth:`update` landed meanwhile).
     """
+
+    @property
+    def concurrent_reads(self) -> bool:
+        """The fallback's: it is read outside the lock."""
+        return self.fallback.concurrent_reads
 
     def __init__(self, fallback: Feature, max_cache_size_in_bytes: int, policy: str = "s3-fifo"):
         check_feature(fallback, "fallback", "CPUCachedFeature")

@@ -228,6 +228,12 @@ class HotReuse:
             if ("node", node_type, self.feature) not in self.features:
                 raise KeyError(f"{where}: `hot_reuse` reads node feature {self.feature!r} of type {node_type!r}, which the store lacks")
         rows = [self.features["node", t, self.feature] for t in types if ("node", t, self.feature) in self.features]
+        if not all(f.concurrent_reads for f in rows):
+            raise ValueError(
+                f"{where}: `hot_reuse` reads node feature {self.feature!r} from the sampler's threads while fetch_feature "
+                f"reads the features too, but a feature of its store allows one reader at a time (a GPU cache); give "
+                f"HotReuse the store you gave gpu_cached_feature (without the cache)"
+            )
         self._row_bytes = max((math.prod(f.row_shape) * f.dtype.itemsize for f in rows), default=0)
         self._sampler = weakref.ref(sampler)
 

@@ -135,6 +135,16 @@ def test_concurrent_readers_get_exact_rows(policy):
     assert cached.numel() == feature.cache_stats()["cached_rows"] == 300
 
 
+def test_a_cache_over_a_feature_of_one_reader_declares_one_reader():
+    """Found in review: the cache reads its fallback outside its lock but declared concurrent
+    reads for any fallback, so a pool read a GPU cache under it from several threads (wrong rows)."""
+    table = torch.randn(50, 4)
+    over_gpu_cache = CPUCachedFeature(gp.GPUCachedFeature(gp.Feature(table), max_bytes=160, device="cpu"), 160)
+    assert not over_gpu_cache.concurrent_reads and CPUCachedFeature(gp.Feature(table), 160).concurrent_reads
+    fetch = gp.ItemSampler(gp.ItemSet(50), 10).fetch_feature(gp.FeatureStore({"feat": over_gpu_cache}), ["feat"])
+    assert not fetch.thread_safe
+
+
 @pytest.mark.parametrize("whole_table", [False, True])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_an_update_during_a_read_is_not_undone_by_its_admission(policy, whole_table):

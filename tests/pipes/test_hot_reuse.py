@@ -315,6 +315,9 @@ def test_bad_arguments():
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=short)
     with pytest.raises(KeyError, match="`hot_reuse` reads node feature 'x' of type None, which the store lacks"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=gp.HotReuse(bottom, features, "x", hotness, 0.1))
+    cached = gp.gpu_cached_feature(features, "feat", max_bytes=1 << 10, device="cpu")  # one reader at a time
+    with pytest.raises(ValueError, match=r"`hot_reuse` reads node feature 'feat' from the sampler's threads .*\(a GPU cache\)"):
+        gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, hot_reuse=gp.HotReuse(bottom, cached, "feat", hotness, 0.1))
     hot_reuse = gp.HotReuse(bottom, features, "feat", hotness, 0.1)
     with pytest.raises(gp.UnsupportedCombination, match="hot-vertex reuse samples independent block batches"):
         gp.ItemSampler(items, 8).sample_neighbor(graph, FANOUTS, layout="pyg", hot_reuse=hot_reuse)
