@@ -16,9 +16,10 @@ writing files:
   mask (or with an empty one) is None, with a warning saying so.
 
 PyG decides which tensors are node- or edge-level by their row count; ``x``, ``y`` and
-the masks are read as node-level whatever their rows (with more rows than nodes kept:
-padding, nodes added later; with fewer refused, naming them). A tensor PyG counts as
-neither is skipped with a warning naming it.
+the masks are read as node-level whatever their rows (``x`` with more rows than nodes
+kept: padding, nodes added later; fewer rows, and ``y`` or masks with more, refused,
+naming them). A tensor PyG counts as neither, or lays out a column per item (a name with
+``index``, as ``edge_label_index``), is skipped with a warning naming it.
 
 Heterogeneous graphs (``HeteroData``, DGL graphs with several node or edge types) give
 the same dataset, typed (GraphBolt's form):
@@ -144,11 +145,13 @@ def _pyg_tensors(store, what: str, node_keys: Tuple[str, ...], num_edges: int) -
     rows (``node_keys`` are node-level whatever their rows). A tensor of neither kind is
     skipped with a warning naming it; ``x`` beside ``feat`` (x is stored as ``"feat"``) and
     an edge tensor of other than ``num_edges`` rows beside ``adj_t`` are refused."""
-    node_data, edge_data, skipped = {}, {}, []
+    node_data, edge_data, skipped, by_column = {}, {}, [], []
     for key, value in store.items():
         if key in ("edge_index", "adj_t") or not isinstance(value, torch.Tensor):
             continue
-        if key in node_keys:
+        if "index" in key or key == "face":  # PyG's __cat_dim__: -1, a column per item (edge_label_index)
+            by_column.append(f"`{key}`")
+        elif key in node_keys:
             node_data[key] = value
         elif store.is_edge_attr(key):
             edge_data[key] = value
@@ -160,6 +163,11 @@ def _pyg_tensors(store, what: str, node_keys: Tuple[str, ...], num_edges: int) -
         warnings.warn(
             f"from_pyg: {what}: skipped {', '.join(skipped)}: PyG reads a tensor as node- or edge-level by its rows, "
             f"and these have neither count"
+        )
+    if by_column:
+        warnings.warn(
+            f"from_pyg: {what}: skipped {', '.join(by_column)}: PyG lays index tensors out a column per item, not a row "
+            f"per node or edge; give link pairs as an ItemSet (e.g. gp.ItemSet(edge_label_index.t(), names='seeds'))"
         )
     if "x" in node_data and "feat" in node_data:
         raise ValueError(f"from_pyg: {what} has both `x` and `feat`; `x` is stored as node feature 'feat': rename `feat`")

@@ -122,6 +122,25 @@ def test_from_pyg_tensors_it_cannot_place_are_named_not_dropped_or_overwritten(t
         gp.datasets.from_pyg(data)
 
 
+@pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.parametrize("columns", [300, 50])  # as many as the edges, or as the nodes
+def test_from_pyg_skips_column_wise_index_tensors(typed, columns):
+    """Found in review: ``edge_label_index`` ([2, L], a column per pair: PyG's cat dim -1)
+    was stored as a 2-row edge feature when L was the edge count (reading edges 0 and 1 gave
+    its rows) and refused the whole Data when L was the node count."""
+    flat = make_data()
+    if typed:
+        data = pyg_data.HeteroData()
+        data["paper"].x, data["paper", "cites", "paper"].edge_index = flat.x, flat.edge_index
+        edge = data["paper", "cites", "paper"]
+    else:
+        data = edge = flat
+    edge.edge_label_index = torch.randint(0, 50, (2, columns))
+    with pytest.warns(UserWarning, match=r"skipped `edge_label_index`: PyG lays index tensors out a column per item"):
+        ds = gp.datasets.from_pyg(data)
+    assert not [key for key in ds.features.keys() if "edge_label_index" in key]
+
+
 def test_from_pyg_refuses_edge_tensors_that_adj_t_no_longer_matches():
     """T.ToSparseTensor() merges parallel edges but keeps their edge_attr rows: rows
     were read for the wrong edges."""
