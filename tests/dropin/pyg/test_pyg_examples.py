@@ -4,7 +4,7 @@
 
 The scripts run as PyG ships them (module-level code, no ``__main__`` guard, their own
 epoch counts); ``ogbn_train.py`` runs its default model (SGFormer, on disjoint subtrees)
-with its own arguments for fewer epochs, workers, seeds, neighbours and channels; ``bipartite_sage_unsup.py`` (typed link
+with its own arguments for fewer epochs, workers, seeds, neighbours and channels and a larger learning rate; ``bipartite_sage_unsup.py`` (typed link
 prediction) runs as shipped, its 16 workers a loader included.
 """
 
