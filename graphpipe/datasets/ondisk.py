@@ -143,7 +143,7 @@ class OnDiskDataset:
         path: the dataset directory (holding ``metadata.yaml``).
         tasks: names of the tasks to read (default all).
         force_preprocess: rebuild the cached graph even if it is up to date (a stale
-            cache is always rebuilt).
+            cache is always rebuilt; None, GraphBolt's default, is False).
         cache_dir: where the graph cache goes (default ``<path>.graphpipe``, beside the
             dataset directory, where GraphBolt does not look; for GraphBolt's
             ``<dataset>/preprocessed``: ``<dataset>.graphpipe``). It must be a real
@@ -188,7 +188,7 @@ class OnDiskDataset:
         self,
         path: str | os.PathLike,
         tasks: Optional[Sequence[str]] = None,
-        force_preprocess: bool = False,
+        force_preprocess: Optional[bool] = False,
         cache_dir: Optional[str | os.PathLike] = None,
         disk_based_features: bool = False,
         *,
@@ -198,6 +198,7 @@ class OnDiskDataset:
     ):
         path = os.path.abspath(os.fspath(path))
         where = f"OnDiskDataset('{path}')"
+        force_preprocess = False if force_preprocess is None else force_preprocess
         for name, value in (("force_preprocess", force_preprocess), ("disk_based_features", disk_based_features),
                             ("include_original_edge_id", include_original_edge_id),
                             ("auto_cast_to_optimal_dtype", auto_cast_to_optimal_dtype)):  # fmt: skip

@@ -95,7 +95,7 @@ def test_task_selection(tmp_path):
 
 def test_flags_are_bools_and_task_names_unique(tmp_path):
     write_graphbolt_dataset(tmp_path, "numpy")
-    for flag in ("force_preprocess", "disk_based_features"):  # was: "yes" accepted as true
+    for flag in ("force_preprocess", "disk_based_features"):  # was: "yes" accepted as true (None: GraphBolt's default)
         with pytest.raises(TypeError, match=rf"`{flag}` must be True or False, got 'yes'"):
             gp.datasets.OnDiskDataset(tmp_path, **{flag: "yes"})
     metadata = (tmp_path / "metadata.yaml").read_text()

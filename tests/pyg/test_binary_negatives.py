@@ -75,7 +75,7 @@ def test_binary_options_are_checked():
     items = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 8)
     with pytest.raises(ValueError, match="`neg_sampling` must be 'triplet'"):
         items.sample_uniform_negative(graph, 1, neg_sampling="pairs")
-    with pytest.raises(ValueError, match="a number > 0"):
+    with pytest.raises(ValueError, match="a finite number > 0"):
         items.sample_uniform_negative(graph, 0.0, neg_sampling="binary")
     with pytest.raises(ValueError, match="needs neg_sampling='triplet'"):
         items.sample_uniform_negative(graph, 1, neg_sampling="binary", exclude_existing_edges=True)
