@@ -46,7 +46,7 @@ class MiniBatch:
         (features)      GNN layer 0                     GNN layer L-1           (outputs)
 
     Attributes:
-        seeds: ``[batch_size]`` int64 node ids whose outputs are trained, or
+        seeds: ``[batch_size]`` node ids (the item set's integer dtype) whose outputs are trained, or
             ``[batch_size, 2]`` node pairs ``(source, destination)`` for link prediction
             (GraphBolt's layout: positives, then the negatives a negative sampler
             appended, ``labels`` and ``indexes`` aligned to them).
@@ -72,7 +72,8 @@ class MiniBatch:
         compacted_seeds: ``[batch_size, 2]`` int64, node pairs only (``[batch_size, k]``
             for GraphBolt's hyperlinks), set by the samplers: ``seeds`` in local ids,
             positions in ``sampled_subgraphs[-1].original_column_node_ids`` (the pairs'
-            distinct endpoints, ascending, which are also the first ``input_nodes``), so
+            distinct endpoints, ascending, which are also the first ``input_nodes``;
+            temporal: a row per endpoint, pair by pair, not deduplicated), so
             ``h[compacted_seeds[:, 0]]`` and ``h[compacted_seeds[:, 1]]`` are the two
             ends' outputs.
         item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch

@@ -58,7 +58,8 @@ def to_pyg(
     first ``n_id``) and ``input_id`` (``item_ids``: ItemSet positions). Node pairs (link
     prediction), as ``LinkNeighborLoader``: the first ``num_sampled_nodes[0]`` nodes of
     each type are the pairs' distinct endpoints of that type (ascending, as
-    LinkNeighborLoader orders them), no ``batch_size``, no ``y`` from ``labels``; on each
+    LinkNeighborLoader orders them; temporal: every source, then every destination, as
+    its disjoint subtrees), no ``batch_size``, no ``y`` from ``labels``; on each
     seed edge type ``input_id`` (the positives'); ``neg_sampling`` picks the fields:
 
     * ``"binary"``: ``edge_label_index`` ``[2, num_pairs]`` on the edge type

@@ -39,7 +39,7 @@ _VALIDATION = (2, 8, 16, 23, 27, 30)
 def karate_club() -> NodeClassificationDataset:
     """Zachary's karate club: 34 nodes, 78 friendships stored as 156 directed edges.
 
-    Labels are the two factions the club split into (2 classes, 16 and 18 members),
+    Labels are the two factions the club split into (2 classes of 17 members),
     features the one-hot identity ``[34, 34]`` float32. The splits are small and fixed:
     train = the two leaders and their closest allies (nodes 0, 1, 32, 33), validation =
     6 nodes, test = the other 24.

@@ -123,7 +123,7 @@ class SubgraphSampler(Pipe):
     (GraphBolt's, ``k > 2`` nodes each, untyped graphs); on a typed graph a dict edge type
     ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs (a ``HeteroItemSet`` keyed by
     edge type). The layers are then sampled from their distinct nodes (ascending: the
-    last layer's destinations), and ``compacted_seeds`` holds the pairs in those local
+    last layer's destinations; temporal: a row per endpoint, not deduplicated), and ``compacted_seeds`` holds the pairs in those local
     ids (typed: ``{edge type: [N, 2]}``, column 0 local to the source type's
     destinations, column 1 to the destination type's). With ``exclude_seed_edges=True``
     no layer contains an edge ``u -> v`` (of the pair's edge type) of a pair ``(u, v)``
