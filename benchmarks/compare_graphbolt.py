@@ -233,6 +233,9 @@ def _arguments() -> tuple:
     # numba's thread count is per thread (a background stage would not inherit a
     # set_num_threads here), so the process-wide NUMBA_NUM_THREADS sets it for both sides.
     args.threads = numba.config.NUMBA_NUM_THREADS
+    if earlier is not None and earlier["args"]["threads"] != args.threads:
+        parser.error(f"--graphbolt-json: GraphBolt ran on {earlier['args']['threads']} threads there, this run has "
+                     f"NUMBA_NUM_THREADS={args.threads}; run with the same count")  # fmt: skip
     torch.set_num_threads(args.threads)
     return args, earlier
 
