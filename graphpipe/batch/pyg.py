@@ -57,10 +57,9 @@ def to_pyg(
     Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are the
     first ``n_id``) and ``input_id`` (``item_ids``: ItemSet positions). Node pairs (link
     prediction), as ``LinkNeighborLoader``: the first ``num_sampled_nodes[0]`` nodes of
-    each type are the pairs' distinct endpoints of that type (ascending, as
-    LinkNeighborLoader orders them; temporal: every source, then every destination, as
-    its disjoint subtrees), no ``batch_size``, no ``y`` from ``labels``; on each
-    seed edge type ``input_id`` (the positives'); ``neg_sampling`` picks the fields:
+    each type are the pairs' distinct endpoints of that type (ascending, as LinkNeighborLoader's;
+    temporal: the sources, then the destinations), no ``batch_size``, no ``y`` from ``labels``;
+    on each seed edge type ``input_id`` (the positives'); ``neg_sampling`` picks the fields:
 
     * ``"binary"``: ``edge_label_index`` ``[2, num_pairs]`` on the edge type
       (``compacted_seeds`` transposed: local ids into the source and destination types'
