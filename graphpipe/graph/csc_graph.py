@@ -419,11 +419,17 @@ class CSCGraph:
                 f"CSCGraph.map_edge_ids: `positions` must be an integer tensor (int64, int32, int16, int8 or uint8), "
                 f"got {getattr(positions, 'dtype', type(positions).__name__)}"
             )
+        if self.original_edge_ids is None and positions.device.type == "cpu" and positions.numel():
+            lo, hi = int(positions.numpy().min()), int(positions.numpy().max())
+            if lo < 0 or hi >= self.total_num_edges:
+                raise ValueError(f"CSCGraph.map_edge_ids: position {lo if lo < 0 else hi} is outside [0, {self.total_num_edges})")
+        return self._map_sampled_edge_ids(positions)
+
+    def _map_sampled_edge_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        """:meth:`map_edge_ids` of positions a sampler made (integers in range), for
+        ``graph.sampling``: not checked again per batch (with ``original_edge_ids``, the
+        gather's kernel still refuses one outside the map, at no cost)."""
         if self.original_edge_ids is None:
-            if positions.device.type == "cpu" and positions.numel():
-                lo, hi = int(positions.numpy().min()), int(positions.numpy().max())
-                if lo < 0 or hi >= self.total_num_edges:
-                    raise ValueError(f"CSCGraph.map_edge_ids: position {lo if lo < 0 else hi} is outside [0, {self.total_num_edges})")
             return positions.to(torch.int64)
         # A pinned host graph sampled on the GPU: read the map through a zero-copy view.
         return take_as_int64(device_array(self.original_edge_ids, positions.device), positions, "CSCGraph.map_edge_ids")

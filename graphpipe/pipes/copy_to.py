@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from graphpipe._internal.checks import check_bool
 from graphpipe._internal.devices import device_or_cpu
 from graphpipe.pipes.base import Pipe, functional_pipe

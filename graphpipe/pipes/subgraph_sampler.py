@@ -123,10 +123,11 @@ class SubgraphSampler(Pipe):
     (GraphBolt's, ``k > 2`` nodes each, untyped graphs); on a typed graph a dict edge type
     ``"src:relation:dst"`` -> ``[N, 2]`` type-local pairs (a ``HeteroItemSet`` keyed by
     edge type). The layers are then sampled from their distinct nodes (ascending: the
-    last layer's destinations; temporal: a row per endpoint, not deduplicated), and ``compacted_seeds`` holds the pairs in those local
-    ids (typed: ``{edge type: [N, 2]}``, column 0 local to the source type's
-    destinations, column 1 to the destination type's). With ``exclude_seed_edges=True``
-    no layer contains an edge ``u -> v`` (of the pair's edge type) of a pair ``(u, v)``
+    last layer's destinations; temporal: a row per endpoint, not deduplicated), and
+    ``compacted_seeds`` holds the pairs in those local ids (typed: ``{edge type: [N, 2]}``,
+    column 0 local to the source type's destinations, column 1 to the destination
+    type's). With ``exclude_seed_edges=True`` no layer contains an edge ``u -> v`` (of
+    the pair's edge type) of a pair ``(u, v)``
     of ``seeds`` (positives and negatives alike, as GraphBolt's ``exclude_seed_edges``;
     parallel edges included), so the model never sees an edge it must predict;
     ``include_reverse_edges=True`` also excludes their reverse edges: on a typed graph
