@@ -193,7 +193,7 @@ class _UserEdgeIds:
         self.schema = graph.schema
 
     @staticmethod
-    def map_edge_ids(ids: torch.Tensor) -> torch.Tensor:
+    def sampled_edge_ids(ids: torch.Tensor) -> torch.Tensor:
         return ids
 
 

@@ -423,12 +423,13 @@ class CSCGraph:
             lo, hi = int(positions.numpy().min()), int(positions.numpy().max())
             if lo < 0 or hi >= self.total_num_edges:
                 raise ValueError(f"CSCGraph.map_edge_ids: position {lo if lo < 0 else hi} is outside [0, {self.total_num_edges})")
-        return self._map_sampled_edge_ids(positions)
+        return self.sampled_edge_ids(positions)
 
-    def _map_sampled_edge_ids(self, positions: torch.Tensor) -> torch.Tensor:
-        """:meth:`map_edge_ids` of positions a sampler made (integers in range), for
-        ``graph.sampling``: not checked again per batch (with ``original_edge_ids``, the
-        gather's kernel still refuses one outside the map, at no cost)."""
+    def sampled_edge_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        """:meth:`map_edge_ids` of positions a sampler made (integers in range): not checked
+        again per batch (with ``original_edge_ids``, the gather's kernel still refuses one
+        outside the map, at no cost). The layer layouts of ``graph.sampling`` call it, also
+        on the view remote sampling gives them (``distributed.remote``)."""
         if self.original_edge_ids is None:
             return positions.to(torch.int64)
         # A pinned host graph sampled on the GPU: read the map through a zero-copy view.

@@ -641,7 +641,7 @@ def untyped_subgraph(graph, layer: SampledLayer) -> SampledSubgraph:
         sampled_csc=CSCFormat(indptr, layer.local),
         original_row_node_ids=layer.src,
         original_column_node_ids=layer.dst,
-        original_edge_ids=graph._map_sampled_edge_ids(layer.sample.edge_ids),
+        original_edge_ids=graph.sampled_edge_ids(layer.sample.edge_ids),
         edge_weights=layer.sample.edge_weights,
     )
 
@@ -666,7 +666,7 @@ def typed_subgraph(graph, layer: SampledLayer, fanouts: Sequence[int]) -> Sample
     runs = torch.tensor(list(dst_counts) + new_counts)
     position = torch.arange(layer.src.numel()) - torch.repeat_interleave(torch.tensor(shifts), runs)
     local = position[layer.local]
-    edge_ids = graph._map_sampled_edge_ids(layer.sample.edge_ids)
+    edge_ids = graph.sampled_edge_ids(layer.sample.edge_ids)
     weights = layer.sample.edge_weights
     csc, original_edge_ids, edge_weights = {}, {}, {}
     slices = _edge_type_slices(schema, dst_counts, layer.skipped, layer.sample, fanouts)
@@ -748,14 +748,14 @@ def sample_graph_neighbors(
             sample = layer_times.filter.sample(bounds, layer_times.lo, layer_times.hi, nodes, fanouts, kernel, whole_ranges=graph.is_heterogeneous)
         if graph.is_heterogeneous:
             return _split_by_edge_type(graph, start, sample)
-        return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph._map_sampled_edge_ids(sample.edge_ids))
+        return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.sampled_edge_ids(sample.edge_ids))
     schema = graph.schema
     sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
     slices = _edge_type_slices(schema, start.counts, tuple(0 for _ in start.counts), sample, counts)
     csc, edge_ids = {}, {}
     for etype, (src_type, _), (indptr, e0, e1) in zip(schema.edge_types, schema.edge_type_ends, slices):
         csc[etype] = CSCFormat(indptr, sample.indices[e0:e1] - schema.node_type_offset[src_type])
-        edge_ids[etype] = graph._map_sampled_edge_ids(sample.edge_ids[e0:e1])
+        edge_ids[etype] = graph.sampled_edge_ids(sample.edge_ids[e0:e1])
     return SampledSubgraph(csc, None, None, edge_ids)
 
 
@@ -810,7 +810,7 @@ def _split_by_edge_type(graph, start: SeedNodes, sample: LayerSample) -> Sampled
         per_dst = torch.bincount(destination[mask] - starts[dst_type], minlength=start.counts[dst_type])
         indptr = torch.cat([per_dst.new_zeros(1), per_dst.cumsum(0)])
         csc[etype] = CSCFormat(indptr, sample.indices[mask] - schema.node_type_offset[src_type])
-        edge_ids[etype] = graph._map_sampled_edge_ids(sample.edge_ids[mask])
+        edge_ids[etype] = graph.sampled_edge_ids(sample.edge_ids[mask])
     return SampledSubgraph(csc, None, None, edge_ids)
 
 
