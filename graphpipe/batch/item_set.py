@@ -31,8 +31,10 @@ class ItemSet:
         ``(seeds, labels)``.
 
     ``names`` names the fields, one per tensor (e.g. ``("seeds", "labels")``); the
-    :class:`~graphpipe.ItemSampler` copies fields called ``seeds`` and ``labels`` into the
-    MiniBatch fields of the same name. With one field and no names, the field is ``seeds``.
+    :class:`~graphpipe.ItemSampler` copies each field into the MiniBatch field of the same
+    name (``seeds``, ``labels``, ``indexes``, ``timestamp``, ``item_ids``: ``[N]`` integer
+    ids reported for the items, PyG's ``input_id``, instead of their positions in the set).
+    With one field and no names, the field is ``seeds``.
 
     GraphBolt 2.1's names work as GraphBolt 2.2 maps them: ``seed_nodes`` and
     ``node_pairs`` are named ``seeds``; with ``[N, k]`` ``negative_dsts`` (and/or
@@ -109,13 +111,16 @@ class ItemSet:
 
     def batch(self, rows: torch.Tensor) -> Dict[str, torch.Tensor]:
         """The MiniBatch fields of items ``rows`` (``[n]`` int64 positions): every named
-        field, and ``item_ids`` (a copy of ``rows``: a view would keep the epoch's order
-        alive, and ship it to worker processes); given negatives make ``seeds``,
-        ``labels`` and ``indexes`` (see the class doc)."""
+        field, and ``item_ids``: the set's own ``item_ids`` field where it has one, else a
+        copy of ``rows`` (a view would keep the epoch's order alive, and ship it to worker
+        processes); given negatives make ``seeds``, ``labels`` and ``indexes`` (see the
+        class doc)."""
         fields = dict(zip(self.names, self[rows]))
         if any(name in fields for name in NEGATIVE_FIELDS):
             fields = _with_given_negatives(fields)
-        return {**fields, "item_ids": rows.clone()}
+        if "item_ids" in fields:
+            fields["item_ids"] = fields["item_ids"].to(torch.int64)
+        return {"item_ids": rows.clone(), **fields}
 
     def __repr__(self) -> str:
         fields = ", ".join(

@@ -76,9 +76,10 @@ class MiniBatch:
             temporal: a row per endpoint, pair by pair, not deduplicated), so
             ``h[compacted_seeds[:, 0]]`` and ``h[compacted_seeds[:, 1]]`` are the two
             ends' outputs.
-        item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
-            was cut from (PyG's ``input_id``); a negative sampler leaves it alone, so it
-            counts the positives of a link batch.
+        item_ids: ``[num_items]`` int64, PyG's ``input_id``: the positions in the ItemSet
+            of the items this batch was cut from, or the set's own ``item_ids`` field
+            (``from_pyg``'s mask splits: the node ids, as PyG's for a boolean mask); a
+            negative sampler leaves it alone, so it counts the positives of a link batch.
         subtree_ids: ``[num_input]`` int64, disjoint sampling only (``disjoint=True``, PyG's
             ``batch``): the position in ``seeds`` of the seed whose subtree each of
             ``input_nodes`` belongs to (a node reached from two seeds is in

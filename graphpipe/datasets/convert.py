@@ -341,10 +341,10 @@ def _node_items(
         seeds = torch.nonzero(mask).view(-1)
         if seeds.numel() == 0:
             sets[split] = None
-        elif labels is None:
-            sets[split] = ItemSet(seeds, names="seeds")
+        elif labels is None:  # item_ids: PyG's input_id for a boolean mask is the node id
+            sets[split] = ItemSet((seeds, seeds), names=("seeds", "item_ids"))
         else:
-            sets[split] = ItemSet((seeds, labels[seeds]), names=("seeds", "labels"))
+            sets[split] = ItemSet((seeds, labels[seeds], seeds), names=("seeds", "labels", "item_ids"))
     return features, labels, sets
 
 

@@ -16,7 +16,7 @@ from graphpipe.pipes.capabilities import check_supported
 
 __all__ = ["ItemSampler"]
 
-_MINIBATCH_FIELDS = ("seeds", "labels", "indexes", "timestamp")
+_MINIBATCH_FIELDS = ("seeds", "labels", "indexes", "timestamp", "item_ids")
 
 
 class ItemSampler(Pipe):
@@ -101,6 +101,12 @@ class ItemSampler(Pipe):
                 raise TypeError(
                     f"ItemSampler: the `timestamp` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
                     f"integer times (int64), one per seed, got a {tuple(times.shape)} {times.dtype} tensor"
+                )
+            ids = one_set.field("item_ids")
+            if ids is not None and len(one_set) and (ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool):
+                raise TypeError(
+                    f"ItemSampler: the `item_ids` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
+                    f"integer ids, one per item, got a {tuple(ids.shape)} {ids.dtype} tensor"
                 )
             if "indexes" in item_set.names and seeds.dim() != 2:
                 raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")

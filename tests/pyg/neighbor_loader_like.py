@@ -71,9 +71,8 @@ def neighbor_loader(
     store = gp.FeatureStore(node_features, edge_features)
     if input_nodes is None:
         input_nodes = torch.arange(data.num_nodes)
-    elif input_nodes.dtype == torch.bool:
-        input_nodes = input_nodes.nonzero().flatten()
-    pipe = gp.ItemSampler(_seed_items(input_nodes, input_time), batch_size, shuffle=shuffle, seed=seed)
+    items = _seed_items(input_nodes, input_time)
+    pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
     fanouts = list(reversed(num_neighbors))  # graphpipe lists the seeds' fanout last
     options = _sampler_options(time_attr, temporal_strategy, disjoint)
     if sampler == "neighbor":
@@ -82,7 +81,7 @@ def neighbor_loader(
     else:
         pipe = pipe.sample_layer_neighbor(graph, fanouts, weights=weight_attr, seed=seed, layout=layout, **options)
     pipe = pipe.fetch_feature(store, list(node_features), list(edge_features))
-    return EveryBatch(gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg)), math.ceil(input_nodes.numel() / batch_size))
+    return EveryBatch(gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg)), math.ceil(len(items) / batch_size))
 
 
 def hetero_neighbor_loader(
@@ -108,15 +107,13 @@ def hetero_neighbor_loader(
     node_type, ids = (input_nodes, None) if isinstance(input_nodes, str) else input_nodes
     if ids is None:
         ids = torch.arange(data[node_type].num_nodes)
-    elif ids.dtype == torch.bool:
-        ids = ids.nonzero().flatten()
     graph, store, node_keys, edge_keys = _hetero_graph_and_store(data, time_attr)
     items = gp.HeteroItemSet({node_type: _seed_items(ids, input_time)})
     options = _sampler_options(time_attr, temporal_strategy, disjoint)
     pipe = gp.ItemSampler(items, batch_size, shuffle=shuffle, seed=seed)
     pipe = pipe.sample_neighbor(graph, list(reversed(num_neighbors)), layout="pyg", seed=seed, **options)
     pipe = pipe.fetch_feature(store, node_feature_keys=node_keys, edge_feature_keys=edge_keys or None)
-    return EveryBatch(gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg)), math.ceil(ids.numel() / batch_size))
+    return EveryBatch(gp.DataLoader(pipe.transform(gp.MiniBatch.to_pyg)), math.ceil(len(items) / batch_size))
 
 
 class EveryBatch:
@@ -159,11 +156,15 @@ def _sorted_by_time(graph, node_times, edge_times):
 
 
 def _seed_items(seeds, times):
-    """An ItemSet of node ids ``seeds`` ``[N]``, with ``times`` ``[N]`` as the field
-    ``timestamp`` when given."""
-    if times is None:
-        return gp.ItemSet(seeds, names="seeds")
-    return gp.ItemSet((seeds, times), names=("seeds", "timestamp"))
+    """An ItemSet of node ids ``seeds`` (``[N]`` ids, or a bool mask whose node ids are
+    also the items' ``item_ids``, PyG's ``input_id`` for a mask), with ``times`` ``[N]``
+    as the field ``timestamp`` when given."""
+    fields = {"seeds": seeds}
+    if seeds.dtype == torch.bool:
+        fields["seeds"] = fields["item_ids"] = seeds.nonzero().flatten()
+    if times is not None:
+        fields["timestamp"] = times
+    return gp.ItemSet(tuple(fields.values()), names=tuple(fields))
 
 
 def _sampler_options(time_attr, temporal_strategy, disjoint):
