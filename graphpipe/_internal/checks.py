@@ -9,6 +9,7 @@ import torch
 
 __all__ = [
     "ID_DTYPES",
+    "NOT_TIME_DTYPES",
     "as_int",
     "check_fanout",
     "check_fanouts",
@@ -22,6 +23,8 @@ __all__ = [
 
 # The dtypes of ids users may give (graphpipe widens them; uint16-64 are refused: torch lacks their ops).
 ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+# Integer dtypes that are not times: bool, and uint64 (its values past int64's would wrap).
+NOT_TIME_DTYPES = (torch.bool, getattr(torch, "uint64", torch.bool))
 
 # LABOR-k's largest k: LABOR-* (-1) converges in about 16 iterations, and each more is a
 # pass over every sampled edge (k = 10**6 took 48 s for two batches of 4 seeds).

@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from graphpipe._internal.checks import as_int, check_node_ids
+from graphpipe._internal.checks import NOT_TIME_DTYPES, as_int, check_node_ids
 from graphpipe.graph.checks import ATTRIBUTES_HINT, check_edge_weights, check_typed_pairs, check_typed_seeds
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.temporal import TimeFilter
@@ -261,7 +261,8 @@ def seed_times(
 
     def times_of(key, ids):
         t = timestamp.get(key) if typed and isinstance(timestamp, Mapping) else None if typed else timestamp
-        if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() != ids.size(0) or t.is_floating_point():
+        wrong = not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() != ids.size(0)
+        if wrong or t.is_floating_point() or t.dtype in NOT_TIME_DTYPES:
             got = f"a {tuple(t.shape)} {t.dtype} tensor" if isinstance(t, torch.Tensor) else repr(type(t).__name__)
             origin = " (an ItemSet field named 'timestamp')" if argument == "timestamp" else ""
             raise ValueError(

@@ -10,7 +10,7 @@ import torch
 from graphpipe.batch.item_set import NEGATIVE_FIELDS, HeteroItemSet, ItemSet
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.ops.random import derive_key
-from graphpipe._internal.checks import check_bool, check_int
+from graphpipe._internal.checks import NOT_TIME_DTYPES, check_bool, check_int
 from graphpipe.pipes.base import Pipe
 from graphpipe.pipes.capabilities import check_supported
 
@@ -97,7 +97,7 @@ class ItemSampler(Pipe):
                     f"prediction) or hyperlinks of shape [N, k] (k >= 2 nodes each), got shape {tuple(seeds.shape)}"
                 )
             times = one_set.field("timestamp")
-            if times is not None and len(one_set) and (times.dim() != 1 or times.is_floating_point() or times.dtype == torch.bool):
+            if times is not None and len(one_set) and (times.dim() != 1 or times.is_floating_point() or times.dtype in NOT_TIME_DTYPES):
                 raise TypeError(
                     f"ItemSampler: the `timestamp` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
                     f"integer times (int64), one per seed, got a {tuple(times.shape)} {times.dtype} tensor"

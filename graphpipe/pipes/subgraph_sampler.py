@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from bisect import bisect_right
 from dataclasses import replace
 from functools import partial
 from itertools import accumulate
@@ -44,6 +45,7 @@ from graphpipe.graph.sampling import (
 )
 from graphpipe.ops import LayerSample, derive_key
 from graphpipe.ops.edge_lookup import EdgeExclusion, in_neighbours_sorted
+from graphpipe.ops.temporal import UNTIMED
 from graphpipe.pipes.base import Pipe, upstream
 from graphpipe.pipes.capabilities import DIMENSIONS, SUPPORT, UnsupportedCombination, check_supported
 from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler, find_distributed_item_sampler
@@ -624,6 +626,15 @@ class SubgraphSampler(Pipe):
             times = seed_times(self.graph, minibatch.seeds, minibatch.timestamp, seeds, not self.disjoint, name, indexes)
         elif self.layout == "pyg" and seeds.links is None and time_filter.node_time is not None:
             times = time_filter.node_time[seeds.nodes]  # pyg-lib's default: the seeds' own times
+            untimed = seeds.nodes[times == UNTIMED]
+            if untimed.numel():  # pyg-lib refuses a seed type without times; they would keep no timed edge
+                schema, node = self.graph.schema, int(untimed[0])
+                type_id = bisect_right(schema.node_type_offset, node) - 1
+                raise ValueError(
+                    f"{name}: seed node {node - schema.node_type_offset[type_id]} of type "
+                    f"{schema.node_types[type_id]!r} has no node time {time_filter.node_name!r}; give the seeds' times "
+                    f"as an ItemSet field named 'timestamp'"
+                )
         else:
             raise ValueError(
                 f"{name}: temporal sampling needs the seeds' times: an ItemSet field named 'timestamp', e.g. "

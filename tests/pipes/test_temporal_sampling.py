@@ -162,6 +162,26 @@ def test_untimed_node_types_are_not_constrained():
     assert mb.sampled_subgraphs[0].sampled_csc["author:writes:paper"].indices.numel() == 0  # every author time >= 0
 
 
+def test_pyg_seeds_of_an_untimed_type_without_timestamp_are_refused():
+    """pyg-lib reads the seed type's node times and refuses a type without: its seeds
+    would keep no timed in-edge (their time was the untimed fill)."""
+    graph, *_ = timed_graph("typed", sort=False)
+    venues = gp.HeteroItemSet({"venue": gp.ItemSet(torch.arange(3), names="seeds")})
+    with pytest.raises(ValueError, match="seed node 0 of type 'venue' has no node time 'nts'; give the seeds' times"):
+        next(iter(gp.ItemSampler(venues, 3).sample_neighbor(graph, [-1], layout="pyg", time_attr="nts")))
+    papers = gp.HeteroItemSet({"paper": gp.ItemSet(torch.arange(3), names="seeds")})
+    assert next(iter(gp.ItemSampler(papers, 3).sample_neighbor(graph, [-1], layout="pyg", time_attr="nts"))).seeds
+
+
+def test_uint64_seed_times_are_refused_not_wrapped():
+    graph, edges, *_ = timed_graph("untyped", sort=False)
+    late = torch.tensor([2**63 + 5] * 2, dtype=torch.uint64)
+    with pytest.raises(TypeError, match=r"the `timestamp` field must be \[N\] integer times"):
+        gp.ItemSampler(gp.ItemSet((torch.arange(2), late), names=("seeds", "timestamp")), 2)
+    with pytest.raises(ValueError, match=r"`seeds_timestamp` must be \[2\] int64 times.*uint64"):
+        graph.temporal_sample_neighbors(torch.arange(2), late, [2], edge_timestamp_attr_name="ets")
+
+
 def test_time_windows_and_the_graph_method():
     """GraphBolt's graph method: '<' and the open window (t - w, t), per seed."""
     graph, edges, node_time, edge_time = timed_graph("untyped", sort=USES["both"])
