@@ -122,7 +122,9 @@ def sample_uniform_negatives(
         type_per_edge, edge_type: a typed graph's edge type ids and the pairs' edge type:
             ``exclude_edges`` then avoids edges of that type only.
         node_time, latest: ``[num_nodes]``, ``[N]`` int64: a draw later than ``latest[i]``
-            is redrawn, as an edge with ``exclude_edges`` (UNTIMED nodes: never).
+            is redrawn, as an edge with ``exclude_edges`` (UNTIMED nodes: never); where no
+            candidate is that early (a dataset's first events), the earliest candidate, as
+            PyG's ``neg_sample``.
         where: the caller's name, for error messages.
 
     Returns:
@@ -130,7 +132,8 @@ def sample_uniform_negatives(
         ``i`` holds the negatives of pair ``i``, whose source they keep.
 
     Raises:
-        ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS``.
+        ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS`` where
+            a valid one exists.
     """
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
     key = check_key(key, where)
@@ -158,6 +161,11 @@ def sample_uniform_negatives(
         src, dst, first, count, negative_ratio, np.uint64(key), *arrays, types, int(edge_type), bool(exclude_edges),
         bool(sorted_indices), *times, out,
     )  # fmt: skip
+    if failed and node_time is not None:  # PyG's fallback where no candidate is early enough
+        span = times[0][first : first + count]
+        earliest = int(np.argmin(span))
+        out[(out < 0) & (span[earliest] > times[1])[:, None]] = first + earliest
+        failed = bool((out < 0).any())
     if failed:
         row = int(np.flatnonzero((out < 0).any(axis=1))[0])
         raise ValueError(
@@ -191,14 +199,23 @@ def sample_random_pairs(
     PyG's ``LinkNeighborLoader`` binary negatives. Pair ``j`` draws ``uniform(hash2(key,
     j), 0)`` and ``(.., 1)``, so a batch's pairs depend only on ``key``. Temporal:
     ``node_time`` (``[num_nodes]`` int64) and ``latest`` (``[num_pairs]``): an end later
-    than its pair's ``latest`` is redrawn (draw ``2 * attempt + column``)."""
+    than its pair's ``latest`` is redrawn (draw ``2 * attempt + column``); where no node of
+    the range is that early, the earliest one (PyG's fallback)."""
     rows = torch.arange(num_pairs, device=device)
     vkeys = torch_random.hash2(int(key), rows)
     columns = []
     for column, (first, count) in enumerate((sources, destinations)):
         nodes = torch.empty_like(rows)
         todo = rows
+        if node_time is not None:  # PyG's fallback where no node of the range is early enough
+            span = node_time[first : first + count]
+            earliest = int(span.argmin())
+            never = span[earliest] > latest
+            nodes[never] = first + earliest
+            todo = rows[~never]
         for attempt in range(MAX_ATTEMPTS):
+            if todo.numel() == 0:
+                break
             u = torch_random.uniform(vkeys[todo], torch.full_like(todo, 2 * attempt + column))
             nodes[todo] = first + torch.clamp((u * count).to(torch.int64), max=count - 1)
             if node_time is None:

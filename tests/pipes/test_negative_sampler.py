@@ -197,12 +197,15 @@ def test_a_batch_whose_negatives_do_not_fit_is_refused_naming_the_ratio(graph_bu
 
 
 def test_no_valid_negative_names_the_stage_and_the_reason():
-    """Every node is later than the pairs' time: the error names the stage and the two
-    reasons a draw is refused, not the kernel or its arguments."""
-    src, dst = torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])
-    graph = gp.CSCGraph.from_coo(src, dst, 4, node_attributes={"nts": torch.full((4,), 10, dtype=torch.int64)})
-    items = gp.ItemSet((torch.stack([src, dst], 1), torch.zeros(3, dtype=torch.int64)), names=("seeds", "timestamp"))
-    pipe = gp.ItemSampler(items, 3).sample_uniform_negative(graph, 1, node_timestamp_attr_name="nts")
+    """Node 0's only non-neighbour (node 5) is later than the pairs' time, the others are
+    its neighbours: the error names the stage and the two reasons a draw is refused, not
+    the kernel or its arguments. (Where no node at all is early enough, the earliest one
+    is taken, as PyG's: tests/pipes/test_temporal_sampling.py.)"""
+    src, dst = torch.zeros(5, dtype=torch.int64), torch.arange(5)
+    times = torch.tensor([0, 0, 0, 0, 0, 10])
+    graph = gp.CSCGraph.from_coo(src, dst, 6, node_attributes={"nts": times})
+    items = gp.ItemSet((torch.tensor([[0, 1]]), torch.tensor([5])), names=("seeds", "timestamp"))
+    pipe = gp.ItemSampler(items, 1).sample_uniform_negative(graph, 1, node_timestamp_attr_name="nts", exclude_existing_edges=True)
     with pytest.raises(ValueError, match="^UniformNegativeSampler: found no negative destination") as raised:
         next(iter(pipe))
     message = str(raised.value)

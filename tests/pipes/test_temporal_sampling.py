@@ -293,6 +293,24 @@ def test_negatives_are_never_later_than_their_pair(kind, neg_sampling):
     assert negatives > 0
 
 
+@pytest.mark.parametrize("neg_sampling", ["triplet", "binary"])
+def test_pairs_earlier_than_every_candidate_get_the_earliest_node(neg_sampling):
+    """PyG's neg_sample: where no node is early enough (a dataset's first events), the
+    negative end is the node with the earliest time; later pairs still draw valid ones."""
+    times = torch.tensor([9, 5, 7, 5, 8, 6])  # nodes 1 and 3 earliest: argmin is 1
+    graph = gp.CSCGraph.from_edge_index(torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]), 6, node_attributes={"nt": times})
+    pairs = torch.tensor([[1, 2]] * 8 + [[2, 4]] * 8)  # at time 5: no node earlier; at 9: 1, 2, 3, 4, 5
+    pair_times = torch.tensor([5] * 8 + [9] * 8)
+    item_set = gp.ItemSet((pairs, pair_times), names=("seeds", "timestamp"))
+    pipe = gp.ItemSampler(item_set, 16).sample_uniform_negative(graph, 2, neg_sampling=neg_sampling, node_timestamp_attr_name="nt", seed=1)
+    mb = next(iter(pipe))
+    negatives, negative_times = mb.seeds[mb.labels == 0], mb.timestamp[mb.labels == 0]
+    ends = negatives[:, 1:] if neg_sampling == "triplet" else negatives
+    early = negative_times == 5
+    assert bool((ends[early] == 1).all()) and bool(early.any())
+    assert bool((times[ends[~early]] < 9).all()) and set(ends[~early].flatten().tolist()) - {1} != set()
+
+
 def test_a_hub_on_a_time_sorted_graph_is_cut_by_binary_search():
     """GraphBolt's FastTemporalPick never accepts a draw with edge times (an unconditional
     `continue`), so a hub costs O(degree) there; on a time-sorted graph graphpipe cuts the
