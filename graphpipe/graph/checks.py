@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Sequence, Tuple
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -23,8 +25,9 @@ def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List
     """Fanouts for a typed graph: ``[num_layers][num_edge_types]`` ints, each ``>= 0``
     (0: the layer samples no edge of that type) or ``-1`` (all of them).
 
-    Each layer's entry is one of: an int for every edge type (a one-element tensor too,
-    as GraphBolt's ``torch.LongTensor([k])``; 0 samples nothing in that layer); a dict
+    Each layer's entry is one of: an int for every edge type (PyG's meaning; 0 samples
+    nothing in that layer; a one-element tensor too, with a warning on a graph of several
+    edge types: GraphBolt's ``torch.LongTensor([k])`` means ``k`` over all types together); a dict
     ``{edge type: int}`` naming every edge type (``"src:relation:dst"`` or a tuple); or a
     list / 1-D tensor of ``num_edge_types`` ints in edge type id order (GraphBolt's form)."""
     if isinstance(fanouts, (str, bytes, Mapping)) or not isinstance(fanouts, (Sequence, torch.Tensor, np.ndarray)):
@@ -36,7 +39,7 @@ def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List
         fanouts = list(fanouts) if fanouts.ndim == 2 else fanouts.tolist()
     if len(fanouts) == 0:
         raise ValueError(f"{where}: `fanouts` must have one entry per GNN layer, got none")
-    layers = []
+    layers, warned = [], False
     for i, entry in enumerate(fanouts):
         name = f"fanouts[{i}]"
         if isinstance(entry, Mapping):
@@ -59,6 +62,15 @@ def check_typed_fanouts(fanouts, edge_types: List[str], where: str) -> List[List
             values = list(entry)
         else:
             fanout = as_int(entry)
+            one_element = isinstance(entry, (torch.Tensor, np.ndarray)) and entry.ndim == 1
+            if one_element and len(edge_types) > 1 and fanout is not None and fanout > 0 and not warned:
+                warned = True
+                warnings.warn(
+                    f"{where}: `{name}` is a one-element tensor ({fanout}): graphpipe samples up to {fanout} in-edges "
+                    f"of EACH of the {len(edge_types)} edge types per node (GraphBolt: {fanout} over all types together); "
+                    f"pass an int for this meaning, or a list of per-edge-type fanouts",
+                    stacklevel=5,
+                )
             if fanout is None or fanout < -1:
                 raise ValueError(
                     f"{where}: `{name}` must be an int >= 0 or -1 (all) for every edge type, a dict of edge type -> "

@@ -2,6 +2,8 @@
 parameters of the same tests: every sampled edge exists, counts per (destination, edge
 type), compaction, fanouts, weights, distributions and determinism."""
 
+import warnings
+
 import numba
 import pytest
 import torch
@@ -326,6 +328,21 @@ def test_seeds_of_the_other_graph_kind_are_refused(kind, graph_edges):
     else:
         with pytest.raises(ValueError, match=r"`seeds` is a dict of types \['paper'\].*the graph is homogeneous"):
             sample(sampler, {"paper": torch.tensor([0])})
+
+
+def test_one_fanout_on_a_typed_graph_is_per_edge_type_and_graphbolts_form_warns():
+    """PyG's meaning: k in-edges of each edge type; GraphBolt's torch.LongTensor([k]) means
+    k over all types together, so that form warns (once per sampler), an int does not."""
+    edges = {"a:r:b": torch.tensor([[0, 1, 2], [0, 0, 0]]), "b:s:b": torch.tensor([[1, 2, 3], [0, 0, 0]])}
+    graph = CSCGraph.from_hetero_edges(edges, {"a": 3, "b": 4})
+    items = HeteroItemSet({"b": ItemSet(torch.tensor([0]), names="seeds")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mb = next(iter(ItemSampler(items, 1).sample_neighbor(graph, [2])))
+    assert {t: csc.indices.numel() for t, csc in mb.sampled_subgraphs[0].sampled_csc.items()} == {"a:r:b": 2, "b:s:b": 2}
+    with pytest.warns(UserWarning, match=r"`fanouts\[0\]` is a one-element tensor \(2\): graphpipe samples up to 2 in-edges of EACH") as caught:
+        ItemSampler(items, 1).sample_neighbor(graph, [torch.LongTensor([2]), torch.LongTensor([2])])
+    assert len(caught) == 1
 
 
 def test_bad_typed_fanouts():
