@@ -9,9 +9,9 @@ Each test builds what upstream builds and swaps ``LinkNeighborLoader(...)`` for
 source (GraphBolt's ``sample_uniform_negative``; PyG's binary mode draws both ends), so
 the binary layout is checked, not the negatives' sources, and they are uniform (upstream's
 hetero triplet case weights them); graphpipe needs at least one layer (upstream's
-``num_neighbors=[]`` cases use ``[-1]`` on a graph without edges). Not ported: temporal,
-``disjoint``, ``subgraph_type="bidirectional"``, custom stores, and upstream's
-``loader([indices])`` call on chosen edges.
+``num_neighbors=[]`` cases use ``[-1]`` on a graph without edges). The temporal cases are
+in ``test_temporal_loaders.py``. Not ported: ``subgraph_type="bidirectional"``, custom
+stores, and upstream's ``loader([indices])`` call on chosen edges.
 """
 
 import functools
@@ -148,9 +148,25 @@ def test_homo_link_neighbor_loader_no_edges(layout):
         assert batch.num_nodes == batch.edge_label_index.unique().numel()
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+def check_disjoint_triplet(node_store, batch_size, amount):
+    """Upstream's disjoint assertions: sources, then positive destinations, then negatives
+    are the seed nodes in that order, each its own subtree (``batch``), pair by pair."""
+    assert node_store.src_index.min() == 0 and node_store.src_index.max() == batch_size - 1
+    assert node_store.dst_pos_index.min() == batch_size and node_store.dst_pos_index.max() == 2 * batch_size - 1
+    assert node_store.dst_neg_index.min() == 2 * batch_size
+    max_seed_nodes = 2 * batch_size + batch_size * amount
+    assert node_store.dst_neg_index.max() == max_seed_nodes - 1
+    assert node_store.batch.min() == 0 and node_store.batch.max() == batch_size - 1
+    for i in range(0, max_seed_nodes, batch_size):
+        assert torch.equal(node_store.batch[i : i + batch_size], torch.arange(batch_size))
+
+
+LAYOUT_AND_DISJOINT = [(layout, False) for layout in LAYOUTS] + [("pyg", True)]
+
+
+@pytest.mark.parametrize("layout, disjoint", LAYOUT_AND_DISJOINT)
 @pytest.mark.parametrize("amount", [1, 2])
-def test_homo_link_neighbor_loader_triplet(layout, amount):
+def test_homo_link_neighbor_loader_triplet(layout, disjoint, amount):
     torch.manual_seed(12345)
     data = Data()
     data.x = torch.arange(100)
@@ -167,11 +183,14 @@ def test_homo_link_neighbor_loader_triplet(layout, amount):
         neg_sampling=dict(mode="triplet", amount=amount),
         shuffle=True,
         layout=layout,
+        disjoint=disjoint,
     )
     assert len(loader) == 500 / batch_size
 
     for batch in loader:
         assert isinstance(batch, Data)
+        if disjoint:
+            check_disjoint_triplet(batch, batch_size, amount)
 
         # Check that `src_index` and `dst_pos_index` point to valid edges:
         assert torch.equal(batch.x[batch.src_index], data.edge_label_index[0, batch.input_id])
@@ -407,9 +426,9 @@ def test_hetero_link_neighbor_loader_no_edges(layout):
         assert batch["paper"].num_nodes == batch["paper", "paper"].edge_label_index.unique().numel()
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout, disjoint", LAYOUT_AND_DISJOINT)
 @pytest.mark.parametrize("amount", [1, 2])
-def test_hetero_link_neighbor_loader_triplet(layout, amount):
+def test_hetero_link_neighbor_loader_triplet(layout, disjoint, amount):
     torch.manual_seed(12345)
     data = HeteroData()
 
@@ -432,6 +451,7 @@ def test_hetero_link_neighbor_loader_triplet(layout, amount):
         neg_sampling=dict(mode="triplet", amount=amount),  # upstream also weights the negatives
         shuffle=True,
         layout=layout,
+        disjoint=disjoint,
     )
     assert len(loader) == 500 / batch_size
 
@@ -440,6 +460,8 @@ def test_hetero_link_neighbor_loader_triplet(layout, amount):
 
         node_store = batch["paper"]
         edge_store = batch["paper", "paper"]
+        if disjoint:
+            check_disjoint_triplet(node_store, batch_size, amount)
 
         # Check that `src_index` and `dst_pos_index` point to valid edges:
         assert torch.equal(node_store.x[node_store.src_index], data["paper", "paper"].edge_label_index[0, edge_store.input_id])

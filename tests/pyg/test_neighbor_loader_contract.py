@@ -6,8 +6,10 @@ Each test builds what upstream builds and swaps ``NeighborLoader(...)`` for
 ``neighbor_loader_like``), once sampling in PyG's layout and once in GraphBolt's block
 layout converted by ``to_pyg()``. Upstream's assertions are kept; where upstream cannot
 check a property without pyg-lib (edge ids, per-hop counts) it is checked here too.
-Not ported: heterogeneous, temporal, ``subgraph_type`` bidirectional/induced, custom
-feature/graph stores, ``input_id`` and CPU-affinity cases (graphpipe has none of these).
+Ported elsewhere: heterogeneous cases and ``input_id``
+(``test_hetero_neighbor_loader_upstream.py``), temporal ones (``test_temporal_loaders.py``).
+Not ported: ``subgraph_type`` bidirectional/induced, custom feature/graph stores and
+CPU-affinity cases (graphpipe has none of these).
 """
 
 import numpy as np
