@@ -23,7 +23,7 @@ from graphpipe.pipes.base import Pipe, functional_pipe, upstream
 from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler, find_distributed_item_sampler
 from graphpipe.pipes.capabilities import UnsupportedCombination, check_supported
 
-__all__ = ["UniformNegativeSampler", "with_negatives"]
+__all__ = ["UniformNegativeSampler"]
 
 
 @functional_pipe("sample_uniform_negative")
@@ -242,14 +242,6 @@ class UniformNegativeSampler(Pipe):
             candidates=candidates, type_per_edge=self.graph.type_per_edge, edge_type=etype,
             node_time=None if latest is None else self.node_time, latest=latest, where=type(self).__name__,
         )  # fmt: skip
-
-
-def with_negatives(minibatch: MiniBatch, negatives: torch.Tensor) -> MiniBatch:
-    """``minibatch`` (``P`` positive pairs in ``seeds``) with the ``[P, k]`` negative
-    destinations ``negatives`` appended in :class:`UniformNegativeSampler`'s layout
-    (``seeds`` of both dtypes: :func:`torch.promote_types`)."""
-    seeds, labels, indexes = pairs_with_negatives(minibatch.seeds, minibatch.labels, negatives)
-    return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes)
 
 
 def _times(timestamp: Optional[torch.Tensor], fields: dict) -> Optional[torch.Tensor]:

@@ -6,7 +6,7 @@ import torch
 
 import graphpipe as gp
 from graphpipe.graph.edge_types import parse_edge_type
-from graphpipe.pipes.negative_sampler import with_negatives
+from graphpipe.batch.item_set import pairs_with_negatives
 from sampling_checks import EDGE, KINDS, graph_and_edges, seed_items
 
 
@@ -97,12 +97,11 @@ def test_ranks_of_a_distributed_sampler_draw_their_own_negatives(graph_builder):
     assert not torch.equal(batches[0].seeds[20:, 1], batches[1].seeds[20:, 1])
 
 
-def test_with_negatives_builds_graphbolts_layout():
-    mb = gp.MiniBatch(seeds=torch.tensor([[0, 1], [2, 3]]))
-    out = with_negatives(mb, torch.tensor([[5, 6], [7, 8]]))
-    assert out.seeds.tolist() == [[0, 1], [2, 3], [0, 5], [0, 6], [2, 7], [2, 8]]
-    assert out.labels.tolist() == [True, True, False, False, False, False]
-    assert out.indexes.tolist() == [0, 1, 0, 0, 1, 1]
+def test_pairs_with_negatives_builds_graphbolts_layout():
+    seeds, labels, indexes = pairs_with_negatives(torch.tensor([[0, 1], [2, 3]]), None, torch.tensor([[5, 6], [7, 8]]))
+    assert seeds.tolist() == [[0, 1], [2, 3], [0, 5], [0, 6], [2, 7], [2, 8]]
+    assert labels.tolist() == [True, True, False, False, False, False]
+    assert indexes.tolist() == [0, 1, 0, 0, 1, 1]
 
 
 def test_bad_arguments_raise_clear_errors(graph_builder):
