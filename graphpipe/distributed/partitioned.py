@@ -42,7 +42,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from graphpipe._internal.checks import check_int
+from graphpipe._internal.checks import as_int, check_int
 from graphpipe._internal.safe_files import publish, real_directory, regular_file, scratch_directory
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
 from graphpipe.distributed.partition import Partition, owner_dtype
@@ -592,8 +592,13 @@ def load_partition(
             raise ValueError(f"{where}: 'owners.npy' must hold one integer owner per node ({manifest['num_nodes']})")
     nodes = _small_array(paths, part_dir, "nodes.npy", where)
     graph = CSCGraph.load(_listed(paths, part_dir, "graph.pt", where), mmap=True, validate=None if verify else False)
-    if (graph.total_num_nodes, graph.total_num_edges) != (manifest["num_nodes"], manifest["parts"][rank]["num_edges"]):
-        raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes")
+    types = list(manifest["edges_per_type"]) if manifest["typed"] else []
+    described = {"num_nodes": manifest["num_nodes"], f"parts[{rank}]['num_edges']": manifest["parts"][rank]["num_edges"],
+                 "typed": manifest["typed"], "edges_per_type": types}  # fmt: skip
+    found = dict(zip(described, (graph.total_num_nodes, graph.total_num_edges, graph.is_heterogeneous, list(graph.edge_types))))
+    if found != described:
+        differ = ", ".join(f"`{k}` {described[k]!r:.80} (the graph's: {found[k]!r:.80})" for k in described if found[k] != described[k])
+        raise ValueError(f"{where}: '{paths['graph.pt']}' does not hold the graph the manifest describes (manifest.json's {differ})")
     rows = graph.indptr_nodes
     if rows is None or rows.numel() != nodes.numel() + 1 or not torch.equal(rows[:-1], nodes.to(torch.int64)):
         raise ValueError(
@@ -681,14 +686,9 @@ def _read_manifest(out_dir: str, where: str) -> dict:
                 raise ValueError("a part's `files` is not a dict of file -> {size, crc32}")
             if not isinstance(part["num_nodes"], int) or not isinstance(part["num_edges"], int):
                 raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
-        for key in ("num_nodes", "owners", "node_features", "edge_features", "item_sets", "item_files"):
-            manifest[key]
-        for spec in [*manifest["node_features"], *manifest["edge_features"]]:
-            spec["type"], spec["name"], spec["file"]
-        for spec in manifest["item_sets"].values():
-            if not all(isinstance(entry["num_items"], int) and entry["num_items"] >= 0 for entry in spec["types"]):
-                raise ValueError("an item set's `num_items` is not an int >= 0")
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        if manifest["version"] == VERSION:
+            _check_fields(manifest)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:  # RecursionError: deep nesting
         reason = f"no field {error}" if isinstance(error, KeyError) else str(error)
         raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest ({reason})") from None
     if manifest["version"] == 1:
@@ -698,6 +698,62 @@ def _read_manifest(out_dir: str, where: str) -> dict:
             f"vertex): run graphpipe.distributed.partition(graph, features, item_sets, num_parts, out_dir) again"
         )
     return manifest
+
+
+def _check_fields(manifest: dict) -> None:
+    """Refuse what load reads from the manifest when it is not as :func:`partition` writes
+    it: a ValueError naming the field (a KeyError: a field missing)."""
+    manifest["owners"], manifest["item_files"]
+    for key in ("num_nodes", "num_edges"):
+        _expect(_count(manifest[key]), key, "an int >= 0", manifest[key])
+    typed, per_type = manifest["typed"], manifest["edges_per_type"]
+    _expect(isinstance(typed, bool), "typed", "a bool", typed)
+    if typed:
+        counts = isinstance(per_type, dict) and all(_count(n) for n in per_type.values())
+        _expect(counts and sum(per_type.values()) == manifest["num_edges"], "edges_per_type",
+                "a dict of edge type -> int >= 0 adding up to `num_edges`", per_type)  # fmt: skip
+    for domain in ("node", "edge"):
+        specs, field = manifest[f"{domain}_features"], f"{domain}_features"
+        _expect(isinstance(specs, list) and all(isinstance(spec, dict) for spec in specs), field, "a list of feature entries", specs)
+        for i, spec in enumerate(specs):
+            spec["type"]
+            for key in ("name", "file", "ids") if domain == "edge" else ("name", "file"):
+                _expect(isinstance(spec[key], str), f"{field}[{i}]['{key}']", "a str", spec[key])
+    _expect(isinstance(manifest["item_sets"], dict), "item_sets", "a dict of split -> item set", manifest["item_sets"])
+    for split, spec in manifest["item_sets"].items():
+        _check_item_set(spec, f"item_sets['{split}']")
+
+
+def _check_item_set(spec, field: str) -> None:
+    """:func:`_check_fields` of the item set ``field`` (``item_sets['<split>']``)."""
+    _expect(isinstance(spec, dict), field, "a dict", spec)
+    typed, types = spec["typed"], spec["types"]
+    _expect(isinstance(typed, bool), f"{field}['typed']", "a bool", typed)
+    _expect(isinstance(types, list) and all(isinstance(e, dict) for e in types), f"{field}['types']", "a list of dicts", types)
+    keys = [entry["type"] for entry in types]
+    distinct = all(isinstance(k, str) for k in keys) and len(set(keys)) == len(keys)
+    _expect(distinct if typed else keys == [None], f"{field}['types'][:]['type']", "distinct str" if typed else "[None] (untyped)", keys)
+    for i, entry in enumerate(types):
+        at, names, files = f"{field}['types'][{i}]", entry["names"], entry["files"]
+        _expect(_strings(names) and "seeds" in names and len(set(names)) == len(names), f"{at}['names']",
+                "a list of distinct str with 'seeds'", names)  # fmt: skip
+        _expect(_strings(files) and len(files) == len(names), f"{at}['files']", "a list of str, one per name", files)
+        _expect(isinstance(entry["ids"], str), f"{at}['ids']", "a str", entry["ids"])
+        _expect(_count(entry["num_items"]), f"{at}['num_items']", "an int >= 0", entry["num_items"])
+
+
+def _expect(ok: bool, field: str, expected: str, value) -> None:
+    if not ok:
+        raise ValueError(f"`{field}` must be {expected}, got {value!r:.80}")
+
+
+def _count(value) -> bool:
+    """Whether ``value`` (read from JSON) is an int >= 0, not a bool."""
+    return as_int(value) is not None and value >= 0
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _checked_file(out_dir: str, directory: str, name: str, entry: dict, verify: Optional[bool], where: str) -> str:
