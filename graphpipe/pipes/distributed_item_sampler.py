@@ -140,9 +140,12 @@ class DistributedItemSampler(ItemSampler):
         counts = part.num_items[split]
         if (sum(counts.values()) if isinstance(counts, dict) else counts) == 0:
             raise ValueError(f"DistributedItemSampler.from_part: split {split!r} has no items on any part")
-        if len(part.item_sets[split]) == 0:
+        empty = [part.rank] if len(part.item_sets[split]) == 0 else []
+        if "rank" not in options and dist.is_available() and dist.is_initialized():
+            empty = _ranks_without_items(not empty)  # every rank raises, not one while the others wait
+        if empty:
             raise ValueError(
-                f"DistributedItemSampler.from_part: part {part.rank} owns no items of split {split!r} (the split has "
+                f"DistributedItemSampler.from_part: part(s) {empty} own no items of split {split!r} (the split has "
                 f"{counts} items in all); give every rank the whole split instead: DistributedItemSampler("
                 f"load_item_sets(out_dir)[{split!r}], batch_size, partition=part.partition), or partition into fewer parts"
             )
@@ -240,6 +243,15 @@ def _backend_for_cpu_and_cuda() -> Optional[str]:
     if default in ("gloo", "mpi", "ucc") or "cpu:" in default or not dist.is_gloo_available():
         return None
     return "cpu:gloo," + (default if ":" in default else f"cuda:{default}")
+
+
+def _ranks_without_items(held: bool) -> List[int]:
+    """The ranks whose part holds no items (each says whether its own does; collective)."""
+    group = dist.new_group(backend=_backend_for_cpu_and_cuda(), timeout=_default_group_timeout())
+    flags = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
+    dist.all_gather(flags, torch.tensor([int(held)]), group=group)
+    dist.destroy_process_group(group)
+    return [rank for rank, flag in enumerate(flags) if not int(flag)]
 
 
 def _default_group_timeout():

@@ -167,7 +167,7 @@ def test_from_part_deals_the_global_batches_by_owner(typed, drop_uneven_inputs, 
         gp.DistributedItemSampler.from_part(parts[0], "train", 2, rank=1, world_size=3)
     partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds")}, 2, tmp_path / "one")
     empty = next(p for p in (load_partition(tmp_path / "one", r) for r in range(2)) if len(p.item_sets["train"]) == 0)
-    with pytest.raises(ValueError, match=f"part {empty.rank} owns no items of split 'train' \\(the split has 1 items in all\\); "
+    with pytest.raises(ValueError, match=f"part\\(s\\) \\[{empty.rank}\\] own no items of split 'train' \\(the split has 1 items in all\\); "
                                          r"give every rank the whole split instead"):
         gp.DistributedItemSampler.from_part(empty, "train", 2, rank=empty.rank, world_size=2)
     partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds"), "val": gp.ItemSet(torch.tensor([], dtype=torch.int64), names="seeds")}, 2, tmp_path / "none")
@@ -201,8 +201,6 @@ def test_seeds_differing_between_ranks_are_refused(tmp_path):
 def test_from_part_keeps_an_item_ids_field(tmp_path):
     """from_pyg's mask splits carry their node ids as ``item_ids`` (PyG's input_id): a part's
     sampler reports them, not whole-split positions."""
-    from graphpipe.distributed import load_partition, partition
-
     graph = gp.CSCGraph.from_edge_index(torch.randint(0, 40, (2, 200), generator=torch.Generator().manual_seed(0)), 40)
     seeds = torch.arange(1, 40, 3)
     partition(graph, None, {"train": gp.ItemSet((seeds, seeds), names=("seeds", "item_ids"))}, 2, str(tmp_path))
@@ -213,3 +211,21 @@ def test_from_part_keeps_an_item_ids_field(tmp_path):
             assert torch.equal(mb.item_ids, mb.seeds)
             seen += mb.item_ids.tolist()
     assert sorted(seen) == seeds.tolist()
+
+
+def _from_a_part(rank, world_size, out_dir):
+    part = load_partition(out_dir, rank)
+    try:
+        gp.DistributedItemSampler.from_part(part, "train", 2)
+    except ValueError as error:
+        return str(error)
+    return "built"
+
+
+def test_a_part_without_items_is_refused_on_every_rank(tmp_path):
+    """Found in review: the rank whose part held no items raised alone, and the others
+    waited in the sampler's collective set-up until the process group timed out."""
+    graph = gp.CSCGraph.from_edge_index(torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), 4)
+    partition(graph, None, {"train": gp.ItemSet(torch.tensor([0]), names="seeds")}, 2, str(tmp_path / "parts"), method=torch.tensor([0, 0, 1, 1]))
+    messages = values(run_ranks(_from_a_part, 2, tmp_path, args=(str(tmp_path / "parts"),), timeout=60))
+    assert all("part(s) [1] own no items of split 'train'" in message for message in messages), messages
