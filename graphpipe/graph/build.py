@@ -128,10 +128,16 @@ def hetero_arrays(
     )
 
 
+def _filler(like: torch.Tensor, rows: int) -> torch.Tensor:
+    """``rows`` rows shaped and typed as ``like``'s, for a type an attribute leaves out: the
+    dtype's minimum (int64: UNTIMED, no time for temporal sampling), NaN (floats), False."""
+    fill = float("nan") if like.is_floating_point() else False if like.dtype == torch.bool else torch.iinfo(like.dtype).min
+    return torch.full((rows,) + tuple(like.shape[1:]), fill, dtype=like.dtype)
+
+
 def _typed_node_attribute(attr: str, per_type, counts: Mapping[str, int], node_types: list, where: str) -> torch.Tensor:
     """``[num_nodes, ...]``: node attribute ``attr`` given per node type, in global id
-    order; a type left out is filled with the dtype's minimum (int64: UNTIMED, no time
-    for temporal sampling) or NaN (floats)."""
+    order; a type left out is filled (:func:`_filler`)."""
     if not isinstance(per_type, Mapping) or not per_type:
         raise ValueError(f"{where}: node_attributes[{attr!r}] must be a dict node type -> [n, ...] tensor, got {type(per_type).__name__}")
     unknown = [t for t in per_type if t not in counts]
@@ -142,8 +148,7 @@ def _typed_node_attribute(attr: str, per_type, counts: Mapping[str, int], node_t
     for t in node_types:
         value = per_type.get(t)
         if value is None:
-            fill = float("nan") if first.is_floating_point() else torch.iinfo(first.dtype).min if first.dtype != torch.bool else False
-            value = torch.full((counts[t],) + tuple(first.shape[1:]), fill, dtype=first.dtype)
+            value = _filler(first, counts[t])
         if not isinstance(value, torch.Tensor) or value.shape[:1] != (counts[t],) or value.shape[1:] != first.shape[1:] or value.dtype != first.dtype:
             raise ValueError(
                 f"{where}: node_attributes[{attr!r}][{t!r}] must be a [{counts[t]}, ...] tensor like the other types' "
@@ -206,24 +211,23 @@ def _edge_pair(pair, name: str, where: str):
 
 
 def _typed_edge_attribute(attr: str, per_type, typed_edges: dict, edge_types: list, where: str) -> torch.Tensor:
-    """One edge attribute given per edge type, concatenated in edge type id order."""
-    if not isinstance(per_type, Mapping):
-        raise ValueError(f"{where}: `edge_attributes['{attr}']` must be a dict of edge type -> tensor")
+    """One edge attribute given per edge type, concatenated in edge type id order; a type
+    left out is filled (:func:`_filler`: edge times on some types only, as pyg-lib's)."""
+    if not isinstance(per_type, Mapping) or not per_type:
+        raise ValueError(f"{where}: `edge_attributes['{attr}']` must be a non-empty dict of edge type -> tensor")
     given = {"{}:{}:{}".format(*parse_edge_type(t, where)): v for t, v in per_type.items()}
-    missing = [t for t in edge_types if t not in given]
-    if missing:
-        raise ValueError(f"{where}: `edge_attributes['{attr}']` lacks edge type(s) {missing}")
     unknown = sorted(t for t in given if t not in typed_edges)
     if unknown:
         raise ValueError(f"{where}: `edge_attributes['{attr}']` names edge types {unknown} the graph lacks; its edge types: {edge_types}")
-    pieces = [check_attribute(f"{attr}['{name}']", torch.as_tensor(given[name]), typed_edges[name][0].numel()) for name in edge_types]
-    for name, piece in zip(edge_types, pieces):
-        if piece.dtype != pieces[0].dtype or piece.shape[1:] != pieces[0].shape[1:]:
+    checked = {t: check_attribute(f"{attr}['{t}']", torch.as_tensor(v), typed_edges[t][0].numel()) for t, v in given.items()}
+    (first_type, first), *others = checked.items()
+    for name, piece in others:
+        if piece.dtype != first.dtype or piece.shape[1:] != first.shape[1:]:
             raise ValueError(
                 f"{where}: `edge_attributes['{attr}']['{name}']` is {piece.dtype} with {list(piece.shape[1:])} per edge, "
-                f"unlike '{edge_types[0]}' ({pieces[0].dtype}, {list(pieces[0].shape[1:])}): give every edge type the same dtype and row shape"
+                f"unlike '{first_type}' ({first.dtype}, {list(first.shape[1:])}): give every edge type the same dtype and row shape"
             )
-    return torch.cat(pieces)
+    return torch.cat([checked[t] if t in checked else _filler(first, typed_edges[t][0].numel()) for t in edge_types])
 
 
 def coo_files_graph(cls, path, src, dst, num_nodes: Optional[int], chunk_edges: int, block_edges: int):

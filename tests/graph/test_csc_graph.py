@@ -1,4 +1,5 @@
 import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -321,6 +322,21 @@ def test_tuple_edge_types_and_pairs_build_the_same_graph(typed):
     assert again.edge_type_to_id == graph.edge_type_to_id
 
 
+def test_an_edge_attribute_left_out_for_an_edge_type_is_filled_as_node_attributes():
+    """As node attributes (and pyg-lib's edge times on some edge types only): int64 times
+    UNTIMED (those edges are drawn without a time constraint), floats NaN, bools False."""
+    edges = {"a:r:b": ([0, 1], [0, 0]), "b:s:b": ([1, 2], [0, 0])}
+    attributes = {"t": {"a:r:b": torch.tensor([4, 9])}, "w": {"b:s:b": torch.tensor([0.5, 2.0])}, "m": {"a:r:b": torch.tensor([True, True])}}
+    graph = CSCGraph.from_hetero_edges(edges, {"a": 2, "b": 3}, edge_attributes=attributes)
+    by_type = {}
+    for name in ("t", "w", "m"):
+        values = graph.edge_attributes[name]
+        by_type[name] = {et: values[graph.type_per_edge == i].tolist() for i, et in enumerate(graph.edge_types)}
+    assert by_type["t"] == {"a:r:b": [4, 9], "b:s:b": [torch.iinfo(torch.int64).min] * 2}
+    assert all(math.isnan(w) for w in by_type["w"]["a:r:b"]) and sorted(by_type["w"]["b:s:b"]) == [0.5, 2.0]
+    assert by_type["m"] == {"a:r:b": [True, True], "b:s:b": [False, False]}
+
+
 # ---------------------------------------------------------------------------- errors
 def test_from_hetero_edges_errors_name_the_argument():
     with pytest.raises(ValueError, match=r"edge type 'a:r:x' names node type 'x', which `num_nodes` lacks"):
@@ -329,10 +345,8 @@ def test_from_hetero_edges_errors_name_the_argument():
         CSCGraph.from_hetero_edges({"a:r:b": ([0], [3])}, {"a": 1, "b": 3})
     with pytest.raises(ValueError, match=r"`edges\['a:r:b'\]` sources hold a id -1"):
         CSCGraph.from_hetero_edges({"a:r:b": ([-1], [0])}, {"a": 1, "b": 3})
-    with pytest.raises(ValueError, match=r"`edge_attributes\['w'\]` lacks edge type\(s\) \['b:s:a'\]"):
-        CSCGraph.from_hetero_edges(
-            {"a:r:b": ([0], [0]), "b:s:a": ([0], [0])}, {"a": 1, "b": 1}, edge_attributes={"w": {"a:r:b": torch.ones(1)}}
-        )
+    with pytest.raises(ValueError, match=r"`edge_attributes\['w'\]` must be a non-empty dict of edge type -> tensor"):
+        CSCGraph.from_hetero_edges({"a:r:b": ([0], [0])}, {"a": 1, "b": 1}, edge_attributes={"w": {}})
     with pytest.raises(ValueError, match=r"edge attribute 'w\['a:r:b'\]' must be a torch.Tensor with num_edges=1 rows"):
         CSCGraph.from_hetero_edges({"a:r:b": ([0], [0])}, {"a": 1, "b": 1}, edge_attributes={"w": {"a:r:b": torch.ones(2)}})
     with pytest.raises(ValueError, match="an edge type must be 'src_type:relation:dst_type'"):
