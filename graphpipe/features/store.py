@@ -38,7 +38,8 @@ class Feature:
 
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
     # Whether ``read`` may run in several threads at once (a whole-batch pool fetches each
-    # batch in its own thread); a subclass whose reads change unlocked state sets False.
+    # batch in its own thread); a subclass whose reads change unlocked state sets False. A
+    # user's class overriding ``read`` is read in one thread unless it sets this itself.
     concurrent_reads = True
     path: Optional[str] = None  # the .npy file of a path-backed feature
     _layout: Optional[Tuple[Tuple[int, ...], np.dtype]] = None  # its shape and dtype when checked by the constructor

@@ -217,8 +217,10 @@ class FeatureFetcher(Pipe):
     @property
     def thread_safe(self) -> bool:
         """Pipe protocol: batches may be fetched in several threads at once when every
-        feature read allows it."""
-        return all(feature.concurrent_reads for _, _, feature in self.fetched_features())
+        feature read allows it; a user's ``read`` (a store or feature overriding it) only
+        where the user's class sets ``concurrent_reads`` itself (GraphBolt runs it in one
+        thread)."""
+        return all(read.concurrent() for reads in self._reads.values() for read in reads)
 
     def compile_tasks(self) -> list:
         """Pipe protocol: the row gathers of the plain CPU tables it reads (caches and disk
@@ -245,6 +247,15 @@ class _Read(NamedTuple):
     # A user's store or feature overriding read (GraphBolt's way to add a storage): it reads
     # each batch's rows (``reader(ids)``); None: the feature's read_valid, unchecked.
     reader: Optional[Callable[[torch.Tensor], torch.Tensor]]
+
+    def concurrent(self) -> bool:
+        """Whether this read may run in several threads at once (see ``thread_safe``)."""
+        if self.reader is None:
+            return self.feature.concurrent_reads
+        owner = getattr(self.reader, "func", self.reader).__self__  # the store or the feature overriding read
+        users = [vars(c) for c in type(owner).__mro__ if not c.__module__.startswith("graphpipe.")]
+        declared = any("concurrent_reads" in names for names in [getattr(owner, "__dict__", {}), *users])
+        return declared and bool(owner.concurrent_reads) and self.feature.concurrent_reads
 
     @classmethod
     def of(cls, features: FeatureStore, key: Key) -> "_Read":
