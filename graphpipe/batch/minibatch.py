@@ -11,7 +11,7 @@ from graphpipe._internal.reprs import fields_repr
 from graphpipe.batch import dgl, pyg
 from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, by_type
 
-__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "ReusedRows", "map_tensors"]
+__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "ReusedRows", "map_tensors", "with_fields"]
 
 # The values of ``MiniBatch.layout`` (and of the samplers' ``layout`` argument).
 LAYOUTS = ("block", "pyg")
@@ -288,12 +288,29 @@ class MiniBatch:
         return pyg.to_pyg_data(self)
 
 
+def with_fields(minibatch: MiniBatch, **changes) -> MiniBatch:
+    """``dataclasses.replace(minibatch, **changes)`` keeping the attributes a user's stage
+    set on it (GraphBolt's stages change a MiniBatch in place, so such attributes stay)."""
+    new = replace(minibatch, **changes)
+    new.__dict__.update(_attributes_set(minibatch))
+    return new
+
+
+def _attributes_set(obj) -> dict:
+    """The attributes of a dataclass instance that are not its fields (set by a user)."""
+    names = {f.name for f in fields(obj)}
+    return {name: value for name, value in getattr(obj, "__dict__", {}).items() if name not in names}
+
+
 def map_tensors(obj, fn):
-    """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph."""
+    """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph, the
+    attributes a user set on them included."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if is_dataclass(obj) and not isinstance(obj, type):
-        return replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in fields(obj)})
+        new = replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in fields(obj)})
+        new.__dict__.update({name: map_tensors(value, fn) for name, value in _attributes_set(obj).items()})
+        return new
     if isinstance(obj, dict):
         return {k: map_tensors(v, fn) for k, v in obj.items()}
     if isinstance(obj, list):

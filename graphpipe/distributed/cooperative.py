@@ -54,7 +54,7 @@ import torch
 import torch.distributed as dist
 
 from graphpipe.batch.item_set import HeteroItemSet
-from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.batch.minibatch import MiniBatch, with_fields
 from graphpipe.distributed.partition import Partition
 from graphpipe.distributed.partitioned import check_part_owners
 from graphpipe.graph.sampled_subgraph import HOMO_NODE_TYPE, SampledSubgraph, by_type
@@ -347,7 +347,7 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
     else:
         subgraphs[-1].seed_exchange = _lay_out(seed_plans, graph)
         fields = {"compacted_seeds": sampler.compacted_seeds(seeds)}
-    return replace(minibatch, **fields, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids)
+    return with_fields(minibatch, **fields, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids)
 
 
 def _sample_layer(sampler, owned: List[torch.Tensor], layer: int, minibatch, exclusion, source):

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import copy
 import weakref
-from dataclasses import replace
 from functools import partial
 from itertools import accumulate
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -73,7 +72,7 @@ import torch.distributed as dist
 
 from graphpipe._internal.checks import check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
-from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.batch.minibatch import MiniBatch, with_fields
 from graphpipe.distributed.cooperative import _all_to_all, _ask_owners, _collective, _link_rows, _send_to_owners
 from graphpipe.distributed.cooperative import _to_every_rank, check_lockstep, exclusion_of_rows
 from graphpipe.distributed.partitioned import check_part_owners
@@ -478,11 +477,11 @@ def sample_negatives_from_owners(sampler, minibatch: MiniBatch, source) -> MiniB
         fields[key] = pairs_with_negatives(local.to(torch.int64), labels, drawn - first)
     if not graph.is_heterogeneous:
         batch_seeds, labels, indexes = fields[None]
-        return replace(minibatch, seeds=batch_seeds, labels=labels, indexes=indexes, timestamp=_times(minibatch.timestamp, indexes))
+        return with_fields(minibatch, seeds=batch_seeds, labels=labels, indexes=indexes, timestamp=_times(minibatch.timestamp, indexes))
     times = minibatch.timestamp if isinstance(minibatch.timestamp, dict) else {}
     typed = {name: {key: f[i] for key, f in fields.items()} for i, name in enumerate(("seeds", "labels", "indexes"))}
     timestamp = {key: _times(times[key], f[2]) for key, f in fields.items() if key in times}
-    return replace(minibatch, **typed, timestamp=timestamp or None)
+    return with_fields(minibatch, **typed, timestamp=timestamp or None)
 
 
 def _times(timestamp: Optional[torch.Tensor], indexes: torch.Tensor) -> Optional[torch.Tensor]:

@@ -22,7 +22,8 @@ class CopyTo(Pipe):
 
     ``extra_attrs`` (GraphBolt 2.1's: names of further MiniBatch fields to copy, e.g.
     ``["seed_nodes"]``) is accepted and changes nothing: every tensor of a MiniBatch is
-    copied, and GraphBolt 2.1's names are derived from its fields.
+    copied, attributes a user's stage set on it included, and GraphBolt 2.1's names are
+    derived from its fields.
     """
 
     def __init__(self, source: Pipe, device, extra_attrs=None, *, non_blocking: bool = False):

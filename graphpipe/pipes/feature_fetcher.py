@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from dataclasses import replace
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -14,7 +13,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.features.store import Feature, FeatureKey, FeatureStore, Key, describe, listed_key, type_name
-from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.batch.minibatch import MiniBatch, with_fields
 from graphpipe._internal.checks import check_bool, check_node_ids
 from graphpipe.ops.compile import gather_rows_task
 from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
@@ -132,7 +131,7 @@ class FeatureFetcher(Pipe):
         if self.part_graph is not None:
             source = find_distributed_item_sampler(self, "FeatureFetcher (over a part)")
             node_features, edge_features = fetch_features_from_owners(self, minibatch, source, self.part_graph)
-            return replace(minibatch, node_features=node_features, edge_features=edge_features)
+            return with_fields(minibatch, node_features=node_features, edge_features=edge_features)
         node_features = dict(minibatch.node_features)
         if self.cooperative and self._reads["node"]:
             source = find_distributed_item_sampler(self, "FeatureFetcher (cooperative)")
@@ -154,7 +153,7 @@ class FeatureFetcher(Pipe):
             edge_features += [{} for _ in range(minibatch.num_layers - len(edge_features))]
             for i, (layer, subgraph) in enumerate(zip(edge_features, minibatch.sampled_subgraphs)):
                 self._read_into(layer, "edge", subgraph.original_edge_ids, f"sampled_subgraphs[{i}].original_edge_ids")
-        return replace(minibatch, node_features=node_features, edge_features=edge_features)
+        return with_fields(minibatch, node_features=node_features, edge_features=edge_features)
 
     def process(self, item):
         """The per-batch work of the stage protocol: :meth:`fetch` (a subclass overriding it is honoured)."""

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Dict, Optional, Tuple
 
 import torch
 
 from graphpipe._internal.checks import check_bool, check_int, check_node_pairs, check_number
 from graphpipe.batch.item_set import pairs_with_negatives
-from graphpipe.batch.minibatch import MiniBatch
+from graphpipe.batch.minibatch import MiniBatch, with_fields
 from graphpipe.distributed.partitioned import check_whole_graph, part_of
 from graphpipe.distributed.remote import sample_negatives_from_owners
 from graphpipe.graph.temporal import COMPARISONS, timestamps
@@ -168,7 +167,7 @@ class UniformNegativeSampler(Pipe):
             key, ends = derive_key(self.seed, minibatch.batch_index), ((0, self.graph.total_num_nodes),) * 2
             latest = self.latest(minibatch.timestamp, None)
             fields = self._with_negatives(minibatch.seeds, minibatch.labels, key, ends, -1, latest, pairs)
-            return replace(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
+            return with_fields(minibatch, **fields, timestamp=_times(minibatch.timestamp, fields))
         if not isinstance(minibatch.seeds, dict):
             raise ValueError(
                 f"{name}: the graph is typed, so the MiniBatch's `seeds` must be typed pairs: a dict edge type "
@@ -186,7 +185,7 @@ class UniformNegativeSampler(Pipe):
             if isinstance(minibatch.timestamp, dict) and key in minibatch.timestamp:
                 times[key] = _times(minibatch.timestamp[key], fields)
         indexes = indexes if self.neg_sampling == "triplet" else None  # triplet without pairs: {}
-        return replace(minibatch, seeds=seeds, labels=labels, indexes=indexes, timestamp=times or None)
+        return with_fields(minibatch, seeds=seeds, labels=labels, indexes=indexes, timestamp=times or None)
 
     def latest(self, timestamp, key) -> Optional[torch.Tensor]:
         """Temporal negatives: ``[P]`` int64 the latest time a negative of each positive

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from bisect import bisect_right
-from dataclasses import replace
 from functools import partial
 from itertools import accumulate
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -13,7 +12,7 @@ import torch
 
 from graphpipe._internal.checks import check_bool, check_fanouts, check_int, check_reverse_edge_ids
 from graphpipe.batch.item_set import HeteroItemSet
-from graphpipe.batch.minibatch import LAYOUTS, MiniBatch, ReusedRows
+from graphpipe.batch.minibatch import LAYOUTS, MiniBatch, ReusedRows, with_fields
 from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
 from graphpipe.distributed.partitioned import check_whole_graph, part_of
@@ -566,7 +565,7 @@ class SubgraphSampler(Pipe):
             exclude = exclusion if self.layout == "block" or self.disjoint or not subgraphs else None
             if layer == 0 and self.hot_reuse is not None:
                 sample, reused = self.sample_bottom_reusing(nodes, counts, seeds.counts, minibatch, exclude)
-                minibatch = replace(minibatch, reused=reused)
+                minibatch = with_fields(minibatch, reused=reused)
             else:
                 sample = layers.sample_frontier(nodes, counts, skipped, layer, minibatch, exclude, subtrees, windows, roots)
             if self.deduplicate:
@@ -578,7 +577,7 @@ class SubgraphSampler(Pipe):
                 skipped = counts
             nodes, counts = step.rows, step.row_counts
         subgraphs.reverse()
-        return replace(
+        return with_fields(
             minibatch, sampled_subgraphs=subgraphs, input_nodes=subgraphs[0].original_row_node_ids, layout=self.layout,
             compacted_seeds=None if seeds.links is None else self.compacted_seeds(seeds),
             subtree_ids=self.subtree_ids(nodes, counts, subtrees, seeds, minibatch) if self.disjoint else None,

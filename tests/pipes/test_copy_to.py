@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import graphpipe as gp
 from graphpipe import CSCGraph, Feature, FeatureStore, GPUCachedFeature, ItemSampler, ItemSet, MiniBatch
 from graphpipe.pipes import CopyTo
 
@@ -95,3 +96,25 @@ def test_graphbolt_21s_extra_attrs_are_accepted_and_every_field_is_copied():
     assert torch.equal(mb.seed_nodes, seeds)
     with pytest.raises(TypeError, match=r"copy_to: `extra_attrs` .* must be a list of MiniBatch field names, got 'seed_nodes'"):
         CopyTo(ItemSampler(ItemSet(seeds), 3), "cpu", extra_attrs="seed_nodes")
+
+
+def _tag(mb):
+    mb.seed_degree, mb.note = mb.seeds * 10, "mine"
+    return mb
+
+
+def test_attributes_a_users_stage_sets_survive_every_stage():
+    """Found in review: fetch_feature, copy_to (even naming them in extra_attrs) and
+    MiniBatch.to dropped them (GraphBolt's stages change a MiniBatch in place and keep
+    them); tensors among them are copied like the fields."""
+    graph = gp.CSCGraph.from_coo(torch.arange(6), (torch.arange(6) + 1) % 6, num_nodes=6)
+    store = gp.FeatureStore({"feat": torch.arange(6.0).view(6, 1)})
+    nodes, pairs = torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])
+    for seeds, pipe in (
+        (nodes, gp.ItemSampler(gp.ItemSet(nodes, names="seeds"), 2).transform(_tag).sample_neighbor(graph, [1])),
+        (pairs, gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 2).transform(_tag).sample_uniform_negative(graph, 1).sample_neighbor(graph, [1])),
+    ):
+        pipe = pipe.fetch_feature(store, ["feat"]).copy_to("cpu", extra_attrs=["seed_degree"])
+        for mb in (next(iter(pipe)), next(iter(gp.DataLoader(pipe, num_workers=1)))):
+            for batch in (mb, mb.to("cpu"), mb.pin_memory() if torch.cuda.is_available() else mb):
+                assert batch.note == "mine" and torch.equal(batch.seed_degree, seeds * 10)
