@@ -12,7 +12,7 @@ import torch
 from graphpipe._internal.checks import as_int, check_node_ids
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["ATTRIBUTES_HINT", "check_edge_weights", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds"]
+__all__ = ["ATTRIBUTES_HINT", "check_edge_weights", "check_item_seeds", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds"]
 
 # Said where a graph attribute is missing: from_pyg / from_dgl users expect PyG's edge_weight / time there.
 ATTRIBUTES_HINT = (
@@ -131,6 +131,23 @@ def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
                 f"{where}: `weights` attribute {name!r} must be non-negative, got minimum {float(probs.min())}"
             )
     return probs.contiguous()
+
+
+def check_item_seeds(seeds, graph, where: str) -> None:
+    """An item set's ``seeds`` (a tensor; a dict by type from a HeteroItemSet) checked
+    against ``graph`` once, when a sampler is built: typed as the graph is, every id in range."""
+    if not graph.is_heterogeneous:
+        if isinstance(seeds, Mapping):
+            raise ValueError(
+                f"{where}: the items are a HeteroItemSet of types {sorted(seeds)}, but the graph is homogeneous; "
+                f"use an ItemSet, or sample a typed graph (CSCGraph.from_hetero_edges)"
+            )
+        check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where)
+        return
+    pairs = {key: ids for key, ids in seeds.items() if ids.dim() == 2} if isinstance(seeds, Mapping) else {}
+    for key, ids in pairs.items():
+        check_typed_pairs(key, ids, graph.schema, where)
+    check_typed_seeds({key: ids for key, ids in seeds.items() if key not in pairs} if isinstance(seeds, Mapping) else seeds, graph, where)
 
 
 def check_typed_seeds(seeds, graph, where: str) -> Dict[str, torch.Tensor]:

@@ -17,7 +17,7 @@ from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compa
 from graphpipe.distributed.cooperative import agree_on_seed, sample_subgraphs_cooperatively
 from graphpipe.distributed.partitioned import check_whole_graph, part_of
 from graphpipe.distributed.remote import LayersFromOwners
-from graphpipe.graph.checks import ATTRIBUTES_HINT, check_edge_weights, check_typed_fanouts
+from graphpipe.graph.checks import ATTRIBUTES_HINT, check_edge_weights, check_item_seeds, check_typed_fanouts
 from graphpipe.graph.csc_graph import CSCGraph, check_graph, smallest_index_dtype
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.sampled_subgraph import SampledSubgraph
@@ -224,9 +224,11 @@ class SubgraphSampler(Pipe):
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
         declared = next((stage.device for stage in upstream(source) if stage.device is not None), None)
         known = {"device": "GPU"} if self.on_gpu or (declared is not None and declared.type == "cuda") else {}
-        self.items_task = _task_of_items(source)  # "node", "link", "hyperlink", or None: no ItemSampler upstream
+        items = _upstream_seeds(source)  # None: no ItemSampler upstream
+        self.items_task = None if items is None else _task_of_shapes(ids.shape for ids in items.values())
         if self.items_task is not None:
             known["task"] = self.items_task
+            check_item_seeds(items[None] if None in items else items, graph, f"{name} (the items upstream)")
         check_supported(name, graph=self.graph_kind, mode=self.mode, layout=layout, **known)
         # Whether a batch is in a supported cell whatever its seeds are (then none is checked).
         devices = ("GPU",) if self.on_gpu else DIMENSIONS["device"]
@@ -886,13 +888,14 @@ def _task_of_shapes(shapes) -> str:
     return "hyperlink" if widest > 2 else "link" if widest == 2 else "node"
 
 
-def _task_of_items(source) -> Optional[str]:
-    """The task of the item set of the ItemSampler upstream of ``source``, if there is one."""
+def _upstream_seeds(source) -> Optional[Dict[Optional[str], torch.Tensor]]:
+    """The ``seeds`` of the item set of the ItemSampler upstream of ``source`` by type (an
+    ItemSet's keyed by None), if there is one."""
     for stage in upstream(source):
         if isinstance(stage, ItemSampler):
             items = stage.item_set
-            sets = items.item_sets.values() if isinstance(items, HeteroItemSet) else (items,)
-            return _task_of_shapes(s.field("seeds").shape for s in sets)
+            sets = items.item_sets if isinstance(items, HeteroItemSet) else {None: items}
+            return {key: one.field("seeds") for key, one in sets.items()}
     return None
 
 

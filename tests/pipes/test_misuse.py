@@ -66,3 +66,32 @@ def test_a_flag_given_as_another_type_is_refused(build, option):
     """``bool("False")`` is True: ``replace="False"`` sampled with replacement."""
     with pytest.raises(TypeError, match=f"`{option}` must be a bool, got"):
         build(gp.ItemSampler(gp.ItemSet(4), 2), _graph())
+
+
+@pytest.mark.parametrize("sampler", ["sample_neighbor", "sample_layer_neighbor"])
+def test_items_that_do_not_fit_the_graph_are_refused_when_the_pipe_is_built(sampler):
+    """Found in review: a seed out of range was refused only when its batch came (199 good
+    batches in); an untyped item set over a typed graph (or the reverse, or an unknown
+    type) at the first batch. The item set upstream is checked once when the sampler is built."""
+    graph = gp.CSCGraph.from_coo(torch.arange(10), (torch.arange(10) + 1) % 10, num_nodes=10)
+    typed = gp.CSCGraph.from_hetero_edges({"a:r:b": ([0, 1], [0, 1]), "b:s:a": ([1], [0])}, {"a": 2, "b": 2})
+
+    def build(items, graph, batch_size=2):
+        return getattr(gp.ItemSampler(items, batch_size), sampler)(graph, [2])
+
+    late = gp.ItemSet(torch.cat([torch.arange(10).repeat(20), torch.tensor([12])]), names="seeds")
+    with pytest.raises(ValueError, match=r"\(the items upstream\): `seeds` holds node id 12, out of range: valid ids are 0\.\.9"):
+        build(late, graph)
+    with pytest.raises(ValueError, match=r"`seeds` holds node id 10"):
+        build(gp.ItemSet(torch.tensor([[0, 1], [2, 10]]), names="seeds"), graph)
+    with pytest.raises(ValueError, match="the items are a HeteroItemSet of types \\['a'\\], but the graph is homogeneous"):
+        build(gp.HeteroItemSet({"a": gp.ItemSet(torch.tensor([0]), names="seeds")}), graph)
+    with pytest.raises(ValueError, match="the graph is heterogeneous, so `seeds` must be a dict of node type"):
+        build(gp.ItemSet(torch.tensor([0]), names="seeds"), typed)
+    with pytest.raises(ValueError, match="`seeds` has unknown node type 'c'"):
+        build(gp.HeteroItemSet({"c": gp.ItemSet(torch.tensor([0]), names="seeds")}), typed)
+    with pytest.raises(ValueError, match=r"`seeds\['b'\]` holds node id 2"):
+        build(gp.HeteroItemSet({"b": gp.ItemSet(torch.tensor([0, 2]), names="seeds")}), typed)
+    with pytest.raises(ValueError, match="link seeds on a typed graph are a dict edge type"):
+        build(gp.HeteroItemSet({"a:r:c": gp.ItemSet(torch.tensor([[0, 1]]), names="seeds")}), typed)
+    assert next(iter(build(gp.HeteroItemSet({"a:r:b": gp.ItemSet(torch.tensor([[0, 1]]), names="seeds")}), typed))).seeds
