@@ -303,6 +303,18 @@ def workers_rerun_main(num_workers: int, pipe: Pipe) -> bool:
     parallel torch op (``gomp_team_end``), and numba terminates it in its first parallel
     kernel."""
     unguarded, defined = _unguarded_main_line(), _defined_in_main(pipe)
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main_file is not None and not os.path.isfile(main_file):
+        raise RuntimeError(
+            f"DataLoader(num_workers={num_workers}): the main script ({main_file!r}) is not a file worker processes "
+            f"can run again, which they do when they start; save it as a .py file and run that, or use num_workers=0"
+        )
+    if main_file is None and defined:  # a notebook, python -c, a REPL
+        raise RuntimeError(
+            f"DataLoader(num_workers={num_workers}): the stages the workers run use {', '.join(defined)}, defined "
+            f"in this notebook or interactive session, which worker processes cannot import; define them in a .py "
+            f"module you import, or use num_workers=0"
+        )
     if unguarded is None:
         hidden = _defined_only_under_main_guard(defined)
         if hidden:

@@ -1,6 +1,7 @@
 """Worker processes. Starting them costs about 0.5 s each with numba kernels to load, so
 most tests use sampler-free chains."""
 
+import functools
 import gc
 import multiprocessing
 import os
@@ -310,6 +311,29 @@ def test_a_function_defined_under_the_main_guard_is_named_before_workers_start(t
     assert result.returncode != 0
     assert 'the stages the workers run use tag, which the script defines inside `if __name__ == "__main__":`' in result.stderr
     assert "died" not in result.stderr and "Can't get attribute" not in result.stderr
+
+
+def test_interactive_sessions_and_scripts_read_from_stdin_are_told_before_workers_start(tmp_path):
+    """Found in review: a function defined in a notebook (here ``python -c``, whose
+    ``__main__`` has no file either) made every worker die ("worker 0 died: exited with
+    code 1"), and a script read from stdin did so for any pipe: both are named at once."""
+    tagged = (
+        "import graphpipe as gp\n"
+        "def tag(minibatch):\n"
+        "    return minibatch\n"
+        "data = gp.datasets.karate_club()\n"
+        "pipe = gp.ItemSampler(data.train_set, 2).transform(tag).fetch_feature(data.features, ['feat'])\n"
+        "print(len(list(gp.DataLoader(pipe, num_workers=1))))\n"
+    )
+    run = functools.partial(subprocess.run, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    result = run([sys.executable, "-c", tagged])
+    assert result.returncode != 0 and "died" not in result.stderr
+    assert "the stages the workers run use tag, defined in this notebook or interactive session" in result.stderr
+    result = run([sys.executable, "-"], input=tagged.replace(".transform(tag)", ""))
+    assert result.returncode != 0 and "died" not in result.stderr
+    assert "the main script ('<stdin>') is not a file worker processes can run again" in result.stderr
+    result = run([sys.executable, "-c", tagged.replace(".transform(tag)", "")])
+    assert result.returncode == 0, result.stderr  # built-in stages only: workers need nothing of __main__
 
 
 def test_the_same_script_under_a_main_guard_runs(tmp_path):
