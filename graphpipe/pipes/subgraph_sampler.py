@@ -62,7 +62,9 @@ class SubgraphSampler(Pipe):
     samples in-neighbours of the nodes of layer ``L-1``, and so on; each layer is
     relabelled with :func:`~graphpipe.ops.unique_and_compact` so that its destinations
     are a prefix of its sources. Subclasses implement :meth:`sample_segments` (the
-    built-in samplers) or :meth:`sample_layer` (untyped graphs).
+    built-in samplers) or :meth:`sample_layer` (untyped graphs); they inherit
+    ``thread_safe = True`` (a loader's pool samples several batches at once), so they keep
+    no per-batch state on ``self`` and draw from :meth:`layer_key`, or set it False.
 
     One loop serves typed and untyped graphs (:mod:`graphpipe.graph.sampling`): it runs
     on global node ids, a typed graph's types being contiguous id ranges, and lays each
