@@ -19,14 +19,16 @@ def locations(pipe: Pipe) -> Dict[int, str]:
     stage says where its upstream runs (``Pipe.upstream_location``: a ``prefetch`` moves
     it to a new thread, ``ProcessWorkers`` to worker processes) and, if it wraps its
     source (a thread pool, a CUDA stream), where the wrapped stages' work runs
-    (``Pipe.wrapped_location``). Threads are numbered from the start of the chain.
+    (``Pipe.wrapped_location``). Threads are numbered from the start of the chain; one a
+    stage starts in worker processes is "N worker processes, thread k in each".
     """
     where: Dict[int, str] = {}
     threads: List[str] = []
 
-    def new_thread() -> str:
+    def new_thread() -> str:  # a thread of the stage being walked, `here`
         threads.append(f"thread #{len(threads)}")
-        return threads[-1]
+        process = here.split(", ")[0]  # a thread started in worker processes runs in each of them
+        return f"{process}, {threads[-1]} in each" if "worker process" in process else threads[-1]
 
     here, wrapped, after = MAIN, 0, MAIN  # wrapped: stages left that run at `here` inside a wrapper
     for stage in upstream(pipe):

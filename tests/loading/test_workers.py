@@ -5,6 +5,7 @@ import functools
 import gc
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,20 @@ def test_workers_yield_the_plain_batches_in_order_for_two_epochs():
         assert torch.equal(a.seeds, b.seeds) and torch.equal(a.input_nodes, b.input_nodes)
         assert torch.equal(a.node_features["feat"], b.node_features["feat"])
     assert _nothing_left_running()
+
+
+def test_a_thread_started_in_the_workers_is_reported_in_them():
+    """Found in review: a prefetch() the workers run was reported as "thread 1" beside the
+    training process's "thread 2" (explain, draw, stats), though it ran in each worker."""
+    data = gp.datasets.karate_club()
+    pipe = gp.ItemSampler(data.train_set, 2).prefetch().sample_neighbor(data.graph, [2]).fetch_feature(data.features, ["feat"])
+    loader = gp.DataLoader(pipe, num_workers=2)
+    where = dict(re.findall(r"^ +\d+\. (\S+) +runs in: (.*)$", loader.explain().split("Pipe as run:")[1], re.M))
+    assert where["ItemSampler"] == "2 worker processes, thread 1 in each" and where["NeighborSampler"] == "2 worker processes"
+    assert where["FeatureFetcher"] == "thread 2"
+    list(loader)
+    assert loader.stats()["ItemSampler"]["where"] == "2 worker processes, thread 1 in each"
+    loader.close()
 
 
 def test_a_sampler_in_workers_gives_the_plain_batches():
