@@ -11,9 +11,10 @@ import dataclasses
 from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 import numba
+import torch
 from numba.np.ufunc import parallel as numba_parallel
 
-from graphpipe.pipes.base import Pipe, upstream
+from graphpipe.pipes.base import ROLES, Pipe, upstream
 from graphpipe.loading.stages import PinMemory, Prefetcher, SideStream, ThreadPoolMap, Waiter, checked_kernel_threads
 from graphpipe.loading.workers import ProcessWorkers, Shard
 from graphpipe._internal.checks import check_int
@@ -93,6 +94,8 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
     thread instead.
     """
     chain = upstream(pipe)[::-1]
+    for stage in chain:
+        _check_declarations(stage)
     places = [INLINE] * len(chain)
     movable = _movable(chain)
     first = 0  # the first stage in this process
@@ -119,6 +122,20 @@ def default_placement(pipe: Pipe, num_workers: int = 0) -> Placement:
             places[i] = _place_of(stage, cuda, places[i - 1] if i > first else None, chain[i - 1])
         cuda = stage.device.type == "cuda" if stage.device is not None else cuda
     return tuple(places)
+
+
+def _check_declarations(stage: Pipe) -> None:
+    """Refuse a stage whose declarations (the Pipe protocol's) the placement cannot read."""
+    declared = {"role": stage.role, "thread_safe": stage.thread_safe, "collective": stage.collective, "device": stage.device}
+    expected = {
+        "role": (stage.role in ROLES, f"one of {ROLES}"),
+        "thread_safe": (stage.thread_safe is None or isinstance(stage.thread_safe, bool), "True, False or None"),
+        "collective": (isinstance(stage.collective, bool), "a bool"),
+        "device": (stage.device is None or isinstance(stage.device, torch.device), "a torch.device or None"),
+    }
+    for name, (ok, form) in expected.items():
+        if not ok:
+            raise ValueError(f"DataLoader: {type(stage).__name__}.{name} must be {form} (the Pipe protocol), got {declared[name]!r}")
 
 
 def _in_training_process(stage: Pipe) -> bool:

@@ -19,7 +19,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Type
 import torch
 from torch.utils.data import IterableDataset
 
-__all__ = ["Pipe", "functional_pipe", "source_stream", "upstream"]
+__all__ = ["Pipe", "ROLES", "functional_pipe", "source_stream", "upstream"]
+
+# The values of ``Pipe.role``.
+ROLES = ("source", "sampler", "fetcher", "copy", "other")
 
 
 class Pipe(IterableDataset):
@@ -77,7 +80,7 @@ class Pipe(IterableDataset):
     """
 
     _functional_names: Dict[str, Type["Pipe"]] = {}
-    role = "other"
+    role = "other"  # one of ROLES
     thread_safe: Optional[bool] = None
     collective = False
     device: Optional[torch.device] = None

@@ -292,3 +292,29 @@ def _epochs(loader, n):
     epochs = [list(loader) for _ in range(n)]
     loader.close()
     return epochs
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("role", "Sampler", r"Odd.role must be one of \('source', 'sampler', 'fetcher', 'copy', 'other'\)"),
+        ("thread_safe", "no", "Odd.thread_safe must be True, False or None"),
+        ("collective", 1, "Odd.collective must be a bool"),
+        ("device", "cpu", "Odd.device must be a torch.device or None"),
+    ],
+)
+def test_a_declaration_the_placement_cannot_read_is_refused_naming_the_stage(name, value, message):
+    """Found in review: role='Sampler' was placed inline silently, thread_safe='no' pooled,
+    device='cpu' crashed with "'str' object has no attribute 'type'"."""
+
+    class Odd(gp.Pipe):
+        def __init__(self, source):
+            super().__init__()
+            self.source = source
+
+        def process(self, minibatch):
+            return minibatch
+
+    setattr(Odd, name, value)
+    with pytest.raises(ValueError, match=message):
+        gp.DataLoader(Odd(gp.ItemSampler(gp.ItemSet(torch.arange(4), names="seeds"), 2)))
