@@ -18,6 +18,7 @@ import torch
 
 from graphpipe.ops.gather import gather_rows
 from graphpipe.ops.labor import Variates, _labor0, sample_labor
+from graphpipe.ops.negative_sampling import sample_uniform_negatives
 from graphpipe.ops.neighbor_sampling import sample_neighbors
 from graphpipe.ops.temporal import TimeArrays, is_time_sorted, latest_candidates, narrow_to_window, time_keys, valid_candidates
 from graphpipe.ops.unique_and_compact import unique_and_compact
@@ -29,6 +30,7 @@ __all__ = [
     "compile_sample_neighbors",
     "compile_temporal",
     "compile_unique_and_compact",
+    "compile_uniform_negatives",
     "dtype_only",
     "gather_rows_task",
     "unique_and_compact_task",
@@ -48,6 +50,19 @@ def _two_edge_graph(indptr, indices, num_nodes, probs=None):
     tiny_indices = torch.tensor([0, 1], dtype=indices.dtype)
     tiny_probs = None if probs is None else torch.ones(2, dtype=probs.dtype)
     return tiny_indptr, tiny_indices, tiny_probs
+
+
+def compile_uniform_negatives(
+    indptr: torch.Tensor, indices: torch.Tensor, type_per_edge: Optional[torch.Tensor], exclude_edges: bool
+) -> None:
+    """:func:`~graphpipe.ops.sample_uniform_negatives`' kernel for a graph of these dtypes
+    (its arrays read with ``exclude_edges`` only; ``type_per_edge`` None: untyped)."""
+    tiny_indptr, tiny_indices, _ = _two_edge_graph(indptr, indices, 2)
+    types = None if type_per_edge is None else torch.zeros(2, dtype=type_per_edge.dtype)
+    sample_uniform_negatives(
+        torch.zeros((1, 2), dtype=torch.int64), 2, 1, key=0, indptr=tiny_indptr, indices=tiny_indices,
+        exclude_edges=exclude_edges, type_per_edge=types, edge_type=-1 if types is None else 0,
+    )  # fmt: skip
 
 
 def compile_sample_neighbors(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -16,6 +17,7 @@ from graphpipe.graph.temporal import COMPARISONS, timestamps
 from graphpipe.graph.csc_graph import CSCGraph, check_graph
 from graphpipe.graph.checks import check_typed_pairs
 from graphpipe.ops import derive_key, sample_uniform_negatives
+from graphpipe.ops.compile import compile_uniform_negatives, dtype_only
 from graphpipe.ops.edge_lookup import in_neighbours_sorted
 from graphpipe.ops.negative_sampling import check_negative_ratio, sample_random_pairs
 from graphpipe.pipes.base import Pipe, functional_pipe, upstream
@@ -186,6 +188,15 @@ class UniformNegativeSampler(Pipe):
                 times[key] = _times(minibatch.timestamp[key], fields)
         indexes = indexes if self.neg_sampling == "triplet" else None  # triplet without pairs: {}
         return with_fields(minibatch, seeds=seeds, labels=labels, indexes=indexes, timestamp=times or None)
+
+    def compile_tasks(self) -> list:
+        """Pipe protocol: the kernel of triplet negatives (binary ones are torch ops), for a
+        graph in host memory."""
+        if self.neg_sampling == "binary" or self.graph.indptr.is_cuda:
+            return []
+        graph = self.graph
+        dtypes = (dtype_only(graph.indptr), dtype_only(graph.indices), dtype_only(graph.type_per_edge))
+        return [partial(compile_uniform_negatives, *dtypes, self.exclude_existing_edges)]
 
     def latest(self, timestamp, key) -> Optional[torch.Tensor]:
         """Temporal negatives: ``[P]`` int64 the latest time a negative of each positive

@@ -22,11 +22,16 @@ from graphpipe.loading.compile import CompileJob, compile_kernels
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pipe(graph_builder, sampler, **options):
+def _pipe(graph_builder, sampler, negatives=None, **options):
+    """Node seeds, or with ``negatives`` (the negative sampler's options) node pairs."""
     graph = graph_builder(400, 60, seed=7, index_dtype=torch.int32, weights=True)
     features = gp.FeatureStore({"feat": torch.randn(400, 5).to(torch.bfloat16)}, edge_features={"w": torch.rand(graph.total_num_edges)})
-    items = gp.ItemSet(torch.arange(400))
-    pipe = getattr(gp.ItemSampler(items, 64, seed=0), sampler)(graph, [80, 4], seed=0, **options)
+    if negatives is None:
+        pipe = gp.ItemSampler(gp.ItemSet(torch.arange(400)), 64, seed=0)
+    else:
+        pairs = torch.stack([torch.arange(400), torch.arange(400) * 7 % 400], 1)
+        pipe = gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 64, seed=0).sample_uniform_negative(graph, 2, seed=0, **negatives)
+    pipe = getattr(pipe, sampler)(graph, [80, 4], seed=0, **options)
     return pipe.fetch_feature(features, ["feat"], ["w"])
 
 
@@ -36,6 +41,8 @@ CASES = {
     "labor-dependent": ("sample_layer_neighbor", {"batch_dependency": 3}),
     "labor-importance": ("sample_layer_neighbor", {"importance_sampling": -1}),
     "labor-weighted": ("sample_layer_neighbor", {"weights": "weight"}),
+    "link-negatives": ("sample_neighbor", {"negatives": {}}),
+    "link-negatives-excluding-edges": ("sample_layer_neighbor", {"negatives": {"exclude_existing_edges": True}}),
 }
 
 # In a new process (no kernel loaded yet), for each case: every graphpipe kernel forgets its
@@ -99,7 +106,8 @@ def test_the_job_has_each_stages_tasks_upstream_first(graph_builder, case):
     sampler, options = CASES[case]
     pipe = _pipe(graph_builder, sampler, **options)
     job = compile_kernels(pipe)
-    assert [name for name, _ in job.tasks] == [type(pipe.source).__name__] * 2 + ["FeatureFetcher"] * 2
+    negatives = ["UniformNegativeSampler"] if "negatives" in options else []
+    assert [name for name, _ in job.tasks] == negatives + [type(pipe.source).__name__] * 2 + ["FeatureFetcher"] * 2
     assert job.wait(timeout=600)
 
 
