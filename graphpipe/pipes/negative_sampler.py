@@ -90,6 +90,12 @@ class UniformNegativeSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
+        sampler = next((stage for stage in upstream(source) if stage.role == "sampler"), None)
+        if sampler is not None:  # its layers and compacted_seeds would not hold the negatives
+            raise ValueError(
+                f"{name}: {type(sampler).__name__} upstream samples the layers before the negatives exist; add them "
+                f"first: ItemSampler(...).sample_uniform_negative(graph, k).sample_neighbor(graph, fanouts)"
+            )
         # A part graph holds only the owned vertices' in-edges: the owners check the draws.
         self.on_part = exclude_existing_edges is True and part_of(graph) is not None
         self.collective = self.on_part  # the Pipe protocol: negatives checked at the owners are collective calls

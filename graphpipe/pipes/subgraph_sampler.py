@@ -909,7 +909,14 @@ def _shapes(seeds) -> str:
 
 def _check_no_fetch_before(source, where: str) -> None:
     """Refuse node features fetched upstream of a sampler: they are the rows of the seeds
-    (or of an earlier sampler's nodes), not of the ``input_nodes`` this sampler makes."""
+    (or of an earlier sampler's nodes), not of the ``input_nodes`` this sampler makes; and
+    a sampler upstream, whose layers this one would replace."""
+    earlier = next((stage for stage in upstream(source) if stage.role == "sampler"), None)
+    if earlier is not None:
+        raise ValueError(
+            f"{where}: {type(earlier).__name__} upstream already samples the batches' layers, which this sampler "
+            f"would replace; a pipe has one sampler"
+        )
     if any(isinstance(stage, FeatureFetcher) and stage.node_feature_keys for stage in upstream(source)):
         raise ValueError(
             f"{where}: a fetch_feature stage upstream of this sampler reads node features before the sampler "

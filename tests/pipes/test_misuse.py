@@ -95,3 +95,15 @@ def test_items_that_do_not_fit_the_graph_are_refused_when_the_pipe_is_built(samp
     with pytest.raises(ValueError, match="link seeds on a typed graph are a dict edge type"):
         build(gp.HeteroItemSet({"a:r:c": gp.ItemSet(torch.tensor([[0, 1]]), names="seeds")}), typed)
     assert next(iter(build(gp.HeteroItemSet({"a:r:b": gp.ItemSet(torch.tensor([[0, 1]]), names="seeds")}), typed))).seeds
+
+
+def test_negatives_or_a_second_sampler_after_a_sampler_are_refused_when_built():
+    """Found in review: negatives added after the sampler gave a batch of 128 seeds and 64
+    compacted_seeds (no error); a second sampler silently replaced the first's layers."""
+    graph = gp.CSCGraph.from_coo(torch.arange(10), (torch.arange(10) + 1) % 10, num_nodes=10)
+    pairs = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 1], [2, 3]]), names="seeds"), 2)
+    with pytest.raises(ValueError, match=r"NeighborSampler upstream samples the layers before the negatives exist; add them first"):
+        pairs.sample_neighbor(graph, [2]).sample_uniform_negative(graph, 1)
+    nodes = gp.ItemSampler(gp.ItemSet(torch.arange(4), names="seeds"), 2)
+    with pytest.raises(ValueError, match="NeighborSampler upstream already samples the batches' layers, which this sampler would replace"):
+        nodes.sample_neighbor(graph, [2]).sample_layer_neighbor(graph, [2])
