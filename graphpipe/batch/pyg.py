@@ -55,9 +55,7 @@ def to_pyg(
     hold every node and edge type, maybe empty.
 
     Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are the
-    first ``n_id``) and ``input_id`` (``item_ids``: ItemSet positions, or node ids for
-    ``from_pyg``'s mask splits, as PyG's for a boolean mask). Node pairs (link
-    prediction), as ``LinkNeighborLoader``: the first ``num_sampled_nodes[0]`` nodes of
+    first ``n_id``) and ``input_id`` (``item_ids``, see MiniBatch). Node pairs (link prediction), as ``LinkNeighborLoader``: the first ``num_sampled_nodes[0]`` nodes of
     each type are the pairs' distinct endpoints of that type (ascending, as LinkNeighborLoader's;
     temporal: the sources, then the destinations), no ``batch_size``, no ``y`` from ``labels``;
     on each seed edge type ``input_id`` (the positives'); ``neg_sampling`` picks the fields:

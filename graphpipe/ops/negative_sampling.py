@@ -122,9 +122,8 @@ def sample_uniform_negatives(
         type_per_edge, edge_type: a typed graph's edge type ids and the pairs' edge type:
             ``exclude_edges`` then avoids edges of that type only.
         node_time, latest: ``[num_nodes]``, ``[N]`` int64: a draw later than ``latest[i]``
-            is redrawn, as an edge with ``exclude_edges`` (UNTIMED nodes: never); where no
-            candidate is that early (a dataset's first events), the earliest candidate, as
-            PyG's ``neg_sample``.
+            is redrawn, as an edge with ``exclude_edges`` (UNTIMED nodes: never); if none is
+            that early (a dataset's first events), the earliest one, as PyG's ``neg_sample``.
         where: the caller's name, for error messages.
 
     Returns:
@@ -132,8 +131,7 @@ def sample_uniform_negatives(
         ``i`` holds the negatives of pair ``i``, whose source they keep.
 
     Raises:
-        ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS`` where
-            a valid one exists.
+        ValueError: bad arguments (naming them), or no valid draw in ``MAX_ATTEMPTS``.
     """
     num_nodes = check_int(num_nodes, "num_nodes", where, minimum=1)
     key = check_key(key, where)
@@ -162,10 +160,7 @@ def sample_uniform_negatives(
         bool(sorted_indices), *times, out,
     )  # fmt: skip
     if failed and node_time is not None:  # PyG's fallback where no candidate is early enough
-        span = times[0][first : first + count]
-        earliest = int(np.argmin(span))
-        out[(out < 0) & (span[earliest] > times[1])[:, None]] = first + earliest
-        failed = bool((out < 0).any())
+        failed = _earliest_where_none_is_early_enough(out, *times, first, count)
     if failed:
         row = int(np.flatnonzero((out < 0).any(axis=1))[0])
         raise ValueError(
@@ -174,6 +169,15 @@ def sample_uniform_negatives(
             f"than the pair's time (temporal negatives)"
         )
     return torch.from_numpy(out).to(pairs.device)
+
+
+def _earliest_where_none_is_early_enough(out: np.ndarray, node_time, latest, first: int, count: int) -> bool:
+    """Set the undrawn (-1) negatives of ``out`` ``[N, k]`` whose pair is earlier than every
+    candidate ``[first, first + count)`` to the earliest candidate; whether any is left."""
+    span = node_time[first : first + count]
+    earliest = int(np.argmin(span))
+    out[(out < 0) & (span[earliest] > latest)[:, None]] = first + earliest
+    return bool((out < 0).any())
 
 
 def _uniform_negatives_torch(pairs: torch.Tensor, num_nodes: int, negative_ratio: int, key: int) -> torch.Tensor:

@@ -226,11 +226,9 @@ class SubgraphSampler(Pipe):
         # The batches' device: the graph's, or the one the nearest upstream stage declares (copy_to).
         declared = next((stage.device for stage in upstream(source) if stage.device is not None), None)
         known = {"device": "GPU"} if self.on_gpu or (declared is not None and declared.type == "cuda") else {}
-        items = _upstream_seeds(source)  # None: no ItemSampler upstream
-        self.items_task = None if items is None else _task_of_shapes(ids.shape for ids in items.values())
+        self.items_task = _task_of_items(source, graph, name)  # None: no ItemSampler upstream
         if self.items_task is not None:
             known["task"] = self.items_task
-            check_item_seeds(items[None] if None in items else items, graph, f"{name} (the items upstream)")
         check_supported(name, graph=self.graph_kind, mode=self.mode, layout=layout, **known)
         # Whether a batch is in a supported cell whatever its seeds are (then none is checked).
         devices = ("GPU",) if self.on_gpu else DIMENSIONS["device"]
@@ -890,14 +888,15 @@ def _task_of_shapes(shapes) -> str:
     return "hyperlink" if widest > 2 else "link" if widest == 2 else "node"
 
 
-def _upstream_seeds(source) -> Optional[Dict[Optional[str], torch.Tensor]]:
-    """The ``seeds`` of the item set of the ItemSampler upstream of ``source`` by type (an
-    ItemSet's keyed by None), if there is one."""
+def _task_of_items(source, graph: CSCGraph, where: str) -> Optional[str]:
+    """The task of the item set of the ItemSampler upstream of ``source``, if there is one,
+    after checking its seeds against ``graph`` (once, when the sampler is built)."""
     for stage in upstream(source):
         if isinstance(stage, ItemSampler):
             items = stage.item_set
-            sets = items.item_sets if isinstance(items, HeteroItemSet) else {None: items}
-            return {key: one.field("seeds") for key, one in sets.items()}
+            seeds = {key: one.field("seeds") for key, one in items.item_sets.items()} if isinstance(items, HeteroItemSet) else None
+            check_item_seeds(items.field("seeds") if seeds is None else seeds, graph, f"{where} (the items upstream)")
+            return _task_of_shapes(ids.shape for ids in (seeds.values() if seeds else [items.field("seeds")]))
     return None
 
 

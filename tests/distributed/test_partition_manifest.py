@@ -6,7 +6,6 @@ import json
 import shutil
 
 import pytest
-import torch
 
 from graphpipe.distributed import load_item_sets, load_partition, partition
 
