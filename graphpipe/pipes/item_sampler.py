@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Dict, Iterator, Optional, Union
 
 import torch
@@ -90,7 +91,14 @@ class ItemSampler(Pipe):
             field = "the `seeds` field" if node_type is None else f"the `seeds` field of '{node_type}'"
             seeds = one_set.field("seeds")
             if len(one_set) and (seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool):
-                raise TypeError(f"ItemSampler: {field} must hold integer node ids, got dtype {seeds.dtype}")
+                mask = " (a boolean mask's ids: mask.nonzero().view(-1))" if seeds.dtype == torch.bool else ""
+                raise TypeError(f"ItemSampler: {field} must hold integer node ids, got dtype {seeds.dtype}{mask}")
+            if seeds.dim() == 2 and seeds.size(0) == 2 and seeds.size(1) > 16:  # hyperlinks have a few nodes
+                warnings.warn(
+                    f"ItemSampler: {field} is 2 hyperlinks of {seeds.size(1)} nodes each; node pairs are [N, 2] (PyG's "
+                    f"[2, N] edge_label_index is edge_label_index.t())",
+                    stacklevel=2,
+                )
             if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) >= 2)):
                 raise ValueError(
                     f"ItemSampler: {field} must be node ids of shape [N], node pairs of shape [N, 2] (link "

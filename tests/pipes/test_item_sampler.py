@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -148,3 +150,15 @@ def test_none_or_an_empty_item_set_is_refused_naming_item_set():
         ItemSampler(ItemSet(torch.tensor([], dtype=torch.int64)), 2)
     with pytest.raises(TypeError, match=r"ItemSampler: `item_set`: ItemSet: `items` must be an int, a tensor"):
         ItemSampler("seeds", 2)
+
+
+def test_a_mask_or_pygs_edge_label_index_as_seeds_gets_a_hint():
+    """Found in review: PyG's habits. A [2, N] edge_label_index became 2 hyperlinks of N
+    nodes without a word; a boolean mask's refusal did not say how to take its ids."""
+    with pytest.raises(TypeError, match=r"got dtype torch.bool \(a boolean mask's ids: mask.nonzero\(\).view\(-1\)\)"):
+        ItemSampler(ItemSet(torch.tensor([True, False, True]), names="seeds"), 2)
+    with pytest.warns(UserWarning, match=r"is 2 hyperlinks of 20 nodes each; node pairs are \[N, 2\] .*edge_label_index.t\(\)"):
+        ItemSampler(ItemSet(torch.arange(40).view(2, 20), names="seeds"), 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ItemSampler(ItemSet(torch.tensor([[0, 3, 3], [4, 4, 4]]), names="seeds"), 2)  # GraphBolt's hyperlinks
