@@ -32,8 +32,9 @@ class ItemSet:
 
     ``names`` names the fields, one per tensor (e.g. ``("seeds", "labels")``); the
     :class:`~graphpipe.ItemSampler` copies each field into the MiniBatch field of the same
-    name (``seeds``, ``labels``, ``indexes``, ``timestamp``, ``item_ids``: ``[N]`` integer
-    ids reported for the items, PyG's ``input_id``, instead of their positions in the set).
+    name (``seeds``, ``labels``, ``indexes``, ``timestamp``; ``input_id``: ``[N]`` integer
+    ids of node seeds that ``to_pyg()`` reports as PyG's ``input_id`` instead of their
+    positions in the set, e.g. ``from_pyg``'s mask splits: the node ids).
     With one field and no names, the field is ``seeds``.
 
     GraphBolt 2.1's names work as GraphBolt 2.2 maps them: ``seed_nodes`` and
@@ -111,16 +112,15 @@ class ItemSet:
 
     def batch(self, rows: torch.Tensor) -> Dict[str, torch.Tensor]:
         """The MiniBatch fields of items ``rows`` (``[n]`` int64 positions): every named
-        field, and ``item_ids``: the set's own ``item_ids`` field where it has one, else a
-        copy of ``rows`` (a view would keep the epoch's order alive, and ship it to worker
-        processes); given negatives make ``seeds``, ``labels`` and ``indexes`` (see the
-        class doc)."""
+        field (``input_id`` as int64), and ``item_ids`` (a copy of ``rows``: a view would
+        keep the epoch's order alive, and ship it to worker processes); given negatives
+        make ``seeds``, ``labels`` and ``indexes`` (see the class doc)."""
         fields = dict(zip(self.names, self[rows]))
         if any(name in fields for name in NEGATIVE_FIELDS):
             fields = _with_given_negatives(fields)
-        if "item_ids" in fields:
-            fields["item_ids"] = fields["item_ids"].to(torch.int64)
-        return {"item_ids": rows.clone(), **fields}
+        if "input_id" in fields:
+            fields["input_id"] = fields["input_id"].to(torch.int64)
+        return {**fields, "item_ids": rows.clone()}
 
     def __repr__(self) -> str:
         fields = ", ".join(

@@ -76,10 +76,12 @@ class MiniBatch:
             temporal: a row per endpoint, pair by pair, not deduplicated), so
             ``h[compacted_seeds[:, 0]]`` and ``h[compacted_seeds[:, 1]]`` are the two
             ends' outputs.
-        item_ids: ``[num_items]`` int64, PyG's ``input_id``: the positions in the ItemSet
-            of the items this batch was cut from, or the set's own ``item_ids`` field
-            (``from_pyg``'s mask splits: the node ids, as PyG's for a boolean mask); a
-            negative sampler leaves it alone, so it counts the positives of a link batch.
+        item_ids: ``[num_items]`` int64 positions in the ItemSet of the items this batch
+            was cut from (PyG's ``input_id``); a negative sampler leaves it alone, so it
+            counts the positives of a link batch.
+        input_id: ``[num_items]`` int64, node seeds only: the item set's own ``input_id``
+            field, which ``to_pyg()`` reports instead of ``item_ids`` (``from_pyg``'s mask
+            splits: the node ids, as PyG's ``input_id`` for a boolean mask); else None.
         subtree_ids: ``[num_input]`` int64, disjoint sampling only (``disjoint=True``, PyG's
             ``batch``): the position in ``seeds`` of the seed whose subtree each of
             ``input_nodes`` belongs to (a node reached from two seeds is in
@@ -115,6 +117,7 @@ class MiniBatch:
     indexes: Optional[torch.Tensor] = None
     compacted_seeds: Optional[torch.Tensor] = None
     item_ids: Optional[torch.Tensor] = None
+    input_id: Optional[torch.Tensor] = None
     subtree_ids: Optional[torch.Tensor] = None
     timestamp: Optional[torch.Tensor] = None
     reused: Optional[ReusedRows] = None
@@ -186,6 +189,7 @@ class MiniBatch:
             indexes=seed_field(self.indexes),
             compacted_seeds=seed_field(self.compacted_seeds),
             item_ids=seed_field(self.item_ids),
+            input_id=seed_field(self.input_id),
             subtree_ids=None if self.subtree_ids is None else {HOMO_NODE_TYPE: self.subtree_ids},
             timestamp=seed_field(self.timestamp),
         )

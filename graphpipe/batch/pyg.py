@@ -55,7 +55,7 @@ def to_pyg(
     hold every node and edge type, maybe empty.
 
     Node seeds, as ``NeighborLoader``: on each seed type ``batch_size`` (its seeds are the
-    first ``n_id``) and ``input_id`` (``item_ids``, see MiniBatch). Node pairs (link prediction), as ``LinkNeighborLoader``: the first ``num_sampled_nodes[0]`` nodes of
+    first ``n_id``) and ``input_id`` (``input_id`` else ``item_ids``). Node pairs (link prediction), as ``LinkNeighborLoader``: the first ``num_sampled_nodes[0]`` nodes of
     each type are the pairs' distinct endpoints of that type (ascending, as LinkNeighborLoader's;
     temporal: the sources, then the destinations), no ``batch_size``, no ``y`` from ``labels``;
     on each seed edge type ``input_id`` (the positives'); ``neg_sampling`` picks the fields:
@@ -271,8 +271,9 @@ def _add_seeds(node_store, typed, label_key) -> None:
     for node_type, seeds in typed.seeds.items():
         store = node_store(node_type)
         store.batch_size = seeds.shape[0]
-        if typed.item_ids is not None and node_type in typed.item_ids:
-            store.input_id = typed.item_ids[node_type]
+        ids = typed.item_ids if typed.input_id is None else typed.input_id
+        if ids is not None and node_type in ids:
+            store.input_id = ids[node_type]
         if label_key is None and typed.labels is not None and node_type in typed.labels:
             store.y = typed.labels[node_type]
         if typed.timestamp is not None and node_type in typed.timestamp:

@@ -229,9 +229,9 @@ class DistributedItemSampler(ItemSampler):
         owned = self.owned_items
         at = torch.searchsorted(owned, rows).clamp_(max=max(owned.numel() - 1, 0))
         fields = self.item_set.batch(at[owned[at] == rows])
-        local, ids = fields["item_ids"], self._item_ids
-        if "item_ids" not in self.item_set.names:  # else the set's own ids, kept
-            fields["item_ids"] = {t: ids[t][x] for t, x in local.items()} if isinstance(local, dict) else ids[local]
+        local = fields["item_ids"]
+        ids = self._item_ids
+        fields["item_ids"] = {t: ids[t][x] for t, x in local.items()} if isinstance(local, dict) else ids[local]
         return MiniBatch(**fields, batch_index=batch_index)
 
 

@@ -17,7 +17,7 @@ from graphpipe.pipes.capabilities import check_supported
 
 __all__ = ["ItemSampler"]
 
-_MINIBATCH_FIELDS = ("seeds", "labels", "indexes", "timestamp", "item_ids")
+_MINIBATCH_FIELDS = ("seeds", "labels", "indexes", "timestamp", "input_id")
 
 
 class ItemSampler(Pipe):
@@ -110,11 +110,12 @@ class ItemSampler(Pipe):
                     f"ItemSampler: the `timestamp` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
                     f"integer times (int64), one per seed, got a {tuple(times.shape)} {times.dtype} tensor"
                 )
-            ids = one_set.field("item_ids")
-            if ids is not None and len(one_set) and (ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool):
+            ids = one_set.field("input_id")
+            if ids is not None and (seeds.dim() != 1 or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool):
                 raise TypeError(
-                    f"ItemSampler: the `item_ids` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
-                    f"integer ids, one per item, got a {tuple(ids.shape)} {ids.dtype} tensor"
+                    f"ItemSampler: the `input_id` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
+                    f"integer ids beside node seeds ([N] ids), got a {tuple(ids.shape)} {ids.dtype} tensor beside "
+                    f"seeds of shape {tuple(seeds.shape)}"
                 )
             if "indexes" in item_set.names and seeds.dim() != 2:
                 raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")

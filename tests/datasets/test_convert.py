@@ -260,10 +260,10 @@ def test_from_pyg_hetero_keeps_the_typed_graph_features_and_splits():
     assert ds.num_classes == int(data["paper"].y.max()) + 1
     for item_set, mask in ((ds.train_set, "train_mask"), (ds.validation_set, "val_mask"), (ds.test_set, "test_mask")):
         assert isinstance(item_set, HeteroItemSet) and list(item_set.item_sets) == ["paper"]
-        seeds, labels, item_ids = item_set.item_sets["paper"][torch.arange(len(item_set))]
+        seeds, labels, input_id = item_set.item_sets["paper"][torch.arange(len(item_set))]
         assert torch.equal(seeds, torch.nonzero(data["paper"][mask]).view(-1))
         assert torch.equal(labels, data["paper"].y[seeds])
-        assert torch.equal(item_ids, seeds)  # PyG's input_id of a mask: the node ids
+        assert torch.equal(input_id, seeds)  # PyG's input_id of a mask: the node ids
     assert "feature_dim={'author': 3, 'paper': 4}" in repr(ds)
 
 
@@ -302,7 +302,7 @@ def test_unlabelled_hetero_data_splits_over_the_masked_types():
     del data["paper"].y
     ds = gp.datasets.from_pyg(data)
     assert ds.labels is None and ds.num_classes is None
-    assert list(ds.train_set.item_sets) == ["author", "paper"] and ds.train_set.names == ("seeds", "item_ids")
+    assert list(ds.train_set.item_sets) == ["author", "paper"] and ds.train_set.names == ("seeds", "input_id")
     assert list(ds.validation_set.item_sets) == ["paper"]
 
 

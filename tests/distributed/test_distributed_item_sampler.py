@@ -198,18 +198,18 @@ def test_seeds_differing_between_ranks_are_refused(tmp_path):
     assert all("`seed` must be the same on every rank, got [100, 101]" in trace for _, trace in outcomes)
 
 
-def test_from_part_keeps_an_item_ids_field(tmp_path):
-    """from_pyg's mask splits carry their node ids as ``item_ids`` (PyG's input_id): a part's
-    sampler reports them, not whole-split positions."""
+def test_from_part_keeps_an_input_id_field(tmp_path):
+    """from_pyg's mask splits carry their node ids as ``input_id`` (PyG's): a part's sampler
+    reports them beside the whole-split positions (``item_ids``)."""
     graph = gp.CSCGraph.from_edge_index(torch.randint(0, 40, (2, 200), generator=torch.Generator().manual_seed(0)), 40)
     seeds = torch.arange(1, 40, 3)
-    partition(graph, None, {"train": gp.ItemSet((seeds, seeds), names=("seeds", "item_ids"))}, 2, str(tmp_path))
+    partition(graph, None, {"train": gp.ItemSet((seeds, seeds), names=("seeds", "input_id"))}, 2, str(tmp_path))
     seen = []
     for rank in range(2):
         part = load_partition(str(tmp_path), rank)
         for mb in gp.DistributedItemSampler.from_part(part, "train", 3, rank=rank, world_size=2, shuffle=True, seed=1):
-            assert torch.equal(mb.item_ids, mb.seeds)
-            seen += mb.item_ids.tolist()
+            assert torch.equal(mb.input_id, mb.seeds) and torch.equal(mb.seeds, seeds[mb.item_ids])
+            seen += mb.input_id.tolist()
     assert sorted(seen) == seeds.tolist()
 
 

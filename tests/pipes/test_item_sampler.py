@@ -77,17 +77,20 @@ def test_item_set_field_errors():
         ItemSampler(ItemSet((torch.arange(3), torch.arange(3)), names=("seeds", "weights")), 2)
 
 
-def test_an_item_ids_field_is_reported_as_the_items_ids():
-    """An ItemSet's own ``item_ids`` (PyG's input_id of a mask: node ids) replace the
-    positions, in every batch's order, as int64; non-integer ids are refused."""
+def test_an_input_id_field_rides_beside_the_positions():
+    """An ItemSet's own ``input_id`` (PyG's of a mask: node ids) reaches the batch as int64
+    in every batch's order; ``item_ids`` stay the positions; it goes with node seeds only."""
     seeds = torch.tensor([9, 4, 7, 1, 3])
-    items = ItemSet((seeds, seeds.to(torch.int32) * 10), names=("seeds", "item_ids"))
+    items = ItemSet((seeds, seeds.to(torch.int32) * 10), names=("seeds", "input_id"))
     batches = _epoch(ItemSampler(items, batch_size=2, shuffle=True, seed=5))
     for mb in batches:
-        assert mb.item_ids.dtype == torch.int64 and torch.equal(mb.item_ids, mb.seeds * 10)
+        assert mb.input_id.dtype == torch.int64 and torch.equal(mb.input_id, mb.seeds * 10)
+        assert torch.equal(mb.seeds, seeds[mb.item_ids])
     assert sorted(torch.cat([mb.seeds for mb in batches]).tolist()) == sorted(seeds.tolist())
-    with pytest.raises(TypeError, match=r"the `item_ids` field must be \[N\] integer ids"):
-        ItemSampler(ItemSet((seeds, seeds.float()), names=("seeds", "item_ids")), 2)
+    with pytest.raises(TypeError, match=r"the `input_id` field must be \[N\] integer ids beside node seeds"):
+        ItemSampler(ItemSet((seeds, seeds.float()), names=("seeds", "input_id")), 2)
+    with pytest.raises(TypeError, match=r"the `input_id` field must be \[N\] integer ids beside node seeds"):
+        ItemSampler(ItemSet((torch.zeros(5, 2, dtype=torch.int64), seeds), names=("seeds", "input_id")), 2)
 
 
 def test_node_pairs_are_batched_by_pair_with_labels_indexes_and_item_ids():

@@ -157,11 +157,11 @@ def _sorted_by_time(graph, node_times, edge_times):
 
 def _seed_items(seeds, times):
     """An ItemSet of node ids ``seeds`` (``[N]`` ids, or a bool mask whose node ids are
-    also the items' ``item_ids``, PyG's ``input_id`` for a mask), with ``times`` ``[N]``
-    as the field ``timestamp`` when given."""
+    also the items' ``input_id``, PyG's for a mask), with ``times`` ``[N]`` as the field
+    ``timestamp`` when given."""
     fields = {"seeds": seeds}
     if seeds.dtype == torch.bool:
-        fields["seeds"] = fields["item_ids"] = seeds.nonzero().flatten()
+        fields["seeds"] = fields["input_id"] = seeds.nonzero().flatten()
     if times is not None:
         fields["timestamp"] = times
     return gp.ItemSet(tuple(fields.values()), names=tuple(fields))
