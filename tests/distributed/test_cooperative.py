@@ -503,3 +503,30 @@ def test_failure_in_one_rank_stops_the_others(tmp_path):
     # Rank 0 fails in its next collective (gloo: the peer's connection closed) instead of hanging.
     assert outcomes[0][0] == "error", outcomes[0]
     assert "RuntimeError" in outcomes[0][1] and "fails on purpose" not in outcomes[0][1]
+
+
+def _from_pyg_split_rank(rank, world_size):
+    from torch_geometric.data import Data
+
+    n = 40
+    src = torch.arange(n)
+    edge_index = torch.stack([torch.cat([src, (src + 1) % n]), torch.cat([(src + 1) % n, src])])
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[30:38] = True
+    data = Data(x=torch.randn(n, 2), y=torch.arange(n) % 3, edge_index=edge_index, train_mask=mask, val_mask=mask, test_mask=mask)
+    ds = gp.datasets.from_pyg(data)
+    source = gp.DistributedItemSampler(ds.train_set, 4, shuffle=False, partition=torch.arange(n) * world_size // n)
+    pipe = source.sample_neighbor(ds.graph, [2], cooperative=True)
+    return [(mb.seeds.tolist(), mb.labels.tolist(), mb.input_id.tolist()) for mb in gp.DataLoader(pipe)]
+
+
+def test_cooperative_batches_of_a_from_pyg_split(tmp_path):
+    """Found in review of a change: with PyG's input_id (node ids) in item_ids, the ranks
+    read the item set at them as positions (IndexError, or other items); item_ids stay
+    positions and input_id rides beside them."""
+    pytest.importorskip("torch_geometric")
+    batches = [b for rank in values(run_ranks(_from_pyg_split_rank, 2, tmp_path)) for b in rank]
+    seeds = sorted(s for b in batches for s in b[0])
+    assert seeds == list(range(30, 38))
+    for seed_ids, labels, input_id in batches:
+        assert labels == [s % 3 for s in seed_ids] and input_id == seed_ids
