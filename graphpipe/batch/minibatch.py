@@ -306,19 +306,20 @@ def _attributes_set(obj) -> dict:
     return {name: value for name, value in getattr(obj, "__dict__", {}).items() if name not in names}
 
 
-def map_tensors(obj, fn):
-    """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph, the
-    attributes a user set on them included."""
+def map_tensors(obj, fn, user: bool = False):
+    """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph, and in
+    the tensors, dicts, lists and tuples a user's stage set on them as attributes (``user``:
+    other objects there, e.g. a graph, are kept as they are)."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
-    if is_dataclass(obj) and not isinstance(obj, type):
+    if not user and is_dataclass(obj) and not isinstance(obj, type):
         new = replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in fields(obj)})
-        new.__dict__.update({name: map_tensors(value, fn) for name, value in _attributes_set(obj).items()})
+        new.__dict__.update({name: map_tensors(value, fn, True) for name, value in _attributes_set(obj).items()})
         return new
     if isinstance(obj, dict):
-        return {k: map_tensors(v, fn) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [map_tensors(v, fn) for v in obj]
+        return {k: map_tensors(v, fn, user) for k, v in obj.items()}
+    if isinstance(obj, list) or type(obj) is tuple:
+        return type(obj)(map_tensors(v, fn, user) for v in obj)
     return obj
 
 

@@ -99,15 +99,19 @@ def test_graphbolt_21s_extra_attrs_are_accepted_and_every_field_is_copied():
 
 
 def _tag(mb):
-    mb.seed_degree, mb.note = mb.seeds * 10, "mine"
+    mb.seed_degree, mb.note, mb.pair, mb.graph = mb.seeds * 10, "mine", (mb.seeds, [mb.seeds + 1]), _GRAPH
     return mb
+
+
+_GRAPH = gp.CSCGraph.from_coo(torch.arange(6), (torch.arange(6) + 1) % 6, num_nodes=6)
 
 
 def test_attributes_a_users_stage_sets_survive_every_stage():
     """Found in review: fetch_feature, copy_to (even naming them in extra_attrs) and
     MiniBatch.to dropped them (GraphBolt's stages change a MiniBatch in place and keep
-    them); tensors among them are copied like the fields."""
-    graph = gp.CSCGraph.from_coo(torch.arange(6), (torch.arange(6) + 1) % 6, num_nodes=6)
+    them); tensors in them, in dicts, lists and tuples, are copied like the fields, other
+    objects (a graph) kept as they are."""
+    graph = _GRAPH
     store = gp.FeatureStore({"feat": torch.arange(6.0).view(6, 1)})
     nodes, pairs = torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])
     for seeds, pipe in (
@@ -116,5 +120,8 @@ def test_attributes_a_users_stage_sets_survive_every_stage():
     ):
         pipe = pipe.fetch_feature(store, ["feat"]).copy_to("cpu", extra_attrs=["seed_degree"])
         for mb in (next(iter(pipe)), next(iter(gp.DataLoader(pipe, num_workers=1)))):
+            marked = mb.to("meta")  # the meta device shows what moved
+            assert marked.seed_degree.is_meta and marked.pair[0].is_meta and marked.pair[1][0].is_meta
+            assert marked.graph.indptr.device.type == "cpu" and marked.note == "mine"  # a graph as it is
             for batch in (mb, mb.to("cpu"), mb.pin_memory() if torch.cuda.is_available() else mb):
                 assert batch.note == "mine" and torch.equal(batch.seed_degree, seeds * 10)
