@@ -22,6 +22,7 @@ from graphpipe.ops.edge_lookup import in_neighbours_sorted
 from graphpipe.ops.negative_sampling import check_negative_ratio, sample_random_pairs
 from graphpipe.pipes.base import Pipe, functional_pipe, upstream
 from graphpipe.pipes.distributed_item_sampler import DistributedItemSampler, find_distributed_item_sampler
+from graphpipe.pipes.subgraph_sampler import SubgraphSampler
 from graphpipe.pipes.capabilities import UnsupportedCombination, check_supported
 
 __all__ = ["UniformNegativeSampler"]
@@ -90,7 +91,7 @@ class UniformNegativeSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
-        sampler = next((stage for stage in upstream(source) if stage.role == "sampler"), None)
+        sampler = next((stage for stage in upstream(source) if isinstance(stage, SubgraphSampler)), None)
         if sampler is not None:  # its layers and compacted_seeds would not hold the negatives
             raise ValueError(
                 f"{name}: {type(sampler).__name__} upstream samples the layers before the negatives exist; add them "

@@ -910,7 +910,7 @@ def _check_no_fetch_before(source, where: str) -> None:
     """Refuse node features fetched upstream of a sampler: they are the rows of the seeds
     (or of an earlier sampler's nodes), not of the ``input_nodes`` this sampler makes; and
     a sampler upstream, whose layers this one would replace."""
-    earlier = next((stage for stage in upstream(source) if stage.role == "sampler"), None)
+    earlier = next((stage for stage in upstream(source) if isinstance(stage, SubgraphSampler)), None)
     if earlier is not None:
         raise ValueError(
             f"{where}: {type(earlier).__name__} upstream already samples the batches' layers, which this sampler "

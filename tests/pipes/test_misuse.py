@@ -107,3 +107,23 @@ def test_negatives_or_a_second_sampler_after_a_sampler_are_refused_when_built():
     nodes = gp.ItemSampler(gp.ItemSet(torch.arange(4), names="seeds"), 2)
     with pytest.raises(ValueError, match="NeighborSampler upstream already samples the batches' layers, which this sampler would replace"):
         nodes.sample_neighbor(graph, [2]).sample_layer_neighbor(graph, [2])
+
+
+def test_a_users_stage_declaring_the_sampler_role_may_precede_the_sampler():
+    """Found in review: the one-sampler refusal read ``role == "sampler"``, which a user's
+    negative sampler declares to be pooled (README, "Writing a stage")."""
+
+    class MyNegatives(gp.Pipe):
+        role, thread_safe = "sampler", True
+
+        def __init__(self, source):
+            super().__init__()
+            self.source = source
+
+        def process(self, minibatch):
+            return minibatch
+
+    graph = gp.CSCGraph.from_coo(torch.arange(10), (torch.arange(10) + 1) % 10, num_nodes=10)
+    pairs = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 1], [2, 3]]), names="seeds"), 2)
+    assert next(iter(MyNegatives(pairs).sample_neighbor(graph, [2]))).compacted_seeds.shape == (2, 2)
+    assert next(iter(MyNegatives(pairs).sample_uniform_negative(graph, 1))).seeds.shape == (4, 2)
