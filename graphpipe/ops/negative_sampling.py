@@ -28,6 +28,9 @@ __all__ = ["sample_random_pairs", "MAX_ATTEMPTS", "check_negative_ratio", "sampl
 # Draws per negative before giving up: a source with edges to a fraction f of the nodes
 # fails with probability f**1000.
 MAX_ATTEMPTS = 1000
+# Binary temporal negatives: draws before the rows still without a valid node are checked
+# for having none at all (a scan of the candidates' times, paid only then).
+_FALLBACK_AFTER = 8
 # A node time that constrains nothing (graphpipe.ops.temporal.UNTIMED).
 _UNTIMED = np.iinfo(np.int64).min
 # The CSC arrays of a graph without edges: the kernel's graph when no draw is checked against one.
@@ -211,15 +214,15 @@ def sample_random_pairs(
     for column, (first, count) in enumerate((sources, destinations)):
         nodes = torch.empty_like(rows)
         todo = rows
-        if node_time is not None:  # PyG's fallback where no node of the range is early enough
-            span = node_time[first : first + count]
-            earliest = int(span.argmin())
-            never = span[earliest] > latest
-            nodes[never] = first + earliest
-            todo = rows[~never]
         for attempt in range(MAX_ATTEMPTS):
-            if todo.numel() == 0:
-                break
+            if attempt == _FALLBACK_AFTER:  # PyG's fallback for the rows no node of the range precedes
+                span = node_time[first : first + count]  # read only when draws keep failing (rare)
+                earliest = int(span.argmin())
+                never = span[earliest] > latest[todo]
+                nodes[todo[never]] = first + earliest
+                todo = todo[~never]
+                if todo.numel() == 0:
+                    break
             u = torch_random.uniform(vkeys[todo], torch.full_like(todo, 2 * attempt + column))
             nodes[todo] = first + torch.clamp((u * count).to(torch.int64), max=count - 1)
             if node_time is None:
