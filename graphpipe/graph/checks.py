@@ -122,9 +122,10 @@ def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
         finite = torch.isfinite(probs)
         if not bool(finite.all()):
             bad = float(probs[~finite][0])
+            left_out = " (an edge type left out of a typed attribute is NaN: give every type its weights)"
             raise ValueError(
                 f"{where}: `weights` attribute {name!r} must be finite (no NaN or ±inf), got {bad} "
-                f"at edge {int((~finite).nonzero()[0])}"
+                f"at edge {int((~finite).nonzero()[0])}{left_out if graph.is_heterogeneous and bad != bad else ''}"
             )
         if not bool((probs >= 0).all()):
             raise ValueError(

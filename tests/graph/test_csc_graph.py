@@ -335,6 +335,9 @@ def test_an_edge_attribute_left_out_for_an_edge_type_is_filled_as_node_attribute
     assert by_type["t"] == {"a:r:b": [4, 9], "b:s:b": [torch.iinfo(torch.int64).min] * 2}
     assert all(math.isnan(w) for w in by_type["w"]["a:r:b"]) and sorted(by_type["w"]["b:s:b"]) == [0.5, 2.0]
     assert by_type["m"] == {"a:r:b": [True, True], "b:s:b": [False, False]}
+    items = gp.HeteroItemSet({"b": gp.ItemSet(torch.tensor([0]), names="seeds")})
+    with pytest.raises(ValueError, match=r"must be finite .* \(an edge type left out of a typed attribute is NaN"):
+        gp.ItemSampler(items, 1).sample_neighbor(graph, [2], weights="w")
 
 
 # ---------------------------------------------------------------------------- errors
