@@ -88,39 +88,7 @@ class ItemSampler(Pipe):
             )
         typed = item_set.item_sets if isinstance(item_set, HeteroItemSet) else {None: item_set}
         for node_type, one_set in typed.items():
-            field = "the `seeds` field" if node_type is None else f"the `seeds` field of '{node_type}'"
-            seeds = one_set.field("seeds")
-            if len(one_set) and (seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool):
-                mask = " (a boolean mask's ids: mask.nonzero().view(-1))" if seeds.dtype == torch.bool else ""
-                raise TypeError(f"ItemSampler: {field} must hold integer node ids, got dtype {seeds.dtype}{mask}")
-            if seeds.dim() == 2 and seeds.size(0) == 2 and seeds.size(1) > 16:  # hyperlinks have a few nodes
-                warnings.warn(
-                    f"ItemSampler: {field} is 2 hyperlinks of {seeds.size(1)} nodes each; node pairs are [N, 2] (PyG's "
-                    f"[2, N] edge_label_index is edge_label_index.t())",
-                    stacklevel=2,
-                )
-            if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) >= 2)):
-                raise ValueError(
-                    f"ItemSampler: {field} must be node ids of shape [N], node pairs of shape [N, 2] (link "
-                    f"prediction) or hyperlinks of shape [N, k] (k >= 2 nodes each), got shape {tuple(seeds.shape)}"
-                )
-            times = one_set.field("timestamp")
-            if times is not None and len(one_set) and (times.dim() != 1 or times.is_floating_point() or times.dtype in NOT_TIME_DTYPES):
-                raise TypeError(
-                    f"ItemSampler: the `timestamp` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
-                    f"integer times (int64), one per seed, got a {tuple(times.shape)} {times.dtype} tensor"
-                )
-            ids = one_set.field("input_id")
-            if ids is not None and (seeds.dim() != 1 or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool):
-                raise TypeError(
-                    f"ItemSampler: the `input_id` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
-                    f"integer ids beside node seeds ([N] ids), got a {tuple(ids.shape)} {ids.dtype} tensor beside "
-                    f"seeds of shape {tuple(seeds.shape)}"
-                )
-            if "indexes" in item_set.names and seeds.dim() != 2:
-                raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")
-            if node_type is not None and seeds.dim() == 2 and seeds.size(1) > 2:
-                check_supported("ItemSampler", graph="typed", task="hyperlink")
+            _check_items(node_type, one_set)
         if len(item_set) == 0:
             raise ValueError(f"ItemSampler: `item_set` has no items ({item_set!r}); give at least one")
         self.item_set = item_set
@@ -190,3 +158,41 @@ class ItemSampler(Pipe):
     def state_options(self) -> Dict[str, object]:
         """Pipe protocol: the options deciding which items each batch holds."""
         return {"batch_size": self.batch_size, "shuffle": bool(self.shuffle), "drop_last": bool(self.drop_last)}
+
+
+def _check_items(node_type: Optional[str], one_set: ItemSet) -> None:
+    """The fields of one ItemSet (of node or edge type ``node_type``, None: untyped) as the
+    sampler reads them: integer seeds of a known shape, int64-able times and input ids."""
+    field = "the `seeds` field" if node_type is None else f"the `seeds` field of '{node_type}'"
+    seeds = one_set.field("seeds")
+    if len(one_set) and (seeds.is_floating_point() or seeds.is_complex() or seeds.dtype == torch.bool):
+        mask = " (a boolean mask's ids: mask.nonzero().view(-1))" if seeds.dtype == torch.bool else ""
+        raise TypeError(f"ItemSampler: {field} must hold integer node ids, got dtype {seeds.dtype}{mask}")
+    if seeds.dim() == 2 and seeds.size(0) == 2 and seeds.size(1) > 16:  # hyperlinks have a few nodes
+        warnings.warn(
+            f"ItemSampler: {field} is 2 hyperlinks of {seeds.size(1)} nodes each; node pairs are [N, 2] (PyG's "
+            f"[2, N] edge_label_index is edge_label_index.t())",
+            stacklevel=2,
+        )
+    if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) >= 2)):
+        raise ValueError(
+            f"ItemSampler: {field} must be node ids of shape [N], node pairs of shape [N, 2] (link "
+            f"prediction) or hyperlinks of shape [N, k] (k >= 2 nodes each), got shape {tuple(seeds.shape)}"
+        )
+    times = one_set.field("timestamp")
+    if times is not None and len(one_set) and (times.dim() != 1 or times.is_floating_point() or times.dtype in NOT_TIME_DTYPES):
+        raise TypeError(
+            f"ItemSampler: the `timestamp` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
+            f"integer times (int64), one per seed, got a {tuple(times.shape)} {times.dtype} tensor"
+        )
+    ids = one_set.field("input_id")
+    if ids is not None and (seeds.dim() != 1 or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool):
+        raise TypeError(
+            f"ItemSampler: the `input_id` field{'' if node_type is None else f' of {node_type!r}'} must be [N] "
+            f"integer ids beside node seeds ([N] ids), got a {tuple(ids.shape)} {ids.dtype} tensor beside "
+            f"seeds of shape {tuple(seeds.shape)}"
+        )
+    if "indexes" in one_set.names and seeds.dim() != 2:
+        raise ValueError(f"ItemSampler: an `indexes` field groups node pairs; {field} must be [N, 2] pairs")
+    if node_type is not None and seeds.dim() == 2 and seeds.size(1) > 2:
+        check_supported("ItemSampler", graph="typed", task="hyperlink")

@@ -361,9 +361,9 @@ def test_repr_shows_shapes_and_dtypes_not_values():
     lines = text.splitlines()
     assert sum(line.startswith("        SampledSubgraph(") for line in lines) == len(FANOUTS)  # a layer a line
     assert f"        {{'w': float32[{sg.num_edges}]}}," in lines
-    assert lines[-9:] == [
+    assert lines[-10:] == [
         "    batch_index=0,", "    layout='block',", "    indexes=None,", "    compacted_seeds=None,",
-        f"    item_ids=int64[{mb.seeds.numel()}],", "    subtree_ids=None,", "    timestamp=None,", "    reused=None,", ")",
+        f"    item_ids=int64[{mb.seeds.numel()}],", "    input_id=None,", "    subtree_ids=None,", "    timestamp=None,", "    reused=None,", ")",
     ]
     assert repr(MiniBatch()).splitlines()[1:3] == ["    seeds=None,", "    labels=None,"]
 
