@@ -308,11 +308,12 @@ def _attributes_set(obj) -> dict:
 
 def map_tensors(obj, fn, user: bool = False):
     """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph, and in
-    the tensors, dicts, lists and tuples a user's stage set on them as attributes (``user``:
-    other objects there, e.g. a graph, are kept as they are)."""
+    the tensors, dicts, lists, tuples and dataclasses a user's stage set on them as
+    attributes (``user``: a dataclass with a field ``replace`` cannot set, e.g. a graph, and
+    other objects are kept as they are)."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
-    if not user and is_dataclass(obj) and not isinstance(obj, type):
+    if is_dataclass(obj) and not isinstance(obj, type) and (not user or all(f.init for f in fields(obj))):
         new = replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in fields(obj)})
         new.__dict__.update({name: map_tensors(value, fn, True) for name, value in _attributes_set(obj).items()})
         return new
@@ -320,6 +321,8 @@ def map_tensors(obj, fn, user: bool = False):
         return {k: map_tensors(v, fn, user) for k, v in obj.items()}
     if isinstance(obj, list) or type(obj) is tuple:
         return type(obj)(map_tensors(v, fn, user) for v in obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
+        return type(obj)(*(map_tensors(v, fn, user) for v in obj))
     return obj
 
 

@@ -172,7 +172,7 @@ def _check_items(node_type: Optional[str], one_set: ItemSet) -> None:
         warnings.warn(
             f"ItemSampler: {field} is 2 hyperlinks of {seeds.size(1)} nodes each; node pairs are [N, 2] (PyG's "
             f"[2, N] edge_label_index is edge_label_index.t())",
-            stacklevel=2,
+            stacklevel=3,
         )
     if not (seeds.dim() == 1 or (seeds.dim() == 2 and seeds.size(1) >= 2)):
         raise ValueError(

@@ -103,6 +103,11 @@ def _tag(mb):
     return mb
 
 
+def _keep_layers(mb):
+    mb.layers = list(mb.sampled_subgraphs)  # dataclasses whose fields replace() sets
+    return mb
+
+
 _GRAPH = gp.CSCGraph.from_coo(torch.arange(6), (torch.arange(6) + 1) % 6, num_nodes=6)
 
 
@@ -115,13 +120,14 @@ def test_attributes_a_users_stage_sets_survive_every_stage():
     store = gp.FeatureStore({"feat": torch.arange(6.0).view(6, 1)})
     nodes, pairs = torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])
     for seeds, pipe in (
-        (nodes, gp.ItemSampler(gp.ItemSet(nodes, names="seeds"), 2).transform(_tag).sample_neighbor(graph, [1])),
-        (pairs, gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 2).transform(_tag).sample_uniform_negative(graph, 1).sample_neighbor(graph, [1])),
+        (nodes, gp.ItemSampler(gp.ItemSet(nodes, names="seeds"), 2).transform(_tag).sample_neighbor(graph, [1]).transform(_keep_layers)),
+        (pairs, gp.ItemSampler(gp.ItemSet(pairs, names="seeds"), 2).transform(_tag).sample_uniform_negative(graph, 1).sample_neighbor(graph, [1]).transform(_keep_layers)),
     ):
         pipe = pipe.fetch_feature(store, ["feat"]).copy_to("cpu", extra_attrs=["seed_degree"])
         for mb in (next(iter(pipe)), next(iter(gp.DataLoader(pipe, num_workers=1)))):
             marked = mb.to("meta")  # the meta device shows what moved
             assert marked.seed_degree.is_meta and marked.pair[0].is_meta and marked.pair[1][0].is_meta
+            assert marked.layers and all(layer.original_row_node_ids.is_meta for layer in marked.layers)
             assert marked.graph.indptr.device.type == "cpu" and marked.note == "mine"  # a graph as it is
             for batch in (mb, mb.to("cpu"), mb.pin_memory() if torch.cuda.is_available() else mb):
                 assert batch.note == "mine" and torch.equal(batch.seed_degree, seeds * 10)

@@ -160,8 +160,9 @@ def test_a_mask_or_pygs_edge_label_index_as_seeds_gets_a_hint():
     nodes without a word; a boolean mask's refusal did not say how to take its ids."""
     with pytest.raises(TypeError, match=r"got dtype torch.bool \(a boolean mask's ids: mask.nonzero\(\).view\(-1\)\)"):
         ItemSampler(ItemSet(torch.tensor([True, False, True]), names="seeds"), 2)
-    with pytest.warns(UserWarning, match=r"is 2 hyperlinks of 20 nodes each; node pairs are \[N, 2\] .*edge_label_index.t\(\)"):
+    with pytest.warns(UserWarning, match=r"is 2 hyperlinks of 20 nodes each; node pairs are \[N, 2\] .*edge_label_index.t\(\)") as caught:
         ItemSampler(ItemSet(torch.arange(40).view(2, 20), names="seeds"), 2)
+    assert caught[0].filename == __file__  # the caller's line
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ItemSampler(ItemSet(torch.tensor([[0, 3, 3], [4, 4, 4]]), names="seeds"), 2)  # GraphBolt's hyperlinks
