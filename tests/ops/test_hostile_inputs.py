@@ -139,7 +139,7 @@ def test_weighted_labor_weights_of_any_spread_finish(weights, dtype, fanout):
 # ------------------------------------------------------------------ non-finite weights
 def _weights_graph(values, dtype=torch.float32):
     values = torch.tensor(values, dtype=dtype) if not isinstance(values, torch.Tensor) else values
-    return SimpleNamespace(edge_attributes={"w": values}, total_num_edges=4)
+    return SimpleNamespace(edge_attributes={"w": values}, total_num_edges=4, is_heterogeneous=False)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
