@@ -163,7 +163,9 @@ def sample_uniform_negatives(
         bool(sorted_indices), *times, out,
     )  # fmt: skip
     if failed and node_time is not None:  # PyG's fallback where no candidate is early enough
-        failed = _earliest_where_none_is_early_enough(out, *times, first, count)
+        node, time = _earliest(times[0], first, count)
+        out[(out < 0) & (time > times[1])[:, None]] = node
+        failed = bool((out < 0).any())
     if failed:
         row = int(np.flatnonzero((out < 0).any(axis=1))[0])
         raise ValueError(
@@ -174,13 +176,13 @@ def sample_uniform_negatives(
     return torch.from_numpy(out).to(pairs.device)
 
 
-def _earliest_where_none_is_early_enough(out: np.ndarray, node_time, latest, first: int, count: int) -> bool:
-    """Set the undrawn (-1) negatives of ``out`` ``[N, k]`` whose pair is earlier than every
-    candidate ``[first, first + count)`` to the earliest candidate; whether any is left."""
+def _earliest(node_time, first: int, count: int):
+    """``(id, time)`` of the earliest of the candidates ``[first, first + count)`` (the
+    first on ties), a negative for pairs no candidate precedes (PyG's fallback);
+    ``node_time`` a numpy array or a tensor."""
     span = node_time[first : first + count]
-    earliest = int(np.argmin(span))
-    out[(out < 0) & (span[earliest] > latest)[:, None]] = first + earliest
-    return bool((out < 0).any())
+    i = int(span.argmin())
+    return first + i, span[i]
 
 
 def _uniform_negatives_torch(pairs: torch.Tensor, num_nodes: int, negative_ratio: int, key: int) -> torch.Tensor:
@@ -216,10 +218,9 @@ def sample_random_pairs(
         todo = rows
         for attempt in range(MAX_ATTEMPTS):
             if attempt == _FALLBACK_AFTER:  # PyG's fallback for the rows no node of the range precedes
-                span = node_time[first : first + count]  # read only when draws keep failing (rare)
-                earliest = int(span.argmin())
-                never = span[earliest] > latest[todo]
-                nodes[todo[never]] = first + earliest
+                node, time = _earliest(node_time, first, count)  # read only when draws keep failing (rare)
+                never = time > latest[todo]
+                nodes[todo[never]] = node
                 todo = todo[~never]
                 if todo.numel() == 0:
                     break
