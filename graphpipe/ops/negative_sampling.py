@@ -165,8 +165,7 @@ def sample_uniform_negatives(
     if failed and node_time is not None:  # PyG's fallback where no candidate is early enough
         node, time = _earliest(times[0], first, count)
         out[(out < 0) & (time > times[1])[:, None]] = node
-        failed = bool((out < 0).any())
-    if failed:
+    if failed and (out < 0).any():
         row = int(np.flatnonzero((out < 0).any(axis=1))[0])
         raise ValueError(
             f"{where}: found no negative destination for source node {int(src[row])} in {MAX_ATTEMPTS} draws: "
