@@ -12,7 +12,7 @@ import torch
 from graphpipe._internal.checks import as_int, check_node_ids
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["ATTRIBUTES_HINT", "check_edge_weights", "check_item_seeds", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds"]
+__all__ = ["ATTRIBUTES_HINT", "check_edge_weights", "check_item_seeds", "check_typed_fanouts", "check_typed_pairs", "check_typed_seeds", "refuse_typed_seeds"]
 
 # Said where a graph attribute is missing: from_pyg / from_dgl users expect PyG's edge_weight / time there.
 ATTRIBUTES_HINT = (
@@ -134,15 +134,20 @@ def check_edge_weights(graph, name: str, where: str) -> torch.Tensor:
     return probs.contiguous()
 
 
+def refuse_typed_seeds(seeds, where: str) -> None:
+    """Refuse seeds given by type (a HeteroItemSet's dict) for a homogeneous graph."""
+    if isinstance(seeds, Mapping):
+        raise ValueError(
+            f"{where}: `seeds` is a dict of types {sorted(seeds)} (from a HeteroItemSet), but the graph is "
+            f"homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
+        )
+
+
 def check_item_seeds(seeds, graph, where: str) -> None:
     """An item set's ``seeds`` (a tensor; a dict by type from a HeteroItemSet) checked
     against ``graph`` once, when a sampler is built: typed as the graph is, every id in range."""
     if not graph.is_heterogeneous:
-        if isinstance(seeds, Mapping):
-            raise ValueError(
-                f"{where}: the items are a HeteroItemSet of types {sorted(seeds)}, but the graph is homogeneous; "
-                f"use an ItemSet, or sample a typed graph (CSCGraph.from_hetero_edges)"
-            )
+        refuse_typed_seeds(seeds, where)
         check_node_ids(seeds.reshape(-1), graph.total_num_nodes, "seeds", where)
         return
     pairs = {key: ids for key, ids in seeds.items() if ids.dim() == 2} if isinstance(seeds, Mapping) else {}

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 import torch
 
 from graphpipe._internal.checks import NOT_TIME_DTYPES, as_int, check_node_ids
-from graphpipe.graph.checks import ATTRIBUTES_HINT, check_edge_weights, check_typed_pairs, check_typed_seeds
+from graphpipe.graph.checks import ATTRIBUTES_HINT, check_edge_weights, check_typed_pairs, check_typed_seeds, refuse_typed_seeds
 from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.temporal import TimeFilter
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
@@ -134,11 +134,7 @@ def seed_nodes(
     link seeds without pairs (``links`` ``{}``), not node seeds."""
     if not graph.is_heterogeneous:
         if not isinstance(seeds, torch.Tensor) or seeds.dim() != 2:
-            if isinstance(seeds, Mapping):
-                raise ValueError(
-                    f"{where}: `seeds` is a dict of types {sorted(seeds)} (from a HeteroItemSet), but the graph is "
-                    f"homogeneous; sample a typed graph (CSCGraph.from_hetero_edges) or use an ItemSet"
-                )
+            refuse_typed_seeds(seeds, where)
             nodes = check_node_ids(seeds, graph.total_num_nodes, "seeds", where)
             return SeedNodes(nodes, (nodes.numel(),))
         if seeds.size(1) < 2:

@@ -84,7 +84,7 @@ def test_items_that_do_not_fit_the_graph_are_refused_when_the_pipe_is_built(samp
         build(late, graph)
     with pytest.raises(ValueError, match=r"`seeds` holds node id 10"):
         build(gp.ItemSet(torch.tensor([[0, 1], [2, 10]]), names="seeds"), graph)
-    with pytest.raises(ValueError, match="the items are a HeteroItemSet of types \\['a'\\], but the graph is homogeneous"):
+    with pytest.raises(ValueError, match=r"`seeds` is a dict of types \['a'\] \(from a HeteroItemSet\), but the graph is homogeneous"):
         build(gp.HeteroItemSet({"a": gp.ItemSet(torch.tensor([0]), names="seeds")}), graph)
     with pytest.raises(ValueError, match="the graph is heterogeneous, so `seeds` must be a dict of node type"):
         build(gp.ItemSet(torch.tensor([0]), names="seeds"), typed)
