@@ -235,7 +235,7 @@ def _dataset(
     label_key: str,
     num_classes: Optional[int],
 ) -> NodeClassificationDataset:
-    features, labels, sets = _node_items(where, "", graph.total_num_nodes, node_data, feature_key, label_key, where == "from_pyg")
+    features, labels, sets = _node_items(where, "", graph.total_num_nodes, node_data, feature_key, label_key)
     return NodeClassificationDataset(
         name=name,
         graph=graph,
@@ -265,7 +265,7 @@ def _hetero_dataset(
     for node_type in graph.node_types:
         what = f" of node type '{node_type}'"
         features, labels[node_type], sets[node_type] = _node_items(
-            where, what, counts[node_type], node_data[node_type], feature_key, label_key, where == "from_pyg"
+            where, what, counts[node_type], node_data[node_type], feature_key, label_key
         )
         node_features.update({(node_type, key): value for key, value in features.items()})
     edge_features = {
@@ -298,14 +298,14 @@ def _hetero_dataset(
 
 
 def _node_items(
-    where: str, what: str, num_nodes: int, node_data: Dict[str, torch.Tensor], feature_key: str, label_key: str, input_ids: bool
+    where: str, what: str, num_nodes: int, node_data: Dict[str, torch.Tensor], feature_key: str, label_key: str
 ) -> Tuple[Dict[str, torch.Tensor], Optional[torch.Tensor], Dict[str, Optional[ItemSet]]]:
     """``(features, labels, {split: ItemSet or None})`` of one node set (a type's nodes,
     named by ``what`` in errors): ``{split}_mask`` tensors give the item sets, and every
     tensor is a feature (``feature_key`` stored as ``"feat"``); the labels stay a
     feature too (under ``label_key``), so fetching it gives every batch node's label, as
-    PyG's NeighborLoader's ``y``; with ``input_ids`` (PyG's) the sets' ``input_id`` field
-    holds the node ids, PyG's ``input_id`` for a boolean mask."""
+    PyG's NeighborLoader's ``y``; from_pyg's sets hold the node ids in an ``input_id``
+    field, PyG's ``input_id`` for a boolean mask."""
     node_data = dict(node_data)
     labels = node_data.pop(label_key, None)
     masks = {split: node_data.get(f"{split}_mask") for split in _SPLITS}  # kept as features too, as PyG's
@@ -343,7 +343,7 @@ def _node_items(
         if seeds.numel() == 0:
             sets[split] = None
         else:
-            fields = {"seeds": seeds, "labels": None if labels is None else labels[seeds], "input_id": seeds if input_ids else None}
+            fields = {"seeds": seeds, "labels": None if labels is None else labels[seeds], "input_id": seeds if where == "from_pyg" else None}
             fields = {name: value for name, value in fields.items() if value is not None}
             sets[split] = ItemSet(tuple(fields.values()), names=tuple(fields))
     return features, labels, sets
