@@ -172,15 +172,6 @@ class DataLoader(IterableDataset):
         if not isinstance(state, dict):
             raise TypeError(f"{where}: `state` must be a dict from DataLoader.state_dict(), got {type(state).__name__}")
         mine = self._identity()
-        if "options" not in state and all(key in state for key in _STATE_KEYS[:-1]):
-            warnings.warn(
-                f"{where}: `state` has no 'options' (saved before graphpipe recorded them): its batch size, shuffle, "
-                f"ranks and sampler options are not checked against this loader's",
-                stacklevel=2,
-            )
-            state = {**state, "options": mine["options"]}
-        elif "options" in state:
-            state = {**state, "options": _with_unrecorded_options(state["options"], mine["options"], where)}
         missing = [key for key in _STATE_KEYS if key not in state]
         unknown = [key for key in state if key not in _STATE_KEYS]
         if missing or unknown:
@@ -358,21 +349,6 @@ def _same_stages(saved, mine: list) -> bool:
         isinstance(entry, (list, tuple)) and len(entry) == 2 and entry[0] == stage and isinstance(entry[1], dict)
         for entry, (stage, _) in zip(saved, mine)
     )
-
-
-def _with_unrecorded_options(saved: list, mine: list, where: str) -> list:
-    """``saved`` options with those a stage of ``mine`` declares but the state's (of the
-    same stages, saved by an earlier graphpipe) lacks taken from ``mine``, with a warning."""
-    if not _same_stages(saved, mine):
-        return saved
-    unrecorded = [f"{stage} {name}" for (stage, old), (_, new) in zip(saved, mine) for name in new if name not in old]
-    if unrecorded:
-        warnings.warn(
-            f"{where}: `state` does not record {unrecorded} (saved by an earlier graphpipe): they are not checked "
-            f"against this loader's",
-            stacklevel=3,
-        )
-    return [[stage, {**new, **old}] for (stage, old), (_, new) in zip(saved, mine)]
 
 
 def _difference(key: str, saved, mine) -> str:

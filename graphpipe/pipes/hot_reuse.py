@@ -39,7 +39,6 @@ import hashlib
 import math
 import threading
 import time
-import warnings
 import weakref
 from typing import Callable, Dict, Optional, Tuple, Union
 
@@ -487,13 +486,6 @@ class HotReuse:
         where, keys = "HotReuse.load_state_dict", ["options", "version", "weights"]
         if not isinstance(state, dict):
             raise TypeError(f"{where}: `state` must be a dict from HotReuse.state_dict(), got {type(state).__name__}")
-        if sorted(state, key=str) == keys[1:]:
-            warnings.warn(
-                f"{where}: `state` has no 'options' (saved before graphpipe recorded them): its hot set, hot_ratio and "
-                f"super_batch are not checked against this HotReuse's",
-                stacklevel=3,
-            )
-            state = {**state, "options": self.state_options()}
         if sorted(state, key=str) != keys:
             raise ValueError(f"{where}: `state` must have the keys {keys} (a HotReuse.state_dict()), got {sorted(state, key=str)}")
         mine = self.state_options()

@@ -95,15 +95,6 @@ def test_a_state_of_other_options_with_as_many_batches_is_refused(saved, other, 
         loader.load_state_dict(state)
 
 
-def test_options_a_state_of_an_earlier_graphpipe_lacks_are_not_checked_and_said_so():
-    state = _state(sample=True)
-    del state["options"][1][1]["layout"]
-    loader = gp.DataLoader(_chain(sample=True))
-    with pytest.warns(UserWarning, match=r"`state` does not record \['NeighborSampler layout'\]"):
-        loader.load_state_dict(state)
-    assert next(iter(loader)).batch_index == 3
-
-
 def test_sampling_options_of_link_batches_are_in_the_state():
     """Found in review: weights, seed-edge exclusion and the negatives' exclusion were not
     declared, so a state resumed silently in a pipe sampling other batches."""
@@ -145,13 +136,11 @@ def test_a_state_of_another_world_size_is_refused():
         loader.load_state_dict(state)
 
 
-def test_a_state_saved_before_options_were_recorded_loads_with_a_warning():
+def test_a_state_without_options_is_refused():
     state = _state()
     del state["options"]
-    loader = gp.DataLoader(_chain())
-    with pytest.warns(UserWarning, match=r"`state` has no 'options' \(saved before graphpipe recorded them\)"):
-        loader.load_state_dict(state)
-    assert next(iter(loader)).batch_index == 3
+    with pytest.raises(ValueError, match=r"`state` lacks \['options'\]"):
+        gp.DataLoader(_chain()).load_state_dict(state)
 
 
 @pytest.mark.parametrize(

@@ -415,9 +415,8 @@ def test_load_state_dict_refuses_the_state_of_another_hot_set():
     again.load_state_dict(state)
     assert again.version == 1
     old = {k: v for k, v in state.items() if k != "options"}
-    with pytest.warns(UserWarning, match=r"`state` has no 'options' \(saved before graphpipe recorded them\): its hot set"):
+    with pytest.raises(ValueError, match=r"`state` must have the keys \['options', 'version', 'weights'\]"):
         others["other scores, same ratio"][0].load_state_dict(old)
-    assert others["other scores, same ratio"][0].version == 1
 
 
 def test_one_sampler_uses_a_hot_reuse():
