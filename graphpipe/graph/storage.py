@@ -21,8 +21,7 @@ _FORMAT = "graphpipe.CSCGraph"
 # Version 3 adds `indptr_nodes`; graphs without it are written as version 2, which older
 # graphpipe reads.
 _VERSION = 3
-_LEGACY_KEYS = frozenset({"indptr", "indices", "edge_attributes", "node_attributes"})  # save() before version 1
-_KEYS_V1 = _LEGACY_KEYS | {"format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
+_KEYS_V1 = {"indptr", "indices", "edge_attributes", "node_attributes", "format", "version", "original_edge_ids", "checksums", "checksum_chunk_bytes"}
 # The four fields of a typed graph (CSCGraph.typed_fields), by name.
 TYPE_KEYS = ("node_type_offset", "type_per_edge", "node_type_to_id", "edge_type_to_id")
 _KEYS = {1: _KEYS_V1, 2: _KEYS_V1 | set(TYPE_KEYS), 3: _KEYS_V1 | set(TYPE_KEYS) | {"indptr_nodes"}}
@@ -76,12 +75,12 @@ def load(cls, path: str | os.PathLike, mmap: bool, validate: Optional[bool]):
     """:meth:`CSCGraph.load`: read, check the checksums ``validate`` asks for, build."""
     path = os.path.abspath(os.fspath(path))
     where = f"CSCGraph.load('{path}')"
-    state, legacy = _read_state(path, where, mmap)
+    state = _read_state(path, where, mmap)
     if validate is None:
-        level = "indptr" if mmap and not legacy else "full"
+        level = "indptr" if mmap else "full"
     else:
         level = "full" if validate else "shapes"
-    if not legacy and level != "shapes":
+    if level != "shapes":
         _verify_checksums(where, state, everything=level == "full")
     try:
         return cls._build(
@@ -99,9 +98,9 @@ def load(cls, path: str | os.PathLike, mmap: bool, validate: Optional[bool]):
         raise ValueError(f"{where}: {error}") from error
 
 
-def _read_state(path: str, where: str, mmap: bool) -> Tuple[dict, bool]:
-    """``(the saved dict, whether it predates format versions)``, after checking the
-    file is one ``save`` wrote: format tag, a version this code reads, its keys."""
+def _read_state(path: str, where: str, mmap: bool) -> dict:
+    """The saved dict, after checking the file is one ``save`` wrote: format tag, a
+    version this code reads, its keys."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{where}: no such file")
     if os.path.getsize(path) == 0:
@@ -116,30 +115,28 @@ def _read_state(path: str, where: str, mmap: bool) -> Tuple[dict, bool]:
         ) from error
     if not isinstance(state, dict):
         raise ValueError(f"{where}: holds a {type(state).__name__}, not a graph written by CSCGraph.save")
-    legacy = "format" not in state and set(state) == _LEGACY_KEYS
-    if not legacy:
-        if state.get("format") != _FORMAT:
-            raise ValueError(
-                f"{where}: not a graph written by CSCGraph.save (its keys are {sorted(map(str, state))}, "
-                f"format tag {state.get('format')!r}, expected {_FORMAT!r})"
-            )
-        version = state.get("version")
-        if not isinstance(version, int) or version not in _KEYS:
-            newer = isinstance(version, int) and version > _VERSION
-            raise ValueError(
-                f"{where}: graph file format version {version!r}, but this graphpipe reads version "
-                f"{_VERSION} and older" + ("; upgrade graphpipe to read it" if newer else "")
-            )
-        keys = _KEYS[version]
-        if set(state) != keys:
-            raise ValueError(
-                f"{where}: wrong keys for a version {version} graph file: missing "
-                f"{sorted(keys - set(state))}, unexpected {sorted(map(str, set(state) - keys))}; {_AGAIN}"
-            )
+    if state.get("format") != _FORMAT:
+        raise ValueError(
+            f"{where}: not a graph written by CSCGraph.save (its keys are {sorted(map(str, state))}, "
+            f"format tag {state.get('format')!r}, expected {_FORMAT!r})"
+        )
+    version = state.get("version")
+    if not isinstance(version, int) or version not in _KEYS:
+        newer = isinstance(version, int) and version > _VERSION
+        raise ValueError(
+            f"{where}: graph file format version {version!r}, but this graphpipe reads version "
+            f"{_VERSION} and older" + ("; upgrade graphpipe to read it" if newer else "")
+        )
+    keys = _KEYS[version]
+    if set(state) != keys:
+        raise ValueError(
+            f"{where}: wrong keys for a version {version} graph file: missing "
+            f"{sorted(keys - set(state))}, unexpected {sorted(map(str, set(state) - keys))}; {_AGAIN}"
+        )
     for name in ("edge_attributes", "node_attributes"):
         if not isinstance(state[name], dict):
             raise ValueError(f"{where}: `{name}` is a {type(state[name]).__name__}, not a dict")
-    return state, legacy
+    return state
 
 
 def reduce(graph):
@@ -303,11 +300,6 @@ class _FileMappings:
             writable="w" in first[2],
             identity=(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns),
         )
-
-
-def file_backing(t: torch.Tensor) -> Optional[_MappedArray]:
-    """Where the CPU tensor ``t`` lies in a memory-mapped file (see :class:`_FileMappings`)."""
-    return _FileMappings().backing(t)
 
 
 def _checksum(t: torch.Tensor, chunk_bytes: int = _CHECKSUM_CHUNK_BYTES) -> List[int]:

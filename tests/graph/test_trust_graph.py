@@ -281,7 +281,9 @@ def mapped_graph(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", ["r", "r+", "c"])
 def test_a_graph_of_memory_maps_pickles_as_its_files(tmp_path, mode):
-    from graphpipe.graph.storage import file_backing
+    from graphpipe.graph.storage import _FileMappings
+
+    file_backing = _FileMappings().backing
 
     graph = mapped_graph(tmp_path, mode)
     data = pickle.dumps(graph)
