@@ -676,8 +676,11 @@ def _read_manifest(out_dir: str, where: str) -> dict:
             manifest = json.load(f)
         if manifest.get("format") != FORMAT:
             raise ValueError(f"format tag {manifest.get('format')!r}, expected {FORMAT!r}")
-        if manifest.get("version") not in (1, VERSION):  # 1: refused below, with what to do
-            raise ValueError(f"format version {manifest.get('version')!r}; this graphpipe reads version {VERSION}")
+        if manifest.get("version") != VERSION:
+            raise ValueError(
+                f"format version {manifest.get('version')!r}; this graphpipe reads version {VERSION}: partition the "
+                f"graph again with graphpipe.distributed.partition"
+            )
         num_parts, parts = manifest["num_parts"], manifest["parts"]
         if not isinstance(num_parts, int) or num_parts < 1 or not isinstance(parts, list) or len(parts) != num_parts:
             raise ValueError(f"{num_parts!r} parts, {len(parts) if isinstance(parts, list) else 'no'} part entries")
@@ -686,17 +689,10 @@ def _read_manifest(out_dir: str, where: str) -> dict:
                 raise ValueError("a part's `files` is not a dict of file -> {size, crc32}")
             if not isinstance(part["num_nodes"], int) or not isinstance(part["num_edges"], int):
                 raise ValueError("a part's `num_nodes` or `num_edges` is not an int")
-        if manifest["version"] == VERSION:
-            _check_fields(manifest)
+        _check_fields(manifest)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:  # RecursionError: deep nesting
         reason = f"no field {error}" if isinstance(error, KeyError) else str(error)
         raise ValueError(f"{where}: manifest.json is not a graphpipe partition manifest ({reason})") from None
-    if manifest["version"] == 1:
-        raise ValueError(
-            f"{where}: `out_dir` holds a partition of format version 1, whose part graphs have an indptr row for every "
-            f"node of the whole graph; this graphpipe reads version {VERSION} (compact part graphs, a row per owned "
-            f"vertex): run graphpipe.distributed.partition(graph, features, item_sets, num_parts, out_dir) again"
-        )
     return manifest
 
 
