@@ -675,7 +675,23 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
 
 
 def _feature(data: Union[np.ndarray, torch.Tensor], path: str, disk_based: bool, what: str) -> Feature:
-    """The :class:`Feature` of ``data`` read from ``path``; errors begin with ``what``."""
+    """The :class:`Feature` of ``data`` read from ``path``; errors begin with ``what``.
+
+    A table read into memory is made C-contiguous (a Fortran-order ``.npy``, as
+    ``numpy.save(path, dataframe.values)`` writes, or a tensor saved as a view), as
+    GraphBolt reads it; a memory-mapped one (``in_memory: false``) is read in place, so
+    it must be in C order already."""
+    if isinstance(data, np.memmap):
+        if not data.flags.c_contiguous:
+            raise ValueError(
+                f"{what} is stored in Fortran (column-major) order, which `in_memory: false` cannot map row by row; "
+                f"save it in C order: numpy.save(path, numpy.ascontiguousarray(numpy.load(path))), or set "
+                f"`in_memory: true`"
+            )
+    elif isinstance(data, np.ndarray):
+        data = data if data.flags.c_contiguous else np.ascontiguousarray(data)
+    else:
+        data = data.contiguous()
     try:
         if data.ndim == 1:  # GraphBolt's TorchBasedFeature reads a [n] table as [n, 1]
             return Feature(data.reshape(-1, 1))

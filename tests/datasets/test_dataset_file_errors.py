@@ -109,10 +109,10 @@ BAD_FEATURE_TABLES = {
     "in_memory: false, not .npy": (FEAT, "in_memory: false\n    path: node_data/feat.bin",
                                    {"node_data/feat.bin": np.ones((300, 2), np.float32)},
                                    r"feature_data\[0\] \(node feature 'feat'\) \('.*feat.bin'\): Feature: a path must name a .npy"),
-    "Fortran order": (FEAT, "path: node_data/feat.npy", {"node_data/feat.npy": np.asfortranarray(np.ones((300, 2), np.float32))},
-                      r"feature_data\[0\] \(node feature 'feat'\) \('.*feat.npy'\): Feature: `data` must store its rows C-cont"),
-    "non-contiguous tensor": ("", "", {"node_data/year.pt": torch.ones(2, 300).T},
-                              r"feature_data\[1\] \(node feature 'year'\) \('.*year.pt'\): Feature: `data` must store its rows C-cont"),
+    # memory-mapped in place (read into memory, it is made contiguous: see the test below)
+    "Fortran order, in_memory: false": (FEAT, FEAT, {"node_data/feat.npy": np.asfortranarray(np.ones((300, 2), np.float32))},
+                                        r"feature_data\[0\] \(node feature 'feat'\) \('.*feat.npy'\) is stored in Fortran "
+                                        r"\(column-major\) order.*numpy.save\(path, numpy.ascontiguousarray\(numpy.load\(path\)\)\)"),
     "sparse tensor": ("", "", {"node_data/year.pt": torch.ones(300, 2).to_sparse()},
                       r"feature_data\[1\] \(node feature 'year'\): '.*year.pt' holds a torch.sparse_coo tensor, expected a dense one"),
 }
@@ -134,6 +134,28 @@ def test_a_feature_table_graphpipe_refuses_names_the_entry_and_the_file(tmp_path
                 np.save(f, table)
     with pytest.raises(ValueError, match=message):
         gp.datasets.OnDiskDataset(tmp_path)
+
+@pytest.mark.parametrize("disk_based", [False, True])
+def test_a_table_read_into_memory_is_made_contiguous(tmp_path, disk_based):
+    """A Fortran-order .npy (what numpy.save(path, dataframe.values) writes) and tensors saved
+    as views were refused ("`data` must store its rows C-contiguously ... pass a contiguous
+    copy"), though the user passed no table and GraphBolt reads them."""
+    write_graphbolt_dataset(tmp_path, "numpy")
+    text = (tmp_path / "metadata.yaml").read_text()
+    (tmp_path / "metadata.yaml").write_text(text.replace(FEAT, "path: node_data/feat.npy", 1))
+    feat = np.arange(600, dtype=np.float32).reshape(300, 2)
+    np.save(tmp_path / "node_data" / "feat.npy", np.asfortranarray(feat))
+    year = torch.arange(600).reshape(300, 2)
+    torch.save(year.T.contiguous().T, tmp_path / "node_data" / "year.pt")  # a transposed view
+    torch.save(torch.arange(4000)[::2], tmp_path / "edge_data" / "feat.pt")  # 1-D, every other element
+    (tmp_path / "metadata.yaml").write_text((tmp_path / "metadata.yaml").read_text().replace(
+        "format: numpy\n    in_memory: false\n    path: edge_data/feat.npy", "format: torch\n    path: edge_data/feat.pt"))
+    ds = gp.datasets.OnDiskDataset(tmp_path, disk_based_features=disk_based)
+    ids = torch.tensor([299, 0, 7])
+    assert torch.equal(ds.feature.read("node", None, "feat", ids), torch.from_numpy(feat)[ids])
+    assert torch.equal(ds.feature.read("node", None, "year", ids), year[ids])
+    assert torch.equal(ds.feature.read("edge", None, "feat", ids), (2 * ids).reshape(-1, 1))
+
 
 NUMPY_EDGES = "    - format: numpy\n      path: edge_data/edges.npy"
 BAD_METADATA = {
