@@ -85,6 +85,7 @@ import numpy as np
 import torch
 
 from graphpipe._internal.safe_files import inside, scratch_directory
+from graphpipe.graph.build import is_npy_file
 from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.features.disk import DiskBasedFeature
 from graphpipe.features.store import Feature, FeatureStore
@@ -510,6 +511,11 @@ def _build_graph(files: _Files, node_entry: dict, edge_entry: dict, edge_path: s
         if edge_entry["format"] == "csv":
             edges = os.path.join(scratch, "edges.npy")
             csv_to_npy(edge_path, edges, np.int64, transpose=True, expected_columns=2)
+        elif not is_npy_file(edge_path):  # any name, as GraphBolt reads it: the content tells
+            raise ValueError(
+                "`format` is 'numpy', but the file is not a .npy file (numpy.save's format: a [2, num_edges] "
+                "integer array); for lines 'src,dst' set `format: csv`"
+            )
         return CSCGraph.from_coo_files(built, edges, num_nodes=node_entry["num"])
     except ValueError as error:
         raise ValueError(f"{where}: {at}: {error}") from error

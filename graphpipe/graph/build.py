@@ -287,11 +287,17 @@ def _open_edge_files(src, dst, where: str) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _open_edge_file(file, name: str, where: str) -> np.ndarray:
-    """Map the ``.npy`` file ``file`` read-only, checking that it holds integers."""
-    if not isinstance(file, (str, os.PathLike)) or not os.fspath(file).endswith(".npy"):
+    """Map the ``.npy`` file ``file`` (whatever its name: its content is checked) read-only,
+    checking that it holds integers."""
+    if not isinstance(file, (str, os.PathLike)):
         raise ValueError(f"{where}: `{name}` must be the path of a .npy file, got {file!r}")
     if not os.path.isfile(file):
         raise FileNotFoundError(f"{where}: `{name}`: no such file: '{os.fspath(file)}'")
+    if not is_npy_file(file):
+        raise ValueError(
+            f"{where}: `{name}` must be the path of a .npy file (numpy.save's format), got '{os.fspath(file)}', "
+            f"which does not begin as one"
+        )
     try:
         array = np.load(file, mmap_mode="r")
     except Exception as error:
@@ -303,6 +309,13 @@ def _open_edge_file(file, name: str, where: str) -> np.ndarray:
             + ("; convert it with array.astype(array.dtype.newbyteorder('='))" if array.dtype.kind in "iu" else "")
         )
     return array
+
+
+def is_npy_file(file) -> bool:
+    """Whether ``file`` begins with the ``.npy`` format's magic bytes."""
+    prefix = np.lib.format.MAGIC_PREFIX
+    with open(file, "rb") as f:
+        return f.read(len(prefix)) == prefix
 
 
 def _num_nodes_of_files(src: np.ndarray, dst: np.ndarray, num_nodes, chunk_edges: int, where: str) -> int:

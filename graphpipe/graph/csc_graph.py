@@ -239,7 +239,7 @@ class CSCGraph:
 
         Args:
             path: the graph file to write (as :meth:`save`); its directory must exist.
-            src: a ``.npy`` file of ``[num_edges]`` source ids, or of ``[2, num_edges]``
+            src: a ``.npy`` file (whatever its name) of ``[num_edges]`` source ids, or of ``[2, num_edges]``
                 (row 0 sources, row 1 targets) when ``dst`` is None; any native-byte-order
                 integer dtype (int32 or int64 best).
             dst: a ``.npy`` file of ``[num_edges]`` target ids.

@@ -94,6 +94,23 @@ def test_empty_lines_in_an_edge_csv_are_skipped_as_graphbolt_skips_them(tmp_path
     assert torch.equal(graph.indptr, expected.indptr) and torch.equal(graph.indices, expected.indices)
 
 
+def test_a_numpy_edge_file_is_read_whatever_its_name(tmp_path):
+    """GraphBolt reads it (typed graphs did too); a homogeneous one was refused with
+    "CSCGraph.from_coo_files: `src` must be the path of a .npy file", an argument the
+    user never passed."""
+    write_graphbolt_dataset(tmp_path, "numpy")
+    expected = gp.datasets.OnDiskDataset(tmp_path).graph
+    os.rename(tmp_path / "edge_data" / "edges.npy", tmp_path / "edge_data" / "edges.bin")
+    text = (tmp_path / "metadata.yaml").read_text()
+    (tmp_path / "metadata.yaml").write_text(text.replace("path: edge_data/edges.npy", "path: edge_data/edges.bin"))
+    graph = gp.datasets.OnDiskDataset(tmp_path).graph
+    assert torch.equal(graph.indptr, expected.indptr) and torch.equal(graph.indices, expected.indices)
+    (tmp_path / "edge_data" / "edges.bin").write_bytes(b"0,1\n1,2\n")
+    with pytest.raises(ValueError, match=r"graph.edges\[0\] \('.*edges.bin'\): `format` is 'numpy', but the file is not a "
+                                         r".npy file .*set `format: csv`$"):  # fmt: skip
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
 def test_a_feature_path_that_is_a_directory_is_named(tmp_path):
     write_graphbolt_dataset(tmp_path, "numpy")
     os.remove(tmp_path / "node_data" / "feat.npy")

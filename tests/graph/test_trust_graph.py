@@ -220,6 +220,19 @@ def test_an_unsupported_edge_dtype_names_the_argument_and_the_form(tmp_path, dty
         CSCGraph.from_coo_files(tmp_path / "g.pt", tmp_path / "src.npy", tmp_path / "dst.npy")
 
 
+def test_an_edge_file_is_read_by_its_content_whatever_its_name(tmp_path):
+    """A .npy file not named '*.npy' was refused by its name; a file that is not one is
+    refused by its content, naming the argument."""
+    with open(tmp_path / "edges.bin", "wb") as f:
+        np.save(f, np.array([[0, 1, 2], [1, 2, 0]]))
+    graph = CSCGraph.from_coo_files(tmp_path / "g.pt", tmp_path / "edges.bin")
+    expected = CSCGraph.from_coo(torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]))
+    assert torch.equal(graph.indptr, expected.indptr) and torch.equal(graph.indices, expected.indices)
+    (tmp_path / "dst.npy").write_bytes(b"1,2,0\n")
+    with pytest.raises(ValueError, match=r"`dst` must be the path of a .npy file \(numpy.save's format\), got '.*dst.npy'"):
+        CSCGraph.from_coo_files(tmp_path / "g.pt", tmp_path / "edges.bin", tmp_path / "dst.npy")
+
+
 # ---------------------------------------------------------------- item 7: int32 node_type_offset
 def typed_arrays():
     graph = CSCGraph.from_hetero_edges(
