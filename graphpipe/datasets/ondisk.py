@@ -334,6 +334,7 @@ def _is_name(v) -> bool:
 _PATH: _Spec = (_is_name, "a path relative to the dataset directory (a non-empty string)")
 _EDGE_FORMAT: _Spec = (lambda v: v in ("csv", "numpy"), "'csv' or 'numpy'")
 _ARRAY_FORMAT: _Spec = (lambda v: v in ("numpy", "torch"), "'numpy' or 'torch'")
+_DOMAIN: _Spec = (lambda v: v in ("node", "edge", "graph"), "'node', 'edge' or 'graph' (GraphBolt's domains)")
 _COUNT: _Spec = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0")
 _NAME: _Spec = (_is_name, "a non-empty string")
 _BOOL: _Spec = (lambda v: isinstance(v, bool), "true or false")
@@ -645,10 +646,10 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
     for i, entry in enumerate(entries):
         at = _named(f"feature_data[{i}]", entry, "{domain} feature")
         domain = entry.get("domain") if isinstance(entry, dict) else None
-        entry = _entry(entry, at, where, {"domain": _NAME, "name": _NAME, "format": _ARRAY_FORMAT, "path": _PATH},
+        entry = _entry(entry, at, where, {"domain": _DOMAIN, "name": _NAME, "format": _ARRAY_FORMAT, "path": _PATH},
                        {"type": _NODE_TYPE if domain == "node" else _EDGE_TYPE, "in_memory": _BOOL}, typed=typed)  # fmt: skip
         domain, name = entry["domain"], entry["name"]
-        if domain not in tables:
+        if domain == "graph":
             warnings.warn(
                 f"{where}: skipping metadata.yaml {at}: {domain!r} features are not read (graphpipe stores node "
                 f"and edge features)"

@@ -197,6 +197,9 @@ BAD_METADATA = {
                       r"tasks\[0\].train_set\[0\].data\[0\] \(field 'seeds'\): `path` must be .* got \{'a': 1\}"),
     "set without data": ("    train_set:\n      - data:", "    train_set:\n      - other:",
                          r"tasks\[0\].train_set\[0\] lacks `data` \(a non-empty list of entries\)"),
+    # it was warned of and dropped, so the model trained without the feature
+    "feature domain misspelt": ("feature_data:\n  - domain: node\n    name: feat", "feature_data:\n  - domain: nodes\n    name: feat",
+                                r"feature_data\[0\] \(nodes feature 'feat'\): `domain` must be 'node', 'edge' or 'graph'.*got 'nodes'"),
     "feature_data not a list": ("feature_data:\n  - domain: node\n    name: feat",
                                 "feature_data: 3\nunused:\n  - domain: node\n    name: feat",
                                 r"metadata.yaml: `feature_data` must be a list of entries, got 3"),
@@ -282,6 +285,18 @@ def test_yaml_aliases_are_not_expanded_into_messages_or_the_cache_stamp(tmp_path
     with pytest.raises(ValueError, match=r"graph.edges\[0\] must be a mapping with fields \['format', 'path'\]") as error:
         gp.datasets.OnDiskDataset(tmp_path)
     assert len(str(error.value)) < 2000
+
+
+def test_a_graph_feature_is_skipped_with_a_warning(tmp_path):
+    """GraphBolt 2.1 reads `domain: graph` features; graphpipe stores node and edge features."""
+    write_graphbolt_dataset(tmp_path, "numpy")
+    np.save(tmp_path / "graph_feat.npy", np.ones((1, 3), np.float32))
+    text = (tmp_path / "metadata.yaml").read_text()
+    entry = "  - domain: graph\n    name: label\n    format: numpy\n    path: graph_feat.npy\n"
+    (tmp_path / "metadata.yaml").write_text(text.replace("\nfeature_data:\n", "\nfeature_data:\n" + entry, 1))
+    with pytest.warns(UserWarning, match=r"skipping metadata.yaml feature_data\[0\] \(graph feature 'label'\): 'graph' features are not read"):
+        ds = gp.datasets.OnDiskDataset(tmp_path)
+    assert ("graph", None, "label") not in ds.feature.keys() and ("node", None, "feat") in ds.feature.keys()
 
 
 def test_a_misspelt_field_is_warned_of(tmp_path):
