@@ -80,7 +80,8 @@ def test_a_bad_edge_csv_names_the_entry_and_the_file(tmp_path, data, message):
 
 @pytest.mark.parametrize("typed", [False, True])
 def test_empty_lines_in_an_edge_csv_are_skipped_as_graphbolt_skips_them(tmp_path, typed):
-    """GraphBolt reads CSV with pandas, which skips empty lines: a trailing one was refused."""
+    """GraphBolt reads CSV with pandas, which skips blank lines (empty, or spaces and tabs only) and a
+    leading UTF-8 BOM: a trailing empty line was refused, and so were these."""
     if typed:
         write_typed(tmp_path)
         path = tmp_path / "edges" / "writes.csv"
@@ -90,6 +91,10 @@ def test_empty_lines_in_an_edge_csv_are_skipped_as_graphbolt_skips_them(tmp_path
     expected = gp.datasets.OnDiskDataset(tmp_path).graph
     lines = path.read_bytes().splitlines()
     path.write_bytes(b"\r\n" + b"\r\n".join(lines[:5]) + b"\r\n\r\n\n" + b"\n".join(lines[5:]) + b"\n\n")
+    graph = gp.datasets.OnDiskDataset(tmp_path).graph
+    assert torch.equal(graph.indptr, expected.indptr) and torch.equal(graph.indices, expected.indices)
+    # a leading UTF-8 BOM and lines of spaces and tabs, which pandas skips too, were refused
+    path.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines[:5]) + b"\n \n\t\n" + b"\n".join(lines[5:]) + b"\n  \n")
     graph = gp.datasets.OnDiskDataset(tmp_path).graph
     assert torch.equal(graph.indptr, expected.indptr) and torch.equal(graph.indices, expected.indices)
 
@@ -109,6 +114,35 @@ def test_a_numpy_edge_file_is_read_whatever_its_name(tmp_path):
     with pytest.raises(ValueError, match=r"graph.edges\[0\] \('.*edges.bin'\): `format` is 'numpy', but the file is not a "
                                          r".npy file .*set `format: csv`$"):  # fmt: skip
         gp.datasets.OnDiskDataset(tmp_path)
+
+
+BLANK_AND_BOM = {
+    "space-only line": b"0,1\n \n1,2",
+    "trailing space-only line": b"0,1\n1,2\n \n",
+    "tab, space and CR line": b"0,1\r\n\t \r\n1,2\r\n",
+    "space-only first line": b"  \n0,1\n1,2\n",
+    "BOM": b"\xef\xbb\xbf0,1\n1,2\n",
+    "BOM, then a blank line": b"\xef\xbb\xbf\n0,1\n \n1,2",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BLANK_AND_BOM))
+@pytest.mark.parametrize("name", ["a.csv", "a.csv.gz"])
+@pytest.mark.parametrize("block_bytes", [4, 1 << 26])
+def test_whitespace_only_lines_and_a_bom_are_skipped_as_pandas_skips_them(tmp_path, monkeypatch, case, name, block_bytes):
+    """pandas (GraphBolt's CSV reader) skips them; they were refused."""
+    monkeypatch.setattr(_files._line_blocks, "__defaults__", (block_bytes,))
+    data = BLANK_AND_BOM[case]
+    (tmp_path / name).write_bytes(whole_gzip(data) if name.endswith(".gz") else data)
+    assert _files.read_csv(str(tmp_path / name), np.int64, expected_columns=2).tolist() == [[0, 1], [1, 2]]
+    assert _files.csv_to_npy(str(tmp_path / name), str(tmp_path / "out.npy"), np.int64, transpose=True).tolist() == [[0, 1], [1, 2]]
+
+
+def test_lines_after_whitespace_only_lines_and_a_bom_are_numbered_as_in_the_file(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"\xef\xbb\xbf\n0,1\n \t\n\r\n2\n")
+    with pytest.raises(ValueError, match=rf"'{path}': line 5 has 1 comma-separated values, expected 2"):
+        _files.read_csv(str(path), np.int64, expected_columns=2)
 
 
 def test_a_feature_path_that_is_a_directory_is_named(tmp_path):
