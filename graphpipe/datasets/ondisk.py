@@ -333,6 +333,7 @@ def _is_name(v) -> bool:
 
 _PATH: _Spec = (_is_name, "a path relative to the dataset directory (a non-empty string)")
 _EDGE_FORMAT: _Spec = (lambda v: v in ("csv", "numpy"), "'csv' or 'numpy'")
+_EDGE_FILE_FORM = {"csv": "lines 'src,dst'", "numpy": "a .npy file of a [2, num_edges] integer array"}
 _ARRAY_FORMAT: _Spec = (lambda v: v in ("numpy", "torch"), "'numpy' or 'torch'")
 _DOMAIN: _Spec = (lambda v: v in ("node", "edge", "graph"), "'node', 'edge' or 'graph' (GraphBolt's domains)")
 _COUNT: _Spec = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0")
@@ -458,6 +459,12 @@ def _load_graph(
     edge_paths = [files.path(e, f"graph.edges[{i}]") for i, e in enumerate(edge_entries)]
     attribute_paths = [files.path(f, at) for f, at in zip(attributes, attribute_at)]
     for i, (entry, path) in enumerate(zip(edge_entries, edge_paths)):
+        if os.path.exists(path) and not os.path.isfile(path):
+            kind = "a directory, not a file" if os.path.isdir(path) else "not a regular file (a pipe or a device?)"
+            raise ValueError(
+                f"{where}: metadata.yaml graph.edges[{i}] `path` '{path}' is {kind}; expected the edge file "
+                f"({_EDGE_FILE_FORM[entry['format']]})"
+            )
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{where}: metadata.yaml graph.edges[{i}]: the edge file is missing: '{path}'"
                                     + ("" if typed else _preprocessed_hint(files.root)))  # fmt: skip

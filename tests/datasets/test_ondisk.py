@@ -177,6 +177,17 @@ def test_missing_edge_file_with_only_graphbolts_preprocessed_graph(tmp_path):
         gp.datasets.OnDiskDataset(tmp_path)
 
 
+@pytest.mark.parametrize("edge_format", ["csv", "numpy"])
+def test_an_edge_path_that_is_a_directory_is_named_so(tmp_path, edge_format):
+    """It was reported as "the edge file is missing"."""
+    write_graphbolt_dataset(tmp_path, edge_format)
+    text = (tmp_path / "metadata.yaml").read_text()
+    (tmp_path / "metadata.yaml").write_text(text.replace(f"path: edge_data/edges.{'csv' if edge_format == 'csv' else 'npy'}", "path: edge_data"))
+    form = "lines 'src,dst'" if edge_format == "csv" else r"a .npy file of a \[2, num_edges\] integer array"
+    with pytest.raises(ValueError, match=rf"graph.edges\[0\] `path` '.*edge_data' is a directory, not a file; expected the edge file \({form}\)"):
+        gp.datasets.OnDiskDataset(tmp_path)
+
+
 # ---------------------------------------------------------------- typed datasets
 METADATA = """\
 dataset_name: hetero_test
