@@ -13,10 +13,9 @@ import sys
 from graphpipe._internal import numba_cache
 from graphpipe import datasets
 from graphpipe.datasets import BuiltinDataset, OnDiskDataset
-from graphpipe.datasets.ondisk import ORIGINAL_EDGE_ID
 from graphpipe import ops
 from graphpipe import loading, transforms
-from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.graph.csc_graph import ORIGINAL_EDGE_ID, CSCGraph
 from graphpipe.graph.edge_types import etype_str_to_tuple, etype_tuple_to_str
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.features.disk import DiskBasedFeature

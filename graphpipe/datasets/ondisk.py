@@ -86,7 +86,7 @@ import torch
 
 from graphpipe._internal.safe_files import inside, scratch_directory
 from graphpipe.graph.build import is_npy_file
-from graphpipe.graph.csc_graph import CSCGraph
+from graphpipe.graph.csc_graph import ORIGINAL_EDGE_ID, CSCGraph
 from graphpipe.features.disk import DiskBasedFeature
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet
@@ -96,8 +96,6 @@ from graphpipe.datasets._files import trusted_directories as check_trusted_direc
 __all__ = ["BuiltinDataset", "OnDiskDataset", "Task", "ORIGINAL_EDGE_ID"]
 
 _CACHE_VERSION = 2
-#: GraphBolt's name of the edge attribute ``include_original_edge_id=True`` adds.
-ORIGINAL_EDGE_ID = "_ORIGINAL_EDGE_ID"
 _OPT_IN = "OnDiskDataset(..., trusted_directories=[...])"
 # Metadata values in messages: bounded, since YAML aliases can nest a small file into a
 # huge structure ("billion laughs"), which a plain repr would expand.

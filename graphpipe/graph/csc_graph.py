@@ -33,7 +33,10 @@ from graphpipe.graph.sampling import sample_graph_neighbors
 from graphpipe.graph.temporal import sort_by_time
 from graphpipe.ops.gather import take_as_int64
 
-__all__ = ["CSCGraph", "TypeSchema", "check_graph", "smallest_index_dtype"]
+__all__ = ["CSCGraph", "ORIGINAL_EDGE_ID", "TypeSchema", "check_graph", "smallest_index_dtype"]
+
+#: GraphBolt's name of the edge attribute holding each edge's id (see ``original_edge_ids``).
+ORIGINAL_EDGE_ID = "_ORIGINAL_EDGE_ID"
 
 _INT_DTYPES = (torch.int32, torch.int64)
 CheckLevel = Literal["shapes", "indptr", "full"]
@@ -89,7 +92,9 @@ class CSCGraph:
         original_edge_ids: ``[num_edges]`` int32/int64 permutation: CSC position -> the
             user's edge id (its position in the COO list or ``edge_index``); None when
             they are the same. Use :meth:`map_edge_ids`. Typed graphs: ids within the
-            edge's type, never None (given none, numbered in CSC order per type).
+            edge's type, never None (given none, numbered in CSC order per type). Given
+            none, the edge attribute ``"_ORIGINAL_EDGE_ID"`` (:data:`ORIGINAL_EDGE_ID`,
+            GraphBolt's way to give them) is taken; given both, they must be equal.
         node_type_offset: typed graphs only (else None, as the three below):
             ``[num_node_types + 1]`` int64 (other integer dtypes are converted): type
             ``i``'s nodes are ``node_type_offset[i]:node_type_offset[i + 1]``.
@@ -133,6 +138,7 @@ class CSCGraph:
         indptr_nodes: Optional[torch.Tensor] = None,
     ):
         typed = dict(zip(storage.TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
+        original_edge_ids = _edge_ids_of(edge_attributes, original_edge_ids)
         self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed, indptr_nodes)
         self._check("full")
         if self.is_heterogeneous and self.original_edge_ids is None:
@@ -800,6 +806,28 @@ def check_graph(graph, where: str):
             "(source and target lists), graphpipe.datasets.from_pyg / from_dgl, or CSCGraph.load (a saved graph)"
         )
     raise TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {name}; {hint}")
+
+
+def _edge_ids_of(edge_attributes, original_edge_ids):
+    """``original_edge_ids``, or GraphBolt's edge attribute :data:`ORIGINAL_EDGE_ID` when
+    only that is given (None where it is every edge's position); both given must be equal."""
+    given = edge_attributes.get(ORIGINAL_EDGE_ID) if isinstance(edge_attributes, Mapping) else None
+    if given is None:
+        return original_edge_ids
+    if original_edge_ids is None:
+        positions = isinstance(given, torch.Tensor) and given.dim() == 1 and not given.is_floating_point() and bool(
+            (given == torch.arange(len(given), device=given.device)).all()
+        )
+        return None if positions else given
+    same = isinstance(given, torch.Tensor) and given.shape == original_edge_ids.shape and bool(
+        (given.to(original_edge_ids.device, torch.int64) == original_edge_ids.to(torch.int64)).all()
+    )
+    if not same:
+        raise ValueError(
+            f"CSCGraph: `original_edge_ids` and edge_attributes['{ORIGINAL_EDGE_ID}'] (GraphBolt's edge ids) differ; "
+            f"give the edge ids once"
+        )
+    return original_edge_ids
 
 
 def _contiguous(t):

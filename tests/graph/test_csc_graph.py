@@ -548,3 +548,25 @@ def test_review_cases_typed_checks_files_and_copies(tmp_path):
     graph = CSCGraph.from_coo(torch.tensor([0, 1]), torch.tensor([1, 2]), 4, node_attributes={"ts": times})
     times[0] = 99
     assert graph.node_attributes["ts"].tolist() == [0, 0, 0, 0]
+
+
+def test_graphbolts_edge_id_attribute_gives_the_edge_ids():
+    """Found in review: GraphBolt gives a graph its edge ids as the edge attribute
+    ORIGINAL_EDGE_ID; graphpipe kept them as a plain attribute, so samples and edge
+    features used CSC positions instead."""
+    gen = torch.Generator().manual_seed(0)
+    dst, src = torch.randint(0, 40, (200,), generator=gen).sort().values, torch.randint(0, 40, (200,), generator=gen)
+    indptr = torch.searchsorted(dst, torch.arange(41))
+    ids = torch.randperm(200, generator=gen)
+    graph = CSCGraph(indptr, src, edge_attributes={gp.ORIGINAL_EDGE_ID: ids})
+    assert torch.equal(graph.original_edge_ids, ids) and torch.equal(graph.edge_attributes[gp.ORIGINAL_EDGE_ID], ids)
+    rows = torch.arange(200, dtype=torch.float32)[:, None]  # row i: edge id i
+    pipe = (gp.ItemSampler(gp.ItemSet(torch.arange(40), names="seeds"), batch_size=40)
+            .sample_neighbor(graph, [-1]).fetch_feature(gp.FeatureStore({}, edge_features={"f": rows}), edge_feature_keys=["f"]))
+    mb = next(iter(pipe))
+    positions = torch.cat([torch.arange(indptr[v], indptr[v + 1]) for v in mb.sampled_subgraphs[0].original_column_node_ids.tolist()])
+    assert torch.equal(mb.sampled_subgraphs[0].original_edge_ids, ids[positions])
+    assert torch.equal(mb.edge_features[0]["f"][:, 0], ids[positions].float())
+    assert torch.equal(CSCGraph(indptr, src, {gp.ORIGINAL_EDGE_ID: ids}, original_edge_ids=ids.to(torch.int32)).original_edge_ids, ids.int())
+    with pytest.raises(ValueError, match=r"`original_edge_ids` and edge_attributes\['_ORIGINAL_EDGE_ID'\] \(GraphBolt's edge ids\) differ"):
+        CSCGraph(indptr, src, {gp.ORIGINAL_EDGE_ID: ids}, original_edge_ids=torch.arange(200))
