@@ -59,6 +59,8 @@ class FeatureFetcher(Pipe):
             batches node type -> names (a dict).
         edge_feature_keys: names of edge features to fetch, or for typed batches edge
             type (``"src:relation:dst"`` or a ``(src, relation, dst)`` tuple) -> names.
+        overlap_fetch: GraphBolt's flag (a bool), accepted and doing nothing: the
+            :class:`~graphpipe.DataLoader` places and overlaps the stages itself.
         cooperative: read each node's features on the rank that owns it and send them to
             the ranks that need them (after a sampler with ``cooperative=True``; see
             :mod:`graphpipe.distributed.cooperative`).
@@ -76,6 +78,7 @@ class FeatureFetcher(Pipe):
         features: FeatureStore,
         node_feature_keys: Union[Sequence[str], Mapping[str, Sequence[str]]] = (),
         edge_feature_keys: Union[Sequence[str], Mapping[object, Sequence[str]]] = (),
+        overlap_fetch: bool = True,
         cooperative: bool = False,
     ):
         super().__init__()
@@ -85,6 +88,7 @@ class FeatureFetcher(Pipe):
             )
         self.source = source
         self.features = features
+        check_bool(overlap_fetch, "overlap_fetch", "FeatureFetcher", " (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself)")
         self.cooperative = check_bool(cooperative, "cooperative", "FeatureFetcher")
         self._blocks = _OutputBlocks()
         # The nearest stage upstream that samples from a CSCGraph (stages[at]), or None.

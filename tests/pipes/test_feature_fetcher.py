@@ -232,6 +232,17 @@ def test_a_store_that_is_not_one_is_refused():
         FeatureFetcher([], {"feat": torch.zeros(3)}, node_feature_keys=["feat"])
 
 
+def test_graphbolts_overlap_fetch_is_accepted_in_its_place():
+    """Found in review: GraphBolt's examples pass ``overlap_fetch=`` (its fifth argument)
+    to fetch_feature, which raised TypeError; positionally it was taken for ``cooperative``."""
+    store = _store()
+    batch = MiniBatch(seeds=torch.tensor([1, 2]))
+    for fetcher in (FeatureFetcher([], store, ["feat"], [], True), FeatureFetcher([], store, ["feat"], overlap_fetch=False)):
+        assert not fetcher.cooperative and torch.equal(fetcher.fetch(batch).node_features["feat"], store.read("node", None, "feat", torch.tensor([1, 2])))
+    with pytest.raises(TypeError, match=r"`overlap_fetch` must be a bool \(GraphBolt's flag"):
+        FeatureFetcher([], store, ["feat"], overlap_fetch="yes")
+
+
 def test_batches_missing_what_is_asked_for():
     store = _store()
     with pytest.raises(ValueError, match=r"edge features need `sampled_subgraphs`"):
