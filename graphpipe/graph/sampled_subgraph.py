@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Union
+from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 
 from graphpipe._internal.reprs import fields_repr
+from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "SampledSubgraph", "by_type"]
+__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "by_type"]
 
 # The one node type and edge type of an untyped graph seen as a typed one (GraphBolt's names).
 HOMO_NODE_TYPE = "_N"
@@ -28,6 +29,24 @@ class CSCFormat:
 
     def __repr__(self) -> str:
         return fields_repr(self)
+
+
+class PyGLayerData(NamedTuple):
+    """A layer's input to a PyG layer (GraphBolt's): ``x`` ``(h_src, h_dst)``,
+    ``edge_index`` ``[2, num_edges]`` int64, ``size`` ``(num_src, num_dst)``."""
+
+    x: Tuple[torch.Tensor, torch.Tensor]
+    edge_index: torch.Tensor
+    size: Tuple[int, int]
+
+
+class PyGLayerHeteroData(NamedTuple):
+    """A typed layer's input to a PyG heterogeneous layer (GraphBolt's): ``x``
+    ``(h_src by node type, h_dst by node type)``, ``edge_index`` and ``size`` by edge type."""
+
+    x: Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]
+    edge_index: Dict[str, torch.Tensor]
+    size: Dict[str, Tuple[int, int]]
 
 
 @dataclass
@@ -90,6 +109,28 @@ class SampledSubgraph:
         ``original_column_node_ids``."""
         return _per_type(self.sampled_csc, _csc_edge_index)
 
+    def to_pyg(self, x: Union[torch.Tensor, Dict[str, torch.Tensor]]) -> Union[PyGLayerData, PyGLayerHeteroData]:
+        """The layer as a PyG layer's arguments (GraphBolt's ``to_pyg``): ``x`` the
+        layer's input, ``[num_src, ...]`` rows of its sources (a dict by node type for a
+        typed layer); the destinations' rows are its prefix, ``x[:num_dst]``."""
+        if not self.is_heterogeneous:
+            if not isinstance(x, torch.Tensor) or x.size(0) != self.num_src_nodes:
+                raise ValueError(f"SampledSubgraph.to_pyg: `x` must be the {self.num_src_nodes} source nodes' rows, got {_rows(x)}")
+            num_dst = self.num_dst_nodes
+            return PyGLayerData((x, x[:num_dst]), self.edge_index(), (x.size(0), num_dst))
+        num_src, num_dst = self.num_src_nodes, self.num_dst_nodes
+        types = {t for etype in self.sampled_csc for t in parse_edge_type(etype)[::2]}
+        got = {t: _rows(x.get(t)) for t in sorted(types)} if isinstance(x, dict) else type(x).__name__
+        if not isinstance(x, dict) or any(got[t] != num_src[t] for t in types):
+            want = {t: num_src[t] for t in sorted(types)}
+            raise ValueError(f"SampledSubgraph.to_pyg: `x` must be a dict node type -> source nodes' rows ({want}), got {got}")
+        x_dst, sizes = {}, {}
+        for etype in self.sampled_csc:
+            src_type, _, dst_type = parse_edge_type(etype)
+            x_dst[dst_type] = x[dst_type][: num_dst[dst_type]]
+            sizes[etype] = (x[src_type].size(0), num_dst[dst_type])
+        return PyGLayerHeteroData((x, x_dst), self.edge_index(), sizes)
+
     def as_typed(self) -> "SampledSubgraph":
         """The layer with every field by type: itself if typed, an untyped layer as the
         one-type case (node type ``"_N"``, edge type ``"_N:_E:_N"``, as GraphBolt's
@@ -116,6 +157,11 @@ def _per_type(value, fn):
     if isinstance(value, dict):
         return {key: fn(item) for key, item in value.items()}
     return fn(value)
+
+
+def _rows(x) -> object:
+    """How many rows ``x`` has, for an error message: its length, or its type."""
+    return x.size(0) if isinstance(x, torch.Tensor) and x.dim() else type(x).__name__
 
 
 def _csc_edge_index(csc: CSCFormat) -> torch.Tensor:

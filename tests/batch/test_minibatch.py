@@ -515,3 +515,40 @@ def test_graphbolts_calls_of_its_examples():
     finally:
         sys.unraisablehook = hook
     assert unraisable == []
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_layer_to_pyg_is_graphbolts(typed):
+    """``SampledSubgraph.to_pyg(x)`` (GraphBolt's; its PyG examples call it in the model)
+    against a plain model of GraphBolt's: ``(x, x[:num_dst])``, the local edges
+    ``(indices, expanded indptr)``, ``(num_src, num_dst)``; per edge type when typed."""
+    _, mb = _typed_batch() if typed else (None, _batch()[2])
+    h = {t: torch.randn(n, 3) for t, n in mb.sampled_subgraphs[0].num_src_nodes.items()} if typed else torch.randn(mb.sampled_subgraphs[0].num_src_nodes, 3)
+    for sg in mb.sampled_subgraphs:
+        x = {t: v[: sg.num_src_nodes[t]] for t, v in h.items()} if typed else h[: sg.num_src_nodes]
+        layer = sg.to_pyg(x)
+        for etype, csc in (sg.sampled_csc.items() if typed else [(None, sg.sampled_csc)]):
+            src_type, _, dst_type = etype.split(":") if typed else (None, None, None)
+            xs, num_dst = (x[src_type], sg.num_dst_nodes[dst_type]) if typed else (x, sg.num_dst_nodes)
+            dst = torch.cat([torch.full((int(csc.indptr[j + 1] - csc.indptr[j]),), j) for j in range(len(csc.indptr) - 1)] + [torch.zeros(0, dtype=torch.int64)])
+            expected = torch.stack([csc.indices, dst])
+            edge_index, size = (layer.edge_index[etype], layer.size[etype]) if typed else (layer.edge_index, layer.size)
+            assert edge_index.dtype == torch.int64 and torch.equal(edge_index, expected)
+            assert size == (xs.size(0), num_dst)
+            x_src, x_dst = (layer.x[0], layer.x[1][dst_type]) if typed else layer.x
+            assert x_src is x and torch.equal(x_dst, (x[dst_type] if typed else x)[:num_dst])
+        h = {t: v[: sg.num_dst_nodes[t]] for t, v in x.items() if t in sg.num_dst_nodes} if typed else x[: sg.num_dst_nodes]
+    with pytest.raises(ValueError, match=r"SampledSubgraph.to_pyg: `x` must be"):
+        mb.sampled_subgraphs[0].to_pyg(torch.zeros(1, 3) if not typed else {"paper": torch.zeros(1, 3)})
+
+
+def test_a_layer_to_pyg_feeds_pygs_sage_conv():
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    _, _, mb = _batch()
+    sg = mb.sampled_subgraphs[0]
+    x = torch.randn(sg.num_src_nodes, 4)
+    conv = pyg_nn.SAGEConv(4, 2, aggr="mean")
+    out = conv(*sg.to_pyg(x)[:2])
+    src, dst = sg.edge_index()
+    mean = torch.zeros(sg.num_dst_nodes, 4).index_add_(0, dst, x[src]) / torch.bincount(dst, minlength=sg.num_dst_nodes).clamp(min=1)[:, None]
+    assert out.shape == (sg.num_dst_nodes, 2) and torch.allclose(out, conv.lin_l(mean) + conv.lin_r(x[: sg.num_dst_nodes]), atol=1e-5)
