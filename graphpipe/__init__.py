@@ -40,6 +40,20 @@ __version__ = "0.1.0"
 # them at once); numba's own classes, and so other packages' kernels, are left alone.
 numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if name.startswith("graphpipe."))
 
+# GraphBolt names graphpipe has not, with what to use (README: "DGL and GraphBolt users").
+_GRAPHBOLT_INSTEAD = {
+    "exclude_seed_edges": "pass exclude_seed_edges=True to the sampler, or chain .exclude_seed_edges(...) after it",
+    "TorchBasedFeature": "use graphpipe.Feature",
+    "BasicFeatureStore": "use graphpipe.FeatureStore",
+}
+
+
+def __getattr__(name: str):
+    if name in _GRAPHBOLT_INSTEAD:
+        raise AttributeError(f"module 'graphpipe' has no attribute '{name}' (GraphBolt's): {_GRAPHBOLT_INSTEAD[name]}")
+    raise AttributeError(f"module 'graphpipe' has no attribute '{name}'")
+
+
 __all__ = [
     "BuiltinDataset", "OnDiskDataset", "ORIGINAL_EDGE_ID",
     "DistributedItemSampler", "HotReuse", "UnsupportedCombination", "cooperative_exchange", "retain_freed_memory",

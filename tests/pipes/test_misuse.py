@@ -127,3 +127,11 @@ def test_a_users_stage_declaring_the_sampler_role_may_precede_the_sampler():
     pairs = gp.ItemSampler(gp.ItemSet(torch.tensor([[0, 1], [2, 3]]), names="seeds"), 2)
     assert next(iter(MyNegatives(pairs).sample_neighbor(graph, [2]))).compacted_seeds.shape == (2, 2)
     assert next(iter(MyNegatives(pairs).sample_uniform_negative(graph, 1))).seeds.shape == (4, 2)
+
+
+def test_graphbolt_names_graphpipe_has_not_say_what_to_use():
+    for name, says in [("exclude_seed_edges", r"exclude_seed_edges=True to the sampler"), ("TorchBasedFeature", r"graphpipe.Feature"),
+                       ("BasicFeatureStore", r"graphpipe.FeatureStore")]:
+        with pytest.raises(AttributeError, match=rf"no attribute '{name}' \(GraphBolt's\): .*{says}"):
+            getattr(gp, name)
+    assert not hasattr(gp, "no_such_name") and hasattr(gp, "ItemSampler")
