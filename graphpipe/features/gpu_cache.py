@@ -16,12 +16,15 @@ Lookup is a direct map ``slot_of_row`` (``[num_rows]`` int32 on the device); on 
 Triton kernel looks ids up and copies the hits (:mod:`graphpipe.ops.cache_lookup`), on CPU
 tensors batched torch ops do; the misses' steps are batched torch ops. ``read_valid``
 syncs with the host twice (the numbers of misses and of distinct misses); ``read`` once more.
-Not thread-safe: one stage reads a given cache.
+Reads and updates hold a lock from the lookup through the admission of the misses (the
+fallback read included), so several threads (loaders over one pipe, pipes sharing a store)
+may read a cache, one at a time; on CUDA each read's stream waits for the previous one's work.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from typing import Optional, Union
 
 import torch
@@ -58,7 +61,9 @@ class GPUCachedFeature(CachedFeature):
     ``feature.read(ids)``.
     """
 
-    concurrent_reads = False  # the slot map, the clock and the hit counts change on every read
+    # The slot map, the clock and the hit counts change on every read: reads hold a lock, so
+    # a pipe does not fetch batches of one loader in a pool of threads (they would wait).
+    concurrent_reads = False
 
     def __init__(
         self,
@@ -93,6 +98,8 @@ class GPUCachedFeature(CachedFeature):
         self.hand = torch.zeros((), dtype=torch.int64, device=self.device)
         self.num_filled = 0
         self._lookups = self._hits = 0
+        self._lock = threading.Lock()
+        self._done = None  # CUDA: an event after the last read's or update's work on the cache
         if hotness is not None:
             if not isinstance(hotness, torch.Tensor) or hotness.dim() != 1 or hotness.numel() != num_rows:
                 raise ValueError(
@@ -119,6 +126,15 @@ class GPUCachedFeature(CachedFeature):
         out = output_rows(out, (n, *self.row_shape), self.dtype, self.device, "GPUCachedFeature.read")
         if n == 0:
             return out
+        with self._lock:
+            self._after_last()
+            self._read_locked(ids, out)
+            self._mark_done()
+        return out
+
+    def _read_locked(self, ids: torch.Tensor, out: torch.Tensor) -> None:
+        """:meth:`read_valid`'s lookup, fallback read and admission, under the lock."""
+        n = ids.numel()
         if self.capacity and ids.is_cuda:
             from graphpipe.ops.cache_lookup import read_hits  # needs triton, which CUDA builds of torch ship
 
@@ -138,12 +154,33 @@ class GPUCachedFeature(CachedFeature):
             rows = self.fallback.read_valid(unique_misses).to(self.device)
             out[misses] = rows[inverse]
             self._admit(unique_misses, rows)
-        return out
+
+    def _after_last(self) -> None:
+        """CUDA: make this thread's stream wait for the cache work another stream enqueued."""
+        if self._done is not None:
+            torch.cuda.current_stream(self.device).wait_event(self._done)
+
+    def _mark_done(self) -> None:
+        if self.device.type == "cuda":
+            self._done = torch.cuda.Event()
+            self._done.record(torch.cuda.current_stream(self.device))
+
+    def update(self, value: torch.Tensor, ids: Optional[torch.Tensor] = None) -> None:
+        """:meth:`CachedFeature.update` under the cache's lock: no read sees the fallback
+        updated and the cache not yet."""
+        with self._lock:
+            self._after_last()
+            super().update(value, ids)
+            self._mark_done()
 
     def _empty(self) -> None:
+        # Called by update, under the lock, which the new empty cache keeps.
+        lock, done = self._lock, self._done
         self.__init__(self.fallback, self.max_bytes, self.policy, device=self.device)
+        self._lock, self._done = lock, done
 
     def _replace(self, ids: torch.Tensor, value: torch.Tensor) -> None:
+        # Called by update, under the lock.
         slots = self.slot_of_row[ids.to(self.device, torch.int64)].to(torch.int64)
         held = slots >= 0
         self.cache[slots[held]] = value.to(self.device)[held]
@@ -155,7 +192,8 @@ class GPUCachedFeature(CachedFeature):
         return self._hits / self._lookups if self._lookups else 0.0
 
     def reset_stats(self) -> None:
-        self._lookups = self._hits = 0
+        with self._lock:
+            self._lookups = self._hits = 0
 
     # ------------------------------------------------------------------ policies
     def _fill_hottest(self, hotness: torch.Tensor) -> None:
@@ -212,7 +250,7 @@ class GPUCachedFeature(CachedFeature):
         last = torch.where(enough, last_first, last_second)
         swept = torch.where(enough, position <= last, torch.ones_like(clear))
         self.referenced[order] = torch.where(swept, 0, self.referenced[order])
-        self.hand = (self.hand + last + 1) % cap
+        self.hand.copy_((self.hand + last + 1) % cap)  # in place: a tensor other streams read stays alive
         return order[torch.nonzero_static(victim, size=m).view(-1)]
 
     def __getstate__(self):
