@@ -162,9 +162,11 @@ class Feature:
         if device == "pinned":
             return self.pin_memory_()
         device = device_or_cpu(device, "Feature.to('cuda'): CUDA is not available; features stay on the CPU", "Feature.to")
+        if type(self) is not Feature:  # disk-based and cached ones have no single table to move
+            return self
         data = self.data
         here = data.device if isinstance(data, torch.Tensor) else torch.device("cpu")
-        if here == device or type(self) is not Feature:
+        if here == device:
             return self
         return Feature(torch.as_tensor(data).to(device))
 

@@ -360,3 +360,22 @@ def test_a_truncated_or_object_npy_path_fails_at_construction_naming_the_file(tm
     (tmp_path / "text.npy").write_text("not an array")
     with pytest.raises(ValueError, match=r"text.npy': not a readable .npy file"):
         Feature(str(tmp_path / "text.npy"))
+
+
+def test_to_leaves_disk_based_and_cached_features_where_they_are(tmp_path):
+    """``Feature.to`` / ``FeatureStore.to``: disk-based and cached features stay where
+    they are (they have no single table to move; ``to`` raised AttributeError)."""
+    path = str(tmp_path / "f.npy")
+    np.save(path, np.arange(30, dtype=np.float32).reshape(10, 3))
+    kinds = [
+        DiskBasedFeature(path, direct_io=False),
+        CPUCachedFeature(Feature(path), 24),
+        CPUCachedFeature(DiskBasedFeature(path, direct_io=False), 24),
+        GPUCachedFeature(DiskBasedFeature(path, direct_io=False), 24, device="cpu"),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # cuda without CUDA warns once
+        for device in ("cpu", "cuda", "pinned"):
+            for feature in kinds:
+                assert feature.to(device) is feature
+                assert FeatureStore({"x": feature}).to(device)["x"] is feature
