@@ -44,6 +44,9 @@ class Feature:
     path: Optional[str] = None  # the .npy file of a path-backed feature
     _layout: Optional[Tuple[Tuple[int, ...], np.dtype]] = None  # its shape and dtype when checked by the constructor
     _data: Union[torch.Tensor, np.ndarray, None] = None  # the table, once opened
+    # A .npy path (mapped read-only) or a non-writable array: update(value, ids) is refused,
+    # also once pin_memory_ has wrapped the table as a tensor (a write would fault).
+    _read_only = False
 
     def __init__(self, data: FeatureData):
         if isinstance(data, (str, os.PathLike)):
@@ -53,9 +56,10 @@ class Feature:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"Feature: no such .npy file: '{path}'")
             shape, dtype, _ = npy_layout(path, f"Feature: '{path}'")  # a file it cannot map fails here, not at first read
-            self.path, self._layout = path, (shape, dtype)
+            self.path, self._layout, self._read_only = path, (shape, dtype), True
         elif isinstance(data, (torch.Tensor, np.ndarray)):
             self._data = _checked_table(data, "`data`")
+            self._read_only = isinstance(data, np.ndarray) and not data.flags.writeable
         else:
             raise TypeError(
                 "Feature: `data` must be a torch.Tensor, a numpy array/memmap or a path to a "
@@ -141,7 +145,7 @@ class Feature:
         if ids is None:
             if value.dim() < 1 or value.shape[0] != self.num_rows:
                 raise ValueError(f"{where}: `value` must have the table's {self.num_rows} rows, got shape {tuple(value.shape)}")
-            self._data, self.path = _checked_table(value.contiguous(), "`value`"), None
+            self._data, self.path, self._read_only = _checked_table(value.contiguous(), "`value`"), None, False
             return
         ids = check_node_ids(ids, self.num_rows, "ids", where, "row")
         if tuple(value.shape) != (ids.numel(),) + self.row_shape:
@@ -150,8 +154,11 @@ class Feature:
             )
         if value.dtype != self.dtype:
             raise TypeError(f"{where}: `value` must have the table's dtype {self.dtype}, got {value.dtype}")
-        if isinstance(self.data, np.ndarray) and not self.data.flags.writeable:
-            raise ValueError(f"{where}: the table is read-only (a mapped .npy file); update(value) replaces it whole")
+        if self._read_only or (isinstance(self.data, np.ndarray) and not self.data.flags.writeable):
+            raise ValueError(
+                f"{where}: the table is read-only (a .npy path, mapped read-only, or a non-writable array, pinned or "
+                f"not); update(value) replaces it whole"
+            )
         table = torch.as_tensor(self.data)
         table[ids.to(device=table.device, dtype=torch.int64)] = value.to(table.device)
 

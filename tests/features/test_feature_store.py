@@ -379,3 +379,33 @@ def test_to_leaves_disk_based_and_cached_features_where_they_are(tmp_path):
             for feature in kinds:
                 assert feature.to(device) is feature
                 assert FeatureStore({"x": feature}).to(device)["x"] is feature
+
+
+@pytest.mark.parametrize("kind", ["read-only array", "npy path"])
+def test_update_refuses_a_read_only_table_after_pin_memory(kind, tmp_path, monkeypatch):
+    """Pinning wraps a read-only table (a .npy path's read-only map, a non-writable
+    array) as a tensor; ``update(value, ids)`` must still refuse it (it wrote into the
+    map: a segfault), and ``update(value)`` replaces it whole, writable. CUDA pinning is
+    stubbed (the tensor counts as registered)."""
+    from graphpipe.features import store as store_module
+
+    table = np.arange(30, dtype=np.float32).reshape(10, 3)
+    if kind == "npy path":
+        np.save(tmp_path / "f.npy", table)
+        feature = Feature(str(tmp_path / "f.npy"))
+    else:
+        array = table.copy()
+        array.flags.writeable = False
+        feature = Feature(array)
+    monkeypatch.setattr(store_module, "cuda_or_warn_once", lambda message: True)
+    monkeypatch.setattr(store_module, "pin_in_place", lambda tensor: tensor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        feature.pin_memory_()
+    assert isinstance(feature.data, torch.Tensor)
+    with pytest.raises(ValueError, match=r"Feature.update: the table is read-only .* update\(value\) replaces it whole"):
+        feature.update(torch.ones(1, 3), _ids(2))
+    assert torch.equal(feature.read(_ids(2)), torch.from_numpy(table[[2]]))
+    feature.update(torch.zeros(10, 3))
+    feature.update(torch.ones(1, 3), _ids(2))
+    assert feature.read(_ids(2, 3)).tolist() == [[1, 1, 1], [0, 0, 0]]
