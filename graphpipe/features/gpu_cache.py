@@ -1,8 +1,10 @@
 """A device-memory cache in front of a (pinned, CPU or memory-mapped) feature table.
 
 ``gpu_cached_feature(features, "feat", max_bytes=8 << 30, policy="clock")`` returns a
-store whose ``"feat"`` is a :class:`GPUCachedFeature`: cached rows come from device
-memory, only the misses from the backing feature (a UVA gather when it is pinned).
+store whose ``"feat"`` is a :class:`GPUCachedFeature` (GraphBolt's form,
+``gpu_cached_feature(feature, max_cache_size_in_bytes)``, the cached feature): cached rows
+come from device memory, only the misses from the backing feature (a UVA gather when it is
+pinned).
 
 * ``"static"``: filled once, never changed: with ``hotness`` (a score per row:
   :func:`hotness_from_degree`, or :func:`~graphpipe.hotness_from_presampling` as GNNLab and
@@ -23,13 +25,14 @@ may read a cache, one at a time; on CUDA each read's stream waits for the previo
 
 from __future__ import annotations
 
+import inspect
 import math
 import threading
-from typing import Optional, Union
+from typing import Mapping, Optional, Union
 
 import torch
 
-from graphpipe.features.store import CachedFeature, Feature, FeatureStore, check_feature, output_rows
+from graphpipe.features.store import CachedFeature, Feature, FeatureStore, check_feature, output_rows, wrap_with_cache
 from graphpipe._internal.checks import check_int
 from graphpipe._internal.devices import device_or_cpu
 
@@ -263,23 +266,57 @@ class GPUCachedFeature(CachedFeature):
         )
 
 
-def gpu_cached_feature(
-    features: FeatureStore,
-    key,
-    max_bytes: int,
-    policy: str = "static",
-    hotness: Optional[torch.Tensor] = None,
-    device: Union[str, torch.device, None] = None,
-) -> FeatureStore:
-    """A new :class:`FeatureStore` with feature ``key`` wrapped in a :class:`GPUCachedFeature`.
+_STORE_FORM = "gpu_cached_feature(store, key, max_bytes, policy='static', hotness=None, device=None)"
+_GRAPHBOLT_FORM = "gpu_cached_feature(feature or {key: feature}, max_cache_size_in_bytes, policy='clock', device=None)"
 
-    ``key`` is any key of the store: ``"name"``, ``("node" | "edge", "name")`` or typed,
-    ``("node", "paper", "feat")``; the other features are shared with ``features``, which
-    is not modified. See :class:`GPUCachedFeature` for the rest.
+
+def gpu_cached_feature(features, *args, **kwargs):
+    """Wrap features in :class:`GPUCachedFeature`, in one of two forms:
+
+    * graphpipe's, ``gpu_cached_feature(store, key, max_bytes, policy="static",
+      hotness=None, device=None)``: a new :class:`FeatureStore` with feature ``key`` (any
+      key of the store: ``"name"``, ``("node" | "edge", "name")`` or typed, ``("node",
+      "paper", "feat")``) cached; the other features are shared with ``store``, which is
+      not modified.
+    * GraphBolt's, ``gpu_cached_feature(fallback_features, max_cache_size_in_bytes,
+      policy="clock", device=None)``: a :class:`Feature` gives its cached feature, a dict
+      of Features a dict of cached features (GraphBolt shares one cache between them; here
+      each has its own, the bytes split in proportion to the features' sizes). The policy
+      defaults to ``"clock"``, which evicts as GraphBolt's cache does.
+
+    See :class:`GPUCachedFeature` for the options.
     """
-    if not isinstance(features, FeatureStore):
-        raise TypeError(f"gpu_cached_feature: `features` must be a FeatureStore, got {type(features).__name__}")
+    if isinstance(features, FeatureStore):
+        return _in_store(*_bound(_in_store, (features, *args), kwargs, _STORE_FORM))
+    if isinstance(features, (Feature, Mapping)):
+        fallback, budget, policy, device = _bound(_graphbolt_form, (features, *args), kwargs, _GRAPHBOLT_FORM)
+        return wrap_with_cache(
+            fallback, budget, "gpu_cached_feature",
+            lambda feature, nbytes: GPUCachedFeature(feature, nbytes, policy, device=device),
+        )
+    raise TypeError(
+        f"gpu_cached_feature: `features` must be a FeatureStore ({_STORE_FORM}) or a Feature or dict of "
+        f"Features (GraphBolt's {_GRAPHBOLT_FORM}), got {type(features).__name__}"
+    )
+
+
+def _in_store(features, key, max_bytes, policy="static", hotness=None, device=None) -> FeatureStore:
     return features.with_feature(key, GPUCachedFeature(features[key], max_bytes, policy, hotness, device))
+
+
+def _graphbolt_form(fallback_features, max_cache_size_in_bytes, policy="clock", device=None):
+    """The arguments of GraphBolt's form (bound, not called)."""
+
+
+def _bound(form, args: tuple, kwargs: dict, described: str) -> list:
+    """``args`` and ``kwargs`` bound to ``form``'s parameters, defaults applied, in order;
+    a TypeError naming the call form otherwise."""
+    try:
+        bound = inspect.signature(form).bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"gpu_cached_feature: {error}; this form is {described}") from None
+    bound.apply_defaults()
+    return list(bound.arguments.values())
 
 
 def hotness_from_degree(graph) -> torch.Tensor:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from graphpipe.graph.edge_types import parse_edge_type
-from graphpipe._internal.checks import check_node_ids
+from graphpipe._internal.checks import check_int, check_node_ids
 from graphpipe._internal.devices import cuda_or_warn_once, device_or_cpu, pin_in_place
 from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
 from graphpipe.ops.uva_gather import check_out
@@ -229,6 +229,28 @@ def check_feature(value, name: str, where: str) -> None:
             f"{where}: `{name}` must be a graphpipe Feature, got {type(value).__name__} (wrap a tensor, array or "
             f".npy path as gp.Feature(data))"
         )
+
+
+def wrap_with_cache(fallback_features, max_cache_size_in_bytes, where: str, make) -> Union[Feature, Dict]:
+    """GraphBolt's form of ``gpu_cached_feature`` / ``cpu_cached_feature``: ``make(feature,
+    budget)`` of a :class:`Feature`, or a dict of the same keys with each feature of a dict
+    wrapped. GraphBolt shares one cache of ``max_cache_size_in_bytes`` between a dict's
+    features; here each has a cache of its own, the budget split in proportion to their sizes."""
+    budget = check_int(max_cache_size_in_bytes, "max_cache_size_in_bytes", where, minimum=0)
+    if isinstance(fallback_features, Feature):
+        return make(fallback_features, budget)
+    if not isinstance(fallback_features, Mapping):
+        raise TypeError(
+            f"{where}: `fallback_features` must be a Feature or a dict of key -> Feature, got "
+            f"{type(fallback_features).__name__}"
+        )
+    for key, feature in fallback_features.items():
+        check_feature(feature, f"fallback_features[{key!r}]", where)
+    total = sum(feature.nbytes for feature in fallback_features.values())
+    return {
+        key: make(feature, budget * feature.nbytes // total if total else budget)
+        for key, feature in fallback_features.items()
+    }
 
 
 class CachedFeature(Feature):

@@ -66,3 +66,29 @@ def test_a_gpu_cache_read_from_two_threads_gives_the_table_rows_and_keeps_its_ma
     assert held.numel() == (cache.row_of_slot[: cache.capacity] < num_rows).sum()
     ids = torch.randint(0, num_rows, (2000,))
     assert torch.equal(cache.read(ids), table[ids])
+
+
+def test_gpu_cached_feature_takes_graphbolts_form_a_feature_or_a_dict_and_bytes():
+    """GraphBolt's ``gpu_cached_feature(fallback_features, max_cache_size_in_bytes)``: a
+    Feature gives its cached feature, a dict of Features a dict of cached features (the
+    bytes split in proportion to their sizes); graphpipe's store form is unchanged."""
+    table, other = torch.randn(30, 4), torch.randn(10, 4)  # 16-byte rows
+    cached = gp.gpu_cached_feature(gp.Feature(table), 10 * 16, device="cpu")
+    assert isinstance(cached, gp.GPUCachedFeature) and cached.capacity == 10 and cached.policy == "clock"
+    ids = torch.tensor([3, 29, 3, 0])
+    assert torch.equal(cached.read(ids), table[ids])
+    keys = [("node", "paper", "feat"), ("node", "author", "feat")]
+    both = gp.gpu_cached_feature({keys[0]: gp.Feature(table), keys[1]: gp.Feature(other)}, 20 * 16, device="cpu")
+    assert list(both) == keys and [both[key].capacity for key in keys] == [15, 5]
+    assert torch.equal(both[keys[1]].read(ids % 10), other[ids % 10])
+    assert gp.gpu_cached_feature({}, 100) == {}
+    store = gp.FeatureStore({"feat": table})
+    assert gp.gpu_cached_feature(store, "feat", 10 * 16, device="cpu")["feat"].policy == "static"
+    with pytest.raises(TypeError, match=r"missing a required argument: 'max_bytes'; this form is gpu_cached_feature\(store, key"):
+        gp.gpu_cached_feature(store, 10 * 16)
+    with pytest.raises(TypeError, match=r"'max_cache_size_in_bytes'; this form is gpu_cached_feature\(feature or \{key: feature\}"):
+        gp.gpu_cached_feature(gp.Feature(table), max_bytes=10 * 16)
+    with pytest.raises(TypeError, match=r"`features` must be a FeatureStore .* or a Feature or dict of Features"):
+        gp.gpu_cached_feature(table, 10 * 16)
+    with pytest.raises(TypeError, match=r"`fallback_features\['x'\]` must be a graphpipe Feature"):
+        gp.gpu_cached_feature({"x": table}, 10 * 16)
