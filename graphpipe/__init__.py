@@ -19,7 +19,7 @@ from graphpipe.graph.csc_graph import ORIGINAL_EDGE_ID, CSCGraph
 from graphpipe.graph.edge_types import etype_str_to_tuple, etype_tuple_to_str
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.features.disk import DiskBasedFeature
-from graphpipe.features.cpu_cache import CPUCachedFeature
+from graphpipe.features.cpu_cache import CPUCachedFeature, cpu_cached_feature
 from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet, ItemSetDict
 from graphpipe.loading.loader import DataLoader
@@ -59,7 +59,7 @@ __all__ = [
     "DistributedItemSampler", "HotReuse", "UnsupportedCombination", "cooperative_exchange", "retain_freed_memory",
     "GPUCachedFeature", "gpu_cached_feature", "hotness_from_degree", "hotness_from_presampling",
     "CopyTo",
-    "CPUCachedFeature",
+    "CPUCachedFeature", "cpu_cached_feature",
     "DiskBasedFeature",
     "Feature",
     "FeatureFetcher",

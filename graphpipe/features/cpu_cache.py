@@ -27,10 +27,10 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import CachedFeature, Feature, check_feature, output_rows
+from graphpipe.features.store import CachedFeature, Feature, check_feature, output_rows, wrap_with_cache
 from graphpipe._internal.checks import check_int, check_node_ids
 
-__all__ = ["CPUCachedFeature"]
+__all__ = ["CPUCachedFeature", "cpu_cached_feature"]
 
 _POLICIES = ("s3-fifo", "sieve")
 # state[] entries
@@ -195,6 +195,31 @@ class CPUCachedFeature(CachedFeature):
             f"CPUCachedFeature(policy='{self.policy}', capacity_rows={self.capacity}, "
             f"fallback={self.fallback!r})"
         )
+
+
+def cpu_cached_feature(fallback_features, max_cache_size_in_bytes, policy: Optional[str] = None, pin_memory: bool = False):
+    """GraphBolt's: ``fallback_features`` (a :class:`~graphpipe.Feature`, or a dict of
+    them) wrapped in :class:`CPUCachedFeature`: the cached feature, or a dict of the same
+    keys (GraphBolt shares one cache between them; here each has its own, the bytes split
+    in proportion to the features' sizes).
+
+    ``policy``: ``"sieve"`` (None, GraphBolt's default) or ``"s3-fifo"``; GraphBolt's
+    ``"lru"`` and ``"clock"`` are not provided. ``pin_memory`` is accepted and changes
+    nothing: the cache gathers its rows on the CPU into the batch, which ``copy_to`` moves
+    (GraphBolt pins the cache for the GPU to read it in place).
+    """
+    if not isinstance(pin_memory, bool):
+        raise TypeError(f"cpu_cached_feature: `pin_memory` must be a bool, got {type(pin_memory).__name__}")
+    policy = "sieve" if policy is None else policy
+    if policy not in _POLICIES:
+        raise ValueError(
+            f"cpu_cached_feature: `policy` must be None (sieve) or one of {list(_POLICIES)} (GraphBolt's 'lru' and "
+            f"'clock' are not provided), got {policy!r}"
+        )
+    return wrap_with_cache(
+        fallback_features, max_cache_size_in_bytes, "cpu_cached_feature",
+        lambda feature, nbytes: CPUCachedFeature(feature, nbytes, policy),
+    )
 
 
 def _rows_within(budget: int, row_shape: tuple, dtype: torch.dtype, where: str) -> int:

@@ -249,3 +249,27 @@ def test_a_read_of_hits_only_does_not_read_the_backing_store():
     backing.read_valid = lambda ids, out=None: reads.append(ids) or table[ids]
     assert torch.equal(feature.read(ids), table[ids]) and torch.equal(feature.read(ids[:0]), table[:0])
     assert reads == []
+
+
+def test_cpu_cached_feature_is_graphbolts_function(tmp_path):
+    """GraphBolt's ``cpu_cached_feature(fallback_features, max_cache_size_in_bytes,
+    policy=None, pin_memory=False)``, as its disk-based example calls it: a Feature gives
+    its cached feature, a dict a dict (the bytes split by the features' sizes); policy None
+    is GraphBolt's default, sieve."""
+    table = torch.arange(120, dtype=torch.float32).reshape(30, 4)  # 16-byte rows
+    np.save(tmp_path / "f.npy", table.numpy())
+    disk = DiskBasedFeature(str(tmp_path / "f.npy"), direct_io=False)
+    cached = gp.cpu_cached_feature(disk, 10 * 16, None, True)
+    assert isinstance(cached, CPUCachedFeature) and cached.fallback is disk
+    assert cached.capacity == 10 and cached.policy == "sieve"
+    ids = torch.tensor([3, 29, 3, 0])
+    assert torch.equal(cached.read(ids), table[ids])
+    both = gp.cpu_cached_feature({"a": gp.Feature(table), "b": gp.Feature(table[:10].clone())}, 20 * 16, "s3-fifo")
+    assert list(both) == ["a", "b"] and [f.capacity for f in both.values()] == [15, 5]
+    assert all(f.policy == "s3-fifo" for f in both.values())
+    with pytest.raises(ValueError, match=r"cpu_cached_feature: `policy` must be None \(sieve\) or one of \['s3-fifo', 'sieve'\]"):
+        gp.cpu_cached_feature(disk, 10 * 16, "lru")
+    with pytest.raises(TypeError, match=r"cpu_cached_feature: `pin_memory` must be a bool, got str"):
+        gp.cpu_cached_feature(disk, 10 * 16, None, "yes")
+    with pytest.raises(TypeError, match=r"cpu_cached_feature: `fallback_features` must be a Feature or a dict"):
+        gp.cpu_cached_feature(table, 10 * 16)
