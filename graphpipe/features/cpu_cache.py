@@ -165,6 +165,13 @@ class CPUCachedFeature(CachedFeature):
         (as :attr:`graphpipe.GPUCachedFeature.hit_rate`)."""
         return self.cache_stats()["hit_rate"]
 
+    @property
+    def miss_rate(self) -> float:
+        """GraphBolt's: fraction of requested rows read from the fallback since creation or
+        the last :meth:`reset_stats` (0.0 before any read, where GraphBolt divides by zero)."""
+        stats = self.cache_stats()
+        return stats["misses"] / (stats["hits"] + stats["misses"]) if stats["misses"] else 0.0
+
     def reset_stats(self) -> None:
         """Zero the hit and miss counts (the cache keeps its rows)."""
         with self._lock:

@@ -194,6 +194,12 @@ class GPUCachedFeature(CachedFeature):
         """Fraction of looked-up ids found in the cache since the last :meth:`reset_stats`."""
         return self._hits / self._lookups if self._lookups else 0.0
 
+    @property
+    def miss_rate(self) -> float:
+        """GraphBolt's: fraction of looked-up ids read from the fallback since creation or
+        the last :meth:`reset_stats` (0.0 before any read, where GraphBolt divides by zero)."""
+        return (self._lookups - self._hits) / self._lookups if self._lookups else 0.0
+
     def reset_stats(self) -> None:
         with self._lock:
             self._lookups = self._hits = 0

@@ -273,3 +273,19 @@ def test_cpu_cached_feature_is_graphbolts_function(tmp_path):
         gp.cpu_cached_feature(disk, 10 * 16, None, "yes")
     with pytest.raises(TypeError, match=r"cpu_cached_feature: `fallback_features` must be a Feature or a dict"):
         gp.cpu_cached_feature(table, 10 * 16)
+
+
+@pytest.mark.parametrize(
+    "cache",
+    [lambda f: CPUCachedFeature(f, 4 * 16), lambda f: gp.GPUCachedFeature(f, 4 * 16, policy="clock", device="cpu")],
+)
+def test_miss_rate_is_graphbolts_misses_over_rows_read_since_creation_or_reset(cache):
+    table = torch.arange(80, dtype=torch.float32).reshape(20, 4)
+    cached = cache(gp.Feature(table))
+    assert cached.miss_rate == 0.0  # nothing read yet
+    cached.read(torch.tensor([1, 2, 1]))  # all three miss (the repeat too: rows are admitted after the read)
+    cached.read(torch.tensor([1, 2, 5, 6, 7]))  # 1, 2 hit
+    assert cached.miss_rate == pytest.approx(6 / 8) and cached.hit_rate == pytest.approx(2 / 8)
+    cached.reset_stats()
+    cached.read(torch.tensor([7, 7]))
+    assert cached.miss_rate == 0.0 and cached.hit_rate == 1.0
