@@ -165,9 +165,10 @@ class SubgraphSampler(Pipe):
     batch carries their reused bottom-layer rows (``MiniBatch.reused``); see
     :mod:`graphpipe.pipes.hot_reuse`.
 
-    GraphBolt's ``overlap_fetch`` (fetch a pinned graph on a side CUDA stream) and
-    ``asynchronous`` (run the sampler's steps in background threads) are accepted and do
-    nothing: the :class:`~graphpipe.DataLoader` decides where each stage runs and
+    GraphBolt's ``overlap_fetch`` (fetch a pinned graph on a side CUDA stream),
+    ``asynchronous`` (run the sampler's steps in background threads),
+    ``num_gpu_cached_edges`` and ``gpu_cache_threshold`` (its GPU cache of in-edges) are
+    accepted and do nothing: the :class:`~graphpipe.DataLoader` decides where each stage runs and
     overlaps them itself (``loader.explain()`` shows it).
     """
 
@@ -186,6 +187,8 @@ class SubgraphSampler(Pipe):
         reverse_etypes_mapping: Optional[Mapping[str, str]] = None,
         overlap_fetch: bool = False,
         asynchronous: bool = False,
+        num_gpu_cached_edges: int = 0,
+        gpu_cache_threshold: int = 1,
         time_attr: Optional[str] = None,
         node_timestamp_attr_name: Optional[str] = None,
         edge_timestamp_attr_name: Optional[str] = None,
@@ -199,6 +202,8 @@ class SubgraphSampler(Pipe):
         name = type(self).__name__
         check_graph(graph, name)
         _check_graphbolt_flags(name, overlap_fetch=overlap_fetch, asynchronous=asynchronous)
+        check_int(num_gpu_cached_edges, "num_gpu_cached_edges", name, minimum=0)
+        check_int(gpu_cache_threshold, "gpu_cache_threshold", name, minimum=1)
         _check_no_fetch_before(source, name)
         if not isinstance(layout, str) or layout not in LAYOUTS:
             raise ValueError(

@@ -319,3 +319,19 @@ def test_exclude_seed_edges_stage_is_the_keyword(kind):
         plain.fetch_feature(gp.FeatureStore({}), []).exclude_seed_edges(include_reverse_edges=True)
     with pytest.raises(TypeError, match="`asynchronous` must be a bool"):
         _pipe(kind, graph, edges, "neighbor", asynchronous="yes")
+
+
+@pytest.mark.parametrize("sampler", ["neighbor", "labor"])
+def test_graphbolts_gpu_graph_cache_options_are_accepted_and_change_nothing(sampler):
+    """GraphBolt's samplers take ``num_gpu_cached_edges`` / ``gpu_cache_threshold`` (its GPU
+    cache of in-edges; its PyG examples pass them): accepted, the same batches."""
+    graph, edges, _ = link_graph("untyped", seed=1)
+    plain = _pipe("untyped", graph, edges, sampler)
+    cached = _pipe("untyped", graph, edges, sampler, num_gpu_cached_edges=1000, gpu_cache_threshold=2)
+    for a, b in itertools.islice(zip(plain, cached), 3):
+        for x, y in zip(a.sampled_subgraphs, b.sampled_subgraphs):
+            assert torch.equal(x.original_edge_ids, y.original_edge_ids)
+    with pytest.raises(ValueError, match=r"`num_gpu_cached_edges` must be .*>= 0"):
+        _pipe("untyped", graph, edges, sampler, num_gpu_cached_edges=-1)
+    with pytest.raises(ValueError, match=r"`gpu_cache_threshold` must be .*>= 1"):
+        _pipe("untyped", graph, edges, sampler, gpu_cache_threshold=0)
