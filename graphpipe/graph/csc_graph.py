@@ -93,8 +93,9 @@ class CSCGraph:
             user's edge id (its position in the COO list or ``edge_index``); None when
             they are the same. Use :meth:`map_edge_ids`. Typed graphs: ids within the
             edge's type, never None (given none, numbered in CSC order per type). Given
-            none, the edge attribute ``"_ORIGINAL_EDGE_ID"`` (:data:`ORIGINAL_EDGE_ID`,
-            GraphBolt's way to give them) is taken; given both, they must be equal.
+            none, the constructor takes the edge attribute ``"_ORIGINAL_EDGE_ID"``
+            (:data:`ORIGINAL_EDGE_ID`, GraphBolt's way to give them); given both, they
+            must be equal. The builders (``from_coo``, ...) refuse that attribute.
         node_type_offset: typed graphs only (else None, as the three below):
             ``[num_node_types + 1]`` int64 (other integer dtypes are converted): type
             ``i``'s nodes are ``node_type_offset[i]:node_type_offset[i + 1]``.
@@ -138,9 +139,18 @@ class CSCGraph:
         indptr_nodes: Optional[torch.Tensor] = None,
     ):
         typed = dict(zip(storage.TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
-        original_edge_ids = _edge_ids_of(edge_attributes, original_edge_ids)
+        from_attribute = original_edge_ids is None and isinstance(edge_attributes, Mapping) and ORIGINAL_EDGE_ID in edge_attributes
+        original_edge_ids = _edge_ids_of(edge_attributes, original_edge_ids, typed=node_type_offset is not None)
         self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed, indptr_nodes)
-        self._check("full")
+        try:
+            self._check("full")
+        except ValueError as error:
+            if not from_attribute:
+                raise
+            raise ValueError(
+                f"{error} (the ids of edge_attributes['{ORIGINAL_EDGE_ID}'], taken as `original_edge_ids`: a permutation "
+                f"of the edges' positions, within each edge type on a typed graph)"
+            ) from error
         if self.is_heterogeneous and self.original_edge_ids is None:
             # Edge ids of a typed graph are ids within their type (what per-type edge
             # features are indexed by); CSC positions are not, so number them here.
@@ -220,6 +230,7 @@ class CSCGraph:
         stably sorted by ``dst``: ``edge_attributes`` (in COO order) are permuted along and
         ``original_edge_ids`` keeps the permutation (None if ``dst`` was sorted).
         ``num_nodes`` defaults to ``max id + 1``. Shares no memory with the inputs."""
+        _refuse_edge_id_attribute(edge_attributes, "CSCGraph.from_coo")
         arrays = coo_arrays(src, dst, num_nodes, edge_attributes)
         copies = {name: t.clone() if isinstance(t, torch.Tensor) else t for name, t in (node_attributes or {}).items()}
         return cls._build(**arrays, node_attributes=copies, level="shapes")
@@ -311,6 +322,7 @@ class CSCGraph:
 
         ``original_edge_ids``: each CSC position's index in its type's input list.
         """
+        _refuse_edge_id_attribute(edge_attributes, "CSCGraph.from_hetero_edges")
         return cls._build(**hetero_arrays(edges, num_nodes, edge_attributes, node_attributes), level="shapes")
 
     # ------------------------------------------------------------------ properties
@@ -808,14 +820,25 @@ def check_graph(graph, where: str):
     raise TypeError(f"{where}: `graph` must be a graphpipe.CSCGraph, got {name}; {hint}")
 
 
-def _edge_ids_of(edge_attributes, original_edge_ids):
+def _refuse_edge_id_attribute(edge_attributes, where: str) -> None:
+    """The builders number edges by their input position; :data:`ORIGINAL_EDGE_ID` is refused."""
+    if isinstance(edge_attributes, Mapping) and ORIGINAL_EDGE_ID in edge_attributes:
+        raise ValueError(
+            f"{where}: edge_attributes['{ORIGINAL_EDGE_ID}'] (GraphBolt's edge ids) is not taken here: the edge ids are "
+            f"the edges' positions in the input lists; for other ids build CSCGraph(indptr, indices, "
+            f"edge_attributes={{ORIGINAL_EDGE_ID: ids}})"
+        )
+
+
+def _edge_ids_of(edge_attributes, original_edge_ids, typed: bool):
     """``original_edge_ids``, or GraphBolt's edge attribute :data:`ORIGINAL_EDGE_ID` when
-    only that is given (None where it is every edge's position); both given must be equal."""
+    only that is given (None on an untyped graph where it is every edge's position); both
+    given must be equal."""
     given = edge_attributes.get(ORIGINAL_EDGE_ID) if isinstance(edge_attributes, Mapping) else None
     if given is None:
         return original_edge_ids
     if original_edge_ids is None:
-        positions = isinstance(given, torch.Tensor) and given.dim() == 1 and not given.is_floating_point() and bool(
+        positions = not typed and isinstance(given, torch.Tensor) and given.dim() == 1 and not given.is_floating_point() and bool(
             (given == torch.arange(len(given), device=given.device)).all()
         )
         return None if positions else given

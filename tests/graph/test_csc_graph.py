@@ -570,3 +570,27 @@ def test_graphbolts_edge_id_attribute_gives_the_edge_ids():
     assert torch.equal(CSCGraph(indptr, src, {gp.ORIGINAL_EDGE_ID: ids}, original_edge_ids=ids.to(torch.int32)).original_edge_ids, ids.int())
     with pytest.raises(ValueError, match=r"`original_edge_ids` and edge_attributes\['_ORIGINAL_EDGE_ID'\] \(GraphBolt's edge ids\) differ"):
         CSCGraph(indptr, src, {gp.ORIGINAL_EDGE_ID: ids}, original_edge_ids=torch.arange(200))
+    # Found in review of the change: every way to a graph reads the attribute alike.
+    assert torch.equal(dataclasses.replace(graph, node_attributes={"x": torch.zeros(40)}).original_edge_ids, ids)
+    assert dataclasses.replace(CSCGraph(indptr, src, {gp.ORIGINAL_EDGE_ID: torch.arange(200)}), node_attributes={}).original_edge_ids is None
+    with pytest.raises(ValueError, match=r"CSCGraph.from_coo: edge_attributes\['_ORIGINAL_EDGE_ID'\] \(GraphBolt's edge ids\) is not taken here"):
+        CSCGraph.from_edge_index(torch.stack([src, dst]), edge_attributes={gp.ORIGINAL_EDGE_ID: ids})
+    with pytest.raises(ValueError, match=r"CSCGraph.from_hetero_edges: edge_attributes\['_ORIGINAL_EDGE_ID'\]"):
+        CSCGraph.from_hetero_edges({"a:r:a": torch.stack([src, dst])}, {"a": 40}, edge_attributes={gp.ORIGINAL_EDGE_ID: {"a:r:a": ids}})
+    with pytest.raises(ValueError, match=r"holds edge id 21[0-9], out of range .*\(the ids of edge_attributes\['_ORIGINAL_EDGE_ID'\], taken as `original_edge_ids`: a permutation"):
+        CSCGraph(indptr, src, {gp.ORIGINAL_EDGE_ID: ids + 13})
+
+
+def test_graphbolts_edge_id_attribute_on_a_typed_graph_gives_ids_within_types():
+    """On a typed graph every edge type numbers its edges from 0, so ids equal to the
+    positions over all types are not the positions' per-type numbering."""
+    typed, _ = hetero_graph()
+    fields = dict(node_type_offset=typed.node_type_offset, type_per_edge=typed.type_per_edge,
+                  node_type_to_id=typed.node_type_to_id, edge_type_to_id=typed.edge_type_to_id)
+    within = typed.original_edge_ids.flip(0)  # not CSC order, within each type
+    within = torch.cat([within[typed.type_per_edge.flip(0) == t] for t in range(len(typed.edge_types))])
+    within = torch.empty_like(within).scatter_(0, torch.argsort(typed.type_per_edge, stable=True), within)
+    graph = CSCGraph(typed.indptr, typed.indices, {gp.ORIGINAL_EDGE_ID: within}, **fields)
+    assert torch.equal(graph.original_edge_ids, within) and not torch.equal(within, typed.original_edge_ids)
+    with pytest.raises(ValueError, match=r"\(the ids of edge_attributes\['_ORIGINAL_EDGE_ID'\], taken as `original_edge_ids`"):
+        CSCGraph(typed.indptr, typed.indices, {gp.ORIGINAL_EDGE_ID: torch.arange(typed.total_num_edges)}, **fields)
