@@ -276,7 +276,7 @@ _STORE_FORM = "gpu_cached_feature(store, key, max_bytes, policy='static', hotnes
 _GRAPHBOLT_FORM = "gpu_cached_feature(feature or {key: feature}, max_cache_size_in_bytes, policy='clock', device=None)"
 
 
-def gpu_cached_feature(features, *args, **kwargs):
+def gpu_cached_feature(*args, **kwargs):
     """Wrap features in :class:`GPUCachedFeature`, in one of two forms:
 
     * graphpipe's, ``gpu_cached_feature(store, key, max_bytes, policy="static",
@@ -292,10 +292,11 @@ def gpu_cached_feature(features, *args, **kwargs):
 
     See :class:`GPUCachedFeature` for the options.
     """
+    features = args[0] if args else kwargs.get("features", kwargs.get("fallback_features"))
     if isinstance(features, FeatureStore):
-        return _in_store(*_bound(_in_store, (features, *args), kwargs, _STORE_FORM))
+        return _in_store(*_bound(_in_store, args, kwargs, _STORE_FORM))
     if isinstance(features, (Feature, Mapping)):
-        fallback, budget, policy, device = _bound(_graphbolt_form, (features, *args), kwargs, _GRAPHBOLT_FORM)
+        fallback, budget, policy, device = _bound(_graphbolt_form, args, kwargs, _GRAPHBOLT_FORM)
         return wrap_with_cache(
             fallback, budget, "gpu_cached_feature",
             lambda feature, nbytes: GPUCachedFeature(feature, nbytes, policy, device=device),

@@ -214,6 +214,11 @@ class Feature:
             state["_data"] = None
         return state
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.path is None:  # an array arrives as a writable copy
+            self._read_only = isinstance(self._data, np.ndarray) and not self._data.flags.writeable
+
     def __repr__(self) -> str:
         if self._data is None:
             return f"Feature(path='{self.path}', not opened yet)"
@@ -248,7 +253,7 @@ def wrap_with_cache(fallback_features, max_cache_size_in_bytes, where: str, make
         check_feature(feature, f"fallback_features[{key!r}]", where)
     total = sum(feature.nbytes for feature in fallback_features.values())
     return {
-        key: make(feature, budget * feature.nbytes // total if total else budget)
+        key: make(feature, budget * feature.nbytes // total if feature.nbytes else budget)
         for key, feature in fallback_features.items()
     }
 

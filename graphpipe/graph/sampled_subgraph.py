@@ -112,7 +112,10 @@ class SampledSubgraph:
     def to_pyg(self, x: Union[torch.Tensor, Dict[str, torch.Tensor]]) -> Union[PyGLayerData, PyGLayerHeteroData]:
         """The layer as a PyG layer's arguments (GraphBolt's ``to_pyg``): ``x`` the
         layer's input, ``[num_src, ...]`` rows of its sources (a dict by node type for a
-        typed layer); the destinations' rows are its prefix, ``x[:num_dst]``."""
+        typed layer); the destinations' rows are its prefix, ``x[:num_dst]``. For layers
+        of ``layout="block"`` batches (GraphBolt's): a ``layout="pyg"`` layer holds in-edges
+        only of the nodes its hop added, so give that batch to a model whole with
+        :meth:`MiniBatch.to_pyg`."""
         if not self.is_heterogeneous:
             if not isinstance(x, torch.Tensor) or x.size(0) != self.num_src_nodes:
                 raise ValueError(f"SampledSubgraph.to_pyg: `x` must be the {self.num_src_nodes} source nodes' rows, got {_rows(x)}")

@@ -267,6 +267,8 @@ def test_cpu_cached_feature_is_graphbolts_function(tmp_path):
     both = gp.cpu_cached_feature({"a": gp.Feature(table), "b": gp.Feature(table[:10].clone())}, 20 * 16, "s3-fifo")
     assert list(both) == ["a", "b"] and [f.capacity for f in both.values()] == [15, 5]
     assert all(f.policy == "s3-fifo" for f in both.values())
+    empty = gp.cpu_cached_feature({"a": gp.Feature(torch.zeros(0, 4)), "b": gp.Feature(table)}, 20 * 16)  # found in review
+    assert empty["b"].capacity == 20 and torch.equal(empty["b"].read(ids), table[ids]) and empty["a"].read(ids[:0]).shape == (0, 4)
     with pytest.raises(ValueError, match=r"cpu_cached_feature: `policy` must be None \(sieve\) or one of \['s3-fifo', 'sieve'\]"):
         gp.cpu_cached_feature(disk, 10 * 16, "lru")
     with pytest.raises(TypeError, match=r"cpu_cached_feature: `pin_memory` must be a bool, got str"):

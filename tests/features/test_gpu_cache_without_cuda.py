@@ -82,6 +82,8 @@ def test_gpu_cached_feature_takes_graphbolts_form_a_feature_or_a_dict_and_bytes(
     assert list(both) == keys and [both[key].capacity for key in keys] == [15, 5]
     assert torch.equal(both[keys[1]].read(ids % 10), other[ids % 10])
     assert gp.gpu_cached_feature({}, 100) == {}
+    by_keyword = gp.gpu_cached_feature(fallback_features=gp.Feature(table), max_cache_size_in_bytes=10 * 16, device="cpu")
+    assert by_keyword.capacity == 10  # GraphBolt's keywords (found in review of the change)
     store = gp.FeatureStore({"feat": table})
     assert gp.gpu_cached_feature(store, "feat", 10 * 16, device="cpu")["feat"].policy == "static"
     with pytest.raises(TypeError, match=r"missing a required argument: 'max_bytes'; this form is gpu_cached_feature\(store, key"):
