@@ -70,7 +70,7 @@ class NodeClassificationDataset:
 def num_classes_of(given: Optional[int], labels) -> Optional[int]:
     """``given``, else the most over every labelled type of: one more than the largest
     integer ``[n]`` label, the ``k`` columns of ``[n, k]`` multi-label labels (any dtype,
-    as PyG's ``num_classes`` and OGB's for ogbn-proteins)."""
+    as PyG's ``num_classes`` of PPI's; OGB's ``num_tasks`` for ogbn-proteins)."""
     if given is not None:
         return given
     counts = []

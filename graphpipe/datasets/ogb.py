@@ -93,14 +93,17 @@ def ogb_node_dataset(
 
     Returns:
         A :class:`NodeClassificationDataset`: ``graph`` mapped from the cache,
-        ``features["feat"]`` (``[num_nodes, dim]`` float32, memory-mapped) and, with an
+        ``features["feat"]`` (``[num_nodes, dim]``, memory-mapped: float32 from CSV, the
+        npz member's dtype from the binary layout, as OGB keeps it) and, with an
         ``edge-feat`` file, edge feature ``"feat"`` (by OGB edge id), ``labels``
         ``[num_nodes]`` int64 (``-1`` for unlabelled nodes, NaN in OGB's files), or
         ``[num_nodes, num_tasks]`` int64 for a multi-task dataset (ogbn-proteins: 112
         binary tasks, as OGB's ``y`` and its evaluator's ``y_true``), ``num_classes``
-        ``labels.max() + 1`` (multi-task: ``num_tasks``, as PyG's and OGB's
-        ``num_classes``), and ``(seeds, labels)`` item sets from ``train``, ``valid``
-        and ``test`` (labels: the seeds' rows).
+        ``labels.max() + 1`` (multi-task: the number of tasks, OGB's ``num_tasks``,
+        112 for ogbn-proteins, whose OGB and PyG ``num_classes`` is 2, the classes of
+        each task), and ``(seeds, labels)`` item sets from ``train``, ``valid`` and
+        ``test`` (labels: the seeds' rows). OGB's additional node files (``node_year``,
+        ``node_species``) are not read.
     """
     root = os.path.abspath(os.fspath(root))
     where = f"ogb_node_dataset('{root}')"
@@ -215,6 +218,8 @@ def _convert(inputs: dict, binary: bool, split_files, scratch: str, add_inverse_
         labels = read_csv(inputs["node-label.csv.gz"], np.float64)
         edge_source = f"'{inputs['edge.csv.gz']}'"
     edges = _checked_edges(edges_file, num_nodes, edge_source, where)  # before anything is built from them
+    _check_rows(os.path.join(scratch, "node_feat.npy"), num_nodes, "node", where)
+    _check_rows(edge_feat_once, edges.shape[1], "edge", where)
     if os.path.isfile(edge_feat_once):
         _interleave_rows(np.load(edge_feat_once, mmap_mode="r"), os.path.join(scratch, "edge_feat.npy"), add_inverse_edge)
         out.append("edge_feat.npy")
@@ -240,10 +245,19 @@ def _convert(inputs: dict, binary: bool, split_files, scratch: str, add_inverse_
     return out
 
 
+def _check_rows(path: str, rows: int, kind: str, where: str) -> None:
+    """A converted ``{kind}_feat`` table at ``path`` (if any) has a row per node / file edge."""
+    if os.path.isfile(path) and (have := np.load(path, mmap_mode="r").shape[0]) != rows:
+        raise ValueError(f"{where}: the {kind} features have {have} rows, the graph {rows} {kind}s")
+
+
 def _checked_edges(path: str, num_nodes: int, source: str, where: str) -> np.ndarray:
     """The ``[2, E]`` edge list ``path`` (converted from ``source``) mapped, after checking
     its dtype, shape and that every id is in ``[0, num_nodes)``."""
-    edges = np.load(path, mmap_mode="r")
+    try:
+        edges = np.load(path, mmap_mode="r")
+    except ValueError as error:  # e.g. a header claiming more than the file holds
+        raise ValueError(f"{where}: the edge list {source} cannot be read: {error}") from error
     if edges.ndim != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
         raise ValueError(f"{where}: the edge list {source} must be [2, num_edges] integers, got {edges.dtype} {edges.shape}")
     lo, hi = coo_id_range(edges[0], edges[1], _CHUNK)
@@ -292,7 +306,10 @@ def _npz_small(path: str, key: str, where: str) -> np.ndarray:
     with np.load(path, allow_pickle=False) as data:
         if key not in data:
             raise ValueError(f"{where}: '{path}' has no array '{key}' (it holds {sorted(data.files)})")
-        return data[key]
+        try:
+            return data[key]
+        except ValueError as error:  # object arrays (pickles) are not loaded
+            raise ValueError(f"{where}: '{path}' member {key}: {error}") from error
 
 
 def _npz_to_npy(path: str, key: str, out_path: str, where: str) -> None:

@@ -208,7 +208,11 @@ class OnDiskDataset:
             raise FileNotFoundError(f"{where}: no such directory")
         metadata_path = os.path.join(path, "metadata.yaml")
         if not os.path.isfile(metadata_path):
-            raise FileNotFoundError(f"{where}: no metadata.yaml in the directory (expected '{metadata_path}')")
+            ogb = all(os.path.isdir(os.path.join(path, d)) for d in ("raw", "split"))
+            raise FileNotFoundError(
+                f"{where}: no metadata.yaml in the directory (expected '{metadata_path}')"
+                + ("; it looks like a folder of the ogb package: read it with graphpipe.datasets.ogb_node_dataset(path)" if ogb else "")
+            )
         metadata = _read_yaml(inside(path, "metadata.yaml", f"{where}: metadata.yaml", trusted, _OPT_IN), where)
         root, graph_section = path, metadata.get("graph") if isinstance(metadata, dict) else None
         graphbolt_output = isinstance(metadata, dict) and graph_section is None and "graph_topology" in metadata

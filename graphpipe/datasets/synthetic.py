@@ -143,7 +143,7 @@ def synthetic_node_classification(
     random into train / validation / test sets.
 
     With the defaults: 200,000 nodes, 4.9M directed edges (mean degree 25, maximum
-    16,000; R-MAT leaves 38% of the nodes isolated), 12,470 / 6,235 / 12,470 train /
+    16,000; R-MAT leaves 38% of the nodes isolated), 12,468 / 6,234 / 12,468 train /
     validation / test nodes, edge homophily 0.59. On it an MLP on the features reaches
     about 32% validation accuracy and ``examples/node_classification.py``'s 3-layer
     GraphSAGE about 75% after 5 epochs. Generation takes about 0.7 s for the defaults

@@ -143,3 +143,35 @@ def test_errors(tmp_path):
     os.remove(root / "raw" / "node-label.csv.gz")
     with pytest.raises(FileNotFoundError, match="node-label.csv.gz"):
         gp.datasets.ogb_node_dataset(root, split="time")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_feature_tables_of_other_row_counts_are_refused_when_converted(tmp_path, binary):
+    """Found in review: a node-feat of 30 rows for 40 nodes (or an edge-feat short of the
+    file's edges) converted, and failed at the first read of a later node."""
+    for kind, changed in [("node", {"node_feat": np.zeros((30, 3), np.float32)}), ("edge", {"edge_feat": np.zeros((10, 2), np.float32)})]:
+        root = tmp_path / f"{kind}_{binary}" / "ogbn_arxiv"
+        write_ogb_folder(root, binary=binary, edge_feat=True)
+        if binary:
+            with np.load(root / "raw" / "data.npz") as data:
+                arrays = {**{k: data[k] for k in data.files}, **changed}
+            np.savez_compressed(root / "raw" / "data.npz", **arrays)
+        else:
+            write_csv_gz(root / "raw" / f"{kind}-feat.csv.gz", next(iter(changed.values())), "%g")
+        rows, count = (30, 40) if kind == "node" else (10, 150)
+        with pytest.raises(ValueError, match=rf"the {kind} features have {rows} rows, the graph {count} {kind}s"):
+            gp.datasets.ogb_node_dataset(root)
+
+
+def test_an_ogb_folder_given_as_a_graphbolt_directory_is_named(tmp_path):
+    write_ogb_folder(tmp_path / "ogbn_arxiv")
+    with pytest.raises(FileNotFoundError, match=r"no metadata.yaml .*a folder of the ogb package: read it with graphpipe.datasets.ogb_node_dataset"):
+        gp.datasets.OnDiskDataset(tmp_path / "ogbn_arxiv")
+
+
+def test_a_pickled_label_member_is_refused_naming_the_file(tmp_path):
+    root = tmp_path / "ogbn_papers100M"
+    write_ogb_folder(root, binary=True)
+    np.savez(root / "raw" / "node-label.npz", node_label=np.array([[1.0]] * 40, dtype=object))
+    with pytest.raises(ValueError, match=r"node-label.npz' member node_label: Object arrays cannot be loaded"):
+        gp.datasets.ogb_node_dataset(root)
