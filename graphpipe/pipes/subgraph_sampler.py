@@ -201,16 +201,10 @@ class SubgraphSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
-        _check_graphbolt_flags(name, overlap_fetch=overlap_fetch, asynchronous=asynchronous)
-        check_int(num_gpu_cached_edges, "num_gpu_cached_edges", name, minimum=0)
-        check_int(gpu_cache_threshold, "gpu_cache_threshold", name, minimum=1)
+        _check_graphbolt_flags(name, overlap_fetch=overlap_fetch, asynchronous=asynchronous,
+                               num_gpu_cached_edges=num_gpu_cached_edges, gpu_cache_threshold=gpu_cache_threshold)  # fmt: skip
         _check_no_fetch_before(source, name)
-        if not isinstance(layout, str) or layout not in LAYOUTS:
-            raise ValueError(
-                f"{name}: `layout` must be 'block' (GraphBolt/DGL blocks: every layer samples all its "
-                f"destinations) or 'pyg' (PyG's NeighborLoader: each node's neighbours are sampled once, at the "
-                f"hop where it is first reached), got {layout!r}"
-            )
+        _check_layout(layout, name)
         self.source, self.graph = source, graph
         self.typed = graph.is_heterogeneous
         self.graph_kind = "typed" if self.typed else "untyped"
@@ -876,10 +870,27 @@ def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_
     return TimeFilter(graph, node_name, edge_name, comparison, time_window, strategy, name)
 
 
+# GraphBolt's GPU cache of in-edges: its sizes' least values.
+_GRAPHBOLT_SIZES = {"num_gpu_cached_edges": 0, "gpu_cache_threshold": 1}
+
+
 def _check_graphbolt_flags(where: str, **flags) -> None:
-    """GraphBolt's scheduling flags (``overlap_fetch``, ``asynchronous``) are bools, and no-ops here."""
+    """GraphBolt's scheduling flags (``overlap_fetch``, ``asynchronous``: bools) and GPU
+    graph cache sizes (ints), no-ops here."""
     for arg, value in flags.items():
-        check_bool(value, arg, where, " (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself)")
+        if arg in _GRAPHBOLT_SIZES:
+            check_int(value, arg, where, minimum=_GRAPHBOLT_SIZES[arg])
+        else:
+            check_bool(value, arg, where, " (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself)")
+
+
+def _check_layout(layout, where: str) -> None:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(
+            f"{where}: `layout` must be 'block' (GraphBolt/DGL blocks: every layer samples all its "
+            f"destinations) or 'pyg' (PyG's NeighborLoader: each node's neighbours are sampled once, at the "
+            f"hop where it is first reached), got {layout!r}"
+        )
 
 
 _NEEDS_PAIRS = "{name}: `exclude_seed_edges=True` needs node pairs as seeds ([N, 2]), per edge type on a typed graph; got {got}"
