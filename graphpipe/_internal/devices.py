@@ -94,6 +94,8 @@ def resolve_device(device: Union[int, str, torch.device, None] = None, where: st
     calling thread's current device (0 in a background stage thread): resolve it once,
     where a stage or cache is built. Without CUDA the device is returned as is.
     """
+    if isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}"  # torch's meaning of an index; without CUDA torch.device(0) raises
     try:
         device = torch.device("cuda" if device is None else device)
     except (RuntimeError, TypeError) as err:

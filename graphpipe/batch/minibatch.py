@@ -7,6 +7,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.batch import dgl, pyg
 from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, by_type
@@ -258,7 +259,9 @@ class MiniBatch:
 
     # ------------------------------------------------------------------ moves
     def to(self, device, non_blocking: bool = False) -> "MiniBatch":
-        """A MiniBatch with every tensor moved to ``device``."""
+        """A MiniBatch with every tensor moved to ``device`` (without CUDA, a CUDA device
+        warns once and the batch stays on the CPU, as ``copy_to``)."""
+        device = device_or_cpu(device, "MiniBatch.to('cuda'): CUDA is not available; the batch stays on the CPU", "MiniBatch.to")
         return map_tensors(self, lambda t: t.to(device, non_blocking=non_blocking))
 
     def pin_memory(self) -> "MiniBatch":

@@ -34,7 +34,7 @@ import torch
 
 from graphpipe.features.store import CachedFeature, Feature, FeatureStore, check_feature, output_rows, wrap_with_cache
 from graphpipe._internal.checks import check_int
-from graphpipe._internal.devices import device_or_cpu
+from graphpipe._internal.devices import device_or_cpu, resolve_device
 
 __all__ = [
     "GPUCachedFeature",
@@ -85,14 +85,17 @@ class GPUCachedFeature(CachedFeature):
         self.fallback = feature
         self.policy = policy
         self.max_bytes = max_bytes
+        asked = resolve_device(device, "GPUCachedFeature")
         self.device = device_or_cpu(
-            device,
-            "GPUCachedFeature: CUDA is not available; the cache lives in host memory (pass device='cpu' to say so)",
+            asked,
+            "GPUCachedFeature: CUDA is not available; reads go to the feature itself, nothing is cached (pass "
+            "device='cpu' to cache rows in host memory)",
             "GPUCachedFeature",
         )
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
-        self.capacity = min(num_rows, max_bytes // row_nbytes)
+        # Without CUDA a host copy of rows already in host memory would only cost memory.
+        self.capacity = min(num_rows, max_bytes // row_nbytes) if asked == self.device else 0
         self.cache = torch.empty((self.capacity,) + feature.row_shape, dtype=feature.dtype, device=self.device)
         # Entry num_rows (resp. capacity) is a scratch target for "no row" (resp. "no slot").
         self.slot_of_row = torch.full((num_rows + 1,), -1, dtype=torch.int32, device=self.device)

@@ -663,8 +663,11 @@ class CSCGraph:
         return self
 
     def to(self, device) -> "CSCGraph":
-        """A graph with every array on ``device`` (self if they are there already).
-        Without CUDA, ``to("cuda")`` warns once and keeps the graph on the CPU."""
+        """A graph with every array on ``device`` (self if they are there already);
+        ``"pinned"`` is :meth:`pin_memory_` (GraphBolt's). Without CUDA, ``to("cuda")`` warns
+        once and keeps the graph on the CPU."""
+        if isinstance(device, str) and device == "pinned":
+            return self.pin_memory_()
         device = device_or_cpu(device, "CSCGraph.to('cuda'): CUDA is not available; the graph stays on the CPU", "CSCGraph.to")
         if all(t.device == device for t in self._arrays()):
             return self

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 
+from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.graph.edge_types import parse_edge_type
 
@@ -133,6 +134,20 @@ class SampledSubgraph:
             x_dst[dst_type] = x[dst_type][: num_dst[dst_type]]
             sizes[etype] = (x[src_type].size(0), num_dst[dst_type])
         return PyGLayerHeteroData((x, x_dst), self.edge_index(), sizes)
+
+    def to(self, device, non_blocking: bool = False) -> "SampledSubgraph":
+        """The layer with every tensor on ``device`` (GraphBolt's; without CUDA a CUDA
+        device warns once and the layer stays on the CPU)."""
+        device = device_or_cpu(device, "SampledSubgraph.to('cuda'): CUDA is not available; the layer stays on the CPU", "SampledSubgraph.to")
+
+        def move(value):
+            if isinstance(value, torch.Tensor):
+                return value.to(device, non_blocking=non_blocking)
+            if isinstance(value, CSCFormat):
+                return CSCFormat(move(value.indptr), move(value.indices))
+            return {key: move(item) for key, item in value.items()} if isinstance(value, dict) else value
+
+        return SampledSubgraph(*(move(getattr(self, f.name)) for f in fields(self)))
 
     def as_typed(self) -> "SampledSubgraph":
         """The layer with every field by type: itself if typed, an untyped layer as the

@@ -180,6 +180,9 @@ def place(pipe: Pipe, placement: Sequence[Place]) -> Pipe:
     placement = tuple(placement)
     if len(placement) != len(chain) or not all(isinstance(where, Place) for where in placement):
         raise ValueError(f"place: `placement` must be {len(chain)} Place values, one per stage, got {placement!r}")
+    streamed = [type(stage).__name__ for stage, where in zip(chain, placement) if where.kind == "stream"]
+    if streamed and not torch.cuda.is_available():
+        raise ValueError(f"place: Place('stream') (for {', '.join(streamed)}) needs CUDA, which is not available; use Place('thread')")
     index = {id(stage): i for i, stage in enumerate(chain)}
     sharded = any(where.kind == "workers" for where in placement)
 

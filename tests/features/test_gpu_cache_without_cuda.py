@@ -12,14 +12,16 @@ import graphpipe as gp
 from graphpipe._internal import devices
 
 
-def test_a_gpu_cache_without_cuda_warns_once_and_caches_on_the_cpu(monkeypatch):
+def test_a_gpu_cache_without_cuda_warns_once_and_reads_the_feature_itself(monkeypatch):
+    """Found in review: without CUDA the cache kept a host copy of up to ``max_bytes`` of
+    rows the table already holds in host memory (the README's 8 GiB cache on a laptop)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(devices, "_warned_without_cuda", set())
     table = torch.randn(50, 4)
     store = gp.FeatureStore({"feat": table})
-    with pytest.warns(UserWarning, match=r"GPUCachedFeature: CUDA is not available; the cache lives in host memory"):
+    with pytest.warns(UserWarning, match=r"GPUCachedFeature: CUDA is not available; reads go to the feature itself"):
         cached = gp.gpu_cached_feature(store, "feat", max_bytes=10 * 16)
-    assert cached["feat"].device == torch.device("cpu")
+    assert cached["feat"].device == torch.device("cpu") and cached["feat"].capacity == 0 and cached["feat"].cache.numel() == 0
     ids = torch.tensor([3, 49, 3])
     assert torch.equal(cached["feat"].read(ids), table[ids])
     with warnings.catch_warnings():
@@ -29,7 +31,8 @@ def test_a_gpu_cache_without_cuda_warns_once_and_caches_on_the_cpu(monkeypatch):
     monkeypatch.setattr(devices, "_warned_without_cuda", set())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert gp.gpu_cached_feature(store, "feat", max_bytes=10 * 16, device="cpu")["feat"].device.type == "cpu"
+        on_host = gp.gpu_cached_feature(store, "feat", max_bytes=10 * 16, device="cpu")["feat"]
+    assert on_host.device.type == "cpu" and on_host.capacity == 10
 
 
 @pytest.mark.parametrize("policy", ["clock", "static"])

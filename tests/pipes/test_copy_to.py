@@ -131,3 +131,34 @@ def test_attributes_a_users_stage_sets_survive_every_stage():
             assert marked.graph.indptr.device.type == "cpu" and marked.note == "mine"  # a graph as it is
             for batch in (mb, mb.to("cpu"), mb.pin_memory() if torch.cuda.is_available() else mb):
                 assert batch.note == "mine" and torch.equal(batch.seed_degree, seeds * 10)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the fallback without CUDA")
+def test_moves_by_hand_fall_back_without_cuda_as_copy_to_does():
+    """Found in review (a GPU script on a laptop): ``mb.to("cuda")`` crashed inside torch,
+    ``SampledSubgraph.to`` was missing, ``graph.to("pinned")`` (GraphBolt's) and integer
+    devices (``copy_to(local_rank)``) were refused as not devices, and ``Place("stream")``
+    failed at the first batch with a message naming no cause."""
+    import warnings
+
+    from graphpipe._internal import devices
+    from graphpipe.transforms import Place, place
+
+    devices._warned_without_cuda.clear()
+    data = gp.datasets.karate_club()
+    pipe = gp.ItemSampler(data.train_set, 4, seed=1).sample_neighbor(data.graph, [3, 2], seed=2).fetch_feature(data.features, ["feat"])
+    mb = next(iter(pipe))
+    with pytest.warns(UserWarning, match=r"MiniBatch.to\('cuda'\): CUDA is not available; the batch stays on the CPU"):
+        moved = mb.to("cuda")
+    with pytest.warns(UserWarning, match=r"SampledSubgraph.to\('cuda'\): CUDA is not available; the layer stays on the CPU"):
+        layer = mb.sampled_subgraphs[0].to("cuda", non_blocking=True)
+    assert torch.equal(moved.node_features["feat"], mb.node_features["feat"]) and moved.seeds.device.type == "cpu"
+    assert torch.equal(layer.sampled_csc.indices, mb.sampled_subgraphs[0].sampled_csc.indices)
+    assert torch.equal(layer.original_row_node_ids, mb.sampled_subgraphs[0].original_row_node_ids)
+    with pytest.warns(UserWarning, match=r"CSCGraph.pin_memory_\(\): CUDA is not available"):
+        assert data.graph.to("pinned") is data.graph
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert data.graph.to(0) is data.graph and [b.seeds.device.type for b in pipe.copy_to(0)] == ["cpu"] * len(list(pipe))
+    with pytest.raises(ValueError, match=r"place: Place\('stream'\) \(for FeatureFetcher\) needs CUDA, which is not available; use Place\('thread'\)"):
+        place(pipe, (Place(), Place(), Place("stream")))
