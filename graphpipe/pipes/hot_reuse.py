@@ -63,8 +63,10 @@ class HotReuse:
         bottom: the model's bottom layer (a ``torch.nn.Module``); copies of it compute the
             hot vertices' rows on the CPU, in eval mode; hooks on its parameters add the
             rows' gradient to its own.
-        features: the :class:`FeatureStore` the chain fetches from; ``feature`` names the
-            bottom layer's input node feature in it (of every node type on a typed graph).
+        features: the :class:`FeatureStore` the chain fetches from, without a GPU cache
+            (a CPU cache is fine; give ``fetch_feature`` the store with the GPU cache);
+            ``feature`` names the bottom layer's input node feature in it (of every node
+            type on a typed graph).
         hotness: how the hot vertices are chosen. ``[num_nodes]`` scores, by global id on a
             typed graph (``gp.hotness_from_degree(graph)``, ``gp.hotness_from_presampling(chain,
             graph.total_num_nodes)``: no ``node_type``):

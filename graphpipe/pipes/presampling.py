@@ -21,6 +21,11 @@ def hotness_from_presampling(pipe, num_rows: int, num_batches: int = 8, node_typ
     a typed graph, every type's by global id (``num_rows``: its ``total_num_nodes``; the
     scores :class:`~graphpipe.HotReuse` reads)."""
     num_batches = check_int(num_batches, "num_batches", "hotness_from_presampling", minimum=1)
+    if any(getattr(stage, "hot_reuse", None) is not None for stage in upstream(pipe)):
+        raise ValueError(
+            "hotness_from_presampling: `pipe` samples with hot_reuse, whose batches wait for the model's pushes (and "
+            "would change the HotReuse); presample the same chain built without hot_reuse"
+        )
     # {node type: (first global id, count)} of the typed graph the chain samples (its nearest stage with a graph)
     graph = next((stage.graph for stage in upstream(pipe) if getattr(stage, "graph", None) is not None), None)
     offsets = None

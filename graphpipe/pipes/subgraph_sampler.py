@@ -1013,7 +1013,9 @@ def _checked_hot_reuse(hot_reuse, sampler, name: str) -> Optional[HotReuse]:
     if sampler.mode != "independent" or sampler.layout != "block" or not sampler.deduplicate or sampler.on_part:
         raise UnsupportedCombination(
             f"{name}: hot-vertex reuse samples independent block batches (layout='block', no cooperative, "
-            f"disjoint or temporal sampling, not over a part); this sampler is {sampler.mode}, layout={sampler.layout!r}"
+            f"disjoint or temporal sampling, deduplicated, not over a part); this sampler is {sampler.mode}, "
+            f"layout={sampler.layout!r}" + (", deduplicate=False" if not sampler.deduplicate else "")
+            + (", over a part (load_partition)" if sampler.on_part else "")
         )
     if sampler.samples_layer_jointly:
         raise UnsupportedCombination(

@@ -897,3 +897,15 @@ def test_a_bottom_call_that_raised_is_made_again_by_the_next_batch():
         next(pipe.stream(0))
     batch = next(pipe.stream(0))
     assert batch.reused.rows.shape[0] == batch.reused.positions.numel() > 0 and len(calls) == 2
+
+
+def test_presampling_a_chain_with_hot_reuse_is_refused():
+    """Found in review: presampling ran the reuse sampler, waited for pushes that never came
+    (300 s), then blamed a missing push; with fewer batches it changed the HotReuse."""
+    graph = gp.CSCGraph.from_coo(torch.arange(1, 60), torch.zeros(59, dtype=torch.int64), num_nodes=60)
+    features = gp.FeatureStore({"feat": torch.randn(60, 3)})
+    reuse = gp.HotReuse(torch.nn.Linear(3, 2), features, "feat", gp.hotness_from_degree(graph), 0.1, super_batch=2)
+    chain = gp.ItemSampler(gp.ItemSet(torch.arange(60), names="seeds"), 10).sample_neighbor(graph, [3], hot_reuse=reuse)
+    with pytest.raises(ValueError, match=r"hotness_from_presampling: `pipe` samples with hot_reuse.*presample the same chain built without"):
+        gp.hotness_from_presampling(chain, 60, num_batches=1)
+    assert reuse.version == 0
