@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import math
+import operator
 import warnings
 import weakref
 from typing import Tuple, Union
 
 import numpy as np
+
 import torch
 
 __all__ = [
@@ -94,12 +96,16 @@ def resolve_device(device: Union[int, str, torch.device, None] = None, where: st
     calling thread's current device (0 in a background stage thread): resolve it once,
     where a stage or cache is built. Without CUDA the device is returned as is.
     """
-    if isinstance(device, int) and not isinstance(device, bool):
-        device = f"cuda:{device}"  # torch's meaning of an index; without CUDA torch.device(0) raises
+    given = device
+    if not isinstance(device, (bool, str, torch.device)) and device is not None:
+        try:  # an index (int, numpy integer): torch's meaning, cuda:i; without CUDA torch.device(0) raises
+            device = f"cuda:{operator.index(device)}"
+        except TypeError:
+            pass
     try:
         device = torch.device("cuda" if device is None else device)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"{where}: `device` must be a torch device or a name like 'cuda:0', got {device!r}") from err
+        raise ValueError(f"{where}: `device` must be a torch device or a name like 'cuda:0', got {given!r}") from err
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
     return device

@@ -57,8 +57,9 @@ class GPUCachedFeature(CachedFeature):
         hotness: optional ``[num_rows]`` scores; the hottest rows are loaded at once
             (``"static"``: for good; ``"clock"``: as a warm start).
         device: where the cache lives; default CUDA. Without CUDA, a CUDA device (the
-            default included) warns once per process and the cache lives in host memory,
-            as ``copy_to('cuda')`` stays on the CPU; ``device="cpu"`` asks for that quietly.
+            default included) warns once per process and the cache holds nothing: reads
+            go to ``feature``, whose rows are in host memory already; ``device="cpu"``
+            caches rows in host memory.
 
     ``read(ids)`` returns ``[n, *row_shape]`` on ``device``, equal to
     ``feature.read(ids)``.
@@ -95,6 +96,7 @@ class GPUCachedFeature(CachedFeature):
         num_rows = feature.num_rows
         row_nbytes = max(1, math.prod(feature.row_shape) * feature.dtype.itemsize)
         # Without CUDA a host copy of rows already in host memory would only cost memory.
+        self._asked = asked
         self.capacity = min(num_rows, max_bytes // row_nbytes) if asked == self.device else 0
         self.cache = torch.empty((self.capacity,) + feature.row_shape, dtype=feature.dtype, device=self.device)
         # Entry num_rows (resp. capacity) is a scratch target for "no row" (resp. "no slot").
@@ -182,7 +184,7 @@ class GPUCachedFeature(CachedFeature):
     def _empty(self) -> None:
         # Called by update, under the lock, which the new empty cache keeps.
         lock, done = self._lock, self._done
-        self.__init__(self.fallback, self.max_bytes, self.policy, device=self.device)
+        self.__init__(self.fallback, self.max_bytes, self.policy, device=self._asked)
         self._lock, self._done = lock, done
 
     def _replace(self, ids: torch.Tensor, value: torch.Tensor) -> None:

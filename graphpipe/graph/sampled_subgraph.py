@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
@@ -138,6 +138,8 @@ class SampledSubgraph:
     def to(self, device, non_blocking: bool = False) -> "SampledSubgraph":
         """The layer with every tensor on ``device`` (GraphBolt's; without CUDA a CUDA
         device warns once and the layer stays on the CPU)."""
+        if device is None:
+            raise ValueError("SampledSubgraph.to: `device` must be a torch device or a name like 'cuda:0', got None")
         device = device_or_cpu(device, "SampledSubgraph.to('cuda'): CUDA is not available; the layer stays on the CPU", "SampledSubgraph.to")
 
         def move(value):
@@ -147,7 +149,10 @@ class SampledSubgraph:
                 return CSCFormat(move(value.indptr), move(value.indices))
             return {key: move(item) for key, item in value.items()} if isinstance(value, dict) else value
 
-        return SampledSubgraph(*(move(getattr(self, f.name)) for f in fields(self)))
+        moved = replace(self, **{f.name: move(getattr(self, f.name)) for f in fields(self) if f.init})
+        names = {f.name for f in fields(self)}
+        moved.__dict__.update({key: move(value) for key, value in vars(self).items() if key not in names})
+        return moved
 
     def as_typed(self) -> "SampledSubgraph":
         """The layer with every field by type: itself if typed, an untyped layer as the

@@ -22,8 +22,9 @@ def test_a_gpu_cache_without_cuda_warns_once_and_reads_the_feature_itself(monkey
     with pytest.warns(UserWarning, match=r"GPUCachedFeature: CUDA is not available; reads go to the feature itself"):
         cached = gp.gpu_cached_feature(store, "feat", max_bytes=10 * 16)
     assert cached["feat"].device == torch.device("cpu") and cached["feat"].capacity == 0 and cached["feat"].cache.numel() == 0
-    ids = torch.tensor([3, 49, 3])
-    assert torch.equal(cached["feat"].read(ids), table[ids])
+    cached["feat"].update(torch.ones(50, 4))  # a whole-table update rebuilds the cache: still nothing held
+    assert cached["feat"].capacity == 0 and torch.equal(cached["feat"].read(ids := torch.tensor([3, 49, 3])), torch.ones(3, 4))
+    assert torch.equal(store["feat"].read(ids), torch.ones(3, 4))  # update writes through to the feature
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process; device="cpu" asks for the host quietly
         gp.gpu_cached_feature(store, "feat", max_bytes=10 * 16, device="cuda")

@@ -160,5 +160,15 @@ def test_moves_by_hand_fall_back_without_cuda_as_copy_to_does():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert data.graph.to(0) is data.graph and [b.seeds.device.type for b in pipe.copy_to(0)] == ["cpu"] * len(list(pipe))
+    import numpy as np
+
+    layer = mb.sampled_subgraphs[0]
+    layer.note = torch.arange(2)  # a user's attribute stays, as MiniBatch.to keeps them (review of the change)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert torch.equal(layer.to("cuda").note, layer.note) and mb.to(np.int64(0)).seeds.device.type == "cpu"
+    for move in (mb.to, layer.to):
+        with pytest.raises(ValueError, match=r"\.to: `device` must be a torch device or a name like 'cuda:0', got None"):
+            move(None)
     with pytest.raises(ValueError, match=r"place: Place\('stream'\) \(for FeatureFetcher\) needs CUDA, which is not available; use Place\('thread'\)"):
         place(pipe, (Place(), Place(), Place("stream")))
