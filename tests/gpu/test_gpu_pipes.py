@@ -59,7 +59,10 @@ def test_cpu_fallback_runs_the_same_user_code():
     pipe = (gp.ItemSampler(items, 64, shuffle=True, seed=1).sample_neighbor(graph, [4, 3], seed=2)
             .fetch_feature(cached, ["feat"]))
     assert_same_batches(batches(pipe), cpu_reference(graph, feats, items))
-    assert 0.0 < cached["feat"].hit_rate < 1.0
+    if torch.cuda.is_available():
+        assert 0.0 < cached["feat"].hit_rate < 1.0
+    else:  # the rows are in host memory already: the cache holds none
+        assert cached["feat"].capacity == 0 and cached["feat"].hit_rate == 0.0
 
 
 @pytest.mark.cuda
