@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional
 
 import torch
@@ -10,9 +10,9 @@ import torch
 from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.batch import dgl, pyg
-from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, by_type
+from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, attributes_set, by_type, map_tensors
 
-__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "ReusedRows", "map_tensors", "with_fields"]
+__all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "ReusedRows", "with_fields"]
 
 # The values of ``MiniBatch.layout`` (and of the samplers' ``layout`` argument).
 LAYOUTS = ("block", "pyg")
@@ -301,34 +301,8 @@ def with_fields(minibatch: MiniBatch, **changes) -> MiniBatch:
     """``dataclasses.replace(minibatch, **changes)`` keeping the attributes a user's stage
     set on it (GraphBolt's stages change a MiniBatch in place, so such attributes stay)."""
     new = replace(minibatch, **changes)
-    new.__dict__.update(_attributes_set(minibatch))
+    new.__dict__.update(attributes_set(minibatch))
     return new
-
-
-def _attributes_set(obj) -> dict:
-    """The attributes of a dataclass instance that are not its fields (set by a user)."""
-    names = {f.name for f in fields(obj)}
-    return {name: value for name, value in getattr(obj, "__dict__", {}).items() if name not in names}
-
-
-def map_tensors(obj, fn, user: bool = False):
-    """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph, and in
-    the tensors, dicts, lists, tuples and dataclasses a user's stage set on them as
-    attributes (``user``: a dataclass with a field ``replace`` cannot set, e.g. a graph, and
-    other objects are kept as they are)."""
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if is_dataclass(obj) and not isinstance(obj, type) and (not user or all(f.init for f in fields(obj))):
-        new = replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in fields(obj)})
-        new.__dict__.update({name: map_tensors(value, fn, True) for name, value in _attributes_set(obj).items()})
-        return new
-    if isinstance(obj, dict):
-        return {k: map_tensors(v, fn, user) for k, v in obj.items()}
-    if isinstance(obj, list) or type(obj) is tuple:
-        return type(obj)(map_tensors(v, fn, user) for v in obj)
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
-        return type(obj)(*(map_tensors(v, fn, user) for v in obj))
-    return obj
 
 
 def _legacy_pairs(minibatch: MiniBatch, name: str, pairs, fn):

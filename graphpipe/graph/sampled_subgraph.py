@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
@@ -12,7 +12,7 @@ from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "by_type"]
+__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "attributes_set", "by_type", "map_tensors"]
 
 # The one node type and edge type of an untyped graph seen as a typed one (GraphBolt's names).
 HOMO_NODE_TYPE = "_N"
@@ -141,18 +141,7 @@ class SampledSubgraph:
         if device is None:
             raise ValueError("SampledSubgraph.to: `device` must be a torch device or a name like 'cuda:0', got None")
         device = device_or_cpu(device, "SampledSubgraph.to('cuda'): CUDA is not available; the layer stays on the CPU", "SampledSubgraph.to")
-
-        def move(value):
-            if isinstance(value, torch.Tensor):
-                return value.to(device, non_blocking=non_blocking)
-            if isinstance(value, CSCFormat):
-                return CSCFormat(move(value.indptr), move(value.indices))
-            return {key: move(item) for key, item in value.items()} if isinstance(value, dict) else value
-
-        moved = replace(self, **{f.name: move(getattr(self, f.name)) for f in fields(self) if f.init})
-        names = {f.name for f in fields(self)}
-        moved.__dict__.update({key: move(value) for key, value in vars(self).items() if key not in names})
-        return moved
+        return map_tensors(self, lambda t: t.to(device, non_blocking=non_blocking))
 
     def as_typed(self) -> "SampledSubgraph":
         """The layer with every field by type: itself if typed, an untyped layer as the
@@ -180,6 +169,32 @@ def _per_type(value, fn):
     if isinstance(value, dict):
         return {key: fn(item) for key, item in value.items()}
     return fn(value)
+
+
+def attributes_set(obj) -> dict:
+    """The attributes of a dataclass instance that are not its fields (set by a user)."""
+    names = {f.name for f in fields(obj)}
+    return {name: value for name, value in getattr(obj, "__dict__", {}).items() if name not in names}
+
+
+def map_tensors(obj, fn, user: bool = False):
+    """Apply ``fn`` to every tensor inside a (nested) MiniBatch / SampledSubgraph, and in
+    the tensors, dicts, lists, tuples and dataclasses a user's stage set on them as
+    attributes (``user``: a dataclass with a field ``replace`` cannot set, e.g. a graph, and
+    other objects are kept as they are)."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if is_dataclass(obj) and not isinstance(obj, type) and (not user or all(f.init for f in fields(obj))):
+        new = replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn) for f in fields(obj)})
+        new.__dict__.update({name: map_tensors(value, fn, True) for name, value in attributes_set(obj).items()})
+        return new
+    if isinstance(obj, dict):
+        return {k: map_tensors(v, fn, user) for k, v in obj.items()}
+    if isinstance(obj, list) or type(obj) is tuple:
+        return type(obj)(map_tensors(v, fn, user) for v in obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
+        return type(obj)(*(map_tensors(v, fn, user) for v in obj))
+    return obj
 
 
 def _rows(x) -> object:

@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Iterator, List, Optional
 import numba
 import torch
 
-from graphpipe.batch.minibatch import map_tensors
+from graphpipe.graph.sampled_subgraph import map_tensors
 from graphpipe._internal.devices import resolve_device
 from graphpipe._internal.checks import check_int
 from graphpipe.pipes.base import Pipe, functional_pipe, source_stream, upstream
