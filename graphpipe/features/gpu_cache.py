@@ -299,17 +299,19 @@ def gpu_cached_feature(*args, **kwargs):
     """
     features = args[0] if args else kwargs.get("features", kwargs.get("fallback_features"))
     if isinstance(features, FeatureStore):
-        return _in_store(*_bound(_in_store, args, kwargs, _STORE_FORM))
-    if isinstance(features, (Feature, Mapping)):
-        fallback, budget, policy, device = _bound(_graphbolt_form, args, kwargs, _GRAPHBOLT_FORM)
-        return wrap_with_cache(
-            fallback, budget, "gpu_cached_feature",
-            lambda feature, nbytes: GPUCachedFeature(feature, nbytes, policy, device=device),
+        form, described = _in_store, _STORE_FORM
+    elif isinstance(features, (Feature, Mapping)):
+        form, described = _graphbolt_form, _GRAPHBOLT_FORM
+    else:
+        raise TypeError(
+            f"gpu_cached_feature: `features` must be a FeatureStore ({_STORE_FORM}) or a Feature or dict of "
+            f"Features (GraphBolt's {_GRAPHBOLT_FORM}), got {type(features).__name__}"
         )
-    raise TypeError(
-        f"gpu_cached_feature: `features` must be a FeatureStore ({_STORE_FORM}) or a Feature or dict of "
-        f"Features (GraphBolt's {_GRAPHBOLT_FORM}), got {type(features).__name__}"
-    )
+    try:
+        inspect.signature(form).bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"gpu_cached_feature: {error}; this form is {described}") from None
+    return form(*args, **kwargs)
 
 
 def _in_store(features, key, max_bytes, policy="static", hotness=None, device=None) -> FeatureStore:
@@ -317,18 +319,10 @@ def _in_store(features, key, max_bytes, policy="static", hotness=None, device=No
 
 
 def _graphbolt_form(fallback_features, max_cache_size_in_bytes, policy="clock", device=None):
-    """The arguments of GraphBolt's form (bound, not called)."""
-
-
-def _bound(form, args: tuple, kwargs: dict, described: str) -> list:
-    """``args`` and ``kwargs`` bound to ``form``'s parameters, defaults applied, in order;
-    a TypeError naming the call form otherwise."""
-    try:
-        bound = inspect.signature(form).bind(*args, **kwargs)
-    except TypeError as error:
-        raise TypeError(f"gpu_cached_feature: {error}; this form is {described}") from None
-    bound.apply_defaults()
-    return list(bound.arguments.values())
+    return wrap_with_cache(
+        fallback_features, max_cache_size_in_bytes, "gpu_cached_feature",
+        lambda feature, nbytes: GPUCachedFeature(feature, nbytes, policy, device=device),
+    )
 
 
 def hotness_from_degree(graph) -> torch.Tensor:
