@@ -13,6 +13,7 @@ __all__ = [
     "as_int",
     "check_fanout",
     "check_fanouts",
+    "check_graphbolt_flags",
     "check_importance_sampling",
     "check_int",
     "check_number",
@@ -188,3 +189,17 @@ def check_reverse_edge_ids(reverse_edge_ids, num_edges: int, where: str) -> torc
     if value.dim() != 1 or value.numel() != num_edges:
         raise ValueError(f"{where}: `reverse_edge_ids` must be {expected}, got shape {tuple(value.shape)}")
     return check_node_ids(value.cpu(), num_edges, "reverse_edge_ids", where, kind="edge")
+
+
+# GraphBolt's GPU cache of in-edges: its sizes' least values.
+_GRAPHBOLT_SIZES = {"num_gpu_cached_edges": 0, "gpu_cache_threshold": 1}
+
+
+def check_graphbolt_flags(where: str, **flags) -> None:
+    """GraphBolt's scheduling flags (``overlap_fetch``, ``asynchronous``: bools) and GPU
+    graph cache sizes (ints), no-ops here."""
+    for arg, value in flags.items():
+        if arg in _GRAPHBOLT_SIZES:
+            check_int(value, arg, where, minimum=_GRAPHBOLT_SIZES[arg])
+        else:
+            check_bool(value, arg, where, " (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself)")

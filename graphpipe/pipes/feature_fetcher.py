@@ -14,7 +14,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.features.store import Feature, FeatureKey, FeatureStore, Key, describe, listed_key, type_name
 from graphpipe.batch.minibatch import MiniBatch, with_fields
-from graphpipe._internal.checks import check_bool, check_node_ids
+from graphpipe._internal.checks import check_bool, check_graphbolt_flags, check_node_ids
 from graphpipe.ops.compile import gather_rows_task
 from graphpipe.distributed.cooperative import fetch_node_features_cooperatively
 from graphpipe.distributed.remote import fetch_features_from_owners
@@ -88,7 +88,7 @@ class FeatureFetcher(Pipe):
             )
         self.source = source
         self.features = features
-        check_bool(overlap_fetch, "overlap_fetch", "FeatureFetcher", " (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself)")
+        check_graphbolt_flags("FeatureFetcher", overlap_fetch=overlap_fetch)
         self.cooperative = check_bool(cooperative, "cooperative", "FeatureFetcher")
         self._blocks = _OutputBlocks()
         # The nearest stage upstream that samples from a CSCGraph (stages[at]), or None.

@@ -10,7 +10,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from graphpipe._internal.checks import check_bool, check_fanouts, check_int, check_reverse_edge_ids
+from graphpipe._internal.checks import check_bool, check_fanouts, check_graphbolt_flags, check_int, check_reverse_edge_ids
 from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import LAYOUTS, MiniBatch, ReusedRows, with_fields
 from graphpipe.ops.compile import compile_temporal, dtype_only, unique_and_compact_task
@@ -201,7 +201,7 @@ class SubgraphSampler(Pipe):
         super().__init__()
         name = type(self).__name__
         check_graph(graph, name)
-        _check_graphbolt_flags(name, overlap_fetch=overlap_fetch, asynchronous=asynchronous,
+        check_graphbolt_flags(name, overlap_fetch=overlap_fetch, asynchronous=asynchronous,
                                num_gpu_cached_edges=num_gpu_cached_edges, gpu_cache_threshold=gpu_cache_threshold)  # fmt: skip
         _check_no_fetch_before(source, name)
         _check_layout(layout, name)
@@ -359,7 +359,7 @@ class SubgraphSampler(Pipe):
         seed and options; this one is unchanged) built with ``exclude_seed_edges=True`` and
         these arguments, so the seed edges are skipped while sampling (see the class doc).
         ``asynchronous`` is accepted and does nothing, as for the samplers."""
-        _check_graphbolt_flags(f"{type(self).__name__}.exclude_seed_edges", asynchronous=asynchronous)
+        check_graphbolt_flags(f"{type(self).__name__}.exclude_seed_edges", asynchronous=asynchronous)
         sampler = copy.copy(self)
         sampler._init_exclusion(True, include_reverse_edges, reverse_edge_ids, reverse_etypes_mapping)
         return sampler
@@ -868,20 +868,6 @@ def _time_filter(graph, name, time_attr, node_name, edge_name, comparison, time_
             f"{name}: temporal sampling runs on the CPU; keep the graph in host memory and put copy_to('cuda') after the sampler"
         )
     return TimeFilter(graph, node_name, edge_name, comparison, time_window, strategy, name)
-
-
-# GraphBolt's GPU cache of in-edges: its sizes' least values.
-_GRAPHBOLT_SIZES = {"num_gpu_cached_edges": 0, "gpu_cache_threshold": 1}
-
-
-def _check_graphbolt_flags(where: str, **flags) -> None:
-    """GraphBolt's scheduling flags (``overlap_fetch``, ``asynchronous``: bools) and GPU
-    graph cache sizes (ints), no-ops here."""
-    for arg, value in flags.items():
-        if arg in _GRAPHBOLT_SIZES:
-            check_int(value, arg, where, minimum=_GRAPHBOLT_SIZES[arg])
-        else:
-            check_bool(value, arg, where, " (GraphBolt's flag; graphpipe's DataLoader overlaps stages itself)")
 
 
 def _check_layout(layout, where: str) -> None:
