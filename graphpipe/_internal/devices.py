@@ -16,7 +16,6 @@ import weakref
 from typing import Tuple, Union
 
 import numpy as np
-
 import torch
 
 __all__ = [

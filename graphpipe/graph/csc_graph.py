@@ -139,9 +139,9 @@ class CSCGraph:
         indptr_nodes: Optional[torch.Tensor] = None,
     ):
         typed = dict(zip(storage.TYPE_KEYS, (node_type_offset, type_per_edge, node_type_to_id, edge_type_to_id)))
-        from_attribute = original_edge_ids is None and isinstance(edge_attributes, Mapping) and ORIGINAL_EDGE_ID in edge_attributes
-        original_edge_ids = _edge_ids_of(edge_attributes, original_edge_ids, typed=node_type_offset is not None)
-        self._store(indptr, indices, edge_attributes, node_attributes, original_edge_ids, None, typed, indptr_nodes)
+        ids = _edge_ids_of(edge_attributes, original_edge_ids, typed=node_type_offset is not None)
+        from_attribute = original_edge_ids is None and ids is not None
+        self._store(indptr, indices, edge_attributes, node_attributes, ids, None, typed, indptr_nodes)
         try:
             self._check("full")
         except ValueError as error:
