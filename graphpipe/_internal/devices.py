@@ -110,9 +110,12 @@ def resolve_device(device: Union[int, str, torch.device, None] = None, where: st
     return device
 
 
-def device_or_cpu(device: Union[int, str, torch.device, None], message: str, where: str) -> torch.device:
+def device_or_cpu(device: Union[int, str, torch.device], message: str, where: str) -> torch.device:
     """``device`` as :func:`resolve_device` gives it, or the CPU where it is a CUDA device
-    and CUDA is not available (warning ``message`` once per process)."""
+    and CUDA is not available (warning ``message`` once per process). ``None`` (which
+    :func:`resolve_device` reads as CUDA, ``Tensor.to`` as "stay") is refused."""
+    if device is None:
+        raise ValueError(f"{where}: `device` must be a torch device or a name like 'cuda:0', got None")
     device = resolve_device(device, where)
     if device.type == "cuda" and not cuda_or_warn_once(message):
         return torch.device("cpu")

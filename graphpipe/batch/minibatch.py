@@ -261,8 +261,6 @@ class MiniBatch:
     def to(self, device, non_blocking: bool = False) -> "MiniBatch":
         """A MiniBatch with every tensor moved to ``device`` (without CUDA, a CUDA device
         warns once and the batch stays on the CPU, as ``copy_to``)."""
-        if device is None:  # resolve_device's default (CUDA) is not Tensor.to's
-            raise ValueError("MiniBatch.to: `device` must be a torch device or a name like 'cuda:0', got None")
         device = device_or_cpu(device, "MiniBatch.to('cuda'): CUDA is not available; the batch stays on the CPU", "MiniBatch.to")
         return map_tensors(self, lambda t: t.to(device, non_blocking=non_blocking))
 

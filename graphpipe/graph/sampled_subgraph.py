@@ -138,8 +138,6 @@ class SampledSubgraph:
     def to(self, device, non_blocking: bool = False) -> "SampledSubgraph":
         """The layer with every tensor on ``device`` (GraphBolt's; without CUDA a CUDA
         device warns once and the layer stays on the CPU)."""
-        if device is None:
-            raise ValueError("SampledSubgraph.to: `device` must be a torch device or a name like 'cuda:0', got None")
         device = device_or_cpu(device, "SampledSubgraph.to('cuda'): CUDA is not available; the layer stays on the CPU", "SampledSubgraph.to")
         return map_tensors(self, lambda t: t.to(device, non_blocking=non_blocking))
 

@@ -36,8 +36,6 @@ class CopyTo(Pipe):
                 f"copy_to: `extra_attrs` (GraphBolt 2.1's third argument) must be a list of MiniBatch field names, got "
                 f"{extra_attrs!r}; pass `non_blocking=` by keyword"
             )
-        if device is None:  # resolve_device's default (CUDA) is not copy_to's
-            raise ValueError("CopyTo: `device` must be a torch device or a name like 'cuda:0', got None")
         # CUDA absent: the CPU, warned once; cuda -> cuda:k, the building thread's device
         self.device = device_or_cpu(device, f"copy_to('{device}'): CUDA is not available; batches stay on the CPU", "CopyTo")
         self.non_blocking = check_bool(non_blocking, "non_blocking", "copy_to")

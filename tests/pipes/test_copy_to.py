@@ -167,7 +167,8 @@ def test_moves_by_hand_fall_back_without_cuda_as_copy_to_does():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert torch.equal(layer.to("cuda").note, layer.note) and mb.to(np.int64(0)).seeds.device.type == "cpu"
-    for move in (mb.to, layer.to):
+    # None is refused by every .to (a graph and a feature store read it as CUDA before)
+    for move in (mb.to, layer.to, data.graph.to, data.features.to, data.features[("node", None, "feat")].to):
         with pytest.raises(ValueError, match=r"\.to: `device` must be a torch device or a name like 'cuda:0', got None"):
             move(None)
     with pytest.raises(ValueError, match=r"place: Place\('stream'\) \(for FeatureFetcher\) needs CUDA, which is not available; use Place\('thread'\)"):
