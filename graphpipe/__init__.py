@@ -15,7 +15,7 @@ from graphpipe import datasets
 from graphpipe.datasets import BuiltinDataset, OnDiskDataset
 from graphpipe import ops
 from graphpipe import loading, transforms
-from graphpipe.graph.csc_graph import ORIGINAL_EDGE_ID, CSCGraph
+from graphpipe.graph.csc_graph import ORIGINAL_EDGE_ID, CSCGraph, fused_csc_sampling_graph
 from graphpipe.graph.edge_types import etype_str_to_tuple, etype_tuple_to_str
 from graphpipe.features.store import Feature, FeatureStore
 from graphpipe.features.disk import DiskBasedFeature
@@ -45,6 +45,10 @@ _GRAPHBOLT_INSTEAD = {
     "exclude_seed_edges": "pass exclude_seed_edges=True to the sampler, or chain .exclude_seed_edges(...) after it",
     "TorchBasedFeature": "use graphpipe.Feature",
     "BasicFeatureStore": "use graphpipe.FeatureStore",
+    "from_dglgraph": "use graphpipe.datasets.from_dgl(graph)",
+    "CSCFormatBase": "use graphpipe.CSCFormat",
+    "SampledSubgraphImpl": "use graphpipe.SampledSubgraph",
+    "CooperativeConvFunction": "use graphpipe.cooperative_exchange(minibatch, layer, h)",
 }
 
 
@@ -71,7 +75,7 @@ __all__ = [
     "UniformNegativeSampler",
     "TemporalNeighborSampler",
     "TemporalLayerNeighborSampler",
-    "CSCGraph",
+    "CSCGraph", "fused_csc_sampling_graph",
     "etype_str_to_tuple",
     "etype_tuple_to_str",
     "CSCFormat",

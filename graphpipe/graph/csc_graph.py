@@ -33,7 +33,7 @@ from graphpipe.graph.sampling import sample_graph_neighbors
 from graphpipe.graph.temporal import sort_by_time
 from graphpipe.ops.gather import take_as_int64
 
-__all__ = ["CSCGraph", "ORIGINAL_EDGE_ID", "TypeSchema", "check_graph", "smallest_index_dtype"]
+__all__ = ["CSCGraph", "ORIGINAL_EDGE_ID", "TypeSchema", "check_graph", "fused_csc_sampling_graph", "smallest_index_dtype"]
 
 #: GraphBolt's name of the edge attribute holding each edge's id (see ``original_edge_ids``).
 ORIGINAL_EDGE_ID = "_ORIGINAL_EDGE_ID"
@@ -326,6 +326,11 @@ class CSCGraph:
         return cls._build(**hetero_arrays(edges, num_nodes, edge_attributes, node_attributes), level="shapes")
 
     # ------------------------------------------------------------------ properties
+    @property
+    def csc_indptr(self) -> torch.Tensor:
+        """GraphBolt's name of :attr:`indptr` (read-only here, as every field)."""
+        return self.indptr
+
     @cached_property
     def total_num_nodes(self) -> int:
         """Number of nodes of every type together."""
@@ -880,3 +885,23 @@ def _rank_within_type(type_per_edge: torch.Tensor, num_edge_types: int) -> torch
     ranks[order] = torch.arange(per_edge.numel()) - first
     largest = int(counts.max()) if counts.numel() else 0
     return ranks.to(smallest_index_dtype(max(largest - 1, 0)))
+
+
+def fused_csc_sampling_graph(
+    csc_indptr: torch.Tensor,
+    indices: torch.Tensor,
+    node_type_offset: Optional[torch.Tensor] = None,
+    type_per_edge: Optional[torch.Tensor] = None,
+    node_type_to_id: Optional[Mapping[str, int]] = None,
+    edge_type_to_id: Optional[Mapping[str, int]] = None,
+    node_attributes: Optional[Mapping[str, torch.Tensor]] = None,
+    edge_attributes: Optional[Mapping[str, torch.Tensor]] = None,
+) -> CSCGraph:
+    """GraphBolt's constructor of a graph from its CSC arrays: ``CSCGraph(csc_indptr,
+    indices, ...)`` with the same arguments (validated as the constructor validates:
+    e.g. a typed graph's ``type_per_edge`` must agree with its destinations' types)."""
+    return CSCGraph(
+        csc_indptr, indices, edge_attributes=edge_attributes, node_attributes=node_attributes,
+        node_type_offset=node_type_offset, type_per_edge=type_per_edge, node_type_to_id=node_type_to_id,
+        edge_type_to_id=edge_type_to_id,
+    )  # fmt: skip

@@ -594,3 +594,26 @@ def test_graphbolts_edge_id_attribute_on_a_typed_graph_gives_ids_within_types():
     assert torch.equal(graph.original_edge_ids, within) and not torch.equal(within, typed.original_edge_ids)
     with pytest.raises(ValueError, match=r"\(the ids of edge_attributes\['_ORIGINAL_EDGE_ID'\], taken as `original_edge_ids`"):
         CSCGraph(typed.indptr, typed.indices, {gp.ORIGINAL_EDGE_ID: torch.arange(typed.total_num_edges)}, **fields)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_graphbolts_constructor_and_csc_indptr(typed):
+    """``gp.fused_csc_sampling_graph`` (GraphBolt's walkthrough builds graphs with it) gives
+    the graph the constructor gives, with the same checks; ``csc_indptr`` is ``indptr``."""
+    if typed:
+        built, _ = hetero_graph()
+        arguments = dict(node_type_offset=built.node_type_offset, type_per_edge=built.type_per_edge,
+                         node_type_to_id=dict(built.node_type_to_id), edge_type_to_id=dict(built.edge_type_to_id))
+    else:
+        built = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=5)
+        arguments = {}
+    weight = torch.rand(built.total_num_edges)
+    graph = gp.fused_csc_sampling_graph(built.indptr, built.indices, **arguments, edge_attributes={"w": weight},
+                                        node_attributes={"x": torch.arange(built.total_num_nodes)})
+    assert graph.csc_indptr is graph.indptr and torch.equal(graph.indptr, built.indptr) and torch.equal(graph.indices, built.indices)
+    assert graph.edge_types == built.edge_types and graph.num_edges == built.num_edges and graph.edge_attributes["w"] is weight
+    assert torch.equal(graph.node_attributes["x"], torch.arange(built.total_num_nodes))
+    with pytest.raises(ValueError, match=r"indptr"):
+        gp.fused_csc_sampling_graph(built.indptr, built.indices[:-1], **arguments)
+    with pytest.raises(AttributeError):
+        graph.csc_indptr = built.indptr  # read-only, as every field
