@@ -234,7 +234,13 @@ class HeteroItemSet:
             sets[node_type] = item_set if isinstance(item_set, ItemSet) else ItemSet(item_set, names="seeds")
         names = {t: s.names for t, s in sets.items()}
         first = next(iter(names.values()))
-        if first is None or any(n != first for n in names.values()):
+        unnamed = [t for t, n in names.items() if n is None]
+        if unnamed:
+            raise ValueError(
+                f"HeteroItemSet: every ItemSet must name its fields (e.g. ItemSet((seeds, labels), names=('seeds', "
+                f"'labels'))), got unnamed ones for {unnamed}"
+            )
+        if any(n != first for n in names.values()):
             raise ValueError(f"HeteroItemSet: every ItemSet needs the same field names, got {names}")
         if "seeds" in first:
             _check_keys({t: s.field("seeds") for t, s in sets.items()})
@@ -247,6 +253,12 @@ class HeteroItemSet:
     def item_sets(self) -> Dict[str, ItemSet]:
         """Node type -> its :class:`ItemSet`."""
         return dict(self._sets)
+
+    @property
+    def _itemsets(self) -> Dict[str, ItemSet]:
+        """GraphBolt's private name of :attr:`item_sets`, which its temporal example reads
+        to change an ItemSet's items in place."""
+        return self._sets
 
     def __len__(self) -> int:
         return int(self._offsets[-1])

@@ -107,6 +107,9 @@ def test_plain_tensors_are_seed_sets_and_the_alias():
 def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="every ItemSet needs the same field names.*'a': \\('seeds', 'labels'\\).*'b': \\('seeds',\\)"):
         HeteroItemSet({"a": ItemSet((torch.arange(2), torch.arange(2)), names=("seeds", "labels")), "b": ItemSet(torch.arange(2))})
+    # unnamed sets (GraphBolt takes them as tuples) were "needs the same field names, got {'a': None, 'b': None}"
+    with pytest.raises(ValueError, match=r"every ItemSet must name its fields \(e\.g\. ItemSet\(\(seeds, labels\), names=.*got unnamed ones for \['a', 'b'\]"):
+        HeteroItemSet({"a": ItemSet((torch.arange(2), torch.arange(2))), "b": ItemSet((torch.arange(2), torch.arange(2)))})
     with pytest.raises(ValueError, match="`item_sets` must be a non-empty dict of node type -> ItemSet"):
         HeteroItemSet({})
     with pytest.raises(ValueError, match="`item_sets` must be a non-empty dict"):
@@ -159,3 +162,15 @@ def test_keys_say_what_the_seeds_are():
     hyperlinks = HeteroItemSet({"a:r:b": torch.zeros(2, 3, dtype=torch.int64)})
     with pytest.raises(NotImplementedError, match=r"graph=typed, task=hyperlink is not supported: hyperlinks \(\[N, k > 2\] seeds\)"):
         ItemSampler(hyperlinks, batch_size=1)
+
+
+def test_graphbolt_temporal_examples_in_place_cast_of_its_pairs():
+    """GraphBolt's ``temporal_link_prediction.py`` casts a type's pairs through the private
+    ``_itemsets`` / ``_items`` before sampling; the sampler then yields the cast rows."""
+    train_set = HeteroItemSet({"q:click:p": ItemSet((torch.tensor([[0, 1], [2, 3]]), torch.tensor([5, 6])), names=("seeds", "timestamp"))})
+    train_set._itemsets["q:click:p"]._items = tuple(
+        item.to(torch.int32 if i == 0 else None) for i, item in enumerate(train_set._itemsets["q:click:p"]._items)
+    )
+    minibatch = next(iter(ItemSampler(train_set, batch_size=2)))
+    assert minibatch.seeds["q:click:p"].dtype == torch.int32 and minibatch.seeds["q:click:p"].tolist() == [[0, 1], [2, 3]]
+    assert minibatch.timestamp["q:click:p"].tolist() == [5, 6]
