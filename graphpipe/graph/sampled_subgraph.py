@@ -8,11 +8,15 @@ from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 
+from graphpipe._internal.checks import ID_DTYPES, check_bool
 from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "attributes_set", "by_type", "map_tensors"]
+__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "attributes_set", "by_type", "kept_edges", "map_tensors", "select_edges"]
+
+# Edges given to ``exclude_edges``: ``[N, 2]`` pairs, GraphBolt 2.1's ``(sources, destinations)``, or a dict by edge type.
+EdgesToExclude = Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor], Dict[str, Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]]]
 
 # The one node type and edge type of an untyped graph seen as a typed one (GraphBolt's names).
 HOMO_NODE_TYPE = "_N"
@@ -141,6 +145,21 @@ class SampledSubgraph:
         device = device_or_cpu(device, "SampledSubgraph.to('cuda'): CUDA is not available; the layer stays on the CPU", "SampledSubgraph.to")
         return map_tensors(self, lambda t: t.to(device, non_blocking=non_blocking))
 
+    def exclude_edges(self, edges: EdgesToExclude, assume_num_node_within_int32: bool = True) -> "SampledSubgraph":
+        """GraphBolt's: the layer without every sampled edge ``u -> v`` (parallel ones
+        included) whose pair of global ids ``(u, v)`` is in ``edges``.
+
+        ``edges``: ``[N, 2]`` integer ``(source, destination)`` pairs, or GraphBolt 2.1's
+        ``(sources, destinations)``, ``[N]`` each; for a typed layer a dict edge type ->
+        those, in type-local ids (an edge type absent from ``edges`` keeps its edges; one
+        the layer lacks is ignored). The nodes (``original_row_node_ids``,
+        ``original_column_node_ids``) are kept as they are, ``sampled_csc`` is rebuilt, and
+        ``original_edge_ids`` and ``edge_weights`` keep the entries of the edges kept, in
+        order (LABOR's weights are not rescaled). ``assume_num_node_within_int32``: True
+        (GraphBolt's default) refuses ids outside ``[0, 2**32)``, whose pairs do not fit
+        ``u << 32 | v`` keys; False matches any int64 ids (GraphBolt 2.1 raises there)."""
+        return select_edges(self, kept_edges(self, edges, assume_num_node_within_int32))
+
     def as_typed(self) -> "SampledSubgraph":
         """The layer with every field by type: itself if typed, an untyped layer as the
         one-type case (node type ``"_N"``, edge type ``"_N:_E:_N"``, as GraphBolt's
@@ -205,3 +224,86 @@ def _csc_edge_index(csc: CSCFormat) -> torch.Tensor:
     degrees = csc.indptr.diff().to(torch.int64)
     dst = torch.repeat_interleave(degrees, output_size=csc.indices.numel())  # j, degree(j) times
     return torch.stack([csc.indices, dst])
+
+
+def kept_edges(layer: SampledSubgraph, edges: EdgesToExclude, within_int32: bool = True, where: str = "SampledSubgraph.exclude_edges"):
+    """``[K]`` int64 ascending positions of ``layer``'s edges not in ``edges`` (see
+    :meth:`SampledSubgraph.exclude_edges`); typed: a dict by edge type, None for an edge
+    type that keeps all its edges."""
+    check_bool(within_int32, "assume_num_node_within_int32", where)
+    if isinstance(edges, dict) != layer.is_heterogeneous:
+        want = "a dict edge type -> [N, 2] pairs (the layer is typed)" if layer.is_heterogeneous else "[N, 2] pairs (the layer is untyped)"
+        raise TypeError(f"{where}: `edges` must be {want}, got {type(edges).__name__}")
+    if not layer.is_heterogeneous:
+        return _kept(layer.sampled_csc, layer.original_row_node_ids, layer.original_column_node_ids, _pairs(edges, "edges", where), within_int32, where)
+    kept = {}
+    for etype, csc in layer.sampled_csc.items():
+        if etype not in edges:
+            kept[etype] = None
+            continue
+        src_type, _, dst_type = parse_edge_type(etype, where)
+        pairs = _pairs(edges[etype], f"edges[{etype!r}]", where)
+        kept[etype] = _kept(csc, layer.original_row_node_ids[src_type], layer.original_column_node_ids[dst_type], pairs, within_int32, where)
+    return kept
+
+
+def select_edges(layer: SampledSubgraph, index) -> SampledSubgraph:
+    """``layer`` with only the edges at ``index`` (:func:`kept_edges`' answer): the nodes
+    as they are, the CSC, edge ids and weights of those edges."""
+
+    def pick(value, positions):
+        if value is None or positions is None:
+            return value
+        if isinstance(value, CSCFormat):  # positions are ascending: a destination's first kept edge
+            return CSCFormat(torch.searchsorted(positions, value.indptr), value.indices[positions])
+        return value[positions]
+
+    if not layer.is_heterogeneous:
+        return replace(layer, sampled_csc=pick(layer.sampled_csc, index), original_edge_ids=pick(layer.original_edge_ids, index),
+                       edge_weights=pick(layer.edge_weights, index))  # fmt: skip
+
+    def per_type(values):
+        return None if values is None else {etype: pick(value, index.get(etype)) for etype, value in values.items()}
+
+    return replace(layer, sampled_csc=per_type(layer.sampled_csc), original_edge_ids=per_type(layer.original_edge_ids),
+                   edge_weights=per_type(layer.edge_weights))  # fmt: skip
+
+
+def _pairs(edges, name: str, where: str) -> torch.Tensor:
+    """``edges`` (``[N, 2]`` pairs or a ``(sources, destinations)`` tuple of ``[N]``) as
+    ``[N, 2]`` int64, or a TypeError / ValueError naming ``name``."""
+    if isinstance(edges, tuple) and len(edges) == 2 and all(isinstance(t, torch.Tensor) and t.dim() == 1 for t in edges):
+        if edges[0].shape != edges[1].shape or edges[0].dtype != edges[1].dtype:
+            raise ValueError(f"{where}: `{name}` (sources, destinations) must have one shape and dtype, got {_shapes(edges)}")
+        edges = torch.stack(edges, dim=1)
+    if not isinstance(edges, torch.Tensor) or edges.dim() != 2 or edges.size(1) != 2:
+        raise ValueError(f"{where}: `{name}` must be [N, 2] (source, destination) node pairs or a (sources, destinations) tuple, got {_shapes(edges)}")
+    if edges.dtype not in ID_DTYPES:
+        raise TypeError(f"{where}: `{name}` must hold integer node ids (int64, int32, int16, int8 or uint8), got dtype {edges.dtype}")
+    return edges.to(torch.int64)
+
+
+def _shapes(value) -> str:
+    """The shapes in ``value`` (a tensor or a tuple), or its type, for an error message."""
+    if isinstance(value, torch.Tensor):
+        return f"shape {tuple(value.shape)}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_shapes(v) for v in value) + ")"
+    return type(value).__name__
+
+
+def _kept(csc: CSCFormat, rows: torch.Tensor, columns: torch.Tensor, pairs: torch.Tensor, within_int32: bool, where: str) -> torch.Tensor:
+    """``[K]`` int64 ascending positions of the edges of ``csc`` (local ids of ``rows`` /
+    ``columns``, global ids) whose global pair is not one of ``pairs`` ``[N, 2]``."""
+    pairs = pairs.to(csc.indices.device)
+    src, dst = rows[csc.indices], columns[_csc_edge_index(csc)[1]]
+    if all(ids.numel() == 0 or (int(ids.min()) >= 0 and int(ids.max()) < 2**32) for ids in (rows, columns, pairs)):
+        keys, excluded = src << 32 | dst, pairs[:, 0] << 32 | pairs[:, 1]
+    elif within_int32:
+        raise ValueError(f"{where}: node ids outside [0, 2**32) (in `edges` or the layer); pass assume_num_node_within_int32=False")
+    else:  # number the ids of each side densely, then key the pairs by those numbers
+        _, src_ids = torch.unique(torch.cat([src, pairs[:, 0]]), return_inverse=True)
+        sides, dst_ids = torch.unique(torch.cat([dst, pairs[:, 1]]), return_inverse=True)
+        all_keys = src_ids * sides.numel() + dst_ids
+        keys, excluded = all_keys[: src.numel()], all_keys[src.numel() :]
+    return torch.nonzero(~torch.isin(keys, excluded)).view(-1)
