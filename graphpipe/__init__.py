@@ -24,6 +24,7 @@ from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, h
 from graphpipe.batch.item_set import HeteroItemSet, ItemSet, ItemSetDict
 from graphpipe.loading.loader import DataLoader
 from graphpipe.batch.minibatch import CSCFormat, MiniBatch, SampledSubgraph
+from graphpipe.batch.seed_edges import exclude_seed_edges
 from graphpipe.pipes import ItemSampler, Pipe, SubgraphSampler
 from graphpipe.pipes import LayerNeighborSampler, NeighborSampler, UniformNegativeSampler
 from graphpipe.pipes import TemporalLayerNeighborSampler, TemporalNeighborSampler
@@ -42,7 +43,6 @@ numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if n
 
 # GraphBolt names graphpipe has not, with what to use (README: "DGL and GraphBolt users").
 _GRAPHBOLT_INSTEAD = {
-    "exclude_seed_edges": "pass exclude_seed_edges=True to the sampler, or chain .exclude_seed_edges(...) after it",
     "TorchBasedFeature": "use graphpipe.Feature",
     "BasicFeatureStore": "use graphpipe.FeatureStore",
     "from_dglgraph": "use graphpipe.datasets.from_dgl(graph)",
@@ -85,6 +85,7 @@ __all__ = [
     "HeteroItemSet",
     "ItemSetDict",
     "MiniBatch",
+    "exclude_seed_edges",
     "Pipe",
     "SampledSubgraph",
     "SubgraphSampler",
