@@ -255,7 +255,7 @@ def select_edges(layer: SampledSubgraph, index) -> SampledSubgraph:
         if value is None or positions is None:
             return value
         if isinstance(value, CSCFormat):  # positions are ascending: a destination's first kept edge
-            return CSCFormat(torch.searchsorted(positions, value.indptr), value.indices[positions])
+            return CSCFormat(torch.searchsorted(positions, value.indptr).to(value.indptr.dtype), value.indices[positions])
         return value[positions]
 
     if not layer.is_heterogeneous:
@@ -296,7 +296,7 @@ def _kept(csc: CSCFormat, rows: torch.Tensor, columns: torch.Tensor, pairs: torc
     """``[K]`` int64 ascending positions of the edges of ``csc`` (local ids of ``rows`` /
     ``columns``, global ids) whose global pair is not one of ``pairs`` ``[N, 2]``."""
     pairs = pairs.to(csc.indices.device)
-    src, dst = rows[csc.indices], columns[_csc_edge_index(csc)[1]]
+    src, dst = rows[csc.indices].to(torch.int64), columns[_csc_edge_index(csc)[1]].to(torch.int64)  # int32 would wrap at << 32
     if all(ids.numel() == 0 or (int(ids.min()) >= 0 and int(ids.max()) < 2**32) for ids in (rows, columns, pairs)):
         keys, excluded = src << 32 | dst, pairs[:, 0] << 32 | pairs[:, 1]
     elif within_int32:

@@ -112,6 +112,12 @@ def test_exclude_edges_of_a_layer_by_hand():
         layer.exclude_edges(torch.tensor([[7, 5]]))
     small = SampledSubgraph(layer.sampled_csc, torch.tensor([5, 7, 8, 9]), rows[:2], layer.original_edge_ids)
     assert small.exclude_edges(torch.tensor([[9, 7]]).int()).original_edge_ids.tolist() == [40, 41, 42, 44]
+    # int32 ids and indptr (a layer built by hand, GraphBolt's int32 graphs): the pair keys
+    # wrapped at << 32 and nothing was excluded; the indptr keeps its dtype
+    narrow = SampledSubgraph(CSCFormat(torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([0, 1, 1], dtype=torch.int32)),
+                             torch.tensor([5, 3_000_000], dtype=torch.int32), torch.tensor([5, 7], dtype=torch.int32), None)  # fmt: skip
+    out = narrow.exclude_edges(torch.tensor([[3_000_000, 5]], dtype=torch.int32)).sampled_csc
+    assert out.indptr.dtype == torch.int32 and out.indptr.tolist() == [0, 1, 2] and out.indices.tolist() == [0, 1]
 
 
 def test_quickstart_form_through_the_loader():
