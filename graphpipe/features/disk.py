@@ -24,7 +24,7 @@ import numba
 import numpy as np
 import torch
 
-from graphpipe.features.store import Feature, npy_layout, output_rows
+from graphpipe.features.store import Feature, checked_metadata, npy_layout, output_rows
 from graphpipe.ops.gather import numpy_to_torch_dtype
 from graphpipe._internal.checks import check_int, check_node_ids
 
@@ -58,6 +58,8 @@ class DiskBasedFeature(Feature):
         direct_io: ``True`` opens with ``O_DIRECT`` (OSError where refused), ``False``
             reads through the page cache, ``None`` tries ``O_DIRECT`` and else reads
             through the page cache, warning once per file.
+        metadata: what :meth:`~graphpipe.Feature.metadata` returns (keyword only: GraphBolt's
+            ``DiskBasedFeature(path, metadata)`` has it second).
 
     ``read(ids)`` returns ``[len(ids), *row_shape]`` on the CPU; ``read_async(ids)`` a
     ``Future`` of it. ``close()`` (or ``with``, or garbage collection) stops the threads
@@ -73,9 +75,12 @@ class DiskBasedFeature(Feature):
             an in-memory table.
     """
 
-    def __init__(self, path: str | os.PathLike, num_threads: int = 4, direct_io: Optional[bool] = None):
+    def __init__(
+        self, path: str | os.PathLike, num_threads: int = 4, direct_io: Optional[bool] = None, *, metadata=None
+    ):
         path = os.path.abspath(os.fspath(path))
         where = f"DiskBasedFeature('{path}')"
+        self._metadata = checked_metadata(metadata, where)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{where}: no such file")
         self.path = path
@@ -217,10 +222,11 @@ class DiskBasedFeature(Feature):
 
     def __getstate__(self):
         layout = (self._shape, self._np_dtype)
-        return {"path": self.path, "num_threads": self.num_threads, "direct_io": self.direct_io, "layout": layout}
+        return {"path": self.path, "num_threads": self.num_threads, "direct_io": self.direct_io, "layout": layout,
+                "metadata": self._metadata}  # fmt: skip
 
     def __setstate__(self, state):
-        self.__init__(state["path"], state["num_threads"], state["direct_io"])
+        self.__init__(state["path"], state["num_threads"], state["direct_io"], metadata=state.get("metadata"))
         if (self._shape, self._np_dtype) != state["layout"]:  # the rows pipes were built for
             raise ValueError(
                 f"DiskBasedFeature('{self.path}'): the file changed after the feature was pickled: it now holds "

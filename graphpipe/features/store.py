@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import warnings
-from typing import Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -34,6 +35,8 @@ class Feature:
             build and pickles as paths; its header and length are checked at once, by
             :func:`npy_layout`, and its shape and dtype must be the same when it is mapped,
             in this process or in one it was pickled to). Rows must be C-contiguous.
+        metadata: a dict that :meth:`metadata` returns (GraphBolt's ``metadata``
+            argument; an OnDiskDataset gives a feature entry's extra fields).
     """
 
     # Class-level defaults, so that a subclass that wraps another store needs no super().__init__.
@@ -47,8 +50,10 @@ class Feature:
     # A .npy path (mapped read-only) or a non-writable array: update(value, ids) is refused,
     # also once pin_memory_ has wrapped the table as a tensor (a write would fault).
     _read_only = False
+    _metadata: Optional[Dict[str, Any]] = None  # what metadata() returns (a copy of), None: {}
 
-    def __init__(self, data: FeatureData):
+    def __init__(self, data: FeatureData, metadata: Optional[Mapping[str, Any]] = None):
+        self._metadata = checked_metadata(metadata, type(self).__name__)
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
             if not path.endswith(".npy"):
@@ -120,6 +125,11 @@ class Feature:
             return self.data
         return self.read_valid(torch.arange(self.num_rows), out)
 
+    def metadata(self) -> Dict[str, Any]:
+        """GraphBolt's: the feature's metadata (a copy), ``{}`` if none was given. An
+        OnDiskDataset feature's are its entry's extra fields (e.g. ``num_categories``)."""
+        return copy.deepcopy(self._metadata) if self._metadata is not None else {}
+
     def size(self) -> torch.Size:
         """GraphBolt's: the shape of one row, ``row_shape`` as a ``torch.Size``."""
         return torch.Size(self.row_shape)
@@ -175,7 +185,7 @@ class Feature:
         here = data.device if isinstance(data, torch.Tensor) else torch.device("cpu")
         if here == device:
             return self
-        return Feature(torch.as_tensor(data).to(device))
+        return Feature(torch.as_tensor(data).to(device), self._metadata)
 
     def pin_memory_(self) -> "Feature":
         """Page-lock a CPU table in place (``cudaHostRegister``, no copy) and return self,
@@ -236,6 +246,16 @@ def check_feature(value, name: str, where: str) -> None:
         )
 
 
+def checked_metadata(metadata, where: str) -> Optional[Dict[str, Any]]:
+    """``metadata`` as a dict of its own (None stays None); TypeError unless a mapping
+    with string keys."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping) or not all(isinstance(key, str) for key in metadata):
+        raise TypeError(f"{where}: `metadata` must be a dict with string keys, got {type(metadata).__name__}")
+    return dict(metadata)
+
+
 def wrap_with_cache(fallback_features, max_cache_size_in_bytes, where: str, make) -> Union[Feature, Dict]:
     """GraphBolt's form of ``gpu_cached_feature`` / ``cpu_cached_feature``: ``make(feature,
     budget)`` of a :class:`Feature`, or a dict of the same keys with each feature of a dict
@@ -283,6 +303,10 @@ class CachedFeature(Feature):
     def _replace(self, ids: torch.Tensor, value: torch.Tensor) -> None:
         """Write ``value[i]`` into the cached copy of row ``ids[i]``, where cached."""
         raise NotImplementedError
+
+    def metadata(self) -> Dict[str, Any]:
+        """The fallback's :meth:`Feature.metadata` (GraphBolt's caches answer ``{}``)."""
+        return self.fallback.metadata()
 
     def read_all(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Every row: the fallback's, the cache untouched (GraphBolt's cached ``read()``)."""
@@ -381,6 +405,11 @@ class FeatureStore:
     def read(self, domain: str, type_name: Optional[str], feature_name: str, ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Rows ``ids`` (None: all) of a feature: ``[n, *row_shape]`` (:meth:`Feature.read`)."""
         return self[domain, type_name, feature_name].read(ids)
+
+    def metadata(self, domain: str, type_name: Optional[str], feature_name: str) -> Dict[str, Any]:
+        """A feature's :meth:`Feature.metadata` (GraphBolt's), e.g. an OnDiskDataset
+        entry's ``num_categories``: ``store.metadata("node", "Query", "categoryId")``."""
+        return self[domain, type_name, feature_name].metadata()
 
     def size(self, domain: str, type_name: Optional[str], feature_name: str) -> torch.Size:
         """The row shape of a feature (GraphBolt's ``size``: without the row dimension)."""
