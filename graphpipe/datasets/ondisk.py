@@ -74,7 +74,9 @@ file per edge type, stored per CSC position.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import difflib
 import os
 import reprlib
 import warnings
@@ -134,9 +136,13 @@ class OnDiskDataset:
     """A GraphBolt on-disk dataset directory (see the module docstring for the layout).
 
     ``OnDiskDataset(path)`` reads ``metadata.yaml``, builds or opens the cached graph,
-    maps the features and reads the item sets. ``.load()`` returns the dataset itself,
-    so GraphBolt scripts (``gb.OnDiskDataset(path).load()``) work with ``gb`` replaced
-    by ``graphpipe.datasets``.
+    checks and maps the features and reads the item sets; tables read into memory are
+    read by ``.load()`` or on first use of :attr:`feature`. ``.load()`` returns the
+    dataset itself, so GraphBolt scripts (``gb.OnDiskDataset(path).load()``) work with
+    ``gb`` replaced by ``graphpipe.datasets``; as in GraphBolt, edits to :attr:`yaml_data`
+    before ``load()`` (``feature["in_memory"] = False``, an entry removed) are what
+    ``load()`` reads, checked as the file is (the graph is built before: its section is
+    not editable). A feature entry's other fields are its ``metadata()``.
 
     Args:
         path: the dataset directory (holding ``metadata.yaml``).
@@ -177,7 +183,7 @@ class OnDiskDataset:
         feature: a :class:`~graphpipe.FeatureStore` (also ``features``).
         tasks: the :class:`Task` s.
         all_nodes_set: an :class:`~graphpipe.ItemSet` of every node id.
-        metadata: the parsed ``metadata.yaml``.
+        yaml_data: the parsed ``metadata.yaml`` (GraphBolt's name; also ``metadata``).
         cache_dir: the directory of the graph cache.
 
     Requires PyYAML (``pip install 'graphpipe-gnn[ondisk]'`` or ``pip install pyyaml``).
@@ -223,14 +229,10 @@ class OnDiskDataset:
                 f"{where}: metadata.yaml must be a mapping with a `graph` section (nodes and edges), or GraphBolt's "
                 "preprocessed metadata (with `graph_topology`) in the `preprocessed` folder of its dataset"
             )
-        self.path = path
-        self.metadata = metadata
-        name = metadata.get("dataset_name")
-        if name is not None and not isinstance(name, (str, int, float)):
-            raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
-        self.dataset_name = str(name or os.path.basename(path))
+        self.path, self._where, self._disk_based = path, where, disk_based_features
+        self._yaml_data, self._selected = metadata, _task_names(tasks, where)
         # GraphBolt's output names files relative to its dataset: they must stay in `preprocessed/`.
-        files = _Files(root, trusted, where, boundary=path if graphbolt_output else None)
+        self._files = _Files(root, trusted, where, boundary=path if graphbolt_output else None)
         options = {
             "include_original_edge_id": include_original_edge_id,
             "auto_cast_to_optimal_dtype": auto_cast_to_optimal_dtype,
@@ -240,16 +242,56 @@ class OnDiskDataset:
             raise ValueError(f"{where}: a dataset at the file system's root has no place beside it for the cache; pass `cache_dir`")
         self.cache_dir = root + ".graphpipe" if default_cache else os.path.abspath(os.fspath(cache_dir))
         self.graph = _load_graph(_Files(root, trusted, where), graph_section, self.cache_dir, default_cache, options, force_preprocess)
-        self.feature = _feature_store(files, _list(metadata, "feature_data", "", where), self.graph, disk_based_features)
-        self.tasks = _tasks(files, _list(metadata, "tasks", "", where), tasks)
+        self._read_contents()
+
+    def _read_contents(self) -> None:
+        """Read the name, features and tasks of a copy of :attr:`yaml_data` (checked as
+        untrusted); tables read into memory wait for :attr:`feature`'s first use."""
+        where, snapshot = self._where, _copy_yaml(self._yaml_data, self._where)
+        name = snapshot.get("dataset_name")
+        if name is not None and not isinstance(name, (str, int, float)):
+            raise ValueError(f"{where}: metadata.yaml: `dataset_name` must be a string, got {_SHOW.repr(name)}")
+        openers = _open_features(self._files, _list(snapshot, "feature_data", "", where), self.graph, self._disk_based)
+        self.tasks = _tasks(self._files, _list(snapshot, "tasks", "", where), self._selected)
+        self.dataset_name = str(name or os.path.basename(self.path))
+        self._openers, self._feature, self._read_from = openers, None, snapshot
 
     def load(self, tasks: Optional[Sequence[str]] = None) -> "OnDiskDataset":
-        """GraphBolt's two-step API: the dataset is loaded already; ``tasks`` keeps
-        only the named tasks."""
+        """GraphBolt's second step; returns the dataset. Edits made to :attr:`yaml_data`
+        since it was read (``feature_data``, ``tasks``, ``dataset_name``) are read now, with
+        the same checks; the graph was built by the constructor. ``tasks`` keeps only the
+        named tasks. Features are read into memory here (or on first use of :attr:`feature`)."""
         selected = _task_names(tasks, "OnDiskDataset.load")
+        if not _same_yaml(self._yaml_data, self._read_from):
+            if not isinstance(self._yaml_data, dict) or not _same_yaml(self._yaml_data.get("graph"), self._read_from.get("graph")):
+                raise ValueError(
+                    f"{self._where}.load(): `yaml_data['graph']` was changed, but the graph is built when the dataset is "
+                    f"opened (GraphBolt preprocesses it then too); edit metadata.yaml and open the dataset again"
+                )
+            self._read_contents()
         if selected is not None:
             self.tasks = _check_selected([t for t in self.tasks if t.metadata.get("name") in selected], selected, "OnDiskDataset.load")
+        self.feature  # noqa: B018 - reads the in-memory tables now, as GraphBolt's load() does
         return self
+
+    @property
+    def yaml_data(self) -> Dict[str, Any]:
+        """GraphBolt's: the parsed ``metadata.yaml``, editable before :meth:`load` (e.g.
+        ``feature["in_memory"] = False`` for each of ``yaml_data["feature_data"]``)."""
+        return self._yaml_data
+
+    @property
+    def metadata(self) -> Dict[str, Any]:
+        """The parsed ``metadata.yaml`` (:attr:`yaml_data`)."""
+        return self._yaml_data
+
+    @property
+    def feature(self) -> FeatureStore:
+        """The :class:`~graphpipe.FeatureStore`; tables with ``in_memory: true`` are read
+        on first use (or by :meth:`load`)."""
+        if self._feature is None:
+            self._feature = FeatureStore(*({key: opener() for key, opener in self._openers[d].items()} for d in ("node", "edge")))
+        return self._feature
 
     @property
     def features(self) -> FeatureStore:
@@ -266,8 +308,8 @@ class OnDiskDataset:
     def __repr__(self) -> str:
         return (
             f"OnDiskDataset(name='{self.dataset_name}', path='{self.path}', num_nodes={self.graph.total_num_nodes}, "
-            f"num_edges={self.graph.total_num_edges}, node_features={self.feature.node_keys}, "
-            f"edge_features={self.feature.edge_keys}, tasks={[t.metadata.get('name') for t in self.tasks]})"
+            f"num_edges={self.graph.total_num_edges}, node_features={list(self._openers['node'])}, "
+            f"edge_features={list(self._openers['edge'])}, tasks={[t.metadata.get('name') for t in self.tasks]})"
         )
 
 
@@ -321,6 +363,32 @@ def _read_yaml(path: str, where: str):
             return yaml.safe_load(f)
         except yaml.YAMLError as error:
             raise ValueError(f"{where}: '{path}' is not valid YAML: {error}") from error
+
+
+def _copy_yaml(data, where: str):
+    """A deep copy of parsed YAML (shared parts stay shared, so aliases stay small)."""
+    try:
+        return copy.deepcopy(data)
+    except RecursionError as error:
+        raise ValueError(f"{where}: metadata.yaml nests too deeply") from error
+
+
+def _same_yaml(a, b, seen: Optional[set] = None) -> bool:
+    """Whether parsed YAML ``a`` equals ``b`` (its copy, maybe edited since); each pair of
+    containers is compared once, so shared parts (aliases) cost no more than once."""
+    seen = set() if seen is None else seen
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if not isinstance(a, (dict, list)):
+        return a == b
+    if (id(a), id(b)) in seen:
+        return True
+    seen.add((id(a), id(b)))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_yaml(a[k], b[k], seen) for k in a)
+    return len(a) == len(b) and all(_same_yaml(x, y, seen) for x, y in zip(a, b))
 
 
 # ---------------------------------------------------------------- metadata.yaml schema
@@ -644,19 +712,24 @@ def _with_options(graph: CSCGraph, include_original_edge_id: bool, auto_cast_to_
 
 
 # ---------------------------------------------------------------- features and tasks
-def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bool) -> FeatureStore:
-    """The top-level ``feature_data``: keyed by name, or by ``(type, name)`` for a typed graph."""
+_FEATURE_FIELDS = {"domain": _DOMAIN, "name": _NAME, "format": _ARRAY_FORMAT, "path": _PATH}
+
+
+def _open_features(files: _Files, entries: list, graph: CSCGraph, disk_based: bool) -> Dict[str, Dict[Any, Callable[[], Feature]]]:
+    """The top-level ``feature_data``, checked: per domain, key (name, or ``(type, name)``
+    for a typed graph) -> a function giving its :class:`Feature`. Tables read into memory
+    are checked through a memory map, and read when the function is called."""
     where = files.where
     typed = graph.is_heterogeneous
-    tables = {"node": {}, "edge": {}}
+    openers: Dict[str, Dict[Any, Callable[[], Feature]]] = {"node": {}, "edge": {}}
     if typed:
         edges_per_type = torch.bincount(graph.type_per_edge.to(torch.int64), minlength=len(graph.edge_types)).tolist()
         rows_of = {"node": graph.num_nodes_per_type, "edge": dict(zip(graph.edge_types, edges_per_type))}
     for i, entry in enumerate(entries):
         at = _named(f"feature_data[{i}]", entry, "{domain} feature")
         domain = entry.get("domain") if isinstance(entry, dict) else None
-        entry = _entry(entry, at, where, {"domain": _DOMAIN, "name": _NAME, "format": _ARRAY_FORMAT, "path": _PATH},
-                       {"type": _NODE_TYPE if domain == "node" else _EDGE_TYPE, "in_memory": _BOOL}, typed=typed)  # fmt: skip
+        optional = {"type": _NODE_TYPE if domain == "node" else _EDGE_TYPE, "in_memory": _BOOL}
+        entry = _entry(entry, at, where, _FEATURE_FIELDS, optional, typed=typed, other_fields=True)
         domain, name = entry["domain"], entry["name"]
         if domain == "graph":
             warnings.warn(
@@ -664,33 +737,85 @@ def _feature_store(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
                 f"and edge features)"
             )
             continue
-        if ((entry["type"], name) if typed else name) in tables[domain]:
+        if ((entry["type"], name) if typed else name) in openers[domain]:
             raise ValueError(f"{where}: metadata.yaml {at} is listed twice")
-        path = files.path(entry, at)
-        in_memory = entry.get("in_memory", True) is not False
-        data = read_array(path, entry["format"], in_memory, f"{where}: metadata.yaml {at}: ")
-        if data.ndim == 0:
-            raise ValueError(f"{where}: metadata.yaml {at} ('{path}') holds a scalar, expected one row per {domain}")
-        feature = _feature(data, path, disk_based, f"{where}: metadata.yaml {at} ('{path}')")
+        if typed and entry["type"] not in rows_of[domain]:
+            raise ValueError(
+                f"{where}: metadata.yaml {at}: {domain} feature '{name}' names unknown {domain} type "
+                f"{entry['type']!r}; the graph's {domain} types: {sorted(rows_of[domain])}"
+            )
         if typed:
-            if entry["type"] not in rows_of[domain]:
-                raise ValueError(
-                    f"{where}: metadata.yaml {at}: {domain} feature '{name}' names unknown {domain} type "
-                    f"{entry['type']!r}; the graph's {domain} types: {sorted(rows_of[domain])}"
-                )
             rows, key = rows_of[domain][entry["type"]], (entry["type"], name)
         else:
             rows, key = (graph.total_num_nodes if domain == "node" else graph.total_num_edges), name
-        if feature.num_rows < rows:  # more rows are allowed (padding, nodes added later), as in GraphBolt
+        extra = _extra_fields(entry, {"type", *_FEATURE_FIELDS, *optional}, at, where)
+        openers[domain][key] = _FeatureFile(files, entry, at, rows, disk_based, extra)
+    return openers
+
+
+class _FeatureFile:
+    """One checked ``feature_data`` entry; calling it gives its :class:`Feature`. A
+    ``.npy`` read into memory is checked through a memory map, and read when called."""
+
+    def __init__(self, files: _Files, entry: dict, at: str, rows: int, disk_based: bool, extra: dict):
+        self.path, self.format, self.domain, self.name = files.path(entry, at), entry["format"], entry["domain"], entry["name"]
+        self.prefix, self.rows, self.disk_based, self.extra = f"{files.where}: metadata.yaml {at}", rows, disk_based, extra
+        self.feature: Optional[Feature] = None
+        in_memory = entry.get("in_memory", True) is not False
+        self.later = in_memory and self.format == "numpy"
+        data = self.checked(in_memory and not self.later)
+        if not self.later:
+            self.feature = _feature(data, self.path, disk_based, f"{self.prefix} ('{self.path}')", extra)
+
+    def checked(self, in_memory: bool) -> Union[np.ndarray, torch.Tensor]:
+        """The table, read (``in_memory``) or mapped, after checking its rows."""
+        data = read_array(self.path, self.format, in_memory, f"{self.prefix}: ")
+        if data.ndim == 0:
+            raise ValueError(f"{self.prefix} ('{self.path}') holds a scalar, expected one row per {self.domain}")
+        if data.shape[0] < self.rows:  # more rows are allowed (padding, nodes added later), as in GraphBolt
             raise ValueError(
-                f"{where}: metadata.yaml {at}: {domain} feature '{name}' ('{path}') has {feature.num_rows} rows, "
-                f"expected {rows} (one per {domain}; more are allowed)"
+                f"{self.prefix}: {self.domain} feature '{self.name}' ('{self.path}') has {data.shape[0]} rows, "
+                f"expected {self.rows} (one per {self.domain}; more are allowed)"
             )
-        tables[domain][key] = feature
-    return FeatureStore(tables["node"], tables["edge"])
+        return data
+
+    def __call__(self) -> Feature:
+        if self.feature is not None:
+            return self.feature
+        return _feature(self.checked(True), self.path, self.disk_based, f"{self.prefix} ('{self.path}')", self.extra)
 
 
-def _feature(data: Union[np.ndarray, torch.Tensor], path: str, disk_based: bool, what: str) -> Feature:
+def _extra_fields(entry: dict, known, at: str, where: str) -> Dict[str, Any]:
+    """The fields of ``entry`` besides ``known`` (GraphBolt's ``extra_fields``, which a
+    feature's ``metadata()`` gives): strings, numbers, booleans, nulls and flat lists of
+    them; any other value (a mapping, a nested list, a date, bytes) is dropped with a warning."""
+    kept, dropped = {}, []
+    misspelt = [key for key in entry if key not in known and isinstance(key, str) and difflib.get_close_matches(key, known, 1, 0.8)]
+    if misspelt:  # a misspelt `in_memory` would pass unseen as metadata
+        warnings.warn(
+            f"{where}: metadata.yaml {at}: field(s) {_SHOW.repr(misspelt)} are kept as extra fields (metadata()), not "
+            f"read; a misspelling? The fields read here are {sorted(known)}"
+        )
+    for key, value in entry.items():
+        if key in known:
+            continue
+        if isinstance(key, str) and (_plain(value) or (isinstance(value, list) and all(_plain(v) for v in value))):
+            kept[key] = list(value) if isinstance(value, list) else value
+        else:
+            dropped.append(key)
+    if dropped:
+        warnings.warn(
+            f"{where}: metadata.yaml {at}: dropping field(s) {_SHOW.repr(dropped)}: a feature's extra fields (its "
+            f"metadata()) keep strings, numbers, booleans, nulls and flat lists of them"
+        )
+    return kept
+
+
+def _plain(value) -> bool:
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def _feature(data: Union[np.ndarray, torch.Tensor], path: str, disk_based: bool, what: str, extra: dict) -> Feature:
     """The :class:`Feature` of ``data`` read from ``path``; errors begin with ``what``.
 
     A table read into memory is made C-contiguous (a Fortran-order ``.npy``, as
@@ -710,11 +835,11 @@ def _feature(data: Union[np.ndarray, torch.Tensor], path: str, disk_based: bool,
         data = data.contiguous()
     try:
         if data.ndim == 1:  # GraphBolt's TorchBasedFeature reads a [n] table as [n, 1]
-            return Feature(data.reshape(-1, 1))
+            return Feature(data.reshape(-1, 1), extra)
         if isinstance(data, np.memmap):
             # Path-backed (the resolved path): pickles as its path, opened again where used.
-            return DiskBasedFeature(path) if disk_based else Feature(path)
-        return Feature(data)
+            return DiskBasedFeature(path, metadata=extra) if disk_based else Feature(path, extra)
+        return Feature(data, extra)
     except (ValueError, TypeError) as error:
         raise type(error)(f"{what}: {error}") from error
 

@@ -334,9 +334,12 @@ def test_a_graph_feature_is_skipped_with_a_warning(tmp_path):
 
 
 def test_a_misspelt_field_is_warned_of(tmp_path):
-    """``in_memroy: false`` was ignored unseen: the table was read into memory."""
+    """``in_memroy: false`` was ignored unseen: the table was read into memory. Unknown
+    fields are kept as the feature's metadata(), as GraphBolt keeps them; one close to a
+    field read is warned of."""
     write_graphbolt_dataset(tmp_path, "numpy")
     text = (tmp_path / "metadata.yaml").read_text()
     (tmp_path / "metadata.yaml").write_text(text.replace("in_memory: false\n    path: node_data/feat.npy", "in_memroy: false\n    path: node_data/feat.npy"))
-    with pytest.warns(UserWarning, match=r"feature_data\[0\] \(node feature 'feat'\): ignoring unknown field\(s\) \['in_memroy'\]; the fields read here are \[.*'in_memory'"):
-        gp.datasets.OnDiskDataset(tmp_path)
+    with pytest.warns(UserWarning, match=r"feature_data\[0\] \(node feature 'feat'\): field\(s\) \['in_memroy'\] are kept as extra fields \(metadata\(\)\), not read; a misspelling\? The fields read here are \[.*'in_memory'"):
+        ds = gp.datasets.OnDiskDataset(tmp_path)
+    assert ds.feature.metadata("node", None, "feat") == {"in_memroy": False}

@@ -40,3 +40,22 @@ def test_same_graph_features_and_sets_as_graphbolt(tmp_path, edge_format):
         for field, theirs_field in zip(mine.items, other._items):
             assert torch.equal(field.long(), torch.as_tensor(theirs_field).long())
     assert ours.tasks[0].metadata["num_classes"] == theirs.tasks[0].metadata["num_classes"]
+
+
+def test_feature_metadata_and_the_yaml_data_idiom_as_graphbolt(tmp_path):
+    """A feature entry's extra fields are its metadata() in both (GraphBolt 2.1: its
+    ``extra_fields``, no shape); ``yaml_data`` edited before ``load()`` is read by both."""
+    write_graphbolt_dataset(tmp_path, "numpy", seed_name="seed_nodes")
+    text = (tmp_path / "metadata.yaml").read_text()
+    extra = "    num_categories: 12\n    labels: [a, 2, 3.5, true, null]\n"
+    (tmp_path / "metadata.yaml").write_text(text.replace("    path: node_data/feat.npy\n", "    path: node_data/feat.npy\n" + extra, 1))
+    loaded = []
+    for library in (gb, gp):
+        ds = library.OnDiskDataset(str(tmp_path))
+        ds.yaml_data["feature_data"] = [f for f in ds.yaml_data["feature_data"] if f["domain"] != "edge"]
+        loaded.append(ds.load())
+    theirs, ours = loaded
+    assert sorted(ours.feature.keys()) == sorted(theirs.feature.keys()) == [("node", None, "feat"), ("node", None, "year")]
+    for key in theirs.feature.keys():
+        assert ours.feature.metadata(*key) == theirs.feature.metadata(*key)
+    assert ours.feature.metadata("node", None, "feat") == {"num_categories": 12, "labels": ["a", 2, 3.5, True, None]}

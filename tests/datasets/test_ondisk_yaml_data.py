@@ -1,0 +1,123 @@
+"""GraphBolt's two-step idiom: ``ds.yaml_data`` edited before ``ds.load()`` decides what
+load() reads (GraphBolt 2.1 reads features and sets in load()), with the same checks; and a
+feature entry's extra fields as its ``metadata()``, as GraphBolt 2.1's ``extra_fields``."""
+
+import datetime
+
+import numpy as np
+import pytest
+
+pytest.importorskip("yaml")
+
+import graphpipe as gp  # noqa: E402
+from graphpipe.datasets import _files  # noqa: E402
+from graphbolt_layout import write_graphbolt_dataset  # noqa: E402
+
+# The fields GraphBolt 2.1's OnDiskFeatureData reads; its metadata() is every other field.
+GRAPHBOLT_21_FEATURE_FIELDS = {"domain", "type", "name", "format", "path", "in_memory"}
+
+
+def _in_memory_feat(root):
+    """The layout's dataset with node feature ``feat`` read into memory (no in_memory)."""
+    d = write_graphbolt_dataset(root, "numpy")
+    text = (root / "metadata.yaml").read_text()
+    (root / "metadata.yaml").write_text(text.replace("    in_memory: false\n    path: node_data/feat.npy", "    path: node_data/feat.npy"))
+    return d
+
+
+def _with_entry_fields(root, fields: str):
+    """Add ``fields`` (YAML lines) to the ``feat`` node feature entry."""
+    text = (root / "metadata.yaml").read_text()
+    (root / "metadata.yaml").write_text(text.replace("    path: node_data/feat.npy\n", "    path: node_data/feat.npy\n" + fields, 1))
+
+
+def test_in_memory_false_set_in_yaml_data_maps_the_table_and_never_reads_it(tmp_path, monkeypatch):
+    d = _in_memory_feat(tmp_path)
+    reads, load = [], np.load
+    monkeypatch.setattr(_files.np, "load", lambda path, mmap_mode=None, **kw: reads.append((str(path), mmap_mode)) or load(path, mmap_mode=mmap_mode, **kw))
+    ds = gp.datasets.BuiltinDataset(tmp_path.name, root=tmp_path.parent)
+    for feature in ds.yaml_data["feature_data"]:
+        if feature["format"] == "numpy":
+            feature["in_memory"] = False
+    ds = ds.load()
+    feat = ds.feature["node", None, "feat"]
+    assert feat.path == str(tmp_path / "node_data" / "feat.npy") and isinstance(feat.data, np.memmap)
+    assert np.array_equal(feat.read().numpy(), d.feat)
+    assert (str(tmp_path / "node_data" / "feat.npy"), None) not in reads  # checked mapped, never read whole
+    # Untouched, the same entry is read into memory, as before.
+    plain = gp.datasets.OnDiskDataset(tmp_path).load().feature["node", None, "feat"]
+    assert plain.path is None and not isinstance(plain.data, np.memmap) and np.array_equal(plain.data, d.feat)
+
+
+def test_a_feature_entry_removed_from_yaml_data_is_absent_after_load(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    assert ("edge", None, "feat") in ds.feature.keys()  # read before load(), as before
+    feature, tasks = ds.feature, ds.tasks
+    assert ds.load().feature is feature and ds.tasks is tasks  # unedited: nothing read again
+    ds.yaml_data["feature_data"] = [f for f in ds.yaml_data["feature_data"] if f["domain"] != "edge"]
+    ds.yaml_data["tasks"][0]["num_classes"] = 9
+    ds.yaml_data["dataset_name"] = "renamed"
+    assert ds.load() is ds
+    assert ds.feature.keys() == [("node", None, "feat"), ("node", None, "year")]
+    assert ds.tasks[0].num_classes == 9 and ds.dataset_name == "renamed"
+    assert gp.datasets.OnDiskDataset(tmp_path).load().tasks[0].num_classes == 4  # the file is unchanged
+
+
+@pytest.mark.parametrize(
+    "edit, error",
+    [
+        (lambda m: m["feature_data"][0].update(path="../../outside.npy"), r"feature_data\[0\] \(node feature 'feat'\) `path`"),
+        (lambda m: m["feature_data"][0].update(in_memory="no"), r"`in_memory` must be true or false, got 'no'"),
+        (lambda m: m["feature_data"][0].update(domain="graphs"), r"`domain` must be 'node', 'edge' or 'graph'"),
+        (lambda m: m["feature_data"].append(dict(m["feature_data"][0])), r"feature_data\[3\] \(node feature 'feat'\) is listed twice"),
+        (lambda m: m["tasks"][0]["train_set"][0]["data"][0].update(path="/etc/hostname"), r"tasks\[0\].train_set\[0\].data\[0\].*`path`"),
+        (lambda m: m.update(dataset_name={"a": 1}), r"`dataset_name` must be a string"),
+        (lambda m: m["graph"]["nodes"][0].update(num=5), r"`yaml_data\['graph'\]` was changed"),
+    ],
+)
+def test_yaml_data_edits_are_checked_at_load(tmp_path, edit, error):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    (tmp_path.parent / "outside.npy").write_bytes(b"")
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    edit(ds.yaml_data)
+    with pytest.raises(ValueError, match=error):
+        ds.load()
+
+
+def test_extra_fields_of_a_feature_entry_are_its_metadata_as_graphbolt_21s(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    _with_entry_fields(tmp_path, "    num_categories: 12\n    labels: [a, 2, 3.5, true, null]\n    note: text\n")
+    ds = gp.datasets.OnDiskDataset(tmp_path).load()
+    entry = ds.yaml_data["feature_data"][0]
+    graphbolt = {k: v for k, v in entry.items() if k not in GRAPHBOLT_21_FEATURE_FIELDS}  # no shape, no dtype
+    assert ds.feature.metadata("node", None, "feat") == graphbolt == {
+        "num_categories": 12, "labels": ["a", 2, 3.5, True, None], "note": "text"
+    }
+    assert ds.feature["node", None, "feat"].metadata() == graphbolt
+    assert ds.feature.metadata("node", None, "year") == {} and ds.feature.metadata("edge", None, "feat") == {}
+    # a cache keeps answering its fallback's
+    cached = gp.cpu_cached_feature(ds.feature["node", None, "feat"], 1024)
+    assert cached.metadata()["num_categories"] == 12
+    # disk-based features too
+    disk = gp.datasets.OnDiskDataset(tmp_path, disk_based_features=True).feature["node", None, "feat"]
+    assert isinstance(disk, gp.DiskBasedFeature) and disk.metadata() == graphbolt
+
+
+def test_extra_fields_keep_only_plain_values_and_name_the_others(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    _with_entry_fields(
+        tmp_path,
+        "    num_categories: 3\n    mapping: {a: 1}\n    nested: [[1, 2]]\n    day: 2024-01-02\n"
+        "    blob: !!binary aGVsbG8=\n    tags: !!set {x, y}\n",
+    )
+    with pytest.warns(UserWarning, match=r"feature_data\[0\] \(node feature 'feat'\): dropping field\(s\) \['mapping', 'nested', 'day', 'blob', 'tags'\]"):
+        ds = gp.datasets.OnDiskDataset(tmp_path)
+    assert ds.feature.metadata("node", None, "feat") == {"num_categories": 3}
+    assert isinstance(ds.yaml_data["feature_data"][0]["day"], datetime.date)  # yaml_data itself is as parsed
+    # An edited yaml_data is held to the same rule at load().
+    ds.yaml_data["feature_data"][0]["num_categories"] = object()
+    with pytest.warns(UserWarning, match=r"dropping field\(s\) \[.*'num_categories'"):
+        ds.load()
+    assert "num_categories" not in ds.feature.metadata("node", None, "feat")
+
