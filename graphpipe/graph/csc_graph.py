@@ -742,6 +742,16 @@ class CSCGraph:
         """
         return sample_graph_neighbors(self, seeds, fanouts, replace=replace, probs_name=probs_name)
 
+    def sample_layer_neighbors(self, seeds, fanouts, replace: bool = False, probs_name: Optional[str] = None):
+        """One LABOR-0 layer of in-edges of ``seeds``, GraphBolt's
+        ``FusedCSCSamplingGraph.sample_layer_neighbors``: as :meth:`sample_neighbors`
+        (same arguments and layout; ``replace`` must be False), but a source is kept or
+        not by one uniform per source for all its destinations, so the layer reaches fewer
+        distinct sources; each edge's probability is still ``min(1, fanout / in-degree)``
+        (weighted: LABOR's rule). ``edge_weights`` holds LABOR's float32 importance weights
+        (per edge type on a typed graph)."""
+        return sample_graph_neighbors(self, seeds, fanouts, replace=replace, probs_name=probs_name, labor=True)
+
     def temporal_sample_neighbors(
         self,
         seeds,

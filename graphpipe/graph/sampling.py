@@ -25,6 +25,7 @@ from graphpipe.graph.edge_types import parse_edge_type
 from graphpipe.graph.temporal import TimeFilter
 from graphpipe.graph.sampled_subgraph import CSCFormat, SampledSubgraph
 from graphpipe.ops import LayerSample, sample_neighbors, unique_and_compact
+from graphpipe.ops.labor import Variates, sample_labor
 from graphpipe.ops.edge_lookup import EdgeExclusion, EdgeQueries
 from graphpipe.ops.edge_lookup import seed_edge_exclusion as find_excluded_edges
 from graphpipe.ops.typed_sampling import SegmentSampler, sample_segments, typed_segments_of_nodes
@@ -702,12 +703,16 @@ def sample_graph_neighbors(
     replace: bool = False,
     probs_name: Optional[str] = None,
     times: Optional[tuple] = None,
+    labor: bool = False,
 ) -> SampledSubgraph:
     """:meth:`CSCGraph.sample_neighbors` (GraphBolt's graph-level ``sample_neighbors``):
     one layer with a key drawn from torch's generator, laid out per edge type; with
     ``times`` ``(seeds_timestamp, window, node attribute, edge attribute)``
-    :meth:`CSCGraph.temporal_sample_neighbors`."""
-    where = "CSCGraph.sample_neighbors" if times is None else "CSCGraph.temporal_sample_neighbors"
+    :meth:`CSCGraph.temporal_sample_neighbors`; with ``labor``
+    :meth:`CSCGraph.sample_layer_neighbors` (LABOR-0, its weights as ``edge_weights``)."""
+    where = "CSCGraph.sample_layer_neighbors" if labor else "CSCGraph.sample_neighbors" if times is None else "CSCGraph.temporal_sample_neighbors"
+    if labor and replace:
+        raise ValueError(f"{where}: LABOR samples without replacement; `replace` must be False")
     counts = _graph_fanouts(fanouts, graph, where)
     if probs_name is not None and probs_name not in graph.edge_attributes:
         raise KeyError(
@@ -719,9 +724,11 @@ def sample_graph_neighbors(
 
     def kernel(indptr, nodes, fanout, key_ids, exclude, candidates=None):
         if fanout == 0:
-            return LayerSample(torch.zeros(nodes.numel() + 1, dtype=torch.int64), *[torch.empty(0, dtype=torch.int64)] * 2)
+            return LayerSample.empty(nodes.numel(), nodes.device, weights=labor)
         indices = graph.indices if candidates is None else graph.indices[candidates]
         weights = probs if candidates is None or probs is None else probs[candidates]
+        if labor:  # a source's variate is keyed by its id alone: the same draw for every destination
+            return sample_labor(indptr, indices, nodes, fanout, variates=Variates(key), probs=weights, num_nodes=graph.total_num_nodes)
         return sample_neighbors(indptr, indices, nodes, fanout, key=key, replace=replace, probs=weights, key_ids=key_ids)
 
     if graph.is_heterogeneous and isinstance(seeds, torch.Tensor):
@@ -745,15 +752,16 @@ def sample_graph_neighbors(
             sample = layer_times.filter.sample(bounds, layer_times.lo, layer_times.hi, nodes, fanouts, kernel, whole_ranges=graph.is_heterogeneous)
         if graph.is_heterogeneous:
             return _split_by_edge_type(graph, start, sample)
-        return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.sampled_edge_ids(sample.edge_ids))
+        return SampledSubgraph(CSCFormat(sample.indptr, sample.indices), None, None, graph.sampled_edge_ids(sample.edge_ids), sample.edge_weights)
     schema = graph.schema
     sample = sample_layer(graph, start.nodes, start.counts, counts, kernel, times=layer_times)
     slices = _edge_type_slices(schema, start.counts, tuple(0 for _ in start.counts), sample, counts)
-    csc, edge_ids = {}, {}
+    csc, edge_ids, weights = {}, {}, {}
     for etype, (src_type, _), (indptr, e0, e1) in zip(schema.edge_types, schema.edge_type_ends, slices):
         csc[etype] = CSCFormat(indptr, sample.indices[e0:e1] - schema.node_type_offset[src_type])
         edge_ids[etype] = graph.sampled_edge_ids(sample.edge_ids[e0:e1])
-    return SampledSubgraph(csc, None, None, edge_ids)
+        weights[etype] = None if sample.edge_weights is None else sample.edge_weights[e0:e1]
+    return SampledSubgraph(csc, None, None, edge_ids, weights if labor else None)
 
 
 def _graph_layer_times(graph, seeds, start: SeedNodes, times: tuple, where: str) -> LayerTimes:
@@ -801,14 +809,15 @@ def _split_by_edge_type(graph, start: SeedNodes, sample: LayerSample) -> Sampled
     starts = list(accumulate(start.counts, initial=0))
     destination = torch.repeat_interleave(torch.arange(start.nodes.numel()), sample.indptr.diff())
     types = graph.type_per_edge[sample.edge_ids].to(torch.int64)
-    csc, edge_ids = {}, {}
+    csc, edge_ids, weights = {}, {}, {}
     for t, (etype, (src_type, dst_type)) in enumerate(zip(schema.edge_types, schema.edge_type_ends)):
         mask = types == t
         per_dst = torch.bincount(destination[mask] - starts[dst_type], minlength=start.counts[dst_type])
         indptr = torch.cat([per_dst.new_zeros(1), per_dst.cumsum(0)])
         csc[etype] = CSCFormat(indptr, sample.indices[mask] - schema.node_type_offset[src_type])
         edge_ids[etype] = graph.sampled_edge_ids(sample.edge_ids[mask])
-    return SampledSubgraph(csc, None, None, edge_ids)
+        weights[etype] = None if sample.edge_weights is None else sample.edge_weights[mask]
+    return SampledSubgraph(csc, None, None, edge_ids, None if sample.edge_weights is None else weights)
 
 
 def _graph_fanouts(fanouts, graph, where: str) -> list:
