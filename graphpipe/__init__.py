@@ -45,7 +45,7 @@ numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if n
 _GRAPHBOLT_INSTEAD = {
     "TorchBasedFeature": "use graphpipe.Feature",
     "BasicFeatureStore": "use graphpipe.FeatureStore",
-    "from_dglgraph": "use graphpipe.datasets.from_dgl(graph)",
+    "from_dglgraph": "use graphpipe.datasets.from_dgl(graph).graph",
     "CSCFormatBase": "use graphpipe.CSCFormat",
     "SampledSubgraphImpl": "use graphpipe.SampledSubgraph",
     "CooperativeConvFunction": "use graphpipe.cooperative_exchange(minibatch, layer, h)",

@@ -38,6 +38,11 @@ def exclude_seed_edges(
     check_bool(include_reverse_edges, "include_reverse_edges", _WHERE)
     if not isinstance(minibatch, MiniBatch) or minibatch.sampled_subgraphs is None:
         raise TypeError(f"{_WHERE}: `minibatch` must be a sampled MiniBatch (apply it after sample_neighbor), got {_described(minibatch)}")
+    if any(getattr(layer, "exchange", None) is not None for layer in minibatch.sampled_subgraphs):
+        raise ValueError(
+            f"{_WHERE}: a cooperative batch's layers hold the in-edges of every pair of the global batch, and this "
+            f"rank's seeds name only its own pairs; pass exclude_seed_edges=True to the cooperative sampler"
+        )
     edges = _seed_edges(minibatch, include_reverse_edges, reverse_etypes_mapping)
     layers, edge_features = [], list(minibatch.edge_features)
     for i, layer in enumerate(minibatch.sampled_subgraphs):

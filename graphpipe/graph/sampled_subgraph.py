@@ -243,7 +243,8 @@ def kept_edges(layer: SampledSubgraph, edges: EdgesToExclude, within_int32: bool
             continue
         src_type, _, dst_type = parse_edge_type(etype, where)
         pairs = _pairs(edges[etype], f"edges[{etype!r}]", where)
-        kept[etype] = _kept(csc, layer.original_row_node_ids[src_type], layer.original_column_node_ids[dst_type], pairs, within_int32, where)
+        rows, columns = ((ids or {}).get(node_type) for ids, node_type in ((layer.original_row_node_ids, src_type), (layer.original_column_node_ids, dst_type)))
+        kept[etype] = _kept(csc, rows, columns, pairs, within_int32, where)
     return kept
 
 
@@ -259,14 +260,15 @@ def select_edges(layer: SampledSubgraph, index) -> SampledSubgraph:
         return value[positions]
 
     if not layer.is_heterogeneous:
-        return replace(layer, sampled_csc=pick(layer.sampled_csc, index), original_edge_ids=pick(layer.original_edge_ids, index),
-                       edge_weights=pick(layer.edge_weights, index))  # fmt: skip
-
-    def per_type(values):
-        return None if values is None else {etype: pick(value, index.get(etype)) for etype, value in values.items()}
-
-    return replace(layer, sampled_csc=per_type(layer.sampled_csc), original_edge_ids=per_type(layer.original_edge_ids),
-                   edge_weights=per_type(layer.edge_weights))  # fmt: skip
+        fields = {name: pick(getattr(layer, name), index) for name in ("sampled_csc", "original_edge_ids", "edge_weights")}
+    else:
+        fields = {
+            name: None if values is None else {etype: pick(value, index.get(etype)) for etype, value in values.items()}
+            for name, values in (("sampled_csc", layer.sampled_csc), ("original_edge_ids", layer.original_edge_ids), ("edge_weights", layer.edge_weights))
+        }
+    new = replace(layer, **fields)
+    new.__dict__.update(attributes_set(layer))  # attributes a user's stage set stay, as through .to()
+    return new
 
 
 def _pairs(edges, name: str, where: str) -> torch.Tensor:
@@ -292,12 +294,15 @@ def _shapes(value) -> str:
     return type(value).__name__
 
 
-def _kept(csc: CSCFormat, rows: torch.Tensor, columns: torch.Tensor, pairs: torch.Tensor, within_int32: bool, where: str) -> torch.Tensor:
+def _kept(csc: CSCFormat, rows: Optional[torch.Tensor], columns: Optional[torch.Tensor], pairs: torch.Tensor, within_int32: bool, where: str) -> torch.Tensor:
     """``[K]`` int64 ascending positions of the edges of ``csc`` (local ids of ``rows`` /
-    ``columns``, global ids) whose global pair is not one of ``pairs`` ``[N, 2]``."""
+    ``columns``, global ids; None: the local ids are the ids, as in GraphBolt) whose
+    global pair is not one of ``pairs`` ``[N, 2]``."""
     pairs = pairs.to(csc.indices.device)
-    src, dst = rows[csc.indices].to(torch.int64), columns[_csc_edge_index(csc)[1]].to(torch.int64)  # int32 would wrap at << 32
-    if all(ids.numel() == 0 or (int(ids.min()) >= 0 and int(ids.max()) < 2**32) for ids in (rows, columns, pairs)):
+    src, dst = csc.indices, _csc_edge_index(csc)[1]
+    src, dst = (ids if local is None else local[ids] for local, ids in ((rows, src), (columns, dst)))
+    src, dst = src.to(torch.int64), dst.to(torch.int64)  # int32 would wrap at << 32
+    if all(ids.numel() == 0 or (int(ids.min()) >= 0 and int(ids.max()) < 2**32) for ids in (src, dst, pairs)):
         keys, excluded = src << 32 | dst, pairs[:, 0] << 32 | pairs[:, 1]
     elif within_int32:
         raise ValueError(f"{where}: node ids outside [0, 2**32) (in `edges` or the layer); pass assume_num_node_within_int32=False")

@@ -79,8 +79,10 @@ def test_edge_features_stay_those_of_the_edges_kept_and_user_attributes_stay(typ
     pipe = gp.ItemSampler(items, 4).sample_neighbor(graph, [5, 5], seed=3).fetch_feature(store, [] if not typed else {}, keys)
     mb = next(iter(pipe))
     mb.note = "mine"
+    for layer in mb.sampled_subgraphs:  # a layer's attributes stay too, as through SampledSubgraph.to
+        layer.note = "layer's"
     out = gp.exclude_seed_edges(mb)
-    assert out.note == "mine"
+    assert out.note == "mine" and all(layer.note == "layer's" for layer in out.sampled_subgraphs)
     assert sum(a != b for a, b in zip(_num_edges(mb), _num_edges(out))) > 0
     for layer, features in zip(out.sampled_subgraphs, out.edge_features):
         ids = layer.as_typed().original_edge_ids
@@ -174,3 +176,21 @@ def test_exclude_edges_refuses_edges_of_the_wrong_form():
             layer.exclude_edges(edges)
     with pytest.raises(TypeError, match=r"`assume_num_node_within_int32` must be a bool"):
         untyped.exclude_edges(torch.zeros(1, 2, dtype=torch.int64), assume_num_node_within_int32=None)
+
+
+def test_layers_without_node_ids_and_cooperative_batches():
+    """A layer built by hand without ``original_row_node_ids`` (or without a type's) has
+    local ids that are the ids, as in GraphBolt; a cooperative batch's layers hold other
+    ranks' seed edges, which this rank's seeds do not name: refused, naming the sampler flag."""
+    from graphpipe.distributed.cooperative import CooperativeSampledSubgraph
+
+    bare = SampledSubgraph(CSCFormat(torch.tensor([0, 2, 3]), torch.tensor([7, 9, 7])), None, None, None)
+    assert bare.exclude_edges(torch.tensor([[7, 0]])).sampled_csc.indices.tolist() == [9, 7]
+    typed = SampledSubgraph({"A:r:B": CSCFormat(torch.tensor([0, 2]), torch.tensor([7, 9]))}, {}, {"B": torch.tensor([4])}, None)
+    assert typed.exclude_edges({"A:r:B": torch.tensor([[9, 4]])}).sampled_csc["A:r:B"].indices.tolist() == [7]
+    mb = link_batches(False, negatives=0)[0]
+    layer = mb.sampled_subgraphs[-1]
+    mb.sampled_subgraphs[-1] = CooperativeSampledSubgraph(layer.sampled_csc, layer.original_row_node_ids, layer.original_column_node_ids,
+                                                          layer.original_edge_ids, exchange=object())  # fmt: skip
+    with pytest.raises(ValueError, match=r"cooperative batch's layers hold .* pass exclude_seed_edges=True to the cooperative sampler"):
+        gp.exclude_seed_edges(mb)
