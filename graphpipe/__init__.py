@@ -17,7 +17,7 @@ from graphpipe import ops
 from graphpipe import loading, transforms
 from graphpipe.graph.csc_graph import ORIGINAL_EDGE_ID, CSCGraph, fused_csc_sampling_graph
 from graphpipe.graph.edge_types import etype_str_to_tuple, etype_tuple_to_str
-from graphpipe.features.store import Feature, FeatureStore
+from graphpipe.features.store import BasicFeatureStore, Feature, FeatureStore, TorchBasedFeature
 from graphpipe.features.disk import DiskBasedFeature
 from graphpipe.features.cpu_cache import CPUCachedFeature, cpu_cached_feature
 from graphpipe.features.gpu_cache import GPUCachedFeature, gpu_cached_feature, hotness_from_degree
@@ -43,8 +43,6 @@ numba_cache.lock_saves(module for name, module in list(sys.modules.items()) if n
 
 # GraphBolt names graphpipe has not, with what to use (README: "DGL and GraphBolt users").
 _GRAPHBOLT_INSTEAD = {
-    "TorchBasedFeature": "use graphpipe.Feature",
-    "BasicFeatureStore": "use graphpipe.FeatureStore",
     "from_dglgraph": "use graphpipe.datasets.from_dgl(graph).graph",
     "CSCFormatBase": "use graphpipe.CSCFormat",
     "SampledSubgraphImpl": "use graphpipe.SampledSubgraph",
@@ -65,7 +63,7 @@ __all__ = [
     "CopyTo",
     "CPUCachedFeature", "cpu_cached_feature",
     "DiskBasedFeature",
-    "Feature",
+    "Feature", "TorchBasedFeature", "BasicFeatureStore",
     "FeatureFetcher",
     "FeatureStore",
     "Transform",

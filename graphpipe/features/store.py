@@ -17,7 +17,7 @@ from graphpipe._internal.devices import cuda_or_warn_once, device_or_cpu, pin_in
 from graphpipe.ops.gather import gather_valid_rows, numpy_to_torch_dtype
 from graphpipe.ops.uva_gather import check_out
 
-__all__ = ["Feature", "FeatureStore"]
+__all__ = ["BasicFeatureStore", "Feature", "FeatureStore", "TorchBasedFeature"]
 
 FeatureData = Union[torch.Tensor, np.ndarray, str, os.PathLike]
 
@@ -566,3 +566,25 @@ def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):
         except TypeError as err:
             raise TypeError(f"Feature: {what}: {err}") from err
     return data
+
+
+#: GraphBolt's name of an in-memory (or memory-mapped) feature: :class:`Feature`.
+TorchBasedFeature = Feature
+
+
+def BasicFeatureStore(features: Mapping[Tuple[str, Optional[str], str], Feature]) -> FeatureStore:  # noqa: N802 - GraphBolt's name
+    """GraphBolt's store constructor: a :class:`FeatureStore` of ``features``, a dict
+    ``(domain, type_name, feature_name) -> Feature`` (domain ``"node"`` or ``"edge"``;
+    ``type_name`` None on an untyped graph)."""
+    if not isinstance(features, Mapping):
+        raise TypeError(f"BasicFeatureStore: `features` must be a dict (domain, type_name, feature_name) -> Feature, got {type(features).__name__}")
+    tables: Dict[str, dict] = {"node": {}, "edge": {}}
+    for key, feature in features.items():
+        if not (isinstance(key, tuple) and len(key) == 3 and key[0] in tables):
+            raise ValueError(
+                f"BasicFeatureStore: `features` keys must be (domain, type_name, feature_name) with domain 'node' or "
+                f"'edge', got {key!r}"
+            )
+        domain, type_name, name = key
+        tables[domain][name if type_name is None else (type_name, name)] = feature
+    return FeatureStore(tables["node"], tables["edge"])

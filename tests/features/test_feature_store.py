@@ -413,3 +413,20 @@ def test_update_refuses_a_read_only_table_after_pin_memory(kind, tmp_path, monke
     feature.update(torch.zeros(10, 3))
     feature.update(torch.ones(1, 3), _ids(2))
     assert feature.read(_ids(2, 3)).tolist() == [[1, 1, 1], [0, 0, 0]]
+
+
+def test_graphbolts_feature_and_store_constructors():
+    """GraphBolt's walkthrough builds ``gb.BasicFeatureStore({(domain, type, name):
+    gb.TorchBasedFeature(tensor)})``: the store graphpipe's constructor builds from the
+    same tables, typed keys too; other keys are refused naming the form."""
+    node, edge = torch.rand(5, 2), torch.rand(12, 5)
+    store = gp.BasicFeatureStore({("node", None, "feat"): gp.TorchBasedFeature(node), ("edge", None, "feat"): gp.TorchBasedFeature(edge)})
+    assert isinstance(store, gp.FeatureStore) and gp.TorchBasedFeature is gp.Feature
+    assert torch.equal(store.read("node", None, "feat", torch.tensor([4, 0])), node[[4, 0]])
+    assert torch.equal(store.read("edge", None, "feat"), edge) and store.node_keys == ["feat"]
+    typed = gp.BasicFeatureStore({("node", "paper", "x"): gp.TorchBasedFeature(node, {"num_classes": 3})})
+    assert typed.node_keys == [("paper", "x")] and typed.metadata("node", "paper", "x") == {"num_classes": 3}
+    with pytest.raises(ValueError, match=r"BasicFeatureStore: `features` keys must be \(domain, type_name, feature_name\).*got \('graph', None, 'x'\)"):
+        gp.BasicFeatureStore({("graph", None, "x"): gp.Feature(node)})
+    with pytest.raises(TypeError, match=r"BasicFeatureStore: `features` must be a dict"):
+        gp.BasicFeatureStore([gp.Feature(node)])

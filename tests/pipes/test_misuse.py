@@ -130,8 +130,7 @@ def test_a_users_stage_declaring_the_sampler_role_may_precede_the_sampler():
 
 
 def test_graphbolt_names_graphpipe_has_not_say_what_to_use():
-    for name, says in [("TorchBasedFeature", r"graphpipe.Feature"),
-                       ("BasicFeatureStore", r"graphpipe.FeatureStore"), ("from_dglgraph", r"graphpipe.datasets.from_dgl\(graph\).graph"),
+    for name, says in [("from_dglgraph", r"graphpipe.datasets.from_dgl\(graph\).graph"),
                        ("CSCFormatBase", r"graphpipe.CSCFormat"), ("SampledSubgraphImpl", r"graphpipe.SampledSubgraph"),
                        ("CooperativeConvFunction", r"graphpipe.cooperative_exchange")]:
         with pytest.raises(AttributeError, match=rf"no attribute '{name}' \(GraphBolt's\): .*{says}"):
