@@ -373,22 +373,33 @@ def _copy_yaml(data, where: str):
         raise ValueError(f"{where}: metadata.yaml nests too deeply") from error
 
 
-def _same_yaml(a, b, seen: Optional[set] = None) -> bool:
-    """Whether parsed YAML ``a`` equals ``b`` (its copy, maybe edited since); each pair of
-    containers is compared once, so shared parts (aliases) cost no more than once."""
-    seen = set() if seen is None else seen
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if not isinstance(a, (dict, list)):
-        return a == b
-    if (id(a), id(b)) in seen:
-        return True
-    seen.add((id(a), id(b)))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same_yaml(a[k], b[k], seen) for k in a)
-    return len(a) == len(b) and all(_same_yaml(x, y, seen) for x, y in zip(a, b))
+def _same_yaml(a, b) -> bool:
+    """Whether parsed YAML ``a`` equals ``b`` (its copy, maybe edited since). Walked with a
+    stack, not recursion (a file may nest deeper than Python's recursion limit); each pair
+    of containers is compared once, so shared parts (aliases) cost no more than once."""
+    stack, seen = [(a, b)], set()
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        if type(a) is not type(b):
+            return False
+        if not isinstance(a, (dict, list, tuple)):  # tuples: PyYAML's !!omap pairs and sequence keys
+            if a != b:
+                return False
+            continue
+        if (id(a), id(b)) in seen:
+            continue
+        seen.add((id(a), id(b)))
+        if isinstance(a, dict):
+            if a.keys() != b.keys():
+                return False
+            stack.extend((a[k], b[k]) for k in a)
+        elif len(a) != len(b):
+            return False
+        else:
+            stack.extend(zip(a, b))
+    return True
 
 
 # ---------------------------------------------------------------- metadata.yaml schema

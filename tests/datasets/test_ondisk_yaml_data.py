@@ -121,3 +121,19 @@ def test_extra_fields_keep_only_plain_values_and_name_the_others(tmp_path):
         ds.load()
     assert "num_categories" not in ds.feature.metadata("node", None, "feat")
 
+
+
+def test_load_compares_a_deeply_nested_metadata_yaml_without_recursion(tmp_path):
+    # A 400-deep list in an entry opens (PyYAML parses it); load() compared it recursively.
+    write_graphbolt_dataset(tmp_path, "numpy")
+    _with_entry_fields(tmp_path, "    deep: " + "[" * 400 + "]" * 400 + "\n")
+    with pytest.warns(UserWarning, match=r"dropping field\(s\) \['deep'\]"):
+        ds = gp.datasets.OnDiskDataset(tmp_path)
+    store = ds.feature
+    assert ds.load().feature is store  # unedited: nothing read again
+    innermost = ds.yaml_data["feature_data"][0]["deep"]
+    while innermost:
+        innermost = innermost[0]
+    innermost.append(1)  # an edit at the bottom is seen
+    with pytest.warns(UserWarning, match=r"dropping field\(s\) \['deep'\]"):
+        assert ds.load().feature is not store
