@@ -247,13 +247,14 @@ def check_feature(value, name: str, where: str) -> None:
 
 
 def checked_metadata(metadata, where: str) -> Optional[Dict[str, Any]]:
-    """``metadata`` as a dict of its own (None stays None); TypeError unless a mapping
+    """``metadata`` as a deep copy of its own (None stays None), so the caller's dict and
+    its lists stay the caller's (shared parts stay shared); TypeError unless a mapping
     with string keys."""
     if metadata is None:
         return None
     if not isinstance(metadata, Mapping) or not all(isinstance(key, str) for key in metadata):
         raise TypeError(f"{where}: `metadata` must be a dict with string keys, got {type(metadata).__name__}")
-    return dict(metadata)
+    return copy.deepcopy(dict(metadata))
 
 
 def wrap_with_cache(fallback_features, max_cache_size_in_bytes, where: str, make) -> Union[Feature, Dict]:

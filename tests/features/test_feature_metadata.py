@@ -29,9 +29,12 @@ def test_every_feature_kind_answers_its_metadata_and_caches_their_fallbacks(tmp_
 def test_metadata_is_a_copy_and_must_be_a_dict_of_string_keys():
     meta = {"ids": [1, 2]}
     feature = Feature(torch.zeros(2, 1), meta)
-    meta["ids"].append(3)  # the caller's dict stays the caller's (its top level)
+    meta["ids"].append(3)  # the caller's dict stays the caller's, its lists too
     meta["other"] = 1
-    assert "other" not in feature.metadata()
+    assert feature.metadata() == {"ids": [1, 2]}
+    shared = [1, 2]
+    aliased = Feature(torch.zeros(2, 1), {"a": shared, "b": shared}).metadata()
+    assert aliased["a"] is aliased["b"]  # kept shared (a YAML alias stays one list)
     got = feature.metadata()
     got["ids"].append(4)
     assert feature.metadata()["ids"] != got["ids"]
