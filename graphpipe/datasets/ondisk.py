@@ -799,7 +799,9 @@ class _FeatureFile:
 def _extra_fields(entry: dict, known, at: str, where: str) -> Dict[str, Any]:
     """The fields of ``entry`` besides ``known`` (GraphBolt's ``extra_fields``, which a
     feature's ``metadata()`` gives): strings, numbers, booleans, nulls and flat lists of
-    them; any other value (a mapping, a nested list, a date, bytes) is dropped with a warning."""
+    them; any other value (a mapping, a nested list, a date, bytes) is dropped with a warning.
+    Values are kept as they are, not copied: ``entry`` is a private copy of ``yaml_data``,
+    and a YAML alias named by many fields stays one list."""
     kept, dropped = {}, []
     misspelt = [key for key in entry if key not in known and isinstance(key, str) and difflib.get_close_matches(key, known, 1, 0.8)]
     if misspelt:  # a misspelt `in_memory` would pass unseen as metadata
@@ -811,7 +813,7 @@ def _extra_fields(entry: dict, known, at: str, where: str) -> Dict[str, Any]:
         if key in known:
             continue
         if isinstance(key, str) and (_plain(value) or (isinstance(value, list) and all(_plain(v) for v in value))):
-            kept[key] = list(value) if isinstance(value, list) else value
+            kept[key] = value  # as parsed: aliases stay one list (the Feature keeps a deep copy)
         else:
             dropped.append(key)
     if dropped:

@@ -137,3 +137,17 @@ def test_load_compares_a_deeply_nested_metadata_yaml_without_recursion(tmp_path)
     innermost.append(1)  # an edit at the bottom is seen
     with pytest.warns(UserWarning, match=r"dropping field\(s\) \['deep'\]"):
         assert ds.load().feature is not store
+
+
+def test_extra_fields_aliasing_one_list_keep_it_shared_and_unchangeable(tmp_path):
+    # A small file can alias one long list from many fields: copying it per field multiplied memory.
+    write_graphbolt_dataset(tmp_path, "numpy")
+    _with_entry_fields(tmp_path, "    a0: &big [" + ",".join(["1"] * 1000) + "]\n" + "".join(f"    a{i}: *big\n" for i in range(1, 50)))
+    ds = gp.datasets.OnDiskDataset(tmp_path).load()
+    feature = ds.feature["node", None, "feat"]
+    md = feature.metadata()
+    assert len(md) == 50 and all(md[f"a{i}"] is md["a0"] for i in range(50)) and md["a0"] == [1] * 1000
+    md["a0"].append(2)  # neither an answer nor yaml_data reaches the stored metadata
+    ds.yaml_data["feature_data"][0]["a1"].append(3)
+    assert feature.metadata()["a1"] == [1] * 1000
+    assert ds.feature.metadata("node", None, "feat")["a49"] == [1] * 1000
