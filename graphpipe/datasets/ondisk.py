@@ -79,6 +79,7 @@ import dataclasses
 import difflib
 import os
 import reprlib
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -254,7 +255,8 @@ class OnDiskDataset:
         openers = _open_features(self._files, _list(snapshot, "feature_data", "", where), self.graph, self._disk_based)
         self.tasks = _tasks(self._files, _list(snapshot, "tasks", "", where), self._selected)
         self.dataset_name = str(name or os.path.basename(self.path))
-        self._openers, self._feature, self._read_from = openers, None, snapshot
+        with self._guard():
+            self._openers, self._feature, self._read_from = openers, None, snapshot
 
     def load(self, tasks: Optional[Sequence[str]] = None) -> "OnDiskDataset":
         """GraphBolt's second step; returns the dataset. Edits made to :attr:`yaml_data`
@@ -288,10 +290,25 @@ class OnDiskDataset:
     @property
     def feature(self) -> FeatureStore:
         """The :class:`~graphpipe.FeatureStore`; tables with ``in_memory: true`` are read
-        on first use (or by :meth:`load`)."""
-        if self._feature is None:
-            self._feature = FeatureStore(*({key: opener() for key, opener in self._openers[d].items()} for d in ("node", "edge")))
-        return self._feature
+        on first use (or by :meth:`load`), once, however many threads ask at once."""
+        store = self._feature
+        if store is None:
+            with self._guard():
+                if self._feature is None:
+                    openers = self._openers
+                    self._feature = FeatureStore(*({key: opener() for key, opener in openers[d].items()} for d in ("node", "edge")))
+                store = self._feature
+        return store
+
+    def _guard(self) -> threading.Lock:
+        """The lock of :attr:`feature`'s first build (made when first needed: also after
+        unpickling, as locks do not pickle)."""
+        return self.__dict__.setdefault("_lock", threading.Lock())
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        return state
 
     @property
     def features(self) -> FeatureStore:

@@ -3,6 +3,9 @@ load() reads (GraphBolt 2.1 reads features and sets in load()), with the same ch
 feature entry's extra fields as its ``metadata()``, as GraphBolt 2.1's ``extra_fields``."""
 
 import datetime
+import pickle
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +13,7 @@ import pytest
 pytest.importorskip("yaml")
 
 import graphpipe as gp  # noqa: E402
-from graphpipe.datasets import _files  # noqa: E402
+from graphpipe.datasets import _files, ondisk  # noqa: E402
 from graphbolt_layout import write_graphbolt_dataset  # noqa: E402
 
 # The fields GraphBolt 2.1's OnDiskFeatureData reads; its metadata() is every other field.
@@ -151,3 +154,29 @@ def test_extra_fields_aliasing_one_list_keep_it_shared_and_unchangeable(tmp_path
     ds.yaml_data["feature_data"][0]["a1"].append(3)
     assert feature.metadata()["a1"] == [1] * 1000
     assert ds.feature.metadata("node", None, "feat")["a49"] == [1] * 1000
+
+
+def test_first_use_of_feature_from_two_threads_reads_each_table_once(tmp_path, monkeypatch):
+    _in_memory_feat(tmp_path)
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    made, make = [], ondisk._feature
+
+    def slow(data, path, *args):
+        made.append(path)
+        time.sleep(0.2)  # both threads ask while the first is reading
+        return make(data, path, *args)
+
+    monkeypatch.setattr(ondisk, "_feature", slow)
+    barrier, got = threading.Barrier(2), {}
+
+    def use(i):
+        barrier.wait()
+        got[i] = ds.feature
+
+    threads = [threading.Thread(target=use, args=(i,)) for i in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert got[0] is got[1] and made.count(str(tmp_path / "node_data" / "feat.npy")) == 1
+    # The dataset still pickles (its lock is made again where needed).
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.feature.keys() == ds.feature.keys() and copy.load() is copy
