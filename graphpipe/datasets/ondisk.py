@@ -184,7 +184,8 @@ class OnDiskDataset:
         feature: a :class:`~graphpipe.FeatureStore` (also ``features``).
         tasks: the :class:`Task` s.
         all_nodes_set: an :class:`~graphpipe.ItemSet` of every node id.
-        yaml_data: the parsed ``metadata.yaml`` (GraphBolt's name; also ``metadata``).
+        yaml_data: the parsed ``metadata.yaml`` (GraphBolt's name).
+        metadata: the same dict (assigning it replaces only this attribute).
         cache_dir: the directory of the graph cache.
 
     Requires PyYAML (``pip install 'graphpipe-gnn[ondisk]'`` or ``pip install pyyaml``).
@@ -232,6 +233,7 @@ class OnDiskDataset:
             )
         self.path, self._where, self._disk_based = path, where, disk_based_features
         self._yaml_data, self._selected = metadata, _task_names(tasks, where)
+        self.metadata = metadata  # the same dict as yaml_data (an attribute: scripts may set it)
         # GraphBolt's output names files relative to its dataset: they must stay in `preprocessed/`.
         self._files = _Files(root, trusted, where, boundary=path if graphbolt_output else None)
         options = {
@@ -283,22 +285,23 @@ class OnDiskDataset:
         return self._yaml_data
 
     @property
-    def metadata(self) -> Dict[str, Any]:
-        """The parsed ``metadata.yaml`` (:attr:`yaml_data`)."""
-        return self._yaml_data
-
-    @property
     def feature(self) -> FeatureStore:
         """The :class:`~graphpipe.FeatureStore`; tables with ``in_memory: true`` are read
         on first use (or by :meth:`load`), once, however many threads ask at once."""
-        store = self._feature
-        if store is None:
+        if self._openers is not None:
             with self._guard():
-                if self._feature is None:
-                    openers = self._openers
+                openers = self._openers
+                if openers is not None:
                     self._feature = FeatureStore(*({key: opener() for key, opener in openers[d].items()} for d in ("node", "edge")))
-                store = self._feature
-        return store
+                    self._openers = None
+        return self._feature
+
+    @feature.setter
+    def feature(self, store: FeatureStore) -> None:
+        """Replace the store (e.g. a subclass wrapping its features); an edit of
+        :attr:`yaml_data` read by a later :meth:`load` builds a new one."""
+        with self._guard():
+            self._feature, self._openers = store, None
 
     def _guard(self) -> threading.Lock:
         """The lock of :attr:`feature`'s first build (made when first needed: also after
@@ -314,6 +317,10 @@ class OnDiskDataset:
     def features(self) -> FeatureStore:
         return self.feature
 
+    @features.setter
+    def features(self, store: FeatureStore) -> None:
+        self.feature = store
+
     @property
     def all_nodes_set(self):
         """Every node id: an :class:`~graphpipe.ItemSet`, or a
@@ -322,11 +329,18 @@ class OnDiskDataset:
             return HeteroItemSet({t: ItemSet(n, names="seeds") for t, n in self.graph.num_nodes_per_type.items() if n})
         return ItemSet(self.graph.total_num_nodes, names="seeds")
 
+    def _feature_keys(self, domain: str) -> list:
+        """The keys of ``domain``'s features, without reading them (for the repr)."""
+        openers = self._openers
+        if openers is not None:
+            return list(openers[domain])
+        return getattr(self._feature, f"{domain}_keys", "?")
+
     def __repr__(self) -> str:
         return (
             f"OnDiskDataset(name='{self.dataset_name}', path='{self.path}', num_nodes={self.graph.total_num_nodes}, "
-            f"num_edges={self.graph.total_num_edges}, node_features={list(self._openers['node'])}, "
-            f"edge_features={list(self._openers['edge'])}, tasks={[t.metadata.get('name') for t in self.tasks]})"
+            f"num_edges={self.graph.total_num_edges}, node_features={self._feature_keys('node')}, "
+            f"edge_features={self._feature_keys('edge')}, tasks={[t.metadata.get('name') for t in self.tasks]})"
         )
 
 

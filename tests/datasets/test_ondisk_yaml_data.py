@@ -180,3 +180,29 @@ def test_first_use_of_feature_from_two_threads_reads_each_table_once(tmp_path, m
     # The dataset still pickles (its lock is made again where needed).
     copy = pickle.loads(pickle.dumps(ds))
     assert copy.feature.keys() == ds.feature.keys() and copy.load() is copy
+
+
+class _Wrapped(gp.datasets.OnDiskDataset):
+    """A subclass that sets ``self.feature`` in ``__init__`` (it wraps a feature in a cache)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.feature = self.feature.with_feature(("node", None, "feat"), gp.cpu_cached_feature(self.feature["node", None, "feat"], 1 << 10))
+
+
+def test_feature_and_metadata_can_be_assigned_as_before(tmp_path):
+    _in_memory_feat(tmp_path)
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    store = gp.FeatureStore({"x": np.zeros((300, 1), np.float32)})
+    ds.feature = store
+    assert ds.feature is store and ds.load().feature is store and "node_features=['x']" in repr(ds)
+    ds.features = None
+    assert ds.feature is None and ds.features is None
+    parsed = ds.metadata
+    assert parsed is ds.yaml_data
+    ds.metadata = {}
+    assert ds.metadata == {} and ds.yaml_data is parsed and ds.load() is ds  # yaml_data is what load() reads
+
+    wrapped = _Wrapped(tmp_path).load()
+    assert isinstance(wrapped.feature["node", None, "feat"], gp.CPUCachedFeature)
+    assert isinstance(pickle.loads(pickle.dumps(wrapped)).feature["node", None, "feat"], gp.CPUCachedFeature)
