@@ -796,17 +796,23 @@ def _open_features(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
 
 
 class _FeatureFile:
-    """One checked ``feature_data`` entry; calling it gives its :class:`Feature`. A
-    ``.npy`` read into memory is checked through a memory map, and read when called."""
+    """One checked ``feature_data`` entry; calling it gives its :class:`Feature`. A numpy
+    table read into memory is checked through a memory map, kept, and copied from that
+    map when called: never by opening the path again, which may have been replaced since
+    (e.g. by a symlink to a file outside the dataset). Each kept map holds a file
+    descriptor until the dataset's feature store is built."""
 
     def __init__(self, files: _Files, entry: dict, at: str, rows: int, disk_based: bool, extra: dict):
         self.path, self.format, self.domain, self.name = files.path(entry, at), entry["format"], entry["domain"], entry["name"]
         self.prefix, self.rows, self.disk_based, self.extra = f"{files.where}: metadata.yaml {at}", rows, disk_based, extra
         self.feature: Optional[Feature] = None
+        self.mapped: Optional[np.memmap] = None
         in_memory = entry.get("in_memory", True) is not False
-        self.later = in_memory and self.format == "numpy"
-        data = self.checked(in_memory and not self.later)
-        if not self.later:
+        later = in_memory and self.format == "numpy"
+        data = self.checked(in_memory and not later)
+        if later:
+            self.mapped = data
+        else:
             self.feature = _feature(data, self.path, disk_based, f"{self.prefix} ('{self.path}')", extra)
 
     def checked(self, in_memory: bool) -> Union[np.ndarray, torch.Tensor]:
@@ -824,7 +830,28 @@ class _FeatureFile:
     def __call__(self) -> Feature:
         if self.feature is not None:
             return self.feature
-        return _feature(self.checked(True), self.path, self.disk_based, f"{self.prefix} ('{self.path}')", self.extra)
+        return _feature(self.copied(), self.path, self.disk_based, f"{self.prefix} ('{self.path}')", self.extra)
+
+    def copied(self) -> np.ndarray:
+        """The mapped table copied into memory in C order: the array ``read_array(path,
+        "numpy", in_memory=True)`` gives, then ``_feature`` makes C-contiguous (same header,
+        dtype and shape; .npy holds no checksum). A file truncated in place since the check
+        is refused (reading past its end would raise SIGBUS)."""
+        mapped, handle = self.mapped, getattr(self.mapped, "_mmap", None)
+        if handle is not None and handle.size() < mapped.offset + mapped.nbytes:
+            raise ValueError(
+                f"{self.prefix} ('{self.path}') was truncated after the dataset was opened ({handle.size()} bytes, "
+                f"its header needs {mapped.offset + mapped.nbytes}); open the dataset again"
+            )
+        return np.array(mapped, order="C")  # a plain ndarray of its own: not a view of the map
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Pickled before it is read: the table in memory (a map pickles as a copy anyway),
+        # so the copy never opens the path.
+        state = dict(self.__dict__)
+        if self.mapped is not None:
+            state["feature"], state["mapped"] = self(), None
+        return state
 
 
 def _extra_fields(entry: dict, known, at: str, where: str) -> Dict[str, Any]:

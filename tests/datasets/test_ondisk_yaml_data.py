@@ -3,6 +3,7 @@ load() reads (GraphBolt 2.1 reads features and sets in load()), with the same ch
 feature entry's extra fields as its ``metadata()``, as GraphBolt 2.1's ``extra_fields``."""
 
 import datetime
+import os
 import pickle
 import threading
 import time
@@ -206,3 +207,59 @@ def test_feature_and_metadata_can_be_assigned_as_before(tmp_path):
     wrapped = _Wrapped(tmp_path).load()
     assert isinstance(wrapped.feature["node", None, "feat"], gp.CPUCachedFeature)
     assert isinstance(pickle.loads(pickle.dumps(wrapped)).feature["node", None, "feat"], gp.CPUCachedFeature)
+
+
+@pytest.mark.parametrize("swap", ["symlink", "rename"])
+def test_a_table_replaced_after_opening_is_read_from_the_file_that_was_checked(tmp_path, swap):
+    d = _in_memory_feat(tmp_path / "data")
+    outside = tmp_path / "outside.npy"
+    np.save(outside, np.full(d.feat.shape, 7, d.feat.dtype))
+    ds = gp.datasets.OnDiskDataset(tmp_path / "data")
+    feat = tmp_path / "data" / "node_data" / "feat.npy"
+    if swap == "symlink":  # a path refused at open, planted after the check
+        feat.unlink()
+        feat.symlink_to(outside)
+    else:
+        os.replace(outside, feat)
+    table = ds.load().feature["node", None, "feat"]
+    assert np.array_equal(table.read().numpy(), d.feat) and table.path is None
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        np.asfortranarray(np.arange(300 * 3, dtype=np.float64).reshape(300, 3)),
+        np.arange(300, dtype=np.int32),
+        np.arange(300 * 4).reshape(300, 2, 2) % 3 == 0,
+        np.arange(301 * 2, dtype=np.float16).reshape(301, 2),
+    ],
+    ids=["fortran", "1-d", "bool-3d", "float16-extra-row"],
+)
+def test_a_deferred_table_is_the_feature_read_array_gives(tmp_path, table):
+    _in_memory_feat(tmp_path)
+    np.save(tmp_path / "node_data" / "feat.npy", table)
+    feature = gp.datasets.OnDiskDataset(tmp_path).feature["node", None, "feat"]
+    expected = ondisk._feature(_files.read_array(str(tmp_path / "node_data" / "feat.npy"), "numpy", True), "", False, "", {})
+    for got in (feature, pickle.loads(pickle.dumps(feature))):
+        assert type(got.data) is np.ndarray and got.data.flags.c_contiguous and got.data.flags.writeable
+        assert got.data.dtype == expected.data.dtype and got.data.shape == expected.data.shape
+        assert np.array_equal(got.data, expected.data) and got.row_shape == expected.row_shape and got.path is None
+
+
+def test_a_table_truncated_after_opening_is_refused_not_read(tmp_path):
+    _in_memory_feat(tmp_path)
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    os.truncate(tmp_path / "node_data" / "feat.npy", 200)
+    with pytest.raises(ValueError, match=r"feature_data\[0\] \(node feature 'feat'\).*feat.npy"):
+        ds.load()
+
+
+def test_a_dataset_pickled_before_its_tables_are_read_carries_them(tmp_path):
+    d = _in_memory_feat(tmp_path / "data")
+    ds = gp.datasets.OnDiskDataset(tmp_path / "data")
+    data = pickle.dumps(ds)
+    os.replace(tmp_path / "data" / "node_data" / "year.pt", tmp_path / "year.pt")  # only numpy tables wait
+    (tmp_path / "data" / "node_data" / "feat.npy").unlink()
+    copy = pickle.loads(data)
+    assert np.array_equal(copy.feature.read("node", None, "feat").numpy(), d.feat)
+    assert np.array_equal(ds.feature.read("node", None, "feat").numpy(), d.feat)
