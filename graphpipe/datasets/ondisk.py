@@ -137,8 +137,9 @@ class OnDiskDataset:
     """A GraphBolt on-disk dataset directory (see the module docstring for the layout).
 
     ``OnDiskDataset(path)`` reads ``metadata.yaml``, builds or opens the cached graph,
-    checks and maps the features and reads the item sets; tables read into memory are
-    read by ``.load()`` or on first use of :attr:`feature`. ``.load()`` returns the
+    checks and maps the features and reads the item sets; numpy tables read into memory
+    (``format: numpy``, ``in_memory: true``) are read by ``.load()`` or on first use of
+    :attr:`feature` (``format: torch`` ones when the dataset is opened). ``.load()`` returns the
     dataset itself, so GraphBolt scripts (``gb.OnDiskDataset(path).load()``) work with
     ``gb`` replaced by ``graphpipe.datasets``; as in GraphBolt, edits to :attr:`yaml_data`
     before ``load()`` (``feature["in_memory"] = False``, an entry removed) are what
@@ -249,7 +250,7 @@ class OnDiskDataset:
 
     def _read_contents(self) -> None:
         """Read the name, features and tasks of a copy of :attr:`yaml_data` (checked as
-        untrusted); tables read into memory wait for :attr:`feature`'s first use."""
+        untrusted); numpy tables read into memory wait for :attr:`feature`'s first use."""
         where, snapshot = self._where, _copy_yaml(self._yaml_data, self._where)
         name = snapshot.get("dataset_name")
         if name is not None and not isinstance(name, (str, int, float)):
@@ -264,7 +265,8 @@ class OnDiskDataset:
         """GraphBolt's second step; returns the dataset. Edits made to :attr:`yaml_data`
         since it was read (``feature_data``, ``tasks``, ``dataset_name``) are read now, with
         the same checks; the graph was built by the constructor. ``tasks`` keeps only the
-        named tasks. Features are read into memory here (or on first use of :attr:`feature`)."""
+        named tasks. Numpy tables with ``in_memory: true`` are read into memory here (or on
+        first use of :attr:`feature`); ``format: torch`` ones were read with the entries."""
         selected = _task_names(tasks, "OnDiskDataset.load")
         if not _same_yaml(self._yaml_data, self._read_from):
             if not isinstance(self._yaml_data, dict) or not _same_yaml(self._yaml_data.get("graph"), self._read_from.get("graph")):
@@ -286,8 +288,8 @@ class OnDiskDataset:
 
     @property
     def feature(self) -> FeatureStore:
-        """The :class:`~graphpipe.FeatureStore`; tables with ``in_memory: true`` are read
-        on first use (or by :meth:`load`), once, however many threads ask at once."""
+        """The :class:`~graphpipe.FeatureStore`; numpy tables with ``in_memory: true`` are
+        read on first use (or by :meth:`load`), once, however many threads ask at once."""
         if self._openers is not None:
             with self._guard():
                 openers = self._openers
@@ -759,8 +761,9 @@ _FEATURE_FIELDS = {"domain": _DOMAIN, "name": _NAME, "format": _ARRAY_FORMAT, "p
 
 def _open_features(files: _Files, entries: list, graph: CSCGraph, disk_based: bool) -> Dict[str, Dict[Any, Callable[[], Feature]]]:
     """The top-level ``feature_data``, checked: per domain, key (name, or ``(type, name)``
-    for a typed graph) -> a function giving its :class:`Feature`. Tables read into memory
-    are checked through a memory map, and read when the function is called."""
+    for a typed graph) -> a function giving its :class:`Feature`. Numpy tables read into
+    memory are checked through a memory map, and read when the function is called; torch
+    tables are read here."""
     where = files.where
     typed = graph.is_heterogeneous
     openers: Dict[str, Dict[Any, Callable[[], Feature]]] = {"node": {}, "edge": {}}
