@@ -396,6 +396,8 @@ def _read_yaml(path: str, where: str):
             return yaml.safe_load(f)
         except yaml.YAMLError as error:
             raise ValueError(f"{where}: '{path}' is not valid YAML: {error}") from error
+        except RecursionError:  # PyYAML composes nested collections recursively
+            raise ValueError(f"{where}: '{path}' nests too deeply for PyYAML to read") from None
 
 
 def _copy_yaml(data, where: str):

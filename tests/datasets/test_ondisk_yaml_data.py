@@ -263,3 +263,10 @@ def test_a_dataset_pickled_before_its_tables_are_read_carries_them(tmp_path):
     copy = pickle.loads(data)
     assert np.array_equal(copy.feature.read("node", None, "feat").numpy(), d.feat)
     assert np.array_equal(ds.feature.read("node", None, "feat").numpy(), d.feat)
+
+
+def test_a_metadata_yaml_too_deep_for_pyyaml_is_a_value_error(tmp_path):
+    write_graphbolt_dataset(tmp_path, "numpy")
+    _with_entry_fields(tmp_path, "    deep: " + "[" * 2000 + "]" * 2000 + "\n")
+    with pytest.raises(ValueError, match=r"metadata.yaml' nests too deeply for PyYAML to read"):
+        gp.datasets.OnDiskDataset(tmp_path)
