@@ -802,21 +802,22 @@ def _open_features(files: _Files, entries: list, graph: CSCGraph, disk_based: bo
 
 class _FeatureFile:
     """One checked ``feature_data`` entry; calling it gives its :class:`Feature`. A numpy
-    table read into memory is checked through a memory map, kept, and copied from that
-    map when called: never by opening the path again, which may have been replaced since
-    (e.g. by a symlink to a file outside the dataset). Each kept map holds a file
-    descriptor until the dataset's feature store is built."""
+    table read into memory is checked through a memory map, which is then dropped (a
+    dataset of many tables holds no file open), and read when called, from the file that
+    was checked: one replaced since (renamed over, or a symlink to a file outside the
+    dataset) or changed in size or header is refused, naming the file."""
 
     def __init__(self, files: _Files, entry: dict, at: str, rows: int, disk_based: bool, extra: dict):
         self.path, self.format, self.domain, self.name = files.path(entry, at), entry["format"], entry["domain"], entry["name"]
         self.prefix, self.rows, self.disk_based, self.extra = f"{files.where}: metadata.yaml {at}", rows, disk_based, extra
         self.feature: Optional[Feature] = None
-        self.mapped: Optional[np.memmap] = None
+        self.checked_file: Optional[tuple] = None
         in_memory = entry.get("in_memory", True) is not False
         later = in_memory and self.format == "numpy"
         data = self.checked(in_memory and not later)
-        if later:
-            self.mapped = data
+        if later:  # the file's identity and the header's table, for the read to compare
+            stat = os.stat(self.path)
+            self.checked_file = (stat.st_dev, stat.st_ino, stat.st_size, data.shape, data.dtype, bool(data.flags.f_contiguous and not data.flags.c_contiguous))
         else:
             self.feature = _feature(data, self.path, disk_based, f"{self.prefix} ('{self.path}')", extra)
 
@@ -835,28 +836,34 @@ class _FeatureFile:
     def __call__(self) -> Feature:
         if self.feature is not None:
             return self.feature
-        return _feature(self.copied(), self.path, self.disk_based, f"{self.prefix} ('{self.path}')", self.extra)
+        return _feature(self.read(), self.path, self.disk_based, f"{self.prefix} ('{self.path}')", self.extra)
 
-    def copied(self) -> np.ndarray:
-        """The mapped table copied into memory in C order: the array ``read_array(path,
-        "numpy", in_memory=True)`` gives, then ``_feature`` makes C-contiguous (same header,
-        dtype and shape; .npy holds no checksum). A file truncated in place since the check
-        is refused (reading past its end would raise SIGBUS)."""
-        mapped, handle = self.mapped, getattr(self.mapped, "_mmap", None)
-        if handle is not None and handle.size() < mapped.offset + mapped.nbytes:
-            raise ValueError(
-                f"{self.prefix} ('{self.path}') was truncated after the dataset was opened ({handle.size()} bytes, "
-                f"its header needs {mapped.offset + mapped.nbytes}); open the dataset again"
-            )
-        return np.array(mapped, order="C")  # a plain ndarray of its own: not a view of the map
+    def read(self) -> np.ndarray:
+        """The checked table read into memory (then made C-contiguous by ``_feature``, as
+        ``read_array(path, "numpy", in_memory=True)`` gives it), from the file opened now,
+        refused when it is not the file that was checked or its header changed."""
+        try:
+            file = open(self.path, "rb")
+        except OSError as error:
+            raise ValueError(f"{self.prefix} ('{self.path}') cannot be read since the dataset was opened: {error}") from error
+        with file:
+            stat = os.fstat(file.fileno())
+            if (stat.st_dev, stat.st_ino, stat.st_size) != self.checked_file[:3]:
+                raise ValueError(f"{self.prefix} ('{self.path}') was replaced or changed after the dataset was opened; open the dataset again")
+            try:
+                data = np.load(file, allow_pickle=False)
+            except ValueError as error:
+                raise ValueError(f"{self.prefix} ('{self.path}') is no longer a readable .npy file: {error}") from error
+        if (data.shape, data.dtype, bool(data.flags.f_contiguous and not data.flags.c_contiguous)) != self.checked_file[3:]:
+            raise ValueError(f"{self.prefix} ('{self.path}') was rewritten after the dataset was opened; open the dataset again")
+        return data
 
     def __getstate__(self) -> Dict[str, Any]:
-        # Pickled before it is read: the table in memory (a map pickles as a copy anyway),
-        # so the copy never opens the path.
-        state = dict(self.__dict__)
-        if self.mapped is not None:
-            state["feature"], state["mapped"] = self(), None
-        return state
+        # Pickled before it is read: the table in memory, so the unpickled copy never
+        # opens the path (another process, maybe another machine).
+        if self.checked_file is not None:
+            self.feature, self.checked_file = self(), None  # read once, here and in the copy
+        return dict(self.__dict__)
 
 
 def _extra_fields(entry: dict, known, at: str, where: str) -> Dict[str, Any]:

@@ -210,7 +210,7 @@ def test_feature_and_metadata_can_be_assigned_as_before(tmp_path):
 
 
 @pytest.mark.parametrize("swap", ["symlink", "rename"])
-def test_a_table_replaced_after_opening_is_read_from_the_file_that_was_checked(tmp_path, swap):
+def test_a_table_replaced_after_opening_is_refused_not_read(tmp_path, swap):
     d = _in_memory_feat(tmp_path / "data")
     outside = tmp_path / "outside.npy"
     np.save(outside, np.full(d.feat.shape, 7, d.feat.dtype))
@@ -221,8 +221,9 @@ def test_a_table_replaced_after_opening_is_read_from_the_file_that_was_checked(t
         feat.symlink_to(outside)
     else:
         os.replace(outside, feat)
-    table = ds.load().feature["node", None, "feat"]
-    assert np.array_equal(table.read().numpy(), d.feat) and table.path is None
+    with pytest.raises(ValueError, match=r"feature_data\[0\].*feat.npy'\) was replaced or changed after the dataset was opened; open the dataset again"):
+        ds.load()
+    assert d.feat is not None
 
 
 @pytest.mark.parametrize(
@@ -270,3 +271,20 @@ def test_a_metadata_yaml_too_deep_for_pyyaml_is_a_value_error(tmp_path):
     _with_entry_fields(tmp_path, "    deep: " + "[" * 2000 + "]" * 2000 + "\n")
     with pytest.raises(ValueError, match=r"metadata.yaml' nests too deeply for PyYAML to read"):
         gp.datasets.OnDiskDataset(tmp_path)
+
+
+def test_a_dataset_of_many_tables_holds_no_file_open_before_load(tmp_path):
+    """Each deferred table held its memory map (a file descriptor) until the store was
+    built: a dataset of more tables than the open-file limit could not be opened."""
+    d = _in_memory_feat(tmp_path)
+    extra = "".join(
+        f"  - domain: node\n    name: f{i}\n    format: numpy\n    path: node_data/f{i}.npy\n" for i in range(40)
+    )
+    for i in range(40):
+        np.save(tmp_path / "node_data" / f"f{i}.npy", d.feat)
+    metadata = (tmp_path / "metadata.yaml").read_text().replace("\nfeature_data:\n", "\nfeature_data:\n" + extra, 1)
+    (tmp_path / "metadata.yaml").write_text(metadata)
+    before = len(os.listdir("/proc/self/fd"))
+    ds = gp.datasets.OnDiskDataset(tmp_path)
+    assert len(os.listdir("/proc/self/fd")) - before < 5
+    assert np.array_equal(ds.load().feature.read("node", None, "f39").numpy(), d.feat)
