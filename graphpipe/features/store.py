@@ -573,19 +573,21 @@ def _checked_table(data: Union[torch.Tensor, np.ndarray], what: str):
 TorchBasedFeature = Feature
 
 
-def BasicFeatureStore(features: Mapping[Tuple[str, Optional[str], str], Feature]) -> FeatureStore:  # noqa: N802 - GraphBolt's name
-    """GraphBolt's store constructor: a :class:`FeatureStore` of ``features``, a dict
+class BasicFeatureStore(FeatureStore):
+    """GraphBolt's store class: a :class:`FeatureStore` of ``features``, a dict
     ``(domain, type_name, feature_name) -> Feature`` (domain ``"node"`` or ``"edge"``;
     ``type_name`` None on an untyped graph)."""
-    if not isinstance(features, Mapping):
-        raise TypeError(f"BasicFeatureStore: `features` must be a dict (domain, type_name, feature_name) -> Feature, got {type(features).__name__}")
-    tables: Dict[str, dict] = {"node": {}, "edge": {}}
-    for key, feature in features.items():
-        if not (isinstance(key, tuple) and len(key) == 3 and key[0] in tables):
-            raise ValueError(
-                f"BasicFeatureStore: `features` keys must be (domain, type_name, feature_name) with domain 'node' or "
-                f"'edge', got {key!r}"
-            )
-        domain, type_name, name = key
-        tables[domain][name if type_name is None else (type_name, name)] = feature
-    return FeatureStore(tables["node"], tables["edge"])
+
+    def __init__(self, features: Mapping[Tuple[str, Optional[str], str], Feature]):
+        if not isinstance(features, Mapping):
+            raise TypeError(f"BasicFeatureStore: `features` must be a dict (domain, type_name, feature_name) -> Feature, got {type(features).__name__}")
+        tables: Dict[str, dict] = {"node": {}, "edge": {}}
+        for key, feature in features.items():
+            if not (isinstance(key, tuple) and len(key) == 3 and key[0] in tables):
+                raise ValueError(
+                    f"BasicFeatureStore: `features` keys must be (domain, type_name, feature_name) with domain 'node' or "
+                    f"'edge', got {key!r}"
+                )
+            domain, type_name, name = key
+            tables[domain][name if type_name is None else (type_name, name)] = feature
+        super().__init__(tables["node"], tables["edge"])

@@ -421,7 +421,8 @@ def test_graphbolts_feature_and_store_constructors():
     same tables, typed keys too; other keys are refused naming the form."""
     node, edge = torch.rand(5, 2), torch.rand(12, 5)
     store = gp.BasicFeatureStore({("node", None, "feat"): gp.TorchBasedFeature(node), ("edge", None, "feat"): gp.TorchBasedFeature(edge)})
-    assert isinstance(store, gp.FeatureStore) and gp.TorchBasedFeature is gp.Feature
+    assert isinstance(store, gp.FeatureStore) and isinstance(store, gp.BasicFeatureStore) and gp.TorchBasedFeature is gp.Feature
+    assert isinstance(type("Mine", (gp.BasicFeatureStore,), {})({}), gp.FeatureStore)  # GraphBolt's scripts subclass it
     assert torch.equal(store.read("node", None, "feat", torch.tensor([4, 0])), node[[4, 0]])
     assert torch.equal(store.read("edge", None, "feat"), edge) and store.node_keys == ["feat"]
     typed = gp.BasicFeatureStore({("node", "paper", "x"): gp.TorchBasedFeature(node, {"num_classes": 3})})

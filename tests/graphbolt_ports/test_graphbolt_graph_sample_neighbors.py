@@ -197,6 +197,8 @@ def test_layer_neighbors_keep_a_source_for_all_its_destinations_or_none():
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     assert chi2 < 31.3  # 11 degrees of freedom, p = 0.001
     assert layer.edge_weights.dtype == torch.float32 and layer.edge_weights.shape == indices.shape
+    sums = torch.zeros(num_dst).index_add_(0, torch.repeat_interleave(torch.arange(num_dst), indptr.diff()), layer.edge_weights)
+    assert torch.allclose(sums, torch.ones(num_dst))  # Horvitz-Thompson weights of a mean: 1 per destination
     other = graph.sample_neighbors(seeds, torch.tensor([fanout]))  # NS draws per destination
     assert len({tuple(sorted(other.sampled_csc.indices[i * fanout : (i + 1) * fanout].tolist())) for i in range(num_dst)}) > 1
     torch.manual_seed(7)
