@@ -47,6 +47,8 @@ def _edges_exist(graph, indptr, indices, seeds):
 @pytest.mark.parametrize("indices_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("method", METHODS)
 def test_sample_neighbors_homo(indptr_dtype, indices_dtype, method):
+    if method == "sample_layer_neighbors" and (indptr_dtype, indices_dtype) == (torch.int32, torch.int64):
+        pytest.skip("a LABOR kernel signature no other test compiles (suite time); LABOR's dtypes are the pipes' tests'")
     graph = CSCGraph(HOMO_INDPTR.to(indptr_dtype), HOMO_INDICES.to(indices_dtype))
     nodes = torch.tensor([1, 3, 4], dtype=indices_dtype)
     subgraph = getattr(graph, method)(nodes, fanouts=torch.LongTensor([2]))
