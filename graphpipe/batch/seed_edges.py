@@ -11,7 +11,7 @@ import torch
 from graphpipe._internal.checks import check_bool
 from graphpipe.batch.minibatch import MiniBatch, with_fields
 from graphpipe.graph.edge_types import parse_edge_type
-from graphpipe.graph.sampled_subgraph import kept_edges, select_edges
+from graphpipe.graph.sampled_subgraph import checked_pairs, kept_edges, select_edges
 
 __all__ = ["exclude_seed_edges"]
 
@@ -93,11 +93,9 @@ def _seed_pairs(pairs, name: str, etype: Optional[str] = None) -> torch.Tensor:
         got = f"shape {tuple(pairs.shape)}" if isinstance(pairs, torch.Tensor) else type(pairs).__name__
         kind = {1: " (node seeds)", 2: " (hyperlinks)"}.get(pairs.dim(), "") if isinstance(pairs, torch.Tensor) else ""
         raise ValueError(f"{_WHERE}: `{name}` must be [N, 2] (source, destination) node pairs, a link batch's seeds; got {got}{kind}")
-    if pairs.is_floating_point() or pairs.is_complex() or pairs.dtype == torch.bool:
-        raise TypeError(f"{_WHERE}: `{name}` must hold integer node ids, got dtype {pairs.dtype}")
     if etype is not None:
         parse_edge_type(etype, _WHERE)
-    return pairs.to(torch.int64)
+    return checked_pairs(pairs, name, _WHERE)  # integer ids, as int64
 
 
 def _pick_rows(key, value: torch.Tensor, index) -> torch.Tensor:

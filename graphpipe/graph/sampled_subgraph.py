@@ -13,7 +13,7 @@ from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "attributes_set", "by_type", "kept_edges", "map_tensors", "select_edges"]
+__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "attributes_set", "by_type", "checked_pairs", "kept_edges", "map_tensors", "select_edges"]
 
 # Edges given to ``exclude_edges``: ``[N, 2]`` pairs, GraphBolt 2.1's ``(sources, destinations)``, or a dict by edge type.
 EdgesToExclude = Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor], Dict[str, Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]]]
@@ -235,14 +235,14 @@ def kept_edges(layer: SampledSubgraph, edges: EdgesToExclude, within_int32: bool
         want = "a dict edge type -> [N, 2] pairs (the layer is typed)" if layer.is_heterogeneous else "[N, 2] pairs (the layer is untyped)"
         raise TypeError(f"{where}: `edges` must be {want}, got {type(edges).__name__}")
     if not layer.is_heterogeneous:
-        return _kept(layer.sampled_csc, layer.original_row_node_ids, layer.original_column_node_ids, _pairs(edges, "edges", where), within_int32, where)
+        return _kept(layer.sampled_csc, layer.original_row_node_ids, layer.original_column_node_ids, checked_pairs(edges, "edges", where), within_int32, where)
     kept = {}
     for etype, csc in layer.sampled_csc.items():
         if etype not in edges:
             kept[etype] = None
             continue
         src_type, _, dst_type = parse_edge_type(etype, where)
-        pairs = _pairs(edges[etype], f"edges[{etype!r}]", where)
+        pairs = checked_pairs(edges[etype], f"edges[{etype!r}]", where)
         rows, columns = ((ids or {}).get(node_type) for ids, node_type in ((layer.original_row_node_ids, src_type), (layer.original_column_node_ids, dst_type)))
         kept[etype] = _kept(csc, rows, columns, pairs, within_int32, where)
     return kept
@@ -271,7 +271,7 @@ def select_edges(layer: SampledSubgraph, index) -> SampledSubgraph:
     return new
 
 
-def _pairs(edges, name: str, where: str) -> torch.Tensor:
+def checked_pairs(edges, name: str, where: str) -> torch.Tensor:
     """``edges`` (``[N, 2]`` pairs or a ``(sources, destinations)`` tuple of ``[N]``) as
     ``[N, 2]`` int64, or a TypeError / ValueError naming ``name``."""
     if isinstance(edges, tuple) and len(edges) == 2 and all(isinstance(t, torch.Tensor) and t.dim() == 1 for t in edges):
