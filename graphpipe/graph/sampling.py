@@ -761,7 +761,7 @@ def sample_graph_neighbors(
         csc[etype] = CSCFormat(indptr, sample.indices[e0:e1] - schema.node_type_offset[src_type])
         edge_ids[etype] = graph.sampled_edge_ids(sample.edge_ids[e0:e1])
         weights[etype] = None if sample.edge_weights is None else sample.edge_weights[e0:e1]
-    return SampledSubgraph(csc, None, None, edge_ids, weights if labor else None)
+    return SampledSubgraph(csc, None, None, edge_ids, None if sample.edge_weights is None else weights)
 
 
 def _graph_layer_times(graph, seeds, start: SeedNodes, times: tuple, where: str) -> LayerTimes:
