@@ -1,5 +1,5 @@
 """Shared fixtures: small random graphs, a numba thread-count switch, a no-compilation check,
-and the costly kernels compiled once, side by side, when the suite runs on two workers.
+and the costly kernels compiled once, side by side, when the suite runs on several workers.
 
 The suite runs with the README's OpenMP settings for few cores (set here, before torch
 is imported; child processes inherit them): with OpenMP's default spinning, a tiny
@@ -154,7 +154,7 @@ _COSTLY_KERNELS = [
 
 @pytest.fixture(scope="session", autouse=True)
 def costly_kernels_shared_between_workers(request):
-    """Under pytest-xdist (the README runs the suite with ``-n 2``), worker ``i`` of ``n``
+    """Under pytest-xdist (the README runs the suite with ``-n 3``), worker ``i`` of ``n``
     compiles every ``n``-th of the costly kernels before its first test. With an empty
     numba cache the workers then compile them side by side, each once, into the on-disk
     cache (the others load them from there when their tests need them), instead of
