@@ -116,7 +116,7 @@ class ItemSet:
         keep the epoch's order alive, and ship it to worker processes); given negatives
         make ``seeds``, ``labels`` and ``indexes`` (see the class doc)."""
         fields = dict(zip(self.names, self[rows]))
-        if any(name in fields for name in NEGATIVE_FIELDS):
+        if not fields.keys().isdisjoint(NEGATIVE_FIELDS):
             fields = _with_given_negatives(fields)
         if "input_id" in fields:
             fields["input_id"] = fields["input_id"].to(torch.int64)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
@@ -10,7 +10,7 @@ import torch
 from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.batch import dgl, pyg
-from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, attributes_set, by_type, map_tensors
+from graphpipe.graph.sampled_subgraph import HOMO_EDGE_TYPE, HOMO_NODE_TYPE, CSCFormat, SampledSubgraph, by_type, field_names, map_tensors
 
 __all__ = ["MiniBatch", "SampledSubgraph", "CSCFormat", "LAYOUTS", "ReusedRows", "with_fields"]
 
@@ -296,10 +296,15 @@ class MiniBatch:
 
 
 def with_fields(minibatch: MiniBatch, **changes) -> MiniBatch:
-    """``dataclasses.replace(minibatch, **changes)`` keeping the attributes a user's stage
-    set on it (GraphBolt's stages change a MiniBatch in place, so such attributes stay)."""
-    new = replace(minibatch, **changes)
-    new.__dict__.update(attributes_set(minibatch))
+    """A shallow copy of ``minibatch`` with the fields ``changes`` (``dataclasses.replace``
+    without its per-call field walk), keeping the attributes a user's stage set on it
+    (GraphBolt's stages change a MiniBatch in place, so such attributes stay)."""
+    unknown = changes.keys() - field_names(type(minibatch))
+    if unknown:
+        raise TypeError(f"with_fields: {sorted(unknown)} are not fields of {type(minibatch).__name__}")
+    new = object.__new__(type(minibatch))  # a MiniBatch keeps its fields and attributes in __dict__
+    new.__dict__.update(minibatch.__dict__)
+    new.__dict__.update(changes)
     return new
 
 

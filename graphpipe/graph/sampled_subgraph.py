@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
@@ -13,7 +14,7 @@ from graphpipe._internal.devices import device_or_cpu
 from graphpipe._internal.reprs import fields_repr
 from graphpipe.graph.edge_types import parse_edge_type
 
-__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "attributes_set", "by_type", "checked_pairs", "kept_edges", "map_tensors", "select_edges"]
+__all__ = ["CSCFormat", "HOMO_EDGE_TYPE", "HOMO_NODE_TYPE", "PyGLayerData", "PyGLayerHeteroData", "SampledSubgraph", "attributes_set", "by_type", "checked_pairs", "field_names", "kept_edges", "map_tensors", "select_edges"]
 
 # Edges given to ``exclude_edges``: ``[N, 2]`` pairs, GraphBolt 2.1's ``(sources, destinations)``, or a dict by edge type.
 EdgesToExclude = Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor], Dict[str, Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]]]
@@ -190,8 +191,14 @@ def _per_type(value, fn):
 
 def attributes_set(obj) -> dict:
     """The attributes of a dataclass instance that are not its fields (set by a user)."""
-    names = {f.name for f in fields(obj)}
+    names = field_names(type(obj))
     return {name: value for name, value in getattr(obj, "__dict__", {}).items() if name not in names}
+
+
+@functools.lru_cache(maxsize=None)
+def field_names(cls: type) -> frozenset:
+    """The field names of dataclass ``cls`` (read per batch: looked up once per class)."""
+    return frozenset(f.name for f in fields(cls))
 
 
 def map_tensors(obj, fn, user: bool = False):
