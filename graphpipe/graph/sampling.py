@@ -549,6 +549,9 @@ def append_layer(graph, dst: torch.Tensor, dst_counts, sample: LayerSample) -> T
         of ``layer.rows`` is ``cat([dst, sample.indices])[order[j]]``.
     """
     n, num_edges = dst.numel(), sample.indices.numel()
+    # The next layer samples these rows unchecked: a corrupted `indices` (a mapped graph's
+    # are not scanned when loaded) is refused here, as unique_and_compact refuses it.
+    check_node_ids(sample.indices, graph.total_num_nodes, "indices", "a sampled layer's sources (is the graph file corrupted?)")
     if not graph.is_heterogeneous:
         src = torch.cat([dst, sample.indices])
         return SampledLayer(dst, dst_counts, (0,), sample, src, torch.arange(n, n + num_edges), src, (src.numel(),)), torch.arange(src.numel())

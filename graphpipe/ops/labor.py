@@ -743,7 +743,17 @@ def sample_labor(
     check_importance_sampling(importance_sampling, "sample_labor")
     if probs is not None and importance_sampling != 0:
         raise NotImplementedError("sample_labor: weighted LABOR supports importance_sampling=0 only")
-    fanout, nodes, device = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_labor")
+    fanout, nodes, _ = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_labor")
+    return sample_labor_trusted(indptr, indices, nodes, fanout, variates, importance_sampling, probs, num_nodes)
+
+
+def sample_labor_trusted(
+    indptr, indices, nodes, fanout: int, variates: Variates, importance_sampling: int, probs, num_nodes: Optional[int]
+) -> LayerSample:
+    """:func:`sample_labor` of inputs the library checked where they entered (see
+    :func:`~graphpipe.ops.neighbor_sampling.sample_neighbors_trusted`): no per-layer check.
+    ``nodes``: ``[num_dst]`` int64."""
+    device = nodes.device if nodes.is_cuda else indptr.device
     num_nodes = indptr.numel() - 1 if num_nodes is None else num_nodes
     if fanout == 0:  # LABOR-k would still solve probabilities for it
         return LayerSample.empty(nodes.numel(), device, weights=True)

@@ -403,11 +403,20 @@ def sample_neighbors(
             (:class:`FanoutTooLarge`).
     """
     key = check_key(key, "sample_neighbors")
-    fanout, nodes, device = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_neighbors")
+    fanout, nodes, _ = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_neighbors")
     if exclude is not None:
         check_exclusion(exclude, indptr, nodes, "sample_neighbors")
     if key_ids is not None and (nodes.is_cuda or indptr.is_cuda or key_ids.shape != nodes.shape):
         raise ValueError("sample_neighbors: `key_ids` must be a CPU tensor shaped like `nodes`, with CPU `nodes` and graph")
+    return sample_neighbors_trusted(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids)
+
+
+def sample_neighbors_trusted(indptr, indices, nodes, fanout: int, key: int, replace: bool, probs, exclude, key_ids) -> LayerSample:
+    """:func:`sample_neighbors` of inputs the library checked where they entered (the
+    samplers' graph, fanouts and weights when built, the seeds per batch, and ids it made
+    since: :func:`~graphpipe.ops.unique_and_compact` checks the sources it compacts): no
+    per-layer check. ``nodes``: ``[num_dst]`` int64."""
+    device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:
         return LayerSample.empty(nodes.numel(), device)
     if device.type == "cuda":  # GPU path: the graph in device or pinned host memory
@@ -434,7 +443,8 @@ def _too_many_edges(fanout: int, replace: bool, num_dst: int) -> FanoutTooLarge:
 
 def _sample_cpu(indptr, indices, nodes, fanout, key, replace, probs, exclude, key_ids=None) -> LayerSample:
     """The CPU kernels; destination ``i`` keys its variates by ``key_ids[i]`` (default ``nodes[i]``)."""
-    graph = tuple(t.contiguous().numpy() for t in (indptr, indices, nodes, nodes if key_ids is None else key_ids))
+    nodes_np = nodes.contiguous().numpy()
+    graph = (indptr.contiguous().numpy(), indices.contiguous().numpy(), nodes_np, nodes_np if key_ids is None else key_ids.contiguous().numpy())
     max_out = max_output_edges(_BYTES_PER_EDGE)
     capped = min(fanout, FANOUT_CAP)
     options = (capped, np.uint64(key), bool(replace), max_out, *exclusion_arrays(exclude))

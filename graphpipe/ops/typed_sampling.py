@@ -111,7 +111,7 @@ def sample_segments(
     ``edge_ids`` are CSC positions of the graph."""
     num_segments = key_ids.numel()
     if num_segments == 0:
-        return sample(bounds.new_zeros(1), bounds.new_empty(0), 1, key_ids, None)
+        return sample(bounds.new_zeros(1), key_ids.new_empty(0), 1, key_ids, None)
     change = torch.nonzero(fanouts[1:] != fanouts[:-1]).flatten() + 1
     cuts = [0, *change.tolist(), num_segments]
     runs = []

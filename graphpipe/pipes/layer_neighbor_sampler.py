@@ -18,7 +18,7 @@ from graphpipe.graph.csc_graph import CSCGraph
 from graphpipe.ops import LayerSample, derive_key
 from graphpipe.ops.compile import compile_sample_labor, dtype_only
 from graphpipe.ops.edge_lookup import drop_excluded
-from graphpipe.ops.labor import Variates, sample_labor, vertex_normals
+from graphpipe.ops.labor import Variates, sample_labor_trusted, vertex_normals
 from graphpipe.pipes.base import Pipe, functional_pipe
 from graphpipe.pipes.capabilities import UnsupportedCombination
 from graphpipe.pipes.neighbor_sampler import weights_or_prob_name
@@ -158,10 +158,8 @@ class LayerNeighborSampler(SubgraphSampler):
         fanout). ``indices``: the sources to read instead of the graph's (LABOR-k over a
         part: the neighbourhoods the owners sent)."""
         indices, probs = edge_arrays(self.graph.indices if indices is None else indices, self.probs, candidates)
-        sample = sample_labor(
-            indptr, indices, nodes, fanout, variates=self.variates(minibatch.batch_index, layer),
-            importance_sampling=self.importance_sampling, probs=probs, num_nodes=self.graph.total_num_nodes,
-        )  # fmt: skip
+        variates = self.variates(minibatch.batch_index, layer)
+        sample = sample_labor_trusted(indptr, indices, nodes, fanout, variates, self.importance_sampling, probs, self.graph.total_num_nodes)
         return sample if exclude is None else drop_excluded(sample, exclude, nodes, indptr, probs)
 
     def state_options(self) -> Dict[str, object]:

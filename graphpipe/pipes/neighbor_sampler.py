@@ -9,9 +9,9 @@ from graphpipe._internal.checks import check_bool
 from graphpipe.batch.minibatch import MiniBatch
 from graphpipe.graph.checks import check_edge_weights
 from graphpipe.graph.csc_graph import CSCGraph
-from graphpipe.ops import LayerSample, sample_neighbors
+from graphpipe.ops import LayerSample
 from graphpipe.ops.compile import compile_sample_neighbors, dtype_only
-from graphpipe.ops.neighbor_sampling import FanoutTooLarge
+from graphpipe.ops.neighbor_sampling import FanoutTooLarge, sample_neighbors_trusted
 from graphpipe.pipes.base import Pipe, functional_pipe
 from graphpipe.pipes.subgraph_sampler import GraphBoltTemporal, SubgraphSampler, edge_arrays
 
@@ -97,10 +97,8 @@ class NeighborSampler(SubgraphSampler):
         ``exclude`` names (see :meth:`SubgraphSampler.sample_segments`)."""
         indices, probs = edge_arrays(self.graph.indices, self.probs, candidates)
         try:
-            return sample_neighbors(
-                indptr, indices, nodes, fanout, key=self.layer_key(minibatch.batch_index, layer),
-                replace=self.replace, probs=probs, exclude=exclude, key_ids=key_ids,
-            )  # fmt: skip
+            key = self.layer_key(minibatch.batch_index, layer)
+            return sample_neighbors_trusted(indptr, indices, nodes, fanout, key, self.replace, probs, exclude, key_ids)
         except FanoutTooLarge as error:
             raise ValueError(f"{type(self).__name__}: `fanouts[{layer}]` is too large: {error}") from error
 

@@ -249,3 +249,27 @@ def test_homogeneous_files_of_format_version_1_still_load(tmp_path):
     torch.save(state, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match=r"wrong keys for a version 1 graph file: .*unexpected \['type_per_edge'\]"):
         CSCGraph.load(tmp_path / "bad.pt")
+
+
+@pytest.mark.parametrize("sampler, options", [
+    ("sample_neighbor", {}), ("sample_neighbor", {"deduplicate": False}), ("sample_layer_neighbor", {}),
+])  # fmt: skip
+def test_a_mapped_graphs_out_of_range_source_is_refused_by_sampling_not_read(tmp_path, sampler, options):
+    """A mapped graph's ``indices`` are not scanned when loaded, and the samplers do not
+    re-check the ids they made: a sampled source outside the graph must be refused before
+    the next layer reads its in-edges (with or without deduplication)."""
+    import graphpipe as gp
+
+    path = tmp_path / "g.pt"
+    graph().save(path)
+
+    def bad_indices_with_a_valid_checksum(state):
+        state["indices"][123] = 10**6
+        state["checksums"]["indices"] = _checksum(state["indices"])
+
+    rewrite(path, bad_indices_with_a_valid_checksum)
+    h = CSCGraph.load(path, mmap=True)
+    dst = int(torch.searchsorted(h.indptr, torch.tensor(123), right=True)) - 1  # the bad edge's destination
+    pipe = getattr(gp.ItemSampler(gp.ItemSet(torch.tensor([dst]), names="seeds"), 1), sampler)(h, [-1, -1], **options)
+    with pytest.raises(ValueError, match=r"node id 1000000"):
+        next(iter(pipe))
