@@ -53,6 +53,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 import torch
 import torch.distributed as dist
 
+from graphpipe._internal.checks import check_node_ids
 from graphpipe.batch.item_set import HeteroItemSet
 from graphpipe.batch.minibatch import MiniBatch, with_fields
 from graphpipe.distributed.partition import Partition
@@ -329,7 +330,9 @@ def sample_subgraphs_cooperatively(sampler, minibatch: MiniBatch, seeds: SeedNod
         seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)
         item_set = source.item_set
         sets = item_set.item_sets if isinstance(item_set, HeteroItemSet) else {HOMO_NODE_TYPE: item_set}
-        owned, seed_plans = seed_route.arrived, None
+        # checked here, against this rank's graph: ranks holding other datasets must not read past it
+        owned = [check_node_ids(ids, graph.total_num_nodes, "seeds from other ranks", f"{where} (do the ranks load the same dataset?)") for ids in seed_route.arrived]
+        seed_plans = None
         pending = _send_item_ids(minibatch, sets, seed_route, graph.schema.node_types, group)
     else:  # link seeds stay; their owners sample their distinct endpoints
         seed_route = _send_to_owners(seeds.nodes, seeds.counts, partition, group)

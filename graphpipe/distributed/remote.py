@@ -70,7 +70,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from graphpipe._internal.checks import check_node_pairs
+from graphpipe._internal.checks import check_node_ids, check_node_pairs
 from graphpipe.batch.item_set import pairs_with_negatives
 from graphpipe.batch.minibatch import MiniBatch, with_fields
 from graphpipe.distributed.cooperative import _all_to_all, _ask_owners, _collective, _link_rows, _send_to_owners
@@ -314,12 +314,15 @@ def _sample_asked(sampler, asked: torch.Tensor, counts, layer: int, minibatch, e
     """The in-edges of the destinations one rank asked for (type-major, ``counts`` per
     type), as that rank would sample them: ``asked`` its ids, or :func:`_request_rows`'
     rows (with ``time_filter``, the agreed one, for temporal rows)."""
-    if asked.dim() == 1:
+    num_nodes, where = sampler.graph.total_num_nodes, f"{type(sampler).__name__} (remote sampling; do the ranks load the same dataset?)"
+    if asked.dim() == 1:  # checked here, against this rank's graph: the kernels read what they are given
+        asked = check_node_ids(asked, num_nodes, "node ids another rank asked for", where)
         return sampler.sample_frontier(asked, counts, sampler.no_skip, layer, minibatch, exclude)
     keys, columns = asked[:, 0], list(asked[:, 1:].t().contiguous())
     subtrees = 1
     if sampler.disjoint:
         subtrees = int(columns.pop(0)[0]) if keys.numel() else 1
+    check_node_ids(keys, num_nodes * subtrees, "node keys another rank asked for", where)
     times = None
     if time_filter is not None:
         row_keys = columns[2] if len(columns) > 2 else None

@@ -412,7 +412,8 @@ class SubgraphSampler(Pipe):
     def sample_layer(
         self, nodes: torch.Tensor, layer: int, minibatch: MiniBatch, exclude: Optional[EdgeExclusion] = None
     ) -> LayerSample:
-        """Untyped graphs: in-edges of ``nodes`` (``[num_dst]`` int64 global ids) for GNN
+        """Untyped graphs: in-edges of ``nodes`` (``[num_dst]`` int64 global ids, checked by
+        the caller: the kernels behind it do not check them again) for GNN
         layer ``layer``, none of the in-edges ``exclude`` names for the first destinations.
         A sampler for untyped graphs may define this (``(nodes, layer, minibatch)``: it is
         then never given an ``exclude``) instead of :meth:`sample_segments`; it reads a

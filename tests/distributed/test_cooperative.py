@@ -530,3 +530,23 @@ def test_cooperative_batches_of_a_from_pyg_split(tmp_path):
     assert seeds == list(range(30, 38))
     for seed_ids, labels, input_id in batches:
         assert labels == [s % 3 for s in seed_ids] and input_id == seed_ids
+
+
+def _mismatched_datasets_rank(rank, world_size):
+    """Rank 1 holds a 20-node graph, rank 0 a 40-node one; nodes 20..39 belong to rank 1."""
+    n = 40 if rank == 0 else 20
+    src = torch.arange(n)
+    graph = gp.CSCGraph.from_coo(torch.cat([src, (src + 1) % n]), torch.cat([(src + 1) % n, src]), num_nodes=n)
+    items = gp.ItemSet(torch.arange(40) % n, names="seeds")  # rank 1's own seeds stay in its graph
+    source = gp.DistributedItemSampler(items, 8, shuffle=True, seed=3, partition=torch.arange(40) * world_size // 40)
+    for _ in gp.DataLoader(source.sample_neighbor(graph, [2], cooperative=True)):
+        pass
+    return "finished"
+
+
+def test_seeds_from_a_rank_with_another_dataset_are_refused_not_read(tmp_path):
+    """Found in review: the samplers no longer re-check ids per layer, so the ids other
+    ranks send are checked where they arrive, against this rank's graph."""
+    outcomes = run_ranks(_mismatched_datasets_rank, 2, tmp_path, timeout=90)
+    assert outcomes[1][0] == "error", outcomes[1]
+    assert "seeds from other ranks` holds node id" in outcomes[1][1] and "same dataset" in outcomes[1][1], outcomes[1][1]
