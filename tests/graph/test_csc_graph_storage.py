@@ -111,14 +111,15 @@ def test_a_corrupted_indptr_is_detected_even_when_mapped(tmp_path):
     assert CSCGraph.load(path, mmap=True, validate=False).num_edges == 5000
 
 
+def bad_indices_with_a_valid_checksum(state):
+    """Edge 123's source becomes node 10**6 (outside the graph); the checksum still matches."""
+    state["indices"][123] = 10**6
+    state["checksums"]["indices"] = _checksum(state["indices"])
+
+
 def test_mapped_load_is_lazy_in_indices_and_validate_true_is_not(tmp_path):
     path = tmp_path / "g.pt"
     graph().save(path)
-
-    def bad_indices_with_a_valid_checksum(state):
-        state["indices"][123] = 10**6
-        state["checksums"]["indices"] = _checksum(state["indices"])
-
     rewrite(path, bad_indices_with_a_valid_checksum)
     h = CSCGraph.load(path, mmap=True)
     assert int(h.indices[123]) == 10**6
@@ -262,11 +263,6 @@ def test_a_mapped_graphs_out_of_range_source_is_refused_by_sampling_not_read(tmp
 
     path = tmp_path / "g.pt"
     graph().save(path)
-
-    def bad_indices_with_a_valid_checksum(state):
-        state["indices"][123] = 10**6
-        state["checksums"]["indices"] = _checksum(state["indices"])
-
     rewrite(path, bad_indices_with_a_valid_checksum)
     h = CSCGraph.load(path, mmap=True)
     dst = int(torch.searchsorted(h.indptr, torch.tensor(123), right=True)) - 1  # the bad edge's destination
