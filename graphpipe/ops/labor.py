@@ -743,7 +743,7 @@ def sample_labor(
     check_importance_sampling(importance_sampling, "sample_labor")
     if probs is not None and importance_sampling != 0:
         raise NotImplementedError("sample_labor: weighted LABOR supports importance_sampling=0 only")
-    fanout, nodes, _ = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_labor")
+    fanout, nodes = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_labor")
     return sample_labor_trusted(indptr, indices, nodes, fanout, variates, importance_sampling, probs, num_nodes)
 
 

@@ -403,7 +403,7 @@ def sample_neighbors(
             (:class:`FanoutTooLarge`).
     """
     key = check_key(key, "sample_neighbors")
-    fanout, nodes, _ = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_neighbors")
+    fanout, nodes = check_layer_inputs(indptr, indices, nodes, fanout, probs, "sample_neighbors")
     if exclude is not None:
         check_exclusion(exclude, indptr, nodes, "sample_neighbors")
     if key_ids is not None and (nodes.is_cuda or indptr.is_cuda or key_ids.shape != nodes.shape):
@@ -414,8 +414,8 @@ def sample_neighbors(
 def sample_neighbors_trusted(indptr, indices, nodes, fanout: int, key: int, replace: bool, probs, exclude, key_ids) -> LayerSample:
     """:func:`sample_neighbors` of inputs the library checked where they entered (the
     samplers' graph, fanouts and weights when built, the seeds per batch, and ids it made
-    since: :func:`~graphpipe.ops.unique_and_compact` checks the sources it compacts): no
-    per-layer check. ``nodes``: ``[num_dst]`` int64."""
+    since: :func:`~graphpipe.ops.unique_and_compact` checks the sources it compacts, a
+    layer without deduplication its sources): no per-layer check. ``nodes``: ``[num_dst]`` int64."""
     device = nodes.device if nodes.is_cuda else indptr.device
     if fanout == 0:
         return LayerSample.empty(nodes.numel(), device)

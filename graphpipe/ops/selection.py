@@ -226,11 +226,10 @@ def range_is_bad(start, end, num_edges):
 
 
 def check_layer_inputs(indptr, indices, nodes, fanout, probs, where: str):
-    """The user inputs of a one-layer sampling op: ``(fanout, nodes, device)``, ``fanout``
-    as an int, ``nodes`` as int64 ids of the graph and the device the op runs on (``nodes``'
-    GPU, else the graph's). ``indptr``/``indices`` are 1-D int32/int64 tensors, ``0 <=
-    indptr[-1] <= len(indices)`` (host ``indptr`` only): O(1), the kernels check the ranges
-    they read (O(batch)); ``probs`` is None or a ``[num_edges]`` float32/float64 tensor (the
+    """The user inputs of a one-layer sampling op: ``(fanout, nodes)``, ``fanout`` as an
+    int, ``nodes`` as int64 ids of the graph. ``indptr``/``indices`` are 1-D int32/int64
+    tensors, ``0 <= indptr[-1] <= len(indices)`` (host ``indptr`` only): O(1), the kernels
+    check the ranges they read (O(batch)); ``probs`` is None or a ``[num_edges]`` float32/float64 tensor (the
     kernels check the values they read)."""
     fanout = check_fanout(fanout, where)
     for name, array in (("indptr", indptr), ("indices", indices)):
@@ -251,8 +250,7 @@ def check_layer_inputs(indptr, indices, nodes, fanout, probs, where: str):
             raise ValueError(
                 f"{where}: `probs` must have shape [num_edges]=[{indices.numel()}], got {tuple(probs.shape)}"
             )
-    nodes = check_node_ids(nodes, indptr.numel() - 1, "nodes", where)
-    return fanout, nodes, nodes.device if nodes.is_cuda else indptr.device
+    return fanout, check_node_ids(nodes, indptr.numel() - 1, "nodes", where)
 
 
 def _check_dtype(value, name: str, dtypes, what: str, where: str) -> None:
