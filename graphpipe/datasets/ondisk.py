@@ -816,8 +816,7 @@ class _FeatureFile:
         later = in_memory and self.format == "numpy"
         data = self.checked(in_memory and not later)
         if later:  # the file's identity and the header's table, for the read to compare
-            stat = os.stat(self.path)
-            self.checked_file = (stat.st_dev, stat.st_ino, stat.st_size, data.shape, data.dtype, bool(data.flags.f_contiguous and not data.flags.c_contiguous))
+            self.checked_file = (_file_identity(os.stat(self.path)), _table_layout(data))
         else:
             self.feature = _feature(data, self.path, disk_based, f"{self.prefix} ('{self.path}')", extra)
 
@@ -847,14 +846,13 @@ class _FeatureFile:
         except OSError as error:
             raise ValueError(f"{self.prefix} ('{self.path}') cannot be read since the dataset was opened: {error}") from error
         with file:
-            stat = os.fstat(file.fileno())
-            if (stat.st_dev, stat.st_ino, stat.st_size) != self.checked_file[:3]:
+            if _file_identity(os.fstat(file.fileno())) != self.checked_file[0]:
                 raise ValueError(f"{self.prefix} ('{self.path}') was replaced or changed after the dataset was opened; open the dataset again")
             try:
                 data = np.load(file, allow_pickle=False)
             except ValueError as error:
                 raise ValueError(f"{self.prefix} ('{self.path}') is no longer a readable .npy file: {error}") from error
-        if (data.shape, data.dtype, bool(data.flags.f_contiguous and not data.flags.c_contiguous)) != self.checked_file[3:]:
+        if _table_layout(data) != self.checked_file[1]:
             raise ValueError(f"{self.prefix} ('{self.path}') was rewritten after the dataset was opened; open the dataset again")
         return data
 
@@ -864,6 +862,16 @@ class _FeatureFile:
         if self.checked_file is not None:
             self.feature, self.checked_file = self(), None  # read once, here and in the copy
         return dict(self.__dict__)
+
+
+def _file_identity(stat: os.stat_result) -> tuple:
+    """``(device, inode, size)``: a file replaced or resized since differs."""
+    return stat.st_dev, stat.st_ino, stat.st_size
+
+
+def _table_layout(data: np.ndarray) -> tuple:
+    """``(shape, dtype, Fortran order)`` of a .npy table, as its header gives them."""
+    return data.shape, data.dtype, bool(data.flags.f_contiguous and not data.flags.c_contiguous)
 
 
 def _extra_fields(entry: dict, known, at: str, where: str) -> Dict[str, Any]:
